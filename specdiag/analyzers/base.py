@@ -1,0 +1,53 @@
+"""The rule interface and registry.
+
+A rule has a stable code, a default severity, a title and a docstring that *is* its documentation (the
+sections ``Detects``, ``Why it matters``, ``Causes weighed``, ``Fix`` and ``References`` are rendered by
+``specdiag explain`` and docs/rules/). It observes only the events it lists in ``events`` and keeps
+bounded state; ``finish`` turns that state into findings once the whole input was read.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from specdiag.context import Context
+from specdiag.events import Event
+from specdiag.findings import Finding
+
+REGISTRY: dict[str, type[Rule]] = {}
+
+
+def register(cls: type[Rule]) -> type[Rule]:
+    if cls.code in REGISTRY:
+        raise ValueError(f"duplicate rule code {cls.code}")
+    REGISTRY[cls.code] = cls
+    return cls
+
+
+class Rule:
+    code: ClassVar[str] = ""
+    name: ClassVar[str] = ""  # kebab-case, stable (used in SARIF/JUnit)
+    title: ClassVar[str] = ""
+    severity: ClassVar[str] = "warning"  # default severity; findings may choose a level per occurrence
+    family: ClassVar[str] = ""
+    events: ClassVar[frozenset[str]] = frozenset()
+    #: tunable thresholds with their defaults (overridable from configuration)
+    defaults: ClassVar[dict[str, Any]] = {}
+    #: the cause ids this rule may report
+    cause_ids: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, options: dict[str, Any] | None = None) -> None:
+        self.options = {**self.defaults, **(options or {})}
+
+    def observe(self, ev: Event) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def finish(self, ctx: Context) -> list[Finding]:  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+def all_rules() -> dict[str, type[Rule]]:
+    """Import every rule module once and return the registry, ordered by code."""
+    from specdiag import analyzers  # noqa: F401  (imports the rule modules)
+
+    return dict(sorted(REGISTRY.items()))

@@ -1,0 +1,351 @@
+"""What the logs reveal about the deployment: versions, TP/PP, ranks, LMCache and speculative config.
+
+Built incrementally from events (bounded state: a few dicts), then frozen into a ``Context`` that the
+analyzers read in ``finish``. A user-supplied ``--lmcache-config`` YAML fills what the log does not show.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from specdiag.events import Event
+from specdiag.fingerprints import VersionFingerprint
+from specdiag.pyrepr import balanced, parse_call_kwargs, parse_dict, value_after
+
+_SPEC_REPR = re.compile(
+    r"SpeculativeConfig\(method='(?P<method>[^']*)', model=(?:'(?P<model>[^']*)'|None), num_spec_tokens=(?P<k>\d+)\)"
+)
+_CFG_INT = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_parallel_size)=(\d+)")
+_CFG_BOOL = re.compile(r"\b(enable_prefix_caching)=(True|False|None)")
+_CFG_MODEL = re.compile(r"^model='([^']*)'")
+_WORLD = re.compile(r"world_size=(\d+)")
+
+
+@dataclass
+class Context:
+    vllm_version: str | None = None
+    lmcache_version: str | None = None
+    lmcache_version_evidence: list[str] = field(default_factory=list)
+    lmcache_version_note: str | None = None
+    lmcache_vendored_adapter: bool = False
+    model: str | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    data_parallel_size: int | None = None
+    ranks_seen: list[str] = field(default_factory=list)
+    lmcache_config: dict[str, Any] | None = None
+    lmcache_config_source: str | None = None
+    lmcache_configs_differ: bool = False
+    chunk_size: int | None = None
+    use_mla: bool | None = None
+    num_draft_layers: int | None = None
+    speculative: dict[str, Any] | None = None
+    prefix_caching: bool | None = None
+    kv_connector: str | None = None
+    kv_role: str | None = None
+    kv_load_failure_policy: str | None = None
+    kv_load_failure_policy_source: str | None = None
+    lmcache_degraded: bool = False
+    hash_algorithm: str | None = None
+    none_hashes: list[str] = field(default_factory=list)
+    pythonhashseed_warning: bool = False
+    device: str | None = None
+
+    @property
+    def lmcache_present(self) -> bool:
+        return bool(self.lmcache_version or self.lmcache_config or self.kv_connector and "LMCache" in self.kv_connector)
+
+    def cfg(self, key: str, default: Any = None) -> Any:
+        if not self.lmcache_config:
+            return default
+        return self.lmcache_config.get(key, default)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "vllm_version": self.vllm_version,
+            "lmcache_version": self.lmcache_version,
+            "lmcache_version_evidence": self.lmcache_version_evidence,
+            "lmcache_version_note": self.lmcache_version_note,
+            "lmcache_vendored_adapter": self.lmcache_vendored_adapter,
+            "model": self.model,
+            "tensor_parallel_size": self.tensor_parallel_size,
+            "pipeline_parallel_size": self.pipeline_parallel_size,
+            "data_parallel_size": self.data_parallel_size,
+            "ranks_seen": self.ranks_seen,
+            "lmcache_config": _jsonable(self.lmcache_config),
+            "lmcache_config_source": self.lmcache_config_source,
+            "chunk_size": self.chunk_size,
+            "use_mla": self.use_mla,
+            "num_draft_layers": self.num_draft_layers,
+            "speculative": _jsonable(self.speculative),
+            "prefix_caching": self.prefix_caching,
+            "kv_connector": self.kv_connector,
+            "kv_role": self.kv_role,
+            "kv_load_failure_policy": self.kv_load_failure_policy,
+            "lmcache_degraded": self.lmcache_degraded,
+            "hash_algorithm": self.hash_algorithm,
+            "device": self.device,
+        }
+
+
+def _jsonable(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, float) and (v != v or v in (float("inf"), float("-inf"))):
+        return str(v)
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+def default_failure_policy(vllm_version: str | None) -> str | None:
+    """vLLM's default ``kv_load_failure_policy`` for a version (None when unknown)."""
+    from specdiag.fingerprints import version_tuple
+
+    v = version_tuple(vllm_version)
+    if v is None:
+        return None
+    if v < (0, 11, 2):
+        return "none"  # no handling: failed blocks are used as they are
+    if v < (0, 20, 0):
+        return "recompute"
+    return "fail"
+
+
+class ContextBuilder:
+    """Observes configuration/startup events; ``finish()`` returns the Context."""
+
+    EVENTS = {
+        "C10", "C11", "C12", "C13", "C16", "C18", "C20", "C21", "C21b", "C22", "C23", "C24", "C32", "C33", "C37",
+        "V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_CONNECTOR", "V_CREATE_CONNECTOR",
+        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE",
+    }
+
+    def __init__(self, lmcache_config_file: dict[str, Any] | None = None, lmcache_config_path: str | None = None):
+        self.ctx = Context()
+        self.fp = VersionFingerprint()
+        self.ranks: set[str] = set()
+        self.configs: list[dict[str, Any]] = []
+        self.user_config = lmcache_config_file
+        self.user_config_path = lmcache_config_path
+        self.world_sizes: set[int] = set()
+        self.lmcache_exact: str | None = None
+
+    def observe_record_origin(self, origin) -> None:
+        if origin.role == "Worker":
+            label = origin.rank_label
+            if label:
+                self.ranks.add(label)
+
+    def observe_any(self, ev: Event) -> None:
+        """Every LMCache event feeds the version fingerprint."""
+        r = ev.rec
+        if r.kind == "lmcache":
+            self.fp.observe(ev.id, r.file, r.src_line, r.logger)
+
+    def observe(self, ev: Event) -> None:
+        c = self.ctx
+        f = ev.f
+        tid = ev.id
+        if tid == "C18":
+            v = f["lmcache_version"].split("-g")[0]
+            self.lmcache_exact = self.lmcache_exact or v
+            if f.get("vllm_version") and not c.vllm_version:
+                c.vllm_version = f["vllm_version"]
+            if m := _WORLD.search(f.get("metadata") or ""):
+                self.world_sizes.add(int(m.group(1)))
+            if (f.get("metadata") or "").strip() == "None" and "WORKER" in f.get("role", ""):
+                c.lmcache_degraded = True
+        elif tid == "E_BANNER":
+            self.lmcache_exact = self.lmcache_exact or f["version"]
+        elif tid == "C12":
+            if f.get("chunk_size"):
+                c.chunk_size = f["chunk_size"]
+            c.use_mla = f.get("mla") == "True"
+            if f.get("draft_layers") is not None:
+                c.num_draft_layers = f["draft_layers"]
+        elif tid == "C13":
+            d = parse_dict(f["dict"])
+            if d:
+                self.configs.append(d)
+        elif tid == "C10":
+            self._spec_from_repr(f["spec"])
+        elif tid in ("V_VERSION", "V_LOGO"):
+            c.vllm_version = c.vllm_version or f["version"]
+            if f.get("model"):
+                c.model = c.model or f["model"].strip()
+        elif tid == "V_ENGINE_CFG":
+            c.vllm_version = c.vllm_version or f["version"]
+            cfg = f["cfg"]
+            for k, v in _CFG_INT.findall(cfg):
+                setattr(c, k, getattr(c, k) or int(v))
+            if m := _CFG_BOOL.search(cfg):
+                c.prefix_caching = {"True": True, "False": False}.get(m.group(2))
+            if m := _CFG_MODEL.search(cfg):
+                c.model = c.model or m.group(1)
+            self._spec_from_repr(cfg)
+        elif tid in ("V_ARGS", "V_ARGS_OLD"):
+            self._from_args(f["args"])
+        elif tid == "V_CREATE_CONNECTOR":
+            c.kv_connector = c.kv_connector or f["name"]
+        elif tid == "V_CONNECTOR":
+            c.kv_connector = c.kv_connector or "LMCacheConnectorV1"
+        elif tid == "V1":
+            c.kv_load_failure_policy = c.kv_load_failure_policy or "recompute"
+            c.kv_load_failure_policy_source = c.kv_load_failure_policy_source or "observed"
+        elif tid == "V2":
+            c.kv_load_failure_policy = f.get("policy") or "fail"
+            c.kv_load_failure_policy_source = "observed"
+        elif tid in ("C32", "C33", "E_NO_CONNECTOR"):
+            c.lmcache_degraded = True
+        elif tid in ("C22", "C23", "C24"):
+            c.pythonhashseed_warning = True
+        elif tid in ("C21",):
+            c.hash_algorithm = f["algo"]
+        elif tid == "C20":
+            h = f.get("none_hash") or "0"
+            if h not in c.none_hashes and len(c.none_hashes) < 16:
+                c.none_hashes.append(h)
+        elif tid == "C37":
+            c.device = f.get("device_type")
+        elif tid == "V_KV_SIZE":
+            c.device = c.device or f["device"].lower().replace("gpu", "cuda")
+
+    def _spec_from_repr(self, text: str) -> None:
+        m = _SPEC_REPR.search(text)
+        if not m:
+            return
+        spec = dict(self.ctx.speculative or {})
+        spec.setdefault("enabled", True)
+        spec.setdefault("method", m.group("method"))
+        spec.setdefault("num_speculative_tokens", int(m.group("k")))
+        if m.group("model"):
+            spec.setdefault("model", m.group("model"))
+        self.ctx.speculative = spec
+
+    def _from_args(self, args: str) -> None:
+        c = self.ctx
+        simple = parse_dict(args) if args.startswith("{") else parse_call_kwargs(args)
+        for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
+            if isinstance(simple.get(key), int):
+                setattr(c, key, simple[key])
+        if isinstance(simple.get("model"), str):
+            c.model = c.model or simple["model"]
+        if simple.get("enable_prefix_caching") is not None and isinstance(simple["enable_prefix_caching"], bool):
+            c.prefix_caching = simple["enable_prefix_caching"]
+        if "no_enable_prefix_caching" in args:
+            c.prefix_caching = False
+        raw_spec = value_after(args, "speculative_config")
+        if raw_spec and raw_spec.startswith("{"):
+            d = parse_dict(raw_spec)
+            sched = value_after(raw_spec, "num_speculative_tokens_per_batch_size")
+            spec = dict(c.speculative or {})
+            spec.update({k: v for k, v in d.items() if not isinstance(v, dict)})
+            spec["enabled"] = True
+            if sched:
+                try:
+                    import ast
+
+                    spec["per_batch_size"] = [list(x) for x in ast.literal_eval(sched)]
+                except (ValueError, SyntaxError):
+                    spec["per_batch_size"] = sched
+            c.speculative = spec
+        kvt = value_after(args, "kv_transfer_config")
+        if kvt:
+            kv = parse_dict(kvt) if kvt.startswith("{") else parse_call_kwargs(kvt)
+            if kv.get("kv_connector"):
+                c.kv_connector = kv["kv_connector"]
+            if kv.get("kv_role"):
+                c.kv_role = kv["kv_role"]
+            if kv.get("kv_load_failure_policy"):
+                c.kv_load_failure_policy = kv["kv_load_failure_policy"]
+                c.kv_load_failure_policy_source = "kv_transfer_config"
+            extra = value_after(kvt, "kv_connector_extra_config")
+            if extra and extra.startswith("{") and extra != "{}":
+                ed = parse_dict(extra)
+                overrides = {k.split(".", 1)[1]: v for k, v in ed.items() if k.startswith("lmcache.")}
+                if overrides:
+                    self.configs.append({"__overrides__": overrides})
+                if ed.get("use_native"):
+                    c.lmcache_vendored_adapter = True
+
+    def finish(self) -> Context:
+        c = self.ctx
+        c.ranks_seen = sorted(self.ranks, key=_rank_sort)
+        version, evidence, note = self.fp.infer()
+        c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored
+        if self.lmcache_exact:
+            c.lmcache_version = self.lmcache_exact
+            c.lmcache_version_evidence = ["LMCache initialized for role ... with version"]
+        elif version:
+            c.lmcache_version, c.lmcache_version_evidence, c.lmcache_version_note = version, evidence, note
+        # LMCache config: the engine dump(s), then kv_connector_extra_config overrides, else the user's file
+        dumps = [d for d in self.configs if "__overrides__" not in d]
+        overrides = {}
+        for d in self.configs:
+            overrides.update(d.get("__overrides__", {}))
+        if dumps:
+            cfg = dict(dumps[0])
+            c.lmcache_config_source = "log (Creating LMCacheEngine with config)"
+            c.lmcache_configs_differ = any(
+                {k: v for k, v in d.items() if k != "lmcache_instance_id"}
+                != {k: v for k, v in dumps[0].items() if k != "lmcache_instance_id"}
+                for d in dumps[1:]
+            )
+            if self.user_config:
+                for k, v in self.user_config.items():
+                    cfg.setdefault(k, v)
+        elif self.user_config is not None:
+            cfg = dict(self.user_config)
+            c.lmcache_config_source = f"--lmcache-config {self.user_config_path}"
+        else:
+            cfg = None
+        if overrides:
+            cfg = {**(cfg or {}), **overrides}
+        c.lmcache_config = cfg
+        if c.chunk_size is None and cfg and isinstance(cfg.get("chunk_size"), int):
+            c.chunk_size = cfg["chunk_size"]
+        if c.tensor_parallel_size is None:
+            if self.world_sizes and c.pipeline_parallel_size in (None, 1):
+                c.tensor_parallel_size = max(self.world_sizes)
+            elif self.ranks:
+                tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
+                if tps:
+                    c.tensor_parallel_size = max(tps) + 1
+        if c.speculative is None:
+            c.speculative = None
+        if c.kv_load_failure_policy is None:
+            d = default_failure_policy(c.vllm_version)
+            if d:
+                c.kv_load_failure_policy = d
+                c.kv_load_failure_policy_source = f"default for vLLM {c.vllm_version}"
+        return c
+
+
+def _rank_sort(label: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", label))
+
+
+def load_lmcache_yaml(path: str) -> dict[str, Any]:
+    """Read an LMCache YAML config (``yaml.safe_load``); raises ValueError with a one-line reason."""
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh)
+    except OSError as e:
+        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from e
+    except yaml.YAMLError as e:
+        raise ValueError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from e
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of LMCache keys, got {type(data).__name__}")
+    return {str(k): v for k, v in data.items()}
+
+
+__all__ = ["Context", "ContextBuilder", "balanced", "default_failure_policy", "load_lmcache_yaml"]

@@ -1,0 +1,135 @@
+"""The pipeline: inputs → records → events → context + rules → findings → Report.
+
+Everything streams: memory grows with the distinct requests still tracked and the findings, not with the
+size of the logs. Several inputs (one file per rank, rotated files) are analysed as one deployment.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from specdiag.analyzers.base import Rule, all_rules
+from specdiag.context import ContextBuilder, load_lmcache_yaml
+from specdiag.events import default_matcher
+from specdiag.findings import SEVERITIES
+from specdiag.ingest import InputError, expand_inputs, iter_records
+from specdiag.report.model import Report
+
+_DIGITS = re.compile(r"\d+")
+_HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
+
+
+class ConfigError(Exception):
+    """Bad options or configuration: exit code 2."""
+
+
+def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
+    """Rules whose code matches a ``select`` entry (code or prefix; default all) and no ``ignore`` entry."""
+    rules = all_rules()
+    sel = [s.upper() for s in select] if select else None
+    ign = [s.upper() for s in ignore] if ignore else []
+    known_prefixes = {code[:n] for code in rules for n in range(1, len(code) + 1)}
+    for entry in (sel or []) + ign:
+        if entry not in known_prefixes and entry != "ALL":
+            raise ConfigError(f"unknown rule code or prefix {entry!r} (see 'specdiag rules')")
+    out = []
+    for code, cls in rules.items():
+        if sel is not None and "ALL" not in sel and not any(code.startswith(s) for s in sel):
+            continue
+        if any(code.startswith(s) for s in ign):
+            continue
+        out.append(cls)
+    return out
+
+
+def analyze(
+    paths: list[str],
+    *,
+    lmcache_config: str | None = None,
+    select: Iterable[str] | None = None,
+    ignore: Iterable[str] | None = None,
+    rule_options: dict[str, dict[str, Any]] | None = None,
+    severity_overrides: dict[str, str] | None = None,
+    observers: Iterable[Any] = (),
+    stdin_name: str = "-",
+    progress: Callable[[str, int], None] | None = None,
+) -> Report:
+    """Analyse the inputs. Raises InputError (I/O) or ConfigError (options) — both exit code 2."""
+    started = time.perf_counter()
+    user_cfg = None
+    if lmcache_config:
+        try:
+            user_cfg = load_lmcache_yaml(lmcache_config)
+        except ValueError as e:
+            raise ConfigError(str(e)) from e
+    for code, sev in (severity_overrides or {}).items():
+        if sev not in SEVERITIES:
+            raise ConfigError(f"severity for {code} must be one of {', '.join(SEVERITIES)}, not {sev!r}")
+    rule_classes = select_rules(select, ignore)
+    rules = [cls((rule_options or {}).get(cls.code)) for cls in rule_classes]
+    sources = expand_inputs(paths, stdin_name=stdin_name)
+
+    matcher = default_matcher()
+    ctx_builder = ContextBuilder(user_cfg, lmcache_config)
+    dispatch: dict[str, list[Callable]] = {}
+    for obs in [*rules, *observers]:
+        for eid in obs.events:
+            dispatch.setdefault(eid, []).append(obs.observe)
+    for eid in ContextBuilder.EVENTS:
+        dispatch.setdefault(eid, []).append(ctx_builder.observe)
+
+    unrecognized: Counter[str] = Counter()
+    unknown_shapes: Counter[str] = Counter()
+    fp_observe = ctx_builder.fp.observe
+    for src in sources:
+        last_origin = None
+        n = 0
+        for rec in iter_records(src):
+            n += 1
+            if rec.origin is not last_origin:
+                last_origin = rec.origin
+                ctx_builder.observe_record_origin(rec.origin)
+            ev = matcher.match(rec)
+            if ev is None:
+                unrecognized[rec.kind] += 1
+                if rec.level in ("WARNING", "ERROR", "CRITICAL") and len(unknown_shapes) < 500:
+                    shape = _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
+                    unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
+                continue
+            if rec.kind == "lmcache":
+                fp_observe(ev.id, rec.file, rec.src_line, rec.logger)
+            handlers = dispatch.get(ev.id)
+            if handlers:
+                for h in handlers:
+                    h(ev)
+            if progress is not None and n % 100000 == 0:
+                progress(src.display, src.stats.bytes_read)
+    ctx = ctx_builder.finish()
+    findings = []
+    for rule in rules:
+        for f in rule.finish(ctx):
+            if rule.code in (severity_overrides or {}):
+                f.severity = severity_overrides[rule.code]
+            findings.append(f)
+    for obs in observers:
+        fin = getattr(obs, "finish_observer", None)
+        if fin is not None:
+            fin(ctx)
+    inputs = [s.stats.to_dict() for s in sources]
+    report = Report(
+        inputs=inputs,
+        context=ctx.to_dict(),
+        findings=findings,
+        unrecognized={**dict(unrecognized), **{"top_warnings": dict(unknown_shapes.most_common(10))}},
+        rules_run=[r.code for r in rules],
+        elapsed_s=time.perf_counter() - started,
+    )
+    report.ctx = ctx  # the live object, for renderers that want more than the JSON view
+    return report
+
+
+__all__ = ["ConfigError", "InputError", "analyze", "select_rules"]

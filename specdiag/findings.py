@@ -1,0 +1,147 @@
+"""Findings, evidence, causes and the shared cause-ranking helper.
+
+Every rule explains itself the same way: a finding carries the log lines that prove it, the numbers it
+computed, and a ranked list of causes, each with evidence *for* and *against*, a fix and an experiment that
+would confirm it. These objects are the only thing renderers see.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+SEVERITIES = ("info", "warning", "error")
+SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
+
+
+def severity_at_least(severity: str, threshold: str) -> bool:
+    return SEVERITY_RANK[severity] >= SEVERITY_RANK[threshold]
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One log line that supports a finding (``path:line`` plus the cleaned text)."""
+
+    path: str
+    line: int
+    text: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"path": self.path, "line": self.line, "text": self.text}
+
+
+@dataclass
+class Cause:
+    """A candidate explanation, with a confidence in [0, 1] and the reasoning both ways."""
+
+    id: str
+    confidence: float
+    for_: list[str] = field(default_factory=list)
+    against: list[str] = field(default_factory=list)
+    fix: str = ""
+    confirm_with: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "confidence": round(float(self.confidence), 3),
+            "for": list(self.for_),
+            "against": list(self.against),
+            "fix": self.fix,
+            "confirm_with": self.confirm_with,
+        }
+
+
+@dataclass
+class Finding:
+    rule: str
+    severity: str
+    title: str
+    summary: str = ""
+    count: int = 1
+    evidence: list[Evidence] = field(default_factory=list)
+    measurements: dict[str, Any] = field(default_factory=dict)
+    causes: list[Cause] = field(default_factory=list)
+    next_steps: list[str] = field(default_factory=list)
+    #: what identifies the incident independently of line numbers (request ids, numbers, ranks)
+    identity: str = ""
+    #: optional time (epoch seconds) of the first occurrence, for timelines
+    first_seen: float | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        base = self.identity or "|".join(e.text for e in self.evidence[:3])
+        return hashlib.sha1(f"{self.rule}|{base}".encode("utf-8", "replace")).hexdigest()
+
+    @property
+    def top_cause(self) -> Cause | None:
+        return self.causes[0] if self.causes else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rule": self.rule,
+            "severity": self.severity,
+            "title": self.title,
+            "summary": self.summary,
+            "count": self.count,
+            "evidence": [e.to_dict() for e in self.evidence],
+            "measurements": self.measurements,
+            "causes": [c.to_dict() for c in self.causes],
+            "next_steps": list(self.next_steps),
+            "fingerprint": self.fingerprint,
+        }
+
+
+class CauseBoard:
+    """Scores competing causes from a prior plus weighted evidence, then normalises.
+
+    Each cause starts from a prior. ``support`` multiplies its weight (factor > 1) and records why;
+    ``oppose`` divides it and records the counter-evidence; ``rule_out`` pins it near zero because the
+    configuration or version makes it impossible. Confidences are normalised to sum to at most
+    ``ceiling`` so that a log that lacks discriminating evidence never yields a confident answer.
+    """
+
+    def __init__(self) -> None:
+        self._causes: dict[str, Cause] = {}
+        self._weights: dict[str, float] = {}
+        self._ruled_out: set[str] = set()
+
+    def add(self, cause_id: str, prior: float, fix: str = "", confirm_with: str = "") -> None:
+        self._causes[cause_id] = Cause(cause_id, 0.0, fix=fix, confirm_with=confirm_with)
+        self._weights[cause_id] = prior
+
+    def __contains__(self, cause_id: str) -> bool:
+        return cause_id in self._causes
+
+    def support(self, cause_id: str, factor: float, why: str) -> None:
+        if cause_id in self._causes:
+            self._weights[cause_id] *= factor
+            self._causes[cause_id].for_.append(why)
+
+    def oppose(self, cause_id: str, factor: float, why: str) -> None:
+        if cause_id in self._causes:
+            self._weights[cause_id] /= factor
+            self._causes[cause_id].against.append(why)
+
+    def rule_out(self, cause_id: str, why: str) -> None:
+        if cause_id in self._causes:
+            self._ruled_out.add(cause_id)
+            self._causes[cause_id].against.append(why)
+
+    def note_for(self, cause_id: str, why: str) -> None:
+        if cause_id in self._causes:
+            self._causes[cause_id].for_.append(why)
+
+    def ranked(self, ceiling: float = 0.9, cap: dict[str, float] | None = None) -> list[Cause]:
+        """Causes best first. ``ceiling`` bounds the share of belief given to the listed causes."""
+        live = {k: w for k, w in self._weights.items() if k not in self._ruled_out}
+        total = sum(live.values()) or 1.0
+        for cid, cause in self._causes.items():
+            if cid in self._ruled_out:
+                cause.confidence = 0.01
+            else:
+                cause.confidence = min(ceiling * live[cid] / total, ceiling)
+            if cap and cid in cap:
+                cause.confidence = min(cause.confidence, cap[cid])
+        return sorted(self._causes.values(), key=lambda c: (-c.confidence, c.id))

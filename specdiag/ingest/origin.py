@@ -1,0 +1,127 @@
+"""Process prefixes such as ``(Worker_TP2 pid=767)`` peeled into an Origin (role, ranks, pid, host)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+PREFIX_RE = re.compile(r"\((?P<proc>[^()]*?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)]*))?\)\s?")
+_TP = re.compile(r"_TP(\d+)|\bTP(\d+)\b")
+_PP = re.compile(r"_PP(\d+)|\bPP(\d+)")
+_DP = re.compile(r"_DP(\d+)|^EngineCore_(\d+)$")
+_EP = re.compile(r"_EP(\d+)")
+_RANK = re.compile(r"rank=(\d+)")
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Who printed a line. ``key`` distinguishes processes (name + pid) within one input."""
+
+    proc: str = ""
+    pid: int | None = None
+    host: str | None = None
+    role: str = ""  # APIServer | EngineCore | Worker | Ray | Other | ""
+    tp: int | None = None
+    pp: int | None = None
+    dp: int | None = None
+    ep: int | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.proc}:{self.pid}:{self.host or ''}"
+
+    @property
+    def rank_label(self) -> str | None:
+        """``TP2``, ``PP1_TP0`` or ``DP1_TP0``: how ranks are named in reports."""
+        if self.tp is None and self.pp is None:
+            return None
+        parts = []
+        if self.dp is not None:
+            parts.append(f"DP{self.dp}")
+        if self.pp is not None:
+            parts.append(f"PP{self.pp}")
+        parts.append(f"TP{self.tp if self.tp is not None else 0}")
+        return "_".join(parts)
+
+    @property
+    def is_worker(self) -> bool:
+        return self.role == "Worker"
+
+
+NO_ORIGIN = Origin()
+
+
+def _role(name: str) -> str:
+    if name.startswith(("Worker", "VllmWorker")):
+        return "Worker"
+    if name.startswith("EngineCore"):
+        return "EngineCore"
+    if name.startswith(("APIServer", "ApiServer")):
+        return "APIServer"
+    if name.startswith("RayWorkerWrapper"):
+        return "Worker"
+    if name == "MainProcess":
+        return "MainProcess"
+    return "Other"
+
+
+def parse_origin(names: list[tuple[str, str, str | None]]) -> Origin:
+    """Build an Origin from the peeled prefixes, innermost last (Ray nests a worker inside an engine)."""
+    proc, pid, ip = names[-1]
+    role = _role(proc)
+    tp = pp = dp = ep = None
+    for name, _pid, _ip in names:
+        if m := _TP.search(name):
+            tp = int(m.group(1) or m.group(2))
+        if m := _PP.search(name):
+            pp = int(m.group(1) or m.group(2))
+        if m := _DP.search(name):
+            dp = int(m.group(1) or m.group(2))
+        if m := _EP.search(name):
+            ep = int(m.group(1))
+        if m := _RANK.search(name):
+            tp = int(m.group(1))  # VllmWorker rank=N (vLLM 0.8.5-0.9.x): global rank, = TP rank when PP=1
+    if role == "Worker" and tp is None:
+        if proc in ("Worker", "VllmWorker"):
+            tp = 0  # a single worker: TP=1
+        elif proc.startswith("VllmWorker-") and proc[11:].isdigit():
+            tp = int(proc[11:])  # multiprocessing name before the worker renamed itself (0.31+)
+    host = ip or next((i for _n, _p, i in names if i), None)
+    if len(names) > 1 and proc.startswith("RayWorkerWrapper"):
+        proc = f"{names[0][0]}/{proc}"
+    return Origin(proc=proc, pid=int(pid), host=host, role=role, tp=tp, pp=pp, dp=dp, ep=ep)
+
+
+class OriginCache:
+    """Peels all leading ``(name pid=N[, ip=..])`` prefixes; caches the Origin per distinct prefix text."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Origin] = {}
+
+    def peel(self, line: str) -> tuple[Origin, str]:
+        # fast path: one prefix, seen before
+        end = line.find(") ")
+        if end > 0:
+            cand = line[: end + 2]
+            o = self._cache.get(cand)
+            if o is not None:
+                rest = line[end + 2 :]
+                if not rest.startswith("("):
+                    return o, rest
+        names = []
+        pos = 0
+        while True:
+            m = PREFIX_RE.match(line, pos)
+            if not m:
+                break
+            names.append((m.group("proc").strip(), m.group("pid"), m.group("ip")))
+            pos = m.end()
+        if not names:
+            return NO_ORIGIN, line
+        prefix = line[:pos]
+        o = self._cache.get(prefix)
+        if o is None:
+            o = parse_origin(names)
+            if len(self._cache) < 10000:
+                self._cache[prefix] = o
+        return o, line[pos:]

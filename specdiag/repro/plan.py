@@ -1,0 +1,313 @@
+"""Plans: which settings each cell of an experiment uses.
+
+A plan is a *base* (settings shared by every cell), *toggles* (settings whose values are crossed into a
+matrix) and a *workload* (the client that provokes the symptom). Presets are named plans; ``--toggle`` and
+``--set`` adjust them; a YAML file can describe the same thing. Settings are plain strings until
+``materialise`` turns them into flags and YAML, so a plan prints and compares exactly as the user typed it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+# --------------------------------------------------------------------------------------------- settings
+#: every setting a cell understands, with its default and what it changes. Keys with a dot prefix
+#: (``lmcache.<key>``, ``vllm.<flag>``, ``env.<NAME>``) pass straight through for anything not listed.
+SETTINGS: dict[str, tuple[str, str]] = {
+    "lmcache": ("on", "on|off: attach LMCacheConnectorV1 (off = plain vLLM)"),
+    "chunk_size": ("256", "LMCache chunk_size (tokens)"),
+    "local_cpu": ("true", "LMCache local_cpu tier"),
+    "max_local_cpu_size": ("1.0", "LMCache max_local_cpu_size (GB)"),
+    "save_decode_cache": ("false", "LMCache save_decode_cache"),
+    "async_loading": ("false", "LMCache enable_async_loading"),
+    "pin_timeout_sec": ("default", "LMCache pin_timeout_sec (default = LMCache's own, 300 s)"),
+    "redis_maxmemory": ("off", "off, or a Redis maxmemory (e.g. 4mb): start Redis and use it as remote_url"),
+    "redis_policy": ("allkeys-lru", "Redis maxmemory-policy"),
+    "spec": ("off", "off|ngram|draft_model (draft_model uses the target model as its own draft)"),
+    "num_speculative_tokens": ("3", "K, the maximum number of draft tokens"),
+    "dynamic_k": ("off", "off, on (= [[1,1,K],[2,256,0]]) or an explicit JSON schedule"),
+    "prefix_caching": ("off", "vLLM prefix caching (off forces every reuse through LMCache)"),
+    "kv_load_failure_policy": ("default", "default|fail|recompute (vLLM kv-transfer policy)"),
+    "num_gpu_blocks": ("off", "off or N: --num-gpu-blocks-override (KV-block pressure)"),
+    "enforce_eager": ("true", "--enforce-eager (fast start; one numeric mode per experiment)"),
+    "tp": ("1", "tensor-parallel size (GPUs per cell)"),
+    "max_model_len": ("4096", "--max-model-len"),
+}
+PASSTHROUGH_PREFIXES = ("lmcache.", "vllm.", "env.")
+
+TRUE_WORDS = {"true", "on", "yes", "1"}
+FALSE_WORDS = {"false", "off", "no", "0"}
+
+
+class PlanError(ValueError):
+    """A plan the user wrote cannot be understood; the message says which part and why."""
+
+
+def as_bool(value: str, key: str) -> bool:
+    v = str(value).strip().lower()
+    if v in TRUE_WORDS:
+        return True
+    if v in FALSE_WORDS:
+        return False
+    raise PlanError(f"{key}: expected true/false (or on/off), got {value!r}")
+
+
+def normalise_value(value: Any) -> str:
+    """YAML gives bools/ints/floats; the command line gives strings. Store one spelling."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "default"
+    return str(value).strip()
+
+
+def check_key(key: str) -> str:
+    key = key.strip()
+    if key in SETTINGS or (key.startswith(PASSTHROUGH_PREFIXES) and len(key.split(".", 1)[1]) > 0):
+        return key
+    known = ", ".join(sorted(SETTINGS))
+    raise PlanError(f"unknown setting {key!r}; known: {known}; or lmcache.<key>, vllm.<flag>, env.<NAME>")
+
+
+# --------------------------------------------------------------------------------------------- workloads
+@dataclass(frozen=True)
+class WorkloadSpec:
+    """Which client to run against each cell and its parameters (see ``workload.py``)."""
+
+    kind: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "params": dict(self.params)}
+
+
+WORKLOAD_KINDS = ("multi_turn", "alternating_batch", "distinct_prefixes")
+
+
+# --------------------------------------------------------------------------------------------- presets
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    description: str
+    base: dict[str, str]
+    toggles: dict[str, list[str]]
+    workload: WorkloadSpec
+
+
+PRESETS: dict[str, Preset] = {
+    "save-decode-cache": Preset(
+        name="save-decode-cache",
+        description=(
+            "save_decode_cache x speculative decoding (ngram) on/off; multi-turn conversations whose next "
+            "prompt contains the previous generated tokens, so decode-phase chunks are what gets reused"
+        ),
+        base={"max_local_cpu_size": "0.05"},
+        toggles={"save_decode_cache": ["false", "true"], "spec": ["off", "ngram"]},
+        workload=WorkloadSpec(
+            "multi_turn",
+            {"conversations": 6, "turns": 5, "concurrency": 3, "prefix_words": 300, "turn_words": 40,
+             "max_tokens": 96},
+        ),
+    ),
+    "dynamic-k": Preset(
+        name="dynamic-k",
+        description=(
+            "dynamic K (num_speculative_tokens_per_batch_size with K=0 at batch >= 2) vs fixed K, draft_model "
+            "with the target as its own draft (healthy acceptance ~100%); batch sizes alternate 1 and 2 and "
+            "acceptance is measured per phase from /metrics. No LMCache: LMCache 0.5.6 miscounts "
+            "draft_model layers and crashes at the first store"
+        ),
+        base={"lmcache": "off", "spec": "draft_model", "prefix_caching": "on"},
+        toggles={"dynamic_k": ["off", "on"]},
+        workload=WorkloadSpec(
+            "alternating_batch",
+            {"phases": [1, 2, 1, 2, 1], "prompt_words": 250, "max_tokens": 64},
+        ),
+    ),
+    "eviction": Preset(
+        name="eviction",
+        description=(
+            "local CPU tier pressure: a tiny max_local_cpu_size vs a large one, more distinct long prefixes "
+            "than fit, each reused right after it was stored"
+        ),
+        base={},
+        toggles={"max_local_cpu_size": ["0.004", "1.0"]},
+        workload=WorkloadSpec(
+            "distinct_prefixes",
+            {"prompts": 16, "prompt_words": 700, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
+             "max_tokens": 8},
+        ),
+    ),
+    "remote-eviction": Preset(
+        name="remote-eviction",
+        description=(
+            "LMCache with a remote Redis started by specdiag on 127.0.0.1 (tiny maxmemory, LRU) and no local "
+            "CPU tier: remote backends cannot pin, so chunks can vanish between lookup and retrieve; a large "
+            "Redis is the control, save_decode_cache the suspect"
+        ),
+        base={"local_cpu": "false", "max_local_cpu_size": "0.5", "lmcache.remote_serde": "naive"},
+        toggles={"redis_maxmemory": ["4mb", "1gb"], "save_decode_cache": ["false", "true"]},
+        workload=WorkloadSpec(
+            "distinct_prefixes",
+            {"prompts": 16, "prompt_words": 700, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
+             "max_tokens": 8},
+        ),
+    ),
+}
+
+
+# --------------------------------------------------------------------------------------------- plan + cells
+@dataclass(frozen=True)
+class Cell:
+    """One combination of toggle values; ``settings`` is the full, merged set the cell runs with."""
+
+    index: int
+    toggled: dict[str, str]
+    settings: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return ",".join(f"{k}={v}" for k, v in self.toggled.items()) or "base"
+
+    @property
+    def slug(self) -> str:
+        safe = "".join(c if c.isalnum() or c in "._=-" else "_" for c in self.name.replace(",", "__"))
+        return f"c{self.index:02d}-{safe}"[:120]
+
+
+@dataclass
+class Plan:
+    name: str
+    base: dict[str, str]
+    toggles: dict[str, list[str]]
+    workload: WorkloadSpec
+    repeat: int = 1
+    description: str = ""
+
+    def cells(self) -> list[Cell]:
+        """The matrix: every combination of toggle values, first toggle varying slowest."""
+        keys = list(self.toggles)
+        merged_base = {k: v for k, (v, _) in SETTINGS.items()}
+        merged_base.update(self.base)
+        out: list[Cell] = []
+        for i, combo in enumerate(itertools.product(*(self.toggles[k] for k in keys))):
+            toggled = dict(zip(keys, combo))
+            settings = dict(merged_base)
+            settings.update(toggled)
+            out.append(Cell(index=i, toggled=toggled, settings=settings))
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "base": dict(self.base),
+            "toggles": {k: list(v) for k, v in self.toggles.items()},
+            "workload": self.workload.to_dict(),
+            "repeat": self.repeat,
+        }
+
+
+def parse_assignment(text: str) -> tuple[str, list[str]]:
+    """``key=v1,v2`` → (key, [v1, v2]). A JSON value (``dynamic_k=[[1,1,3],[2,8,0]]``) stays whole."""
+    if "=" not in text:
+        raise PlanError(f"expected key=value[,value...], got {text!r}")
+    key, _, raw = text.partition("=")
+    key = check_key(key)
+    raw = raw.strip()
+    if not raw:
+        raise PlanError(f"{key}: no value given")
+    values = [raw] if raw.startswith(("[", "{")) else [v.strip() for v in raw.split(",")]
+    if any(not v for v in values):
+        raise PlanError(f"{key}: empty value in {raw!r}")
+    if len(set(values)) != len(values):
+        raise PlanError(f"{key}: duplicate values in {raw!r}")
+    return key, values
+
+
+def _workload_from(data: Any, where: str) -> WorkloadSpec:
+    if not isinstance(data, dict) or "kind" not in data:
+        raise PlanError(f"{where}: workload must be a mapping with 'kind' (one of {', '.join(WORKLOAD_KINDS)})")
+    kind = str(data["kind"])
+    if kind not in WORKLOAD_KINDS:
+        raise PlanError(f"{where}: unknown workload kind {kind!r} (one of {', '.join(WORKLOAD_KINDS)})")
+    params = data.get("params", {k: v for k, v in data.items() if k != "kind"})
+    if not isinstance(params, dict):
+        raise PlanError(f"{where}: workload params must be a mapping")
+    return WorkloadSpec(kind, dict(params))
+
+
+def build_plan(
+    preset: str | None = None,
+    toggles: list[str] | None = None,
+    sets: list[str] | None = None,
+    plan_yaml: str | None = None,
+    repeat: int | None = None,
+) -> Plan:
+    """Combine a preset, a YAML plan file's text and command-line toggles (applied in that order).
+
+    A later source replaces a toggle key entirely (``--toggle max_local_cpu_size=0.5,20`` on top of the
+    ``eviction`` preset runs exactly those two sizes).
+    """
+    name = "custom"
+    description = ""
+    base: dict[str, str] = {}
+    tog: dict[str, list[str]] = {}
+    workload = WorkloadSpec("distinct_prefixes", dict(PRESETS["eviction"].workload.params))
+    rep = 1
+
+    def apply_preset(pname: str) -> None:
+        nonlocal name, description, workload
+        if pname not in PRESETS:
+            raise PlanError(f"unknown preset {pname!r}; presets: {', '.join(PRESETS)}")
+        p = PRESETS[pname]
+        name, description, workload = p.name, p.description, p.workload
+        base.update(p.base)
+        tog.update({k: list(v) for k, v in p.toggles.items()})
+
+    if preset:
+        apply_preset(preset)
+    if plan_yaml is not None:
+        import yaml  # pyyaml is a core dependency; imported here to keep CLI start-up cheap
+
+        data = yaml.safe_load(plan_yaml)
+        if not isinstance(data, dict):
+            raise PlanError("plan file: expected a mapping at the top level")
+        unknown = set(data) - {"preset", "name", "description", "base", "set", "toggles", "workload", "repeat"}
+        if unknown:
+            raise PlanError(f"plan file: unknown top-level keys {sorted(unknown)}")
+        if data.get("preset"):
+            apply_preset(str(data["preset"]))
+        name = str(data.get("name", name))
+        description = str(data.get("description", description))
+        for section in ("base", "set"):
+            for k, v in (data.get(section) or {}).items():
+                base[check_key(str(k))] = normalise_value(v)
+        for k, vs in (data.get("toggles") or {}).items():
+            vals = vs if isinstance(vs, list) else [vs]
+            if not vals:
+                raise PlanError(f"plan file: toggle {k!r} has no values")
+            tog[check_key(str(k))] = [normalise_value(v) for v in vals]
+        if "workload" in data:
+            workload = _workload_from(data["workload"], "plan file")
+        if "repeat" in data:
+            rep = int(data["repeat"])
+    for s in sets or []:
+        k, vs = parse_assignment(s)
+        if len(vs) != 1:
+            raise PlanError(f"--set {k}: one value only (use --toggle for several)")
+        base[k] = vs[0]
+        tog.pop(k, None)
+    for t in toggles or []:
+        k, vs = parse_assignment(t)
+        tog[k] = vs
+        base.pop(k, None)
+    if repeat is not None:
+        rep = repeat
+    if rep < 1:
+        raise PlanError("repeat must be >= 1")
+    if not preset and plan_yaml is None and not toggles and not sets:
+        raise PlanError("nothing to run: give --preset, --plan FILE or --toggle key=v1,v2")
+    return Plan(name=name, base=base, toggles=tog, workload=workload, repeat=rep, description=description)

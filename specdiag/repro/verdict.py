@@ -1,0 +1,368 @@
+"""Per-cell symptom counts and the differential across toggles.
+
+The cell counts come from two places: a small, literal line counter over the cell's own log (the symptoms a
+repro is designed to provoke; it needs nothing but the log) and, when available, the ``specdiag analyze``
+engine's findings for the same log, which are preferred for the retrieval shortfall (KV001). Numbers from
+``/metrics`` (spec-decode counters, prefix-cache hits) and from the client (failed requests, latency) sit
+beside them. The differential then asks, per toggle, whether a symptom follows the toggle's value.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from specdiag.repro.workload import metric_sum, parse_prometheus
+
+_R2 = re.compile(r"Num retrieved tokens: (\d+), num expected tokens: (-?\d+)")
+_V1 = re.compile(r"Recovered from KV load failure: (\d+) request\(s\) rescheduled \((\d+) tokens affected\)")
+_V2 = re.compile(r"Failing (\d+) request\(s\) due to KV load failure \(failure_policy=\w+, (\d+) tokens affected\)")
+_L1 = re.compile(r"Total tokens (\d+), Inference Engine computed tokens: (\d+), LMCache hit tokens: (\d+), "
+                 r"need to load: (-?\d+)")
+_R4 = re.compile(r"Retrieved (\d+) out of (\d+) required tokens")
+_SD = re.compile(r"SpecDecoding metrics: .*?Accepted: (\d+) tokens, Drafted: (\d+) tokens")
+
+#: literal markers → counter name (a literal ``in`` test per line; cheap and version-tolerant)
+_LITERALS = {
+    "The cache block is in the storage, but it can't be retrieved": "cant_be_retrieved",
+    "Key exists but KV cache does not exist": "redis_key_evicted",
+    "Failed to allocate memory": "alloc_failures",
+    "Pin timeout detected": "pin_timeouts",
+    "EngineCore encountered a fatal error": "engine_fatal",
+    "WorkerProc hit an exception": "worker_exceptions",
+    "Traceback (most recent call last)": "tracebacks",
+    "No supported cpu connector found": "lmcache_degraded",
+    "System will operate in degraded mode": "lmcache_degraded",
+    "Trying to access an invalidated MemoryObj": "invalidated_memobj",
+    "is being garbage collected with ref_count": "memobj_leaks",
+    "specdiag LMCache CPU connector active": "cpu_connector_active",
+}
+
+
+@dataclass
+class LogCounts:
+    lines: int = 0
+    shortfalls: int = 0
+    missing_tokens: int = 0
+    shortfall_pairs: list[tuple[int, int]] = field(default_factory=list)
+    load_failed_requests: int = 0
+    recovered_requests: int = 0
+    lookups: int = 0
+    lookup_total_tokens: int = 0
+    lookup_hit_tokens: int = 0
+    lookup_need_load: int = 0
+    retrieved_tokens: int = 0
+    spec_accepted: int = 0
+    spec_drafted: int = 0
+    markers: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def crashed(self) -> bool:
+        return self.markers.get("engine_fatal", 0) > 0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["shortfall_pairs"] = [list(p) for p in self.shortfall_pairs[:50]]
+        d["crashed"] = self.crashed
+        return d
+
+
+def count_log(path: Path, stop_offset: int | None = None) -> LogCounts:
+    """Count symptom lines in ``path`` up to ``stop_offset`` bytes (what follows is shutdown noise: vLLM
+    0.32.0 always logs an EngineDeadError when it is stopped)."""
+    c = LogCounts()
+    if not path.exists():
+        return c
+    with open(path, "rb") as fh:
+        data = fh.read(stop_offset) if stop_offset is not None else fh.read()
+    for raw in data.decode("utf-8", "replace").splitlines():
+        c.lines += 1
+        if "Num retrieved tokens" in raw and (m := _R2.search(raw)):
+            r, e = int(m.group(1)), int(m.group(2))
+            c.shortfalls += 1
+            c.missing_tokens += max(0, e - r)
+            c.shortfall_pairs.append((r, e))
+        elif "KV load failure" in raw:
+            if m := _V2.search(raw):
+                c.load_failed_requests += int(m.group(1))
+            elif m := _V1.search(raw):
+                c.recovered_requests += int(m.group(1))
+        elif "LMCache hit tokens" in raw and (m := _L1.search(raw)):
+            c.lookups += 1
+            c.lookup_total_tokens += int(m.group(1))
+            c.lookup_hit_tokens += int(m.group(3))
+            c.lookup_need_load += max(0, int(m.group(4)))
+        elif "required tokens" in raw and (m := _R4.search(raw)):
+            c.retrieved_tokens += int(m.group(1))
+        elif "SpecDecoding metrics" in raw and (m := _SD.search(raw)):
+            c.spec_accepted += int(m.group(1))
+            c.spec_drafted += int(m.group(2))
+        for lit, name in _LITERALS.items():
+            if lit in raw:
+                c.markers[name] = c.markers.get(name, 0) + 1
+    return c
+
+
+def metrics_numbers(metrics_text: str) -> dict[str, float | None]:
+    """Rates from the final /metrics scrape (None when the counter is absent or has no denominator)."""
+    m = parse_prometheus(metrics_text)
+
+    def ratio(num: str, den: str) -> float | None:
+        d = metric_sum(m, den)
+        return round(100.0 * metric_sum(m, num) / d, 2) if d else None
+
+    drafts = metric_sum(m, "vllm:spec_decode_num_drafts_total")
+    acc = metric_sum(m, "vllm:spec_decode_num_accepted_tokens_total")
+    return {
+        "acceptance_pct": ratio("vllm:spec_decode_num_accepted_tokens_total",
+                                "vllm:spec_decode_num_draft_tokens_total"),
+        "mean_acceptance_length": round(1 + acc / drafts, 3) if drafts else None,
+        "draft_tokens": metric_sum(m, "vllm:spec_decode_num_draft_tokens_total") or None,
+        "prefix_cache_hit_pct": ratio("vllm:prefix_cache_hits_total", "vllm:prefix_cache_queries_total"),
+        "external_prefix_cache_hit_pct": ratio("vllm:external_prefix_cache_hits_total",
+                                               "vllm:external_prefix_cache_queries_total"),
+        "preemptions": metric_sum(m, "vllm:num_preemptions_total") or 0.0,
+    }
+
+
+def phase_acceptance(phase_batch: list[int], phase_metrics: list[dict[str, float]]) -> list[dict[str, Any]]:
+    """Acceptance per workload phase from counter deltas (K=0 steps add nothing: spec-decode.md §4)."""
+    out = []
+    for i, batch in enumerate(phase_batch):
+        if i + 1 >= len(phase_metrics):
+            break
+        a, b = phase_metrics[i], phase_metrics[i + 1]
+
+        def d(name: str, a: dict[str, float] = a, b: dict[str, float] = b) -> float:
+            return b.get(name, 0.0) - a.get(name, 0.0)
+
+        drafted = d("vllm:spec_decode_num_draft_tokens_total")
+        accepted = d("vllm:spec_decode_num_accepted_tokens_total")
+        out.append({"phase": i, "batch": batch, "drafted": int(drafted), "accepted": int(accepted),
+                    "acceptance_pct": round(100 * accepted / drafted, 2) if drafted else None})
+    return out
+
+
+def k0_summary(phases: list[dict[str, Any]]) -> dict[str, Any]:
+    """Acceptance of the first batch-1 phase vs batch-1 phases that follow a batch>=2 phase."""
+    first = next((p for p in phases if p["batch"] == 1 and p["acceptance_pct"] is not None), None)
+    after = []
+    seen_multi = False
+    for p in phases:
+        if p["batch"] >= 2:
+            seen_multi = True
+        elif seen_multi and p["acceptance_pct"] is not None:
+            after.append(p)
+    multi = [p for p in phases if p["batch"] >= 2]
+    acc_after = None
+    if after:
+        dr = sum(p["drafted"] for p in after)
+        acc_after = round(100 * sum(p["accepted"] for p in after) / dr, 2) if dr else None
+    return {
+        "acceptance_first_batch1_pct": first["acceptance_pct"] if first else None,
+        "acceptance_batch1_after_batch2_pct": acc_after,
+        "drafted_in_batch2_phases": sum(p["drafted"] for p in multi),
+    }
+
+
+def engine_findings(log_path: Path, lmcache_config: Path | None) -> list[dict[str, Any]] | None:
+    """Findings of the ``specdiag analyze`` engine for this log, or None if the engine is not available."""
+    try:
+        from specdiag.engine import analyze  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    try:
+        report = analyze([str(log_path)],
+                         lmcache_config=str(lmcache_config) if lmcache_config and lmcache_config.exists() else None)
+    except Exception as e:  # the engine is optional here: a failure must not lose the run's own counts
+        return [{"rule": "ENGINE-ERROR", "severity": "info", "title": repr(e)[:200], "count": 0}]
+    out = []
+    for f in report.findings:
+        top = f.causes[0] if f.causes else None
+        out.append({
+            "rule": f.rule, "severity": f.severity, "title": f.title, "count": f.count,
+            "top_cause": {"id": top.id, "confidence": round(top.confidence, 3)} if top else None,
+            "measurements": {k: v for k, v in f.measurements.items()
+                             if isinstance(v, (int, float, str, bool)) or v is None},
+        })
+    return out
+
+
+# ------------------------------------------------------------------------------------------ cell result
+@dataclass
+class CellResult:
+    cell: str
+    toggled: dict[str, str]
+    repeat: int
+    status: str  # ok | server-failed | error | interrupted
+    error: str = ""
+    startup_s: float | None = None
+    workload: dict[str, Any] = field(default_factory=dict)
+    log: dict[str, Any] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    phases: list[dict[str, Any]] = field(default_factory=list)
+    k0: dict[str, Any] = field(default_factory=dict)
+    engine: list[dict[str, Any]] | None = None
+    dir: str = ""
+
+    # ---- the symptom values the differential compares
+    def symptom(self, name: str) -> float | None:
+        if name == "shortfalls":
+            eng = [f for f in (self.engine or []) if f.get("rule") == "KV001"]
+            if self.engine is not None and not any(f["rule"] == "ENGINE-ERROR" for f in self.engine):
+                return float(sum(int(f.get("count", 1)) for f in eng))
+            return float(self.log.get("shortfalls", 0))
+        if name == "failed_requests":
+            return float(self.workload.get("failed", 0))
+        if name == "engine_crash":
+            return 1.0 if self.log.get("crashed") else 0.0
+        if name == "acceptance_pct":
+            return self.metrics.get("acceptance_pct")
+        if name == "acceptance_after_k0_pct":
+            return self.k0.get("acceptance_batch1_after_batch2_pct")
+        if name == "lmcache_hit_pct":
+            t = self.log.get("lookup_total_tokens", 0)
+            return round(100 * self.log.get("lookup_hit_tokens", 0) / t, 2) if t else None
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+COUNT_SYMPTOMS = ("shortfalls", "failed_requests", "engine_crash")
+RATE_SYMPTOMS = ("acceptance_pct", "acceptance_after_k0_pct", "lmcache_hit_pct")
+SYMPTOM_WORDS = {
+    "shortfalls": "the retrieval shortfall (retrieved < expected)",
+    "failed_requests": "failed requests",
+    "engine_crash": "an engine crash",
+    "acceptance_pct": "draft acceptance",
+    "acceptance_after_k0_pct": "acceptance after K=0 phases",
+    "lmcache_hit_pct": "the LMCache hit rate",
+}
+
+
+def build_cell_result(cell_name: str, toggled: dict[str, str], repeat: int, cell_dir: Path,
+                      status: str, error: str = "", startup_s: float | None = None,
+                      workload: Any = None, stop_offset: int | None = None,
+                      use_engine: bool = True) -> CellResult:
+    """Read a finished cell's folder (log, metrics, workload) into a CellResult."""
+    log_path = cell_dir / "vllm.log"
+    counts = count_log(log_path, stop_offset)
+    mtext = (cell_dir / "metrics.prom").read_text() if (cell_dir / "metrics.prom").exists() else ""
+    res = CellResult(cell=cell_name, toggled=dict(toggled), repeat=repeat, status=status, error=error,
+                     startup_s=round(startup_s, 1) if startup_s is not None else None,
+                     log=counts.to_dict(), metrics=metrics_numbers(mtext), dir=str(cell_dir))
+    if workload is not None:
+        res.workload = workload.summary()
+        if workload.phase_batch:
+            res.phases = phase_acceptance(workload.phase_batch, workload.phase_metrics)
+            res.k0 = k0_summary(res.phases)
+    if use_engine and log_path.exists():
+        res.engine = engine_findings(log_path, cell_dir / "lmcache.yaml")
+    return res
+
+
+# ------------------------------------------------------------------------------------------ differential
+def _stats(values: list[float]) -> dict[str, Any]:
+    if not values:
+        return {"runs": 0}
+    return {"runs": len(values), "present": sum(1 for v in values if v > 0),
+            "mean": round(statistics.fmean(values), 2), "min": min(values), "max": max(values)}
+
+
+def _fmt_range(st: dict[str, Any]) -> str:
+    if st["runs"] == 0:
+        return "no data"
+    if st["min"] == st["max"]:
+        return f"{st['mean']:g}"
+    return f"{st['mean']:g} (range {st['min']:g}–{st['max']:g})"
+
+
+def differential(results: list[CellResult], toggles: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """For each toggle and symptom: per value statistics over all runs, and a conclusion in words.
+
+    Cells are compared within the same *context* (the other toggles' values), so a second toggle cannot
+    masquerade as the first one's effect.
+    """
+    usable = [r for r in results if r.status in ("ok", "server-failed")]
+    out: list[dict[str, Any]] = []
+    for key, values in toggles.items():
+        if len(values) < 2:
+            continue
+        for sym in COUNT_SYMPTOMS + RATE_SYMPTOMS:
+            by_ctx: dict[tuple, dict[str, list[float]]] = {}
+            for r in usable:
+                v = r.symptom(sym)
+                if v is None or key not in r.toggled:
+                    continue
+                ctx = tuple(sorted((k, x) for k, x in r.toggled.items() if k != key))
+                by_ctx.setdefault(ctx, {}).setdefault(r.toggled[key], []).append(float(v))
+            if not by_ctx:
+                continue
+            by_value: dict[str, list[float]] = {}
+            for groups in by_ctx.values():
+                for val, xs in groups.items():
+                    by_value.setdefault(val, []).extend(xs)
+            stats = {val: _stats(by_value.get(val, [])) for val in values}
+            if sym in COUNT_SYMPTOMS:
+                conclusion = _count_conclusion(key, sym, values, by_ctx, stats)
+            else:
+                conclusion = _rate_conclusion(key, sym, values, by_ctx, stats)
+            if conclusion is None:
+                continue
+            out.append({"toggle": key, "symptom": sym, "by_value": stats, "conclusion": conclusion})
+    return out
+
+
+def _count_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, dict[str, list[float]]],
+                      stats: dict[str, dict[str, Any]]) -> str | None:
+    words = SYMPTOM_WORDS[sym]
+    total_present = sum(s.get("present", 0) for s in stats.values())
+    runs = sum(s.get("runs", 0) for s in stats.values())
+    if total_present == 0:
+        if sym != "shortfalls":
+            return None  # "no failed requests anywhere" is not worth a line per toggle
+        return (f"{words} did not appear in any of {runs} runs: this experiment can neither implicate nor "
+                f"clear {key}")
+    per_value = "; ".join(f"{key}={v}: {stats[v].get('present', 0)}/{stats[v].get('runs', 0)} runs, "
+                          f"{_fmt_range(stats[v])} per run" for v in values if stats[v].get("runs"))
+    always = all(all(x > 0 for x in xs) for g in by_ctx.values() for xs in g.values())
+    if always and all(len(g) == len(values) for g in by_ctx.values()):
+        return f"{words} appears with every value of {key} ({per_value}): {key} is rejected as the cause"
+    # does the same set of values carry the symptom in every context, in every repeat?
+    sets = []
+    for g in by_ctx.values():
+        pos = {v for v, xs in g.items() if all(x > 0 for x in xs)}
+        neg = {v for v, xs in g.items() if all(x == 0 for x in xs)}
+        if pos | neg != set(g):
+            sets = None
+            break
+        sets.append((frozenset(pos), frozenset(neg)))
+    if sets and len({s[0] for s in sets}) == 1 and next(iter(sets))[0] and next(iter(sets))[1]:
+        pos = sorted(sets[0][0], key=values.index)
+        neg = sorted(sets[0][1], key=values.index)
+        return (f"{words} follows {key}: present with {key}={'/'.join(pos)} and absent with "
+                f"{key}={'/'.join(neg)} in every run ({per_value}) — {key}={'/'.join(pos)} is necessary for it "
+                f"in this setup")
+    return f"{words} is not explained by {key} alone ({per_value}): it depends on other toggles or on chance"
+
+
+def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, dict[str, list[float]]],
+                     stats: dict[str, dict[str, Any]], threshold: float = 5.0) -> str | None:
+    words = SYMPTOM_WORDS[sym]
+    have = [v for v in values if stats[v].get("runs")]
+    if len(have) < 2:
+        return None
+    per_value = "; ".join(f"{key}={v}: {_fmt_range(stats[v])}%" for v in have)
+    lo = min(have, key=lambda v: stats[v]["mean"])
+    hi = max(have, key=lambda v: stats[v]["mean"])
+    gap = stats[hi]["mean"] - stats[lo]["mean"]
+    separated = stats[lo]["max"] < stats[hi]["min"]
+    if gap >= threshold and separated:
+        return f"{words} is lower with {key}={lo} by {gap:.1f} points ({per_value}); the repeat ranges do not overlap"
+    if gap >= threshold:
+        return f"{words} differs by {gap:.1f} points between values of {key} but the repeat ranges overlap ({per_value})"
+    return f"{words} does not depend on {key} (within {threshold:g} points: {per_value})"

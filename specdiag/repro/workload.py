@@ -1,0 +1,251 @@
+"""Deterministic HTTP workloads that provoke each symptom, plus a tiny Prometheus text parser.
+
+Determinism: fixed prompts from a seeded generator, ``temperature: 0``, ``ignore_eos`` so every request
+produces exactly ``max_tokens``. No per-request ``seed``: on vLLM's CPU backend seeded requests crash the
+engine under chunked prefill (cpu-repro.md §3), and greedy decoding needs no seed.
+Only the standard library is used (urllib + threads), so the client runs in specdiag's own environment.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from specdiag.repro.materialise import SERVED_MODEL_NAME
+from specdiag.repro.plan import WorkloadSpec
+
+_CONS = "bdfgklmnprstvz"
+_VOWELS = "aeiou"
+
+
+def syllable_words(seed: int, n: int) -> list[str]:
+    """``n`` pseudo-words from a fixed seed. The CPU tiny tokenizer is trained on the same generator,
+    so prompts tokenise to roughly one to two tokens per word."""
+    rnd = random.Random(seed)
+    out = []
+    for _ in range(n):
+        out.append("".join(rnd.choice(_CONS) + rnd.choice(_VOWELS) for _ in range(rnd.randint(1, 3))))
+    return out
+
+
+def text(seed: int, words: int) -> str:
+    ws = syllable_words(seed, words)
+    # a line break every 12 words keeps the text looking like the tokenizer's training lines
+    return "\n".join(" ".join(ws[i:i + 12]) for i in range(0, len(ws), 12))
+
+
+# ------------------------------------------------------------------------------------------- metrics
+def parse_prometheus(body: str) -> dict[str, float]:
+    """``name{labels}`` → value for every sample line (comments skipped). Enough for counters/gauges."""
+    out: dict[str, float] = {}
+    for line in body.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        key, _, rest = line.rpartition(" ")
+        if not key:
+            continue
+        # a trailing timestamp is allowed by the format: "name{..} value ts"
+        if " " in key and not key.endswith("}"):
+            key, _, rest = key.rpartition(" ")
+        try:
+            out[key.strip()] = float(rest)
+        except ValueError:
+            continue
+    return out
+
+
+def metric_sum(samples: dict[str, float], name: str) -> float:
+    """Sum of every sample of ``name`` across labels (``name`` or ``name{...}``)."""
+    return sum(v for k, v in samples.items() if k == name or k.startswith(name + "{"))
+
+
+# ------------------------------------------------------------------------------------------- client
+@dataclass
+class RequestRecord:
+    tag: str
+    phase: int
+    status: int
+    latency_s: float
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str = ""
+    output: str = ""
+
+
+@dataclass
+class WorkloadResult:
+    kind: str
+    requests: list[RequestRecord] = field(default_factory=list)
+    #: for phased workloads: /metrics samples (spec-decode counters only) before phase 0 and after each phase
+    phase_metrics: list[dict[str, float]] = field(default_factory=list)
+    phase_batch: list[int] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def summary(self) -> dict[str, Any]:
+        ok = [r for r in self.requests if r.status == 200]
+        lat = sorted(r.latency_s for r in ok)
+        return {
+            "requests": len(self.requests),
+            "ok": len(ok),
+            "failed": len(self.requests) - len(ok),
+            "latency_p50_s": round(statistics.median(lat), 3) if lat else None,
+            "latency_p95_s": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 3) if lat else None,
+            "latency_max_s": round(lat[-1], 3) if lat else None,
+            "prompt_tokens": sum(r.prompt_tokens for r in ok),
+            "completion_tokens": sum(r.completion_tokens for r in ok),
+            "elapsed_s": round(self.elapsed_s, 1),
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "summary": self.summary(),
+            "phase_batch": self.phase_batch,
+            "phase_metrics": self.phase_metrics,
+            "requests": [asdict(r) | {"output": r.output[:200]} for r in self.requests],
+        }
+
+
+class Client:
+    """Minimal OpenAI-completions client bound to one loopback server."""
+
+    def __init__(self, base_url: str, timeout_s: float = 300.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+
+    def complete(self, prompt: str, max_tokens: int, tag: str, phase: int = 0) -> RequestRecord:
+        body = json.dumps({
+            "model": SERVED_MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens,
+            "temperature": 0, "ignore_eos": True,
+        }).encode()
+        req = urllib.request.Request(self.base_url + "/v1/completions", data=body,
+                                     headers={"Content-Type": "application/json"})
+        t0 = time.monotonic()
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310 - loopback
+                data = json.loads(r.read())
+                usage = data.get("usage") or {}
+                return RequestRecord(tag, phase, r.status, time.monotonic() - t0,
+                                     int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
+                                     output=data["choices"][0].get("text", ""))
+        except urllib.error.HTTPError as e:
+            detail = e.read()[:300].decode("utf-8", "replace")
+            return RequestRecord(tag, phase, e.code, time.monotonic() - t0, error=detail)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            return RequestRecord(tag, phase, 0, time.monotonic() - t0, error=repr(e)[:300])
+
+    def metrics(self) -> dict[str, float]:
+        try:
+            with urllib.request.urlopen(self.base_url + "/metrics", timeout=30) as r:  # noqa: S310
+                return parse_prometheus(r.read().decode("utf-8", "replace"))
+        except (urllib.error.URLError, OSError):
+            return {}
+
+    def metrics_text(self) -> str:
+        try:
+            with urllib.request.urlopen(self.base_url + "/metrics", timeout=30) as r:  # noqa: S310
+                return r.read().decode("utf-8", "replace")
+        except (urllib.error.URLError, OSError):
+            return ""
+
+
+SPEC_COUNTERS = (
+    "vllm:spec_decode_num_drafts_total",
+    "vllm:spec_decode_num_draft_tokens_total",
+    "vllm:spec_decode_num_accepted_tokens_total",
+)
+
+
+def _spec_snapshot(client: Client) -> dict[str, float]:
+    m = client.metrics()
+    snap = {name: metric_sum(m, name) for name in SPEC_COUNTERS}
+    for k, v in m.items():
+        if k.startswith("vllm:spec_decode_num_accepted_tokens_per_pos_total{"):
+            snap[k] = v
+    return snap
+
+
+# ------------------------------------------------------------------------------------------- workloads
+def run_multi_turn(client: Client, p: dict[str, Any], res: WorkloadResult, stop: threading.Event) -> None:
+    """Conversations whose next prompt = previous prompt + previous output + new text (decode chunks reused)."""
+    shared = text(1, int(p.get("prefix_words", 300)))
+
+    def conversation(c: int) -> None:
+        prompt = shared + "\n" + text(100 + c, int(p.get("turn_words", 40)))
+        for t in range(int(p.get("turns", 5))):
+            if stop.is_set():
+                return
+            rec = client.complete(prompt, int(p.get("max_tokens", 96)), f"conv{c}-turn{t}", phase=t)
+            with client._lock:
+                res.requests.append(rec)
+            if rec.status != 200:
+                return
+            prompt = prompt + rec.output + "\n" + text(1000 + 10 * c + t, int(p.get("turn_words", 40)))
+
+    with ThreadPoolExecutor(max_workers=int(p.get("concurrency", 3))) as pool:
+        list(pool.map(conversation, range(int(p.get("conversations", 6)))))
+
+
+def run_alternating_batch(client: Client, p: dict[str, Any], res: WorkloadResult,
+                          stop: threading.Event) -> None:
+    """Phases of 1 or 2 simultaneous requests; spec-decode counters are read around every phase so the
+    acceptance of a batch-1 phase that follows a batch-2 (K=0) phase can be compared with the first one."""
+    phases = [int(b) for b in p.get("phases", [1, 2, 1, 2, 1])]
+    res.phase_batch = phases
+    res.phase_metrics.append(_spec_snapshot(client))
+    for i, batch in enumerate(phases):
+        if stop.is_set():
+            return
+        prompts = [text(500 + 10 * i + j, int(p.get("prompt_words", 250))) for j in range(batch)]
+        with ThreadPoolExecutor(max_workers=batch) as pool:
+            recs = list(pool.map(
+                lambda jp: client.complete(jp[1], int(p.get("max_tokens", 64)), f"phase{i}-req{jp[0]}", i),
+                enumerate(prompts)))
+        res.requests.extend(recs)
+        res.phase_metrics.append(_spec_snapshot(client))
+
+
+def run_distinct_prefixes(client: Client, p: dict[str, Any], res: WorkloadResult,
+                          stop: threading.Event) -> None:
+    """More distinct long prefixes than the cache holds; each sent again right after it was stored."""
+    n = int(p.get("prompts", 16))
+    prefixes = [text(2000 + i, int(p.get("prompt_words", 700))) for i in range(n)]
+
+    def one(args: tuple[int, int]) -> None:
+        rnd, i = args
+        for k in range(int(p.get("repeats_back_to_back", 2))):
+            if stop.is_set():
+                return
+            suffix = "\n" + text(9000 + 100 * rnd + 10 * k + i, 6)
+            rec = client.complete(prefixes[i] + suffix, int(p.get("max_tokens", 8)), f"r{rnd}-p{i}-k{k}", rnd)
+            with client._lock:
+                res.requests.append(rec)
+
+    for rnd in range(int(p.get("rounds", 2))):
+        with ThreadPoolExecutor(max_workers=int(p.get("concurrency", 4))) as pool:
+            list(pool.map(one, [(rnd, i) for i in range(n)]))
+
+
+WORKLOADS: dict[str, Callable[[Client, dict[str, Any], WorkloadResult, threading.Event], None]] = {
+    "multi_turn": run_multi_turn,
+    "alternating_batch": run_alternating_batch,
+    "distinct_prefixes": run_distinct_prefixes,
+}
+
+
+def run_workload(spec: WorkloadSpec, base_url: str, stop: threading.Event | None = None) -> WorkloadResult:
+    res = WorkloadResult(kind=spec.kind)
+    t0 = time.monotonic()
+    WORKLOADS[spec.kind](Client(base_url), spec.params, res, stop or threading.Event())
+    res.elapsed_s = time.monotonic() - t0
+    return res
