@@ -395,7 +395,6 @@ class RetrievalShortfall(Rule):
                 fams.setdefault(_family(s), []).append(s)
         ranks = sorted({o.rank or "?" for o in occs})
         where = "/".join(ranks)
-        n = len({o.req_id for o in occs})
         lmc_v = version_tuple(ctx.lmcache_version)
         tp = ctx.tensor_parallel_size or 1
 

@@ -23,6 +23,8 @@ LMC_LEGACY = re.compile(
 )
 EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
 MAX_JOIN_LINES = 400
+#: a logical line longer than this is cut before parsing (no vLLM/LMCache record is anywhere near it)
+MAX_PARSE_LINE = 64 * 1024
 MAX_JOIN_CHARS = 256 * 1024
 
 
@@ -126,6 +128,10 @@ def iter_records(source: Source) -> Iterator[Record]:
             if "\x00" in raw or "\ufffd" in raw and _mostly_binary(raw):
                 skipped += 1
                 continue
+            if len(raw) > MAX_PARSE_LINE:
+                if len(stats.errors) < 20:
+                    stats.errors.append(f"line {lineno}: {len(raw):,} characters long, cut to {MAX_PARSE_LINE:,} for parsing")
+                raw = raw[:MAX_PARSE_LINE]
             line = raw
             if unwrap:
                 line, y = unwrap.strip(line)
@@ -265,6 +271,8 @@ def iter_records(source: Source) -> Iterator[Record]:
     stats.lines = lineno
     stats.recognized = recognized
     stats.skipped += skipped
+    if skipped and len(stats.errors) < 21:
+        stats.errors.append(f"{skipped} line(s) skipped: binary data or NUL bytes")
 
 
 def _append(o: _Open, text: str, lineno: int) -> None:

@@ -175,6 +175,7 @@ def materialise(cell: Cell, device: DeviceSpec, rt: RuntimeValues | None = None)
         "PYTHONHASHSEED": "0",  # LMCache's default chunk hash is Python hash(): identical across processes
         "PYTHONUNBUFFERED": "1",
         "VLLM_LOGGING_LEVEL": "INFO",
+        "VLLM_LOG_STATS_INTERVAL": "5",  # more stats lines per cell (default 10 s)
         "TMPDIR": rt.tmpdir,  # ZMQ IPC sockets and vLLM temp files land in the cell's own temp dir
         "VLLM_RPC_BASE_PATH": rt.tmpdir,
         "PROMETHEUS_MULTIPROC_DIR": f"{rt.tmpdir}/prometheus",

@@ -123,7 +123,7 @@ PRESETS: dict[str, Preset] = {
         toggles={"dynamic_k": ["off", "on"]},
         workload=WorkloadSpec(
             "alternating_batch",
-            {"phases": [1, 2, 1, 2, 1], "prompt_words": 250, "max_tokens": 64},
+            {"phases": [1, 2, 1, 2, 1], "prompt_words": 200, "max_tokens": 64},
         ),
     ),
     "eviction": Preset(
@@ -136,7 +136,7 @@ PRESETS: dict[str, Preset] = {
         toggles={"max_local_cpu_size": ["0.004", "1.0"]},
         workload=WorkloadSpec(
             "distinct_prefixes",
-            {"prompts": 16, "prompt_words": 700, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
+            {"prompts": 16, "prompt_words": 560, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
              "max_tokens": 8},
         ),
     ),
@@ -151,7 +151,7 @@ PRESETS: dict[str, Preset] = {
         toggles={"redis_maxmemory": ["4mb", "1gb"], "save_decode_cache": ["false", "true"]},
         workload=WorkloadSpec(
             "distinct_prefixes",
-            {"prompts": 16, "prompt_words": 700, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
+            {"prompts": 16, "prompt_words": 560, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
              "max_tokens": 8},
         ),
     ),
@@ -193,7 +193,7 @@ class Plan:
         merged_base.update(self.base)
         out: list[Cell] = []
         for i, combo in enumerate(itertools.product(*(self.toggles[k] for k in keys))):
-            toggled = dict(zip(keys, combo))
+            toggled = dict(zip(keys, combo, strict=True))
             settings = dict(merged_base)
             settings.update(toggled)
             out.append(Cell(index=i, toggled=toggled, settings=settings))

@@ -329,24 +329,38 @@ def _count_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple,
                 f"clear {key}")
     per_value = "; ".join(f"{key}={v}: {stats[v].get('present', 0)}/{stats[v].get('runs', 0)} runs, "
                           f"{_fmt_range(stats[v])} per run" for v in values if stats[v].get("runs"))
-    always = all(all(x > 0 for x in xs) for g in by_ctx.values() for xs in g.values())
-    if always and all(len(g) == len(values) for g in by_ctx.values()):
-        return f"{words} appears with every value of {key} ({per_value}): {key} is rejected as the cause"
-    # does the same set of values carry the symptom in every context, in every repeat?
-    sets = []
-    for g in by_ctx.values():
-        pos = {v for v, xs in g.items() if all(x > 0 for x in xs)}
-        neg = {v for v, xs in g.items() if all(x == 0 for x in xs)}
-        if pos | neg != set(g):
-            sets = None
-            break
-        sets.append((frozenset(pos), frozenset(neg)))
-    if sets and len({s[0] for s in sets}) == 1 and next(iter(sets))[0] and next(iter(sets))[1]:
-        pos = sorted(sets[0][0], key=values.index)
-        neg = sorted(sets[0][1], key=values.index)
+    kinds: dict[tuple, tuple[str, frozenset[str]]] = {}
+    for ctx, g in by_ctx.items():
+        pos = frozenset(v for v, xs in g.items() if all(x > 0 for x in xs))
+        neg = frozenset(v for v, xs in g.items() if all(x == 0 for x in xs))
+        if pos | neg != set(g) or len(g) < 2:
+            kinds[ctx] = ("mixed", pos)
+        elif not neg:
+            kinds[ctx] = ("all-present", pos)
+        elif not pos:
+            kinds[ctx] = ("all-absent", pos)
+        else:
+            kinds[ctx] = ("split", pos)
+    labels = {k for k, _ in kinds.values()}
+
+    def ctx_words(kind: str) -> str:
+        cs = [", ".join(f"{k}={v}" for k, v in ctx) or "the base settings" for ctx, (kd, _) in kinds.items()
+              if kd == kind]
+        return " / ".join(cs)
+
+    if labels <= {"all-present", "all-absent"} and "all-present" in labels:
+        where = "" if labels == {"all-present"} else (
+            f" wherever it appears at all ({ctx_words('all-present')}; never with {ctx_words('all-absent')})")
+        return f"{words} appears with every value of {key}{where} ({per_value}): {key} is rejected as the cause"
+    splits = {pos for kd, pos in kinds.values() if kd == "split"}
+    if labels <= {"split", "all-absent"} and len(splits) == 1:
+        pos_set = next(iter(splits))
+        pos = [v for v in values if v in pos_set]
+        neg = [v for v in values if v not in pos_set]
+        only = "" if labels == {"split"} else f" (only together with {ctx_words('split')})"
         return (f"{words} follows {key}: present with {key}={'/'.join(pos)} and absent with "
-                f"{key}={'/'.join(neg)} in every run ({per_value}) — {key}={'/'.join(pos)} is necessary for it "
-                f"in this setup")
+                f"{key}={'/'.join(neg)} in every run{only} ({per_value}) — {key}={'/'.join(pos)} is necessary "
+                f"for it in this setup")
     return f"{words} is not explained by {key} alone ({per_value}): it depends on other toggles or on chance"
 
 
@@ -366,3 +380,66 @@ def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, 
     if gap >= threshold:
         return f"{words} differs by {gap:.1f} points between values of {key} but the repeat ranges overlap ({per_value})"
     return f"{words} does not depend on {key} (within {threshold:g} points: {per_value})"
+
+
+# ------------------------------------------------------------------------------------------ whole run
+def _vals(rs: list[CellResult], sym: str) -> list[float]:
+    return [v for v in (r.symptom(sym) for r in rs) if v is not None]
+
+
+def cell_rows(cells: list[tuple[str, dict[str, str]]], results: list[CellResult]) -> list[dict[str, Any]]:
+    """One row per cell with every repeat's value (the spread is the list itself)."""
+    rows = []
+    for name, toggled in cells:
+        rs = sorted((r for r in results if r.cell == name), key=lambda r: r.repeat)
+        if not rs:
+            continue
+        ok = [r for r in rs if r.status == "ok"]
+        rows.append({
+            "cell": name,
+            "toggled": toggled,
+            "runs": len(rs),
+            "status": [r.status for r in rs],
+            "shortfalls": _vals(rs, "shortfalls"),
+            "missing_tokens": [r.log.get("missing_tokens", 0) for r in rs],
+            "cant_be_retrieved": [r.log.get("markers", {}).get("cant_be_retrieved", 0) for r in rs],
+            "load_failed_requests": [r.log.get("load_failed_requests", 0) for r in rs],
+            "recovered_requests": [r.log.get("recovered_requests", 0) for r in rs],
+            "failed_requests": _vals(rs, "failed_requests"),
+            "requests": [r.workload.get("requests", 0) for r in rs],
+            "engine_crash": _vals(rs, "engine_crash"),
+            "lmcache_degraded": [r.log.get("markers", {}).get("lmcache_degraded", 0) for r in rs],
+            "alloc_failures": [r.log.get("markers", {}).get("alloc_failures", 0) for r in rs],
+            "lmcache_hit_pct": _vals(rs, "lmcache_hit_pct"),
+            "external_hit_pct": [r.metrics.get("external_prefix_cache_hit_pct") for r in rs],
+            "acceptance_pct": _vals(rs, "acceptance_pct"),
+            "acceptance_first_batch1_pct": [r.k0.get("acceptance_first_batch1_pct") for r in rs if r.k0],
+            "acceptance_after_k0_pct": _vals(rs, "acceptance_after_k0_pct"),
+            "drafted_in_batch2_phases": [r.k0.get("drafted_in_batch2_phases") for r in rs if r.k0],
+            "startup_s": [r.startup_s for r in rs],
+            "latency_p50_s": [r.workload.get("latency_p50_s") for r in ok],
+            "errors": [r.error for r in rs if r.error],
+        })
+    return rows
+
+
+def build_verdict(plan_dict: dict[str, Any], device: dict[str, Any], cells: list[tuple[str, dict[str, str]]],
+                  results: list[CellResult], interrupted: bool = False) -> dict[str, Any]:
+    toggles = plan_dict.get("toggles", {})
+    diff = differential(results, toggles)
+    notes = []
+    if any(r.log.get("markers", {}).get("lmcache_degraded") for r in results):
+        notes.append("LMCache ran in degraded mode (no connector) in some cells: their hit/shortfall numbers "
+                     "say nothing about LMCache")
+    if interrupted:
+        notes.append("the run was interrupted: cells not run are missing")
+    return {
+        "schema": "specdiag.repro/1",
+        "plan": plan_dict,
+        "device": device,
+        "cells": cell_rows(cells, results),
+        "differential": diff,
+        "conclusions": [d["conclusion"] for d in diff],
+        "notes": notes,
+        "results": [r.to_dict() for r in results],
+    }

@@ -208,9 +208,9 @@ def run_alternating_batch(client: Client, p: dict[str, Any], res: WorkloadResult
             return
         prompts = [text(500 + 10 * i + j, int(p.get("prompt_words", 250))) for j in range(batch)]
         with ThreadPoolExecutor(max_workers=batch) as pool:
-            recs = list(pool.map(
-                lambda jp: client.complete(jp[1], int(p.get("max_tokens", 64)), f"phase{i}-req{jp[0]}", i),
-                enumerate(prompts)))
+            futs = [pool.submit(client.complete, pr, int(p.get("max_tokens", 64)), f"phase{i}-req{j}", i)
+                    for j, pr in enumerate(prompts)]
+            recs = [f.result() for f in futs]
         res.requests.extend(recs)
         res.phase_metrics.append(_spec_snapshot(client))
 

@@ -1,0 +1,129 @@
+"""KV004 — LMCache runs in degraded mode (initialisation failed or unhealthy): nothing is cached."""
+
+from __future__ import annotations
+
+from specdiag.analyzers.base import Rule, register
+from specdiag.context import Context
+from specdiag.events import Event
+from specdiag.findings import CauseBoard, Evidence, Finding
+
+
+@register
+class LMCacheDegraded(Rule):
+    """LMCache is in degraded mode: it neither stores nor loads KV.
+
+    Detects: ``Failed to initialize LMCacheManager components: … System will operate in degraded mode``,
+    ``LMCacheEngine marked as init failed``, ``Skipping post_init``, the health monitor's ``System
+    unhealthy``, ``LMCache is unhealthy, skipping …``, the multi-process ``LMCache server is unhealthy``,
+    and the lookup RPC timeouts that follow when the worker-side lookup server never started.
+
+    Why it matters: the server keeps answering, so the failure is silent — but every prompt is
+    recomputed, and with a dead lookup server each request waits for the lookup timeout (about 3 s).
+
+    Causes weighed: ``no-device-connector`` (no LMCache connector for this device, e.g. vLLM's CPU
+    backend: ``No supported cpu connector found``), ``init-failure`` (another exception during LMCache
+    initialisation), ``health-monitor`` (LMCache declared itself unhealthy at run time),
+    ``vendored-adapter-import`` (vLLM's bundled adapter cannot import the installed LMCache).
+
+    Fix: depends on the cause; for the CPU backend, provide a CPU connector (see ``specdiag repro
+    --device cpu``) or disable the KV connector.
+
+    References: LMCache ``v1/manager.py`` (0.5.6 :107, :189), ``v1/gpu_connector/__init__.py:247``,
+    ``v1/health_monitor/base.py``; ``docs/rules/KV004.md``.
+    """
+
+    code = "KV004"
+    name = "lmcache-degraded-mode"
+    title = "LMCache is in degraded mode: no KV cache is stored or loaded"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("no-device-connector", "init-failure", "health-monitor", "vendored-adapter-import")
+    events = frozenset({"C32", "C33", "C33b", "C34", "R8", "P3", "Z1", "L7", "E_NO_CONNECTOR", "E_IMPORT", "L1"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.init_fail: list[Event] = []
+        self.unhealthy: list[Event] = []
+        self.timeouts: list[Event] = []
+        self.no_connector: Event | None = None
+        self.import_err: Event | None = None
+        self.lookups = 0
+        self.zero = 0
+        self.n_unhealthy = 0
+        self.n_timeouts = 0
+
+    def observe(self, ev: Event) -> None:
+        tid = ev.id
+        if tid in ("C32", "C33", "C33b"):
+            if len(self.init_fail) < 6:
+                self.init_fail.append(ev)
+            if "connector found" in ev.rec.text and self.no_connector is None:
+                self.no_connector = ev
+        elif tid in ("C34", "R8", "P3"):
+            if tid == "C34" and ev.f.get("state") == "recovered":
+                return
+            self.n_unhealthy += 1
+            if len(self.unhealthy) < 4:
+                self.unhealthy.append(ev)
+        elif tid in ("Z1", "L7"):
+            self.n_timeouts += 1
+            if len(self.timeouts) < 4:
+                self.timeouts.append(ev)
+        elif tid == "E_NO_CONNECTOR":
+            self.no_connector = self.no_connector or ev
+        elif tid == "E_IMPORT":
+            if "lmcache" in ev.rec.text.lower() and self.import_err is None:
+                self.import_err = ev
+        elif tid == "L1":
+            self.lookups += 1
+            if ev.f.get("hit") in ("0", 0):
+                self.zero += 1
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        if not (self.init_fail or self.unhealthy or self.no_connector or self.import_err):
+            if not (self.n_timeouts and self.lookups and self.zero == self.lookups):
+                return []
+        b = CauseBoard()
+        b.add("no-device-connector", 0.3, fix="LMCache has no connector for this device (e.g. vLLM's CPU backend): "
+              "use a supported GPU, a CPU connector plugin (specdiag repro --device cpu ships one), or drop --kv-transfer-config.",
+              confirm_with="look for 'No supported <device> connector found' in the worker log")
+        b.add("init-failure", 0.4, fix="Read the exception inside 'Failed to initialize LMCacheManager components' and fix that "
+              "(config, backend reachability, versions).", confirm_with="restart with LMCACHE_LOG_LEVEL=DEBUG")
+        b.add("health-monitor", 0.2, fix="Find why the health monitor declared LMCache unhealthy (backend down, timeouts).",
+              confirm_with="watch for 'HealthMonitor: System recovered'")
+        b.add("vendored-adapter-import", 0.1, fix="Use LMCache's own adapter (drop use_native) or install a matching LMCache.",
+              confirm_with="python -c 'import lmcache' in the server environment")
+        if self.no_connector is not None:
+            b.support("no-device-connector", 20, f"'No supported {ctx.device or ''} connector found' (line {self.no_connector.rec.line})".replace("  ", " "))
+            b.oppose("init-failure", 3, "the init exception is the missing device connector")
+        else:
+            b.oppose("no-device-connector", 5, "no 'No supported … connector found' error")
+        if self.init_fail:
+            b.support("init-failure", 3, f"initialisation failed (line {self.init_fail[0].rec.line})")
+        else:
+            b.rule_out("init-failure", "no initialisation failure logged")
+        if self.unhealthy:
+            b.support("health-monitor", 6, f"{self.n_unhealthy} 'unhealthy' line(s) (line {self.unhealthy[0].rec.line})")
+        else:
+            b.oppose("health-monitor", 4, "no health-monitor line")
+        if self.import_err is not None:
+            b.support("vendored-adapter-import", 10, f"LMCache import failed: {self.import_err.rec.text.splitlines()[-1][:100]}")
+        else:
+            b.rule_out("vendored-adapter-import", "no LMCache import error")
+        evidence = []
+        for e in [*self.init_fail[:2], self.no_connector, *self.unhealthy[:2], *self.timeouts[:2], self.import_err]:
+            if e is not None and all(x.line != e.rec.line for x in evidence):
+                evidence.append(Evidence(e.rec.path, e.rec.line, e.rec.display()[:600]))
+        summary = "LMCache initialisation failed; it runs in degraded mode (recompute): nothing is stored or loaded."
+        if not self.init_fail and self.unhealthy:
+            summary = "LMCache declared itself unhealthy and skipped stores/loads."
+        if self.n_timeouts:
+            summary += (f" {self.n_timeouts} lookup RPC timeout(s): each request waited for the lookup timeout "
+                        f"and got 0 hits ({self.zero} of {self.lookups} lookups reported 0).")
+        meas = {"init_failures": len(self.init_fail), "unhealthy_lines": self.n_unhealthy, "lookup_timeouts": self.n_timeouts,
+                "lookups": self.lookups, "lookups_with_zero_hits": self.zero}
+        return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary, count=1,
+                        evidence=evidence, measurements=meas, causes=b.ranked(ceiling=0.9),
+                        identity=f"degraded|{bool(self.no_connector)}",
+                        next_steps=["Fix the initialisation error, restart, and check for 'LMCache initialized for role "
+                                    "KVConnectorRole.WORKER … metadata: LMCacheEngineMetadata(…)' (not 'None')."])]

@@ -1,0 +1,173 @@
+"""KV002 — LMCache never hits although the same prompts are stored again and again."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from specdiag.analyzers.base import Rule, register
+from specdiag.context import Context
+from specdiag.events import Event
+from specdiag.findings import CauseBoard, Evidence, Finding
+
+MAX_KEYS = 100_000
+
+
+@register
+class ZeroHitsOnRepeats(Rule):
+    """LMCache reports 0 hit tokens for prompts it has already stored.
+
+    Detects: every (or almost every) scheduler lookup (``Reqid: …, LMCache hit tokens: 0``) misses while
+    workers keep storing (``Stored N out of total N tokens``) and the same prompt lengths recur — the
+    cache is written but never read.
+
+    Why it matters: the KV cache offload costs store bandwidth and memory and saves nothing; prefill is
+    recomputed for every repeat.
+
+    Causes weighed: ``hash-inconsistency`` (chunk hashes differ between the scheduler's lookup client
+    and the workers, or across restarts: builtin ``hash()`` without ``PYTHONHASHSEED``, differing
+    ``NONE_HASH``), ``lookup-timeout`` (the lookup RPC times out and reports 0), ``capacity-eviction``
+    (chunks evicted before reuse), ``prompt-shorter-than-chunk`` (no full chunk to store or find),
+    ``prefix-served-by-vllm`` (vLLM's own prefix cache serves the repeat, so LMCache's hit is not needed).
+
+    Fix: set ``PYTHONHASHSEED`` to the same value for every vLLM process (or use a sha256-based
+    ``pre_caching_hash_algorithm``), then verify hits appear for repeated prompts.
+
+    References: LMCache ``v1/token_database.py`` (hash warnings), issues #1739, #2136, #2979, PR #1897;
+    vLLM issue #42625.
+    """
+
+    code = "KV002"
+    name = "lmcache-zero-hits-on-repeats"
+    title = "LMCache never hits although the same prompts are stored repeatedly"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("hash-inconsistency", "lookup-timeout", "capacity-eviction", "prompt-shorter-than-chunk",
+                 "prefix-served-by-vllm")
+    defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3}
+    events = frozenset({"L1", "S1", "C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.lookups = 0
+        self.hits = 0
+        self.zero_totals: Counter[int] = Counter()
+        self.stored_totals: Counter[int] = Counter()
+        self.stores = 0
+        self.first_zero: Event | None = None
+        self.repeat_example: Event | None = None
+        self.first_store: Event | None = None
+        self.hash_warnings: list[Event] = []
+        self.timeouts = 0
+        self.timeout_ev: Event | None = None
+        self.pressure = 0
+        self.computed_full = 0
+
+    def observe(self, ev: Event) -> None:
+        tid = ev.id
+        f = ev.f
+        if tid == "L1":
+            hit = f.get("hit")
+            if hit in (None, "None"):
+                return
+            hit = int(hit)
+            self.lookups += 1
+            if hit > 0:
+                self.hits += 1
+                return
+            total = f["total"]
+            if len(self.zero_totals) < MAX_KEYS or total in self.zero_totals:
+                self.zero_totals[total] += 1
+                if self.zero_totals[total] == 2 and self.repeat_example is None:
+                    self.repeat_example = ev
+            if self.first_zero is None:
+                self.first_zero = ev
+            comp = f.get("vllm_computed")
+            if comp is not None and comp >= total - 1 > 0:
+                self.computed_full += 1
+        elif tid == "S1":
+            if f["stored"] > 0:
+                self.stores += 1
+                if len(self.stored_totals) < MAX_KEYS or f["total"] in self.stored_totals:
+                    self.stored_totals[f["total"]] += 1
+                if self.first_store is None:
+                    self.first_store = ev
+        elif tid in ("C21b", "C22", "C23", "C24"):
+            if len(self.hash_warnings) < 8:
+                self.hash_warnings.append(ev)
+        elif tid in ("Z1", "L7"):
+            self.timeouts += 1
+            self.timeout_ev = self.timeout_ev or ev
+        elif tid in ("M1", "M3", "M4", "S4", "S5"):
+            self.pressure += 1
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        o = self.options
+        if self.lookups < o["min_lookups"] or self.stores == 0:
+            return []
+        ratio = self.hits / self.lookups
+        repeated = {t: n for t, n in self.zero_totals.items() if n >= 2}
+        repeats = sum(n - 1 for n in repeated.values())
+        if ratio > o["max_hit_ratio"] or repeats < o["min_repeats"]:
+            return []
+        chunk = ctx.chunk_size or 256
+        b = CauseBoard()
+        b.add("hash-inconsistency", 1.0, fix="Export the same PYTHONHASHSEED (e.g. 0) to every vLLM process, or set "
+              "pre_caching_hash_algorithm to a sha256 variant; restart and replay the prompts.",
+              confirm_with="restart with PYTHONHASHSEED=0 and compare the LMCache hit rate for the same prompts")
+        b.add("lookup-timeout", 0.3, fix="Find why the lookup RPC times out (degraded workers, lookup_timeout_ms).",
+              confirm_with="count 'Timeout occurred for rank' lines against lookups")
+        b.add("capacity-eviction", 0.3, fix="Enlarge max_local_cpu_size or add a tier.",
+              confirm_with="specdiag repro --preset eviction")
+        b.add("prompt-shorter-than-chunk", 0.2, fix="Prompts shorter than chunk_size never fill a chunk; lower chunk_size.",
+              confirm_with="compare prompt lengths with chunk_size")
+        b.add("prefix-served-by-vllm", 0.1, fix="Nothing to fix: vLLM's own prefix cache already serves the repeats.",
+              confirm_with="run with --no-enable-prefix-caching and compare")
+        if self.hash_warnings:
+            w = self.hash_warnings[0]
+            b.support("hash-inconsistency", 6, f"startup warning at line {w.rec.line}: {w.rec.msg[:110]}")
+        if len(set(ctx.none_hashes)) > 1:
+            b.support("hash-inconsistency", 5, f"processes logged {len(set(ctx.none_hashes))} different NONE_HASH values")
+        if (ctx.tensor_parallel_size or 1) > 1 or ctx.hash_algorithm == "builtin":
+            b.note_for("hash-inconsistency", "the scheduler's lookup client and the workers hash in different processes"
+                       + (f" (hash algorithm {ctx.hash_algorithm})" if ctx.hash_algorithm else ""))
+        repeated_stores = sum(n - 1 for t, n in self.stored_totals.items() if n >= 2)
+        if repeated_stores:
+            b.support("hash-inconsistency", 2, f"the same prompt lengths were stored again {repeated_stores} time(s): "
+                      "stored chunks are never found")
+        if self.timeouts:
+            b.support("lookup-timeout", 4 if self.timeouts >= self.lookups / 2 else 1.5,
+                      f"{self.timeouts} lookup timeout(s) (line {self.timeout_ev.rec.line})")
+        else:
+            b.oppose("lookup-timeout", 5, "no lookup timeout in the log")
+        if self.pressure:
+            b.support("capacity-eviction", 3, f"{self.pressure} memory-pressure line(s)")
+        else:
+            b.oppose("capacity-eviction", 4, "no memory-pressure line: stored chunks had room to stay")
+        if max(repeated) < chunk:
+            b.support("prompt-shorter-than-chunk", 10, f"the repeated prompts are shorter than chunk_size {chunk}")
+        else:
+            b.rule_out("prompt-shorter-than-chunk", f"repeated prompts of {max(repeated)} tokens span full {chunk}-token chunks")
+        if self.computed_full:
+            b.support("prefix-served-by-vllm", 3, f"{self.computed_full} lookup(s) where vLLM had already computed the prompt")
+        else:
+            b.oppose("prefix-served-by-vllm", 3, "vLLM's own prefix cache did not cover these prompts either")
+        top_totals = sorted(repeated.items(), key=lambda kv: -kv[1])[:5]
+        ev = [self.first_zero, self.repeat_example, self.first_store, *self.hash_warnings[:2]]
+        evidence = []
+        for e in ev:
+            if e is not None and all(x.line != e.rec.line or x.path != e.rec.path for x in evidence):
+                evidence.append(Evidence(e.rec.path, e.rec.line, e.rec.display()))
+        meas = {
+            "lookups": self.lookups, "lookups_with_hits": self.hits, "hit_ratio": round(ratio, 4),
+            "stores": self.stores, "repeated_prompt_lengths": [t for t, _ in top_totals],
+            "repeat_lookups_with_zero_hits": repeats,
+        }
+        summary = (f"{self.lookups} lookups, {self.hits} with any hit ({ratio:.1%}), while workers stored {self.stores} times; "
+                   f"prompts of the same length ({', '.join(f'{t} tokens ×{n}' for t, n in top_totals[:3])}) missed every time.")
+        return [Finding(
+            rule=self.code, severity="warning", title=self.title, summary=summary, count=repeats, evidence=evidence,
+            measurements=meas, causes=b.ranked(ceiling=0.85), identity=f"{sorted(repeated)[:5]}",
+            next_steps=["Check that every vLLM process (API server, engine core, each worker) sees the same PYTHONHASHSEED.",
+                        "Replay one prompt twice and look for 'LMCache hit tokens' > 0 on the second lookup."],
+            first_seen=None,
+        )]

@@ -1,0 +1,90 @@
+"""KV003 — vLLM had to recover from, or fail requests because of, KV load failures."""
+
+from __future__ import annotations
+
+from specdiag.analyzers.base import Rule, register
+from specdiag.context import Context
+from specdiag.events import Event
+from specdiag.findings import Cause, Evidence, Finding
+
+
+@register
+class KvLoadFailureOutcome(Rule):
+    """vLLM recovered from, or failed requests because of, KV-connector load failures.
+
+    Detects: vLLM's scheduler lines ``Recovered from KV load failure: N request(s) rescheduled`` (policy
+    ``recompute``) and ``Failing N request(s) due to KV load failure (failure_policy=fail …)``.
+
+    Why it matters: this is the client-visible impact of a KV connector losing data. Under ``fail`` (the
+    default from vLLM 0.20) the requests end with an error; under ``recompute`` they succeed at the cost of
+    recomputing the affected tokens.
+
+    Causes weighed: the connector's own shortfall (see KV001 for LMCache's reasons); ``policy-fail`` when
+    requests were failed that a ``recompute`` policy would have saved.
+
+    Fix: find the connector-side cause (KV001); to keep serving meanwhile set
+    ``kv_load_failure_policy: "recompute"`` in ``--kv-transfer-config``.
+
+    References: vLLM ``v1/core/sched/scheduler.py`` (0.32.0 lines 3417/3426), ``KVTransferConfig``.
+    """
+
+    code = "KV003"
+    name = "kv-load-failure-outcome"
+    title = "Requests were recomputed or failed because KV blocks could not be loaded"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("connector-load-failure", "policy-fail")
+    events = frozenset({"V1", "V2"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.recovered = self.failed = 0
+        self.rec_tokens = self.fail_tokens = 0
+        self.first_v1: Event | None = None
+        self.first_v2: Event | None = None
+
+    def observe(self, ev: Event) -> None:
+        if ev.id == "V1":
+            self.recovered += ev.f["reqs"]
+            self.rec_tokens += ev.f["tokens"]
+            self.first_v1 = self.first_v1 or ev
+        else:
+            self.failed += ev.f["reqs"]
+            self.fail_tokens += ev.f["tokens"]
+            self.first_v2 = self.first_v2 or ev
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        out = []
+        if self.failed:
+            e = self.first_v2
+            out.append(Finding(
+                rule=self.code, severity="error", title="Requests failed because KV blocks could not be loaded",
+                summary=(f"vLLM failed {self.failed} request(s) ({self.fail_tokens} tokens affected) under "
+                         "kv_load_failure_policy=fail: clients received errors."),
+                count=self.failed, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display())],
+                measurements={"failed_requests": self.failed, "tokens_affected": self.fail_tokens, "policy": "fail"},
+                causes=[
+                    Cause("connector-load-failure", 0.8, for_=["the KV connector reported blocks it could not load"],
+                          fix="Diagnose the connector-side loss (KV001 when LMCache logged the error pair).",
+                          confirm_with="look for LMCache 'Num retrieved tokens' errors at the same time"),
+                    Cause("policy-fail", 0.15, for_=["under policy recompute these requests would have succeeded"],
+                          fix='Set "kv_load_failure_policy": "recompute" in --kv-transfer-config while the cause is fixed.',
+                          confirm_with="rerun with kv_load_failure_policy=recompute and count client errors"),
+                ],
+                identity=f"fail|{self.failed}",
+            ))
+        if self.recovered:
+            e = self.first_v1
+            out.append(Finding(
+                rule=self.code, severity="info", title="Requests were recomputed after KV load failures",
+                summary=(f"vLLM rescheduled {self.recovered} request(s) and recomputed {self.rec_tokens} tokens "
+                         "(policy recompute): no client error, extra prefill cost."),
+                count=self.recovered, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display())],
+                measurements={"recovered_requests": self.recovered, "tokens_recomputed": self.rec_tokens,
+                              "policy": "recompute"},
+                causes=[Cause("connector-load-failure", 0.8, for_=["the KV connector reported blocks it could not load"],
+                              fix="Diagnose the connector-side loss (KV001 when LMCache logged the error pair).",
+                              confirm_with="look for LMCache 'Num retrieved tokens' errors at the same time")],
+                identity=f"recompute|{self.recovered}",
+            ))
+        return out

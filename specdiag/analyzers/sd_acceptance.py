@@ -1,0 +1,409 @@
+"""SD001 / SD002 / SD004 — speculative-decoding acceptance: sustained drop, zero acceptance, low from the start."""
+
+from __future__ import annotations
+
+from specdiag.analyzers.base import register
+from specdiag.analyzers.sd_common import (
+    DEFINITIONS,
+    STATELESS_METHODS,
+    SpecSeriesRule,
+    changepoint,
+    dedupe_evidence,
+    ev_of,
+    is_eagle_family,
+    k_zero_ranges,
+    kmax_of,
+    method_of,
+    num,
+    pct,
+    pooled_length,
+    pooled_rate,
+    schedule_lookup,
+    schedule_of,
+    span,
+)
+from specdiag.context import Context
+from specdiag.events import Event
+from specdiag.findings import CauseBoard, Evidence, Finding
+
+CONFIRM_DYNAMIC_K = ("specdiag repro --preset dynamic-k  (A/B: the same schedule with and without the K=0 range; "
+                     "acceptance after K=0 periods must match the fixed-K arm)")
+CONFIRM_RESTORED = ("specdiag repro --toggle spec=draft_model --toggle lmcache=on,off  (or replay the same prompts on "
+                    "an instance without the KV connector / with --no-enable-prefix-caching and compare Accepted/Drafted)")
+CONFIRM_MISMATCH = ("serve the same prompts with the connector and prefix caching off (specdiag repro --toggle "
+                    "prefix_caching=off --toggle spec=draft_model): acceptance that stays low points at the draft itself")
+
+
+class _ConnectorSignals:
+    """LMCache restore evidence the acceptance rules weigh (external hits, retrieves, preemptions)."""
+
+    EVENTS = frozenset({"R4", "L1", "V1", "V2"})
+
+    def __init__(self) -> None:
+        self.retrieves = 0
+        self.retrieved_tokens = 0
+        self.first_retrieve: Event | None = None
+        self.lookups_with_hits = 0
+
+    def observe(self, ev: Event) -> None:
+        if ev.id == "R4":
+            n = ev.f.get("retrieved")
+            if isinstance(n, int) and n > 0 or (isinstance(n, str) and n.isdigit() and int(n) > 0):
+                self.retrieves += 1
+                self.retrieved_tokens += int(n)
+                self.first_retrieve = self.first_retrieve or ev
+        elif ev.id == "L1":
+            hit = ev.f.get("hit")
+            try:
+                if hit not in (None, "None") and int(hit) > 0:
+                    self.lookups_with_hits += 1
+            except (TypeError, ValueError):
+                pass
+
+
+def _k0_before(items, idx: int, lookup, lookback: int = 6) -> list:
+    """Intervals within ``lookback`` before ``idx`` that look K=0 (no SpecDecoding line while generating,
+    or ``Running`` mapping to K=0 through the schedule)."""
+    out = []
+    for iv in items[max(0, idx - lookback): idx]:
+        k = lookup(iv.running) if (lookup and iv.running) else None
+        if (not iv.has_spec and iv.generating) or k == 0:
+            out.append(iv)
+    return out
+
+
+@register
+class AcceptanceDrop(SpecSeriesRule):
+    """Speculative-decoding acceptance dropped and stayed down against the run's own baseline.
+
+    Detects: a change-point in the drafts-weighted acceptance rate (Accepted/Drafted per logging
+    interval, from the ``SpecDecoding metrics`` lines of every era): the best single split of the series,
+    tested against a robust noise scale (MAD of the per-interval rates around their segment's rate), with
+    a minimum relative and absolute drop, and a sustained "after" segment (its last half is still low).
+    Reports the intervals, drafts counts and before/after acceptance and mean acceptance length.
+
+    Why it matters: spec-decode failures are silent — outputs stay correct while the speed-up disappears.
+    A drop that a fixed threshold would miss (a healthy 60 % falling to 35 %) costs a third of the tokens
+    per step.
+
+    Causes weighed: ``stale-draft-kv`` (a dynamic-K schedule with K=0 ranges and K=0 intervals just
+    before the drop: a proposer that skipped ingesting committed tokens drafts from a stale KV cache),
+    ``draft-state-not-restored`` (external-cache/KV-connector restores, prefix hits or preemption resumes
+    around the drop with an EAGLE/MTP/DFlash drafter that never saw those tokens), ``workload-shift`` (the
+    prompt mix changed — ngram/suffix acceptance depends entirely on the text).
+
+    Fix: follow the top cause's fix; confirm with the ``specdiag repro`` experiment it names.
+
+    References: vLLM ``v1/spec_decode/metrics.py`` (0.32.0 :120), ``llm_base_proposer.py:512-626``;
+    vllm-metal PR #716/#734; vLLM issue #47930 (fix PR #47926).
+    """
+
+    code = "SD001"
+    name = "spec-acceptance-drop"
+    title = "Speculative-decoding acceptance dropped against the run's own baseline"
+    severity = "warning"
+    cause_ids = ("stale-draft-kv", "draft-state-not-restored", "workload-shift")
+    defaults = {"min_intervals_per_side": 3, "min_drafts_per_side": 300, "min_z": 4.0, "max_ratio": 0.75,
+                "min_abs_drop": 0.05, "max_intervals": 20000}
+    events = SpecSeriesRule.events | _ConnectorSignals.EVENTS
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.conn = _ConnectorSignals()
+
+    def observe_other(self, ev: Event) -> None:
+        self.conn.observe(ev)
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        o = self.options
+        out = []
+        method = method_of(ctx)
+        sched = schedule_of(ctx)
+        lookup = schedule_lookup(sched, kmax_of(ctx)) if sched else None
+        for label, items in self.engines():
+            cp = changepoint(items, o["min_intervals_per_side"], o["min_drafts_per_side"])
+            if cp is None:
+                continue
+            r1, r2 = cp["rate_before"], cp["rate_after"]
+            if r1 is None or r2 is None or r1 <= 0:
+                continue
+            if cp["z"] < o["min_z"] or r2 > r1 * o["max_ratio"] or r1 - r2 < o["min_abs_drop"]:
+                continue
+            after = cp["after"]
+            tail = after[len(after) // 2:]
+            rt, _, _ = pooled_rate(tail)
+            if rt is None or rt > r1 * 0.85:
+                continue  # recovered: episodic, not a sustained drop (SD003 covers the K=0 pattern)
+            at = cp["at"]
+            idx = items.index(at)
+            collapse = r2 <= 0.1 * r1 or (cp["length_after"] is not None and cp["length_after"] <= 1.05)
+            b = CauseBoard()
+            b.add("stale-draft-kv", 0.3,
+                  fix="Remove the K=0 range from num_speculative_tokens_per_batch_size (or use a build whose proposer "
+                      "ingests committed tokens at K=0: upstream vLLM >= 0.25, vllm-metal with PR #716).",
+                  confirm_with=CONFIRM_DYNAMIC_K)
+            b.add("draft-state-not-restored", 0.3,
+                  fix="Tokens restored from a KV connector / prefix cache / after preemption never ran through the "
+                      "drafter: use a build with the drafter-context fix (vLLM PR #47926), or disable the connector "
+                      "load path for the spec-decode pool.",
+                  confirm_with=CONFIRM_RESTORED)
+            b.add("workload-shift", 0.4,
+                  fix="Compare the prompt mix before and after the change; nothing to fix if the traffic changed.",
+                  confirm_with="replay a sample of the earlier prompts now and compare Accepted/Drafted")
+            k0 = _k0_before(items, idx, lookup) if lookup else []
+            if method in STATELESS_METHODS:
+                b.rule_out("stale-draft-kv", f"method {method} keeps no draft KV cache")
+                b.rule_out("draft-state-not-restored", f"method {method} has no drafter state to restore")
+                b.support("workload-shift", 2, f"{method} acceptance depends on how repetitive the text is")
+            if sched and k_zero_ranges(sched):
+                if k0:
+                    b.support("stale-draft-kv", 6, f"{len(k0)} K=0 interval(s) right before the drop under schedule {sched}")
+                else:
+                    b.oppose("stale-draft-kv", 2, f"schedule {sched} has K=0 ranges, but no K=0 interval precedes the drop")
+            else:
+                b.oppose("stale-draft-kv", 6, "no K=0 range in a dynamic-K schedule")
+            before = cp["before"]
+            ext_b = [iv.ext for iv in items[:idx] if iv.ext is not None]
+            ext_a = [iv.ext for iv in items[idx:] if iv.ext is not None]
+            if ext_a and (sum(ext_a) / len(ext_a)) > (sum(ext_b) / len(ext_b) if ext_b else 0) + 0.1:
+                b.support("draft-state-not-restored", 4, f"external prefix cache hit rate rose to {pct(sum(ext_a) / len(ext_a))} "
+                          f"after the drop (from {pct(sum(ext_b) / len(ext_b)) if ext_b else 'none'})")
+            pre_b = max((iv.preempt or 0 for iv in items[:idx]), default=0)
+            pre_a = max((iv.preempt or 0 for iv in items[idx:]), default=0)
+            if pre_a > pre_b:
+                b.support("draft-state-not-restored", 2.5, f"preemptions grew from {pre_b} to {pre_a} around the drop "
+                          "(resumed requests skip the drafter)")
+            if ctx.kv_role in ("kv_consumer",) or ctx.kv_connector:
+                if is_eagle_family(method) or method == "draft_model":
+                    b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
+                              f"(role {ctx.kv_role}) with drafter {method}")
+            causes = b.ranked(ceiling=0.85)
+            word = "collapsed" if collapse else "dropped"
+            summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
+                       f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
+                       f"{cp['drafted_after']} drafted) at {span([at])}; {cp['z']:.1f}× the interval noise. "
+                       f"[{DEFINITIONS}]")
+            evidence = dedupe_evidence([ev_of(before[0]), ev_of(before[-1]), ev_of(at), ev_of(after[-1]),
+                                        *[ev_of(iv, spec=False) for iv in k0[:2]]])
+            meas = {
+                "engine": label, "method": method,
+                "acceptance_before": round(r1, 4), "acceptance_after": round(r2, 4),
+                "mean_length_before": None if cp["length_before"] is None else round(cp["length_before"], 3),
+                "mean_length_after": None if cp["length_after"] is None else round(cp["length_after"], 3),
+                "drafted_before": cp["drafted_before"], "drafted_after": cp["drafted_after"],
+                "intervals_before": len(before), "intervals_after": len(after),
+                "before": span(before), "after": span(after), "z": round(cp["z"], 2),
+                "noise_sigma": round(cp["sigma"], 4), "schedule": sched,
+            }
+            out.append(Finding(
+                rule=self.code, severity="warning", title=f"Speculative-decoding acceptance {word} and stayed down",
+                summary=summary, count=len(after), evidence=evidence, measurements=meas, causes=causes,
+                identity=f"{label}|{at.line}", first_seen=at.t,
+                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
+                            "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."],
+            ))
+        return out
+
+
+@register
+class ZeroAcceptance(SpecSeriesRule):
+    """Drafts are proposed but none is accepted (``Accepted: 0 tokens``, mean acceptance length 1.00).
+
+    Detects: intervals whose SpecDecoding line reports drafted tokens and 0 (or almost 0) accepted ones,
+    for most of the drafted tokens of the run.
+
+    Why it matters: every step pays for K draft tokens and their verification and gains nothing — spec
+    decode is a pure slowdown.
+
+    Causes weighed: ``draft-state-not-restored`` (prompts restored from a KV connector such as LMCache in
+    a P/D decode instance (``kv_consumer``), prefix-cache hits or preemption resumes never ran through the
+    EAGLE/MTP/DFlash drafter, so it drafts without context — vLLM issue #47930), ``draft-target-mismatch``
+    (the draft does not belong to the target: other tokenizer/vocab, other fine-tune), ``drafts-never-accepted``
+    (reported for P/D-disaggregated EAGLE-3 setups without an established cause).
+
+    Fix: for restored context use a build with the drafter-context fix or disable speculative decoding
+    on the decode pool; for a mismatch use the draft trained for this target.
+
+    References: vLLM ``v1/spec_decode/metrics.py``; vLLM issue #47930 / PR #47926; reference
+    ``spec-decode.md`` §6–§7.
+    """
+
+    code = "SD002"
+    name = "spec-zero-acceptance"
+    title = "Speculative decoding drafts tokens but none is accepted"
+    severity = "warning"
+    cause_ids = ("draft-state-not-restored", "draft-target-mismatch", "drafts-never-accepted")
+    defaults = {"min_intervals": 3, "min_drafted": 500, "max_rate": 0.01, "max_intervals": 20000}
+    events = SpecSeriesRule.events | _ConnectorSignals.EVENTS
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.conn = _ConnectorSignals()
+
+    def observe_other(self, ev: Event) -> None:
+        self.conn.observe(ev)
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        o = self.options
+        out = []
+        method = method_of(ctx)
+        for label, items in self.engines():
+            spec = [iv for iv in items if iv.dr]
+            zero = [iv for iv in spec if (iv.acc or 0) <= o["max_rate"] * iv.dr]
+            if len(zero) < o["min_intervals"]:
+                continue
+            zdr = sum(iv.dr for iv in zero)
+            tdr = sum(iv.dr for iv in spec)
+            if zdr < o["min_drafted"] or zdr < 0.5 * tdr:
+                continue
+            rate, acc, dr = pooled_rate(zero)
+            from_start = spec[0] in zero
+            b = CauseBoard()
+            b.add("draft-state-not-restored", 0.4,
+                  fix="The drafter never saw the restored tokens: use a vLLM build with the drafter-context fix "
+                      "(PR #47926) or turn speculative decoding off on the decode (kv_consumer) pool; on P/D, keep "
+                      "prefill and decode drafters consistent.",
+                  confirm_with=CONFIRM_RESTORED)
+            b.add("draft-target-mismatch", 0.3,
+                  fix="Use the draft/EAGLE head trained for exactly this target model and tokenizer.",
+                  confirm_with=CONFIRM_MISMATCH)
+            b.add("drafts-never-accepted", 0.2,
+                  fix="Collect per-request spec stats (Prometheus vllm:spec_decode_*) and report upstream.",
+                  confirm_with="specdiag repro --toggle spec=off,draft_model on the same prompts")
+            ext = [iv.ext for iv in zero if iv.ext is not None]
+            ext_mean = sum(ext) / len(ext) if ext else None
+            restored = False
+            if method in STATELESS_METHODS:
+                b.rule_out("draft-state-not-restored", f"method {method} has no drafter state")
+                b.rule_out("draft-target-mismatch", f"method {method} has no draft model")
+            if ctx.kv_role == "kv_consumer":
+                b.support("draft-state-not-restored", 5, "the instance is a P/D decode instance (kv_role kv_consumer): "
+                          "prompts arrive as restored KV, never prefilled through the drafter")
+                restored = True
+            if ext_mean is not None and ext_mean >= 0.3:
+                b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)} in the "
+                          "zero-acceptance intervals")
+                restored = True
+            if self.conn.retrieves:
+                b.support("draft-state-not-restored", 2, f"LMCache restored KV for {self.conn.retrieves} request(s) "
+                          f"({self.conn.retrieved_tokens} tokens)")
+                restored = True
+            if is_eagle_family(method):
+                b.support("draft-state-not-restored", 1.5, f"{method} drafts from the target's hidden states of the context")
+            if restored:
+                b.oppose("draft-target-mismatch", 2, "restored context alone explains zero acceptance")
+                b.oppose("drafts-never-accepted", 1.5, "restored context explains it")
+            else:
+                b.oppose("draft-state-not-restored", 4, "no KV-connector restore, external hit or kv_consumer role seen")
+                if from_start:
+                    b.support("draft-target-mismatch", 3, "acceptance is 0 from the first interval")
+            spec_cfg = ctx.speculative or {}
+            if spec_cfg.get("model"):
+                b.note_for("draft-target-mismatch", f"draft {spec_cfg.get('model')} for target {ctx.model}")
+            causes = b.ranked(ceiling=0.85)
+            summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
+                       f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)}. "
+                       f"Method {method}, K={kmax_of(ctx)}"
+                       + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
+                       + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
+                       + f". [{DEFINITIONS}]")
+            evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
+            if self.conn.first_retrieve is not None:
+                r = self.conn.first_retrieve.rec
+                evidence.append(Evidence(r.path, r.line, r.display()))
+            meas = {"engine": label, "method": method, "num_speculative_tokens": kmax_of(ctx),
+                    "zero_intervals": len(zero), "spec_intervals": len(spec), "drafted_tokens": zdr,
+                    "accepted_tokens": acc, "acceptance_rate": round(rate or 0.0, 4),
+                    "mean_acceptance_length": pooled_length(zero), "kv_role": ctx.kv_role,
+                    "external_prefix_cache_hit_rate": None if ext_mean is None else round(ext_mean, 4),
+                    "lmcache_retrieves": self.conn.retrieves}
+            out.append(Finding(
+                rule=self.code, severity="warning", title=self.title, summary=summary, count=len(zero),
+                evidence=dedupe_evidence(evidence), measurements=meas, causes=causes,
+                identity=f"{label}|{method}|{zero[0].line}", first_seen=zero[0].t,
+                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
+                            "Meanwhile, speculative decoding costs throughput here: consider disabling it on this pool."],
+            ))
+        return out
+
+
+@register
+class LowAcceptanceFromStart(SpecSeriesRule):
+    """Acceptance is uniformly low from the first interval (no change-point): a poorly matched draft.
+
+    Detects: a model-based drafter (draft_model, EAGLE/EAGLE-3, MTP, DFlash, Medusa…) whose drafts-weighted
+    acceptance rate and mean acceptance length stay below ``max_rate``/``max_length`` over the whole run,
+    the first intervals included. ngram/suffix acceptance depends on the text, so they are reported only
+    when almost nothing is accepted (info).
+
+    Why it matters: with acceptance this low the draft forward passes and verification cost more than the
+    tokens they save.
+
+    Causes weighed: ``draft-target-mismatch`` (draft trained for another target, tokenizer or fine-tune; a
+    quantised target; a mismatched chat template), ``workload-shift`` (the traffic is unlike the draft's
+    training data), ``draft-state-not-restored`` (most prompts restored from an external cache).
+
+    Fix: use the draft trained for this target (same tokenizer and chat template); measure acceptance on
+    representative prompts before deploying; lower K.
+
+    References: vLLM ``config/speculative.py``; reference ``spec-decode.md`` §4, §7.
+    """
+
+    code = "SD004"
+    name = "spec-low-acceptance-from-start"
+    title = "Speculative-decoding acceptance is low from the start"
+    severity = "warning"
+    cause_ids = ("draft-target-mismatch", "workload-shift", "draft-state-not-restored")
+    defaults = {"max_rate": 0.15, "max_length": 1.4, "stateless_max_rate": 0.03, "min_intervals": 5,
+                "min_drafted": 1000, "max_intervals": 20000}
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        o = self.options
+        method = method_of(ctx)
+        out = []
+        for label, items in self.engines():
+            spec = [iv for iv in items if iv.dr]
+            if len(spec) < o["min_intervals"]:
+                continue
+            rate, acc, dr = pooled_rate(spec)
+            if rate is None or dr < o["min_drafted"] or acc <= 0.01 * dr:
+                continue  # nothing drafted, or zero acceptance (SD002)
+            head = spec[: max(3, len(spec) // 4)]
+            rh, _, _ = pooled_rate(head)
+            length = pooled_length(spec)
+            stateless = method in STATELESS_METHODS
+            limit = o["stateless_max_rate"] if stateless else o["max_rate"]
+            if rate > limit or (rh is not None and rh > limit * 1.5):
+                continue
+            if not stateless and length is not None and length > o["max_length"]:
+                continue
+            b = CauseBoard()
+            b.add("draft-target-mismatch", 0.5, fix="Use the draft/EAGLE head trained for this exact target and tokenizer.",
+                  confirm_with=CONFIRM_MISMATCH)
+            b.add("workload-shift", 0.3, fix="Measure acceptance on representative prompts; lower K or pick another method.",
+                  confirm_with="specdiag repro --toggle num_speculative_tokens=1,3 on a sample of the real prompts")
+            b.add("draft-state-not-restored", 0.2, fix="See SD002: restored context never ran through the drafter.",
+                  confirm_with=CONFIRM_RESTORED)
+            if stateless:
+                b.rule_out("draft-target-mismatch", f"{method} has no draft model")
+                b.rule_out("draft-state-not-restored", f"{method} has no drafter state")
+            ext = [iv.ext for iv in spec if iv.ext is not None]
+            if ext and sum(ext) / len(ext) > 0.5 and is_eagle_family(method):
+                b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(sum(ext) / len(ext))}")
+            b.note_for("draft-target-mismatch", f"first {len(head)} intervals already at {pct(rh)}")
+            causes = b.ranked(ceiling=0.7)
+            sev = "info" if stateless else "warning"
+            out.append(Finding(
+                rule=self.code, severity=sev, title=self.title,
+                summary=(f"{label}: {method} K={kmax_of(ctx)} accepted {acc} of {dr} drafted tokens ({pct(rate)}, mean "
+                         f"acceptance length {num(length)}) over {len(spec)} intervals, {pct(rh)} in the first "
+                         f"{len(head)}. [{DEFINITIONS}]"),
+                count=len(spec), evidence=[ev_of(spec[0]), ev_of(spec[-1])],
+                measurements={"engine": label, "method": method, "acceptance_rate": round(rate, 4),
+                              "mean_acceptance_length": length, "drafted_tokens": dr, "accepted_tokens": acc,
+                              "intervals": len(spec), "acceptance_first_intervals": rh,
+                              "draft_model": (ctx.speculative or {}).get("model"), "target_model": ctx.model},
+                causes=causes, identity=f"{label}|{method}", first_seen=spec[0].t,
+                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+            ))
+        return out

@@ -1,0 +1,221 @@
+"""``specdiag repro``: run a matrix of real vLLM + LMCache servers and report which toggle moves the symptom.
+
+Import cost matters (``specdiag --help`` < 300 ms): only typer at module level; plan/materialise/server/
+Rich are imported inside the command.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+
+HELP = """Differential diagnosis on real servers: one vLLM (+ LMCache) server per combination of toggles,
+a workload that provokes the symptom, symptom counts per cell and a verdict across toggles.
+
+Presets: save-decode-cache, dynamic-k, eviction, remote-eviction. --dry-run prints every cell's command
+line, environment and LMCache YAML without running anything."""
+
+
+def register(app: typer.Typer) -> None:
+    app.command("repro", help=HELP, no_args_is_help=True)(repro)
+
+
+def repro(
+    preset: str | None = typer.Option(None, "--preset", "-p", help="save-decode-cache | dynamic-k | eviction | "
+                                      "remote-eviction"),
+    plan_file: Path | None = typer.Option(None, "--plan", help="YAML plan (preset, base, toggles, workload, "
+                                          "repeat)"),
+    toggle: list[str] = typer.Option([], "--toggle", "-t", help="key=v1,v2 (crossed into the matrix; repeatable)"),
+    set_: list[str] = typer.Option([], "--set", "-s", help="key=value for every cell (repeatable)"),
+    device: str = typer.Option("cuda", "--device", help="cuda | cpu"),
+    model: str | None = typer.Option(None, "--model", help="local model directory (required for cuda)"),
+    python: str | None = typer.Option(None, "--python", help="python that runs vLLM (default: "
+                                      "$SPECDIAG_REPRO_PYTHON, the cached CPU venv, or this python)"),
+    repeat: int | None = typer.Option(None, "--repeat", "-n", min=1, help="runs per cell"),
+    executor: str = typer.Option("local", "--executor", help="local | ray"),
+    ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster address (default: local)"),
+    out: Path | None = typer.Option(None, "--out", "-o", help="run folder (default runs/repro-<preset>-<time>)"),
+    fmt: str = typer.Option("table", "--format", "-f", help="table | json"),
+    dry_run: bool = typer.Option(False, "--dry-run", help="print each cell's command, env and LMCache YAML"),
+    cache_dir: Path | None = typer.Option(None, "--cache-dir", help="CPU tier cache (venv, tiny model, "
+                                          "compile caches); default $SPECDIAG_REPRO_CACHE or "
+                                          "~/.cache/specdiag/repro"),
+    health_timeout: float = typer.Option(420.0, "--health-timeout", help="seconds to wait for /health"),
+    no_engine: bool = typer.Option(False, "--no-engine", help="count symptoms without the analyze engine"),
+    list_presets: bool = typer.Option(False, "--list-presets", help="describe the presets and exit"),
+) -> None:
+    from specdiag.repro import backends, plan as planmod
+
+    if list_presets:
+        for p in planmod.PRESETS.values():
+            typer.echo(f"{p.name}: {p.description}\n  toggles: {p.toggles}\n  workload: {p.workload.kind} "
+                       f"{p.workload.params}\n")
+        raise typer.Exit(0)
+    if fmt not in ("table", "json"):
+        _fail("--format must be table or json")
+    if executor not in ("local", "ray"):
+        _fail("--executor must be local or ray")
+    try:
+        plan = planmod.build_plan(preset, toggle, set_, plan_file.read_text() if plan_file else None, repeat)
+        cache = cache_dir or backends.DEFAULT_CACHE
+        dev = backends.device_spec(device, python, model, cache)
+        out_dir = (out or _default_out(plan.name)).resolve()  # servers run in their temp dir
+        if dry_run:
+            _dry_run(plan, dev, out_dir, fmt)
+            return
+    except (planmod.PlanError, backends.BackendError, OSError) as e:
+        _fail(str(e))
+    code = _run(plan, dev, out_dir, fmt, executor, ray_address, health_timeout, not no_engine)
+    raise typer.Exit(code)
+
+
+def _fail(msg: str) -> None:
+    sys.stderr.write(f"specdiag repro: {msg}\n")
+    raise typer.Exit(2)
+
+
+def _default_out(name: str) -> Path:
+    import time
+
+    return Path("runs") / f"repro-{name}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
+
+
+def dry_run_cells(plan, dev, out_dir: Path) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Each cell's materialised spec with placeholders for run-time values (used by --dry-run and tests)."""
+    from specdiag.repro.materialise import RuntimeValues, materialise
+
+    out = []
+    for cell in plan.cells():
+        rt = RuntimeValues(cell_dir=str(out_dir / "cells" / f"{cell.slug}-r{{repeat}}"))
+        spec = materialise(cell, dev, rt)
+        out.append({"cell": cell.name, "index": cell.index, "toggled": cell.toggled, **spec.to_dict()})
+    return out
+
+
+def _dry_run(plan, dev, out_dir: Path, fmt: str) -> None:  # type: ignore[no-untyped-def]
+    import shlex
+
+    cells = dry_run_cells(plan, dev, out_dir)
+    if fmt == "json":
+        typer.echo(json.dumps({"plan": plan.to_dict(), "device": dev.kind, "cells": cells}, indent=2))
+        return
+    typer.echo(f"# plan {plan.name}: {len(cells)} cells x {plan.repeat} repeats, device {dev.kind}, "
+               f"workload {plan.workload.kind} {json.dumps(plan.workload.params, sort_keys=True)}")
+    typer.echo("# run-time values: {port}/{redis_port} = free ports on 127.0.0.1, {tmpdir} = per-cell temp "
+               "dir (removed afterwards), {repeat} = repeat index")
+    for c in cells:
+        typer.echo(f"\n## cell {c['index']}: {c['cell']}")
+        if c["redis_argv"]:
+            typer.echo("redis: " + shlex.join(c["redis_argv"]))
+        typer.echo("env:")
+        for k, v in c["env"].items():
+            typer.echo(f"  {k}={v}")
+        typer.echo("command: " + shlex.join(c["argv"]))
+        if c["lmcache_yaml"] is not None:
+            typer.echo(f"lmcache.yaml ({c['lmcache_yaml_path']}):")
+            for line in c["lmcache_yaml"].splitlines():
+                typer.echo("  " + line)
+        for n in c["notes"]:
+            typer.echo(f"note: {n}")
+
+
+def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | None,  # type: ignore[no-untyped-def]
+         health_timeout: float, use_engine: bool) -> int:
+    import threading
+
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    from specdiag.repro import backends, executors, server
+    from specdiag.repro.runner import RunOptions
+    from specdiag.repro.verdict import build_verdict
+
+    cells = plan.cells()
+    needs_lmcache = any(c.settings["lmcache"] in ("on", "true") for c in cells)
+    needs_redis = any(c.settings["redis_maxmemory"] != "off" for c in cells)
+    err = Console(stderr=True)
+    try:
+        backends.preflight(dev, needs_lmcache, needs_redis)
+        backends.ensure_model(dev)
+    except backends.BackendError as e:
+        _fail(str(e))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+    results = []
+    stop = threading.Event()
+    total = len(cells) * plan.repeat
+    interrupted = False
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
+                  "{task.total} cells"), TimeElapsedColumn(), console=err, transient=False,
+                  disable=not err.is_terminal) as prog:
+        task = prog.add_task(f"repro {plan.name}", total=total)
+
+        def progress(kind: str, data: dict) -> None:
+            desc = f"{data.get('cell', '')}: {kind}"
+            if kind == "healthy":
+                desc += f" after {data['startup_s']} s"
+            prog.update(task, description=desc)
+            if not err.is_terminal:
+                err.print(f"[repro] {desc}", highlight=False)
+
+        def on_result(res) -> None:  # type: ignore[no-untyped-def]
+            prog.advance(task)
+            err.print(f"[repro] {res.cell} r{res.repeat}: {res.status}"
+                      f"{' — ' + res.error if res.error else ''}", highlight=False)
+
+        opts = RunOptions(health_timeout_s=health_timeout, use_engine=use_engine)
+        try:
+            with server.interrupts_as_exceptions():
+                if executor == "ray":
+                    results = executors.run_ray(plan, dev, out_dir, opts, progress, on_result, stop, ray_address)
+                else:
+                    results = executors.run_local(plan, dev, out_dir, opts, progress, on_result, stop)
+        except KeyboardInterrupt:
+            interrupted = True
+            stop.set()
+            server.stop_all()
+    verdict = build_verdict(plan.to_dict(), {"kind": dev.kind, "model": dev.model, "python": dev.python},
+                            [(c.name, c.toggled) for c in cells], results, interrupted)
+    (out_dir / "verdict.json").write_text(json.dumps(verdict, indent=2, default=str) + "\n")
+    if fmt == "json":
+        typer.echo(json.dumps({k: v for k, v in verdict.items() if k != "results"}, indent=2, default=str))
+    else:
+        _print_table(verdict, out_dir)
+    if interrupted:
+        return 130
+    return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def _fmt_list(xs: list) -> str:  # type: ignore[type-arg]
+    vals = [x for x in xs if x is not None]
+    if not vals:
+        return "–"
+    return ", ".join(f"{x:g}" if isinstance(x, (int, float)) else str(x) for x in vals)
+
+
+def _print_table(verdict: dict, out_dir: Path) -> None:  # type: ignore[type-arg]
+    from rich.console import Console
+    from rich.table import Table
+
+    con = Console()
+    t = Table(title=f"specdiag repro — {verdict['plan']['name']} ({verdict['device']['kind']}); "
+                    "one value per repeat")
+    for col in ("cell", "status", "shortfalls", "missing tok", "KV-load failed req", "HTTP failed",
+                "crash", "LMCache hit %", "accept %", "accept after K=0 %", "start s", "p50 s"):
+        t.add_column(col)
+    for r in verdict["cells"]:
+        t.add_row(r["cell"], _fmt_list(r["status"]), _fmt_list(r["shortfalls"]), _fmt_list(r["missing_tokens"]),
+                  _fmt_list(r["load_failed_requests"]), _fmt_list(r["failed_requests"]),
+                  _fmt_list(r["engine_crash"]), _fmt_list(r["lmcache_hit_pct"]), _fmt_list(r["acceptance_pct"]),
+                  _fmt_list(r["acceptance_after_k0_pct"]), _fmt_list(r["startup_s"]), _fmt_list(r["latency_p50_s"]))
+    con.print(t)
+    con.print("[bold]Verdict[/bold]")
+    for c in verdict["conclusions"] or ["no toggle with two values: nothing to compare"]:
+        con.print(f"  • {c}", highlight=False)
+    for n in verdict["notes"]:
+        con.print(f"  note: {n}", highlight=False)
+    con.print(f"run folder: {out_dir}  (verdict.json; re-analyze with: specdiag analyze {out_dir}/cells)",
+              highlight=False)

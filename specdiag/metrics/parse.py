@@ -1,0 +1,150 @@
+"""Key/value parsing of vLLM's periodic stats line and SpecDecoding line, every era (0.8 → 0.32, V0).
+
+Both lines are parsed as ``Key: value`` pairs, never by position: fields come and go between versions
+(``Preemptions`` only once > 0, ``Deferred``/``KV fetch`` from 0.20/0.32, ``Prefix cache hit rate``
+omitted without queries in 0.31+, a dev build printed old and new SpecDecoding fields together).
+Formats: ``/work/shared/reference/vllm/log-formats.md`` §5–§6 (``v1/metrics/loggers.py``,
+``v1/spec_decode/metrics.py``).
+
+Results are plain dicts with normalised names; rates are fractions in [0, 1] (vLLM prints percents).
+"""
+
+from __future__ import annotations
+
+import re
+
+_ITEM = re.compile(r"([A-Za-z][A-Za-z -]*?): (nan|-?\d+(?:\.\d+)?)(%| tokens/s| tokens| reqs)?")
+_KV_FETCH = re.compile(r"KV fetch: (\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
+_PER_POS = re.compile(r"Per-position acceptance rate: ((?:nan|\d+(?:\.\d+)?)(?:, (?:nan|\d+(?:\.\d+)?))*)")
+
+#: stats line key → normalised field
+STATS_KEYS = {
+    "Avg prompt throughput": "prompt_throughput",
+    "Avg generation throughput": "generation_throughput",
+    "Running": "running_reqs",
+    "Waiting": "waiting_reqs",
+    "Pending": "waiting_reqs",  # V0
+    "Swapped": "swapped_reqs",  # V0
+    "Deferred": "deferred_reqs",
+    "Preemptions": "preemptions",
+    "Prefix cache hit rate": "prefix_cache_hit_rate",
+    "External prefix cache hit rate": "external_prefix_cache_hit_rate",
+    "MM cache hit rate": "mm_cache_hit_rate",
+    "Corrupted": "corrupted_reqs",
+}
+PERCENT_FIELDS = {"prefix_cache_hit_rate", "external_prefix_cache_hit_rate", "mm_cache_hit_rate", "kv_cache_usage",
+                  "cpu_swap_usage"}
+
+#: SpecDecoding / Speculative metrics key → normalised field
+SPEC_KEYS = {
+    "Mean acceptance length": "mean_acceptance_length",
+    "Accepted throughput": "accepted_throughput",
+    "Drafted throughput": "drafted_throughput",
+    "Accepted": "accepted_tokens",
+    "Drafted": "drafted_tokens",
+    "Avg Draft acceptance rate": "draft_acceptance_rate",
+    "Draft acceptance rate": "draft_acceptance_rate",
+    "Number of accepted tokens": "accepted_tokens",  # 0.8.0-0.8.2 and V0
+    "Number of draft tokens": "drafted_tokens",
+    "Number of emitted tokens": "emitted_tokens",  # V0
+    "Number of speculative tokens": "num_spec_tokens",  # V0
+    "System efficiency": "system_efficiency",  # V0
+}
+
+
+def _num(s: str) -> float | None:
+    if s == "nan":
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        return None
+
+
+def parse_stats_body(body: str) -> dict:
+    """``Avg prompt throughput: … , Running: 3 reqs, …`` → {field: value}. Counts are ints, rates fractions.
+
+    ``kv_cache_usage`` is the engine's KV cache usage (``GPU KV cache usage``, or ``CPU KV cache usage`` on
+    vLLM's CPU backend, 0.30+); ``kv_device`` names which. In the V0 line (``Swapped``/``Pending``)
+    ``CPU KV cache usage`` is the swap space and goes to ``cpu_swap_usage``.
+    """
+    out: dict = {}
+    v0 = "Pending:" in body or "Swapped:" in body
+    m = _KV_FETCH.search(body)
+    if m:
+        out["kv_fetch_waiting"], out["kv_fetch_in_progress"], out["kv_fetch_completed_waiting"] = (
+            int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        body = body[: m.start()] + body[m.end():]
+    for key, val, unit in _ITEM.findall(body):
+        key = key.strip()
+        v = _num(val)
+        if key.endswith("KV cache usage"):
+            dev = key[: -len(" KV cache usage")].strip() or "GPU"
+            if v0 and dev == "CPU":
+                name = "cpu_swap_usage"
+            else:
+                name = "kv_cache_usage"
+                out["kv_device"] = dev
+        else:
+            name = STATS_KEYS.get(key)
+            if name is None:
+                continue
+        if v is not None and (name in PERCENT_FIELDS or unit == "%"):
+            v = v / 100.0
+        elif v is not None and (unit == " reqs" or name == "preemptions"):
+            v = int(v)
+        out[name] = v
+    return out
+
+
+def parse_spec_body(body: str) -> dict:
+    """A SpecDecoding/Speculative metrics body → {field: value}.
+
+    ``draft_acceptance_rate`` is a fraction (``48.1%`` → 0.481; the 0.8.0–0.8.2/V0 ``%.3f`` form is already
+    one); ``per_position`` a list of fractions; ``num_drafts`` is derived as
+    ``accepted / (mean_acceptance_length - 1)`` when both are known and the length > 1 (vLLM's definition:
+    mean length = 1 + accepted / num_drafts, ``v1/spec_decode/metrics.py``).
+    """
+    out: dict = {}
+    m = _PER_POS.search(body)
+    if m:
+        out["per_position"] = [_num(x) for x in m.group(1).split(", ")]
+        body = body[: m.start()] + body[m.end():]
+    for key, val, unit in _ITEM.findall(body):
+        name = SPEC_KEYS.get(key.strip())
+        if name is None:
+            continue
+        v = _num(val)
+        if name == "draft_acceptance_rate":
+            if v is not None and (unit == "%" or v > 1.0):
+                v = v / 100.0
+            if name in out and out[name] is not None:
+                continue  # a dev build printed both: keep the first
+        elif name in ("accepted_tokens", "drafted_tokens", "emitted_tokens", "num_spec_tokens") and v is not None:
+            v = int(v)
+        out[name] = v
+    acc, dr = out.get("accepted_tokens"), out.get("drafted_tokens")
+    if out.get("draft_acceptance_rate") is None and acc is not None and dr:
+        out["draft_acceptance_rate"] = acc / dr
+    mal = out.get("mean_acceptance_length")
+    if acc is not None and mal is not None and mal > 1.005:
+        out["num_drafts"] = acc / (mal - 1.0)
+    return out
+
+
+def stats_fields(ev) -> dict:
+    """Parsed stats fields of a V_STATS/V_STATS_V0 event, cached on the event (many rules read them)."""
+    f = ev.f
+    d = f.get("_kv")
+    if d is None:
+        d = f["_kv"] = parse_stats_body(f.get("body") or "")
+    return d
+
+
+def spec_fields(ev) -> dict:
+    """Parsed fields of a V_SPEC event, cached on the event."""
+    f = ev.f
+    d = f.get("_kv")
+    if d is None:
+        d = f["_kv"] = parse_spec_body(f.get("body") or "")
+    return d

@@ -1,0 +1,229 @@
+/* specdiag HTML report: draws the timeline charts from the embedded JSON with uPlot.
+ * Everything that comes from a log is inserted with textContent, never as markup. No network access. */
+(function () {
+  "use strict";
+  var el = document.getElementById("specdiag-data");
+  if (!el || typeof uPlot === "undefined") { return; }
+  var data = JSON.parse(el.textContent);
+  var tl = data.charts || {};
+  var root = document.getElementById("charts");
+  if (!root) { return; }
+  var groups = tl.groups || [];
+  var markers = tl.markers || [];
+  var lanes = tl.lanes || [];
+  var kindColors = tl.kind_colors || {};
+  if (!groups.length && !markers.length) { return; }
+
+  var plots = [];
+  var syncing = false;
+  var cursorSync = uPlot.sync("specdiag");
+
+  function tzDate(ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); }
+
+  function fmt(v, unit) {
+    if (v == null || isNaN(v)) { return "\u2013"; }
+    var a = Math.abs(v);
+    var s = a >= 1000 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(3);
+    return unit ? s + " " + unit : s;
+  }
+
+  function pad2(n) { return (n < 10 ? "0" : "") + n; }
+  function fmtTime(t) {
+    var d = new Date(t * 1e3);
+    return d.getUTCFullYear() + "-" + pad2(d.getUTCMonth() + 1) + "-" + pad2(d.getUTCDate()) + " " +
+      pad2(d.getUTCHours()) + ":" + pad2(d.getUTCMinutes()) + ":" + pad2(d.getUTCSeconds()) +
+      "." + String(Math.floor((t % 1) * 1000 + 1000)).slice(1);
+  }
+
+  function syncScale(u, key) {
+    if (key !== "x" || syncing) { return; }
+    syncing = true;
+    var mn = u.scales.x.min, mx = u.scales.x.max;
+    plots.forEach(function (o) { if (o !== u) { o.setScale("x", { min: mn, max: mx }); } });
+    syncing = false;
+  }
+
+  function drawMarkerLines(u) {
+    if (!markers.length) { return; }
+    var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height, left = u.bbox.left, w = u.bbox.width;
+    ctx.save();
+    ctx.lineWidth = Math.max(1, uPlot.pxRatio);
+    ctx.setLineDash([4 * uPlot.pxRatio, 3 * uPlot.pxRatio]);
+    markers.forEach(function (m) {
+      var x = Math.round(u.valToPos(m.t, "x", true));
+      if (x < left || x > left + w) { return; }
+      ctx.strokeStyle = kindColors[m.kind] || "#888";
+      ctx.globalAlpha = 0.7;
+      ctx.beginPath();
+      ctx.moveTo(x + 0.5, top);
+      ctx.lineTo(x + 0.5, top + h);
+      ctx.stroke();
+    });
+    ctx.restore();
+  }
+
+  function width(box) { return Math.max(320, box.clientWidth - 8); }
+
+  function addSection(title, note) {
+    var sec = document.createElement("div");
+    sec.className = "chart";
+    var h = document.createElement("h3");
+    h.textContent = title;
+    sec.appendChild(h);
+    if (note) {
+      var p = document.createElement("p");
+      p.className = "note";
+      p.textContent = note;
+      sec.appendChild(p);
+    }
+    var box = document.createElement("div");
+    box.className = "plot";
+    sec.appendChild(box);
+    root.appendChild(sec);
+    return box;
+  }
+
+  // ---- one chart per group of series (acceptance, cache hits, throughput, KV usage, requests)
+  groups.forEach(function (g) {
+    var box = addSection(g.title, g.note);
+    var units = g.units || [];
+    var series = [{ label: "time (UTC)", value: function (u, v) { return v == null ? "\u2013" : fmtTime(v); } }];
+    g.series.forEach(function (s) {
+      series.push({
+        label: s.label,
+        scale: s.unit || "_",
+        stroke: s.color,
+        width: 1.5,
+        spanGaps: true,
+        points: { size: 4 },
+        value: (function (unit) { return function (u, v) { return fmt(v, unit); }; })(s.unit),
+      });
+    });
+    var axes = [{ stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" } }];
+    units.forEach(function (unit, i) {
+      axes.push({
+        scale: unit || "_",
+        side: i === 0 ? 3 : 1,
+        label: unit || "",
+        stroke: "#555",
+        size: 60,
+        grid: i === 0 ? { stroke: "#eee" } : { show: false },
+        ticks: { stroke: "#ccc" },
+      });
+    });
+    var scales = { x: { time: true } };
+    units.forEach(function (unit) {
+      var r = (g.ranges || {})[unit];
+      scales[unit || "_"] = r ? { range: r } : { auto: true };
+    });
+    var opts = {
+      width: width(box),
+      height: 220,
+      tzDate: tzDate,
+      series: series,
+      axes: axes,
+      scales: scales,
+      legend: { live: true },
+      cursor: { sync: { key: cursorSync.key }, drag: { x: true, y: false } },
+      hooks: { draw: [drawMarkerLines], setScale: [syncScale] },
+    };
+    var u = new uPlot(opts, g.data, box);
+    u.root.setAttribute("data-points", String(g.points || 0));
+    plots.push(u);
+  });
+
+  // ---- the event lanes: one row per rank ("all" first), one dot per marker, colour by kind
+  if (markers.length) {
+    var box = addSection("Events (per rank)", tl.markers_note || "");
+    var laneIndex = {};
+    lanes.forEach(function (l, i) { laneIndex[l] = i; });
+    var xs = tl.event_xs || [tl.tmin, tl.tmax];
+    var empty = xs.map(function () { return null; });
+    var tip = document.createElement("div");
+    tip.className = "tip";
+    tip.hidden = true;
+
+    var drawDots = function (u) {
+      var ctx = u.ctx, left = u.bbox.left, w = u.bbox.width;
+      ctx.save();
+      markers.forEach(function (m) {
+        var x = u.valToPos(m.t, "x", true);
+        if (x < left - 1 || x > left + w + 1) { return; }
+        var lane = laneIndex[m.lane];
+        if (lane == null) { return; }
+        var y = u.valToPos(lane, "y", true);
+        ctx.fillStyle = kindColors[m.kind] || "#888";
+        ctx.strokeStyle = "#fff";
+        ctx.lineWidth = uPlot.pxRatio;
+        ctx.beginPath();
+        ctx.arc(x, y, 5 * uPlot.pxRatio, 0, 2 * Math.PI);
+        ctx.fill();
+        ctx.stroke();
+      });
+      ctx.restore();
+      drawMarkerLines(u);
+    };
+
+    var showTip = function (u) {
+      var l = u.cursor.left, t = u.cursor.top;
+      if (l == null || l < 0) { tip.hidden = true; return; }
+      var near = markers.filter(function (m) {
+        var lane = laneIndex[m.lane];
+        return Math.abs(u.valToPos(m.t, "x") - l) <= 6 && Math.abs(u.valToPos(lane, "y") - t) <= 10;
+      });
+      if (!near.length) { tip.hidden = true; return; }
+      while (tip.firstChild) { tip.removeChild(tip.firstChild); }
+      near.slice(0, 8).forEach(function (m) {
+        var row = document.createElement("div");
+        var b = document.createElement("b");
+        b.textContent = m.kind + (m.rule ? " " + m.rule : "") + (m.rank ? " @" + m.rank : "");
+        row.appendChild(b);
+        row.appendChild(document.createTextNode(" " + fmtTime(m.t) + " \u2014 " + (m.label || "")));
+        tip.appendChild(row);
+      });
+      if (near.length > 8) {
+        var more = document.createElement("div");
+        more.textContent = "+" + (near.length - 8) + " more";
+        tip.appendChild(more);
+      }
+      tip.hidden = false;
+      tip.style.left = Math.round(l + 12) + "px";
+      tip.style.top = Math.round(t + 12) + "px";
+    };
+
+    var opts = {
+      width: width(box),
+      height: 50 + 28 * Math.max(1, lanes.length),
+      tzDate: tzDate,
+      series: [{}, { label: "events", scale: "y", show: false }],
+      legend: { show: false },
+      scales: { x: { time: true }, y: { range: [-0.6, Math.max(0, lanes.length - 1) + 0.6] } },
+      axes: [
+        { stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" } },
+        {
+          scale: "y", stroke: "#555", size: 60, grid: { stroke: "#f2f2f2" },
+          splits: function () { return lanes.map(function (_, i) { return i; }); },
+          values: function (u, splits) { return splits.map(function (i) { return lanes[i] == null ? "" : lanes[i]; }); },
+        },
+      ],
+      cursor: { sync: { key: cursorSync.key }, drag: { x: true, y: false }, points: { show: false } },
+      hooks: { draw: [drawDots], setScale: [syncScale], setCursor: [showTip] },
+    };
+    var ev = new uPlot(opts, [xs, empty], box);
+    ev.root.querySelector(".u-over").appendChild(tip);
+    ev.root.setAttribute("data-markers", String(markers.length));
+    plots.push(ev);
+  }
+
+  var pending = null;
+  window.addEventListener("resize", function () {
+    if (pending) { cancelAnimationFrame(pending); }
+    pending = requestAnimationFrame(function () {
+      plots.forEach(function (u) {
+        var w = width(u.root.parentNode);
+        u.setSize({ width: w, height: u.height });
+      });
+    });
+  });
+  document.body.setAttribute("data-charts", String(plots.length));
+})();

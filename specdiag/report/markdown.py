@@ -1,0 +1,131 @@
+"""``--format markdown``: a GitHub-flavoured Markdown summary (job summary, PR comment, incident note).
+
+Layout: one status line, a table (rule, severity, count, first evidence ``path:line``, top cause), one
+``<details>`` block per finding with the explanation, the fix and the evidence lines in a fenced block, and a
+pointer to the machine-readable artifacts. ``max_bytes`` keeps the result under a size limit (GitHub rejects
+a step summary over 1 MiB and then shows nothing): whole blocks are dropped from the end and a note says so.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+
+from specdiag.findings import Finding
+from specdiag.report.model import Report
+from specdiag.report.text import (
+    display_path,
+    ordered_findings,
+    status_line,
+    suppressed,
+    tool_problems,
+)
+
+STEP_SUMMARY_LIMIT = 1024 * 1024
+SEV_ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
+MAX_EVIDENCE = 10
+_BACKTICKS = re.compile(r"`+")
+
+
+def cell(s: object) -> str:
+    """Text safe inside a table cell: no newlines, pipes escaped, HTML neutralised."""
+    t = html.escape(str(s), quote=False).replace("|", "\\|")
+    return " ".join(t.split())
+
+
+def fence(text: str, lang: str = "text") -> str:
+    """A fenced code block that the content cannot close (fence longer than any backtick run)."""
+    longest = max((len(m.group(0)) for m in _BACKTICKS.finditer(text)), default=0)
+    f = "`" * max(3, longest + 1)
+    return f"{f}{lang}\n{text}\n{f}\n"
+
+
+def _details(f: Finding) -> str:
+    ev0 = f.evidence[0] if f.evidence else None
+    where = f" — `{display_path(ev0.path)}:{ev0.line}`" if ev0 else ""
+    parts = [f"<details><summary><b>{f.rule}</b> {html.escape(f.title)}{html.escape(where)}</summary>\n\n"]
+    if f.summary:
+        parts.append(f"{html.escape(f.summary)}\n\n")
+    if f.causes:
+        parts.append("| cause | confidence | fix |\n|---|---|---|\n")
+        for c in f.causes[:5]:
+            parts.append(f"| `{cell(c.id)}` | {c.confidence:.2f} | {cell(c.fix)} |\n")
+        parts.append("\n")
+        top = f.causes[0]
+        if top.confirm_with:
+            parts.append(f"Confirm with: {html.escape(top.confirm_with)}\n\n")
+    if f.evidence:
+        lines = [f"{display_path(e.path)}:{e.line}: {e.text}" for e in f.evidence[:MAX_EVIDENCE]]
+        if len(f.evidence) > MAX_EVIDENCE:
+            lines.append(f"… {len(f.evidence) - MAX_EVIDENCE} more evidence line(s) in the JSON report")
+        parts.append(fence("\n".join(lines)))
+        parts.append("\n")
+    parts.append(f"Fingerprint: `{f.fingerprint}`\n\n</details>\n\n")
+    return "".join(parts)
+
+
+def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: str | None = None,
+                    artifact_hint: str = "the JSON or SARIF report") -> str:
+    """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it."""
+    findings = ordered_findings(report)
+    c = report.summary
+    if c["errors"]:
+        head = "❌"
+    elif c["warnings"]:
+        head = "⚠️"
+    else:
+        head = "✅"
+    header = [f"## {head} specdiag: {status_line(report)}\n\n"]
+    if fail_on is not None:
+        header.append(f"Fails on: **{fail_on}**.\n\n")
+    problems = tool_problems(report)
+    if problems:
+        header.append("**Input problems:**\n\n")
+        for p in problems[:20]:
+            header.append(f"- {p['level']}: {cell(p['message'])}\n")
+        header.append("\n")
+    if not findings:
+        header.append("No findings." if report.recognized_lines else
+                      "No line of the input was recognised as vLLM or LMCache output.")
+        header.append("\n")
+    blocks: list[str] = []
+    if findings:
+        blocks.append("| rule | severity | count | first evidence | top cause |\n|---|---|---|---|---|\n")
+        for f in findings:
+            ev = f.evidence[0] if f.evidence else None
+            loc = f"`{cell(display_path(ev.path))}:{ev.line}`" if ev else ""
+            top = f"`{cell(f.causes[0].id)}` ({f.causes[0].confidence:.2f})" if f.causes else ""
+            blocks.append(f"| **{f.rule}** {cell(f.title)} | {SEV_ICON[f.severity]} | {f.count} | {loc} | {top} |\n")
+        blocks.append("\n")
+        for f in findings:
+            blocks.append(_details(f))
+    sup = suppressed(report)
+    footer = []
+    if sup:
+        footer.append(f"{len(sup)} finding(s) matched the baseline and are not shown.\n\n")
+    footer.append(f"Machine-readable details: {artifact_hint}.\n")
+
+    text = "".join(header) + "".join(blocks) + "".join(footer)
+    if max_bytes is None or len(text.encode()) <= max_bytes:
+        return text
+    # keep as many whole blocks as fit, then say what was cut
+    note_tpl = "\n> **Truncated:** {n} of {t} blocks left out to stay within the {k} KiB summary limit; " \
+               f"see {artifact_hint} for everything.\n\n"
+    budget = max_bytes - len("".join(header).encode()) - len("".join(footer).encode()) \
+        - len(note_tpl.format(n=len(blocks), t=len(blocks), k=max_bytes // 1024).encode())
+    kept: list[str] = []
+    used = 0
+    for b in blocks:
+        size = len(b.encode())
+        if used + size > budget:
+            break
+        kept.append(b)
+        used += size
+    note = note_tpl.format(n=len(blocks) - len(kept), t=len(blocks), k=max_bytes // 1024)
+    text = "".join(header) + "".join(kept) + note + "".join(footer)
+    if len(text.encode()) > max_bytes:  # pathological header (thousands of input problems): hard cut
+        text = text.encode()[: max_bytes - 64].decode("utf-8", "ignore") + "\n\n> **Truncated.**\n"
+    return text
+
+
+__all__ = ["STEP_SUMMARY_LIMIT", "cell", "fence", "render_markdown"]

@@ -1,0 +1,142 @@
+"""``--format text``: plain, deterministic, colour-free output for CI logs — plus helpers the CI formats share.
+
+One line per finding in the ``path:line: severity CODE title`` shape (which a GitHub problem matcher or an
+editor can pick up), then indented detail lines, then a one-line summary. No timings, no colour, no
+terminal width: the same input gives byte-identical output.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from specdiag.findings import SEVERITY_RANK, Finding
+from specdiag.report.model import Report
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers shared by the CI renderers (github, markdown, sarif, junit, gitlab)
+
+
+def ordered_findings(report: Report) -> list[Finding]:
+    """Most severe first, then highest top-cause confidence, rule, first line, fingerprint (total order)."""
+
+    def key(f: Finding):
+        conf = f.causes[0].confidence if f.causes else 0.0
+        ev = f.evidence[0] if f.evidence else None
+        return (-SEVERITY_RANK[f.severity], -round(conf, 6), f.rule, ev.path if ev else "", ev.line if ev else 0,
+                f.fingerprint)
+
+    return sorted(report.findings, key=key)
+
+
+def display_path(path: str, root: str | None = None) -> str:
+    """The path as CI systems want it: relative to ``root`` (default: the working directory) when below it,
+    with forward slashes; otherwise unchanged."""
+    if not path or path == "-":
+        return path
+    if os.path.isabs(path):
+        base = os.path.abspath(root or os.getcwd())
+        try:
+            rel = os.path.relpath(path, base)
+        except ValueError:  # pragma: no cover - other drive on Windows
+            rel = path
+        if not rel.startswith(".."):
+            path = rel
+    return path.replace(os.sep, "/")
+
+
+def tool_problems(report: Report) -> list[dict[str, Any]]:
+    """Problems of the tool itself: ``level`` error (an input could not be read at all, see
+    ``report.tool_errors``) or warning (an input was read only in part: ``inputs[*].errors``)."""
+    out = [{"level": "error", "path": e.get("path"), "message": e["message"]}
+           for e in getattr(report, "tool_errors", None) or []]
+    for inp in report.inputs:
+        for msg in inp.get("errors") or []:
+            out.append({"level": "warning", "path": inp.get("path"), "message": f"{inp.get('path')}: {msg}"})
+    return out
+
+
+def execution_failed(report: Report) -> bool:
+    return any(p["level"] == "error" for p in tool_problems(report))
+
+
+def suppressed(report: Report) -> list[Finding]:
+    return list(getattr(report, "suppressed", None) or [])
+
+
+def cause_line(f: Finding) -> str:
+    c = f.top_cause
+    if c is None:
+        return ""
+    return f"{c.id} ({c.confidence:.2f})"
+
+
+def finding_message(f: Finding, *, with_fix: bool = True) -> str:
+    """A short multi-line message: what happened, the likely cause, the fix."""
+    lines = [(f.summary or f.title).strip()]
+    if f.count > 1:
+        lines[0] += f" [{f.count} occurrences]"
+    c = f.top_cause
+    if c is not None:
+        lines.append(f"Likely cause: {c.id} ({c.confidence:.2f})")
+        if with_fix and c.fix:
+            lines.append(f"Fix: {c.fix}")
+    elif with_fix and f.next_steps:
+        lines.append(f"Next: {f.next_steps[0]}")
+    return "\n".join(lines)
+
+
+def summary_counts(findings: list[Finding]) -> dict[str, int]:
+    out = {"error": 0, "warning": 0, "info": 0}
+    for f in findings:
+        out[f.severity] += 1
+    return out
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def status_line(report: Report) -> str:
+    c = summary_counts(report.findings)
+    parts = [plural(c["error"], "error"), plural(c["warning"], "warning"), f"{c['info']} info"]
+    s = ", ".join(parts)
+    n_sup = len(suppressed(report))
+    if n_sup:
+        s += f" ({n_sup} more suppressed by the baseline)"
+    n_in = len(report.inputs)
+    return f"{s} in {plural(n_in, 'input')} ({report.recognized_lines:,} lines recognised)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+
+
+def render_text(report: Report, *, fail_on: str | None = None) -> str:
+    out: list[str] = []
+    for p in tool_problems(report):
+        out.append(f"specdiag: {p['level']}: {p['message']}")
+    for f in ordered_findings(report):
+        ev = f.evidence[0] if f.evidence else None
+        loc = f"{display_path(ev.path)}:{ev.line}: " if ev else ""
+        out.append(f"{loc}{f.severity} {f.rule} {f.title}")
+        for i, line in enumerate(finding_message(f).splitlines()):
+            if i == 0 and line.strip() == f.title.strip():
+                continue
+            out.append(f"    {line}")
+        for e in f.evidence[1:4]:
+            out.append(f"    see {display_path(e.path)}:{e.line}")
+    if report.findings or out:
+        out.append("")
+    line = status_line(report)
+    if fail_on is not None:
+        line += f"; fail-on {fail_on}"
+    out.append(f"specdiag: {line}")
+    if report.recognized_lines == 0 and report.inputs:
+        out.append("specdiag: no line of the input was recognised as vLLM or LMCache output")
+    return "\n".join(out) + "\n"
+
+
+__all__ = [
+    "cause_line", "display_path", "execution_failed", "finding_message", "ordered_findings", "render_text",
+    "status_line", "summary_counts", "suppressed", "tool_problems",
+]

@@ -1,0 +1,111 @@
+"""Run one cell end to end and keep everything it produced in its folder.
+
+Cell folder (``<out>/cells/<cell>-r<k>/``): ``vllm.log`` (server output, what ``specdiag analyze`` reads),
+``redis.log``, ``lmcache.yaml``, ``command.json`` (argument list + environment additions), ``metrics.prom``
+(final ``/metrics``), ``workload.json`` and ``cell.json`` (the verdict inputs). Every process is stopped and
+the cell's temp area removed in ``finally``, whatever happened — including Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specdiag.repro import server as srv
+from specdiag.repro.materialise import DeviceSpec, RuntimeValues, materialise
+from specdiag.repro.plan import Cell, WorkloadSpec
+from specdiag.repro.verdict import CellResult, build_cell_result
+
+ProgressFn = Callable[[str, dict[str, Any]], None]
+
+
+@dataclass
+class RunOptions:
+    health_timeout_s: float = 420.0
+    #: after the workload, wait so vLLM logs one more stats interval (VLLM_LOG_STATS_INTERVAL below)
+    settle_s: float = 6.0
+    stop_grace_s: float = 20.0
+    use_engine: bool = True
+    #: test hook: raise/do something while the server is up (e.g. simulate Ctrl-C)
+    during_cell: Callable[[], None] | None = None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    path.write_text(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def run_cell(cell: Cell, repeat: int, workload: WorkloadSpec, device: DeviceSpec, out_dir: Path,
+             opts: RunOptions | None = None, progress: ProgressFn | None = None,
+             stop: threading.Event | None = None) -> CellResult:
+    """Start Redis (if the cell wants it) and vLLM, drive the workload, scrape /metrics, tear down, count."""
+    opts = opts or RunOptions()
+    say = progress or (lambda _k, _d: None)
+    cell_dir = out_dir / "cells" / f"{cell.slug}-r{repeat}"
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    tmp = srv.TempArea.create()
+    procs: list[srv.ManagedProcess] = []
+    status, error = "error", ""
+    startup_s: float | None = None
+    wl = None
+    stop_offset: int | None = None
+    log_path = cell_dir / "vllm.log"
+    try:
+        port = srv.free_port()
+        needs_redis = cell.settings.get("redis_maxmemory", "off") != "off"
+        redis_port = srv.free_port() if needs_redis else 0
+        rt = RuntimeValues(port=str(port), redis_port=str(redis_port), tmpdir=str(tmp.root),
+                           cell_dir=str(cell_dir))
+        spec = materialise(cell, device, rt)
+        if spec.lmcache_yaml is not None and spec.lmcache_yaml_path:
+            Path(spec.lmcache_yaml_path).write_text(spec.lmcache_yaml)
+        _write_json(cell_dir / "command.json", {"cell": cell.name, "toggled": cell.toggled,
+                                                "settings": cell.settings, "repeat": repeat, **spec.to_dict()})
+        if spec.redis:
+            say("redis", {"cell": cell.name, "port": redis_port})
+            redis = srv.ManagedProcess("redis", spec.redis.argv, dict(os.environ), cell_dir / "redis.log",
+                                       cwd=str(tmp.root)).start()
+            procs.append(redis)
+            srv.wait_redis(redis_port, redis)
+        env = dict(os.environ)
+        env.update(spec.env)
+        say("start", {"cell": cell.name, "port": port})
+        vllm = srv.ManagedProcess("vllm", spec.argv, env, log_path, cwd=str(tmp.root)).start()
+        procs.append(vllm)
+        startup_s = srv.wait_http_ok(f"http://127.0.0.1:{port}/health", vllm, opts.health_timeout_s)
+        say("healthy", {"cell": cell.name, "startup_s": round(startup_s, 1)})
+        if opts.during_cell:
+            opts.during_cell()
+        from specdiag.repro.workload import Client, run_workload
+
+        wl = run_workload(workload, f"http://127.0.0.1:{port}", stop)
+        say("workload", {"cell": cell.name, **wl.summary()})
+        time.sleep(opts.settle_s)
+        (cell_dir / "metrics.prom").write_text(Client(f"http://127.0.0.1:{port}").metrics_text())
+        _write_json(cell_dir / "workload.json", wl.to_dict())
+        status = "ok"
+    except srv.ServerError as e:
+        status, error = "server-failed", str(e)
+    except KeyboardInterrupt:
+        status, error = "interrupted", "interrupted"
+        raise
+    except Exception as e:  # keep the cell's folder and the other cells going
+        status, error = "error", f"{type(e).__name__}: {e}"
+    finally:
+        if log_path.exists():
+            stop_offset = log_path.stat().st_size  # what vLLM prints while being stopped is not a symptom
+        for p in reversed(procs):
+            p.stop(grace_s=opts.stop_grace_s)
+        tmp.cleanup()
+        if status == "interrupted":
+            _write_json(cell_dir / "cell.json", {"cell": cell.name, "repeat": repeat, "status": status})
+    say("stopped", {"cell": cell.name, "status": status})
+    result = build_cell_result(cell.name, cell.toggled, repeat, cell_dir, status, error, startup_s, wl,
+                               stop_offset, use_engine=opts.use_engine)
+    _write_json(cell_dir / "cell.json", result.to_dict())
+    return result
