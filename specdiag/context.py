@@ -52,6 +52,8 @@ class Context:
     none_hashes: list[str] = field(default_factory=list)
     pythonhashseed_warning: bool = False
     device: str | None = None
+    #: rank per process key from LMCache's "Initialize storage manager on rank N" (Ray workers carry no TP name)
+    rank_by_proc: dict[str, str] = field(default_factory=dict)
 
     @property
     def lmcache_present(self) -> bool:
@@ -152,7 +154,9 @@ class ContextBuilder:
         f = ev.f
         tid = ev.id
         if tid == "C18":
-            v = f["lmcache_version"].split("-g")[0]
+            v = f["lmcache_version"]
+            if v.endswith("-gNone") or v.endswith("-g"):
+                v = v.rsplit("-g", 1)[0]
             self.lmcache_exact = self.lmcache_exact or v
             if f.get("vllm_version") and not c.vllm_version:
                 c.vllm_version = f["vllm_version"]
@@ -162,6 +166,10 @@ class ContextBuilder:
                 c.lmcache_degraded = True
         elif tid == "E_BANNER":
             self.lmcache_exact = self.lmcache_exact or f["version"]
+        elif tid == "C16":
+            o = ev.rec.origin
+            if o.pid is not None and o.rank_label is None:
+                self.ctx.rank_by_proc[o.key] = f"TP{f['rank']}"
         elif tid == "C12":
             if f.get("chunk_size"):
                 c.chunk_size = f["chunk_size"]
@@ -280,7 +288,11 @@ class ContextBuilder:
         c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored
         if self.lmcache_exact:
             c.lmcache_version = self.lmcache_exact
-            c.lmcache_version_evidence = ["LMCache initialized for role ... with version"]
+            c.lmcache_version_evidence = ["'LMCache initialized for role … with version' line", *evidence]
+            if version and not version.startswith("~"):
+                c.lmcache_version_note = f"line numbers match {version}" if self.lmcache_exact.split("-g")[0] not in version else None
+            elif version:
+                c.lmcache_version_note = f"line numbers are nearest to {version.lstrip('~')} (no release matches exactly)"
         elif version:
             c.lmcache_version, c.lmcache_version_evidence, c.lmcache_version_note = version, evidence, note
         # LMCache config: the engine dump(s), then kv_connector_extra_config overrides, else the user's file

@@ -16,6 +16,7 @@ from specdiag.analyzers.base import Rule, all_rules
 from specdiag.context import ContextBuilder, load_lmcache_yaml
 from specdiag.events import default_matcher
 from specdiag.findings import SEVERITIES
+from specdiag.fingerprints import KEY_LINES
 from specdiag.ingest import InputError, expand_inputs, iter_records
 from specdiag.report.model import Report
 
@@ -71,6 +72,10 @@ def analyze(
             raise ConfigError(f"severity for {code} must be one of {', '.join(SEVERITIES)}, not {sev!r}")
     rule_classes = select_rules(select, ignore)
     rules = [cls((rule_options or {}).get(cls.code)) for cls in rule_classes]
+    from specdiag.metrics.collector import MetricsCollector
+
+    metrics = MetricsCollector()
+    observers = [*observers, metrics]
     sources = expand_inputs(paths, stdin_name=stdin_name)
 
     matcher = default_matcher()
@@ -84,7 +89,8 @@ def analyze(
 
     unrecognized: Counter[str] = Counter()
     unknown_shapes: Counter[str] = Counter()
-    fp_observe = ctx_builder.fp.observe
+    fp = ctx_builder.fp
+    fp_ids = set(KEY_LINES)
     for src in sources:
         last_origin = None
         n = 0
@@ -100,8 +106,8 @@ def analyze(
                     shape = _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
                     unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
                 continue
-            if rec.kind == "lmcache":
-                fp_observe(ev.id, rec.file, rec.src_line, rec.logger)
+            if ev.id in fp_ids and ev.id not in fp.seen and rec.kind == "lmcache":
+                fp.observe(ev.id, rec.file, rec.src_line, rec.logger)
             handlers = dispatch.get(ev.id)
             if handlers:
                 for h in handlers:
@@ -128,6 +134,7 @@ def analyze(
         rules_run=[r.code for r in rules],
         elapsed_s=time.perf_counter() - started,
     )
+    report.timeline = metrics.timeline(findings, ctx)
     report.ctx = ctx  # the live object, for renderers that want more than the JSON view
     return report
 

@@ -68,6 +68,8 @@ class Finding:
     identity: str = ""
     #: optional time (epoch seconds) of the first occurrence, for timelines
     first_seen: float | None = None
+    #: ordering among findings of equal severity: root causes (0) before pure impact reports (-1)
+    priority: int = 0
 
     @property
     def fingerprint(self) -> str:

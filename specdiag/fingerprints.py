@@ -44,6 +44,7 @@ class VersionFingerprint:
         self.text_hints: set[str] = set()
 
     def observe(self, tid: str, file: str | None, line: int | None, logger: str | None) -> None:
+        """Called for the first record of each key template (the engine filters, so this stays off the hot path)."""
         if logger:
             if logger.startswith(VENDORED_LOGGER):
                 self.vendored = True

@@ -37,7 +37,10 @@ def parse_dict(text: str) -> dict[str, Any]:
             return {str(k): (float(v) if v in ("inf", "-inf", "nan") else v) for k, v in val.items()}
     except (ValueError, SyntaxError, MemoryError, RecursionError):
         pass
-    return {m.group("k"): _scalar(m.group("v")) for m in _KV_DICT.finditer(text)}
+    out: dict[str, Any] = {}
+    for m in _KV_DICT.finditer(text):
+        out.setdefault(m.group("k"), _scalar(m.group("v")))  # the first (outermost) occurrence wins
+    return out
 
 
 def parse_call_kwargs(text: str) -> dict[str, Any]:

@@ -44,6 +44,11 @@ def _join(par: str) -> str:
     return " ".join(line.strip() for line in par.splitlines() if line.strip())
 
 
+def _cap(s: str) -> str:
+    """Sections continue the header's sentence ("Detects: every lookup …"); standing alone they start upper."""
+    return s[:1].upper() + s[1:] if s[:1].islower() else s
+
+
 def _md(s: str) -> str:
     """reST-style inline literals (````x````) → Markdown (```x```)."""
     return s.replace("``", "`")
@@ -62,7 +67,7 @@ def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
         m = _SECTION_RE.match(p.strip())
         if m:
             current = m.group(1)
-            sections.setdefault(current, []).append(_join(p.strip()[m.end():]))
+            sections.setdefault(current, []).append(_cap(_join(p.strip()[m.end():])))
         elif current is not None:
             sections[current].append(_join(p))
         else:
@@ -139,7 +144,8 @@ def render_explain(d: RuleDoc, width: int = 100) -> str:
     def wrap(s: str, indent: str = "  ") -> list[str]:
         lines: list[str] = []
         for para in s.replace("``", "`").split("\n\n"):
-            lines += textwrap.wrap(para, width=width, initial_indent=indent, subsequent_indent=indent) or [""]
+            lines += textwrap.wrap(para, width=width, initial_indent=indent, subsequent_indent=indent,
+                                   break_on_hyphens=False, break_long_words=False) or [""]
             lines.append("")
         return lines[:-1]
 

@@ -71,7 +71,7 @@ class KvLoadFailureOutcome(Rule):
                           fix='Set "kv_load_failure_policy": "recompute" in --kv-transfer-config while the cause is fixed.',
                           confirm_with="rerun with kv_load_failure_policy=recompute and count client errors"),
                 ],
-                identity=f"fail|{self.failed}",
+                identity=f"fail|{self.failed}", priority=-1,
             ))
         if self.recovered:
             e = self.first_v1
@@ -85,6 +85,6 @@ class KvLoadFailureOutcome(Rule):
                 causes=[Cause("connector-load-failure", 0.8, for_=["the KV connector reported blocks it could not load"],
                               fix="Diagnose the connector-side loss (KV001 when LMCache logged the error pair).",
                               confirm_with="look for LMCache 'Num retrieved tokens' errors at the same time")],
-                identity=f"recompute|{self.recovered}",
+                identity=f"recompute|{self.recovered}", priority=-1,
             ))
         return out

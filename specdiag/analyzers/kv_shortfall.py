@@ -13,13 +13,13 @@ from specdiag.findings import CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
 from specdiag.timeutil import rec_time
 
-MAX_TRACKED = 50_000  # lookups / retrieves remembered per request id (LRU)
+MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
 MAX_OCCURRENCES = 20_000
 
 CAUSES = {
     "lookup-retrieve-eviction": (
-        "Give the local CPU tier room (max_local_cpu_size) or reduce concurrent long prefixes; upgrade LMCache if "
-        "older than 0.3.3 (only rank 0 pinned before PR #1101).",
+        "Give the local CPU tier room (max_local_cpu_size) or reduce concurrent long distinct prefixes so looked-up "
+        "chunks are not evicted before the load.",
         "specdiag repro --preset eviction",
     ),
     "pin-accounting-bug": (
@@ -134,7 +134,7 @@ class RetrievalShortfall(Rule):
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
-        self.lookups: OrderedDict[str, dict] = OrderedDict()
+        self.lookups: OrderedDict[str, Event] = OrderedDict()
         self.pending_l6: dict[str, Event] = {}
         self.l6_for: OrderedDict[str, Event] = OrderedDict()
         self.last_r4: dict[str, dict] = {}
@@ -163,15 +163,15 @@ class RetrievalShortfall(Rule):
         if tid == "S1":
             self.stores_by_proc[key] = self.stores_by_proc.get(key, 0) + 1
         elif tid == "L1":
-            f = ev.f
-            if f.get("hit") in (None, "None"):
+            raw = ev.rec.raw  # "Reqid: <id>, Total tokens …": the id is all we need until a shortfall
+            end = raw.find(b",", 7)
+            if end < 0:
                 return
-            d = {"total": f["total"], "hit": int(f["hit"]), "computed": f.get("vllm_computed"), "need": f.get("need"),
-                 "ev": ev, "t": rec_time(rec)}
-            self._remember(self.lookups, f["req_id"], d)
-            l6 = self.pending_l6.pop(key, None)
+            req_id = raw[7:end].decode("utf-8", "replace")
+            self._remember(self.lookups, req_id, ev)
+            l6 = self.pending_l6.pop(key, None) if self.pending_l6 else None
             if l6 is not None:
-                self._remember(self.l6_for, f["req_id"], l6)
+                self._remember(self.l6_for, req_id, l6)
         elif tid == "L6":
             self.pending_l6[key] = ev
             self.l6_count += 1
@@ -179,12 +179,7 @@ class RetrievalShortfall(Rule):
             self._remember(self.async_lengths, ev.f["req_id"], ev.f["length"])
             self.signals.add(ev)
         elif tid == "R4":
-            f = ev.f
-            self.last_r4[key] = {
-                "req_id": f.get("req_id"), "retrieved": f["retrieved"],
-                "required": f.get("required") if f.get("required") is not None else f.get("required2"),
-                "total": f.get("total") if f.get("total") is not None else f.get("total2"), "ev": ev,
-            }
+            self.last_r4[key] = ev  # parsed only if a shortfall follows on this process
         elif tid == "R1":
             self.pending_r1[key] = ev
         elif tid == "R2":
@@ -206,18 +201,21 @@ class RetrievalShortfall(Rule):
         retrieved, expected = ev.f["retrieved"], ev.f["expected"]
         if retrieved >= expected:
             return
-        r4 = self.last_r4.get(key)
+        r4 = self._r4_fields(self.last_r4.get(key))
         if r4 is not None and r4["retrieved"] != retrieved:
             r4 = None
         req_id = (r1.f.get("req_id") if r1 is not None else None) or (r4 or {}).get("req_id")
         if req_id:
             req_id = req_id.strip()
-        lookup = self.lookups.get(req_id) if req_id else None
+        lookup = self._lookup_fields(self.lookups.get(req_id)) if req_id else None
         if lookup is None and not req_id and r4 is not None:
-            # pre-0.3.12: no id on the error; find the lookup whose hit equals the retrieve's total
-            for rid, lk in reversed(self.lookups.items()):
-                if lk["hit"] == r4["total"]:
+            # pre-0.3.12: no id on the error; find the latest lookup whose hit equals the retrieve's total
+            for n, (rid, lev) in enumerate(reversed(self.lookups.items())):
+                lk = self._lookup_fields(lev)
+                if lk is not None and lk["hit"] == r4["total"]:
                     req_id, lookup = rid, lk
+                    break
+                if n > 2000:
                     break
         t = rec_time(rec)
         window_start = lookup["t"] if lookup and lookup.get("t") else None
@@ -233,6 +231,27 @@ class RetrievalShortfall(Rule):
             r1=r1, r2=ev, r4=r4, lookup=lookup, signals=sig, l6=self.l6_for.get(req_id) if req_id else None, t=t,
         ))
 
+    @staticmethod
+    def _lookup_fields(ev: Event | None) -> dict | None:
+        if ev is None:
+            return None
+        f = ev.f
+        if not f or f.get("hit") in (None, "None"):
+            return None
+        return {"total": f["total"], "hit": int(f["hit"]), "computed": f.get("vllm_computed"), "need": f.get("need"),
+                "ev": ev, "t": rec_time(ev.rec)}
+
+    @staticmethod
+    def _r4_fields(ev: Event | None) -> dict | None:
+        if ev is None or not ev.f:
+            return None
+        f = ev.f
+        return {
+            "req_id": f.get("req_id"), "retrieved": f["retrieved"],
+            "required": f.get("required") if f.get("required") is not None else f.get("required2"),
+            "total": f.get("total") if f.get("total") is not None else f.get("total2"), "ev": ev,
+        }
+
     # ---- conclusions ------------------------------------------------------------------------------
     def finish(self, ctx: Context) -> list[Finding]:
         if not self.occurrences:
@@ -246,6 +265,9 @@ class RetrievalShortfall(Rule):
         for i, occ in enumerate(self.occurrences):
             incidents.setdefault(occ.req_id or f"#{i}", []).append(occ)
         single_rank = (ctx.tensor_parallel_size or 1) == 1 and (ctx.pipeline_parallel_size or 1) == 1
+        for occ in self.occurrences:
+            if occ.rank is None and occ.proc_key in ctx.rank_by_proc:
+                occ.rank = ctx.rank_by_proc[occ.proc_key]
         # fold incidents by the set of ranks that reported them: one finding per failure pattern
         groups: OrderedDict[frozenset, list[list[Shortfall]]] = OrderedDict()
         for occs in incidents.values():
@@ -427,13 +449,15 @@ class RetrievalShortfall(Rule):
             b.note_for("lookup-retrieve-eviction", "the most common cause; the log shows too little of this rank to confirm or exclude it")
         if lmc_v is not None and lmc_v < (0, 3, 3):
             b.support("lookup-retrieve-eviction", 4, f"LMCache {ctx.lmcache_version} < 0.3.3: only rank 0 pinned at lookup (fixed by PR #1101)")
+            b.note_for("lookup-retrieve-eviction", "upgrade LMCache to ≥ 0.3.3 so every rank pins its looked-up chunks")
         elif lmc_v is not None and not (fams.get("pin-negative") or fams.get("pin-timeout")):
             b.oppose("lookup-retrieve-eviction", 1.3, f"LMCache {ctx.lmcache_version} pins looked-up chunks on every rank; eviction needs a lost pin")
         # pins
         neg = fams.get("pin-negative", []) + fams.get("ref-negative", [])
         if neg:
-            b.support("pin-accounting-bug", 12, f"'{neg[-1].rec.msg[:70]}…' on {where} at line {neg[-1].rec.line}: a double unpin made pinned chunks evictable")
-            b.support("lookup-retrieve-eviction", 2, "a lost pin lets eviction take looked-up chunks")
+            # the double unpin is the mechanism; eviction is how its chunks then disappear
+            b.support("pin-accounting-bug", 30, f"'{neg[-1].rec.msg[:70]}…' on {where} at line {neg[-1].rec.line}: a double unpin made pinned chunks evictable")
+            b.note_for("lookup-retrieve-eviction", "a lost pin lets eviction take looked-up chunks (see pin-accounting-bug)")
         elif self.signals.totals.get("pin-negative"):
             b.support("pin-accounting-bug", 2, f"{self.signals.totals['pin-negative']} negative pin-count warning(s) elsewhere in the log")
         else:
@@ -562,7 +586,10 @@ class RetrievalShortfall(Rule):
             add(o.lookup["ev"])
         if o.l6 is not None:
             add(o.l6)
-        for s in o.signals[-4:]:
+        by_family: dict[str, Event] = {}
+        for s in o.signals:
+            by_family[_family(s)] = s  # the latest of each kind, so one noisy kind does not crowd out the rest
+        for s in sorted(by_family.values(), key=lambda e: (e.rec.path, e.rec.line))[-5:]:
             add(s)
         if o.r4:
             add(o.r4["ev"])

@@ -81,11 +81,11 @@ def k_zero_ranges(schedule: list[list[int]]) -> list[tuple[int, int]]:
 # ------------------------------------------------------------------------------------------ statistics
 def wmean(vals: list[float], w: list[float]) -> float | None:
     tw = sum(w)
-    return sum(v * x for v, x in zip(vals, w)) / tw if tw else None
+    return sum(v * x for v, x in zip(vals, w, strict=False)) / tw if tw else None
 
 
 def wmedian(vals: list[float], w: list[float]) -> float | None:
-    pairs = sorted(zip(vals, w))
+    pairs = sorted(zip(vals, w, strict=False))
     tw = sum(w)
     if not pairs or tw <= 0:
         return None
@@ -137,7 +137,7 @@ def changepoint(items: list[Interval], min_seg: int = 3, min_drafts: int = 200) 
     acc = [iv.acc or 0 for iv in pts]
     dr = [iv.dr for iv in pts]
     cacc, cdr = [0], [0]
-    for a, d in zip(acc, dr):
+    for a, d in zip(acc, dr, strict=False):
         cacc.append(cacc[-1] + a)
         cdr.append(cdr[-1] + d)
     best, best_i = 0.0, None

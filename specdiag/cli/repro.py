@@ -47,7 +47,8 @@ def repro(
     no_engine: bool = typer.Option(False, "--no-engine", help="count symptoms without the analyze engine"),
     list_presets: bool = typer.Option(False, "--list-presets", help="describe the presets and exit"),
 ) -> None:
-    from specdiag.repro import backends, plan as planmod
+    from specdiag.repro import backends
+    from specdiag.repro import plan as planmod
 
     if list_presets:
         for p in planmod.PRESETS.values():

@@ -4,6 +4,10 @@ A template row is: an id (the one used in ``docs/`` and the shared reference), t
 (for O(1) dispatch), a cheap literal that must occur in the message, a regex run only on candidates,
 the version range and upstream ``file:line``, and a synthetic sample that a test parses. Adding a version
 or a message is adding a row. Unknown records are counted by the engine, never dropped silently.
+
+Matching runs on the record's raw bytes. Rows marked ``lazy`` (the few templates that make up most of a
+busy log: lookups, stores, retrieves) are recognised by first word and literal alone; their fields are
+parsed only when an analyzer reads ``event.f``.
 """
 
 from __future__ import annotations
@@ -21,24 +25,29 @@ class Template:
     source: str  # "lmcache" | "vllm" | "text"
     first: str | None  # first word of the message ("Reqid:"), None = check on every record of the source
     needle: str  # literal that must occur in the message
-    pattern: str  # regex (search from the start of the message)
+    pattern: str  # regex (matched at the start of the message; searched anywhere for "text")
     versions: str
     location: str
     sample: str
     ints: tuple[str, ...] = ()
     floats: tuple[str, ...] = ()
     level: str | None = None  # restrict to a level (e.g. ERROR) when the text alone is ambiguous
+    lazy: bool = False  # recognise by first word + needle; parse fields on first access
     compiled: re.Pattern = field(init=False, repr=False, compare=False)
+    bneedle: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         flags = re.M if self.source == "text" else re.S
-        object.__setattr__(self, "compiled", re.compile(self.pattern, flags))
+        object.__setattr__(self, "compiled", re.compile(self.pattern.encode("utf-8"), flags))
+        object.__setattr__(self, "bneedle", self.needle.encode("utf-8"))
 
-    def match(self, msg: str) -> dict | None:
-        m = self.compiled.search(msg) if self.source == "text" else self.compiled.match(msg)
+    def match(self, data: bytes | str) -> dict | None:
+        if isinstance(data, str):
+            data = data.encode("utf-8", "replace")
+        m = self.compiled.search(data) if self.source == "text" else self.compiled.match(data)
         if m is None:
             return None
-        d = m.groupdict()
+        d = {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in m.groupdict().items()}
         for k in self.ints:
             v = d.get(k)
             if v is not None:
@@ -54,26 +63,34 @@ class Template:
 
 
 class Event:
-    """A recognised message: template id, the record it came from, and its parsed fields."""
+    """A recognised message: template id, the record it came from, and its parsed fields ``f``."""
 
-    __slots__ = ("id", "rec", "f")
+    __slots__ = ("id", "rec", "_f", "_t")
 
-    def __init__(self, tid: str, rec: Record, fields: dict) -> None:
+    def __init__(self, tid: str, rec: Record, fields: dict | None, template: Template | None = None) -> None:
         self.id = tid
         self.rec = rec
-        self.f = fields
+        self._f = fields
+        self._t = template
+
+    @property
+    def f(self) -> dict:
+        if self._f is None:
+            self._f = (self._t.match(self.rec.raw_text) if self._t is not None else None) or {}
+        return self._f
 
     def __repr__(self) -> str:  # pragma: no cover
         return f"Event({self.id} {self.rec.path}:{self.rec.line} {self.f})"
 
 
-def first_word(msg: str) -> str:
+def first_word(msg: bytes) -> bytes:
     """The dispatch key: first word, skipping a leading ``[req_id=...]`` tag."""
-    if msg.startswith("[req_id="):
-        end = msg.find("] ")
+    if msg[:8] == b"[req_id=":
+        end = msg.find(b"] ")
         if end > 0:
-            msg = msg[end + 2 :]
-    sp = msg.find(" ")
+            sp = msg.find(b" ", end + 2)
+            return msg[end + 2 :] if sp < 0 else msg[end + 2 : sp]
+    sp = msg.find(b" ")
     return msg if sp < 0 else msg[:sp]
 
 
@@ -82,30 +99,34 @@ class Matcher:
 
     def __init__(self, templates: Iterable[Template]) -> None:
         self.templates = list(templates)
-        self.by_first: dict[tuple[str, str], list[Template]] = {}
+        self.by_first: dict[tuple[str, bytes], list[Template]] = {}
         self.anywhere: dict[str, list[Template]] = {}
         for t in self.templates:
             if t.first is None:
                 self.anywhere.setdefault(t.source, []).append(t)
             else:
-                self.by_first.setdefault((t.source, t.first), []).append(t)
+                self.by_first.setdefault((t.source, t.first.encode()), []).append(t)
 
     def match(self, rec: Record) -> Event | None:
-        src = "text" if rec.kind in ("text", "traceback") else rec.kind
-        msg = rec.msg
-        cands = self.by_first.get((src, first_word(msg)))
+        kind = rec.kind
+        src = "text" if kind == "text" or kind == "traceback" else kind
+        raw = rec.raw
+        cands = self.by_first.get((src, first_word(raw)))
         if cands:
+            data = rec.raw_text if rec.cont else raw
             for t in cands:
-                if t.needle in msg and (t.level is None or t.level == rec.level):
-                    d = t.match(msg if not rec.cont or t.source == "text" else rec.text)
+                if t.bneedle in data and (t.level is None or t.level == rec.level):
+                    if t.lazy:
+                        return Event(t.id, rec, None, t)
+                    d = t.match(data)
                     if d is not None:
                         return Event(t.id, rec, d)
         extra = self.anywhere.get(src)
         if extra:
-            text = rec.text if rec.cont else msg
+            data = rec.raw_text if rec.cont else raw
             for t in extra:
-                if t.needle in text and (t.level is None or t.level == rec.level):
-                    d = t.match(text)
+                if t.bneedle in data and (t.level is None or t.level == rec.level):
+                    d = t.match(data)
                     if d is not None:
                         return Event(t.id, rec, d)
         return None

@@ -8,6 +8,9 @@ T = Template
 V = "vllm"
 
 VLLM_TEMPLATES: list[Template] = [
+    T("U5XX", "uvicorn", "INFO:", '" 5', r'INFO:\s+(?P<client>\S+) - "(?P<method>\w+) (?P<path>\S+) [^"]*" (?P<status>5\d\d)',
+      "uvicorn", "uvicorn access log", 'INFO:     127.0.0.1:58634 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
+      ints=("status",)),
     T("V_VERSION", V, "vLLM", "server version", r"vLLM (?:API )?server version (?P<version>\S+?)(?:, serving model (?P<model>.+))?$",
       "0.8.5+", "entrypoints/openai/api_server.py", "vLLM API server version 0.11.0"),
     T("V_LOGO", V, None, "version ", r".*?\bversion (?P<version>\d+\.\d+\.\d+[\w.+-]*)\s*$", "0.15+ (logo)",
@@ -66,4 +69,15 @@ VLLM_TEMPLATES: list[Template] = [
       "Draft model loaded for speculative decoding: /models/d (layers=2, kv_heads=2, head_dim=64, patched=0, committed_blocks=4, scratch_blocks=2)"),
     T("V_PREFIX_HASH", V, None, "prefix_caching_hash_algo", r".*prefix_caching_hash_algo=(?P<algo>\w+)", "0.10.2+", "config/cache.py",
       "Using prefix_caching_hash_algo=sha256"),
+    # ---- speculative decoding / serving health (issue #3) ----------------------------------------------
+    T("V_ARCH", V, "Resolved", "Resolved architecture", r"Resolved architecture: (?P<arch>\S+)", "0.10+", "config/model.py:733",
+      "Resolved architecture: Qwen3NextForCausalLM"),
+    T("V_SHUTDOWN_STEP", V, "[shutdown]", "[shutdown]", r"\[shutdown\] (?P<who>[^:]+): (?P<what>.*)$", "0.25.0+",
+      "entrypoints/launchers (0.32.0 launcher.py:254), v1/engine/core.py:1454",
+      "[shutdown] API server: shutdown triggered"),
+    T("V_SIGTERM_OLD", V, None, "SIGTERM", r".*(?:received signal SIGTERM|signal=SIGTERM|Received SIGTERM)", "≤0.20",
+      "v1/engine/core.py", "EngineCore received signal SIGTERM"),
+    T("V_EXC", V, None, "Error", r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (?P<detail>.*)$", "all",
+      "traceback lines of logger.exception (NewLineFormatter)",
+      "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", level="ERROR"),
 ]

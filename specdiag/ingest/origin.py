@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-PREFIX_RE = re.compile(r"\((?P<proc>[^()]*?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)]*))?\)\s?")
+PREFIX_RE = re.compile(rb"\((?P<proc>[^()]*?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)]*))?\)\s?")
 _TP = re.compile(r"_TP(\d+)|\bTP(\d+)\b")
 _PP = re.compile(r"_PP(\d+)|\bPP(\d+)")
 _DP = re.compile(r"_DP(\d+)|^EngineCore_(\d+)$")
@@ -15,33 +15,35 @@ _RANK = re.compile(r"rank=(\d+)")
 
 @dataclass(frozen=True)
 class Origin:
-    """Who printed a line. ``key`` distinguishes processes (name + pid) within one input."""
+    """Who printed a line. ``key`` distinguishes processes (name + pid) within one input.
+
+    Instances are cached per distinct prefix, so ``key`` and ``rank_label`` are computed once.
+    """
 
     proc: str = ""
     pid: int | None = None
     host: str | None = None
-    role: str = ""  # APIServer | EngineCore | Worker | Ray | Other | ""
+    role: str = ""  # APIServer | EngineCore | Worker | MainProcess | Other | ""
     tp: int | None = None
     pp: int | None = None
     dp: int | None = None
     ep: int | None = None
+    key: str = field(init=False, compare=False)
+    rank_label: str | None = field(init=False, compare=False)
 
-    @property
-    def key(self) -> str:
-        return f"{self.proc}:{self.pid}:{self.host or ''}"
-
-    @property
-    def rank_label(self) -> str | None:
-        """``TP2``, ``PP1_TP0`` or ``DP1_TP0``: how ranks are named in reports."""
-        if self.tp is None and self.pp is None:
-            return None
-        parts = []
-        if self.dp is not None:
-            parts.append(f"DP{self.dp}")
-        if self.pp is not None:
-            parts.append(f"PP{self.pp}")
-        parts.append(f"TP{self.tp if self.tp is not None else 0}")
-        return "_".join(parts)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key", f"{self.proc}:{self.pid}:{self.host or ''}")
+        label = None
+        if self.tp is not None or self.pp is not None:
+            parts = []
+            if self.dp is not None:
+                parts.append(f"DP{self.dp}")
+            if self.pp is not None:
+                parts.append(f"PP{self.pp}")
+            parts.append(f"TP{self.tp if self.tp is not None else 0}")
+            label = "_".join(parts)
+        # ``TP2``, ``PP1_TP0`` or ``DP1_TP0``: how ranks are named in reports
+        object.__setattr__(self, "rank_label", label)
 
     @property
     def is_worker(self) -> bool:
@@ -93,20 +95,19 @@ def parse_origin(names: list[tuple[str, str, str | None]]) -> Origin:
 
 
 class OriginCache:
-    """Peels all leading ``(name pid=N[, ip=..])`` prefixes; caches the Origin per distinct prefix text."""
+    """Peels all leading ``(name pid=N[, ip=..])`` prefixes; caches the Origin per distinct prefix bytes."""
 
     def __init__(self) -> None:
-        self._cache: dict[str, Origin] = {}
+        self._cache: dict[bytes, Origin] = {}
 
-    def peel(self, line: str) -> tuple[Origin, str]:
+    def peel(self, line: bytes) -> tuple[Origin, bytes]:
         # fast path: one prefix, seen before
-        end = line.find(") ")
+        end = line.find(b") ")
         if end > 0:
-            cand = line[: end + 2]
-            o = self._cache.get(cand)
+            o = self._cache.get(line[: end + 2])
             if o is not None:
                 rest = line[end + 2 :]
-                if not rest.startswith("("):
+                if not rest.startswith(b"("):
                     return o, rest
         names = []
         pos = 0
@@ -114,7 +115,9 @@ class OriginCache:
             m = PREFIX_RE.match(line, pos)
             if not m:
                 break
-            names.append((m.group("proc").strip(), m.group("pid"), m.group("ip")))
+            ip = m.group("ip")
+            names.append((m.group("proc").decode("utf-8", "replace").strip(), m.group("pid").decode(),
+                          ip.decode("utf-8", "replace") if ip else None))
             pos = m.end()
         if not names:
             return NO_ORIGIN, line

@@ -4,6 +4,9 @@ For every line: strip the collector wrapper, ANSI colour (also the ESC-less resi
 vLLM process prefixes into an Origin; recognise the logger envelope (LMCache's formatter, its legacy
 form, vLLM's formatter of every era, uvicorn); and join continuation lines (multi-line LMCache messages,
 raw Python tracebacks, hard-wrapped dumps) into one record. Knows nothing about KV caches.
+
+The hot loop works on bytes: a record's text is decoded only when something reads it, which on a
+multi-GB log is a small minority of lines.
 """
 
 from __future__ import annotations
@@ -13,61 +16,95 @@ from collections.abc import Iterator
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import ANSI_RE, Unwrapper
+from specdiag.ingest.wrappers import Unwrapper
 
-VLLM_LEVELS = {"INFO": "INFO", "WARNING": "WARNING", "ERROR": "ERROR", "DEBUG": "DEBUG", "CRITICAL": "CRITICAL", "WARN": "WARNING"}
-VLLM_REST = re.compile(r"(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?(.*)", re.S)
-LMC_SUFFIX = re.compile(r" \(([\w.\-]+\.py):(\d+):([\w.]+)\)\s*$")
+VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
+               b"WARN": "WARNING"}
+LMC_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
+              b"WARN": "WARNING"}
+VLLM_REST = re.compile(rb"(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
 LMC_LEGACY = re.compile(
-    r"(DEBUG|INFO|WARNING|ERROR|CRITICAL) LMCache: (.*) \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] -- (\S+\.py):(\d+)$"
+    rb"(DEBUG|INFO|WARNING|ERROR|CRITICAL) LMCache: (.*) \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] -- (\S+\.py):(\d+)$"
 )
-EXC_LINE = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
+EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
+ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+ANSI_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
 MAX_JOIN_LINES = 400
+MAX_JOIN_CHARS = 256 * 1024
 #: a logical line longer than this is cut before parsing (no vLLM/LMCache record is anywhere near it)
 MAX_PARSE_LINE = 64 * 1024
-MAX_JOIN_CHARS = 256 * 1024
+
+
+def _d(b: bytes | None) -> str | None:
+    return None if b is None else b.decode("utf-8", "replace")
 
 
 class Record:
-    """One logical log record. ``ts`` is the raw timestamp text; ``year`` the inferred year for vLLM."""
+    """One logical log record.
 
-    __slots__ = (
-        "path", "line", "end_line", "origin", "kind", "level", "ts", "year",
-        "file", "src_line", "logger", "msg", "cont",
-    )
+    ``raw`` is the message as bytes; ``msg``/``text``/``ts`` decode on first use. ``year`` is the inferred
+    year for vLLM timestamps, which print none.
+    """
 
-    def __init__(self, path: str, line: int, origin: Origin, kind: str, level: str, ts: str | None,
-                 year: int | None, file: str | None, src_line: int | None, logger: str | None, msg: str) -> None:
+    __slots__ = ("path", "line", "end_line", "origin", "kind", "level", "_ts", "year",
+                 "_file", "src_line", "_logger", "raw", "cont", "_msg")
+
+    def __init__(self, path: str, line: int, origin: Origin, kind: str, level: str, ts: bytes | None,
+                 year: int | None, file: bytes | None, src_line: int | None, logger: bytes | None, raw: bytes) -> None:
         self.path = path
         self.line = line
         self.end_line = line
         self.origin = origin
         self.kind = kind
         self.level = level
-        self.ts = ts
+        self._ts = ts
         self.year = year
-        self.file = file
+        self._file = file
         self.src_line = src_line
-        self.logger = logger
-        self.msg = msg
-        self.cont: list[str] | None = None
+        self._logger = logger
+        self.raw = raw
+        self.cont: list[bytes] | None = None
+        self._msg: str | None = None
 
     @property
-    def location(self) -> str | None:
-        return f"{self.file}:{self.src_line}" if self.file else None
+    def msg(self) -> str:
+        if self._msg is None:
+            self._msg = self.raw.decode("utf-8", "replace")
+        return self._msg
+
+    @property
+    def ts(self) -> str | None:
+        return _d(self._ts)
+
+    @property
+    def file(self) -> str | None:
+        return _d(self._file)
+
+    @property
+    def logger(self) -> str | None:
+        return _d(self._logger)
+
+    @property
+    def raw_text(self) -> bytes:
+        """Message plus continuation lines, as bytes (what templates match against)."""
+        if self.cont:
+            return self.raw + b"\n" + b"\n".join(self.cont)
+        return self.raw
 
     @property
     def text(self) -> str:
         """Message plus continuation lines."""
-        if self.cont:
-            return self.msg + "\n" + "\n".join(self.cont)
-        return self.msg
+        return self.raw_text.decode("utf-8", "replace") if self.cont else self.msg
+
+    @property
+    def location(self) -> str | None:
+        return f"{self.file}:{self.src_line}" if self._file else None
 
     def display(self) -> str:
         """A one-line rendering for evidence: prefix, level and message (no colour)."""
         who = f"({self.origin.proc} pid={self.origin.pid}) " if self.origin.pid is not None else ""
         if self.kind == "lmcache":
-            loc = f" ({self.file}:{self.src_line}:{self.logger})" if self.file else ""
+            loc = f" ({self.file}:{self.src_line}:{self.logger})" if self._file else ""
             return f"{who}[{self.ts}] LMCache {self.level}: {self.msg}{loc}"
         if self.kind == "vllm":
             return f"{who}{self.level} {self.ts} [{self.file}:{self.src_line}] {self.msg}"
@@ -85,7 +122,35 @@ class _Open:
     def __init__(self, rec: Record, mode: str) -> None:
         self.rec = rec
         self.mode = mode  # 'lmcache' (until suffix) | 'traceback' | 'wrap' (hard-wrapped dump)
-        self.chars = len(rec.msg)
+        self.chars = len(rec.raw)
+
+
+def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | None]:
+    """Remove LMCache's trailing ``(file.py:123:logger.name)``; returns (msg, file, line, logger)."""
+    end = len(msg)
+    while end and msg[end - 1] in b" \t":
+        end -= 1
+    if end and msg[end - 1] == 41:  # ')'
+        i = msg.rfind(b" (", 0, end)
+        if i >= 0:
+            parts = msg[i + 2 : end - 1].split(b":")
+            if len(parts) == 3 and parts[0].endswith(b".py") and parts[1].isdigit() and parts[2]:
+                return msg[:i], parts[0], int(parts[1]), parts[2]
+    return msg, None, None, None
+
+
+def _clean_chunk(chunk: bytes) -> bytes:
+    # colour codes (also the residue left when a collector dropped the ESC byte) and CRs, on the whole
+    # block at C speed; line numbers stay those of '\n' (as grep -n and editors count)
+    if b"\x1b" in chunk:
+        chunk = ANSI_ESC.sub(b"", chunk)
+        if b"\x1b" in chunk:
+            chunk = chunk.replace(b"\x1b", b"")
+    elif b"[0m" in chunk or b"[0;0m" in chunk or b";20m" in chunk or b"[1;36m" in chunk:
+        chunk = ANSI_RESIDUE.sub(b"", chunk)
+    if b"\r" in chunk:
+        chunk = chunk.replace(b"\r", b"")
+    return chunk
 
 
 def iter_records(source: Source) -> Iterator[Record]:
@@ -93,6 +158,7 @@ def iter_records(source: Source) -> Iterator[Record]:
     stats = source.stats
     path = source.display
     origins = OriginCache()
+    peel = origins.peel
     open_recs: dict[str, _Open] = {}
     unwrap: Unwrapper | None = None
     year_hint: int | None = None
@@ -101,168 +167,145 @@ def iter_records(source: Source) -> Iterator[Record]:
     recognized = 0
     skipped = 0
     formats = stats.formats
+    lmc_levels = LMC_LEVELS
+    vllm_levels = VLLM_LEVELS
+    vllm_rest = VLLM_REST.match
 
     def close(key: str) -> Record | None:
         o = open_recs.pop(key, None)
         return o.rec if o else None
 
     for chunk in source.chunks():
-        # colour codes (also the residue left when a collector dropped the ESC byte) and CRs go first,
-        # on the whole block, at C speed; line numbers stay those of '\n' (as grep -n and editors count)
-        if "\x1b" in chunk:
-            chunk = chunk.replace("\x1b", "")
-        chunk = ANSI_RE.sub("", chunk)
-        if "\r" in chunk:
-            chunk = chunk.replace("\r", "")
-        lines = chunk.split("\n")
-        if lines and lines[-1] == "":
+        chunk = _clean_chunk(chunk)
+        lines = chunk.split(b"\n")
+        if lines and lines[-1] == b"":
             lines.pop()
         if unwrap is None:
-            unwrap = Unwrapper(lines[:400])
+            unwrap = Unwrapper([ln.decode("utf-8", "replace") for ln in lines[:400]])
             if unwrap:
                 formats.update(unwrap.names)
-        for raw in lines:
+        unwrapping = bool(unwrap)
+        for line in lines:
             lineno += 1
-            if not raw:
+            if not line:
                 continue
-            if "\x00" in raw or "\ufffd" in raw and _mostly_binary(raw):
+            if b"\x00" in line or not line.isascii() and _mostly_binary(line):
                 skipped += 1
                 continue
-            if len(raw) > MAX_PARSE_LINE:
+            if len(line) > MAX_PARSE_LINE:
                 if len(stats.errors) < 20:
-                    stats.errors.append(f"line {lineno}: {len(raw):,} characters long, cut to {MAX_PARSE_LINE:,} for parsing")
-                raw = raw[:MAX_PARSE_LINE]
-            line = raw
-            if unwrap:
-                line, y = unwrap.strip(line)
+                    stats.errors.append(f"line {lineno}: {len(line):,} bytes long, cut to {MAX_PARSE_LINE:,} for parsing")
+                line = line[:MAX_PARSE_LINE]
+            if unwrapping:
+                text, y = unwrap.strip(line.decode("utf-8", "replace"))
+                line = _clean_chunk(text.encode("utf-8"))
                 if y:
                     year_hint = y
-            if line.startswith("("):
-                origin, line = origins.peel(line)
+            if line[:1] == b"(":
+                origin, line = peel(line)
             else:
                 origin = NO_ORIGIN
             okey = origin.key
-            # ---- LMCache formatter -------------------------------------------------------------
-            if line.startswith("[") and line.startswith("] LMCache ", 24):
-                colon = line.find(":", 34)
-                if colon > 0:
-                    level = line[34:colon].strip()
-                    msg = line[colon + 2 :] if line.startswith(" ", colon + 1) else line[colon + 1 :]
+            # ---- LMCache formatter: [YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)
+            if line[:1] == b"[" and line.startswith(b"] LMCache ", 24):
+                colon = line.find(b":", 34)
+                level = lmc_levels.get(line[34:colon].strip()) if colon > 0 else None
+                if level is not None:
+                    msg = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
                     ts = line[1:24]
-                    try:
-                        year_hint = int(ts[:4])
-                    except ValueError:
-                        pass
-                    file = src_line = logger = None
-                    complete = True
-                    if msg.endswith(")"):
-                        m = LMC_SUFFIX.search(msg)
-                        if m:
-                            file, src_line, logger = m.group(1), int(m.group(2)), m.group(3)
-                            msg = msg[: m.start()]
-                        else:
-                            complete = False
-                    else:
-                        msg = msg.rstrip()
-                        if msg.endswith(")"):
-                            m = LMC_SUFFIX.search(msg)
-                            if m:
-                                file, src_line, logger = m.group(1), int(m.group(2)), m.group(3)
-                                msg = msg[: m.start()]
-                            else:
-                                complete = False
-                        else:
-                            complete = False
-                    if level == "WARN":
-                        level = "WARNING"
-                    prev = close(okey)
+                    y = ts[:4]
+                    if y.isdigit():
+                        year_hint = int(y)
+                    msg, file, src_line, logger = split_suffix(msg)
+                    prev = open_recs.pop(okey, None) if open_recs else None
                     if prev is not None:
-                        yield prev
+                        yield prev.rec
                     rec = Record(path, lineno, origin, "lmcache", level, ts, None, file, src_line, logger, msg)
                     recognized += 1
-                    formats.add("lmcache")
-                    if complete:
+                    if file is not None:
                         yield rec
                     else:
+                        rec.raw = msg.rstrip()
                         open_recs[okey] = _Open(rec, "lmcache")
                     continue
-            # ---- vLLM formatter ----------------------------------------------------------------
-            sp = line.find(" ")
-            lvl = VLLM_LEVELS.get(line[:sp]) if 3 < sp < 9 else None
+            # ---- vLLM formatter: LEVEL MM-DD HH:MM:SS [file:line] msg
+            sp = line.find(b" ", 3, 10)
+            lvl = vllm_levels.get(line[:sp]) if sp > 0 else None
             if lvl is not None:
-                m = VLLM_REST.match(line, sp + 1)
+                m = vllm_rest(line, sp + 1)
                 if m:
                     ts = m.group(1)
                     month = int(ts[:2])
                     if year_hint and last_month == 12 and month == 1:
                         year_hint += 1
                     last_month = month
-                    prev = close(okey)
+                    prev = open_recs.pop(okey, None) if open_recs else None
                     if prev is not None:
-                        yield prev
-                    msg = m.group(4)
+                        yield prev.rec
+                    msg = line[m.end() :]
                     rec = Record(path, lineno, origin, "vllm", lvl, ts, year_hint, m.group(2), int(m.group(3)), None, msg)
                     recognized += 1
-                    formats.add("vllm")
                     if _opens_wrap(msg):
                         open_recs[okey] = _Open(rec, "wrap")
                     else:
                         yield rec
                     continue
             # ---- continuation of an open record ------------------------------------------------
-            o = open_recs.get(okey)
-            if o is not None:
-                rec = o.rec
-                if o.mode == "lmcache":
-                    m = LMC_SUFFIX.search(line) if line.rstrip().endswith(")") else None
-                    _append(o, line if m is None else line[: m.start()], lineno)
-                    recognized += 1
-                    if m:
-                        rec.file, rec.src_line, rec.logger = m.group(1), int(m.group(2)), m.group(3)
+            if open_recs:
+                o = open_recs.get(okey)
+                if o is not None:
+                    rec = o.rec
+                    if o.mode == "lmcache":
+                        body, file, src_line, logger = split_suffix(line)
+                        _append(o, body, lineno)
+                        recognized += 1
+                        if file is not None:
+                            rec._file, rec.src_line, rec._logger = file, src_line, logger
+                            yield close(okey)
+                        elif o.chars > MAX_JOIN_CHARS or len(rec.cont) > MAX_JOIN_LINES:
+                            yield close(okey)
+                        continue
+                    if o.mode == "traceback":
+                        if (not line.strip() or line.startswith((b" ", b"\t", b"Traceback", b"During handling",
+                                                                 b"The above exception")) or EXC_LINE.match(line)):
+                            _append(o, line, lineno)
+                            recognized += 1
+                            if len(rec.cont) > MAX_JOIN_LINES:
+                                yield close(okey)
+                            continue
                         yield close(okey)
-                    elif o.chars > MAX_JOIN_CHARS or len(rec.cont) > MAX_JOIN_LINES:
-                        yield close(okey)
-                    continue
-                if o.mode == "traceback":
-                    if (not line.strip() or line.startswith((" ", "\t", "Traceback", "During handling",
-                                                             "The above exception")) or EXC_LINE.match(line)):
+                    elif o.mode == "wrap":
                         _append(o, line, lineno)
                         recognized += 1
+                        if not _opens_wrap(rec.raw_text) or o.chars > MAX_JOIN_CHARS:
+                            yield close(okey)
                         continue
-                    yield close(okey)
-                elif o.mode == "wrap":
-                    _append(o, line, lineno)
-                    recognized += 1
-                    if not _opens_wrap(rec.text) or o.chars > MAX_JOIN_CHARS:
-                        yield close(okey)
-                    continue
             # ---- other recognisable lines ------------------------------------------------------
-            if line.startswith("Traceback (most recent call last)"):
-                prev = close(okey)
+            if line.startswith(b"Traceback (most recent call last)"):
+                prev = open_recs.pop(okey, None)
                 if prev is not None:
-                    yield prev
+                    yield prev.rec
                 rec = Record(path, lineno, origin, "traceback", "ERROR", None, year_hint, None, None, None, line)
                 open_recs[okey] = _Open(rec, "traceback")
                 recognized += 1
                 continue
-            if line.startswith("INFO:") or line.startswith(("WARNING:", "ERROR:")) and "HTTP/" in line:
+            if line.startswith((b"INFO:", b"WARNING:", b"ERROR:")):
                 recognized += 1
                 formats.add("uvicorn")
-                if '" 5' in line or line.startswith("ERROR:"):
+                if b'" 5' in line or line.startswith(b"ERROR:"):
                     yield Record(path, lineno, origin, "uvicorn", "INFO", None, year_hint, None, None, None, line)
                 continue
-            if line.startswith("[") and " LMCache" in line[:40] or "LMCache:" in line[:16]:
+            if b"LMCache:" in line[:16]:
                 m = LMC_LEGACY.match(line)
                 if m:
                     recognized += 1
-                    formats.add("lmcache")
-                    yield Record(path, lineno, origin, "lmcache", m.group(1), m.group(3), None,
-                                 m.group(4).rsplit("/", 1)[-1], int(m.group(5)), None, m.group(2))
+                    yield Record(path, lineno, origin, "lmcache", m.group(1).decode(), m.group(3), None,
+                                 m.group(4).rsplit(b"/", 1)[-1], int(m.group(5)), None, m.group(2))
                     continue
             if origin is not NO_ORIGIN:
                 recognized += 1  # a vLLM process prefix: vLLM output even without a logger header
-            # raw text: keep only what may matter (exceptions, banners)
-            if EXC_LINE.match(line) or "Error" in line or "LMCache v" in line or "version" in line[:60]:
+            # raw text: keep only what may matter (exceptions, banners, versions)
+            if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
                 yield Record(path, lineno, origin, "text", "", None, year_hint, None, None, None, line)
     for key in list(open_recs):
         rec = close(key)
@@ -273,9 +316,11 @@ def iter_records(source: Source) -> Iterator[Record]:
     stats.skipped += skipped
     if skipped and len(stats.errors) < 21:
         stats.errors.append(f"{skipped} line(s) skipped: binary data or NUL bytes")
+    if lineno == 0 and stats.bytes_read == 0 and not stats.errors:
+        stats.errors.append("empty input")
 
 
-def _append(o: _Open, text: str, lineno: int) -> None:
+def _append(o: _Open, text: bytes, lineno: int) -> None:
     rec = o.rec
     if rec.cont is None:
         rec.cont = []
@@ -284,13 +329,18 @@ def _append(o: _Open, text: str, lineno: int) -> None:
     o.chars += len(text)
 
 
-def _opens_wrap(msg: str) -> bool:
+def _opens_wrap(msg: bytes) -> bool:
     """A config dump hard-wrapped by a paste: brackets still open at the end of the line."""
-    if len(msg) < 20 or not (msg.startswith("Initializing a V1 LLM engine") or msg.startswith("non-default args")):
+    if len(msg) < 20 or not (msg.startswith(b"Initializing a V1 LLM engine") or msg.startswith(b"non-default args")):
         return False
-    return msg.count("{") > msg.count("}") or msg.count("(") > msg.count(")")
+    return msg.count(b"{") > msg.count(b"}") or msg.count(b"(") > msg.count(b")")
 
 
-def _mostly_binary(s: str) -> bool:
-    bad = s.count("\ufffd")
-    return bad > 8 and bad * 4 > len(s)
+def _mostly_binary(line: bytes) -> bool:
+    """Lines of control bytes / invalid UTF-8 (binary junk appended to a log) are skipped."""
+    try:
+        line.decode("utf-8")
+        return False
+    except UnicodeDecodeError:
+        bad = line.decode("utf-8", "replace").count("\ufffd")
+        return bad > 8 and bad * 4 > len(line)

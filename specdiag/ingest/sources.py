@@ -140,8 +140,8 @@ class Source:
             return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return raw
 
-    def chunks(self) -> Iterator[str]:
-        """Decoded text blocks ending at a newline; over-long lines are truncated to MAX_LINE."""
+    def chunks(self) -> Iterator[bytes]:
+        """Raw byte blocks ending at a newline (decoded later, per record); over-long lines cut to MAX_LINE."""
         fh = self._open()
         carry = b""
         skipping_long = False
@@ -169,7 +169,7 @@ class Source:
                 cut = data.rfind(b"\n")
                 if cut < 0:
                     if len(data) > MAX_LINE:
-                        yield self._decode(data[:MAX_LINE]) + "\n"
+                        yield data[:MAX_LINE] + b"\n"
                         self._note_long_line()
                         carry = b""
                         skipping_long = True
@@ -178,15 +178,15 @@ class Source:
                     continue
                 carry = data[cut + 1 :]
                 if len(carry) > MAX_LINE:
-                    yield self._decode(data[: cut + 1])
-                    yield self._decode(carry[:MAX_LINE]) + "\n"
+                    yield data[: cut + 1]
+                    yield carry[:MAX_LINE] + b"\n"
                     self._note_long_line()
                     carry = b""
                     skipping_long = True
                     continue
-                yield self._decode(data[: cut + 1])
+                yield data[: cut + 1]
             if carry:
-                yield self._decode(carry) + "\n"
+                yield carry + b"\n"
         finally:
             if self._stream is None:
                 fh.close()
@@ -195,9 +195,6 @@ class Source:
         if len(self.stats.errors) < 20:
             self.stats.errors.append(f"a line longer than {MAX_LINE // 1024} KiB was cut at that length")
 
-    @staticmethod
-    def _decode(data: bytes) -> str:
-        return data.decode("utf-8", "replace")
 
 
 def _is_probably_log(path: str) -> bool:

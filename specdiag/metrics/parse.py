@@ -90,7 +90,7 @@ def parse_stats_body(body: str) -> dict:
             if name is None:
                 continue
         if v is not None and (name in PERCENT_FIELDS or unit == "%"):
-            v = v / 100.0
+            v = round(v / 100.0, 6)
         elif v is not None and (unit == " reqs" or name == "preemptions"):
             v = int(v)
         out[name] = v
@@ -117,7 +117,7 @@ def parse_spec_body(body: str) -> dict:
         v = _num(val)
         if name == "draft_acceptance_rate":
             if v is not None and (unit == "%" or v > 1.0):
-                v = v / 100.0
+                v = round(v / 100.0, 6)
             if name in out and out[name] is not None:
                 continue  # a dev build printed both: keep the first
         elif name in ("accepted_tokens", "drafted_tokens", "emitted_tokens", "num_spec_tokens") and v is not None:

@@ -109,7 +109,7 @@ def merge(a: Interval, b: Interval) -> Interval:
             m.mal = mean(a.mal, b.mal)
         if a.pos and b.pos and len(a.pos) == len(b.pos):
             wa, wb = a.ndrafts or a.dr or 1, b.ndrafts or b.dr or 1
-            m.pos = [None if x is None or y is None else (x * wa + y * wb) / (wa + wb) for x, y in zip(a.pos, b.pos)]
+            m.pos = [None if x is None or y is None else (x * wa + y * wb) / (wa + wb) for x, y in zip(a.pos, b.pos, strict=False)]
         else:
             m.pos = a.pos or b.pos
         m.spec_rec = a.spec_rec or b.spec_rec

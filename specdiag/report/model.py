@@ -23,11 +23,13 @@ class Report:
     #: rules that ran (codes), so CI formats can report passing checks too
     rules_run: list[str] = field(default_factory=list)
     elapsed_s: float = 0.0
+    #: the live Context object (not serialised), for renderers that want more than the JSON view
+    ctx: Any = None
 
     def sorted_findings(self) -> list[Finding]:
         def key(f: Finding):
             conf = f.causes[0].confidence if f.causes else 0.0
-            return (-SEVERITY_RANK[f.severity], -conf, f.rule, f.evidence[0].line if f.evidence else 0)
+            return (-SEVERITY_RANK[f.severity], -f.priority, -conf, f.rule, f.evidence[0].line if f.evidence else 0)
 
         return sorted(self.findings, key=key)
 

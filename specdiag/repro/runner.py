@@ -99,8 +99,10 @@ def run_cell(cell: Cell, repeat: int, workload: WorkloadSpec, device: DeviceSpec
     finally:
         if log_path.exists():
             stop_offset = log_path.stat().st_size  # what vLLM prints while being stopped is not a symptom
+        # after Ctrl-C the user is waiting: a short grace, then SIGKILL
+        grace = min(opts.stop_grace_s, 5.0) if status == "interrupted" else opts.stop_grace_s
         for p in reversed(procs):
-            p.stop(grace_s=opts.stop_grace_s)
+            p.stop(grace_s=grace)
         tmp.cleanup()
         if status == "interrupted":
             _write_json(cell_dir / "cell.json", {"cell": cell.name, "repeat": repeat, "status": status})

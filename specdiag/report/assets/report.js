@@ -62,6 +62,32 @@
     ctx.restore();
   }
 
+  // every chart reserves the same room left and right, so that their time axes line up
+  var LEFT = 70, RIGHT = 56;
+  function hm(t, secs) {
+    var d = new Date(t * 1e3);
+    return pad2(d.getUTCHours()) + ":" + pad2(d.getUTCMinutes()) + (secs ? ":" + pad2(d.getUTCSeconds()) : "");
+  }
+  function xAxis() {
+    return {
+      stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" },
+      values: function (u, splits) {
+        var span = u.scales.x.max - u.scales.x.min;
+        var lastDay = null;
+        return splits.map(function (t) {
+          var day = fmtTime(t).slice(0, 10);
+          var s = hm(t, span < 600);
+          if (day !== lastDay) { s += "\n" + day; lastDay = day; }
+          return s;
+        });
+      },
+    };
+  }
+  function spacerAxis(scale) {
+    return { scale: scale, side: 1, size: RIGHT, stroke: "transparent", grid: { show: false },
+      ticks: { show: false }, values: function (u, splits) { return splits.map(function () { return ""; }); } };
+  }
+
   function width(box) { return Math.max(320, box.clientWidth - 8); }
 
   function addSection(title, note) {
@@ -99,18 +125,20 @@
         value: (function (unit) { return function (u, v) { return fmt(v, unit); }; })(s.unit),
       });
     });
-    var axes = [{ stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" } }];
+    var axes = [xAxis()];
     units.forEach(function (unit, i) {
       axes.push({
         scale: unit || "_",
         side: i === 0 ? 3 : 1,
         label: unit || "",
+        labelSize: 18,
         stroke: "#555",
-        size: 60,
+        size: i === 0 ? LEFT : RIGHT,
         grid: i === 0 ? { stroke: "#eee" } : { show: false },
         ticks: { stroke: "#ccc" },
       });
     });
+    if (units.length < 2) { axes.push(spacerAxis(units[0] || "_")); }
     var scales = { x: { time: true } };
     units.forEach(function (unit) {
       var r = (g.ranges || {})[unit];
@@ -199,12 +227,13 @@
       legend: { show: false },
       scales: { x: { time: true }, y: { range: [-0.6, Math.max(0, lanes.length - 1) + 0.6] } },
       axes: [
-        { stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" } },
+        xAxis(),
         {
-          scale: "y", stroke: "#555", size: 60, grid: { stroke: "#f2f2f2" },
+          scale: "y", stroke: "#555", size: LEFT, grid: { stroke: "#f2f2f2" },
           splits: function () { return lanes.map(function (_, i) { return i; }); },
           values: function (u, splits) { return splits.map(function (i) { return lanes[i] == null ? "" : lanes[i]; }); },
         },
+        spacerAxis("y"),
       ],
       cursor: { sync: { key: cursorSync.key }, drag: { x: true, y: false }, points: { show: false } },
       hooks: { draw: [drawDots], setScale: [syncScale], setCursor: [showTip] },

@@ -1,0 +1,304 @@
+"""SRV001 / SRV002 — serving health: engine death with its first root error; KV cache saturation."""
+
+from __future__ import annotations
+
+from collections import deque
+
+from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
+from specdiag.context import Context
+from specdiag.events import Event
+from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.timeutil import fmt_time, rec_time
+
+#: exceptions that are consequences of an engine death, never its root
+CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine core initialization failed",
+           "BrokenPipeError", "ConnectionResetError", "EOFError", "SystemExit", "KeyboardInterrupt",
+           "ClosedResourceError", "ZMQError", "RemoteProtocolError")
+HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
+                  "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED"})
+SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
+ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
+                   "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC"})
+
+CAUSE_FIX = {
+    "cuda-oom": ("Lower --gpu-memory-utilization headroom use: reduce --max-num-seqs / --max-num-batched-tokens / "
+                 "--max-model-len, or use more GPUs (TP).",
+                 "specdiag repro --toggle num_gpu_blocks=off,<N>  (or rerun with a smaller --max-num-seqs)"),
+    "kv-cache-memory": ("Not enough memory left for the KV cache: raise --gpu-memory-utilization, lower --max-model-len, "
+                        "or add GPUs; with a draft model remember it takes weights and KV too.",
+                        "specdiag repro --toggle max_model_len=4096,<your value>"),
+    "lmcache-draft-layers": ("LMCache counts draft layers only for EAGLE/MTP: with method=draft_model its layer count is "
+                             "short. Do not combine LMCache (≤0.5.6) with draft_model, or use an EAGLE/MTP drafter.",
+                             "specdiag repro --toggle spec=off,draft_model  (with LMCache on: the draft_model arm crashes)"),
+    "spec-unsupported": ("This vLLM build does not support the configured speculative method on this device.",
+                         "specdiag repro --toggle spec=off,ngram"),
+    "import-error": ("A package version mismatch (vLLM / LMCache / torch): install matching versions.",
+                     "python -c 'import vllm, lmcache' in the serving environment"),
+    "process-killed": ("A process died without a Python exception: look for the kernel OOM killer (dmesg), "
+                       "container memory limits or a SIGKILL from the orchestrator.",
+                       "check `dmesg | grep -i oom` / the pod's last state (OOMKilled, exit code 137)"),
+    "worker-exception": ("Fix the exception raised in the engine/worker (the first error above, not the "
+                         "EngineDeadError cascade).", "rerun the failing request with VLLM_LOGGING_LEVEL=DEBUG"),
+}
+
+
+def _classify(text: str, tid: str) -> str:
+    t = text.lower()
+    if "out of memory" in t or "outofmemoryerror" in t:
+        return "cuda-oom"
+    if "no available memory for the cache blocks" in t or "kv cache is needed" in t:
+        return "kv-cache-memory"
+    if tid == "E_INDEX_LAYERS" or ("out of bounds for dimension" in t and "index" in t):
+        return "lmcache-draft-layers"
+    if "spec decode is not supported" in t or "speculative decoding is not supported" in t:
+        return "spec-unsupported"
+    if tid == "E_IMPORT" or "importerror" in t or "modulenotfounderror" in t:
+        return "import-error"
+    if tid == "V_PROC_DIED":
+        return "process-killed"
+    return "worker-exception"
+
+
+@register
+class EngineDeath(Rule):
+    """The vLLM engine died; report its first root error, not the EngineDeadError cascade.
+
+    Detects: engine-death lines (``EngineCore failed to start``, ``EngineCore encountered a fatal error``,
+    ``WorkerProc hit an exception``, ``Worker/Engine core proc … died unexpectedly``, ``engine core exited
+    unexpectedly``, ``AsyncLLM output_handler failed``, ``EngineDeadError``) and picks, among the errors
+    logged since the last healthy stats line, the *first* one that is not itself a consequence
+    (``EngineDeadError``, ``CancelledError``, ``Engine core initialization failed`` …): CUDA OOM,
+    ``No available memory for the cache blocks``, the worker's exception.
+
+    A normal shutdown is not a failure: vLLM 0.32 prints ``AsyncLLM output_handler failed`` and an
+    ``EngineDeadError`` after ``[shutdown] API server: shutdown triggered`` / ``signal=SIGTERM``; those are
+    ignored when nothing failed before the shutdown began.
+
+    Why it matters: the cascade (one ``EngineDeadError`` per in-flight and later request) buries the one
+    line that explains the outage.
+
+    Causes weighed: ``cuda-oom``, ``kv-cache-memory``, ``lmcache-draft-layers`` (LMCache's layer count misses
+    draft-model layers: ``IndexError … out of bounds for dimension 1``), ``spec-unsupported``,
+    ``import-error``, ``process-killed`` (died without an exception: kernel OOM killer, SIGKILL),
+    ``worker-exception``.
+
+    Fix: the top cause's fix; the engine must be restarted either way.
+
+    References: vLLM ``v1/engine/core.py`` (0.32.0 :1510/:1512), ``v1/engine/async_llm.py:906``,
+    ``v1/executor/multiproc_executor.py:315/:1063``, ``v1/engine/core_client.py:817``; reference
+    ``log-formats.md`` §9; ``spec-decode.md`` §6–§7.
+    """
+
+    code = "SRV001"
+    name = "engine-death"
+    title = "The vLLM engine died"
+    severity = "error"
+    family = "SRV"
+    cause_ids = tuple(CAUSE_FIX)
+    defaults = {"window_s": 300.0, "max_candidates": 256}
+    events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS", "V_STATS_V0",
+                                              "E_NO_CONNECTOR"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.seq = 0
+        self.last_t: dict[str, float] = {}
+        self.shutdown: tuple | None = None  # (t, seq, ev)
+        self.death: tuple | None = None
+        self.hard_first: tuple | None = None
+        self.cascade = 0
+        self.first_cascade: Event | None = None
+        self.cands: deque = deque(maxlen=int(self.options["max_candidates"]))
+        self.last_stats_t: float | None = None
+        self.stats_after_death = 0
+        self.wrapper_detail: tuple | None = None
+
+    def _t(self, ev: Event) -> float | None:
+        t = rec_time(ev.rec)
+        if t is None:
+            return self.last_t.get(ev.rec.path)
+        self.last_t[ev.rec.path] = t
+        return t
+
+    def observe(self, ev: Event) -> None:
+        self.seq += 1
+        tid = ev.id
+        t = self._t(ev)
+        key = (t, self.seq, ev)
+        if tid in ("V_STATS", "V_STATS_V0"):
+            if self.death is None:
+                self.last_stats_t = t
+            else:
+                self.stats_after_death += 1
+            return
+        if tid == "V_SHUTDOWN_STEP":
+            what = ev.f.get("what", "")
+            if self.shutdown is None and ("shutdown triggered" in what or "signal=" in what):
+                self.shutdown = key
+            return
+        if tid == "V_SIGTERM_OLD":
+            self.shutdown = self.shutdown or key
+            return
+        text = ev.rec.msg
+        detail = ev.f.get("detail") or ""
+        exc = ev.f.get("exc") or ""
+        is_cascade = any(c in text or c in exc for c in CASCADE)
+        if tid == "V_EXC" and "EngineDeadError" in exc:
+            tid = "E_ENGINE_DEAD"
+        if tid in SOFT or (is_cascade and tid in ("V_EXC", "E_GENERIC")):
+            self.cascade += 1
+            self.first_cascade = self.first_cascade or ev
+            if self.death is None and self.shutdown is None:
+                self.death = key
+            return
+        hard = tid in HARD or (tid == "V_EXC" and _classify(detail, tid) in ("cuda-oom", "kv-cache-memory"))
+        if tid == "E_WORKER_FAILED":
+            self.wrapper_detail = self.wrapper_detail or key
+        elif tid in ROOTS and not is_cascade:
+            if len(self.cands) < self.cands.maxlen or self.death is None:
+                self.cands.append(key)
+        if hard:
+            if self.shutdown is not None and (self.hard_first is None):
+                return  # killed during a requested shutdown
+            self.hard_first = self.hard_first or key
+            if self.death is None:
+                self.death = key
+            if tid in ("E_OOM", "E_NO_CACHE_MEM") and not any(c[2] is ev for c in self.cands):
+                self.cands.append(key)
+
+    @staticmethod
+    def _order(k):
+        return (k[0] if k[0] is not None else float("inf"), k[1])
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        if self.death is None:
+            return []
+        dt, dseq, dev = self.death
+        if self.hard_first is None and self.shutdown is not None and self.shutdown[1] < dseq:
+            return []  # EngineDeadError after a requested shutdown: normal 0.32 shutdown noise
+        lo = (self.last_stats_t - 10.0) if self.last_stats_t is not None else float("-inf")
+        if dt is not None and self.last_stats_t is None:
+            lo = dt - 1e9
+        roots = []
+        for k in self.cands:
+            t = k[0]
+            if t is not None and dt is not None and not (lo <= t <= dt + 2.0):
+                continue
+            if t is None and k[1] > dseq + 50:
+                continue
+            roots.append(k)
+        roots.sort(key=self._order)
+        root = roots[0] if roots else None
+        if root is None and self.wrapper_detail is not None:
+            root = self.wrapper_detail
+        if root is None and self.hard_first is not None and self.hard_first[2].id == "V_PROC_DIED":
+            root = self.hard_first
+        b = CauseBoard()
+        for cid, (fix, confirm) in CAUSE_FIX.items():
+            b.add(cid, 0.1, fix=fix, confirm_with=confirm)
+        if root is not None:
+            rev = root[2]
+            rtext = (rev.f.get("detail") or rev.rec.msg) if rev.id != "V_PROC_DIED" else rev.rec.msg
+            cls = _classify(rev.rec.text if rev.rec.kind == "traceback" else rev.rec.msg, rev.id)
+            if cls == "lmcache-draft-layers" and not (method_of(ctx) == "draft_model" or ctx.num_draft_layers == 0):
+                cls = "worker-exception"
+            b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
+            if cls == "lmcache-draft-layers":
+                b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
+        else:
+            b.support("worker-exception", 2, "no root exception in the log: only the cascade was captured")
+        causes = b.ranked(ceiling=0.9)
+        evs = []
+        if root is not None:
+            evs.append(Evidence(root[2].rec.path, root[2].rec.line, root[2].rec.display()[:400]))
+        evs.append(Evidence(dev.rec.path, dev.rec.line, dev.rec.display()[:400]))
+        if self.first_cascade is not None:
+            evs.append(Evidence(self.first_cascade.rec.path, self.first_cascade.rec.line,
+                                self.first_cascade.rec.display()[:400]))
+        root_txt = (root[2].f.get("detail") or root[2].rec.msg)[:200] if root is not None else "not in the log"
+        summary = (f"The engine died at {fmt_time(dt)} ({dev.rec.path}:{dev.rec.line}); first root error: {root_txt}. "
+                   f"{self.cascade} cascade line(s) (EngineDeadError/output handler) follow from it.")
+        return [Finding(
+            rule=self.code, severity="error", title=self.title, summary=summary, count=max(1, self.cascade),
+            evidence=dedupe_evidence(evs), causes=causes,
+            measurements={"died_at": fmt_time(dt), "root_error": root_txt, "cascade_lines": self.cascade,
+                          "root_cause_class": causes[0].id, "stats_lines_after_death": self.stats_after_death},
+            identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt,
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
+                        "Restart the engine; clients saw errors for every request in flight."],
+        )]
+
+
+@register
+class KvCacheSaturation(SpecSeriesRule):
+    """The KV cache ran full while the waiting queue grew and requests were preempted.
+
+    Detects: stats intervals with ``KV cache usage`` ≥ ``min_usage`` (GPU, or CPU on vLLM's CPU backend)
+    in which the waiting queue grows or the cumulative ``Preemptions`` counter rises (0.11.2+).
+
+    Why it matters: preempted requests are recomputed (or resumed without drafter state, which also
+    hurts spec-decode acceptance); queues grow and latency explodes while throughput stays flat.
+
+    Causes weighed: ``kv-cache-undersized`` (too little memory for the KV cache for this load),
+    ``long-context-burst`` (a burst of long prompts), ``draft-kv-overhead`` (a draft model's KV shares the
+    block pool).
+
+    Fix: more KV memory (``--gpu-memory-utilization``, more GPUs, a KV offload tier), fewer concurrent
+    sequences (``--max-num-seqs``), shorter ``--max-model-len``.
+
+    References: vLLM ``v1/metrics/loggers.py`` (0.32.0 :335); reference ``log-formats.md`` §5, §8.
+    """
+
+    code = "SRV002"
+    name = "kv-cache-saturation"
+    title = "KV cache saturated: waiting queue grew and requests were preempted"
+    severity = "warning"
+    family = "SRV"
+    cause_ids = ("kv-cache-undersized", "long-context-burst", "draft-kv-overhead")
+    defaults = {"min_usage": 0.95, "min_intervals": 3, "min_waiting": 4, "max_intervals": 20000}
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        o = self.options
+        out = []
+        for label, items in self.engines():
+            sat = [iv for iv in items if iv.kv is not None and iv.kv >= o["min_usage"]]
+            if len(sat) < o["min_intervals"]:
+                continue
+            pre = [iv.preempt for iv in items if iv.preempt is not None]
+            pre_total = max(pre) if pre else 0
+            pre_first = next((iv for iv in items if iv.preempt), None)
+            waits = [iv.waiting or 0 for iv in sat]
+            grew = max(waits) >= o["min_waiting"] and waits[-1] >= waits[0]
+            if not (grew or pre_total > 0):
+                continue
+            b = CauseBoard()
+            b.add("kv-cache-undersized", 0.5, fix="Give the KV cache more memory (--gpu-memory-utilization, more GPUs, "
+                  "a KV offload tier) or admit fewer sequences (--max-num-seqs).",
+                  confirm_with="specdiag repro --toggle num_gpu_blocks=off,<N>  (a smaller block pool reproduces the preemptions)")
+            b.add("long-context-burst", 0.3, fix="Cap --max-model-len or route long prompts to a separate pool.",
+                  confirm_with="compare prompt throughput peaks with the saturated intervals (specdiag metrics LOG)")
+            b.add("draft-kv-overhead", 0.1, fix="A draft model's KV shares the pool: budget for it or use a smaller draft.",
+                  confirm_with="specdiag repro --toggle spec=off,draft_model --toggle num_gpu_blocks=<N>")
+            if method_of(ctx) == "draft_model":
+                b.support("draft-kv-overhead", 3, "method draft_model registers its layers in the same KV-cache groups")
+            peak_prompt = max((iv.prompt_tps or 0) for iv in sat)
+            avg_prompt = sum((iv.prompt_tps or 0) for iv in items) / max(1, len(items))
+            if avg_prompt and peak_prompt > 3 * avg_prompt:
+                b.support("long-context-burst", 2, f"prompt throughput peaked at {peak_prompt:.0f} tok/s (avg {avg_prompt:.0f})")
+            causes = b.ranked(ceiling=0.8)
+            evs = [ev_of(sat[0], spec=False), ev_of(max(sat, key=lambda iv: iv.waiting or 0), spec=False)]
+            if pre_first is not None:
+                evs.append(ev_of(pre_first, spec=False))
+            out.append(Finding(
+                rule=self.code, severity="warning", title=self.title,
+                summary=(f"{label}: {len(sat)} interval(s) at ≥ {pct(o['min_usage'])} {sat[0].kv_device or 'GPU'} KV cache "
+                         f"usage (peak {pct(max(iv.kv for iv in sat))}); waiting queue up to {max(waits)} requests; "
+                         f"{pre_total} preemption(s) in total."),
+                count=len(sat), evidence=dedupe_evidence(evs), causes=causes,
+                measurements={"engine": label, "saturated_intervals": len(sat), "peak_kv_cache_usage": max(iv.kv for iv in sat),
+                              "peak_waiting": max(waits), "preemptions": pre_total},
+                identity=f"{label}|sat", first_seen=sat[0].t,
+                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+            ))
+        return out

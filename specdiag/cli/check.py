@@ -1,0 +1,254 @@
+"""``specdiag check LOG...``: the analyze engine tuned for CI — no colour, no pager, deterministic order,
+several output formats at once, project configuration, baselines, and the report contract's exit codes.
+
+Exit codes: 0 nothing at or above ``--fail-on`` (after the baseline) · 1 findings at or above it · 2 usage,
+configuration or I/O error (an unreadable input still gets reported in every format first) · 3 no line of
+any input was recognised as vLLM or LMCache output. ``--exit-zero`` turns 1 into 0 (2 and 3 stay).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+
+from specdiag.cli.common import (
+    EXIT_NO_RECOGNISED,
+    EXIT_OK,
+    EXIT_USAGE,
+    exit_code_for,
+    fail,
+    read_inputs_or_stdin,
+)
+
+FORMATS = ("text", "json", "github", "markdown", "sarif", "junit", "gitlab", "auto")
+FORMAT_HELP = ("Output format, repeatable: text | json | github | markdown | sarif | junit | gitlab | auto; "
+               "FORMAT:PATH writes to a file (e.g. sarif:specdiag.sarif), otherwise stdout. 'auto' is text, "
+               "plus GitHub annotations when GITHUB_ACTIONS=true. Default: text.")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("check", help="CI gate: analyse logs, emit CI formats, exit non-zero on findings.")(check_cmd)
+
+
+def parse_formats(specs: list[str] | None) -> list[tuple[str, str | None]]:
+    """``["github", "sarif:out.sarif"]`` → ``[("github", None), ("sarif", "out.sarif")]``."""
+    out: list[tuple[str, str | None]] = []
+    seen_paths: set[str] = set()
+    for spec in specs or ["text"]:
+        name, sep, path = spec.partition(":")
+        name = name.strip().lower()
+        if name not in FORMATS:
+            fail(f"unknown --format {name!r} ({', '.join(FORMATS)})")
+        if sep and not path:
+            fail(f"--format {spec!r}: missing file name after ':'")
+        if name == "auto":
+            if path:
+                fail("--format auto writes to stdout; give a concrete format for a file")
+            out.append(("text", None))
+            if os.environ.get("GITHUB_ACTIONS") == "true":
+                out.append(("github", None))
+            continue
+        if path:
+            key = os.path.abspath(path)
+            if key in seen_paths:
+                fail(f"--format: {path} is named twice")
+            seen_paths.add(key)
+        out.append((name, path or None))
+    return out
+
+
+def _render(name: str, report, fail_on: str, summary_hint: str) -> str:
+    if name == "text":
+        from specdiag.report.text import render_text
+
+        return render_text(report, fail_on=fail_on)
+    if name == "json":
+        from specdiag.report.json_report import render_json
+
+        return render_json(report)
+    if name == "github":
+        from specdiag.report.github import render_github
+
+        return render_github(report, summary_hint=summary_hint)
+    if name == "markdown":
+        from specdiag.report.markdown import render_markdown
+
+        return render_markdown(report, fail_on=fail_on)
+    if name == "sarif":
+        from specdiag.report.sarif import render_sarif
+
+        return render_sarif(report)
+    if name == "junit":
+        from specdiag.report.junit import render_junit
+
+        return render_junit(report, fail_on=fail_on)
+    if name == "gitlab":
+        from specdiag.report.gitlab import render_gitlab
+
+        return render_gitlab(report)
+    raise AssertionError(name)  # pragma: no cover
+
+
+def _readable_inputs(inputs: list[str], stdin_name: str) -> tuple[list[str], list[dict[str, str]]]:
+    """Split the inputs into those that can be opened and tool errors for the rest (reported, exit 2)."""
+    from specdiag.ingest import InputError, expand_inputs
+
+    good: list[str] = []
+    errors: list[dict[str, str]] = []
+    for p in inputs:
+        if p == "-":
+            good.append(p)
+            continue
+        try:
+            sources = expand_inputs([p], stdin_name=stdin_name)
+            for s in sources:
+                with open(s.path, "rb"):
+                    pass
+        except InputError as e:
+            errors.append({"path": p, "message": str(e)})
+            continue
+        except OSError as e:
+            errors.append({"path": p, "message": f"{p}: cannot read ({e.strerror or e})"})
+            continue
+        good.append(p)
+    return good, errors
+
+
+def write_step_summary(markdown_for, path: str) -> str | None:
+    """Append the summary to ``$GITHUB_STEP_SUMMARY`` within the 1 MiB per-step limit (minus what the step
+    already wrote). ``markdown_for(max_bytes)`` renders it. Returns an error message or None."""
+    from specdiag.report.markdown import STEP_SUMMARY_LIMIT
+
+    try:
+        existing = os.path.getsize(path) if os.path.exists(path) else 0
+        budget = STEP_SUMMARY_LIMIT - existing
+        if budget < 2048:
+            return f"{path}: the step summary already uses {existing:,} bytes; nothing added"
+        text = markdown_for(budget - 1)
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(text)
+    except OSError as e:
+        return f"{path}: cannot write the step summary ({e.strerror or e})"
+    return None
+
+
+def check_cmd(
+    paths: list[str] = typer.Argument(None, help="Log files, folders, globs or '-' for stdin.", show_default=False),
+    formats: list[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP, show_default=False),
+    fail_on: str = typer.Option(None, "--fail-on", help="error | warning | info | never: exit 1 at or above it "
+                                                        "(default: from the configuration, else error).",
+                                show_default=False),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings reach --fail-on "
+                                                              "(report-only jobs); errors still exit 2."),
+    select: list[str] = typer.Option(None, "--select", help="Only these rule codes or prefixes (replaces the "
+                                                            "configuration's select)."),
+    ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes (replaces the "
+                                                            "configuration's ignore)."),
+    severity: list[str] = typer.Option(None, "--severity", help="Override a rule's severity: CODE=LEVEL "
+                                                                "(code or prefix), repeatable."),
+    config: str = typer.Option(None, "--config", help="Configuration file (specdiag.yaml or a TOML file); "
+                                                      "default: found by walking up from the working directory."),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
+    baseline: str = typer.Option(None, "--baseline", help="Suppress findings whose fingerprint is in this file."),
+    update_baseline: bool = typer.Option(False, "--update-baseline", help="Write every current finding to the "
+                                                                          "baseline file, then check against it."),
+    summary: bool = typer.Option(False, "--summary", help="Append a Markdown summary to $GITHUB_STEP_SUMMARY "
+                                                          "(within GitHub's 1 MiB limit)."),
+    lmcache_config: str = typer.Option(None, "--lmcache-config", help="LMCache YAML used by the deployment."),
+    stdin_name: str = typer.Option("-", "--stdin-name", help="Path to show for stdin in annotations."),
+) -> None:
+    from specdiag.baseline import BaselineError, apply_baseline, load_baseline, write_baseline
+    from specdiag.config import resolve
+    from specdiag.engine import ConfigError, analyze
+    from specdiag.ingest import InputError
+    from specdiag.report.model import Report
+
+    outputs = parse_formats(formats)
+    try:
+        cfg = resolve(config, no_config=no_config, select=select or None, ignore=ignore or None,
+                      fail_on=fail_on, baseline=baseline, lmcache_config=lmcache_config, severity=severity or None)
+    except ConfigError as e:
+        fail(str(e))
+    if update_baseline and not cfg.baseline:
+        fail("--update-baseline needs a baseline file: --baseline FILE or 'baseline' in the configuration")
+    inputs = read_inputs_or_stdin(paths)
+    good, tool_errors = _readable_inputs(inputs, stdin_name)
+
+    report = None
+    if good:
+        try:
+            report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select, ignore=cfg.ignore or None,
+                             rule_options=cfg.rule_options, severity_overrides=cfg.severity, stdin_name=stdin_name)
+        except ConfigError as e:
+            fail(str(e))
+        except InputError as e:
+            tool_errors.append({"path": None, "message": str(e)})
+    if report is None:
+        from specdiag.config import enabled_codes
+
+        report = Report(inputs=[], context={}, findings=[], rules_run=enabled_codes(cfg))
+    report.tool_errors = tool_errors  # type: ignore[attr-defined]
+
+    try:
+        if update_baseline:
+            if tool_errors:
+                fail("not updating the baseline: some inputs could not be read")
+            write_baseline(cfg.baseline, report.findings)
+            sys.stderr.write(f"specdiag: wrote {len(report.findings)} finding(s) to the baseline {cfg.baseline}\n")
+        if cfg.baseline:
+            apply_baseline(report, load_baseline(cfg.baseline))
+    except BaselineError as e:
+        fail(str(e))
+
+    file_outputs = [p for _, p in outputs if p]
+    if summary:
+        hint = "the job summary"
+    elif file_outputs:
+        hint = ", ".join(file_outputs)
+    else:
+        hint = "the full report (specdiag check --format markdown or json)"
+    rendered = [(name, path, _render(name, report, cfg.fail_on, hint)) for name, path in outputs]
+    for name, path, text in rendered:
+        if path:
+            try:
+                d = os.path.dirname(path)
+                if d:
+                    os.makedirs(d, exist_ok=True)
+                with open(path, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as e:
+                fail(f"{path}: cannot write the {name} report ({e.strerror or e})")
+    for _name, path, text in rendered:
+        if not path:
+            sys.stdout.write(text)
+    sys.stdout.flush()
+
+    if summary:
+        target = os.environ.get("GITHUB_STEP_SUMMARY")
+        if target:
+            from specdiag.report.markdown import render_markdown
+
+            err = write_step_summary(
+                lambda n: render_markdown(report, max_bytes=n, fail_on=cfg.fail_on,
+                                          artifact_hint=", ".join(file_outputs) or "the JSON or SARIF report"),
+                target)
+            if err:
+                sys.stderr.write(f"specdiag: warning: {err}\n")
+        else:
+            sys.stderr.write("specdiag: note: --summary ignored: GITHUB_STEP_SUMMARY is not set\n")
+
+    if not any(name == "text" and not path for name, path in outputs):
+        from specdiag.report.text import status_line
+
+        sys.stderr.write(f"specdiag: {status_line(report)}\n")
+    if tool_errors:
+        for e in tool_errors:
+            sys.stderr.write(f"specdiag: error: {e['message']}\n")
+        raise typer.Exit(EXIT_USAGE)
+    if report.recognized_lines == 0:
+        sys.stderr.write("specdiag: no line of the input was recognised as vLLM or LMCache output\n")
+        raise typer.Exit(EXIT_NO_RECOGNISED)
+    code = exit_code_for(report, cfg.fail_on)
+    raise typer.Exit(EXIT_OK if exit_zero else code)

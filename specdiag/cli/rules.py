@@ -1,0 +1,68 @@
+"""``specdiag rules`` (every rule: code, severity, name, title) and ``specdiag explain CODE`` (its documentation).
+
+Both read the rule registry; the text is the rule's docstring (see ``specdiag.ruledocs``), the same source
+as ``docs/rules/``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import typer
+
+from specdiag.cli.common import fail
+
+
+def register(app: typer.Typer) -> None:
+    app.command("rules", help="List every rule: code, default severity, name and title.")(rules_cmd)
+    app.command("explain", help="Explain a rule: what it detects, why it matters, causes, fix, references.")(
+        explain_cmd)
+
+
+def rules_cmd(
+    fmt: str = typer.Option("text", "--format", "-f", help="text | json | markdown"),
+    select: list[str] = typer.Option(None, "--select", help="Only these rule codes or prefixes."),
+    ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes."),
+) -> None:
+    from specdiag.engine import ConfigError, select_rules
+    from specdiag.ruledocs import render_index, rule_doc
+
+    if fmt not in ("text", "json", "markdown"):
+        fail(f"unknown --format {fmt!r} (text, json, markdown)")
+    try:
+        classes = select_rules(select or None, ignore or None)
+    except ConfigError as e:
+        fail(str(e))
+    docs = [rule_doc(cls) for cls in classes]
+    if fmt == "json":
+        sys.stdout.write(json.dumps([
+            {"code": d.code, "name": d.name, "severity": d.severity, "family": d.family, "title": d.title,
+             "thresholds": d.defaults, "causes": list(d.cause_ids)} for d in docs], indent=2) + "\n")
+        return
+    if fmt == "markdown":
+        sys.stdout.write(render_index(docs))
+        return
+    wc = max((len(d.code) for d in docs), default=4)
+    wn = max((len(d.name) for d in docs), default=4)
+    for d in docs:
+        sys.stdout.write(f"{d.code:<{wc}}  {d.severity:<7}  {d.name:<{wn}}  {d.title}\n")
+
+
+def explain_cmd(
+    code: str = typer.Argument(..., help="Rule code (KV001) or name (lmcache-retrieve-shortfall)."),
+    fmt: str = typer.Option("text", "--format", "-f", help="text | markdown"),
+) -> None:
+    from specdiag.analyzers.base import all_rules
+    from specdiag.ruledocs import render_explain, render_rule_markdown, rule_doc
+
+    if fmt not in ("text", "markdown"):
+        fail(f"unknown --format {fmt!r} (text, markdown)")
+    rules = all_rules()
+    key = code.strip()
+    cls = rules.get(key.upper()) or next((c for c in rules.values() if c.name == key.lower()), None)
+    if cls is None:
+        close = [c for c in rules if c.startswith(key.upper()[:2])] or list(rules)
+        fail(f"unknown rule {code!r}; known: {', '.join(close)} (see 'specdiag rules')")
+    d = rule_doc(cls)
+    sys.stdout.write(render_rule_markdown(d) if fmt == "markdown" else render_explain(d))

@@ -1,0 +1,102 @@
+"""Compact terminal sparklines for timelines (pure functions, no dependencies).
+
+    sparkline([0.6, 0.62, None, 0.2, 0.58], width=20)          -> '▇▇ ▂▇' (None = gap, shown as a space)
+    sparkline(values, width=40, lo=0.0, hi=1.0)                 -> fixed scale (rates)
+    marker_row(times, t0, t1, width=40, marks=[(t, '!')])      -> a row of marks aligned under the sparkline
+    timeline_rows(report.timeline, width=60)                   -> ready-made lines for the terminal report
+
+When there are more values than ``width``, neighbouring values are averaged into ``width`` buckets
+(None values are skipped; an all-None bucket is a gap).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+BARS = "▁▂▃▄▅▆▇█"
+
+
+def _bucket(values: Sequence[float | None], width: int) -> list[float | None]:
+    n = len(values)
+    if n <= width:
+        return list(values)
+    out: list[float | None] = []
+    for i in range(width):
+        a, b = i * n // width, max((i + 1) * n // width, i * n // width + 1)
+        chunk = [v for v in values[a:b] if v is not None]
+        out.append(sum(chunk) / len(chunk) if chunk else None)
+    return out
+
+
+def sparkline(values: Sequence[float | None], width: int = 40, lo: float | None = None, hi: float | None = None,
+              ascii_only: bool = False) -> str:
+    """A one-line bar chart of ``values`` at most ``width`` characters wide. ``lo``/``hi`` fix the scale
+    (default: the data's min and max); ``ascii_only`` uses ``_.-=#`` instead of block characters."""
+    if width <= 0 or not values:
+        return ""
+    bars = "_.-=#" if ascii_only else BARS
+    vals = _bucket(list(values), width)
+    present = [v for v in vals if v is not None]
+    if not present:
+        return " " * len(vals)
+    lo = min(present) if lo is None else lo
+    hi = max(present) if hi is None else hi
+    span = hi - lo
+    out = []
+    for v in vals:
+        if v is None:
+            out.append(" ")
+            continue
+        if span <= 0:
+            idx = len(bars) // 2 if hi != 0 else 0
+        else:
+            idx = int(round((min(max(v, lo), hi) - lo) / span * (len(bars) - 1)))
+        out.append(bars[idx])
+    return "".join(out)
+
+
+def marker_row(t0: float, t1: float, width: int, marks: Sequence[tuple[float, str]]) -> str:
+    """A row of ``width`` characters with each mark's symbol at its time's column (later marks win)."""
+    row = [" "] * max(width, 0)
+    if width <= 0 or t1 <= t0:
+        return "".join(row)
+    for t, sym in marks:
+        col = int((t - t0) / (t1 - t0) * (width - 1))
+        if 0 <= col < width:
+            row[col] = sym[:1]
+    return "".join(row)
+
+
+MARK_SYMBOLS = {"finding": "▲", "shortfall": "!", "load_failure": "x", "error": "E", "preemption": "p", "k0": "0"}
+
+
+def timeline_rows(timeline: dict, width: int = 60, names: Sequence[str] = (
+        "draft_acceptance_rate", "mean_acceptance_length", "prefix_cache_hit_rate", "external_prefix_cache_hit_rate"),
+        ascii_only: bool = False) -> list[str]:
+    """Lines for a terminal report: one sparkline per series present (time-aligned), then a marker row.
+
+    Each line is ``<label:22> <sparkline> <last value>``; empty list when the timeline has no series."""
+    series = (timeline or {}).get("series") or {}
+    chosen = [(n, series[n]) for n in names if n in series and series[n].get("points")]
+    if not chosen:
+        return []
+    t0 = min(s["points"][0][0] for _n, s in chosen)
+    t1 = max(s["points"][-1][0] for _n, s in chosen)
+    lines = []
+    for name, s in chosen:
+        cols: list[list[float]] = [[] for _ in range(width)]
+        for t, v in s["points"]:
+            if isinstance(v, (int, float)):
+                col = 0 if t1 <= t0 else int((t - t0) / (t1 - t0) * (width - 1))
+                cols[col].append(float(v))
+        vals = [sum(c) / len(c) if c else None for c in cols]
+        frac = s.get("unit") == "fraction"
+        line = sparkline(vals, width, lo=0.0 if frac else None, hi=1.0 if frac else None, ascii_only=ascii_only)
+        last = next((v for v in reversed(vals) if v is not None), None)
+        shown = "" if last is None else (f"{last:.0%}" if frac else f"{last:.2f}")
+        lines.append(f"{name.replace('_', ' ')[:22]:<22} {line} {shown}")
+    marks = [(m["t"], MARK_SYMBOLS.get(m.get("kind"), "*")) for m in (timeline.get("markers") or [])
+             if isinstance(m.get("t"), (int, float)) and t0 <= m["t"] <= t1]
+    if marks:
+        lines.append(f"{'markers':<22} {marker_row(t0, t1, width, marks)}")
+    return lines

@@ -1,0 +1,77 @@
+"""``--format gitlab``: GitLab Code Quality report (``artifacts:reports:codequality``).
+
+A JSON array of issues with the documented fields ``description``, ``check_name``, ``fingerprint``,
+``severity`` and ``location.path`` + ``location.lines.begin``, plus the optional ``type``, ``categories``,
+``engine_name`` and ``content.body``.
+
+* ``fingerprint``: sha1 of the finding's fingerprint (rule + incident identity, no line numbers) and the
+  log path — stable across runs, and unique within the report (GitLab shows only the first of duplicates;
+  a collision gets a counter mixed in).
+* ``severity``: error → ``major`` (``critical`` when the finding says the engine died: measurement
+  ``crashed``/``engine_dead`` true, or rule ``engine-death``), warning → ``minor``, info → ``info``.
+* A finding without evidence points at its first input (line 1).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from specdiag.findings import Finding
+from specdiag.report.model import Report
+from specdiag.report.text import cause_line, display_path, finding_message, ordered_findings
+
+SEVERITY = {"error": "major", "warning": "minor", "info": "info"}
+ENGINE_DEATH_KEYS = ("crashed", "engine_dead", "engine_died")
+ENGINE_DEATH_RULES = ("engine-death",)  # rule names (stable) whose errors mean the engine died
+
+
+def severity_of(f: Finding) -> str:
+    if f.severity == "error":
+        from specdiag.analyzers.base import all_rules
+
+        cls = all_rules().get(f.rule)
+        if (cls is not None and cls.name in ENGINE_DEATH_RULES) or any(
+                f.measurements.get(k) is True for k in ENGINE_DEATH_KEYS):
+            return "critical"
+    return SEVERITY[f.severity]
+
+
+def issues(report: Report) -> list[dict[str, Any]]:
+    default_path = report.inputs[0].get("path", "-") if report.inputs else "-"
+    out: list[dict[str, Any]] = []
+    used: set[str] = set()
+    for f in ordered_findings(report):
+        ev = f.evidence[0] if f.evidence else None
+        path = display_path(ev.path if ev else default_path)
+        base = f"{f.fingerprint}|{path}"
+        fp = hashlib.sha1(base.encode()).hexdigest()
+        n = 1
+        while fp in used:
+            n += 1
+            fp = hashlib.sha1(f"{base}|{n}".encode()).hexdigest()
+        used.add(fp)
+        desc = f"{f.rule}: {(f.summary or f.title).strip().splitlines()[0]}"
+        top = cause_line(f)
+        if top:
+            desc += f" (likely cause: {top})"
+        out.append({
+            "type": "issue",
+            "check_name": f.rule,
+            "description": desc,
+            "content": {"body": finding_message(f)},
+            "categories": ["Bug Risk"],
+            "severity": severity_of(f),
+            "fingerprint": fp,
+            "location": {"path": path, "lines": {"begin": max(1, ev.line) if ev else 1}},
+            "engine_name": "specdiag",
+        })
+    return out
+
+
+def render_gitlab(report: Report) -> str:
+    return json.dumps(issues(report), indent=2, ensure_ascii=False) + "\n"
+
+
+__all__ = ["render_gitlab", "severity_of"]

@@ -1,0 +1,785 @@
+"""``--html FILE``: one self-contained HTML incident report (and ``write_repro_html`` for repro runs).
+
+The page opens offline and makes no network request of any kind:
+
+* the chart library (uPlot, MIT, vendored in ``assets/``) and the page's own script and CSS are inlined;
+* a Content-Security-Policy ``<meta>`` allows only those inline blocks, by their SHA-256 hash
+  (``default-src 'none'``: no fetch, no image, no font, no frame, no form target);
+* the data is one ``<script type="application/json">`` block in which ``<``, ``>``, ``&``, U+2028 and
+  U+2029 are ``\\u``-escaped, so no log text can close the block or start markup;
+* every log-derived string in the static part is ``html.escape``\\ d here, and the script inserts text only
+  with ``textContent`` — a log line can show ``<script>`` but never run it.
+
+Long series are downsampled (min/max-preserving, at most :data:`MAX_POINTS` points per series) so that a
+large log still gives a file of a few hundred kilobytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import json
+import math
+import re
+from collections.abc import Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from specdiag import __version__
+
+ASSETS = Path(__file__).parent / "assets"
+MAX_POINTS = 2000
+MAX_MARKERS = 3000
+MAX_MARKER_ROWS = 500
+
+#: chart groups in page order: (id, title, series base names)
+SERIES_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("acceptance", "Speculative decoding: acceptance",
+     ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance")),
+    ("cache", "Prefix cache hit rate (local and external / LMCache)",
+     ("prefix_cache_hit_rate", "external_prefix_cache_hit_rate")),
+    ("throughput", "Throughput", ("prompt_throughput", "generation_throughput")),
+    ("kv", "KV cache usage", ("kv_cache_usage",)),
+    ("requests", "Requests: running, waiting, preemptions", ("running_reqs", "waiting_reqs", "preemptions")),
+)
+_BASES = sorted((b for _, _, bs in SERIES_GROUPS for b in bs), key=len, reverse=True)
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+           "#bcbd22", "#7f7f7f")
+KIND_COLORS = {"shortfall": "#d32f2f", "load_failure": "#ef6c00", "preemption": "#7b1fa2",
+               "error": "#6d0000", "k0": "#00897b", "finding": "#283593"}
+OTHER_KIND_COLOR = "#607d8b"
+KIND_WORDS = {"shortfall": "KV shortfall (retrieved < expected)", "load_failure": "KV load failure",
+              "preemption": "preemption", "error": "error", "k0": "K=0 (no drafting)", "finding": "finding"}
+KEY_CONFIG = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
+              "save_decode_cache", "save_unfull_chunk", "enable_async_loading", "use_layerwise", "pin_timeout_sec",
+              "enable_p2p", "enable_pd", "pd_role", "cache_policy")
+
+# C0/C1 controls (but tab and newline) and lone surrogates from undecodable bytes
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_SAFE_CLASS = re.compile(r"^[a-z0-9_-]{1,40}$")
+
+
+# ---------------------------------------------------------------------------------------------- escaping
+def clean_text(s: Any) -> str:
+    """The text with control characters and undecodable bytes made visible (``\\x1b``, U+FFFD)."""
+    s = s if isinstance(s, str) else str(s)
+
+    def rep(m: re.Match) -> str:
+        c = m.group(0)
+        return "\ufffd" if 0xD800 <= ord(c) <= 0xDFFF else f"\\x{ord(c):02x}"
+
+    return _CONTROL.sub(rep, s)
+
+
+def esc(s: Any) -> str:
+    """Escape for HTML text and quoted attribute values."""
+    return html.escape(clean_text(s), quote=True)
+
+
+def _json_safe(obj: Any, depth: int = 0) -> Any:
+    if depth > 60:
+        return None
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, str):
+        return clean_text(obj) if _CONTROL.search(obj) else obj
+    if isinstance(obj, dict):
+        return {str(_json_safe(k, depth + 1)) if not isinstance(k, str) else _json_safe(k, depth + 1):
+                _json_safe(v, depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_json_safe(x, depth + 1) for x in obj]
+    if obj is None or isinstance(obj, (bool, int)):
+        return obj
+    return _json_safe(str(obj), depth + 1)
+
+
+def json_for_script(obj: Any) -> str:
+    """JSON that is safe inside ``<script type="application/json">``: no ``<``, ``>``, ``&``, U+2028/9."""
+    text = json.dumps(_json_safe(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode() + "'"
+
+
+def _asset(name: str) -> str:
+    return (ASSETS / name).read_text(encoding="utf-8")
+
+
+def _fmt_time(t: float | None) -> str:
+    if t is None:
+        return ""
+    try:
+        d = datetime.fromtimestamp(float(t), tz=timezone.utc)
+    except (OverflowError, OSError, ValueError):
+        return str(t)
+    return d.strftime("%Y-%m-%d %H:%M:%S.") + f"{d.microsecond // 1000:03d}"
+
+
+def _num(x: Any) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+# ------------------------------------------------------------------------------------------ downsampling
+def downsample(points: list[list[Any]], max_points: int = MAX_POINTS) -> list[list[Any]]:
+    """At most ``max_points`` points: per bucket the minimum and the maximum (in time order), plus both ends.
+
+    Numeric values keep every spike and dip; list values (per-position rates) are sampled evenly.
+    """
+    n = len(points)
+    if n <= max_points:
+        return list(points)
+    if max_points < 4:
+        return [points[0], points[-1]][:max_points]
+    if any(not (p[1] is None or isinstance(p[1], (int, float))) for p in points):
+        step = (n - 1) / (max_points - 1)
+        return [points[round(i * step)] for i in range(max_points)]
+    buckets = (max_points - 2) // 2
+    inner = points[1:-1]
+    m = len(inner)
+    out = [points[0]]
+    for b in range(buckets):
+        chunk = inner[b * m // buckets:(b + 1) * m // buckets]
+        if not chunk:
+            continue
+        vals = [(i, p) for i, p in enumerate(chunk) if p[1] is not None]
+        if not vals:
+            out.append(chunk[0])
+            continue
+        lo = min(vals, key=lambda ip: ip[1][1])
+        hi = max(vals, key=lambda ip: ip[1][1])
+        for _, p in sorted({lo[0]: lo, hi[0]: hi}.values(), key=lambda ip: ip[0]):
+            out.append(p)
+    out.append(points[-1])
+    return out
+
+
+# --------------------------------------------------------------------------------------------- timeline
+def _base_name(name: str) -> str | None:
+    for b in _BASES:
+        if name == b or (name.startswith(b) and not (name[len(b)].isalnum() or name[len(b)] == "_")):
+            return b
+    return None
+
+
+def _clean_points(raw: Any) -> list[list[Any]]:
+    out = []
+    for p in raw if isinstance(raw, list) else []:
+        if not isinstance(p, (list, tuple)) or len(p) < 2:
+            continue
+        t = _num(p[0])
+        if t is None:
+            continue
+        v = p[1]
+        if isinstance(v, (list, tuple)):
+            v = [_num(x) for x in v]
+        else:
+            v = _num(v)
+        out.append([round(t, 3), v])
+    out.sort(key=lambda p: p[0])
+    return out
+
+
+def _range_for(unit: str, values: Iterable[float]) -> list[float] | None:
+    vals = [v for v in values if v is not None]
+    if not vals:
+        return None
+    u = unit.lower()
+    if u in ("ratio", "fraction", "rate", "0-1", "") and min(vals) >= 0 and max(vals) <= 1:
+        return [0, 1] if u else None
+    if u in ("%", "percent", "pct") and min(vals) >= 0 and max(vals) <= 100:
+        return [0, 100]
+    return None
+
+
+def _marker_rank(f: Any) -> list[str | None]:
+    m = getattr(f, "measurements", {}) or {}
+    ranks = m.get("ranks")
+    if isinstance(ranks, list) and 0 < len(ranks) <= 16 and all(isinstance(r, str) for r in ranks):
+        return list(ranks)
+    r = m.get("rank")
+    return [r] if isinstance(r, str) and r else [None]
+
+
+def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any]:
+    """The chart model the page's script draws: aligned, downsampled series per group, and event markers."""
+    timeline = getattr(report, "timeline", None) or {}
+    series = timeline.get("series") if isinstance(timeline, dict) else None
+    series = series if isinstance(series, dict) else {}
+
+    # ---- series → (group, unit) charts
+    expanded: dict[str, list[dict[str, Any]]] = {}
+    order: list[str] = []
+    total_in = 0
+    for name, s in series.items():
+        if not isinstance(s, dict):
+            continue
+        pts = _clean_points(s.get("points"))
+        total_in += len(pts)
+        if not pts:
+            continue
+        base = _base_name(str(name))
+        gid = next((g for g, _, bs in SERIES_GROUPS if base in bs), None) if base else None
+        unit = str(s.get("unit") or "")
+        gkey = gid or f"other:{unit}"
+        label = str(s.get("label") or name)
+        by = s.get("by")
+        if by:
+            label += f" [{by}]"
+        if any(isinstance(p[1], list) for p in pts):
+            width = max(len(p[1]) for p in pts if isinstance(p[1], list))
+            pts = downsample(pts, max_points)
+            for i in range(min(width, 16)):
+                sub = [[p[0], p[1][i] if isinstance(p[1], list) and i < len(p[1]) else None] for p in pts]
+                expanded.setdefault(gkey, []).append(
+                    {"name": f"{name}[{i}]", "label": f"{label} pos {i + 1}", "unit": unit, "points": sub})
+        else:
+            expanded.setdefault(gkey, []).append(
+                {"name": str(name), "label": label, "unit": unit, "points": downsample(pts, max_points)})
+        if gkey not in order:
+            order.append(gkey)
+    group_rank = {g: i for i, (g, _, _) in enumerate(SERIES_GROUPS)}
+    order.sort(key=lambda g: group_rank.get(g, len(group_rank)))
+    base_rank = {b: i for _, _, bs in SERIES_GROUPS for i, b in enumerate(bs)}
+    for g in order:
+        expanded[g].sort(key=lambda s: base_rank.get(_base_name(s["name"]) or "", 99))
+
+    # ---- markers: the timeline's, plus one per finding with a first occurrence
+    raw_markers: list[dict[str, Any]] = []
+    tm = timeline.get("markers") if isinstance(timeline, dict) else None
+    for m in tm if isinstance(tm, list) else []:
+        if not isinstance(m, dict) or _num(m.get("t")) is None:
+            continue
+        raw_markers.append({"t": round(_num(m["t"]), 3), "kind": str(m.get("kind") or "event"),
+                            "label": str(m.get("label") or ""), "rank": m.get("rank") or None,
+                            "rule": m.get("rule") or None})
+    have = {(m["kind"], m["rule"]) for m in raw_markers}
+    for f in getattr(report, "findings", None) or []:
+        t = _num(getattr(f, "first_seen", None))
+        if t is None or ("finding", f.rule) in have:
+            continue
+        for rank in _marker_rank(f):
+            raw_markers.append({"t": round(t, 3), "kind": "finding", "label": f"{f.rule}: {f.title}",
+                                "rank": rank, "rule": f.rule})
+    seen = set()
+    markers = []
+    for m in sorted(raw_markers, key=lambda m: m["t"]):
+        m["rank"] = str(m["rank"]) if m["rank"] is not None else None
+        m["rule"] = str(m["rule"]) if m["rule"] is not None else None
+        key = (m["t"], m["kind"], m["rank"], m["rule"], m["label"])
+        if key in seen:
+            continue
+        seen.add(key)
+        m["lane"] = m["rank"] or "all"
+        markers.append(m)
+    total_markers = len(markers)
+    if total_markers > MAX_MARKERS:
+        step = total_markers / MAX_MARKERS
+        keep = {round(i * step) for i in range(MAX_MARKERS)}
+        markers = [m for i, m in enumerate(markers) if i in keep or m["kind"] == "finding"]
+
+    # ---- the shared time axis
+    ts = [p[0] for ss in expanded.values() for s in ss for p in s["points"]] + [m["t"] for m in markers]
+    if not ts:
+        return {"groups": [], "markers": [], "lanes": [], "kind_colors": KIND_COLORS, "tmin": None, "tmax": None,
+                "points_in": total_in, "markers_total": total_markers}
+    tmin, tmax = min(ts), max(ts)
+    if tmax - tmin < 1:
+        tmin, tmax = tmin - 30, tmax + 30
+
+    groups = []
+    titles = {g: t for g, t, _ in SERIES_GROUPS}
+    for g in order:
+        ss = expanded[g]
+        units: list[str] = []
+        for s in ss:
+            if s["unit"] not in units:
+                units.append(s["unit"])
+        # at most two units (left and right axis) per chart
+        for part in range(0, len(units), 2):
+            us = units[part:part + 2]
+            members = [s for s in ss if s["unit"] in us]
+            xs = sorted({p[0] for s in members for p in s["points"]} | {tmin, tmax})
+            idx = {t: i for i, t in enumerate(xs)}
+            cols = []
+            for s in members:
+                col: list[float | None] = [None] * len(xs)
+                for t, v in s["points"]:
+                    col[idx[t]] = v
+                cols.append(col)
+            title = titles.get(g) or ("Other series" + (f" ({units[0]})" if units and units[0] else ""))
+            if part:
+                title += " (continued)"
+            ranges = {}
+            for u in us:
+                r = _range_for(u, (p[1] for s in members if s["unit"] == u for p in s["points"]))
+                if r:
+                    ranges[u] = r
+            groups.append({
+                "id": f"{g}-{part // 2}" if part else g,
+                "title": title,
+                "units": us,
+                "ranges": ranges,
+                "series": [{"label": s["label"], "unit": s["unit"], "color": PALETTE[i % len(PALETTE)]}
+                           for i, s in enumerate(members)],
+                "data": [xs, *cols],
+                "points": sum(len(s["points"]) for s in members),
+            })
+
+    lanes = ["all"] if any(m["lane"] == "all" for m in markers) else []
+    lanes += sorted({m["lane"] for m in markers if m["lane"] != "all"}, key=_natural)
+    note = ""
+    if len(markers) < total_markers:
+        note = f"{len(markers):,} of {total_markers:,} events drawn (evenly sampled; every finding kept)."
+    kind_colors = dict(KIND_COLORS)
+    for m in markers:
+        kind_colors.setdefault(m["kind"], OTHER_KIND_COLOR)
+    return {
+        "tmin": tmin, "tmax": tmax,
+        "groups": groups,
+        "markers": markers,
+        "markers_total": total_markers,
+        "markers_note": note,
+        "lanes": lanes,
+        "event_xs": sorted({m["t"] for m in markers} | {tmin, tmax}),
+        "kind_colors": kind_colors,
+        "points_in": total_in,
+    }
+
+
+def _natural(s: str) -> list[Any]:
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
+
+
+# ------------------------------------------------------------------------------------------- page shell
+def _page(title: str, body: str, data: Any, scripts: list[str], extra_css: str = "") -> str:
+    css = _asset("report.css") + extra_css
+    styles = [css] + ([_asset("uPlot.min.css")] if scripts else [])
+    script_src = " ".join(_sha256(s) for s in scripts) or "'none'"
+    style_src = " ".join(_sha256(s) for s in styles)
+    csp = (f"default-src 'none'; script-src {script_src}; style-src {style_src}; img-src data:; "
+           "font-src 'none'; connect-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; "
+           "worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'")
+    parts = [
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
+        f"<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n",
+        "<meta name=\"referrer\" content=\"no-referrer\">\n",
+        "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n",
+        f"<meta name=\"generator\" content=\"specdiag {esc(__version__)}\">\n",
+        f"<title>{esc(title)}</title>\n",
+    ]
+    parts += [f"<style>{s}</style>\n" for s in styles]
+    parts.append("</head>\n<body>\n<main>\n")
+    parts.append(body)
+    parts.append("</main>\n")
+    parts.append(f"<script type=\"application/json\" id=\"specdiag-data\">{json_for_script(data)}</script>\n")
+    parts += [f"<script>{s}</script>\n" for s in scripts]
+    parts.append("</body>\n</html>\n")
+    return "".join(parts)
+
+
+def _kind_css(kinds: Iterable[str]) -> str:
+    out = []
+    for k in kinds:
+        if _SAFE_CLASS.match(k):
+            out.append(f".k-{k}{{background:{KIND_COLORS.get(k, OTHER_KIND_COLOR)}}}")
+    return "\n" + "\n".join(out) + "\n" if out else ""
+
+
+def _kv_rows(rows: list[tuple[str, Any]]) -> str:
+    out = []
+    for k, v in rows:
+        if v in (None, "", [], {}):
+            continue
+        out.append(f"<tr><th>{esc(k)}</th><td>{esc(_fmt_value(v, 400))}</td></tr>")
+    return "<table class=\"kv\">" + "".join(out) + "</table>" if out else ""
+
+
+def _fmt_value(v: Any, limit: int = 300) -> str:
+    if isinstance(v, bool) or v is None:
+        s = str(v)
+    elif isinstance(v, float):
+        s = f"{v:.6g}"
+    elif isinstance(v, (list, tuple)):
+        items = [_fmt_value(x, 80) for x in v[:12]]
+        s = ", ".join(items) + (f" (+{len(v) - 12} more)" if len(v) > 12 else "")
+    elif isinstance(v, dict):
+        s = json.dumps(_json_safe(v), ensure_ascii=False, default=str)
+    else:
+        s = str(v)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+# ---------------------------------------------------------------------------------------------- report
+def _context_html(c: dict[str, Any]) -> str:
+    rows: list[tuple[str, Any]] = [("vLLM", c.get("vllm_version"))]
+    lv = c.get("lmcache_version")
+    if lv:
+        ev = c.get("lmcache_version_evidence") or []
+        note = c.get("lmcache_version_note")
+        rows.append(("LMCache", f"{lv}" + (f"  (from {', '.join(map(str, ev[:4]))})" if ev else "")
+                     + (f"  — {note}" if note else "")))
+    rows.append(("model", c.get("model")))
+    tp, pp, dp = c.get("tensor_parallel_size"), c.get("pipeline_parallel_size"), c.get("data_parallel_size")
+    if tp or pp or dp:
+        par = f"TP={tp or 1}" + (f" PP={pp}" if pp and pp != 1 else "") + (f" DP={dp}" if dp and dp != 1 else "")
+        if c.get("ranks_seen"):
+            par += f"; ranks in the log: {', '.join(map(str, c['ranks_seen']))}"
+        rows.append(("parallelism", par))
+    rows.append(("device", c.get("device")))
+    spec = c.get("speculative")
+    if isinstance(spec, dict) and spec:
+        s = f"{spec.get('method')} K={spec.get('num_speculative_tokens')}"
+        if spec.get("model"):
+            s += f", draft {spec['model']}"
+        if spec.get("per_batch_size"):
+            s += f", per-batch-size schedule {spec['per_batch_size']}"
+        if spec.get("enabled") is False:
+            s += " (disabled)"
+        rows.append(("speculative decoding", s))
+    elif spec:
+        rows.append(("speculative decoding", spec))
+    else:
+        rows.append(("speculative decoding", "off / not seen"))
+    rows.append(("prefix caching", c.get("prefix_caching")))
+    rows.append(("block hash", c.get("hash_algorithm")))
+    kc = c.get("kv_connector")
+    if kc:
+        rows.append(("KV connector", f"{kc}" + (f" ({c.get('kv_role')})" if c.get("kv_role") else "")))
+    rows.append(("KV load failure policy", c.get("kv_load_failure_policy")))
+    cfg = c.get("lmcache_config") or {}
+    if isinstance(cfg, dict) and cfg:
+        shown = ", ".join(f"{k}={cfg[k]}" for k in KEY_CONFIG if k in cfg and cfg[k] not in (None,))
+        src = c.get("lmcache_config_source")
+        rows.append(("LMCache config", shown + (f"  [{src}]" if src else "")))
+    if c.get("lmcache_degraded"):
+        rows.append(("LMCache state", "DEGRADED (init failed: no stores, no loads)"))
+    out = _kv_rows(rows)
+    rest = {k: v for k, v in c.items() if v not in (None, "", [], {})}
+    if rest:
+        full = "".join(f"<tr><th>{esc(k)}</th><td class=\"mono\">{esc(_fmt_value(v, 4000))}</td></tr>"
+                       for k, v in rest.items())
+        out += f"<details><summary>all context ({len(rest)} keys)</summary><table class=\"kv\">{full}</table></details>"
+    return out or "<p class=\"note\">No deployment context was recognised.</p>"
+
+
+def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
+    sev = f.severity if f.severity in ("error", "warning", "info") else "info"
+    h = [f"<section class=\"finding {sev}\" id=\"f-{i}\">"]
+    h.append("<div class=\"head\">")
+    h.append(f"<span class=\"sev sev-{sev}\">{esc(sev)}</span><span class=\"rule\">{esc(f.rule)}</span>")
+    h.append(f"<span class=\"title\">{esc(f.title)}</span>")
+    if f.count and f.count > 1:
+        h.append(f"<span class=\"rule\">×{esc(f.count)}</span>")
+    if getattr(f, "first_seen", None) is not None:
+        h.append(f"<span class=\"when\">first seen {esc(_fmt_time(f.first_seen))} UTC</span>")
+    h.append("</div>")
+    if f.summary:
+        h.append(f"<p>{esc(f.summary)}</p>")
+    m = f.measurements or {}
+    if m:
+        items = []
+        for k, v in m.items():
+            if isinstance(v, dict) or k == "per_request":
+                continue
+            items.append(f"<span><b>{esc(k)}</b>={esc(_fmt_value(v, 240))}</span>")
+        nested = {k: v for k, v in m.items() if isinstance(v, dict) or k == "per_request"}
+        h.append(f"<div class=\"measure mono\">{''.join(items)}</div>")
+        if nested:
+            rows = "".join(f"<tr><th>{esc(k)}</th><td class=\"mono\">{esc(_fmt_value(v, 4000))}</td></tr>"
+                           for k, v in nested.items())
+            h.append(f"<details><summary>more measurements</summary><table class=\"kv\">{rows}</table></details>")
+    if f.causes:
+        h.append("<h3>Causes, ranked by the evidence</h3><table class=\"grid causes\"><tr><th>#</th><th>cause</th>"
+                 "<th>confidence</th><th>for / against</th><th>fix · confirm with</th></tr>")
+        for j, c in enumerate(f.causes, 1):
+            conf = _num(c.confidence) or 0.0
+            why = "".join(f"<li class=\"for\">{esc(s)}</li>" for s in c.for_)
+            why += "".join(f"<li class=\"against\">{esc(s)}</li>" for s in c.against)
+            fix = (f"<div class=\"fix\"><b>Fix:</b> {esc(c.fix)}</div>" if c.fix else "") + (
+                f"<div><b>Confirm:</b> <code>{esc(c.confirm_with)}</code></div>" if c.confirm_with else "")
+            h.append(f"<tr class=\"{'top' if j == 1 else ''}\"><td>{j}</td><td><b>{esc(c.id)}</b></td>"
+                     f"<td class=\"conf\"><meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
+                     f"<td><ul>{why}</ul></td><td>{fix}</td></tr>")
+        h.append("</table>")
+    if f.evidence:
+        shown = f.evidence[:verbose_evidence]
+        lines = "\n".join(f"<span class=\"loc\">{esc(e.path)}:{esc(e.line)}</span>  {esc(e.text)}" for e in shown)
+        more = f" (first {len(shown)} of {len(f.evidence)})" if len(f.evidence) > len(shown) else ""
+        h.append(f"<h3>Evidence{more}</h3><pre class=\"ev\">{lines}</pre>")
+    if f.next_steps:
+        h.append("<h3>Next steps</h3><ul>" + "".join(f"<li>{esc(s)}</li>" for s in f.next_steps) + "</ul>")
+    h.append("</section>")
+    return "\n".join(h)
+
+
+def _inputs_html(report: Any) -> str:
+    rows = []
+    for inp in report.inputs or []:
+        errs = "; ".join(map(str, inp.get("errors") or []))
+        n_lines, n_rec = int(inp.get("lines", 0) or 0), int(inp.get("recognized", 0) or 0)
+        rows.append(f"<tr><td class=\"mono\">{esc(inp.get('path', ''))}</td><td>{n_lines:,}</td>"
+                    f"<td>{n_rec:,}</td><td>{esc(inp.get('skipped', 0))}</td>"
+                    f"<td>{esc(', '.join(map(str, inp.get('formats') or [])))}</td><td>{esc(errs)}</td></tr>")
+    out = ("<table class=\"grid\"><tr><th>input</th><th>lines</th><th>recognised</th><th>skipped</th>"
+           "<th>formats</th><th>errors</th></tr>" + "".join(rows) + "</table>")
+    unrec = {k: v for k, v in (report.unrecognized or {}).items() if k != "top_warnings" and v}
+    if unrec:
+        out += ("<p class=\"note\">Not recognised (kept out of the analysis): "
+                + esc(", ".join(f"{v:,} {k} record(s)" if isinstance(v, int) else f"{k}: {v}"
+                                for k, v in unrec.items())) + "</p>")
+    top = (report.unrecognized or {}).get("top_warnings") or {}
+    if isinstance(top, dict) and top:
+        out += ("<details><summary>unrecognised warnings and errors (most frequent)</summary><pre class=\"ev\">"
+                + "\n".join(f"{esc(n):>6} × {esc(shape)}" for shape, n in list(top.items())[:20]) + "</pre></details>")
+    if report.rules_run:
+        out += f"<p class=\"note\">Rules run: {esc(', '.join(report.rules_run))}.</p>"
+    return out
+
+
+def _timeline_html(charts: dict[str, Any]) -> str:
+    if not charts["groups"] and not charts["markers"]:
+        return ("<p class=\"note\">No timestamped metrics or events in these logs, so there is no timeline "
+                "(vLLM writes its metrics lines every 10 s unless <code>--disable-log-stats</code> is set).</p>")
+    out = ["<p class=\"note\">One shared time axis (UTC, as written in the log). Drag across a chart to zoom all "
+           "of them, double-click to reset; dashed lines mark events.</p>"]
+    if not charts["groups"]:
+        out.append("<p class=\"note\">No metric series were found in these logs; only the events are drawn.</p>")
+    kinds = sorted({m["kind"] for m in charts["markers"]})
+    if kinds:
+        out.append("<div class=\"kinds\">" + "".join(
+            f"<span><span class=\"sw k-{esc(k) if _SAFE_CLASS.match(k) else 'other'}\"></span>"
+            f"{esc(KIND_WORDS.get(k, k))}</span>" for k in kinds) + "</div>")
+    out.append("<div id=\"charts\" class=\"charts\"></div>")
+    out.append("<noscript><p class=\"note\">The charts need JavaScript; the data is in the "
+               "<code>specdiag-data</code> block of this file.</p></noscript>")
+    ms = charts["markers"]
+    if ms:
+        rows = "".join(
+            f"<tr><td class=\"mono\">{esc(_fmt_time(m['t']))}</td><td>{esc(m['kind'])}</td><td>{esc(m['rank'] or '')}"
+            f"</td><td>{esc(m['rule'] or '')}</td><td>{esc(m['label'])}</td></tr>" for m in ms[:MAX_MARKER_ROWS])
+        more = f", first {MAX_MARKER_ROWS}" if len(ms) > MAX_MARKER_ROWS else ""
+        out.append(f"<details><summary>events ({charts['markers_total']:,}{more})</summary><table class=\"grid\">"
+                   f"<tr><th>time (UTC)</th><th>kind</th><th>rank</th><th>rule</th><th>what</th></tr>{rows}"
+                   "</table></details>")
+    return "\n".join(out)
+
+
+def render_html(report: Any) -> str:
+    """The whole report page as a string."""
+    charts = build_chart_data(report)
+    findings = report.sorted_findings()
+    s = report.summary
+    redacted = bool(getattr(report, "redacted", False))
+    c = report.context or {}
+    title = "specdiag report" + (f" — {c.get('model')}" if c.get("model") else "")
+    b = ["<header><h1>specdiag incident report</h1>"]
+    paths = [str(i.get("path", "")) for i in report.inputs or []]
+    lines = sum(int(i.get("lines", 0) or 0) for i in report.inputs or [])
+    b.append(f"<p class=\"sub\">{esc(', '.join(paths[:6]) + (f' (+{len(paths) - 6} more)' if len(paths) > 6 else ''))}"
+             f" — {lines:,} lines, {report.recognized_lines:,} recognised</p>")
+    b.append("<div class=\"badges\">")
+    if not findings:
+        b.append("<span class=\"badge ok\">no problem found</span>")
+    for key, cls in (("errors", "error"), ("warnings", "warning"), ("infos", "info")):
+        if s.get(key):
+            b.append(f"<span class=\"badge {cls}\">{s[key]} {esc(key if s[key] != 1 else key[:-1])}</span>")
+    if redacted:
+        b.append("<span class=\"badge redacted\">prompts and completions redacted</span>")
+    b.append("</div></header>")
+
+    if findings:
+        b.append("<h2>Summary</h2><ul>")
+        for i, f in enumerate(findings, 1):
+            top = f.causes[0] if f.causes else None
+            cause = f" — most likely <b>{esc(top.id)}</b> ({(_num(top.confidence) or 0):.2f})" if top else ""
+            b.append(f"<li><span class=\"sev sev-{esc(f.severity)}\">{esc(f.severity)}</span> "
+                     f"<a href=\"#f-{i}\">{esc(f.rule)}</a> {esc(f.title)}{cause}</li>")
+        b.append("</ul>")
+    b.append("<h2>Deployment</h2>")
+    b.append(_context_html(c))
+    b.append("<h2>Timeline</h2>")
+    b.append(_timeline_html(charts))
+    b.append(f"<h2>Findings ({len(findings)})</h2>")
+    if findings:
+        b.extend(_finding_html(i, f) for i, f in enumerate(findings, 1))
+    else:
+        b.append("<p>No problem found in what was read.</p>")
+    b.append("<h2>What was read</h2>")
+    b.append(_inputs_html(report))
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    b.append(f"<footer>specdiag {esc(__version__)} · generated {esc(now)} · analysis took "
+             f"{float(report.elapsed_s or 0):.2f} s · self-contained page: no network access</footer>")
+
+    rd = report.to_dict()
+    rd.pop("timeline", None)
+    data = {"report": rd, "charts": charts}
+    scripts = [_asset("uPlot.iife.min.js"), _asset("report.js")] if (charts["groups"] or charts["markers"]) else []
+    kinds = set(KIND_COLORS) | {m["kind"] for m in charts["markers"]}
+    return _page(title, "\n".join(b), data, scripts, _kind_css(sorted(kinds)) + ".k-other{background:#607d8b}\n")
+
+
+def write_html(report: Any, path: str | Path) -> None:
+    """Write the self-contained HTML report for ``report`` to ``path`` (UTF-8)."""
+    Path(path).write_text(render_html(report), encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------------------------ repro
+_CELL_META = {"name", "cell", "toggles", "toggled", "status", "errors", "error", "dir", "runs", "symptoms"}
+
+
+def _cell_fields(cell: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any], list[str]]:
+    name = str(cell.get("name") or cell.get("cell") or "")
+    toggles = cell.get("toggles") if isinstance(cell.get("toggles"), dict) else cell.get("toggled")
+    toggles = toggles if isinstance(toggles, dict) else {}
+    sym = cell.get("symptoms")
+    if not isinstance(sym, dict):
+        sym = {k: v for k, v in cell.items() if k not in _CELL_META}
+    st = cell.get("status")
+    status = [str(x) for x in st] if isinstance(st, (list, tuple)) else ([str(st)] if st not in (None, "") else [])
+    return name, toggles, sym, status
+
+
+def _status_html(status: list[str]) -> str:
+    if not status:
+        return "<span class=\"note\">–</span>"
+    parts = []
+    for s in status:
+        cls = s.lower() if _SAFE_CLASS.match(s.lower()) else "other"
+        parts.append(f"<span class=\"st-{cls}\">{esc(s)}</span>")
+    return " ".join(parts)
+
+
+def _sym_value(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        vals = [x for x in v if x is not None]
+        if not vals:
+            return "–"
+        return " / ".join(_fmt_value(x, 60) for x in vals[:8]) + (" …" if len(vals) > 8 else "")
+    if v is None:
+        return "–"
+    return _fmt_value(v, 120)
+
+
+def _nonempty(v: Any) -> bool:
+    if isinstance(v, (list, tuple)):
+        return any(x not in (None, "", 0, 0.0, [], {}) for x in v)
+    return v not in (None, "", [], {})
+
+
+def render_repro_html(verdict: dict[str, Any]) -> str:
+    """The repro run's page: the verdict, the cell matrix, the per-toggle differential, the plan."""
+    v = verdict if isinstance(verdict, dict) else {}
+    plan = v.get("plan") if isinstance(v.get("plan"), dict) else {}
+    cells = [c for c in (v.get("cells") or []) if isinstance(c, dict)] if isinstance(v.get("cells"), list) else []
+    rows = [_cell_fields(c) for c in cells]
+    name = plan.get("name") or v.get("name") or v.get("preset") or "repro run"
+    b = [f"<header><h1>specdiag repro — {esc(name)}</h1>"]
+    if plan.get("description"):
+        b.append(f"<p class=\"sub\">{esc(plan['description'])}</p>")
+    b.append("</header>")
+
+    concl = v.get("conclusion")
+    concls = [concl] if isinstance(concl, str) and concl else []
+    if isinstance(v.get("conclusions"), list):
+        concls += [str(x) for x in v["conclusions"] if x]
+    b.append("<h2>Verdict</h2>")
+    if concls:
+        b.append("<div class=\"verdict\">" + "".join(f"<p>{esc(x)}</p>" for x in concls) + "</div>")
+    else:
+        b.append("<p class=\"note\">No conclusion was drawn (no usable cells, or no difference between them).</p>")
+    notes = v.get("notes")
+    if isinstance(notes, list) and notes:
+        b.append("<ul>" + "".join(f"<li class=\"note\">{esc(n)}</li>" for n in notes) + "</ul>")
+
+    # ---- the matrix: a grid when two toggles were crossed, else one row per cell
+    keys: list[str] = []
+    for _, tg, _, _ in rows:
+        for k in tg:
+            if k not in keys:
+                keys.append(str(k))
+    sym_keys: list[str] = []
+    for _, _, sym, _ in rows:
+        for k, val in sym.items():
+            if k not in sym_keys and _nonempty(val):
+                sym_keys.append(str(k))
+    b.append(f"<h2>Cells ({len(rows)})</h2>")
+    if len(keys) == 2 and rows:
+        a_vals = list(dict.fromkeys(str(tg.get(keys[0])) for _, tg, _, _ in rows))
+        b_vals = list(dict.fromkeys(str(tg.get(keys[1])) for _, tg, _, _ in rows))
+        grid = [f"<table class=\"grid matrix\"><tr><th>{esc(keys[0])} ↓ / {esc(keys[1])} →</th>"
+                + "".join(f"<th>{esc(x)}</th>" for x in b_vals) + "</tr>"]
+        for av in a_vals:
+            grid.append(f"<tr><th>{esc(av)}</th>")
+            for bv in b_vals:
+                hit = [r for r in rows if str(r[1].get(keys[0])) == av and str(r[1].get(keys[1])) == bv]
+                if not hit:
+                    grid.append("<td class=\"cell note\">not run</td>")
+                    continue
+                _, _, sym, st = hit[0]
+                shown = [k for k in sym_keys if _nonempty(sym.get(k))][:4]
+                detail = "".join(f"<div class=\"mono\">{esc(k)}: {esc(_sym_value(sym.get(k)))}</div>" for k in shown)
+                grid.append(f"<td class=\"cell\">{_status_html(st)}{detail}</td>")
+            grid.append("</tr>")
+        grid.append("</table>")
+        b.append("".join(grid))
+    if rows:
+        head = "<tr><th>cell</th>" + "".join(f"<th>{esc(k)}</th>" for k in keys) + "<th>status</th>" + "".join(
+            f"<th>{esc(k)}</th>" for k in sym_keys) + "</tr>"
+        body = []
+        for nm, tg, sym, st in rows:
+            body.append(f"<tr><td class=\"mono\">{esc(nm)}</td>" + "".join(
+                f"<td>{esc(_fmt_value(tg.get(k, '–'), 80))}</td>" for k in keys) + f"<td>{_status_html(st)}</td>"
+                + "".join(f"<td class=\"mono\">{esc(_sym_value(sym.get(k)))}</td>" for k in sym_keys) + "</tr>")
+        b.append(("<details><summary>every cell and symptom</summary>" if len(keys) == 2 else "")
+                 + f"<table class=\"grid\">{head}{''.join(body)}</table>" + ("</details>" if len(keys) == 2 else ""))
+        errs = [(c.get("name") or c.get("cell"), e) for c in cells
+                for e in (c.get("errors") if isinstance(c.get("errors"), list) else [c.get("error")]) if e]
+        if errs:
+            b.append("<h3>Errors</h3><pre class=\"ev\">" + "\n".join(f"{esc(n)}: {esc(e)}" for n, e in errs) + "</pre>")
+    else:
+        b.append("<p class=\"note\">No cell has finished.</p>")
+
+    diff = v.get("differential")
+    if isinstance(diff, list) and diff:
+        b.append("<h2>Differential</h2><table class=\"grid\"><tr><th>toggle</th><th>symptom</th><th>by value</th>"
+                 "<th>conclusion</th></tr>")
+        for d in diff:
+            if not isinstance(d, dict):
+                continue
+            bv = d.get("by_value")
+            by = "; ".join(f"{k}: {_fmt_value(x, 120)}" for k, x in bv.items()) if isinstance(bv, dict) else ""
+            b.append(f"<tr><td>{esc(d.get('toggle', ''))}</td><td>{esc(d.get('symptom', ''))}</td>"
+                     f"<td class=\"mono\">{esc(by)}</td><td>{esc(d.get('conclusion', ''))}</td></tr>")
+        b.append("</table>")
+
+    info = []
+    if plan:
+        info.append(("plan", {k: x for k, x in plan.items() if k not in ("description",)}))
+    if v.get("device"):
+        info.append(("device", v["device"]))
+    extra = {k: x for k, x in v.items() if k not in ("plan", "device", "cells", "differential", "conclusions",
+                                                     "conclusion", "notes", "results", "schema")}
+    info += list(extra.items())
+    if info:
+        b.append("<h2>Run</h2>" + _kv_rows([(k, x) for k, x in info]))
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    b.append(f"<footer>specdiag {esc(__version__)} · generated {esc(now)} · self-contained page: no network access"
+             "</footer>")
+    return _page(f"specdiag repro — {name}", "\n".join(b), v, [])
+
+
+def write_repro_html(verdict: dict[str, Any], path: str | Path) -> None:
+    """Write the repro run's page (``verdict`` is the verdict dict; unknown or missing keys are tolerated)."""
+    Path(path).write_text(render_repro_html(verdict), encoding="utf-8")
+
+
+__all__ = ["build_chart_data", "downsample", "json_for_script", "render_html", "render_repro_html", "write_html",
+           "write_repro_html"]

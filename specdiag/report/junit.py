@@ -1,0 +1,119 @@
+"""``--format junit``: JUnit XML for GitLab, Jenkins, Buildkite and Azure DevOps test reports.
+
+* One ``<testsuite>`` per input log, one ``<testcase>`` per **enabled** rule (``report.rules_run``), so
+  dashboards show passing checks too ("7 passed, 1 failed").
+* A finding belongs to the suite of the log its first evidence line comes from (a finding without evidence
+  goes to the first suite). Several findings of one rule in one log make one ``<failure>`` that lists them.
+* ``<failure>`` only for findings at or above ``fail_on`` (default ``error``), ``type`` = their severity.
+  **Warnings (and infos) below ``fail_on`` pass**, with the finding in ``<system-out>``: the test report then
+  agrees with the exit code (``--fail-on warning`` turns them into failures). ``fail_on="never"`` passes
+  every case.
+* ``<error>`` only for tool errors: an input that could not be read gets a suite with one ``read input``
+  case that errors. A partly read input (damaged compression) is noted in the suite's ``<system-err>``.
+* Characters XML 1.0 cannot carry (control bytes from damaged logs) are dropped.
+"""
+
+from __future__ import annotations
+
+import re
+import xml.etree.ElementTree as ET
+
+from specdiag.findings import Finding, severity_at_least
+from specdiag.report.model import Report
+from specdiag.report.text import display_path, finding_message, ordered_findings
+
+_INVALID_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+MAX_EVIDENCE = 20
+
+
+def xml_text(s: object) -> str:
+    return _INVALID_XML.sub("", str(s))
+
+
+def _rule_label(code: str) -> tuple[str, str]:
+    from specdiag.analyzers.base import all_rules
+
+    cls = all_rules().get(code)
+    name = getattr(cls, "name", "") if cls else ""
+    family = (getattr(cls, "family", "") if cls else "") or re.sub(r"\d+$", "", code) or code
+    return f"specdiag.{family}", f"{code} {name}".strip()
+
+
+def _finding_text(f: Finding) -> str:
+    lines = [finding_message(f)]
+    for e in f.evidence[:MAX_EVIDENCE]:
+        lines.append(f"{display_path(e.path)}:{e.line}: {e.text}")
+    if len(f.evidence) > MAX_EVIDENCE:
+        lines.append(f"... {len(f.evidence) - MAX_EVIDENCE} more evidence line(s)")
+    lines.append(f"fingerprint: {f.fingerprint}")
+    return "\n".join(lines)
+
+
+def render_junit(report: Report, *, fail_on: str = "error") -> str:
+    findings = ordered_findings(report)
+    inputs = [i.get("path", "") for i in report.inputs]
+    suites_order = list(inputs) or ["specdiag"]
+    by_suite: dict[str, dict[str, list[Finding]]] = {s: {} for s in suites_order}
+    for f in findings:
+        path = f.evidence[0].path if f.evidence else None
+        suite = path if path in by_suite else suites_order[0]
+        by_suite[suite].setdefault(f.rule, []).append(f)
+    partial = {i.get("path", ""): list(i.get("errors") or []) for i in report.inputs}
+
+    root = ET.Element("testsuites", name="specdiag")
+    tot = {"tests": 0, "failures": 0, "errors": 0}
+    codes = list(report.rules_run) or sorted({f.rule for f in findings})
+    time_s = f"{report.elapsed_s:.3f}"
+
+    for suite_name in suites_order:
+        suite = ET.SubElement(root, "testsuite", name=xml_text(display_path(suite_name)))
+        n = {"tests": 0, "failures": 0, "errors": 0}
+        for code in codes:
+            classname, name = _rule_label(code)
+            case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+            n["tests"] += 1
+            fs = by_suite[suite_name].get(code, [])
+            failing = [f for f in fs if fail_on != "never" and severity_at_least(f.severity, fail_on)]
+            if failing:
+                worst = failing[0]
+                msg = (worst.summary or worst.title).strip().splitlines()[0]
+                if len(failing) > 1:
+                    msg += f" (+{len(failing) - 1} more finding(s))"
+                fail = ET.SubElement(case, "failure", message=xml_text(msg[:500]), type=worst.severity)
+                fail.text = xml_text("\n\n".join(_finding_text(f) for f in failing))
+                n["failures"] += 1
+            passing = [f for f in fs if f not in failing]
+            if passing:
+                out = ET.SubElement(case, "system-out")
+                out.text = xml_text("\n\n".join(f"[{f.severity}, below fail-on {fail_on}] {_finding_text(f)}"
+                                                for f in passing))
+        errs = partial.get(suite_name) or []
+        if errs:
+            se = ET.SubElement(suite, "system-err")
+            se.text = xml_text("\n".join(errs))
+        suite.set("tests", str(n["tests"]))
+        suite.set("failures", str(n["failures"]))
+        suite.set("errors", str(n["errors"]))
+        suite.set("skipped", "0")
+        suite.set("time", time_s)
+        for k in tot:
+            tot[k] += n[k]
+
+    for err in getattr(report, "tool_errors", None) or []:
+        path = err.get("path") or "specdiag"
+        suite = ET.SubElement(root, "testsuite", name=xml_text(display_path(path)), tests="1", failures="0",
+                              errors="1", skipped="0", time="0")
+        case = ET.SubElement(suite, "testcase", classname="specdiag.input", name="read input", time="0")
+        e = ET.SubElement(case, "error", message=xml_text(err["message"][:500]), type="input-error")
+        e.text = xml_text(err["message"])
+        tot["tests"] += 1
+        tot["errors"] += 1
+
+    for k, v in tot.items():
+        root.set(k, str(v))
+    root.set("time", time_s)
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+__all__ = ["render_junit", "xml_text"]
