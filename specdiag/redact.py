@@ -31,11 +31,14 @@ ID_KEYS = ("prompt_token_ids", "output_token_ids", "token_ids", "prompt_ids", "o
 _KEYS = "|".join(sorted(TEXT_KEYS, key=len, reverse=True))
 _ID_KEYS = "|".join(sorted(ID_KEYS, key=len, reverse=True))
 # a Python/JSON string literal, closed or running to the end of the text (a truncated line)
-_LIT = r"""'(?:[^'\\]|\\.)*(?:'|\\?$)|"(?:[^"\\]|\\.)*(?:"|\\?$)"""
+_LIT = r"""'[^'\\]*(?:\\.[^'\\]*)*(?:'|\\?$)|"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?$)"""
 # a flat list (of strings or numbers), closed or truncated
-_LIST = r"""\[(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\]'"])*(?:\]|$)"""
+_LIST = r"""(?!\[redacted: )\[[^\]'"]*(?:(?:'[^'\\]*(?:\\.[^'\\]*)*'|"[^"\\]*(?:\\.[^"\\]*)*")[^\]'"]*)*(?:\]|$)"""
+# a list of string literals (a batch of prompts), closed or truncated
+_Q = r"""(?:'[^'\\]*(?:\\.[^'\\]*)*'|"[^"\\]*(?:\\.[^"\\]*)*")"""
+_STRLIST = rf"""\[\s*{_Q}(?:\s*,\s*{_Q})*\s*,?\s*(?:\]|$)"""
 _TEXT_RE = re.compile(
-    rf"""(?P<pre>(?<![\w.])(?P<q>['"]?)(?:{_KEYS})(?P=q)\s*[:=]\s*)(?P<val>{_LIT}|{_LIST})""", re.S)
+    rf"""(?P<pre>(?<![\w.])(?P<q>['"]?)(?:{_KEYS})(?P=q)\s*[:=]\s*)(?P<val>{_LIT}|{_STRLIST}|\[\s*['"].*$)""", re.S)
 _IDS_RE = re.compile(
     rf"""(?P<pre>(?<![\w.])(?P<q>['"]?)(?:{_ID_KEYS})(?P=q)\s*[:=]\s*)(?P<val>{_LIST})""", re.S)
 _SENSITIVE_KEYS = set(TEXT_KEYS) | set(ID_KEYS)

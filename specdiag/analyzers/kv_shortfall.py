@@ -491,6 +491,9 @@ class RetrievalShortfall(Rule):
             b.rule_out("remote-backend-loss", "no remote_url or storage plugin in the LMCache config")
         elif remote_cfg:
             b.support("remote-backend-loss", 2, f"remote backend configured ({cfg.get('remote_url') or 'storage plugin'}); remote backends cannot pin")
+            if cfg.get("local_cpu") is False and not cfg.get("local_disk"):
+                b.oppose("lookup-retrieve-eviction", 6, "no local tier: chunks live only in the remote store, whose "
+                         "evictions are remote-backend-loss")
             if cfg.get("local_cpu") is True:
                 b.oppose("remote-backend-loss", 2, "a local CPU tier sits in front of the remote store")
         if redis_ev:

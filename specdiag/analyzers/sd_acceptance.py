@@ -18,6 +18,7 @@ from specdiag.analyzers.sd_common import (
     pct,
     pooled_length,
     pooled_rate,
+    rnd,
     schedule_lookup,
     schedule_of,
     span,
@@ -314,7 +315,7 @@ class ZeroAcceptance(SpecSeriesRule):
             meas = {"engine": label, "method": method, "num_speculative_tokens": kmax_of(ctx),
                     "zero_intervals": len(zero), "spec_intervals": len(spec), "drafted_tokens": zdr,
                     "accepted_tokens": acc, "acceptance_rate": round(rate or 0.0, 4),
-                    "mean_acceptance_length": pooled_length(zero), "kv_role": ctx.kv_role,
+                    "mean_acceptance_length": rnd(pooled_length(zero)), "kv_role": ctx.kv_role,
                     "external_prefix_cache_hit_rate": None if ext_mean is None else round(ext_mean, 4),
                     "lmcache_retrieves": self.conn.retrieves}
             out.append(Finding(
@@ -400,8 +401,8 @@ class LowAcceptanceFromStart(SpecSeriesRule):
                          f"{len(head)}. [{DEFINITIONS}]"),
                 count=len(spec), evidence=[ev_of(spec[0]), ev_of(spec[-1])],
                 measurements={"engine": label, "method": method, "acceptance_rate": round(rate, 4),
-                              "mean_acceptance_length": length, "drafted_tokens": dr, "accepted_tokens": acc,
-                              "intervals": len(spec), "acceptance_first_intervals": rh,
+                              "mean_acceptance_length": rnd(length), "drafted_tokens": dr, "accepted_tokens": acc,
+                              "intervals": len(spec), "acceptance_first_intervals": rnd(rh, 4),
                               "draft_model": (ctx.speculative or {}).get("model"), "target_model": ctx.model},
                 causes=causes, identity=f"{label}|{method}", first_seen=spec[0].t,
                 next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],

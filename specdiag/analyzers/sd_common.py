@@ -173,9 +173,25 @@ def ev_of(iv: Interval, spec: bool = True) -> Evidence:
 def span(items: list[Interval]) -> str:
     if not items:
         return "-"
+    a = items[0]
+    return short_span(items) if len(items) > 1 else f"{fmt_time(a.t)} (line {a.evidence_rec().line})"
+
+
+def short_span(items: list[Interval]) -> str:
+    """``2026-03-14 09:01:00–09:01:20 (lines 17–19, 3 intervals)``."""
+    if not items:
+        return "-"
     a, b = items[0], items[-1]
+    ta, tb = fmt_time(a.t), fmt_time(b.t)
+    if ta[:10] == tb[:10] and len(tb) > 11:
+        tb = tb[11:]
     la, lb = a.evidence_rec().line, b.evidence_rec().line
-    return f"{fmt_time(a.t)} → {fmt_time(b.t)} (lines {la}–{lb}, {sum(iv.n for iv in items)} intervals)"
+    n = sum(iv.n for iv in items)
+    return f"{ta}–{tb} (lines {la}–{lb}, {n} interval{'s' if n != 1 else ''})" if n > 1 else f"{ta} (line {la})"
+
+
+def rnd(x: float | None, nd: int = 3) -> float | None:
+    return None if x is None else round(x, nd)
 
 
 def pct(x: float | None) -> str:

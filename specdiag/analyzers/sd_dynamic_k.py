@@ -23,6 +23,7 @@ from specdiag.analyzers.sd_common import (
     pct,
     pooled_length,
     pooled_rate,
+    rnd,
     schedule_lookup,
     schedule_of,
     span,
@@ -214,15 +215,15 @@ class AcceptanceAfterKZero(_ScheduleRule):
             evidence += [ev_of(base[0])]
             meas = {
                 "engine": label, "method": method, "schedule": sched, "num_speculative_tokens": kmax,
-                "k0_stretches": [{"from": span(items[s:s + 1]), "to": span(items[e:e + 1]), "intervals": e - s + 1,
-                                  "running": sorted({iv.running for iv in items[s:e + 1] if iv.running is not None})}
+                "k0_stretches": [f"{span(items[s:e + 1])}, running "
+                                 f"{sorted({iv.running for iv in items[s:e + 1] if iv.running is not None})}"
                                  for s, e in runs[:20]],
                 "k0_intervals": sum(e - s + 1 for s, e in runs),
                 "after_intervals": len(post), "baseline_intervals": len(base),
                 "acceptance_after_k0": round(rp, 4), "acceptance_baseline": round(rb, 4),
-                "mean_length_after_k0": pooled_length(post), "mean_length_baseline": pooled_length(base),
+                "mean_length_after_k0": rnd(pooled_length(post)), "mean_length_baseline": rnd(pooled_length(base)),
                 "drafted_after_k0": dp, "drafted_baseline": db, "margin_mad": round(margin, 2),
-                "after_k0_intervals": [span([iv]) for iv in post[:20]],
+                "after_k0_intervals": [f"{span([iv])}: {pct(iv.acceptance)}" for iv in post[:20]],
             }
             out.append(Finding(
                 rule=self.code, severity="warning", title=self.title, summary=summary, count=len(post),

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import bz2
 import glob
-import io
 import lzma
 import os
 import sys
@@ -64,16 +63,20 @@ def _detect(head: bytes) -> str | None:
     return None
 
 
-class _GzipMembers(io.RawIOBase):
-    """Streams concatenated gzip members (as written by log rotation tools) with zlib directly."""
+class _GzipMembers:
+    """Streams concatenated gzip members (as written by log rotation tools) with zlib directly.
+
+    A stream that ends before its end-of-stream marker raises EOFError after everything that could be
+    decompressed was returned, so a truncated archive still yields its good part.
+    """
 
     def __init__(self, raw) -> None:
         self._raw = raw
         self._d = zlib.decompressobj(zlib.MAX_WBITS | 16)
         self._eof = False
 
-    def readable(self) -> bool:
-        return True
+    def close(self) -> None:
+        self._raw.close()
 
     def read(self, n: int = -1) -> bytes:
         while not self._eof:
@@ -125,7 +128,7 @@ class Source:
         kind = _detect(head)
         self.stats.compression = kind
         if kind == "gzip":
-            return io.BufferedReader(_GzipMembers(raw), buffer_size=BLOCK_SIZE)
+            return _GzipMembers(raw)
         if kind == "bz2":
             return bz2.BZ2File(raw)
         if kind == "xz":

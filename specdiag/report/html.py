@@ -33,11 +33,15 @@ ASSETS = Path(__file__).parent / "assets"
 MAX_POINTS = 2000
 MAX_MARKERS = 3000
 MAX_MARKER_ROWS = 500
+#: causes shown in full in a finding; the rest fold into "also weighed"
+TOP_CAUSES = 4
 
 #: chart groups in page order: (id, title, series base names)
 SERIES_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("acceptance", "Speculative decoding: acceptance",
      ("mean_acceptance_length", "draft_acceptance_rate", "per_position_acceptance")),
+    ("drafts", "Speculative decoding: drafted and accepted tokens per interval",
+     ("drafted_tokens", "accepted_tokens")),
     ("cache", "Prefix cache hit rate (local and external / LMCache)",
      ("prefix_cache_hit_rate", "external_prefix_cache_hit_rate")),
     ("throughput", "Throughput", ("prompt_throughput", "generation_throughput")),
@@ -260,12 +264,17 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
         raw_markers.append({"t": round(_num(m["t"]), 3), "kind": str(m.get("kind") or "event"),
                             "label": str(m.get("label") or ""), "rank": m.get("rank") or None,
                             "rule": m.get("rule") or None})
-    have = {(m["kind"], m["rule"]) for m in raw_markers}
     for f in getattr(report, "findings", None) or []:
         t = _num(getattr(f, "first_seen", None))
-        if t is None or ("finding", f.rule) in have:
+        if t is None:
             continue
-        for rank in _marker_rank(f):
+        ranks = _marker_rank(f)
+        same = [m for m in raw_markers if m["kind"] == "finding" and m["rule"] == f.rule]
+        if same and ranks == [None]:
+            continue  # the timeline already marks it
+        # put the finding on the lanes of the ranks it names (the timeline's marker has no rank)
+        raw_markers = [m for m in raw_markers if not (m in same and m["rank"] is None)]
+        for rank in ranks:
             raw_markers.append({"t": round(t, 3), "kind": "finding", "label": f"{f.rule}: {f.title}",
                                 "rank": rank, "rule": f.rule})
     seen = set()
@@ -279,7 +288,7 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
         seen.add(key)
         m["lane"] = m["rank"] or "all"
         markers.append(m)
-    total_markers = len(markers)
+    total_markers = len(markers) + int(_num(timeline.get("markers_dropped") if isinstance(timeline, dict) else 0) or 0)
     if total_markers > MAX_MARKERS:
         step = total_markers / MAX_MARKERS
         keep = {round(i * step) for i in range(MAX_MARKERS)}
@@ -337,7 +346,7 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
     lanes += sorted({m["lane"] for m in markers if m["lane"] != "all"}, key=_natural)
     note = ""
     if len(markers) < total_markers:
-        note = f"{len(markers):,} of {total_markers:,} events drawn (evenly sampled; every finding kept)."
+        note = f"{len(markers):,} of {total_markers:,} events drawn (sampled; every finding kept)."
     kind_colors = dict(KIND_COLORS)
     for m in markers:
         kind_colors.setdefault(m["kind"], OTHER_KIND_COLOR)
@@ -500,6 +509,10 @@ def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
         h.append("<h3>Causes, ranked by the evidence</h3><table class=\"grid causes\"><tr><th>#</th><th>cause</th>"
                  "<th>confidence</th><th>for / against</th><th>fix · confirm with</th></tr>")
         for j, c in enumerate(f.causes, 1):
+            if j == TOP_CAUSES + 1 and len(f.causes) > TOP_CAUSES + 1:
+                h.append("</table>")
+                h.append(f"<details><summary>also weighed: {len(f.causes) - TOP_CAUSES} less likely causes</summary>"
+                         "<table class=\"grid causes\">")
             conf = _num(c.confidence) or 0.0
             why = "".join(f"<li class=\"for\">{esc(s)}</li>" for s in c.for_)
             why += "".join(f"<li class=\"against\">{esc(s)}</li>" for s in c.against)
@@ -508,7 +521,7 @@ def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
             h.append(f"<tr class=\"{'top' if j == 1 else ''}\"><td>{j}</td><td><b>{esc(c.id)}</b></td>"
                      f"<td class=\"conf\"><meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
                      f"<td><ul>{why}</ul></td><td>{fix}</td></tr>")
-        h.append("</table>")
+        h.append("</table>" + ("</details>" if len(f.causes) > TOP_CAUSES + 1 else ""))
     if f.evidence:
         shown = f.evidence[:verbose_evidence]
         lines = "\n".join(f"<span class=\"loc\">{esc(e.path)}:{esc(e.line)}</span>  {esc(e.text)}" for e in shown)

@@ -88,6 +88,13 @@
       ticks: { show: false }, values: function (u, splits) { return splits.map(function () { return ""; }); } };
   }
 
+  function zeroBased(u, mn, mx) {
+    if (mn == null || mx == null) { return [0, 1]; }
+    var lo = Math.min(0, mn), hi = Math.max(0, mx);
+    if (hi === lo) { hi = lo + 1; }
+    return uPlot.rangeNum(lo, hi, 0.1, true);
+  }
+
   function width(box) { return Math.max(320, box.clientWidth - 8); }
 
   function addSection(title, note) {
@@ -142,7 +149,8 @@
     var scales = { x: { time: true } };
     units.forEach(function (unit) {
       var r = (g.ranges || {})[unit];
-      scales[unit || "_"] = r ? { range: r } : { auto: true };
+      // counts, rates and throughputs are compared from zero, so that a fall looks like one
+      scales[unit || "_"] = r ? { range: r } : { range: zeroBased };
     });
     var opts = {
       width: width(box),
@@ -180,13 +188,22 @@
         var lane = laneIndex[m.lane];
         if (lane == null) { return; }
         var y = u.valToPos(lane, "y", true);
-        ctx.fillStyle = kindColors[m.kind] || "#888";
-        ctx.strokeStyle = "#fff";
-        ctx.lineWidth = uPlot.pxRatio;
+        var color = kindColors[m.kind] || "#888";
         ctx.beginPath();
-        ctx.arc(x, y, 5 * uPlot.pxRatio, 0, 2 * Math.PI);
-        ctx.fill();
-        ctx.stroke();
+        if (m.kind === "finding") {
+          // a ring, so that the event it points at (same time, same rank) stays visible inside it
+          ctx.strokeStyle = color;
+          ctx.lineWidth = 2 * uPlot.pxRatio;
+          ctx.arc(x, y, 8 * uPlot.pxRatio, 0, 2 * Math.PI);
+          ctx.stroke();
+        } else {
+          ctx.fillStyle = color;
+          ctx.strokeStyle = "#fff";
+          ctx.lineWidth = uPlot.pxRatio;
+          ctx.arc(x, y, 4.5 * uPlot.pxRatio, 0, 2 * Math.PI);
+          ctx.fill();
+          ctx.stroke();
+        }
       });
       ctx.restore();
       drawMarkerLines(u);

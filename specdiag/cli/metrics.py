@@ -1,0 +1,93 @@
+"""``specdiag metrics LOG...``: the stats / SpecDecoding time series as a table, CSV, JSON or Parquet."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from specdiag.cli.common import EXIT_NO_RECOGNISED, fail, read_inputs_or_stdin
+
+FORMATS = ("table", "csv", "json", "parquet")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("metrics", help="Export per-interval vLLM stats and SpecDecoding metrics (table|csv|json|parquet).")(
+        metrics_cmd)
+
+
+def metrics_cmd(
+    paths: list[str] = typer.Argument(None, help="Log files, folders, globs or '-' for stdin.", show_default=False),
+    fmt: str = typer.Option("table", "--format", "-f", help="table | csv | json | parquet (parquet needs -o)."),
+    output: str = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
+    engine: str = typer.Option(None, "--engine", help="Only the engine whose label contains this text."),
+    stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin."),
+) -> None:
+    if fmt not in FORMATS:
+        fail(f"unknown --format {fmt!r} ({', '.join(FORMATS)})")
+    if fmt == "parquet" and not output:
+        fail("--format parquet needs -o FILE")
+    from specdiag.ingest import InputError
+    from specdiag.metrics.collect import collect
+
+    inputs = read_inputs_or_stdin(paths)
+    try:
+        col = collect(inputs, stdin_name=stdin_name)
+    except InputError as e:
+        fail(str(e))
+    engines = col.engines()
+    if engine:
+        engines = [(label, items) for label, items in engines if engine in label]
+    from specdiag.metrics.frames import to_frame, write_frame
+
+    df = to_frame(engines)
+    if fmt == "table":
+        text = _table(df, engines)
+        if output:
+            try:
+                with open(output, "w", encoding="utf-8") as fh:
+                    fh.write(text)
+            except OSError as e:
+                fail(f"{output}: cannot write ({e.strerror or e})")
+        else:
+            sys.stdout.write(text)
+    else:
+        try:
+            res = write_frame(df, fmt, output)
+        except ValueError as e:
+            fail(str(e))
+        except OSError as e:
+            fail(f"{output}: cannot write ({e.strerror or e})")
+        if res is not None:
+            sys.stdout.write(res)
+    if df.empty:
+        sys.stderr.write("specdiag: no stats or SpecDecoding line found in the input\n")
+        raise typer.Exit(EXIT_NO_RECOGNISED)
+
+
+def _table(df, engines) -> str:
+    from specdiag.metrics.sparkline import sparkline
+
+    if df.empty:
+        return "no stats or SpecDecoding lines\n"
+    show = ["time", "engine", "running_reqs", "waiting_reqs", "kv_cache_usage", "prefix_cache_hit_rate",
+            "external_prefix_cache_hit_rate", "drafted_tokens", "accepted_tokens", "draft_acceptance_rate",
+            "mean_acceptance_length"]
+    view = df[[c for c in show if c in df.columns]].copy()
+    for c in ("kv_cache_usage", "prefix_cache_hit_rate", "external_prefix_cache_hit_rate", "draft_acceptance_rate"):
+        view[c] = view[c].map(lambda x: "" if x != x else f"{x:.1%}")
+    for c in ("running_reqs", "waiting_reqs", "drafted_tokens", "accepted_tokens"):
+        view[c] = view[c].map(lambda x: "" if x != x else f"{int(x)}")
+    view["mean_acceptance_length"] = view["mean_acceptance_length"].map(lambda x: "" if x != x else f"{x:.2f}")
+    view.columns = ["time", "engine", "run", "wait", "kv", "prefix", "ext", "drafted", "accepted", "accept", "mal"]
+    lines = [view.to_string(index=False), ""]
+    for label, items in engines:
+        acc = [iv.acceptance for iv in items]
+        if any(a is not None for a in acc):
+            acc_tot = sum(iv.acc or 0 for iv in items)
+            dr_tot = sum(iv.dr or 0 for iv in items)
+            lines.append(f"{label}: acceptance {sparkline(acc, 60, 0.0, 1.0)}  "
+                         f"{acc_tot}/{dr_tot} = {acc_tot / dr_tot:.1%} over {sum(1 for a in acc if a is not None)} intervals"
+                         if dr_tot else f"{label}: no drafts")
+    lines.append("acceptance = Accepted/Drafted draft tokens; mal = mean acceptance length = 1 + Accepted/num_drafts")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,22 @@
+"""A light pipeline for ``specdiag metrics``: inputs → records → events → MetricsCollector (no rules)."""
+
+from __future__ import annotations
+
+from specdiag.metrics.collector import MetricsCollector
+
+
+def collect(paths: list[str], stdin_name: str = "-", cap: int = 10_000_000) -> MetricsCollector:
+    from specdiag.events import default_matcher
+    from specdiag.ingest import expand_inputs, iter_records
+
+    col = MetricsCollector(cap=cap)
+    matcher = default_matcher()
+    wanted = col.events
+    for src in expand_inputs(paths, stdin_name=stdin_name):
+        for rec in iter_records(src):
+            if rec.kind != "vllm" and rec.kind != "lmcache":
+                continue
+            ev = matcher.match(rec)
+            if ev is not None and ev.id in wanted:
+                col.observe(ev)
+    return col

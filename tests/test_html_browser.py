@@ -1,0 +1,464 @@
+"""The HTML report in a real browser: headless Chromium, network off, driven over the DevTools protocol.
+
+Chromium comes from the distribution (``scripts/install-chromium.sh``: ``apt-get install chromium``); the
+tests skip, saying so, when it is absent. The DevTools client below talks to Chromium over
+``--remote-debugging-pipe`` (file descriptors 3 and 4, NUL-separated JSON), so it needs nothing beyond the
+standard library — no Playwright, no websocket package, no browser download.
+
+Run as a script to take the documentation screenshot::
+
+    .venv/bin/python tests/test_html_browser.py examples/tp8-shortfall/serve.log --out docs/images/report.png
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+CORPUS = Path(os.environ.get("SPECDIAG_CORPUS", "/work/shared/corpus"))
+EVIL_SCRIPT = "<script>alert(1)</script>"
+EVIL_IMG = '"><img src=x onerror=alert(1)>'
+
+FLAGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--disable-default-apps", "--disable-extensions", "--no-default-browser-check", "--mute-audio",
+    "--disable-features=MediaRouter,OptimizationHints,Translate,AutofillServerCommunication",
+    # belt and braces: any connection that does get attempted goes to a dead proxy
+    "--proxy-server=http://127.0.0.1:9", "--proxy-bypass-list=<-loopback>",
+    "--hide-scrollbars", "--force-device-scale-factor=1",
+]
+
+
+def find_chromium() -> str | None:
+    env = os.environ.get("SPECDIAG_CHROMIUM")
+    if env:
+        return env if Path(env).exists() else None
+    for name in ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable"):
+        p = shutil.which(name)
+        if p:
+            return p
+    return None
+
+
+class Browser:
+    """A minimal Chrome DevTools protocol client over ``--remote-debugging-pipe``."""
+
+    def __init__(self, exe: str, timeout: float = 30.0) -> None:
+        self.timeout = timeout
+        self.udd = tempfile.mkdtemp(prefix="specdiag-chromium-")
+        to_chrome_r, to_chrome_w = os.pipe()
+        from_chrome_r, from_chrome_w = os.pipe()
+        # high copies (so dup2 onto 3 and 4 cannot clobber them), moved onto fds 3 and 4 just before exec
+        child_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 20)
+        child_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 20)
+        for fd in (to_chrome_r, from_chrome_w):
+            os.close(fd)
+
+        def preexec() -> None:  # runs in the child
+            os.dup2(child_r, 3)
+            os.dup2(child_w, 4)
+
+        self.proc = subprocess.Popen(
+            [exe, *FLAGS, "--remote-debugging-pipe", f"--user-data-dir={self.udd}", "about:blank"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            # close_fds=False: Python's own descriptors are non-inheritable anyway, and closing would also
+            # close 3 and 4 after preexec_fn has put the pipes there
+            close_fds=False, preexec_fn=preexec, env={**os.environ, "DBUS_SESSION_BUS_ADDRESS": ""},
+        )
+        os.close(child_r)
+        os.close(child_w)
+        self._w = to_chrome_w
+        self._r = from_chrome_r
+        self._next = 0
+        self._q: queue.Queue = queue.Queue()
+        self.events: list[dict[str, Any]] = []
+        self.targets: dict[str, str] = {}
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        buf = b""
+        while True:
+            try:
+                chunk = os.read(self._r, 1 << 16)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                self._q.put(None)
+                return
+            buf += chunk
+            while b"\0" in buf:
+                msg, buf = buf.split(b"\0", 1)
+                self._q.put(json.loads(msg))
+
+    def _pump(self, until: float) -> dict[str, Any] | None:
+        try:
+            msg = self._q.get(timeout=max(0.0, until - time.monotonic()))
+        except queue.Empty:
+            return None
+        if msg is None:
+            raise RuntimeError("Chromium closed the DevTools pipe")
+        return msg
+
+    def _on_event(self, msg: dict[str, Any]) -> None:
+        self.events.append(msg)
+        if msg.get("method") == "Page.javascriptDialogOpening" and msg.get("sessionId"):
+            # never leave a dialog blocking the page; the test fails on the recorded event anyway
+            self.send("Page.handleJavaScriptDialog", {"accept": True}, session=msg["sessionId"], wait=False)
+
+    def send(self, method: str, params: dict[str, Any] | None = None, session: str | None = None,
+             wait: bool = True) -> dict[str, Any]:
+        self._next += 1
+        mid = self._next
+        msg: dict[str, Any] = {"id": mid, "method": method, "params": params or {}}
+        if session:
+            msg["sessionId"] = session
+        os.write(self._w, json.dumps(msg).encode() + b"\0")
+        if not wait:
+            return {}
+        until = time.monotonic() + self.timeout
+        while time.monotonic() < until:
+            m = self._pump(until)
+            if m is None:
+                break
+            if m.get("id") == mid:
+                if "error" in m:
+                    raise RuntimeError(f"{method}: {m['error']}")
+                return m.get("result", {})
+            if "method" in m:
+                self._on_event(m)
+        raise TimeoutError(method)
+
+    def wait_event(self, method: str, session: str, timeout: float | None = None) -> dict[str, Any]:
+        for m in self.events:
+            if m.get("method") == method and m.get("sessionId") == session and not m.get("_seen"):
+                m["_seen"] = True
+                return m
+        until = time.monotonic() + (timeout or self.timeout)
+        while time.monotonic() < until:
+            m = self._pump(until)
+            if m is None:
+                break
+            if "method" in m:
+                self._on_event(m)
+                if m["method"] == method and m.get("sessionId") == session:
+                    m["_seen"] = True
+                    return m
+        raise TimeoutError(method)
+
+    def settle(self, seconds: float) -> None:
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            m = self._pump(until)
+            if m is not None and "method" in m:
+                self._on_event(m)
+
+    def open_page(self, width: int = 1280, height: int = 900) -> str:
+        target = self.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+        session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
+        self.targets[session] = target
+        for method in ("Page.enable", "Runtime.enable", "Log.enable", "Network.enable"):
+            self.send(method, session=session)
+        self.send("Network.emulateNetworkConditions", {"offline": True, "latency": 0, "downloadThroughput": -1,
+                                                       "uploadThroughput": -1}, session=session)
+        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1,
+                                                         "mobile": False}, session=session)
+        # injected by the debugger, so it is not subject to the page's CSP: records CSP violations
+        self.send("Page.addScriptToEvaluateOnNewDocument", {"source": (
+            "window.__csp = []; document.addEventListener('securitypolicyviolation', "
+            "e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));")}, session=session)
+        return session
+
+    def load(self, session: str, url: str) -> None:
+        self.send("Page.navigate", {"url": url}, session=session)
+        self.wait_event("Page.loadEventFired", session)
+        self.settle(0.3)
+
+    def evaluate(self, session: str, expr: str) -> Any:
+        r = self.send("Runtime.evaluate", {"expression": expr, "returnByValue": True, "awaitPromise": True},
+                      session=session)
+        if "exceptionDetails" in r:
+            raise RuntimeError(f"evaluate failed: {r['exceptionDetails']}")
+        return r["result"].get("value")
+
+    def screenshot(self, session: str, path: Path, width: int = 1280, max_height: int = 4000, top: int = 0) -> None:
+        import base64
+
+        h = int(self.evaluate(session, "document.documentElement.scrollHeight"))
+        self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": h, "deviceScaleFactor": 1,
+                                                         "mobile": False}, session=session)
+        self.settle(0.5)
+        clip = {"x": 0, "y": top, "width": width, "height": max(1, min(h - top, max_height)), "scale": 1}
+        png = self.send("Page.captureScreenshot", {"format": "png", "clip": clip, "captureBeyondViewport": True},
+                        session=session)["data"]
+        path.write_bytes(base64.b64decode(png))
+
+    def close(self) -> None:
+        try:
+            self.send("Browser.close", wait=False)
+            self.proc.wait(timeout=10)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        for fd in (self._w, self._r):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        shutil.rmtree(self.udd, ignore_errors=True)
+
+
+# what the page must look like once loaded: returned as one JSON-able object
+PAGE_PROBE = r"""
+(() => {
+  const canvases = [];
+  document.querySelectorAll('#charts .chart').forEach(ch => {
+    const c = ch.querySelector('canvas');
+    let colored = 0, painted = 0;
+    if (c) {
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+      for (let i = 0; i < d.length; i += 4) {
+        if (d[i + 3] === 0) continue;
+        painted++;
+        const mx = Math.max(d[i], d[i + 1], d[i + 2]), mn = Math.min(d[i], d[i + 1], d[i + 2]);
+        if (mx - mn > 60) colored++;
+      }
+    }
+    canvases.push({title: ch.querySelector('h3').textContent, width: c ? c.width : 0,
+                   height: c ? c.height : 0, painted, colored});
+  });
+  let data = null;
+  try { data = JSON.parse(document.getElementById('specdiag-data').textContent); } catch (e) {}
+  return {
+    charts: canvases,
+    expected_charts: data && data.charts ? data.charts.groups.length + (data.charts.markers.length ? 1 : 0) : 0,
+    text: document.body.innerText,
+    imgs: document.querySelectorAll('img').length,
+    scripts: document.querySelectorAll('script').length,
+    exec_scripts: document.querySelectorAll('script:not([type="application/json"])').length,
+    csp: window.__csp || [],
+    pwned: window.__pwned || null,
+  };
+})()
+"""
+
+
+def check_page(b: Browser, html_path: Path) -> dict[str, Any]:
+    """Open the file and return the probe plus every problem seen (console, requests, dialogs, CSP)."""
+    session = b.open_page()
+    first = len(b.events)
+    url = html_path.resolve().as_uri()
+    b.load(session, url)
+    probe = b.evaluate(session, PAGE_PROBE)
+    evs = [e for e in b.events[first:] if e.get("sessionId") == session]
+    problems = []
+    for e in evs:
+        m, p = e["method"], e.get("params", {})
+        if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert", "warning"):
+            problems.append(f"console.{p['type']}: {[a.get('value', a.get('description')) for a in p.get('args', [])]}")
+        elif m == "Runtime.exceptionThrown":
+            problems.append(f"exception: {p.get('exceptionDetails', {}).get('text')} "
+                            f"{p.get('exceptionDetails', {}).get('exception', {}).get('description')}")
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") in ("error", "warning"):
+            problems.append(f"log {p['entry']['level']}: {p['entry'].get('text')} {p['entry'].get('url', '')}")
+        elif m == "Network.requestWillBeSent" and p.get("request", {}).get("url") != url:
+            problems.append(f"request: {p['request']['url']}")
+        elif m == "Network.loadingFailed":
+            problems.append(f"loading failed: {p.get('errorText')}")
+        elif m == "Page.javascriptDialogOpening":
+            problems.append(f"dialog: {p.get('type')} {p.get('message')!r}")
+    problems += [f"CSP violation: {v}" for v in probe["csp"]]
+    b.send("Target.closeTarget", {"targetId": b.targets.pop(session)})
+    probe["problems"] = problems
+    return probe
+
+
+# --------------------------------------------------------------------------------------------------- tests
+CHROMIUM = find_chromium()
+needs_chromium = pytest.mark.skipif(
+    CHROMIUM is None, reason="Chromium not installed (run scripts/install-chromium.sh: apt-get install chromium)")
+
+
+@pytest.fixture(scope="module")
+def browser():
+    b = Browser(CHROMIUM)
+    try:
+        yield b
+    finally:
+        b.close()
+
+
+def _corpus_logs() -> list[Path]:
+    names = ["tp4-cpu-eviction-vllm011/vllm.log", "spec-zero-acceptance-kv-consumer/decode.log",
+             "real-cpu-redis-flushall-shortfall/vllm.log", "clean-healthy-ngram-tp2/vllm.log"]
+    return [CORPUS / n for n in names if (CORPUS / n).exists()]
+
+
+def _evil_log(tmp: Path) -> Path:
+    """A corpus log whose evidence lines and an unrecognised warning carry markup and script."""
+    src = CORPUS / "tp4-cpu-eviction-vllm011" / "vllm.log"
+    lines = src.read_text(encoding="utf-8", errors="replace").splitlines(keepends=True)
+    out = []
+    for ln in lines:
+        if "The number of retrieved tokens is less than the expected" in ln or "Local cpu memory under pressure" in ln:
+            ln = ln.rstrip("\n") + f" {EVIL_SCRIPT} {EVIL_IMG}\n"
+        out.append(ln)
+    out.append(f"(APIServer pid=1) WARNING 10-21 09:19:00 [x.py:1] weird {EVIL_SCRIPT} {EVIL_IMG} line\n")
+    p = tmp / "evil.log"
+    p.write_text("".join(out), encoding="utf-8")
+    return p
+
+
+@needs_chromium
+def test_corpus_reports_in_chromium(browser, tmp_path):
+    from specdiag.engine import analyze
+    from specdiag.report.html import write_html
+
+    logs = _corpus_logs()
+    if not logs:
+        pytest.skip(f"corpus not found at {CORPUS}")
+    drawn = 0
+    for log in logs:
+        out = tmp_path / (log.parent.name + ".html")
+        write_html(analyze([str(log)]), out)
+        probe = check_page(browser, out)
+        assert probe["problems"] == [], (log, probe["problems"])
+        assert len(probe["charts"]) == probe["expected_charts"], (log, probe["charts"])
+        for ch in probe["charts"]:
+            assert ch["width"] > 300 and ch["height"] > 50, (log, ch)
+            assert ch["colored"] > 30, (log, ch)  # series lines or event dots, not just axes and grid
+        drawn += len(probe["charts"])
+        assert "specdiag incident report" in probe["text"]
+    assert drawn > 0, "no corpus report drew a chart"
+
+
+@needs_chromium
+def test_synthetic_timeline_draws_every_chart(browser, tmp_path):
+    from test_html import rich_report
+
+    from specdiag.report.html import write_html
+
+    out = tmp_path / "synthetic.html"
+    write_html(rich_report(), out)
+    probe = check_page(browser, out)
+    assert probe["problems"] == []
+    titles = [c["title"] for c in probe["charts"]]
+    assert len(titles) == probe["expected_charts"] >= 6, titles
+    assert any("acceptance" in t for t in titles) and any("Events" in t for t in titles)
+    for ch in probe["charts"]:
+        assert ch["colored"] > 100, ch
+
+
+@needs_chromium
+def test_log_markup_shows_as_text_and_runs_nothing(browser, tmp_path):
+    from specdiag.engine import analyze
+    from specdiag.report.html import write_html
+
+    if not (CORPUS / "tp4-cpu-eviction-vllm011" / "vllm.log").exists():
+        pytest.skip(f"corpus not found at {CORPUS}")
+    report = analyze([str(_evil_log(tmp_path))])
+    out = tmp_path / "evil.html"
+    write_html(report, out)
+    probe = check_page(browser, out)
+    assert probe["problems"] == []  # no dialog, no request for "x", no console error, no CSP violation
+    assert EVIL_SCRIPT in probe["text"]
+    assert EVIL_IMG in probe["text"]
+    assert probe["imgs"] == 0
+    assert probe["exec_scripts"] == 2  # uPlot and the report's own script, nothing else
+
+
+@needs_chromium
+def test_harness_sees_what_it_must_catch(browser, tmp_path):
+    """The checks are not blind: unescaped markup shows up as a dialog, a request, a console error, a CSP hit."""
+    raw = tmp_path / "raw.html"
+    raw.write_text(f"<!DOCTYPE html><html><body>{EVIL_IMG}{EVIL_SCRIPT}"
+                   "<script>console.error('boom')</script></body></html>", encoding="utf-8")
+    probs = check_page(browser, raw)["problems"]
+    assert any(p.startswith("dialog:") for p in probs), probs
+    assert any(p.startswith("request:") and p.endswith("/x") for p in probs), probs
+    assert any(p.startswith("console.error") for p in probs), probs
+
+    from specdiag.report.html import render_html
+
+    from test_html import rich_report
+
+    # a script smuggled into our page past the escaping would still be refused by the CSP
+    page = render_html(rich_report()).replace("<main>", f"<main>{EVIL_SCRIPT}{EVIL_IMG}", 1)
+    ours = tmp_path / "smuggled.html"
+    ours.write_text(page, encoding="utf-8")
+    probs = check_page(browser, ours)["problems"]
+    assert not any(p.startswith("dialog:") for p in probs), probs
+    assert any("script-src" in p for p in probs) and any("img-src" in p for p in probs), probs
+
+
+@needs_chromium
+def test_repro_page_in_chromium(browser, tmp_path):
+    from test_html import sample_verdict
+
+    from specdiag.report.html import write_repro_html
+
+    out = tmp_path / "repro.html"
+    v = sample_verdict()
+    v["conclusions"].append(f"note {EVIL_SCRIPT} {EVIL_IMG}")
+    write_repro_html(v, out)
+    probe = check_page(browser, out)
+    assert probe["problems"] == []
+    assert EVIL_SCRIPT in probe["text"] and EVIL_IMG in probe["text"]
+    assert probe["imgs"] == 0 and probe["exec_scripts"] == 0
+    assert "max_local_cpu_size" in probe["text"]
+
+
+# ------------------------------------------------------------------------------------------ screenshot
+def main(argv: list[str]) -> int:
+    import argparse
+
+    from specdiag.engine import analyze
+    from specdiag.report.html import write_html
+
+    ap = argparse.ArgumentParser(description="Render the HTML report of LOG(s) and screenshot it.")
+    ap.add_argument("logs", nargs="+")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--html", help="also keep the HTML here")
+    ap.add_argument("--height", type=int, default=2600)
+    ap.add_argument("--top", type=int, default=0, help="start the picture this many pixels down the page")
+    args = ap.parse_args(argv)
+    exe = find_chromium()
+    if not exe:
+        print("Chromium not found (scripts/install-chromium.sh)", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as d:
+        html_path = Path(args.html or Path(d) / "report.html")
+        write_html(analyze(args.logs), html_path)
+        b = Browser(exe)
+        try:
+            probe = check_page(b, html_path)
+            if probe["problems"]:
+                print("\n".join(probe["problems"]), file=sys.stderr)
+            session = b.open_page()
+            b.load(session, html_path.resolve().as_uri())
+            b.screenshot(session, Path(args.out), max_height=args.height, top=args.top)
+        finally:
+            b.close()
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

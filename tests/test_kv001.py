@@ -1,0 +1,174 @@
+"""KV001: arithmetic, joins across ranks and the cause ranking on logs written for each cause."""
+
+from __future__ import annotations
+
+from logbuilder import config_dump, lmc, lookup, retrieve, shortfall_pair, vllm, write
+
+from specdiag.engine import analyze
+
+REQ = "chatcmpl-3fb0a91c6d2e47b8"
+
+
+def kv001(paths, **kw) -> dict:
+    rep = analyze(paths if isinstance(paths, list) else [paths], **kw).to_dict()
+    found = [f for f in rep["findings"] if f["rule"] == "KV001"]
+    assert found, rep["findings"]
+    return found[0]
+
+
+def base(tp: int = 8, **cfg) -> list[str]:
+    lines = [vllm("non-default args: {'model': 'acme/llm', 'tensor_parallel_size': %d, 'speculative_config': "
+                  "{'method': 'eagle3', 'model': 'acme/eagle3', 'num_speculative_tokens': 3}}" % tp,
+                  loc="api_utils.py:273", proc="APIServer pid=1")]
+    for r in range(tp):
+        lines.append(config_dump(f"Worker_TP{r} pid={100 + r}", **cfg))
+    return lines
+
+
+def test_user_case_arithmetic_and_decode_cache_is_rejected(tmp_path) -> None:
+    lines = base()
+    lines.append(lookup(REQ, 56131, 55808))
+    for r in range(8):
+        got = 49664 if r == 2 else 55808
+        lines.append(retrieve(REQ, got, 55808, 55808, proc=f"Worker_TP{r} pid={100 + r}"))
+    lines += shortfall_pair(REQ, 49664, 55808, proc="Worker_TP2 pid=102")
+    f = kv001(write(tmp_path / "a.log", lines))
+    m = f["measurements"]
+    assert (m["expected_tokens"], m["retrieved_tokens"], m["missing_tokens"]) == (55808, 49664, 6144)
+    assert m["missing_chunks"] == 24 and m["chunk_aligned"] is True and m["ranks"] == ["TP2"]
+    assert m["lookup_hit_tokens"] == 55808 and m["vllm_cached_tokens"] == 0
+    ids = [c["id"] for c in f["causes"]]
+    assert ids[0] != "decode-cache-not-saved"
+    dc = f["causes"][ids.index("decode-cache-not-saved")]
+    assert dc["confidence"] <= 0.05
+    assert any("only changes what is *stored*" in a for a in dc["against"])
+    assert set(ids) >= {"lookup-retrieve-eviction", "pin-timeout", "remote-backend-loss", "unfull-chunk-mismatch"}
+    assert "6144 missing tokens = 24 chunks of 256" in f["summary"]
+
+
+def test_double_unpin_before_the_error_makes_pin_accounting_the_top_cause(tmp_path) -> None:
+    lines = base(tp=2)
+    lines.append(lmc("Pin count of MemoryObj 0x7f3a10is negative: -1.Double unpin occurred somewhere.Setting pin count "
+                     "back to 0 as a hack but please find the bug.", level="WARNING", loc="memory_management.py:846",
+                     logger="lmcache.v1.memory_management", proc="Worker_TP1 pid=101", ts="2026-05-06 15:55:41,000"))
+    lines.append(lookup(REQ, 9000, 8192))
+    lines += shortfall_pair(REQ, 7168, 8192, proc="Worker_TP1 pid=101")
+    f = kv001(write(tmp_path / "a.log", lines))
+    assert f["causes"][0]["id"] == "pin-accounting-bug"
+
+
+def test_pin_timeout_warning_and_long_wait_point_to_pin_timeout(tmp_path) -> None:
+    lines = base(tp=1, pin_timeout_sec=1, save_decode_cache=True)
+    lines.append(lookup(REQ, 1100, 1024, ts="2026-05-06 15:55:00,000", proc=None))
+    lines.append(lmc("Pin timeout detected for MemoryObj 0x7f. Pin count: 1, Elapsed time: 1.20s. Forcing unpin to 0.",
+                     level="WARNING", loc="pin_monitor.py:179", logger="lmcache.v1.pin_monitor",
+                     proc="Worker_TP0 pid=100", ts="2026-05-06 15:55:02,000"))
+    lines += shortfall_pair(REQ, 768, 1024, proc="Worker_TP0 pid=100", ts="2026-05-06 15:55:03,000")
+    f = kv001(write(tmp_path / "a.log", lines))
+    assert f["causes"][0]["id"] == "pin-timeout"
+    assert "decode-cache-not-saved" in [c["id"] for c in f["causes"]]
+    top = f["causes"][0]
+    assert any("save_decode_cache: true" in s for s in top["for"])
+
+
+def test_redis_key_exists_warning_points_to_remote_backend_loss(tmp_path) -> None:
+    lines = base(tp=1, remote_url="redis://127.0.0.1:6390", local_cpu=False)
+    lines.append(lookup(REQ, 1168, 1024, proc=None))
+    lines.append(lmc("Key exists but KV cache does not exist.Might happen when the cache is evicted by redis.",
+                     level="WARNING", loc="redis_connector.py:308", proc="Worker_TP0 pid=100",
+                     logger="lmcache.v1.storage_backend.connector.redis_connector"))
+    lines.append(lmc("The cache block is in the storage, but it can't be retrieved", level="WARNING",
+                     loc="cache_engine.py:1793", logger="lmcache.v1.cache_engine", proc="Worker_TP0 pid=100"))
+    lines += shortfall_pair(REQ, 0, 1024, proc="Worker_TP0 pid=100")
+    f = kv001(write(tmp_path / "a.log", lines))
+    assert f["causes"][0]["id"] == "remote-backend-loss"
+    assert f["measurements"]["missing_chunks"] == 4
+
+
+def test_no_remote_backend_rules_out_remote_loss(tmp_path) -> None:
+    lines = base(tp=2) + [lookup(REQ, 9000, 8192)] + shortfall_pair(REQ, 7168, 8192, proc="Worker_TP1 pid=101")
+    f = kv001(write(tmp_path / "a.log", lines))
+    remote = next(c for c in f["causes"] if c["id"] == "remote-backend-loss")
+    assert remote["confidence"] <= 0.02 and any("no remote_url" in a for a in remote["against"])
+
+
+def test_missing_not_multiple_of_chunk_points_to_unfull_chunk(tmp_path) -> None:
+    lines = base(tp=1) + [lookup(REQ, 1100, 1000, proc=None)] + shortfall_pair(REQ, 768, 1000, proc="Worker_TP0 pid=100")
+    f = kv001(write(tmp_path / "a.log", lines))
+    assert f["measurements"]["chunk_aligned"] is False
+    assert f["causes"][0]["id"] in ("unfull-chunk-mismatch", "adapter-token-accounting-bug")
+
+
+def test_rank_disagreement_warning_at_lookup(tmp_path) -> None:
+    lines = base(tp=2)
+    lines.append(lmc("Lookup results (number of hit tokens) differ across (TP and PP) ranks: [5120, 4608].",
+                     level="WARNING", loc="lmcache_lookup_client.py:150", proc="EngineCore_DP0 pid=203",
+                     logger="lmcache.v1.lookup_client.lmcache_lookup_client"))
+    lines.append(lookup(REQ, 6004, 4608))
+    lines += shortfall_pair(REQ, 3840, 4608, proc="Worker_TP1 pid=101")
+    f = kv001(write(tmp_path / "a.log", lines))
+    assert f["causes"][0]["id"] == "rank-disagreement"
+
+
+def test_pre_0312_pair_without_request_id_is_joined_by_retrieve_and_lookup(tmp_path) -> None:
+    lines = [lookup(REQ, 9000, 8192, loc="vllm_v1_adapter.py:1206"),
+             lmc("Retrieved 7168 out of 8192 out of total 8192 tokens", loc="cache_engine.py:513",
+                 logger="lmcache.v1.cache_engine", proc="Worker_TP0 pid=100")]
+    lines += shortfall_pair(None, 7168, 8192, proc="Worker_TP0 pid=100", r1=891, r2=895)
+    rep = analyze([write(tmp_path / "a.log", lines)]).to_dict()
+    f = [x for x in rep["findings"] if x["rule"] == "KV001"][0]
+    assert f["measurements"]["request_ids"] == [REQ]
+    assert rep["context"]["lmcache_version"] == "0.3.9"
+
+
+def test_one_file_per_rank_is_one_deployment(tmp_path) -> None:
+    a = write(tmp_path / "engine.log", base(tp=2) + [lookup(REQ, 9000, 8192)])
+    b = write(tmp_path / "tp1.log", shortfall_pair(REQ, 7168, 8192, proc="Worker_TP1 pid=101"))
+    f = kv001([a, b])
+    assert f["measurements"]["lookup_hit_tokens"] == 8192
+    assert {e["path"] for e in f["evidence"]} == {a, b}
+
+
+def test_same_request_on_two_ranks_is_one_incident_and_repeats_fold(tmp_path) -> None:
+    lines = base(tp=4)
+    for i in range(3):
+        req = f"{REQ}-{i}"
+        lines.append(lookup(req, 9000, 8192))
+        for r in (1, 3):
+            lines += shortfall_pair(req, 7168, 8192, proc=f"Worker_TP{r} pid={100 + r}")
+    f = kv001(write(tmp_path / "a.log", lines))
+    assert f["count"] == 3 and f["measurements"]["ranks"] == ["TP1", "TP3"]
+    assert f["measurements"]["error_lines"] == 6
+
+
+def test_recompute_outcome_downgrades_to_warning_and_fail_outcome_is_error(tmp_path) -> None:
+    lines = base(tp=1) + [lookup(REQ, 9000, 8192, proc=None)] + shortfall_pair(REQ, 7168, 8192, proc="Worker_TP0 pid=100")
+    rec = lines + [vllm("Recovered from KV load failure: 1 request(s) rescheduled (1024 tokens affected).",
+                        level="WARNING", proc="EngineCore pid=5")]
+    assert kv001(write(tmp_path / "a.log", rec))["severity"] == "warning"
+    fail = lines + [vllm(f"Failing 1 request(s) due to KV load failure (failure_policy=fail, 1024 tokens affected). "
+                         f"Request IDs: {{'{REQ}'}}", level="ERROR", proc="EngineCore pid=5")]
+    f = kv001(write(tmp_path / "b.log", fail))
+    assert f["severity"] == "error" and "client received an error" in f["summary"]
+
+
+def test_excerpt_without_context_keeps_confidence_low_and_asks_for_more(tmp_path) -> None:
+    f = kv001(write(tmp_path / "a.log", shortfall_pair(REQ, 30720, 34816, proc="Worker_TP5 pid=619", r1=1083, r2=1089)))
+    assert f["causes"][0]["confidence"] <= 0.5
+    assert any("LMCache config" in s for s in f["next_steps"])
+    assert f["measurements"]["chunk_size_source"].startswith("assumed")
+
+
+def test_user_supplied_lmcache_yaml_fills_the_config(tmp_path) -> None:
+    cfg = tmp_path / "lmcache.yaml"
+    cfg.write_text("chunk_size: 512\nremote_url: redis://h:6379\nlocal_cpu: false\n")
+    f = kv001(write(tmp_path / "a.log", shortfall_pair(REQ, 0, 1024, proc="Worker_TP0 pid=1")), lmcache_config=str(cfg))
+    assert f["measurements"]["chunk_size"] == 512 and f["measurements"]["missing_chunks"] == 2
+    assert f["causes"][0]["id"] in ("remote-backend-loss", "backend-read-failure")
+
+
+def test_full_retrieve_is_not_a_shortfall(tmp_path) -> None:
+    lines = base(tp=1) + [lmc("Num retrieved tokens: 8192, num expected tokens: 8192", level="ERROR",
+                              proc="Worker_TP0 pid=100")]
+    rep = analyze([write(tmp_path / "a.log", lines)]).to_dict()
+    assert not [f for f in rep["findings"] if f["rule"] == "KV001"]

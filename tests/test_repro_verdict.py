@@ -1,0 +1,176 @@
+"""Verdict logic: log counting, metric rates, per-phase acceptance and the differential's words."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specdiag.repro.verdict import (
+    CellResult,
+    build_verdict,
+    count_log,
+    differential,
+    k0_summary,
+    metrics_numbers,
+    phase_acceptance,
+)
+
+LOG = """\
+(Worker pid=8121) [2026-03-14 10:02:23,647] LMCache INFO: Reqid: cmpl-1, Total tokens 1100, Inference Engine computed tokens: 0, LMCache hit tokens: 1024, need to load: 1024 (vllm_v1_adapter.py:1476:lmcache.integration.vllm.vllm_v1_adapter)
+[2026-03-14 10:02:24,001] LMCache WARNING: Key exists but KV cache does not exist.Might happen when the cache is evicted by redis. (redis_connector.py:308:x)
+[2026-03-14 10:02:24,002] LMCache WARNING: The cache block is in the storage, but it can't be retrieved (cache_engine.py:1793:x)
+[2026-03-14 10:02:24,003] LMCache ERROR: Request cmpl-1The number of retrieved tokens is less than the expected number of tokens! This should not happen! (vllm_v1_adapter.py:876:x)
+[2026-03-14 10:02:24,003] LMCache ERROR: Num retrieved tokens: 256, num expected tokens: 1024 (vllm_v1_adapter.py:882:x)
+(EngineCore pid=1) ERROR 03-14 10:02:24 [scheduler.py:3417] Failing 1 request(s) due to KV load failure (failure_policy=fail, 768 tokens affected). Request IDs: {'cmpl-1'}
+(Worker pid=8121) [2026-03-14 10:02:25,000] LMCache INFO: Reqid: cmpl-2, Total tokens 900, Inference Engine computed tokens: 0, LMCache hit tokens: 0, need to load: 0 (vllm_v1_adapter.py:1476:x)
+[2026-03-14 10:02:26,003] LMCache ERROR: Num retrieved tokens: 0, num expected tokens: 512 (vllm_v1_adapter.py:882:x)
+(EngineCore pid=1) WARNING 03-14 10:02:26 [scheduler.py:3426] Recovered from KV load failure: 2 request(s) rescheduled (512 tokens affected).
+(APIServer pid=1) INFO 03-14 10:02:27 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: 3.90, Accepted throughput: 1.00 tokens/s, Drafted throughput: 1.00 tokens/s, Accepted: 90 tokens, Drafted: 100 tokens, Per-position acceptance rate: 1.0, 0.9, 0.8, Avg Draft acceptance rate: 90.0%
+"""
+SHUTDOWN = "(APIServer pid=1) ERROR 03-14 10:03:00 [async_llm.py:906] EngineCore encountered a fatal error\n"
+
+
+def test_count_log_symptoms(tmp_path: Path) -> None:
+    p = tmp_path / "vllm.log"
+    p.write_text(LOG)
+    c = count_log(p)
+    assert c.shortfalls == 2
+    assert c.shortfall_pairs == [(256, 1024), (0, 512)]
+    assert c.missing_tokens == 768 + 512
+    assert c.load_failed_requests == 1
+    assert c.recovered_requests == 2
+    assert c.lookups == 2 and c.lookup_total_tokens == 2000 and c.lookup_hit_tokens == 1024
+    assert c.markers["cant_be_retrieved"] == 1
+    assert c.markers["redis_key_evicted"] == 1
+    assert (c.spec_accepted, c.spec_drafted) == (90, 100)
+    assert not c.crashed
+
+
+def test_count_log_ignores_shutdown_noise_after_stop_offset(tmp_path: Path) -> None:
+    p = tmp_path / "vllm.log"
+    p.write_text(LOG + SHUTDOWN)
+    assert count_log(p).crashed
+    assert not count_log(p, stop_offset=len(LOG.encode())).crashed
+
+
+def test_metrics_numbers() -> None:
+    text = """# HELP x
+vllm:spec_decode_num_drafts_total{engine="0",model_name="repro"} 10.0
+vllm:spec_decode_num_draft_tokens_total{engine="0",model_name="repro"} 30.0
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="repro"} 27.0
+vllm:external_prefix_cache_queries_total{engine="0"} 1000.0
+vllm:external_prefix_cache_hits_total{engine="0"} 250.0
+"""
+    m = metrics_numbers(text)
+    assert m["acceptance_pct"] == 90.0
+    assert m["mean_acceptance_length"] == 3.7
+    assert m["external_prefix_cache_hit_pct"] == 25.0
+    assert m["prefix_cache_hit_pct"] is None
+
+
+def test_phase_acceptance_and_k0_summary() -> None:
+    a, d = "vllm:spec_decode_num_accepted_tokens_total", "vllm:spec_decode_num_draft_tokens_total"
+    snaps = [{a: 0, d: 0}, {a: 90, d: 100}, {a: 90, d: 100}, {a: 150, d: 200}]
+    phases = phase_acceptance([1, 2, 1], snaps)
+    assert [p["acceptance_pct"] for p in phases] == [90.0, None, 60.0]
+    s = k0_summary(phases)
+    assert s == {"acceptance_first_batch1_pct": 90.0, "acceptance_batch1_after_batch2_pct": 60.0,
+                 "drafted_in_batch2_phases": 0}
+
+
+def res(toggled: dict[str, str], rep: int, shortfalls: int, acc: float | None = None, failed: int = 0,
+        status: str = "ok") -> CellResult:
+    name = ",".join(f"{k}={v}" for k, v in toggled.items())
+    return CellResult(cell=name, toggled=toggled, repeat=rep, status=status,
+                      log={"shortfalls": shortfalls, "crashed": False},
+                      workload={"failed": failed, "requests": 64},
+                      metrics={"acceptance_pct": acc})
+
+
+TOGGLES = {"redis_maxmemory": ["4mb", "1gb"], "save_decode_cache": ["false", "true"]}
+
+
+def cells_from(rows: list[tuple[str, str, list[int]]]) -> list[CellResult]:
+    out = []
+    for mm, sdc, counts in rows:
+        for rep, n in enumerate(counts):
+            out.append(res({"redis_maxmemory": mm, "save_decode_cache": sdc}, rep, n))
+    return out
+
+
+def conclusion(diff: list[dict], toggle: str, symptom: str = "shortfalls") -> str:
+    return next(d["conclusion"] for d in diff if d["toggle"] == toggle and d["symptom"] == symptom)
+
+
+def test_differential_rejects_toggle_that_does_not_matter_and_implicates_the_one_that_does() -> None:
+    results = cells_from([("4mb", "false", [10, 12]), ("4mb", "true", [13, 11]),
+                          ("1gb", "false", [0, 0]), ("1gb", "true", [0, 0])])
+    diff = differential(results, TOGGLES)
+    sdc = conclusion(diff, "save_decode_cache")
+    mm = conclusion(diff, "redis_maxmemory")
+    # save_decode_cache: with a big Redis there is never a shortfall, with a small one always → depends on
+    # the other toggle, not on save_decode_cache
+    assert "appears with every value of save_decode_cache wherever it appears at all" in sdc
+    assert "(redis_maxmemory=4mb; never with redis_maxmemory=1gb)" in sdc
+    assert "rejected as the cause" in sdc
+    assert "follows redis_maxmemory" in mm and "redis_maxmemory=4mb is necessary" in mm
+    assert "redis_maxmemory=4mb: 4/4 runs, 11.5 (range 10–13) per run" in mm
+    assert "redis_maxmemory=1gb: 0/4 runs, 0 per run" in mm
+
+
+def test_differential_rejected_as_cause_when_present_everywhere() -> None:
+    results = cells_from([("4mb", "false", [10, 12]), ("4mb", "true", [13, 11])])
+    diff = differential(results, {"save_decode_cache": ["false", "true"]})
+    assert "appears with every value of save_decode_cache" in conclusion(diff, "save_decode_cache")
+    assert "rejected as the cause" in conclusion(diff, "save_decode_cache")
+
+
+def test_differential_says_inconclusive_when_symptom_never_appears() -> None:
+    results = cells_from([("1gb", "false", [0]), ("1gb", "true", [0])])
+    diff = differential(results, {"save_decode_cache": ["false", "true"]})
+    assert "did not appear in any of 2 runs" in conclusion(diff, "save_decode_cache")
+
+
+def test_differential_toggle_needed_only_in_one_context() -> None:
+    results = cells_from([("4mb", "false", [0, 0]), ("4mb", "true", [4, 4]),
+                          ("1gb", "false", [0, 0]), ("1gb", "true", [0, 0])])
+    text = conclusion(differential(results, TOGGLES), "save_decode_cache")
+    assert "follows save_decode_cache" in text
+    assert "only together with redis_maxmemory=4mb" in text
+
+
+def test_differential_flags_chance_when_repeats_disagree() -> None:
+    results = cells_from([("4mb", "false", [3, 0]), ("4mb", "true", [0, 0])])
+    diff = differential(results, {"save_decode_cache": ["false", "true"]})
+    assert "depends on other toggles or on chance" in conclusion(diff, "save_decode_cache")
+
+
+def test_rate_conclusion_acceptance_drop() -> None:
+    results = [res({"dynamic_k": "off"}, 0, 0, acc=99.0), res({"dynamic_k": "off"}, 1, 0, acc=98.5),
+               res({"dynamic_k": "on"}, 0, 0, acc=70.0), res({"dynamic_k": "on"}, 1, 0, acc=72.0)]
+    diff = differential(results, {"dynamic_k": ["off", "on"]})
+    text = conclusion(diff, "dynamic_k", "acceptance_pct")
+    assert "lower with dynamic_k=on by 27.8 points" in text and "do not overlap" in text
+    same = [res({"dynamic_k": "off"}, 0, 0, acc=99.0), res({"dynamic_k": "on"}, 0, 0, acc=98.0)]
+    assert "does not depend on dynamic_k" in conclusion(differential(same, {"dynamic_k": ["off", "on"]}),
+                                                       "dynamic_k", "acceptance_pct")
+
+
+def test_engine_findings_preferred_for_shortfalls() -> None:
+    r = res({"x": "1"}, 0, shortfalls=5)
+    assert r.symptom("shortfalls") == 5.0
+    r.engine = [{"rule": "KV001", "count": 3}]
+    assert r.symptom("shortfalls") == 3.0
+    r.engine = []  # engine ran and found nothing: trust it
+    assert r.symptom("shortfalls") == 0.0
+
+
+def test_build_verdict_rows_and_degraded_note() -> None:
+    results = cells_from([("4mb", "false", [10, 12]), ("1gb", "false", [0, 0])])
+    results[0].log["markers"] = {"lmcache_degraded": 1}
+    v = build_verdict({"name": "t", "toggles": {"redis_maxmemory": ["4mb", "1gb"]}}, {"kind": "cpu"},
+                      [("redis_maxmemory=4mb,save_decode_cache=false", {}),
+                       ("redis_maxmemory=1gb,save_decode_cache=false", {})], results)
+    assert v["cells"][0]["shortfalls"] == [10.0, 12.0]
+    assert v["cells"][1]["shortfalls"] == [0.0, 0.0]
+    assert any("degraded mode" in n for n in v["notes"])
+    assert v["conclusions"]
