@@ -54,6 +54,10 @@ class Context:
     device: str | None = None
     #: rank per process key from LMCache's "Initialize storage manager on rank N" (Ray workers carry no TP name)
     rank_by_proc: dict[str, str] = field(default_factory=dict)
+    #: counts of high-volume events that are counted rather than dispatched (see engine): {"S1": n}
+    event_counts: dict[str, int] = field(default_factory=dict)
+    event_counts_by_proc: dict[tuple[str, str], int] = field(default_factory=dict)
+    first_events: dict[str, Any] = field(default_factory=dict)
 
     @property
     def lmcache_present(self) -> bool:

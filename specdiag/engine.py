@@ -87,6 +87,11 @@ def analyze(
     for eid in ContextBuilder.EVENTS:
         dispatch.setdefault(eid, []).append(ctx_builder.observe)
 
+    # the most frequent events (stores) are only counted: rules read ctx.event_counts instead of observing them
+    counted_only = {eid for eid in ("S1",) if eid not in dispatch}
+    event_counts: Counter[str] = Counter()
+    counts_by_proc: Counter[tuple[str, str]] = Counter()
+    first_counted: dict[str, Any] = {}
     unrecognized: Counter[str] = Counter()
     unknown_shapes: Counter[str] = Counter()
     fp = ctx_builder.fp
@@ -108,13 +113,23 @@ def analyze(
                 continue
             if ev.id in fp_ids and ev.id not in fp.seen and rec.kind == "lmcache":
                 fp.observe(ev.id, rec.file, rec.src_line, rec.logger)
-            handlers = dispatch.get(ev.id)
+            eid = ev.id
+            if eid in counted_only:
+                if eid not in first_counted:
+                    first_counted[eid] = ev
+                event_counts[eid] += 1
+                counts_by_proc[(eid, rec.origin.key)] += 1
+                continue
+            handlers = dispatch.get(eid)
             if handlers:
                 for h in handlers:
                     h(ev)
             if progress is not None and n % 100000 == 0:
                 progress(src.display, src.stats.bytes_read)
     ctx = ctx_builder.finish()
+    ctx.event_counts = dict(event_counts)
+    ctx.event_counts_by_proc = dict(counts_by_proc)
+    ctx.first_events = first_counted
     findings = []
     for rule in rules:
         for f in rule.finish(ctx):

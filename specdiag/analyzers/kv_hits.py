@@ -44,7 +44,7 @@ class ZeroHitsOnRepeats(Rule):
     cause_ids = ("hash-inconsistency", "lookup-timeout", "capacity-eviction", "prompt-shorter-than-chunk",
                  "prefix-served-by-vllm")
     defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3}
-    events = frozenset({"L1", "S1", "C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5"})
+    events = frozenset({"L1", "C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -102,6 +102,8 @@ class ZeroHitsOnRepeats(Rule):
 
     def finish(self, ctx: Context) -> list[Finding]:
         o = self.options
+        self.stores = ctx.event_counts.get("S1", 0) + self.stores  # stores are counted by the engine
+        self.first_store = self.first_store or ctx.first_events.get("S1")
         if self.lookups < o["min_lookups"] or self.stores == 0:
             return []
         ratio = self.hits / self.lookups

@@ -129,7 +129,7 @@ class RetrievalShortfall(Rule):
     events = frozenset({
         "L1", "L6", "L8", "R1", "R2", "R3", "R4", "V1", "V2",
         "M1", "M3", "M4", "S4", "S5", "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
-        "X7", "X8", "X9", "D3", "D4", "D5", "D6", "Z1", "L7", "M13", "R8", "C34", "S1",
+        "X7", "X8", "X9", "D3", "D4", "D5", "D6", "Z1", "L7", "M13", "R8", "C34",
     })
 
     def __init__(self, options=None) -> None:
@@ -160,9 +160,7 @@ class RetrievalShortfall(Rule):
         tid = ev.id
         rec = ev.rec
         key = rec.origin.key
-        if tid == "S1":
-            self.stores_by_proc[key] = self.stores_by_proc.get(key, 0) + 1
-        elif tid == "L1":
+        if tid == "L1":
             raw = ev.rec.raw  # "Reqid: <id>, Total tokens …": the id is all we need until a shortfall
             end = raw.find(b",", 7)
             if end < 0:
@@ -256,6 +254,7 @@ class RetrievalShortfall(Rule):
     def finish(self, ctx: Context) -> list[Finding]:
         if not self.occurrences:
             return []
+        self.stores_by_proc = {k: n for (eid, k), n in ctx.event_counts_by_proc.items() if eid == "S1"}
         for occ in self.occurrences:
             if occ.req_id and occ.req_id in self.r3:
                 occ.r3 = self.r3[occ.req_id]

@@ -46,6 +46,8 @@ def repro(
     health_timeout: float = typer.Option(420.0, "--health-timeout", help="seconds to wait for /health"),
     no_engine: bool = typer.Option(False, "--no-engine", help="count symptoms without the analyze engine"),
     list_presets: bool = typer.Option(False, "--list-presets", help="describe the presets and exit"),
+    from_run: Path | None = typer.Option(None, "--from-run", help="recompute and print the verdict of an "
+                                         "existing run folder (no servers started)"),
 ) -> None:
     from specdiag.repro import backends
     from specdiag.repro import plan as planmod
@@ -57,6 +59,9 @@ def repro(
         raise typer.Exit(0)
     if fmt not in ("table", "json"):
         _fail("--format must be table or json")
+    if from_run is not None:
+        _report_existing(from_run, fmt)
+        return
     if executor not in ("local", "ray"):
         _fail("--executor must be local or ray")
     try:
@@ -190,6 +195,28 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
     return 0 if all(r.status == "ok" for r in results) else 1
 
 
+def _report_existing(run_dir: Path, fmt: str) -> None:
+    from specdiag.repro.verdict import build_verdict, load_run
+
+    try:
+        plan, results = load_run(run_dir)
+    except (OSError, ValueError) as e:
+        _fail(f"--from-run {run_dir}: {e}")
+    old = {}
+    if (run_dir / "verdict.json").exists():
+        old = json.loads((run_dir / "verdict.json").read_text())
+    cells: list[tuple[str, dict]] = []
+    for r in results:
+        if (r.cell, r.toggled) not in cells:
+            cells.append((r.cell, r.toggled))
+    verdict = build_verdict(plan, old.get("device", {"kind": "?"}), cells, results)
+    (run_dir / "verdict.json").write_text(json.dumps(verdict, indent=2, default=str) + "\n")
+    if fmt == "json":
+        typer.echo(json.dumps({k: v for k, v in verdict.items() if k != "results"}, indent=2, default=str))
+    else:
+        _print_table(verdict, run_dir)
+
+
 def _fmt_list(xs: list) -> str:  # type: ignore[type-arg]
     vals = [x for x in xs if x is not None]
     if not vals:
@@ -201,10 +228,12 @@ def _print_table(verdict: dict, out_dir: Path) -> None:  # type: ignore[type-arg
     from rich.console import Console
     from rich.table import Table
 
-    con = Console()
+    # a wide, wrapping table when stdout is a file or a CI log (Rich would squeeze it to 80 columns)
+    con = Console() if sys.stdout.isatty() else Console(width=220)
     t = Table(title=f"specdiag repro — {verdict['plan']['name']} ({verdict['device']['kind']}); "
                     "one value per repeat")
-    for col in ("cell", "status", "shortfalls", "missing tok", "KV-load failed req", "HTTP failed",
+    t.add_column("cell", overflow="fold", min_width=24)
+    for col in ("status", "shortfalls", "missing tok", "KV-load failed req", "HTTP failed",
                 "crash", "LMCache hit %", "accept %", "accept after K=0 %", "start s", "p50 s"):
         t.add_column(col)
     for r in verdict["cells"]:

@@ -185,11 +185,13 @@ def iter_records(source: Source) -> Iterator[Record]:
             if unwrap:
                 formats.update(unwrap.names)
         unwrapping = bool(unwrap)
+        # binary checks per line only when the block has NUL bytes or non-ASCII bytes at all
+        suspicious = b"\x00" in chunk or not chunk.isascii()
         for line in lines:
             lineno += 1
             if not line:
                 continue
-            if b"\x00" in line or not line.isascii() and _mostly_binary(line):
+            if suspicious and (b"\x00" in line or not line.isascii() and _mostly_binary(line)):
                 skipped += 1
                 continue
             if len(line) > MAX_PARSE_LINE:

@@ -174,19 +174,32 @@ def _base_name(name: str) -> str | None:
 
 
 def _clean_points(raw: Any) -> list[list[Any]]:
+    """Well-formed ``[t, value]`` points in time order; anything else is dropped, non-finite values become gaps."""
     out = []
+    isfinite = math.isfinite
     for p in raw if isinstance(raw, list) else []:
-        if not isinstance(p, (list, tuple)) or len(p) < 2:
+        if type(p) not in (list, tuple) or len(p) < 2:
             continue
-        t = _num(p[0])
-        if t is None:
+        t, v = p[0], p[1]
+        tt = type(t)
+        if tt is float:
+            if not isfinite(t):
+                continue
+        elif tt is int:
+            t = float(t)
+        else:
             continue
-        v = p[1]
-        if isinstance(v, (list, tuple)):
+        tv = type(v)
+        if tv is float:
+            if not isfinite(v):
+                v = None
+        elif tv is int or v is None:
+            pass
+        elif tv in (list, tuple):
             v = [_num(x) for x in v]
         else:
-            v = _num(v)
-        out.append([round(t, 3), v])
+            v = None
+        out.append([t, v])
     out.sort(key=lambda p: p[0])
     return out
 
@@ -375,7 +388,9 @@ def _page(title: str, body: str, data: Any, scripts: list[str], extra_css: str =
     style_src = " ".join(_sha256(s) for s in styles)
     csp = (f"default-src 'none'; script-src {script_src}; style-src {style_src}; img-src data:; "
            "font-src 'none'; connect-src 'none'; media-src 'none'; object-src 'none'; frame-src 'none'; "
-           "worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'")
+           "worker-src 'none'; manifest-src 'none'; base-uri 'none'; form-action 'none'; "
+           # no script may write markup from a string (innerHTML, document.write, ...): Trusted Types, no policy
+           "require-trusted-types-for 'script'; trusted-types 'none'")
     parts = [
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n",
         f"<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">\n",
@@ -395,7 +410,7 @@ def _page(title: str, body: str, data: Any, scripts: list[str], extra_css: str =
 
 
 def _kind_css(kinds: Iterable[str]) -> str:
-    out = []
+    out = [f".kinds .sw.k-finding{{background:transparent;border:2px solid {KIND_COLORS['finding']}}}"]
     for k in kinds:
         if _SAFE_CLASS.match(k):
             out.append(f".k-{k}{{background:{KIND_COLORS.get(k, OTHER_KIND_COLOR)}}}")

@@ -366,20 +366,42 @@ def _count_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple,
 
 def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, dict[str, list[float]]],
                      stats: dict[str, dict[str, Any]], threshold: float = 5.0) -> str | None:
+    """Compare rates *within* each context (other toggles fixed); a pooled mean across contexts would mix
+    e.g. a 2 % hit rate with a 72 % one and say nothing."""
     words = SYMPTOM_WORDS[sym]
-    have = [v for v in values if stats[v].get("runs")]
-    if len(have) < 2:
+    verdicts = []
+    parts = []
+    for ctx, g in by_ctx.items():
+        have = [v for v in values if g.get(v)]
+        if len(have) < 2:
+            continue
+        st = {v: _stats(g[v]) for v in have}
+        lo = min(have, key=lambda v: st[v]["mean"])
+        hi = max(have, key=lambda v: st[v]["mean"])
+        gap = st[hi]["mean"] - st[lo]["mean"]
+        separated = st[lo]["max"] < st[hi]["min"]
+        where = ", ".join(f"{k}={x}" for k, x in ctx)
+        parts.append((f"[{where}] " if where else "") + "; ".join(f"{key}={v}: {_fmt_range(st[v])}%" for v in have))
+        if gap < threshold:
+            verdicts.append(("same", None, gap))
+        elif separated:
+            verdicts.append(("lower", lo, gap))
+        else:
+            verdicts.append(("overlap", lo, gap))
+    if not verdicts:
         return None
-    per_value = "; ".join(f"{key}={v}: {_fmt_range(stats[v])}%" for v in have)
-    lo = min(have, key=lambda v: stats[v]["mean"])
-    hi = max(have, key=lambda v: stats[v]["mean"])
-    gap = stats[hi]["mean"] - stats[lo]["mean"]
-    separated = stats[lo]["max"] < stats[hi]["min"]
-    if gap >= threshold and separated:
-        return f"{words} is lower with {key}={lo} by {gap:.1f} points ({per_value}); the repeat ranges do not overlap"
-    if gap >= threshold:
-        return f"{words} differs by {gap:.1f} points between values of {key} but the repeat ranges overlap ({per_value})"
-    return f"{words} does not depend on {key} (within {threshold:g} points: {per_value})"
+    detail = " | ".join(parts)
+    kinds = {v[0] for v in verdicts}
+    if kinds == {"same"}:
+        return f"{words} does not depend on {key} (within {threshold:g} points: {detail})"
+    lows = {v[1] for v in verdicts if v[0] != "same"}
+    if kinds == {"lower"} and len(lows) == 1:
+        lo = next(iter(lows))
+        gaps = [v[2] for v in verdicts]
+        gap_txt = f"{min(gaps):.1f}" if len(gaps) == 1 else f"{min(gaps):.1f}–{max(gaps):.1f}"
+        return (f"{words} is lower with {key}={lo} by {gap_txt} points ({detail}); the repeat ranges do not "
+                f"overlap")
+    return f"{words} moves with {key} inconsistently or within the repeat spread ({detail})"
 
 
 # ------------------------------------------------------------------------------------------ whole run
@@ -443,3 +465,18 @@ def build_verdict(plan_dict: dict[str, Any], device: dict[str, Any], cells: list
         "notes": notes,
         "results": [r.to_dict() for r in results],
     }
+
+
+def load_run(run_dir: Path) -> tuple[dict[str, Any], list[CellResult]]:
+    """Read a run folder back (plan.json + every cells/*/cell.json) so its verdict can be recomputed."""
+    import json
+
+    plan = json.loads((run_dir / "plan.json").read_text())
+    results = []
+    fields = set(CellResult.__dataclass_fields__)
+    for p in sorted((run_dir / "cells").glob("*/cell.json")):
+        d = json.loads(p.read_text())
+        if "toggled" not in d:  # an interrupted cell keeps only its status
+            continue
+        results.append(CellResult(**{k: v for k, v in d.items() if k in fields}))
+    return plan, results
