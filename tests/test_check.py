@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import xml.etree.ElementTree as ET
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -48,11 +49,12 @@ def in_corpus(monkeypatch):
     return CORPUS
 
 
-def severities(case: str) -> list[str]:
-    return [f.severity for f in analyze([str(CORPUS / log_of(case))]).findings]
+@cache
+def severities(case: str) -> tuple[str, ...]:
+    return tuple(f.severity for f in analyze([str(CORPUS / log_of(case))]).findings)
 
 
-def expected_exit(sevs: list[str], fail_on: str) -> int:
+def expected_exit(sevs: tuple[str, ...], fail_on: str) -> int:
     if fail_on == "never":
         return 0
     return 1 if any(severity_at_least(s, fail_on) for s in sevs) else 0
@@ -76,7 +78,7 @@ def test_fail_on_levels_are_really_exercised():
     assert expected_exit(hs, "error") == 0 and expected_exit(hs, "warning") == 1
     tp2 = severities("tp2-lookup-disagreement-vllm025")
     assert "info" in tp2 and expected_exit(tp2, "info") == 1
-    assert severities("clean-healthy-ngram-tp2") == []
+    assert severities("clean-healthy-ngram-tp2") == ()
 
 
 def test_default_fail_on_is_error(in_corpus):
@@ -141,6 +143,8 @@ def test_nothing_recognised_exits_3(tmp_path, monkeypatch):
     ["--fail-on", "sometimes"],
     ["--format", "yaml"],
     ["--format", "sarif:"],
+    ["--format", "json", "--format", "text"],
+    ["--format", "sarif", "--format", "junit"],
     ["--select", "ZZ999"],
     ["--ignore", "NOPE"],
     ["--severity", "KV001=fatal"],
@@ -201,6 +205,19 @@ def test_auto_adds_annotations_only_on_github(in_corpus):
     assert "::error" not in plain.stdout and "error KV001" in plain.stdout
     gh = run(["check", case, "--no-config", "-f", "auto"], env={"GITHUB_ACTIONS": "true"})
     assert "error KV001" in gh.stdout and "::error file=" in gh.stdout
+
+
+def test_structured_format_alone_on_stdout_parses(in_corpus, tmp_path):
+    r = run(["check", log_of("seed-minimal-variant"), "--no-config", "-f", "sarif", "-f", f"github:{tmp_path}/gh"])
+    assert r.exit_code == 1
+    assert json.loads(r.stdout)["version"] == "2.1.0"
+    assert (tmp_path / "gh").read_text().startswith("::error ")
+
+
+def test_auto_and_github_annotate_once(in_corpus):
+    r = run(["check", log_of("seed-minimal-variant"), "--no-config", "-f", "auto", "-f", "github"],
+            env={"GITHUB_ACTIONS": "true"})
+    assert r.stdout.count("::error file=") == 1
 
 
 def test_text_output_is_deterministic_and_plain(in_corpus):

@@ -92,3 +92,25 @@ def test_documented_commands_run(tmp_path, monkeypatch):
     for name in ("specdiag.sarif", "specdiag.json", "gl-code-quality.json", "specdiag-junit.xml"):
         assert (tmp_path / name).is_file(), name
     assert summary.read_text().startswith("## ")
+
+
+@pytest.mark.skipif(not corpus_root().is_dir(), reason="corpus not found")
+def test_problem_matcher_matches_text_output(monkeypatch):
+    import json
+
+    (matcher,) = [json.loads(b) for b in blocks("json") if "problemMatcher" in b]
+    pat = matcher["problemMatcher"][0]["pattern"][0]
+    rx = re.compile(pat["regexp"])
+    monkeypatch.chdir(corpus_root())
+    r = CliRunner().invoke(app, ["check", "tp4-cpu-eviction-vllm011", "tp2-lookup-disagreement-vllm025",
+                                 "--no-config"])
+    heads = [ln for ln in r.stdout.splitlines() if re.match(r"^\S+:\d+: (error|warning|info) ", ln)]
+    assert heads
+    for ln in heads:
+        m = rx.match(ln)
+        if " info " in ln.split(":", 2)[2][:7]:
+            assert m is None
+            continue
+        assert m, ln
+        assert (corpus_root() / m.group(pat["file"])).is_file()
+        assert int(m.group(pat["line"])) >= 1 and m.group(pat["severity"]) in ("error", "warning")

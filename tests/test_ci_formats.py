@@ -3,10 +3,11 @@ Quality, GitHub annotations (escaping, caps, order), Markdown summary, plain tex
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import xml.etree.ElementTree as ET
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import jsonschema
@@ -38,12 +39,17 @@ CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir()) if CORPUS.is_dir(
 pytestmark = pytest.mark.skipif(not CASES, reason="corpus not found")
 
 
-@lru_cache(maxsize=None)
+@cache
 def corpus_report(case: str) -> Report:
     return analyze([str(CORPUS / case)])
 
 
-def all_corpus_report() -> Report:
+def all_corpus_report(fresh: bool = False) -> Report:
+    return analyze([str(CORPUS / c) for c in CASES]) if fresh else _all_corpus_report()
+
+
+@cache
+def _all_corpus_report() -> Report:
     return analyze([str(CORPUS / c) for c in CASES])
 
 
@@ -81,6 +87,8 @@ def test_shipped_schema_is_the_oasis_sarif_2_1_0_schema():
     assert schema["title"] == "Static Analysis Results Format (SARIF) Version 2.1.0 JSON Schema"
     assert schema["properties"]["version"]["enum"] == ["2.1.0"]
     assert "result" in schema["definitions"] and "notification" in schema["definitions"]
+    digest = hashlib.sha256(SCHEMA_FILE.read_bytes()).hexdigest()
+    assert digest == "c3b4bb2d6093897483348925aaa73af03b3e3f4bd4ca38cef26dcb4212a2682e"  # see schemas/README.md
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -213,7 +221,7 @@ def test_gitlab_fingerprints_unique_and_stable():
     data = json.loads(render_gitlab(all_corpus_report()))
     fps = [i["fingerprint"] for i in data]
     assert len(fps) == len(set(fps))
-    again = json.loads(render_gitlab(all_corpus_report()))
+    again = json.loads(render_gitlab(all_corpus_report(fresh=True)))
     assert fps == [i["fingerprint"] for i in again]
     # identical findings (same identity) in one report still get distinct fingerprints
     rep = synthetic(n_err=2)
@@ -230,6 +238,12 @@ def test_gitlab_severity_mapping():
     assert severity_of(f) == "critical"
     assert severity_of(Finding(rule="KV001", severity="warning", title="t")) == "minor"
     assert severity_of(Finding(rule="KV001", severity="info", title="t")) == "info"
+    from specdiag.analyzers.base import all_rules
+
+    for code, cls in all_rules().items():
+        if cls.name == "engine-death":  # engine death is GitLab's "critical"
+            assert severity_of(Finding(rule=code, severity="error", title="t")) == "critical"
+            assert severity_of(Finding(rule=code, severity="warning", title="t")) == "minor"
 
 
 # --- GitHub annotations --------------------------------------------------------------------------------------------

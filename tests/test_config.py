@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from specdiag.cli import app
-from specdiag.config import find_config, resolve
+from specdiag.config import _toml, find_config, resolve
 from specdiag.engine import ConfigError
 
 HERE = Path(__file__).resolve().parent
@@ -23,6 +23,7 @@ def corpus_root() -> Path:
 
 
 CORPUS = corpus_root()
+needs_toml = pytest.mark.skipif(_toml is None, reason="TOML needs Python 3.11+ or tomli")
 
 
 def run(args, **kw):
@@ -47,6 +48,7 @@ def project(tmp_path, monkeypatch):
     return proj
 
 
+@needs_toml
 def test_discovery_walks_up(project):
     assert find_config() == project / "pyproject.toml"
     cfg = resolve()
@@ -60,6 +62,7 @@ def test_discovery_walks_up(project):
     assert cfg.source("rules.KV001.window_s") == cfg.source("select")
 
 
+@needs_toml
 def test_flags_override_the_file(project):
     cfg = resolve(select=["KV001"], fail_on="never", baseline="b.json", severity=["KV002=info"])
     assert cfg.select == ["KV001"] and cfg.sources["select"] == "--select"
@@ -68,6 +71,7 @@ def test_flags_override_the_file(project):
     assert cfg.ignore == ["KV008"]  # not given on the command line: from the file
 
 
+@needs_toml
 def test_pyproject_without_section_is_skipped(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text('[tool.specdiag]\nfail-on = "info"\n')
     inner = tmp_path / "pkg"
@@ -78,6 +82,7 @@ def test_pyproject_without_section_is_skipped(tmp_path, monkeypatch):
     assert resolve().fail_on == "info"
 
 
+@needs_toml
 def test_yaml_wins_in_the_same_folder(tmp_path, monkeypatch):
     (tmp_path / "pyproject.toml").write_text('[tool.specdiag]\nfail-on = "info"\n')
     (tmp_path / "specdiag.yaml").write_text("fail_on: never\nrules:\n  KV002:\n    min_lookups: 5\n")
@@ -87,12 +92,14 @@ def test_yaml_wins_in_the_same_folder(tmp_path, monkeypatch):
     assert cfg.source("fail_on") == "specdiag.yaml"
 
 
+@needs_toml
 def test_no_config_and_defaults(project):
     cfg = resolve(no_config=True)
     assert cfg.config_file is None and cfg.select is None and cfg.fail_on == "error"
     assert cfg.source("fail_on") == "default"
 
 
+@needs_toml
 def test_explicit_config_file_toml_top_level(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "ci.toml").write_text('ignore = ["SD"]\n[severity]\nKV = "warning"\n')
@@ -114,6 +121,7 @@ def test_explicit_config_file_toml_top_level(tmp_path, monkeypatch):
     ('[tool.specdiag]\nselect = [1, 2]\n', "list of rule codes"),
     ("[tool.specdiag\n", "invalid TOML"),
 ])
+@needs_toml
 def test_invalid_configuration(tmp_path, monkeypatch, text, needle):
     (tmp_path / "pyproject.toml").write_text(text)
     monkeypatch.chdir(tmp_path)
@@ -131,6 +139,7 @@ def test_invalid_yaml(tmp_path, monkeypatch):
         resolve()
 
 
+@needs_toml
 def test_config_show(project):
     r = run(["config", "show"])
     assert r.exit_code == 0, r.output

@@ -225,6 +225,19 @@ class Browser:
         shutil.rmtree(self.udd, ignore_errors=True)
 
 
+# resolves once the page's script has finished (it marks <body data-charts>) and two frames were painted
+CHARTS_READY = r"""
+new Promise(resolve => {
+  const t0 = performance.now();
+  const done = () => requestAnimationFrame(() => requestAnimationFrame(() => resolve(true)));
+  (function poll() {
+    const ours = document.getElementById('specdiag-data') && document.querySelector('script:not([type])');
+    if (!ours || document.body.dataset.charts !== undefined
+        || performance.now() - t0 > 10000) { done(); } else { setTimeout(poll, 50); }
+  })();
+})
+"""
+
 # what the page must look like once loaded: returned as one JSON-able object
 PAGE_PROBE = r"""
 (() => {
@@ -266,6 +279,7 @@ def check_page(b: Browser, html_path: Path) -> dict[str, Any]:
     first = len(b.events)
     url = html_path.resolve().as_uri()
     b.load(session, url)
+    b.evaluate(session, CHARTS_READY)
     probe = b.evaluate(session, PAGE_PROBE)
     evs = [e for e in b.events[first:] if e.get("sessionId") == session]
     problems = []
@@ -292,12 +306,16 @@ def check_page(b: Browser, html_path: Path) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------------------- tests
 CHROMIUM = find_chromium()
-needs_chromium = pytest.mark.skipif(
-    CHROMIUM is None, reason="Chromium not installed (run scripts/install-chromium.sh: apt-get install chromium)")
+NO_CHROMIUM = "Chromium not installed (run scripts/install-chromium.sh: apt-get install chromium)"
+# CI sets SPECDIAG_REQUIRE_CHROMIUM=1 after installing it, so that a missing browser fails instead of skipping
+REQUIRED = os.environ.get("SPECDIAG_REQUIRE_CHROMIUM", "") not in ("", "0")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None and not REQUIRED, reason=NO_CHROMIUM)
 
 
 @pytest.fixture(scope="module")
 def browser():
+    if CHROMIUM is None:
+        pytest.fail(NO_CHROMIUM + "; SPECDIAG_REQUIRE_CHROMIUM is set")
     b = Browser(CHROMIUM)
     try:
         yield b
@@ -395,9 +413,19 @@ def test_harness_sees_what_it_must_catch(browser, tmp_path):
     assert any(p.startswith("request:") and p.endswith("/x") for p in probs), probs
     assert any(p.startswith("console.error") for p in probs), probs
 
+    from test_html import rich_report
+
     from specdiag.report.html import render_html
 
-    from test_html import rich_report
+    # our page's own script may not turn a string into markup (Trusted Types): a sink throws
+    tt = tmp_path / "tt.html"
+    tt.write_text(render_html(rich_report()), encoding="utf-8")
+    session = browser.open_page()
+    browser.load(session, tt.resolve().as_uri())
+    err = browser.evaluate(session, "(() => { try { document.body.innerHTML = '<i>x</i>'; return 'assigned'; }"
+                                    " catch (e) { return e.name; } })()")
+    assert err == "TypeError", err
+    browser.send("Target.closeTarget", {"targetId": browser.targets.pop(session)})
 
     # a script smuggled into our page past the escaping would still be refused by the CSP
     page = render_html(rich_report()).replace("<main>", f"<main>{EVIL_SCRIPT}{EVIL_IMG}", 1)
@@ -453,6 +481,7 @@ def main(argv: list[str]) -> int:
                 print("\n".join(probe["problems"]), file=sys.stderr)
             session = b.open_page()
             b.load(session, html_path.resolve().as_uri())
+            b.evaluate(session, CHARTS_READY)
             b.screenshot(session, Path(args.out), max_height=args.height, top=args.top)
         finally:
             b.close()

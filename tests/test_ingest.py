@@ -210,3 +210,14 @@ def test_folders_recurse_sorted_and_globs_expand(tmp_path) -> None:
         (tmp_path / name).write_text("x\n")
     assert [s.display for s in expand_inputs([str(tmp_path)])] == [str(tmp_path / "1.log"), str(tmp_path / "b/2.log")]
     assert len(expand_inputs([str(tmp_path / "**" / "*.log")])) == 2
+
+
+def test_vllm_json_logging_lines_become_vllm_records(tmp_path) -> None:
+    obj = {"asctime": "2026-03-14 09:15:02,123", "levelname": "WARNING", "name": "vllm.v1.core.sched.scheduler",
+           "processName": "EngineCore", "process": 77, "filename": "scheduler.py", "lineno": 3426,
+           "message": "Recovered from KV load failure: 1 request(s) rescheduled (768 tokens affected)."}
+    p = tmp_path / "j.log"
+    p.write_text((json.dumps(obj) + "\n") * 3)
+    recs, _ = records(p)
+    assert recs[0].kind == "vllm" and recs[0].level == "WARNING" and recs[0].year == 2026
+    assert recs[0].origin.pid == 77 and recs[0].msg.startswith("Recovered from KV load failure")

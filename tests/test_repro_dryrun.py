@@ -37,9 +37,11 @@ def kv(port: int) -> list[str]:
 NGRAM = ["--speculative-config", '{"method":"ngram","num_speculative_tokens":3,"prompt_lookup_max":4}']
 
 
-def lm_yaml(local_cpu: str, size: str, sdc: str, remote: bool = False) -> str:
+def lm_yaml(local_cpu: str, size: str, sdc: str, remote: bool = False, pin: bool = False) -> str:
     y = (f"chunk_size: 256\nlocal_cpu: {local_cpu}\nmax_local_cpu_size: {size}\nsave_decode_cache: {sdc}\n"
          "enable_async_loading: false\n")
+    if pin:
+        y += "pin_timeout_sec: 1.0\npin_check_interval_sec: 1.0\n"
     if remote:
         y += "remote_url: redis://127.0.0.1:{redis_port}\nremote_serde: naive\n"
     return y
@@ -72,6 +74,12 @@ EXPECTED = {
     "eviction": [
         ("max_local_cpu_size=0.004", ["--no-enable-prefix-caching", *kv(0)], lm_yaml("true", "0.004", "false"), None),
         ("max_local_cpu_size=1.0", ["--no-enable-prefix-caching", *kv(1)], lm_yaml("true", "1.0", "false"), None),
+    ],
+    "pin-timeout": [
+        ("save_decode_cache=false", ["--no-enable-prefix-caching", "--num-gpu-blocks-override", "36", *kv(0)],
+         lm_yaml("true", "0.001", "false", pin=True), None),
+        ("save_decode_cache=true", ["--no-enable-prefix-caching", "--num-gpu-blocks-override", "36", *kv(1)],
+         lm_yaml("true", "0.001", "true", pin=True), None),
     ],
     "remote-eviction": [
         ("redis_maxmemory=4mb,save_decode_cache=false", ["--no-enable-prefix-caching", *kv(0)],

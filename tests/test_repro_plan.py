@@ -54,7 +54,8 @@ def test_toggle_overrides_preset_toggle_and_set_removes_it() -> None:
 
 
 def test_presets_exist_with_expected_shapes() -> None:
-    assert set(PRESETS) == {"save-decode-cache", "dynamic-k", "eviction", "remote-eviction"}
+    assert set(PRESETS) == {"save-decode-cache", "dynamic-k", "eviction", "remote-eviction", "pin-timeout"}
+    assert build_plan(preset="pin-timeout").workload.kind == "pin_window"
     assert len(build_plan(preset="save-decode-cache").cells()) == 4
     assert len(build_plan(preset="dynamic-k").cells()) == 2
     assert build_plan(preset="dynamic-k").workload.kind == "alternating_batch"

@@ -81,7 +81,7 @@ def res(toggled: dict[str, str], rep: int, shortfalls: int, acc: float | None = 
         status: str = "ok") -> CellResult:
     name = ",".join(f"{k}={v}" for k, v in toggled.items())
     return CellResult(cell=name, toggled=toggled, repeat=rep, status=status,
-                      log={"shortfalls": shortfalls, "crashed": False},
+                      log={"shortfalls": shortfalls, "crashed": False, "lookups": 10},
                       workload={"failed": failed, "requests": 64},
                       metrics={"acceptance_pct": acc})
 
@@ -174,3 +174,45 @@ def test_build_verdict_rows_and_degraded_note() -> None:
     assert v["cells"][1]["shortfalls"] == [0.0, 0.0]
     assert any("degraded mode" in n for n in v["notes"])
     assert v["conclusions"]
+
+
+def test_rate_conclusion_is_computed_within_contexts() -> None:
+    def hit(mm: str, sdc: str, pct: float) -> CellResult:
+        r = res({"redis_maxmemory": mm, "save_decode_cache": sdc}, 0, 0)
+        r.log.update({"lookup_total_tokens": 10000, "lookup_hit_tokens": int(pct * 100)})
+        return r
+
+    results = [hit("4mb", "false", 1.5), hit("4mb", "true", 2.24), hit("1gb", "false", 71.78),
+               hit("1gb", "true", 71.78)]
+    diff = differential(results, TOGGLES)
+    sdc = conclusion(diff, "save_decode_cache", "lmcache_hit_pct")
+    assert sdc.startswith("the LMCache hit rate does not depend on save_decode_cache")
+    assert "[redis_maxmemory=4mb] save_decode_cache=false: 1.5%; save_decode_cache=true: 2.24%" in sdc
+    mm = conclusion(diff, "redis_maxmemory", "lmcache_hit_pct")
+    assert "lower with redis_maxmemory=4mb by 69.5–70.3 points" in mm
+
+
+def test_load_run_roundtrip(tmp_path: Path) -> None:
+    import json
+
+    (tmp_path / "cells" / "a").mkdir(parents=True)
+    (tmp_path / "cells" / "b").mkdir(parents=True)
+    (tmp_path / "plan.json").write_text(json.dumps({"name": "p", "toggles": {"x": ["1", "2"]}}))
+    r = res({"x": "1"}, 0, 4)
+    (tmp_path / "cells" / "a" / "cell.json").write_text(json.dumps(r.to_dict()))
+    (tmp_path / "cells" / "b" / "cell.json").write_text(json.dumps({"cell": "x=2", "status": "interrupted"}))
+    from specdiag.repro.verdict import load_run
+
+    plan, results = load_run(tmp_path)
+    assert plan["name"] == "p"
+    assert [x.symptom("shortfalls") for x in results] == [4.0]
+
+
+def test_no_shortfall_line_when_lmcache_never_looked_up() -> None:
+    results = [res({"dynamic_k": "off"}, 0, 0, acc=100.0), res({"dynamic_k": "on"}, 0, 0, acc=100.0)]
+    for r in results:
+        r.log["lookups"] = 0
+    diff = differential(results, {"dynamic_k": ["off", "on"]})
+    assert [d["symptom"] for d in diff] == ["acceptance_pct"]
+    results[0].log["lookups"] = 5
+    assert "shortfalls" in [d["symptom"] for d in differential(results, {"dynamic_k": ["off", "on"]})]

@@ -80,7 +80,7 @@ def test_rules_command_lists_every_rule():
     assert r.exit_code == 0
     lines = r.stdout.splitlines()
     assert [ln.split()[0] for ln in lines] == list(all_rules())
-    for ln, cls in zip(lines, all_rules().values()):
+    for ln, cls in zip(lines, all_rules().values(), strict=True):
         assert ln.split()[1] == cls.severity and ln.rstrip().endswith(cls.title)
     r = run(["rules", "--select", "KV", "--format", "json"])
     import json

@@ -261,3 +261,25 @@ def test_corpus_healthy_ngram_has_no_sd_warning() -> None:
     if not case.exists():
         pytest.skip("corpus copy not present")
     assert worst(analyze([str(case)])) is None
+
+
+def test_example_log_is_current_and_diagnosed() -> None:
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "scripts"))
+    import gen_sd_example
+
+    log = root / "examples" / "dynamic-k-stale-draft" / "serve.log"
+    assert log.read_text() == gen_sd_example.build(), "run scripts/gen_sd_example.py"
+    r = analyze([str(log)])
+    (f,) = by_rule(r, "SD003")
+    assert f.causes[0].id == "stale-draft-kv" and worst(r) == "warning"
+
+
+def test_example_control_log_has_no_warning(tmp_path: Path) -> None:
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "scripts"))
+    import gen_sd_example
+
+    p = tmp_path / "ctl.log"
+    p.write_text(gen_sd_example.build(steady=True))
+    assert worst(analyze([str(p)])) == "info"

@@ -23,6 +23,7 @@ from specdiag.cli.common import (
 )
 
 FORMATS = ("text", "json", "github", "markdown", "sarif", "junit", "gitlab", "auto")
+STRUCTURED = ("json", "sarif", "junit", "gitlab")  # machine-readable: alone on stdout, or to a file
 FORMAT_HELP = ("Output format, repeatable: text | json | github | markdown | sarif | junit | gitlab | auto; "
                "FORMAT:PATH writes to a file (e.g. sarif:specdiag.sarif), otherwise stdout. 'auto' is text, "
                "plus GitHub annotations when GITHUB_ACTIONS=true. Default: text.")
@@ -56,6 +57,12 @@ def parse_formats(specs: list[str] | None) -> list[tuple[str, str | None]]:
                 fail(f"--format: {path} is named twice")
             seen_paths.add(key)
         out.append((name, path or None))
+    out = list(dict.fromkeys(out))  # 'auto' plus 'github' must not annotate twice
+    on_stdout = [n for n, p in out if p is None]
+    structured = [n for n in on_stdout if n in STRUCTURED]
+    if structured and len(on_stdout) > 1:
+        fail(f"--format {structured[0]} on stdout cannot be mixed with other stdout formats "
+             f"({', '.join(on_stdout)}); write it to a file: --format {structured[0]}:PATH")
     return out
 
 

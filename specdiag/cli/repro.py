@@ -15,7 +15,7 @@ import typer
 HELP = """Differential diagnosis on real servers: one vLLM (+ LMCache) server per combination of toggles,
 a workload that provokes the symptom, symptom counts per cell and a verdict across toggles.
 
-Presets: save-decode-cache, dynamic-k, eviction, remote-eviction. --dry-run prints every cell's command
+Presets: save-decode-cache, dynamic-k, eviction, remote-eviction, pin-timeout. --dry-run prints every cell's command
 line, environment and LMCache YAML without running anything."""
 
 
@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
 def repro(
     preset: str | None = typer.Option(None, "--preset", "-p", help="save-decode-cache | dynamic-k | eviction | "
-                                      "remote-eviction"),
+                                      "remote-eviction | pin-timeout"),
     plan_file: Path | None = typer.Option(None, "--plan", help="YAML plan (preset, base, toggles, workload, "
                                           "repeat)"),
     toggle: list[str] = typer.Option([], "--toggle", "-t", help="key=v1,v2 (crossed into the matrix; repeatable)"),
@@ -244,8 +244,8 @@ def _print_table(verdict: dict, out_dir: Path) -> None:  # type: ignore[type-arg
     con.print(t)
     con.print("[bold]Verdict[/bold]")
     for c in verdict["conclusions"] or ["no toggle with two values: nothing to compare"]:
-        con.print(f"  • {c}", highlight=False)
+        con.print(f"  • {c}", highlight=False, markup=False)
     for n in verdict["notes"]:
-        con.print(f"  note: {n}", highlight=False)
+        con.print(f"  note: {n}", highlight=False, markup=False)
     con.print(f"run folder: {out_dir}  (verdict.json; re-analyze with: specdiag analyze {out_dir}/cells)",
               highlight=False)

@@ -16,7 +16,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-BLOCK_SIZE = 4 * 1024 * 1024
+BLOCK_SIZE = 1024 * 1024
 #: physical lines longer than this are cut; the rest of the line is skipped and reported
 MAX_LINE = 1024 * 1024
 

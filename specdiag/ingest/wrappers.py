@@ -24,13 +24,28 @@ def strip_ansi(text: str) -> str:
     return ANSI_RE.sub("", text)
 
 
+_ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
+
+
+def _json_logging(obj: dict) -> tuple[str, int | None]:
+    """vLLM's JSON log formatter (0.32 ``--logging-config``) → the plain vLLM line it stands for."""
+    m = _ASCTIME.search(str(obj.get("asctime") or obj.get("time") or ""))
+    ts = f"{m.group(2)}-{m.group(3)} {m.group(4)}" if m else "01-01 00:00:00"
+    where = f"{obj.get('filename') or obj.get('name') or 'json'}:{obj.get('lineno') or 0}"
+    who = f"({obj.get('processName')} pid={obj.get('process')}) " if obj.get("process") is not None else ""
+    text = f"{who}{obj.get('levelname', 'INFO')} {ts} [{where}] {obj.get('message', '')}"
+    return text, int(m.group(1)) if m else None
+
+
 def _docker_json(line: str) -> tuple[str, int | None]:
-    if not line.startswith("{") or '"log"' not in line:
+    if not line.startswith("{") or '"log"' not in line and '"levelname"' not in line:
         return line, None
     try:
         obj = json.loads(line)
     except ValueError:
         return line, None
+    if isinstance(obj, dict) and isinstance(obj.get("message"), str) and "levelname" in obj:
+        return _json_logging(obj)
     if not isinstance(obj, dict) or not isinstance(obj.get("log"), str):
         return line, None
     year = None
@@ -74,7 +89,7 @@ class Unwrapper:
             hits = 0
             for ln in lines:
                 if name == "docker-json":
-                    hits += ln.startswith("{") and '"log"' in ln
+                    hits += ln.startswith("{") and ('"log"' in ln or '"levelname"' in ln)
                 else:
                     # the sample has already been stripped by the outer styles found so far
                     hits += bool(rx.match(self._strip_outer(ln)))

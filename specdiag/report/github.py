@@ -46,7 +46,7 @@ def render_github(report: Report, *, cap: int = CAP_PER_LEVEL, summary_hint: str
         ev = f.evidence[0] if f.evidence else None
         lvl = LEVEL[f.severity]
         props: dict[str, object] = {}
-        if ev is not None:
+        if ev is not None and ev.path not in ("", "-"):
             props["file"] = display_path(ev.path)
             props["line"] = max(1, ev.line)
         props["title"] = f"{f.rule} {f.title}"

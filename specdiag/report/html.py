@@ -660,6 +660,8 @@ def write_html(report: Any, path: str | Path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ repro
+_SYMPTOM_ORDER = ("shortfalls", "failed_requests", "engine_crash", "acceptance_pct", "acceptance_after_k0_pct",
+                  "lmcache_hit_pct", "missing_tokens", "load_failed_requests", "external_hit_pct")
 _CELL_META = {"name", "cell", "toggles", "toggled", "status", "errors", "error", "dir", "runs", "symptoms"}
 
 
@@ -738,6 +740,8 @@ def render_repro_html(verdict: dict[str, Any]) -> str:
         for k, val in sym.items():
             if k not in sym_keys and _nonempty(val):
                 sym_keys.append(str(k))
+    # the verdict's symptoms first, then whatever else varies
+    sym_keys.sort(key=lambda k: (_SYMPTOM_ORDER.index(k) if k in _SYMPTOM_ORDER else len(_SYMPTOM_ORDER)))
     b.append(f"<h2>Cells ({len(rows)})</h2>")
     if len(keys) == 2 and rows:
         a_vals = list(dict.fromkeys(str(tg.get(keys[0])) for _, tg, _, _ in rows))
@@ -752,7 +756,7 @@ def render_repro_html(verdict: dict[str, Any]) -> str:
                     grid.append("<td class=\"cell note\">not run</td>")
                     continue
                 _, _, sym, st = hit[0]
-                shown = [k for k in sym_keys if _nonempty(sym.get(k))][:4]
+                shown = sym_keys[:4]
                 detail = "".join(f"<div class=\"mono\">{esc(k)}: {esc(_sym_value(sym.get(k)))}</div>" for k in shown)
                 grid.append(f"<td class=\"cell\">{_status_html(st)}{detail}</td>")
             grid.append("</tr>")

@@ -83,7 +83,7 @@ class WorkloadSpec:
         return {"kind": self.kind, "params": dict(self.params)}
 
 
-WORKLOAD_KINDS = ("multi_turn", "alternating_batch", "distinct_prefixes")
+WORKLOAD_KINDS = ("multi_turn", "alternating_batch", "distinct_prefixes", "pin_window")
 
 
 # --------------------------------------------------------------------------------------------- presets
@@ -153,6 +153,21 @@ PRESETS: dict[str, Preset] = {
             "distinct_prefixes",
             {"prompts": 16, "prompt_words": 560, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
              "max_tokens": 8},
+        ),
+    ),
+    "pin-timeout": Preset(
+        name="pin-timeout",
+        description=(
+            "a request held between its lookup and its retrieve by KV-block pressure (36 blocks) while "
+            "another request decodes; tiny local CPU tier (4 chunks), pin_timeout_sec 1: with "
+            "save_decode_cache the decode-phase stores evict the force-unpinned chunks"
+        ),
+        base={"max_local_cpu_size": "0.001", "pin_timeout_sec": "1", "num_gpu_blocks": "36"},
+        toggles={"save_decode_cache": ["false", "true"]},
+        workload=WorkloadSpec(
+            "pin_window",
+            {"iterations": 4, "p_words": 560, "a_words": 1750, "b_words": 50, "a_max_tokens": 500,
+             "b_max_tokens": 500, "p_max_tokens": 8, "delay_s": 0.2},
         ),
     ),
 }

@@ -288,11 +288,14 @@ def differential(results: list[CellResult], toggles: dict[str, list[str]]) -> li
     masquerade as the first one's effect.
     """
     usable = [r for r in results if r.status in ("ok", "server-failed")]
+    lmcache_used = any(r.log.get("lookups") for r in usable)
     out: list[dict[str, Any]] = []
     for key, values in toggles.items():
         if len(values) < 2:
             continue
         for sym in COUNT_SYMPTOMS + RATE_SYMPTOMS:
+            if sym == "shortfalls" and not lmcache_used and not any(r.symptom(sym) for r in usable):
+                continue  # LMCache never looked anything up (e.g. lmcache=off): nothing to conclude
             by_ctx: dict[tuple, dict[str, list[float]]] = {}
             for r in usable:
                 v = r.symptom(sym)
@@ -351,7 +354,7 @@ def _count_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple,
     if labels <= {"all-present", "all-absent"} and "all-present" in labels:
         where = "" if labels == {"all-present"} else (
             f" wherever it appears at all ({ctx_words('all-present')}; never with {ctx_words('all-absent')})")
-        return f"{words} appears with every value of {key}{where} ({per_value}): {key} is rejected as the cause"
+        return f"{words} appears with every value of {key}{where}: {per_value} — {key} is rejected as the cause"
     splits = {pos for kd, pos in kinds.values() if kd == "split"}
     if labels <= {"split", "all-absent"} and len(splits) == 1:
         pos_set = next(iter(splits))
@@ -455,6 +458,12 @@ def build_verdict(plan_dict: dict[str, Any], device: dict[str, Any], cells: list
                      "say nothing about LMCache")
     if interrupted:
         notes.append("the run was interrupted: cells not run are missing")
+    for r in results:
+        if r.k0:
+            notes.append(f"{r.cell} r{r.repeat}: {r.k0.get('drafted_in_batch2_phases')} draft tokens in the batch-2 "
+                         f"phases (0 = K=0 was applied); acceptance first batch-1 phase "
+                         f"{r.k0.get('acceptance_first_batch1_pct')}%, batch-1 phases after batch-2 "
+                         f"{r.k0.get('acceptance_batch1_after_batch2_pct')}%")
     return {
         "schema": "specdiag.repro/1",
         "plan": plan_dict,

@@ -123,11 +123,14 @@ class Client:
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
 
-    def complete(self, prompt: str, max_tokens: int, tag: str, phase: int = 0) -> RequestRecord:
-        body = json.dumps({
+    def complete(self, prompt: str, max_tokens: int, tag: str, phase: int = 0,
+                 extra: dict[str, Any] | None = None) -> RequestRecord:
+        payload: dict[str, Any] = {
             "model": SERVED_MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens,
             "temperature": 0, "ignore_eos": True,
-        }).encode()
+        }
+        payload.update(extra or {})
+        body = json.dumps(payload).encode()
         req = urllib.request.Request(self.base_url + "/v1/completions", data=body,
                                      headers={"Content-Type": "application/json"})
         t0 = time.monotonic()
@@ -236,10 +239,36 @@ def run_distinct_prefixes(client: Client, p: dict[str, Any], res: WorkloadResult
             list(pool.map(one, [(rnd, i) for i in range(n)]))
 
 
+def run_pin_window(client: Client, p: dict[str, Any], res: WorkloadResult, stop: threading.Event) -> None:
+    """Hold a looked-up request between lookup and retrieve (cpu-repro.md §7.2).
+
+    Per iteration: P (about 4 chunks) is stored; then A (long prompt, long output, not saved) takes most KV
+    blocks while B (short prompt, long output) decodes — and, with save_decode_cache, keeps storing chunks;
+    0.2 s later P is sent again: its lookup hits and pins its chunks, but it has to wait for KV blocks. If
+    the wait outlasts pin_timeout_sec the pins are forced off and B's stores can evict P's chunks before
+    P's retrieve: the shortfall. Tag ``iter<k>-P2`` is the request to watch.
+    """
+    skip_save = {"kv_transfer_params": {"lmcache.skip_save": True}}
+    for it in range(int(p.get("iterations", 4))):
+        if stop.is_set():
+            return
+        prompt_p = text(7000 + it, int(p.get("p_words", 560)))
+        res.requests.append(client.complete(prompt_p, int(p.get("p_max_tokens", 8)), f"iter{it}-P1", it))
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            fa = pool.submit(client.complete, text(7100 + it, int(p.get("a_words", 1750))),
+                             int(p.get("a_max_tokens", 500)), f"iter{it}-A", it, skip_save)
+            fb = pool.submit(client.complete, text(7200 + it, int(p.get("b_words", 50))),
+                             int(p.get("b_max_tokens", 500)), f"iter{it}-B", it)
+            time.sleep(float(p.get("delay_s", 0.2)))
+            fp = pool.submit(client.complete, prompt_p, int(p.get("p_max_tokens", 8)), f"iter{it}-P2", it)
+            res.requests.extend([fa.result(), fb.result(), fp.result()])
+
+
 WORKLOADS: dict[str, Callable[[Client, dict[str, Any], WorkloadResult, threading.Event], None]] = {
     "multi_turn": run_multi_turn,
     "alternating_batch": run_alternating_batch,
     "distinct_prefixes": run_distinct_prefixes,
+    "pin_window": run_pin_window,
 }
 
 

@@ -63,7 +63,7 @@
   }
 
   // every chart reserves the same room left and right, so that their time axes line up
-  var LEFT = 70, RIGHT = 56;
+  var LEFT = 64, RIGHT = 56, LABEL = 20;
   function hm(t, secs) {
     var d = new Date(t * 1e3);
     return pad2(d.getUTCHours()) + ":" + pad2(d.getUTCMinutes()) + (secs ? ":" + pad2(d.getUTCSeconds()) : "");
@@ -84,7 +84,7 @@
     };
   }
   function spacerAxis(scale) {
-    return { scale: scale, side: 1, size: RIGHT, stroke: "transparent", grid: { show: false },
+    return { scale: scale, side: 1, size: RIGHT, label: " ", labelSize: LABEL, stroke: "transparent", grid: { show: false },
       ticks: { show: false }, values: function (u, splits) { return splits.map(function () { return ""; }); } };
   }
 
@@ -137,8 +137,8 @@
       axes.push({
         scale: unit || "_",
         side: i === 0 ? 3 : 1,
-        label: unit || "",
-        labelSize: 18,
+        label: unit || " ",
+        labelSize: LABEL,
         stroke: "#555",
         size: i === 0 ? LEFT : RIGHT,
         grid: i === 0 ? { stroke: "#eee" } : { show: false },
@@ -154,7 +154,7 @@
     });
     var opts = {
       width: width(box),
-      height: 220,
+      height: 190,
       tzDate: tzDate,
       series: series,
       axes: axes,
@@ -246,7 +246,7 @@
       axes: [
         xAxis(),
         {
-          scale: "y", stroke: "#555", size: LEFT, grid: { stroke: "#f2f2f2" },
+          scale: "y", stroke: "#555", size: LEFT, label: " ", labelSize: LABEL, grid: { stroke: "#f2f2f2" },
           splits: function () { return lanes.map(function (_, i) { return i; }); },
           values: function (u, splits) { return splits.map(function (i) { return lanes[i] == null ? "" : lanes[i]; }); },
         },

@@ -1,0 +1,1 @@
+"""Fake lmcache so the pre-flight check passes in the cleanup tests."""

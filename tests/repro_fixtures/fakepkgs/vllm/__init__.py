@@ -1,0 +1,1 @@
+"""Fake vLLM package for the repro cleanup tests (see api_server.py)."""

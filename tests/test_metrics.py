@@ -1,0 +1,215 @@
+"""``specdiag metrics`` (table/csv/json/parquet round trip), ``report.timeline`` and the sparkline helpers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "fixtures" / "sd"))
+
+import sdgen  # noqa: E402
+
+from specdiag.engine import analyze  # noqa: E402
+from specdiag.metrics.collect import collect  # noqa: E402
+from specdiag.metrics.collector import SERIES, MetricsCollector  # noqa: E402
+from specdiag.metrics.series import SeriesTracker  # noqa: E402
+from specdiag.metrics.sparkline import marker_row, sparkline, timeline_rows  # noqa: E402
+
+pd = pytest.importorskip("pandas")
+
+
+@pytest.fixture
+def cli():
+    """The real Typer app, in process (the subprocess form costs a pandas import per call)."""
+    from typer.testing import CliRunner
+
+    from specdiag.cli import app
+
+    runner = CliRunner()
+
+    def run(*args: str):
+        res = runner.invoke(app, list(args))
+        return res.exit_code, res.output
+
+    return run
+
+
+@pytest.fixture
+def log(tmp_path: Path) -> Path:
+    sc = sdgen.dynamic_k(stale=True)
+    sc.ext = [0.1 + 0.01 * i for i in range(len(sc.rates))]
+    sc.preempt = [i // 10 for i in range(len(sc.rates))]
+    p = tmp_path / "serve.log"
+    extra = ["[2026-03-14 09:02:00,100] LMCache ERROR: Num retrieved tokens: 256, num expected tokens: 512 "
+             "(vllm_v1_adapter.py:882:lmcache.integration.vllm.vllm_v1_adapter)",
+             "(EngineCore pid=4500) ERROR 03-14 09:02:01 [scheduler.py:3417] Failing 1 request(s) due to KV load failure "
+             "(failure_policy=fail, 256 tokens affected). Request IDs: {'cmpl-1'}"]
+    p.write_text(sdgen.make_log(sc) + "\n".join(extra) + "\n")
+    return p
+
+
+def _frame(path: Path):
+    from specdiag.metrics.frames import to_frame
+
+    return to_frame(collect([str(path)]).engines())
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_round_trip(log: Path, tmp_path: Path, fmt: str) -> None:
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    from specdiag.metrics.frames import read_frame, write_frame
+
+    df = _frame(log)
+    assert len(df) == len(sdgen.dynamic_k(True).rates)
+    out = tmp_path / f"m.{fmt}"
+    write_frame(df, fmt, str(out))
+    back = read_frame(str(out))
+    pd.testing.assert_frame_equal(df, back)
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_cli_round_trip(log: Path, tmp_path: Path, fmt: str, cli) -> None:
+    if fmt == "parquet":
+        pytest.importorskip("pyarrow")
+    from specdiag.metrics.frames import read_frame
+
+    out = tmp_path / f"cli.{fmt}"
+    code, err = cli("metrics", str(log), "--format", fmt, "-o", str(out))
+    assert code == 0, err
+    pd.testing.assert_frame_equal(read_frame(str(out)), _frame(log))
+
+
+def test_frame_content(log: Path) -> None:
+    df = _frame(log)
+    first = df.iloc[0]
+    assert first["engine"] == "engine 0" and first["running_reqs"] == 1.0
+    assert 0.5 < first["draft_acceptance_rate"] < 0.7 and first["mean_acceptance_length"] > 2
+    assert {"pos_0", "pos_1", "pos_2"} <= set(df.columns)
+    k0 = df[df["running_reqs"] >= 2]
+    assert k0["drafted_tokens"].isna().all()  # K=0 intervals: no SpecDecoding line
+    assert df["t"].is_monotonic_increasing
+
+
+def test_cli_table_and_stdout_formats(log: Path, cli) -> None:
+    code, out = cli("metrics", str(log))
+    assert code == 0 and "acceptance" in out and "engine 0" in out
+    assert any(ch in out for ch in "▁▂▃▄▅▆▇█")
+    code, out = cli("metrics", str(log), "--format", "json")
+    data = json.loads(out)
+    assert data["schema"] == "specdiag.metrics/1" and data["columns"][0] == "time"
+    code, out = cli("metrics", str(log), "--format", "csv")
+    assert out.splitlines()[0].startswith("time,source,engine,line,t,")
+
+
+def test_cli_errors(log: Path, tmp_path: Path, cli) -> None:
+    code, _o = cli("metrics", str(log), "--format", "parquet")
+    assert code == 2
+    code, _o = cli("metrics", str(log), "--format", "xml")
+    assert code == 2
+    empty = tmp_path / "empty.log"
+    empty.write_text("hello\n")
+    code, _o = cli("metrics", str(empty), "--format", "csv")
+    assert code == 3
+
+
+def test_timeline_schema(log: Path) -> None:
+    r = analyze([str(log)])
+    t = r.timeline
+    for name in ("mean_acceptance_length", "draft_acceptance_rate", "accepted_tokens", "drafted_tokens",
+                 "per_position_acceptance", "prefix_cache_hit_rate", "external_prefix_cache_hit_rate", "prompt_throughput",
+                 "generation_throughput", "running_reqs", "waiting_reqs", "kv_cache_usage", "preemptions"):
+        s = t["series"][name]
+        assert set(s) == {"unit", "label", "points", "by"}
+        assert s["points"] and all(len(p) == 2 for p in s["points"])
+    assert isinstance(t["series"]["per_position_acceptance"]["points"][0][1], list)
+    assert all(0 <= v <= 1 for _t, v in t["series"]["draft_acceptance_rate"]["points"])
+    kinds = {m["kind"] for m in t["markers"]}
+    assert {"shortfall", "load_failure", "preemption", "k0", "finding"} <= kinds
+    for m in t["markers"]:
+        assert set(m) >= {"t", "kind", "label", "rank", "rule"}
+    assert [m["t"] for m in t["markers"]] == sorted(m["t"] for m in t["markers"])
+    assert any(m["rule"] == "SD003" for m in t["markers"] if m["kind"] == "finding")
+    json.dumps(t)  # serialisable
+    assert r.timeline == analyze([str(log)]).timeline  # deterministic, markers not duplicated
+
+
+def test_timeline_multi_engine_names(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.log", tmp_path / "b.log"
+    a.write_text(sdgen.make_log(sdgen.dynamic_k(False)))
+    b.write_text(sdgen.make_log(sdgen.Scenario(rates=[0.5] * 3, running=[1] * 3)).replace("pid=4410", "pid=9"))
+    t = analyze([str(a), str(b)]).timeline
+    assert "draft_acceptance_rate" in t["series"]
+    others = [k for k in t["series"] if k.startswith("draft_acceptance_rate@")]
+    assert len(others) == 1 and t["series"][others[0]]["by"]
+
+
+def test_downsampling_keeps_pooled_acceptance(tmp_path: Path) -> None:
+    col = MetricsCollector(max_points=16)
+    p = tmp_path / "long.log"
+    p.write_text(sdgen.make_log(sdgen.dynamic_k(True, cycles=6)))
+    src = collect([str(p)])
+    ((_label, items),) = src.engines()
+    col.series = src.series
+    t = col.timeline()
+    pts = t["series"]["accepted_tokens"]["points"]
+    assert len(t["series"]["running_reqs"]["points"]) <= 16
+    assert sum(v for _t, v in pts) == sum(iv.acc or 0 for iv in items)
+
+
+def test_series_tracker_is_bounded(tmp_path: Path) -> None:
+    p = tmp_path / "long.log"
+    p.write_text(sdgen.make_log(sdgen.dynamic_k(True, cycles=20)))
+    from specdiag.events import default_matcher
+    from specdiag.ingest import expand_inputs, iter_records
+
+    tr = SeriesTracker(cap=32)
+    m = default_matcher()
+    n = acc = 0
+    for src in expand_inputs([str(p)]):
+        for rec in iter_records(src):
+            ev = m.match(rec)
+            if ev is not None and ev.id in ("V_STATS", "V_SPEC"):
+                iv = tr.observe(ev)
+                if ev.id == "V_STATS":
+                    n += 1
+                else:
+                    acc += iv.acc
+    (items,) = tr.engines.values()
+    assert len(items) <= 32 and sum(iv.n for iv in items) == n
+    assert sum(iv.acc or 0 for iv in items) == acc
+
+
+def test_sparkline_basics() -> None:
+    assert sparkline([], 10) == ""
+    assert sparkline([0.0, 1.0], 10, 0.0, 1.0) == "▁█"
+    assert sparkline([0.5, None, 0.5], 10) == "▅ ▅"
+    assert len(sparkline(list(range(1000)), 40)) == 40
+    assert sparkline([0.0, 1.0], 10, 0.0, 1.0, ascii_only=True) == "_#"
+    assert marker_row(0, 100, 11, [(0, "!"), (100, "x")]) == "!         x"
+
+
+def test_timeline_rows(log: Path) -> None:
+    rows = timeline_rows(analyze([str(log)]).timeline, width=50)
+    assert rows[0].startswith("draft acceptance rate")
+    assert rows[-1].startswith("markers")
+    assert timeline_rows({}, 50) == []
+
+
+def test_analyze_does_not_import_pandas(log: Path) -> None:
+    code = (f"import sys; from specdiag.engine import analyze; analyze([{str(log)!r}]); "
+            "print('pandas' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_series_names_documented() -> None:
+    doc = Path(__file__).resolve().parent.parent / "docs" / "spec-decode.md"
+    if doc.exists():
+        text = doc.read_text()
+        for name in SERIES:
+            assert name in text, name
