@@ -96,8 +96,14 @@ def _finding_panel(f: Finding, verbose: bool) -> Panel:
         for k, v in m.items():
             if k in ("request_ids", "per_request") or isinstance(v, dict):
                 continue
+            if isinstance(v, list):
+                shown = "; ".join(map(str, v[: 20 if verbose else 3])) + (f" (+{len(v) - 3} more)" if len(v) > 3 and not verbose else "")
+            else:
+                shown = str(v)
+            if not verbose and len(shown) > 160:
+                shown = shown[:157] + "…"
             mt.append(f"{k}", style="dim")
-            mt.append("=" + (",".join(map(str, v)) if isinstance(v, list) else str(v)) + "  ")
+            mt.append("=" + shown + "  ")
         if m.get("request_ids"):
             ids = m["request_ids"]
             mt.append("request_ids", style="dim")
@@ -159,6 +165,22 @@ def _finding_panel(f: Finding, verbose: bool) -> Panel:
     return Panel(Group(*parts), border_style=border, expand=True)
 
 
+def _timeline(console: Console, report: Report, findings: list[Finding]) -> None:
+    """Acceptance and cache-hit sparklines on one time axis, with findings and incidents marked."""
+    from specdiag.metrics.sparkline import timeline_rows
+
+    tl = dict(report.timeline or {})
+    marks = list(tl.get("markers") or [])
+    marks += [{"t": f.first_seen, "kind": "finding", "rule": f.rule} for f in findings if f.first_seen]
+    tl["markers"] = marks
+    rows = timeline_rows(tl, width=60)
+    if not rows:
+        return
+    body = Text("\n".join(rows))
+    body.append("\n▲ finding  ! shortfall  x load failure  E error  p preemption  0 K=0 interval", style="dim")
+    console.print(Panel(body, title="timeline", title_align="left", border_style="dim"))
+
+
 def render_terminal(report: Report, verbose: bool = False, color: bool | None = None, file=None) -> None:
     out = file or sys.stdout
     width = None if getattr(out, "isatty", lambda: False)() else 120  # pasted reports: a fixed, readable width
@@ -171,6 +193,7 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
             console.print(Text(f"  ! {inp['path']}: {err}", style="yellow"))
     console.print(Panel(_context_table(report), title="deployment", title_align="left", border_style="dim"))
     findings = report.sorted_findings()
+    _timeline(console, report, findings)
     s = report.summary
     console.print(Text(f"{len(findings)} finding(s): {s['errors']} error, {s['warnings']} warning, {s['infos']} info",
                        style="bold"))
