@@ -14,10 +14,11 @@ from typing import Any
 
 from specdiag.analyzers.base import Rule, all_rules
 from specdiag.context import ContextBuilder, load_lmcache_yaml
-from specdiag.events import default_matcher
+from specdiag.events import Event, default_matcher, hot_first_words, template
 from specdiag.findings import SEVERITIES
 from specdiag.fingerprints import KEY_LINES
 from specdiag.ingest import InputError, expand_inputs, iter_records
+from specdiag.ingest.records import record_from_hot
 from specdiag.report.model import Report
 
 _DIGITS = re.compile(r"\d+")
@@ -87,8 +88,9 @@ def analyze(
     for eid in ContextBuilder.EVENTS:
         dispatch.setdefault(eid, []).append(ctx_builder.observe)
 
-    # the most frequent events (stores) are only counted: rules read ctx.event_counts instead of observing them
-    counted_only = {eid for eid in ("S1",) if eid not in dispatch}
+    # the most frequent LMCache lines (stores, retrieves) are only counted by ingest; rules read
+    # ctx.event_counts, and the latest one per process through ``rule.hot_last``
+    hot = hot_first_words(matcher.templates)
     event_counts: Counter[str] = Counter()
     counts_by_proc: Counter[tuple[str, str]] = Counter()
     first_counted: dict[str, Any] = {}
@@ -99,7 +101,9 @@ def analyze(
     for src in sources:
         last_origin = None
         n = 0
-        for rec in iter_records(src):
+        for rule in rules:
+            rule.hot_last = src.stats.hot_last
+        for rec in iter_records(src, hot):
             n += 1
             if rec.origin is not last_origin:
                 last_origin = rec.origin
@@ -114,18 +118,19 @@ def analyze(
             if ev.id in fp_ids and ev.id not in fp.seen and rec.kind == "lmcache":
                 fp.observe(ev.id, rec.file, rec.src_line, rec.logger)
             eid = ev.id
-            if eid in counted_only:
-                if eid not in first_counted:
-                    first_counted[eid] = ev
-                event_counts[eid] += 1
-                counts_by_proc[(eid, rec.origin.key)] += 1
-                continue
             handlers = dispatch.get(eid)
             if handlers:
                 for h in handlers:
                     h(ev)
             if progress is not None and n % 100000 == 0:
                 progress(src.display, src.stats.bytes_read)
+        for (eid, key), cnt in src.stats.hot_counts.items():
+            event_counts[eid] += cnt
+            counts_by_proc[(eid, key)] += cnt
+        for eid, item in src.stats.hot_first.items():
+            if eid not in first_counted:
+                first_counted[eid] = Event(eid, record_from_hot(item), None, template(eid))
+        src.stats.hot_last = {}
     ctx = ctx_builder.finish()
     ctx.event_counts = dict(event_counts)
     ctx.event_counts_by_proc = dict(counts_by_proc)

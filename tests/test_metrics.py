@@ -213,3 +213,47 @@ def test_series_names_documented() -> None:
         text = doc.read_text()
         for name in SERIES:
             assert name in text, name
+
+
+def _bench_block() -> str:
+    """As vLLM's benchmarks/serve.py prints it: "{:<40} {:<10}" rows (trailing spaces included)."""
+    rows = [("Successful requests:", "100"), ("Benchmark duration (s):", "12.34"),
+            ("Output token throughput (tok/s):", "1036.80"), "Time to First Token", ("Mean TTFT (ms):", "120.43"),
+            "Speculative Decoding", ("Acceptance rate (%):", "62.15"), ("Acceptance length:", "2.86"),
+            ("Drafts:", "12345"), ("Draft tokens:", "37035"), ("Accepted tokens:", "23018"),
+            "Per-position acceptance (%):", ("  Position 0:", "78.12"), ("  Position 1:", "61.05")]
+    out = ["INFO 03-14 10:00:00 [api_server.py:1] noise", "{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="=")]
+    for r in rows:
+        if isinstance(r, tuple):
+            out.append("{:<40} {:<10}".format(*r))
+        elif r.endswith(":"):
+            out.append(r)
+        else:
+            out.append("{s:{c}^{n}}".format(s=r, n=50, c="-"))
+    out.append("=" * 50)
+    return "\n".join(out) + "\n"
+
+
+BENCH = _bench_block()
+
+
+def test_bench_serve_blocks(tmp_path: Path, cli) -> None:
+    from specdiag.metrics.bench import parse_bench_lines, parse_bench_sources
+
+    p = tmp_path / "bench.txt"
+    p.write_text(BENCH + BENCH.replace("62.15", "30.00"))
+    rows = parse_bench_sources([str(p)])
+    assert [r["line"] for r in rows] == [2, 19]
+    r = rows[0]
+    assert r["successful_requests"] == 100 and r["benchmark_duration_s"] == 12.34
+    assert r["output_token_throughput_tok_per_s"] == 1036.8 and r["mean_ttft_ms"] == 120.43
+    assert r["acceptance_rate_pct"] == 62.15 and r["acceptance_length"] == 2.86 and r["drafts"] == 12345
+    assert r["per_position_acceptance_pct_1"] == 61.05
+    assert rows[1]["acceptance_rate_pct"] == 30.0
+    truncated = list(parse_bench_lines(BENCH.splitlines()[:8]))
+    assert truncated and "mean_ttft_ms" in truncated[0]
+    code, out = cli("metrics", str(p), "--bench", "--format", "json")
+    assert code == 0 and json.loads(out)[1]["acceptance_rate_pct"] == 30.0
+    empty = tmp_path / "none.txt"
+    empty.write_text("nothing\n")
+    assert cli("metrics", str(empty), "--bench")[0] == 3

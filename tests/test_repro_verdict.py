@@ -216,3 +216,26 @@ def test_no_shortfall_line_when_lmcache_never_looked_up() -> None:
     assert [d["symptom"] for d in diff] == ["acceptance_pct"]
     results[0].log["lookups"] = 5
     assert "shortfalls" in [d["symptom"] for d in differential(results, {"dynamic_k": ["off", "on"]})]
+
+
+def test_cli_from_run_prints_table_and_verdict(tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from specdiag.cli import app
+
+    (tmp_path / "plan.json").write_text(json.dumps({"name": "remote-eviction",
+                                                    "toggles": {"redis_maxmemory": ["4mb", "1gb"]}}))
+    for i, (mm, n) in enumerate((("4mb", 3), ("1gb", 0))):
+        d = tmp_path / "cells" / f"c0{i}-r0"
+        d.mkdir(parents=True)
+        d.joinpath("cell.json").write_text(json.dumps(res({"redis_maxmemory": mm}, 0, n).to_dict()))
+    r = CliRunner().invoke(app, ["repro", "--from-run", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    assert "redis_maxmemory=4mb" in r.output and "redis_maxmemory=1gb" in r.output
+    assert "follows redis_maxmemory" in r.output
+    v = json.loads((tmp_path / "verdict.json").read_text())
+    assert v["cells"][0]["shortfalls"] == [3.0]
+    r = CliRunner().invoke(app, ["repro", "--from-run", str(tmp_path), "--format", "json"])
+    assert json.loads(r.output)["conclusions"][0].startswith("the retrieval shortfall")

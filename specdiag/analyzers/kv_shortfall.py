@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.signals import SignalWindow
 from specdiag.context import Context
-from specdiag.events import Event
+from specdiag.events import Event, template
 from specdiag.findings import CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
+from specdiag.ingest.records import record_from_hot
 from specdiag.timeutil import rec_time
 
 MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
@@ -199,7 +200,9 @@ class RetrievalShortfall(Rule):
         retrieved, expected = ev.f["retrieved"], ev.f["expected"]
         if retrieved >= expected:
             return
-        r4 = self._r4_fields(self.last_r4.get(key))
+        last = self.hot_last.get(("R4", key))
+        r4 = self._r4_fields(Event("R4", record_from_hot(last), None, template("R4")) if last is not None
+                             else self.last_r4.get(key))
         if r4 is not None and r4["retrieved"] != retrieved:
             r4 = None
         req_id = (r1.f.get("req_id") if r1 is not None else None) or (r4 or {}).get("req_id")

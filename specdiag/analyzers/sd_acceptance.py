@@ -45,11 +45,9 @@ class _ConnectorSignals:
         self.retrieves = 0
         self.first_retrieve: Event | None = None
 
-    def observe(self, ev: Event) -> None:
-        if ev.id == "R4":
-            self.retrieves += 1
-            if self.first_retrieve is None and (ev.f.get("retrieved") or 0) > 0:
-                self.first_retrieve = ev
+    def observe_first(self, ev: Event) -> None:
+        if (ev.f.get("retrieved") or 0) > 0:
+            self.first_retrieve = ev
 
 
 def _k0_before(items, idx: int, lookup, lookback: int = 6) -> list:
@@ -96,15 +94,6 @@ class AcceptanceDrop(SpecSeriesRule):
     cause_ids = ("stale-draft-kv", "draft-state-not-restored", "workload-shift")
     defaults = {"min_intervals_per_side": 3, "min_drafts_per_side": 300, "min_z": 4.0, "max_ratio": 0.75,
                 "min_abs_drop": 0.05, "max_intervals": 20000}
-    events = SpecSeriesRule.events | _ConnectorSignals.EVENTS
-
-    def __init__(self, options=None) -> None:
-        super().__init__(options)
-        self.conn = _ConnectorSignals()
-
-    def observe_other(self, ev: Event) -> None:
-        self.conn.observe(ev)
-
     def finish(self, ctx: Context) -> list[Finding]:
         o = self.options
         out = []
@@ -231,8 +220,14 @@ class ZeroAcceptance(SpecSeriesRule):
         super().__init__(options)
         self.conn = _ConnectorSignals()
 
-    def observe_other(self, ev: Event) -> None:
-        self.conn.observe(ev)
+    def observe(self, ev: Event) -> None:
+        if ev.id == "R4":  # hot: one per request and rank
+            conn = self.conn
+            conn.retrieves += 1
+            if conn.first_retrieve is None:
+                conn.observe_first(ev)
+        else:
+            self.series.observe(ev)
 
     def finish(self, ctx: Context) -> list[Finding]:
         o = self.options

@@ -21,6 +21,7 @@ def metrics_cmd(
     fmt: str = typer.Option("table", "--format", "-f", help="table | csv | json | parquet (parquet needs -o)."),
     output: str = typer.Option(None, "--output", "-o", help="Write to this file instead of stdout."),
     engine: str = typer.Option(None, "--engine", help="Only the engine whose label contains this text."),
+    bench: bool = typer.Option(False, "--bench", help="Export `vllm bench serve` result blocks instead (one row each)."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin."),
 ) -> None:
     if fmt not in FORMATS:
@@ -31,6 +32,9 @@ def metrics_cmd(
     from specdiag.metrics.collect import collect
 
     inputs = read_inputs_or_stdin(paths)
+    if bench:
+        _bench(inputs, fmt, output, stdin_name)
+        return
     try:
         col = collect(inputs, stdin_name=stdin_name)
     except InputError as e:
@@ -91,3 +95,36 @@ def _table(df, engines) -> str:
                          if dr_tot else f"{label}: no drafts")
     lines.append("acceptance = Accepted/Drafted draft tokens; mal = mean acceptance length = 1 + Accepted/num_drafts")
     return "\n".join(lines) + "\n"
+
+
+def _bench(inputs: list[str], fmt: str, output: str | None, stdin_name: str) -> None:
+    import pandas as pd
+
+    from specdiag.ingest import InputError
+    from specdiag.metrics.bench import parse_bench_sources
+
+    try:
+        rows = parse_bench_sources(inputs, stdin_name=stdin_name)
+    except InputError as e:
+        fail(str(e))
+    df = pd.DataFrame(rows)
+    if fmt == "table":
+        text = (df.T.to_string(header=False) + "\n") if len(df) else "no `vllm bench serve` result block\n"
+    elif fmt == "csv":
+        text = df.to_csv(index=False)
+    elif fmt == "json":
+        text = df.to_json(orient="records", indent=1) + "\n"
+    else:
+        try:
+            df.to_parquet(output, index=False)
+        except ImportError:
+            fail("parquet output needs pyarrow: pip install 'specdiag[parquet]'")
+        text = None
+    if text is not None:
+        if output:
+            with open(output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
+    if df.empty:
+        raise typer.Exit(EXIT_NO_RECOGNISED)

@@ -234,12 +234,12 @@ def _print_table(verdict: dict, out_dir: Path) -> None:  # type: ignore[type-arg
                     "one value per repeat")
     t.add_column("cell", overflow="fold", min_width=24)
     for col in ("status", "shortfalls", "missing tok", "KV-load failed req", "HTTP failed",
-                "crash", "LMCache hit %", "accept %", "accept after K=0 %", "start s", "p50 s"):
+                "crash", "alloc fail", "LMCache hit %", "accept %", "accept after K=0 %", "start s", "p50 s"):
         t.add_column(col)
     for r in verdict["cells"]:
         t.add_row(r["cell"], _fmt_list(r["status"]), _fmt_list(r["shortfalls"]), _fmt_list(r["missing_tokens"]),
                   _fmt_list(r["load_failed_requests"]), _fmt_list(r["failed_requests"]),
-                  _fmt_list(r["engine_crash"]), _fmt_list(r["lmcache_hit_pct"]), _fmt_list(r["acceptance_pct"]),
+                  _fmt_list(r["engine_crash"]), _fmt_list(r["alloc_failures"]), _fmt_list(r["lmcache_hit_pct"]), _fmt_list(r["acceptance_pct"]),
                   _fmt_list(r["acceptance_after_k0_pct"]), _fmt_list(r["startup_s"]), _fmt_list(r["latency_p50_s"]))
     con.print(t)
     con.print("[bold]Verdict[/bold]")

@@ -33,6 +33,8 @@ class Template:
     floats: tuple[str, ...] = ()
     level: str | None = None  # restrict to a level (e.g. ERROR) when the text alone is ambiguous
     lazy: bool = False  # recognise by first word + needle; parse fields on first access
+    #: "count": a high-volume INFO line that ingest only counts per process (keeping the latest), never dispatches
+    volume: str | None = None
     compiled: re.Pattern = field(init=False, repr=False, compare=False)
     bneedle: bytes = field(init=False, repr=False, compare=False)
 
@@ -138,6 +140,15 @@ class Matcher:
                     if d is not None:
                         return Event(t.id, rec, d)
         return None
+
+
+def hot_first_words(templates: Iterable[Template]) -> dict[bytes, str]:
+    """First word → template id for the rows that ingest only counts (see ``Template.volume``)."""
+    return {t.first.encode(): t.id for t in templates if t.volume == "count" and t.first}
+
+
+def template(tid: str) -> Template:
+    return next(t for t in default_matcher().templates if t.id == tid)
 
 
 _MATCHER: Matcher | None = None

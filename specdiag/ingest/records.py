@@ -22,6 +22,7 @@ VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBU
                b"WARN": "WARNING"}
 LMC_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
               b"WARN": "WARNING"}
+LMC_LEVELS.update({k + b" ": v for k, v in list(LMC_LEVELS.items())})  # "LMCache WARN :" after addLevelName
 VLLM_REST = re.compile(rb"(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
 LMC_LEGACY = re.compile(
     rb"(DEBUG|INFO|WARNING|ERROR|CRITICAL) LMCache: (.*) \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] -- (\S+\.py):(\d+)$"
@@ -127,15 +128,18 @@ class _Open:
 
 def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | None]:
     """Remove LMCache's trailing ``(file.py:123:logger.name)``; returns (msg, file, line, logger)."""
-    end = len(msg)
-    while end and msg[end - 1] in b" \t":
-        end -= 1
-    if end and msg[end - 1] == 41:  # ')'
-        i = msg.rfind(b" (", 0, end)
-        if i >= 0:
-            parts = msg[i + 2 : end - 1].split(b":")
-            if len(parts) == 3 and parts[0].endswith(b".py") and parts[1].isdigit() and parts[2]:
-                return msg[:i], parts[0], int(parts[1]), parts[2]
+    if msg[-1:] != b")":
+        msg = msg.rstrip()
+        if msg[-1:] != b")":
+            return msg, None, None, None
+    i = msg.rfind(b" (")
+    if i >= 0:
+        a = msg.find(b":", i)
+        b = msg.find(b":", a + 1) if a > 0 else -1
+        if b > 0 and msg[a - 3 : a] == b".py":
+            num = msg[a + 1 : b]
+            if num.isdigit() and b < len(msg) - 2:
+                return msg[:i], msg[i + 2 : a], int(num), msg[b + 1 : -1]
     return msg, None, None, None
 
 
@@ -153,8 +157,18 @@ def _clean_chunk(chunk: bytes) -> bytes:
     return chunk
 
 
-def iter_records(source: Source) -> Iterator[Record]:
-    """Yield the records of one input, updating ``source.stats``. Never raises on bad content."""
+def iter_records(source: Source, hot: dict[bytes, str] | None = None) -> Iterator[Record]:
+    """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
+
+    ``hot`` maps the first word of high-volume LMCache INFO messages (after an optional ``[req_id=…]``
+    tag) to a template id: such records are not yielded but counted per process in
+    ``stats.hot_counts``, with the latest kept (as a Record) in ``stats.hot_last`` — on a busy server
+    they are most of the log, and only their counts and the one just before an incident matter.
+    """
+    hot = hot or {}
+    hot_counts = source.stats.hot_counts
+    hot_last = source.stats.hot_last
+    hot_first = source.stats.hot_first
     stats = source.stats
     path = source.display
     origins = OriginCache()
@@ -164,6 +178,7 @@ def iter_records(source: Source) -> Iterator[Record]:
     year_hint: int | None = None
     last_month = 0
     lineno = 0
+    last_y = b""
     recognized = 0
     skipped = 0
     formats = stats.formats
@@ -211,12 +226,29 @@ def iter_records(source: Source) -> Iterator[Record]:
             # ---- LMCache formatter: [YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)
             if line[:1] == b"[" and line.startswith(b"] LMCache ", 24):
                 colon = line.find(b":", 34)
-                level = lmc_levels.get(line[34:colon].strip()) if colon > 0 else None
+                level = lmc_levels.get(line[34:colon]) if colon > 0 else None
                 if level is not None:
                     msg = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
+                    if hot and level == "INFO":
+                        # high-volume lines: counted per process, the latest kept unparsed (see docstring)
+                        if msg[:8] == b"[req_id=":
+                            e = msg.find(b"] ")
+                            word = msg[e + 2 : msg.find(b" ", e + 2)] if e > 0 else b""
+                        else:
+                            word = msg[: msg.find(b" ")]
+                        tid = hot.get(word)
+                        if tid is not None:
+                            k = (tid, okey)
+                            hot_counts[k] = hot_counts.get(k, 0) + 1
+                            hot_last[k] = (path, lineno, origin, line, year_hint)
+                            if tid not in hot_first:
+                                hot_first[tid] = (path, lineno, origin, line, year_hint)
+                            recognized += 1
+                            continue
                     ts = line[1:24]
                     y = ts[:4]
-                    if y.isdigit():
+                    if y != last_y and y.isdigit():
+                        last_y = y
                         year_hint = int(y)
                     msg, file, src_line, logger = split_suffix(msg)
                     prev = open_recs.pop(okey, None) if open_recs else None
@@ -320,6 +352,16 @@ def iter_records(source: Source) -> Iterator[Record]:
         stats.errors.append(f"{skipped} line(s) skipped: binary data or NUL bytes")
     if lineno == 0 and stats.bytes_read == 0 and not stats.errors:
         stats.errors.append("empty input")
+
+
+def record_from_hot(item: tuple) -> Record | None:
+    """Turn a line that ingest only counted (``stats.hot_last``/``hot_first``) into its Record."""
+    path, lineno, origin, line, year = item
+    colon = line.find(b":", 34)
+    level = LMC_LEVELS.get(line[34:colon])
+    msg = line[colon + 2 :]
+    msg, file, src_line, logger = split_suffix(msg)
+    return Record(path, lineno, origin, "lmcache", level or "INFO", line[1:24], None, file, src_line, logger, msg)
 
 
 def _append(o: _Open, text: bytes, lineno: int) -> None:

@@ -67,6 +67,29 @@ def marker_row(t0: float, t1: float, width: int, marks: Sequence[tuple[float, st
     return "".join(row)
 
 
+def _columns(points, t0: float, t1: float, width: int) -> list[float | None]:
+    """Average the points falling into each of ``width`` time columns. An empty column between two points no
+    further apart than 1.5× the series' usual spacing is filled with the previous value (columns narrower
+    than the logging interval); real gaps (e.g. K=0 intervals without a SpecDecoding line) stay blank."""
+    pts = [(t, float(v)) for t, v in points if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    cols: list[list[float]] = [[] for _ in range(width)]
+    colpos: list[int] = []
+    for t, v in pts:
+        col = 0 if t1 <= t0 else min(width - 1, max(0, int((t - t0) / (t1 - t0) * (width - 1))))
+        cols[col].append(v)
+        colpos.append(col)
+    vals = [sum(c) / len(c) if c else None for c in cols]
+    if len(pts) < 3:
+        return vals
+    gaps = sorted(b[0] - a[0] for a, b in zip(pts, pts[1:], strict=False))
+    usual = gaps[len(gaps) // 2]
+    for (ta, _va), (tb, _vb), ca, cb in zip(pts, pts[1:], colpos, colpos[1:], strict=False):
+        if cb - ca > 1 and tb - ta <= 1.5 * usual:
+            for c in range(ca + 1, cb):
+                vals[c] = vals[ca]
+    return vals
+
+
 MARK_SYMBOLS = {"finding": "▲", "shortfall": "!", "load_failure": "x", "error": "E", "preemption": "p", "k0": "0"}
 
 
@@ -84,12 +107,7 @@ def timeline_rows(timeline: dict, width: int = 60, names: Sequence[str] = (
     t1 = max(s["points"][-1][0] for _n, s in chosen)
     lines = []
     for name, s in chosen:
-        cols: list[list[float]] = [[] for _ in range(width)]
-        for t, v in s["points"]:
-            if isinstance(v, (int, float)):
-                col = 0 if t1 <= t0 else int((t - t0) / (t1 - t0) * (width - 1))
-                cols[col].append(float(v))
-        vals = [sum(c) / len(c) if c else None for c in cols]
+        vals = _columns(s["points"], t0, t1, width)
         frac = s.get("unit") == "fraction"
         line = sparkline(vals, width, lo=0.0 if frac else None, hi=1.0 if frac else None, ascii_only=ascii_only)
         last = next((v for v in reversed(vals) if v is not None), None)

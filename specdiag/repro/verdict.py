@@ -402,8 +402,10 @@ def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, 
         lo = next(iter(lows))
         gaps = [v[2] for v in verdicts]
         gap_txt = f"{min(gaps):.1f}" if len(gaps) == 1 else f"{min(gaps):.1f}–{max(gaps):.1f}"
-        return (f"{words} is lower with {key}={lo} by {gap_txt} points ({detail}); the repeat ranges do not "
-                f"overlap")
+        single = all(len(xs) == 1 for g in by_ctx.values() for xs in g.values())
+        spread = ("one run per cell: no repeat spread, use --repeat to check it" if single
+                  else "the repeat ranges do not overlap")
+        return f"{words} is lower with {key}={lo} by {gap_txt} points ({detail}); {spread}"
     return f"{words} moves with {key} inconsistently or within the repeat spread ({detail})"
 
 
