@@ -616,6 +616,10 @@ class RetrievalShortfall(Rule):
             steps.append("Include the LMCache config (the 'Creating LMCacheEngine with config' line, or pass --lmcache-config FILE.yaml).")
         if not single_rank and len(ctx.ranks_seen) < (ctx.tensor_parallel_size or 1):
             steps.append(f"Only {len(ctx.ranks_seen)} of {ctx.tensor_parallel_size} ranks' logs were given: add the others to see whether they loaded fully.")
+        if any(o.rank is None and o.r2.rec.origin.pid is None for o in occs) and not single_rank:
+            steps.append("These LMCache lines carry no worker prefix (vLLM ≥ 0.31 prefixes only its own records), so the "
+                         "failing rank cannot be read from them: compare the per-rank 'Retrieved … out of …' lines of the "
+                         "request, or log each worker to its own file.")
         if not any(o.signals for o in occs):
             steps.append("Set LMCACHE_LOG_LEVEL=DEBUG to log evictions ('Evicting N chunks'), and scrape lmcache:local_cpu_evict_count, "
                          "lmcache:pinned_memory_objs_count and lmcache:forced_unpin_count around the error.")

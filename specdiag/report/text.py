@@ -18,12 +18,13 @@ from specdiag.report.model import Report
 
 
 def ordered_findings(report: Report) -> list[Finding]:
-    """Most severe first, then highest top-cause confidence, rule, first line, fingerprint (total order)."""
+    """Most severe first, root causes before impact reports, then highest top-cause confidence, rule, first
+    line, fingerprint (total order)."""
 
     def key(f: Finding):
         conf = f.causes[0].confidence if f.causes else 0.0
         ev = f.evidence[0] if f.evidence else None
-        return (-SEVERITY_RANK[f.severity], -round(conf, 6), f.rule, ev.path if ev else "", ev.line if ev else 0,
+        return (-SEVERITY_RANK[f.severity], -f.priority, -round(conf, 6), f.rule, ev.path if ev else "", ev.line if ev else 0,
                 f.fingerprint)
 
     return sorted(report.findings, key=key)
