@@ -37,9 +37,7 @@ def fingerprints(paths) -> list[tuple[str, str]]:
 
 
 # Known offenders, reported to the lead: remove the entry once the rule's identity no longer holds a line number.
-LINE_NUMBER_IDENTITY = {
-    "spec-zero-acceptance-kv-consumer": "SD002 identity includes a log line number (analyzers/sd_acceptance.py)",
-}
+LINE_NUMBER_IDENTITY: dict[str, str] = {}
 
 
 @pytest.mark.skipif(not CASES, reason="corpus not found")

@@ -155,3 +155,25 @@ def test_stop_is_idempotent_and_threads_can_stop_workload(tmp_path: Path) -> Non
     mp.stop(grace_s=2)
     assert not pid_alive(pid)
     assert mp not in srv._LIVE
+
+
+def test_multi_turn_appends_exact_output_token_ids(tmp_path: Path, systmp: Path) -> None:
+    """Turn t+1 = turn t's token ids + the generated token ids + the new text's ids (no re-tokenisation)."""
+    from specdiag.repro.plan import WorkloadSpec
+    from specdiag.repro.workload import text
+
+    state = tmp_path / "state"
+    state.mkdir()
+    plan = fake_plan(state, systmp, delay=0.0)
+    wl = WorkloadSpec("multi_turn", {"conversations": 1, "turns": 3, "concurrency": 1, "prefix_words": 5,
+                                     "turn_words": 3, "max_tokens": 2})
+    device = DeviceSpec("cuda", sys.executable, "/nonexistent-model")
+    res = run_cell(plan.cells()[0], 0, wl, device, tmp_path / "out",
+                   RunOptions(health_timeout_s=30, settle_s=0, stop_grace_s=2, use_engine=False))
+    assert res.status == "ok", res.error
+    prompts = [json.loads(line) for line in (state / "prompts.jsonl").read_text().splitlines()]
+    assert len(prompts) == 3 and all(isinstance(p, list) for p in prompts)
+    first = [1] + [len(w) for w in (text(1, 5) + "\n" + text(100, 3)).split()]
+    assert prompts[0] == first
+    assert prompts[1] == first + [7, 8] + [len(w) for w in text(1000, 3).split()]
+    assert prompts[2][: len(prompts[1]) + 2] == prompts[1] + [7, 8]

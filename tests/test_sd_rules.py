@@ -193,7 +193,7 @@ def test_sustained_drop_with_external_hits_is_draft_state_not_restored(tmp_path:
 
 def test_sustained_drop_with_ngram_is_workload_shift(tmp_path: Path) -> None:
     (f,) = by_rule(run(tmp_path, _drop("ngram", ext=False)), "SD001")
-    assert f.causes[0].id == "workload-shift"
+    assert f.causes[0].id == "workload-shift" and f.severity == "info"
 
 
 def test_noisy_steady_acceptance_has_no_change_point(tmp_path: Path) -> None:
@@ -283,3 +283,15 @@ def test_example_control_log_has_no_warning(tmp_path: Path) -> None:
     p = tmp_path / "ctl.log"
     p.write_text(gen_sd_example.build(steady=True))
     assert worst(analyze([str(p)])) == "info"
+
+
+def test_zero_acceptance_with_lmcache_retrieves_counts_them(tmp_path: Path) -> None:
+    """Retrieve lines are only counted by ingest (high volume): SD002 reads ctx.event_counts."""
+    from logbuilder import retrieve
+
+    sc = sdgen.Scenario(era="0.20", method="eagle3", draft="/models/eagle3", rates=[0.0] * 6, running=[1] * 6)
+    extra = [retrieve(f"cmpl-{i}", 512, 512, 600, proc="EngineCore pid=4500") for i in range(5)]
+    (f,) = by_rule(run(tmp_path, sc, extra=extra), "SD002")
+    assert f.measurements["lmcache_retrieves"] == 5
+    assert f.causes[0].id == "draft-state-not-restored"
+    assert any("Retrieved 512 out of 512" in e.text for e in f.evidence)

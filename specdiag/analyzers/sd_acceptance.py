@@ -175,10 +175,12 @@ class AcceptanceDrop(SpecSeriesRule):
                 "before": span(before), "after": span(after), "z": round(cp["z"], 2),
                 "noise_sigma": round(cp["sigma"], 4), "schedule": sched,
             }
+            # ngram/suffix acceptance follows the text: a drop explained only by the workload is information
+            sev = "info" if (method in STATELESS_METHODS and causes[0].id == "workload-shift") else "warning"
             out.append(Finding(
-                rule=self.code, severity="warning", title=f"Speculative-decoding acceptance {word} and stayed down",
+                rule=self.code, severity=sev, title=f"Speculative-decoding acceptance {word} and stayed down",
                 summary=summary, count=len(after), evidence=evidence, measurements=meas, causes=causes,
-                identity=f"{label}|{at.line}", first_seen=at.t,
+                identity=f"{label}|{round(at.t) if at.t else at.line}", first_seen=at.t,
                 next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
                             "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."],
             ))
@@ -221,7 +223,7 @@ class ZeroAcceptance(SpecSeriesRule):
         self.conn = _ConnectorSignals()
 
     def observe(self, ev: Event) -> None:
-        if ev.id == "R4":  # hot: one per request and rank
+        if ev.id == "R4":  # only when ingest dispatches it; normally counted (ctx.event_counts)
             conn = self.conn
             conn.retrieves += 1
             if conn.first_retrieve is None:
@@ -270,8 +272,10 @@ class ZeroAcceptance(SpecSeriesRule):
                 b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)} in the "
                           "zero-acceptance intervals")
                 restored = True
-            if self.conn.retrieves:
-                b.support("draft-state-not-restored", 2, f"{self.conn.retrieves} LMCache retrieve line(s) "
+            retrieves = self.conn.retrieves + int((getattr(ctx, "event_counts", None) or {}).get("R4", 0))
+            first_retrieve = self.conn.first_retrieve or (getattr(ctx, "first_events", None) or {}).get("R4")
+            if retrieves:
+                b.support("draft-state-not-restored", 2, f"{retrieves} LMCache retrieve line(s) "
                           "(KV restored from the connector)")
                 restored = True
             if is_eagle_family(method):
@@ -294,19 +298,19 @@ class ZeroAcceptance(SpecSeriesRule):
                        + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
                        + f". [{DEFINITIONS}]")
             evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
-            if self.conn.first_retrieve is not None:
-                r = self.conn.first_retrieve.rec
+            if first_retrieve is not None:
+                r = first_retrieve.rec
                 evidence.append(Evidence(r.path, r.line, r.display()))
             meas = {"engine": label, "method": method, "num_speculative_tokens": kmax_of(ctx),
                     "zero_intervals": len(zero), "spec_intervals": len(spec), "drafted_tokens": zdr,
                     "accepted_tokens": acc, "acceptance_rate": round(rate or 0.0, 4),
                     "mean_acceptance_length": rnd(pooled_length(zero)), "kv_role": ctx.kv_role,
                     "external_prefix_cache_hit_rate": None if ext_mean is None else round(ext_mean, 4),
-                    "lmcache_retrieves": self.conn.retrieves}
+                    "lmcache_retrieves": retrieves}
             out.append(Finding(
                 rule=self.code, severity="warning", title=self.title, summary=summary, count=len(zero),
                 evidence=dedupe_evidence(evidence), measurements=meas, causes=causes,
-                identity=f"{label}|{method}|{zero[0].line}", first_seen=zero[0].t,
+                identity=f"{label}|{method}|{round(zero[0].t) if zero[0].t else zero[0].line}", first_seen=zero[0].t,
                 next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
                             "Meanwhile, speculative decoding costs throughput here: consider disabling it on this pool."],
             ))

@@ -79,6 +79,7 @@ class RequestRecord:
     completion_tokens: int = 0
     error: str = ""
     output: str = ""
+    token_ids: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -111,7 +112,8 @@ class WorkloadResult:
             "summary": self.summary(),
             "phase_batch": self.phase_batch,
             "phase_metrics": self.phase_metrics,
-            "requests": [asdict(r) | {"output": r.output[:200]} for r in self.requests],
+            "requests": [asdict(r) | {"output": r.output[:200], "token_ids": len(r.token_ids)}
+                         for r in self.requests],
         }
 
 
@@ -123,7 +125,7 @@ class Client:
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
 
-    def complete(self, prompt: str, max_tokens: int, tag: str, phase: int = 0,
+    def complete(self, prompt: str | list[int], max_tokens: int, tag: str, phase: int = 0,
                  extra: dict[str, Any] | None = None) -> RequestRecord:
         payload: dict[str, Any] = {
             "model": SERVED_MODEL_NAME, "prompt": prompt, "max_tokens": max_tokens,
@@ -138,14 +140,24 @@ class Client:
             with urllib.request.urlopen(req, timeout=self.timeout_s) as r:  # noqa: S310 - loopback
                 data = json.loads(r.read())
                 usage = data.get("usage") or {}
+                choice = data["choices"][0]
                 return RequestRecord(tag, phase, r.status, time.monotonic() - t0,
                                      int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
-                                     output=data["choices"][0].get("text", ""))
+                                     output=choice.get("text", ""), token_ids=list(choice.get("token_ids") or []))
         except urllib.error.HTTPError as e:
             detail = e.read()[:300].decode("utf-8", "replace")
             return RequestRecord(tag, phase, e.code, time.monotonic() - t0, error=detail)
         except (urllib.error.URLError, OSError, ValueError) as e:
             return RequestRecord(tag, phase, 0, time.monotonic() - t0, error=repr(e)[:300])
+
+    def tokenize(self, prompt: str, add_special_tokens: bool) -> list[int]:
+        """Token ids from the server's own tokenizer (POST /tokenize)."""
+        body = json.dumps({"model": SERVED_MODEL_NAME, "prompt": prompt,
+                           "add_special_tokens": add_special_tokens}).encode()
+        req = urllib.request.Request(self.base_url + "/tokenize", data=body,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:  # noqa: S310 - loopback
+            return [int(t) for t in json.loads(r.read())["tokens"]]
 
     def metrics(self) -> dict[str, float]:
         try:
@@ -180,20 +192,36 @@ def _spec_snapshot(client: Client) -> dict[str, float]:
 
 # ------------------------------------------------------------------------------------------- workloads
 def run_multi_turn(client: Client, p: dict[str, Any], res: WorkloadResult, stop: threading.Event) -> None:
-    """Conversations whose next prompt = previous prompt + previous output + new text (decode chunks reused)."""
+    """Conversations whose next prompt = previous prompt + previous output + new text (decode chunks reused).
+
+    ``token_exact`` (default): prompts are sent as token ids and the previous output is appended as the exact
+    token ids the server generated (``return_token_ids``). Re-sending the output as *text* would re-tokenise
+    it differently (a random model emits non-canonical BPE sequences), so decode-phase chunks could never be
+    hit and save_decode_cache could not matter — measured: identical hit rates with text prompts.
+    """
     shared = text(1, int(p.get("prefix_words", 300)))
+    exact = bool(p.get("token_exact", True))
+    turn_words = int(p.get("turn_words", 40))
 
     def conversation(c: int) -> None:
-        prompt = shared + "\n" + text(100 + c, int(p.get("turn_words", 40)))
+        first = shared + "\n" + text(100 + c, turn_words)
+        prompt: str | list[int] = client.tokenize(first, True) if exact else first
         for t in range(int(p.get("turns", 5))):
             if stop.is_set():
                 return
-            rec = client.complete(prompt, int(p.get("max_tokens", 96)), f"conv{c}-turn{t}", phase=t)
+            rec = client.complete(prompt, int(p.get("max_tokens", 96)), f"conv{c}-turn{t}", phase=t,
+                                  extra={"return_token_ids": True} if exact else None)
             with client._lock:
                 res.requests.append(rec)
             if rec.status != 200:
                 return
-            prompt = prompt + rec.output + "\n" + text(1000 + 10 * c + t, int(p.get("turn_words", 40)))
+            new = "\n" + text(1000 + 10 * c + t, turn_words)
+            if exact:
+                assert isinstance(prompt, list)
+                prompt = prompt + rec.token_ids + client.tokenize(new, False)
+            else:
+                assert isinstance(prompt, str)
+                prompt = prompt + rec.output + new
 
     with ThreadPoolExecutor(max_workers=int(p.get("concurrency", 3))) as pool:
         list(pool.map(conversation, range(int(p.get("conversations", 6)))))

@@ -57,13 +57,20 @@ def main() -> None:
 
         def do_POST(self):
             n = int(self.headers.get("Content-Length", "0"))
-            json.loads(self.rfile.read(n))
+            req = json.loads(self.rfile.read(n))
+            if self.path == "/tokenize":  # a toy tokenizer: one id per word (its length), 1 = BOS
+                ids = ([1] if req.get("add_special_tokens") else []) + [len(w) for w in req["prompt"].split()]
+                self._send(200, json.dumps({"tokens": ids}).encode())
+                return
+            with open(os.path.join(state, "prompts.jsonl"), "a") as f:
+                f.write(json.dumps(req["prompt"]) + "\n")
             time.sleep(delay)
             # one write per line: print() from several threads can interleave text and newline
             sys.stdout.write("LMCache INFO: Reqid: cmpl-x, Total tokens 512, Inference Engine computed tokens: 0, "
                              "LMCache hit tokens: 256, need to load: 256\n")
             sys.stdout.flush()
-            body = {"choices": [{"text": " ba"}], "usage": {"prompt_tokens": 512, "completion_tokens": 1}}
+            choice = {"text": " ba", "token_ids": [7, 8] if req.get("return_token_ids") else None}
+            body = {"choices": [choice], "usage": {"prompt_tokens": 512, "completion_tokens": 1}}
             self._send(200, json.dumps(body).encode())
 
     srv = ThreadingHTTPServer(("127.0.0.1", port), H)
