@@ -17,8 +17,8 @@ def kv001(paths, **kw) -> dict:
 
 
 def base(tp: int = 8, **cfg) -> list[str]:
-    lines = [vllm("non-default args: {'model': 'acme/llm', 'tensor_parallel_size': %d, 'speculative_config': "
-                  "{'method': 'eagle3', 'model': 'acme/eagle3', 'num_speculative_tokens': 3}}" % tp,
+    lines = [vllm(f"non-default args: {{'model': 'acme/llm', 'tensor_parallel_size': {tp}, 'speculative_config': "
+                  "{'method': 'eagle3', 'model': 'acme/eagle3', 'num_speculative_tokens': 3}}",
                   loc="api_utils.py:273", proc="APIServer pid=1")]
     for r in range(tp):
         lines.append(config_dump(f"Worker_TP{r} pid={100 + r}", **cfg))
