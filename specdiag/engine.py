@@ -18,7 +18,7 @@ from specdiag.events import Event, default_matcher, hot_first_words, template
 from specdiag.findings import SEVERITIES
 from specdiag.fingerprints import KEY_LINES
 from specdiag.ingest import InputError, expand_inputs, iter_records
-from specdiag.ingest.records import record_from_hot
+from specdiag.ingest.records import LineWindow, record_from_hot
 from specdiag.report.model import Report
 
 _DIGITS = re.compile(r"\d+")
@@ -89,7 +89,7 @@ def analyze(
         dispatch.setdefault(eid, []).append(ctx_builder.observe)
 
     # the most frequent LMCache lines (stores, retrieves) are only counted by ingest; rules read
-    # ctx.event_counts, and the latest one per process through ``rule.hot_last``
+    # ctx.event_counts, and look back at the one before an incident through ``rule.lookback``
     hot = hot_first_words(matcher.templates)
     event_counts: Counter[str] = Counter()
     counts_by_proc: Counter[tuple[str, str]] = Counter()
@@ -101,9 +101,10 @@ def analyze(
     for src in sources:
         last_origin = None
         n = 0
+        window = LineWindow(src.display)
         for rule in rules:
-            rule.hot_last = src.stats.hot_last
-        for rec in iter_records(src, hot):
+            rule.lookback = window.find_back
+        for rec in iter_records(src, hot, window):
             n += 1
             if rec.origin is not last_origin:
                 last_origin = rec.origin
@@ -130,7 +131,7 @@ def analyze(
         for eid, item in src.stats.hot_first.items():
             if eid not in first_counted:
                 first_counted[eid] = Event(eid, record_from_hot(item), None, template(eid))
-        src.stats.hot_last = {}
+        window.set([], 0)
     ctx = ctx_builder.finish()
     ctx.event_counts = dict(event_counts)
     ctx.event_counts_by_proc = dict(counts_by_proc)

@@ -45,21 +45,24 @@ def systmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return d
 
 
-def wait_for(path: Path, timeout: float = 20.0) -> dict:
+def wait_for(path: Path, timeout: float = 20.0, count: int = 1) -> list[dict]:
+    """Wait until ``path`` (one JSON object per line, appended by the fake server) has ``count`` records."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
-        if path.exists() and path.stat().st_size:
+        if path.exists():
+            lines = [ln for ln in path.read_text().splitlines() if ln.strip()]
             try:
-                return json.loads(path.read_text())
+                recs = [json.loads(ln) for ln in lines]
             except json.JSONDecodeError:
-                pass
+                recs = []
+            if len(recs) >= count:
+                return recs
         time.sleep(0.05)
-    raise AssertionError(f"{path} never appeared")
+    raise AssertionError(f"{path} never had {count} records")
 
 
-def assert_nothing_left(state: Path, systmp: Path) -> None:
-    server, child = wait_for(state / "server.json"), wait_for(state / "child.json")
-    for info in (server, child):
+def assert_nothing_left(state: Path, systmp: Path, servers: int = 1) -> None:
+    for info in wait_for(state / "server.json", count=servers) + wait_for(state / "child.json", count=servers):
         assert not pid_alive(info["pid"]), f"pid {info['pid']} survived"
         assert not srv.port_is_listening(info["port"]), f"port {info['port']} still listening"
     assert list(systmp.iterdir()) == [], f"left in temp: {list(systmp.iterdir())}"
@@ -118,7 +121,8 @@ def test_server_exiting_early_is_reported_not_hung(tmp_path: Path, systmp: Path)
 
 
 def test_sigint_to_the_cli_mid_cell_leaves_nothing(tmp_path: Path) -> None:
-    """The real thing: `specdiag repro` in its own process, SIGINT while the workload is running."""
+    """The real thing: `specdiag repro` in its own process; cell 0 completes, SIGINT arrives while cell 1's
+    workload is running. Both servers' trees must be gone and the verdict must keep cell 0."""
     state, systmp, out = tmp_path / "state", tmp_path / "systmp", tmp_path / "out"
     state.mkdir()
     systmp.mkdir()
@@ -126,23 +130,31 @@ def test_sigint_to_the_cli_mid_cell_leaves_nothing(tmp_path: Path) -> None:
                TMPDIR=str(systmp))
     model = tmp_path / "model"
     model.mkdir()
-    cmd = [sys.executable, "-m", "specdiag", "repro", "--device", "cuda", "--model", str(model), "--python",
-           sys.executable, "--out", str(out), "--no-engine", "--set", "lmcache=off",
-           "--set", f"env.FAKE_STATE_DIR={state}", "--set", f"env.FAKE_SYSTMP={systmp}",
-           "--set", "env.FAKE_DELAY_S=2", "--health-timeout", "30"]
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"""
+set: {{lmcache: "off", env.FAKE_STATE_DIR: "{state}", env.FAKE_SYSTMP: "{systmp}"}}
+toggles:
+  env.FAKE_DELAY_S: [0, 3]
+workload: {{kind: distinct_prefixes, prompts: 4, prompt_words: 10, rounds: 2, repeats_back_to_back: 2,
+           concurrency: 2, max_tokens: 2}}
+""")
+    cmd = [sys.executable, "-m", "specdiag", "repro", "--plan", str(plan), "--device", "cuda", "--model",
+           str(model), "--python", sys.executable, "--out", str(out), "--no-engine", "--health-timeout", "30", "--stop-grace", "2"]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        wait_for(state / "child.json", timeout=60)
-        time.sleep(1.0)  # inside the workload (each request takes 2 s)
+        wait_for(state / "child.json", timeout=60, count=2)  # the second cell's server tree is up
+        time.sleep(1.0)  # inside cell 1's workload (each request takes 3 s)
         p.send_signal(signal.SIGINT)
         output, _ = p.communicate(timeout=60)
     finally:
         if p.poll() is None:
             p.kill()
     assert p.returncode == 130, output.decode()
-    assert_nothing_left(state, systmp)
+    assert_nothing_left(state, systmp, servers=2)
     verdict = json.loads((out / "verdict.json").read_text())
     assert any("interrupted" in n for n in verdict["notes"])
+    assert [(r["cell"], r["status"]) for r in verdict["results"]] == [("env.FAKE_DELAY_S=0", "ok")]
+    assert verdict["results"][0]["workload"]["requests"] == 16
 
 
 def test_stop_is_idempotent_and_threads_can_stop_workload(tmp_path: Path) -> None:

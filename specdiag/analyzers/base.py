@@ -35,9 +35,9 @@ class Rule:
     defaults: ClassVar[dict[str, Any]] = {}
     #: the cause ids this rule may report
     cause_ids: ClassVar[tuple[str, ...]] = ()
-    #: set by the engine per input: the latest high-volume record per (template id, process key), e.g.
-    #: the retrieve line just before a shortfall; valid only while that input is being read
-    hot_last: dict = {}
+    #: set by the engine per input: ``lookback(before_line, needle_bytes, process_key) -> Record | None``
+    #: finds a (high-volume, not dispatched) line just before an incident while that input is read
+    lookback = staticmethod(lambda before, needle, key: None)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = {**self.defaults, **(options or {})}

@@ -147,7 +147,7 @@ class RetrievalShortfall(Rule):
         self.dropped = 0
         self.l6_count = 0
         self.async_lengths: OrderedDict[str, int] = OrderedDict()
-        self.stores_by_proc: dict[str, int] = {}
+        self.stores_total = 0
 
     # ---- observation ------------------------------------------------------------------------------
     @staticmethod
@@ -200,9 +200,8 @@ class RetrievalShortfall(Rule):
         retrieved, expected = ev.f["retrieved"], ev.f["expected"]
         if retrieved >= expected:
             return
-        last = self.hot_last.get(("R4", key))
-        r4 = self._r4_fields(Event("R4", record_from_hot(last), None, template("R4")) if last is not None
-                             else self.last_r4.get(key))
+        last = self.lookback(rec.line, b"Retrieved ", key)
+        r4 = self._r4_fields(Event("R4", last, None, template("R4")) if last is not None else self.last_r4.get(key))
         if r4 is not None and r4["retrieved"] != retrieved:
             r4 = None
         req_id = (r1.f.get("req_id") if r1 is not None else None) or (r4 or {}).get("req_id")
@@ -257,7 +256,7 @@ class RetrievalShortfall(Rule):
     def finish(self, ctx: Context) -> list[Finding]:
         if not self.occurrences:
             return []
-        self.stores_by_proc = {k: n for (eid, k), n in ctx.event_counts_by_proc.items() if eid == "S1"}
+        self.stores_total = ctx.event_counts.get("S1", 0)
         for occ in self.occurrences:
             if occ.req_id and occ.req_id in self.r3:
                 occ.r3 = self.r3[occ.req_id]
@@ -445,8 +444,9 @@ class RetrievalShortfall(Rule):
             b.support("pin-timeout", 1.5, "the local cache was full, so force-unpinned chunks would be evicted at once")
         elif self.signals.totals.get("pressure"):
             b.support("lookup-retrieve-eviction", 1.5, f"{self.signals.totals['pressure']} memory-pressure line(s) elsewhere in the log")
-        elif any(self.stores_by_proc.get(o.proc_key) for o in occs):
-            b.oppose("lookup-retrieve-eviction", 2.5, f"{where} logged stores but no memory-pressure line (eviction itself is only logged at DEBUG)")
+        elif self.stores_total:
+            b.oppose("lookup-retrieve-eviction", 2.5, f"the log shows {self.stores_total} stores but no memory-pressure line "
+                     "(eviction itself is only logged at DEBUG)")
         else:
             b.note_for("lookup-retrieve-eviction", "the most common cause; the log shows too little of this rank to confirm or exclude it")
         if lmc_v is not None and lmc_v < (0, 3, 3):

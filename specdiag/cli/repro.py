@@ -44,6 +44,8 @@ def repro(
                                           "compile caches); default $SPECDIAG_REPRO_CACHE or "
                                           "~/.cache/specdiag/repro"),
     health_timeout: float = typer.Option(420.0, "--health-timeout", help="seconds to wait for /health"),
+    stop_grace: float = typer.Option(20.0, "--stop-grace", help="seconds between SIGTERM and SIGKILL when a "
+                                     "cell's servers are stopped (5 s at most after Ctrl-C)"),
     no_engine: bool = typer.Option(False, "--no-engine", help="count symptoms without the analyze engine"),
     list_presets: bool = typer.Option(False, "--list-presets", help="describe the presets and exit"),
     from_run: Path | None = typer.Option(None, "--from-run", help="recompute and print the verdict of an "
@@ -74,7 +76,7 @@ def repro(
             return
     except (planmod.PlanError, backends.BackendError, OSError) as e:
         _fail(str(e))
-    code = _run(plan, dev, out_dir, fmt, executor, ray_address, health_timeout, not no_engine)
+    code = _run(plan, dev, out_dir, fmt, executor, ray_address, health_timeout, not no_engine, stop_grace)
     raise typer.Exit(code)
 
 
@@ -129,7 +131,7 @@ def _dry_run(plan, dev, out_dir: Path, fmt: str) -> None:  # type: ignore[no-unt
 
 
 def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | None,  # type: ignore[no-untyped-def]
-         health_timeout: float, use_engine: bool) -> int:
+         health_timeout: float, use_engine: bool, stop_grace: float = 20.0) -> int:
     import threading
 
     from rich.console import Console
@@ -168,17 +170,18 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
                 err.print(f"[repro] {desc}", highlight=False)
 
         def on_result(res) -> None:  # type: ignore[no-untyped-def]
+            results.append(res)  # collected here so an interrupt keeps the cells already finished
             prog.advance(task)
             err.print(f"[repro] {res.cell} r{res.repeat}: {res.status}"
                       f"{' — ' + res.error if res.error else ''}", highlight=False)
 
-        opts = RunOptions(health_timeout_s=health_timeout, use_engine=use_engine)
+        opts = RunOptions(health_timeout_s=health_timeout, use_engine=use_engine, stop_grace_s=stop_grace)
         try:
             with server.interrupts_as_exceptions():
                 if executor == "ray":
-                    results = executors.run_ray(plan, dev, out_dir, opts, progress, on_result, stop, ray_address)
+                    executors.run_ray(plan, dev, out_dir, opts, progress, on_result, stop, ray_address)
                 else:
-                    results = executors.run_local(plan, dev, out_dir, opts, progress, on_result, stop)
+                    executors.run_local(plan, dev, out_dir, opts, progress, on_result, stop)
         except KeyboardInterrupt:
             interrupted = True
             stop.set()

@@ -11,8 +11,10 @@ multi-GB log is a small minority of lines.
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Iterator
+from itertools import compress
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.sources import Source
@@ -28,6 +30,8 @@ LMC_LEGACY = re.compile(
     rb"(DEBUG|INFO|WARNING|ERROR|CRITICAL) LMCache: (.*) \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] -- (\S+\.py):(\d+)$"
 )
 EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
+#: the high-volume LMCache INFO lines (stores, retrieves), tested at C speed on each raw (coloured) line
+HOT_LINE = re.compile(rb"\] LMCache INFO:\S* (?:\[req_id=[^\]]*\] )?(?:Stored|Retrieved) \d")
 ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 ANSI_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
 MAX_JOIN_LINES = 400
@@ -157,17 +161,65 @@ def _clean_chunk(chunk: bytes) -> bytes:
     return chunk
 
 
-def iter_records(source: Source, hot: dict[bytes, str] | None = None) -> Iterator[Record]:
+class LineWindow:
+    """The raw lines of the current block (and the tail of the previous one), for looking back.
+
+    High-volume lines are blanked before the line loop; a rule that needs the one just before an
+    incident (the retrieve line before a shortfall) asks ``find_back`` while that incident is read.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.lines: list[bytes] = []
+        self.first = 1
+        self.prev: list[bytes] = []
+        self.prev_first = 1
+        self.origins = OriginCache()
+        self.year: int | None = None
+
+    def set(self, lines: list[bytes], first: int) -> None:
+        if self.lines:
+            self.prev, self.prev_first = self.lines[-2000:], self.first + max(len(self.lines) - 2000, 0)
+        self.lines, self.first = lines, first
+
+    def _line(self, n: int) -> bytes | None:
+        i = n - self.first
+        if 0 <= i < len(self.lines):
+            return self.lines[i]
+        i = n - self.prev_first
+        if 0 <= i < len(self.prev):
+            return self.prev[i]
+        return None
+
+    def find_back(self, before: int, needle: bytes, origin_key: str, limit: int = 2000) -> Record | None:
+        """The nearest LMCache record before line ``before`` of process ``origin_key`` containing ``needle``."""
+        for n in range(before - 1, max(before - limit, 0), -1):
+            line = self._line(n)
+            if line is None:
+                return None
+            if needle not in line:
+                continue
+            clean = _clean_chunk(line)
+            origin, rest = self.origins.peel(clean) if clean[:1] == b"(" else (NO_ORIGIN, clean)
+            if origin.key != origin_key or not rest.startswith(b"] LMCache ", 24):
+                continue
+            return record_from_hot((self.path, n, origin, rest, self.year))
+        return None
+
+
+def iter_records(source: Source, hot: dict[bytes, str] | None = None,
+                 window: LineWindow | None = None) -> Iterator[Record]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     ``hot`` maps the first word of high-volume LMCache INFO messages (after an optional ``[req_id=…]``
-    tag) to a template id: such records are not yielded but counted per process in
-    ``stats.hot_counts``, with the latest kept (as a Record) in ``stats.hot_last`` — on a busy server
-    they are most of the log, and only their counts and the one just before an incident matter.
+    tag) to a template id. Those lines — most of a busy server's log — are not yielded: they are
+    counted (``stats.hot_counts``), the first is kept (``stats.hot_first``), and ``window`` keeps the
+    raw block so that a rule can still look back at the one just before an incident.
     """
-    hot = hot or {}
+    hot_words = hot or {}
+    store_id = hot_words.get(b"Stored")
+    retrieve_id = hot_words.get(b"Retrieved")
     hot_counts = source.stats.hot_counts
-    hot_last = source.stats.hot_last
     hot_first = source.stats.hot_first
     stats = source.stats
     path = source.display
@@ -191,21 +243,59 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None) -> Iterato
         return o.rec if o else None
 
     for chunk in source.chunks():
-        chunk = _clean_chunk(chunk)
         lines = chunk.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
+        base = lineno
+        if window is not None:
+            window.set(lines, base + 1)
+            window.year = year_hint
+        if hot_words:
+            # drop the high-volume lines before any per-line work: one `in` test each, in a comprehension
+            kept = list(compress(enumerate(lines), map(operator.not_, map(HOT_LINE.search, lines))))
+            nhot = len(lines) - len(kept)
+            if nhot:
+                recognized += nhot
+                stored = chunk.count(b" Stored ")
+                for tid, n in ((store_id, min(stored, nhot)), (retrieve_id, nhot - min(stored, nhot))):
+                    if tid and n:
+                        hot_counts[(tid, "")] = hot_counts.get((tid, ""), 0) + n
+                for tid, word in ((store_id, b" Stored "), (retrieve_id, b" Retrieved ")):
+                    if tid and tid not in hot_first:
+                        for i, ln in enumerate(lines):
+                            if word in ln and HOT_LINE.search(ln):
+                                first = _clean_chunk(ln)
+                                origin, rest = peel(first) if first[:1] == b"(" else (NO_ORIGIN, first)
+                                hot_first[tid] = (path, base + i + 1, origin, rest, year_hint)
+                                break
+        else:
+            kept = enumerate(lines)
+        # colours (also the residue left when a collector dropped the ESC byte) and CRs, per kept line;
+        # line numbers stay those of '\n' (as grep -n and editors count)
+        esc = b"\x1b" in chunk
+        residue = not esc and (b"[0m" in chunk or b"[0;0m" in chunk or b";20m" in chunk or b"[1;36m" in chunk)
+        cr = b"\r" in chunk
         if unwrap is None:
-            unwrap = Unwrapper([ln.decode("utf-8", "replace") for ln in lines[:400]])
+            unwrap = Unwrapper([_clean_chunk(ln).decode("utf-8", "replace") for ln in lines[:400]])
             if unwrap:
                 formats.update(unwrap.names)
         unwrapping = bool(unwrap)
         # binary checks per line only when the block has NUL bytes or non-ASCII bytes at all
         suspicious = b"\x00" in chunk or not chunk.isascii()
-        for line in lines:
-            lineno += 1
+        for i, line in kept:
+            lineno = base + i + 1
             if not line:
                 continue
+            if esc and b"\x1b" in line:
+                line = ANSI_ESC.sub(b"", line)
+                if b"\x1b" in line:
+                    line = line.replace(b"\x1b", b"")
+            elif residue:
+                line = ANSI_RESIDUE.sub(b"", line)
+            if cr:
+                line = line.replace(b"\r", b"")
+                if not line:
+                    continue
             if suspicious and (b"\x00" in line or not line.isascii() and _mostly_binary(line)):
                 skipped += 1
                 continue
@@ -229,22 +319,6 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None) -> Iterato
                 level = lmc_levels.get(line[34:colon]) if colon > 0 else None
                 if level is not None:
                     msg = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
-                    if hot and level == "INFO":
-                        # high-volume lines: counted per process, the latest kept unparsed (see docstring)
-                        if msg[:8] == b"[req_id=":
-                            e = msg.find(b"] ")
-                            word = msg[e + 2 : msg.find(b" ", e + 2)] if e > 0 else b""
-                        else:
-                            word = msg[: msg.find(b" ")]
-                        tid = hot.get(word)
-                        if tid is not None:
-                            k = (tid, okey)
-                            hot_counts[k] = hot_counts.get(k, 0) + 1
-                            hot_last[k] = (path, lineno, origin, line, year_hint)
-                            if tid not in hot_first:
-                                hot_first[tid] = (path, lineno, origin, line, year_hint)
-                            recognized += 1
-                            continue
                     ts = line[1:24]
                     y = ts[:4]
                     if y != last_y and y.isdigit():
@@ -341,6 +415,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None) -> Iterato
             # raw text: keep only what may matter (exceptions, banners, versions)
             if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
                 yield Record(path, lineno, origin, "text", "", None, year_hint, None, None, None, line)
+        lineno = base + len(lines)
     for key in list(open_recs):
         rec = close(key)
         if rec is not None:
@@ -355,7 +430,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None) -> Iterato
 
 
 def record_from_hot(item: tuple) -> Record | None:
-    """Turn a line that ingest only counted (``stats.hot_last``/``hot_first``) into its Record."""
+    """Turn a line that ingest only counted (``stats.hot_first``, ``LineWindow``) into its Record."""
     path, lineno, origin, line, year = item
     colon = line.find(b":", 34)
     level = LMC_LEVELS.get(line[34:colon])

@@ -354,7 +354,8 @@ def _count_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple,
     if labels <= {"all-present", "all-absent"} and "all-present" in labels:
         where = "" if labels == {"all-present"} else (
             f" wherever it appears at all ({ctx_words('all-present')}; never with {ctx_words('all-absent')})")
-        return f"{words} appears with every value of {key}{where}: {per_value} — {key} is rejected as the cause"
+        return (f"{words} appears with every value of {key}{where}: {per_value} — changing {key} among these "
+                f"values does not remove it: {key} is rejected as the cause")
     splits = {pos for kd, pos in kinds.values() if kd == "split"}
     if labels <= {"split", "all-absent"} and len(splits) == 1:
         pos_set = next(iter(splits))
@@ -401,7 +402,8 @@ def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, 
     if kinds == {"lower"} and len(lows) == 1:
         lo = next(iter(lows))
         gaps = [v[2] for v in verdicts]
-        gap_txt = f"{min(gaps):.1f}" if len(gaps) == 1 else f"{min(gaps):.1f}–{max(gaps):.1f}"
+        lo_txt, hi_txt = f"{min(gaps):.1f}", f"{max(gaps):.1f}"
+        gap_txt = lo_txt if lo_txt == hi_txt else f"{lo_txt}–{hi_txt}"
         single = all(len(xs) == 1 for g in by_ctx.values() for xs in g.values())
         spread = ("one run per cell: no repeat spread, use --repeat to check it" if single
                   else "the repeat ranges do not overlap")

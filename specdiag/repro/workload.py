@@ -16,7 +16,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -191,6 +191,30 @@ def _spec_snapshot(client: Client) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------------------------------- workloads
+def pool_run(fn: Callable[..., Any], items: list[Any], workers: int, stop: threading.Event) -> list[Any]:
+    """``[fn(x) for x in items]`` on ``workers`` threads, but interruptible.
+
+    ``with ThreadPoolExecutor()`` would, on Ctrl-C, wait for every queued request before the server can be
+    stopped; here an interrupt sets ``stop`` (the workloads check it between requests), cancels what has not
+    started and returns control at once; requests in flight end when the server is killed.
+    """
+    pool = ThreadPoolExecutor(max_workers=max(1, workers))
+    futs: list[Future[Any]] = [pool.submit(fn, x) for x in items]
+    try:
+        pending = set(futs)
+        while pending:
+            done, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+            for f in done:
+                if f.exception() is not None:
+                    raise f.exception()  # type: ignore[misc]
+    except BaseException:
+        stop.set()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+    return [f.result() for f in futs]
+
+
 def run_multi_turn(client: Client, p: dict[str, Any], res: WorkloadResult, stop: threading.Event) -> None:
     """Conversations whose next prompt = previous prompt + previous output + new text (decode chunks reused).
 
@@ -223,8 +247,7 @@ def run_multi_turn(client: Client, p: dict[str, Any], res: WorkloadResult, stop:
                 assert isinstance(prompt, str)
                 prompt = prompt + rec.output + new
 
-    with ThreadPoolExecutor(max_workers=int(p.get("concurrency", 3))) as pool:
-        list(pool.map(conversation, range(int(p.get("conversations", 6)))))
+    pool_run(conversation, list(range(int(p.get("conversations", 6)))), int(p.get("concurrency", 3)), stop)
 
 
 def run_alternating_batch(client: Client, p: dict[str, Any], res: WorkloadResult,
@@ -238,10 +261,9 @@ def run_alternating_batch(client: Client, p: dict[str, Any], res: WorkloadResult
         if stop.is_set():
             return
         prompts = [text(500 + 10 * i + j, int(p.get("prompt_words", 250))) for j in range(batch)]
-        with ThreadPoolExecutor(max_workers=batch) as pool:
-            futs = [pool.submit(client.complete, pr, int(p.get("max_tokens", 64)), f"phase{i}-req{j}", i)
-                    for j, pr in enumerate(prompts)]
-            recs = [f.result() for f in futs]
+        recs = pool_run(lambda jp, i=i: client.complete(jp[1], int(p.get("max_tokens", 64)),
+                                                        f"phase{i}-req{jp[0]}", i),
+                        list(enumerate(prompts)), batch, stop)
         res.requests.extend(recs)
         res.phase_metrics.append(_spec_snapshot(client))
 
@@ -263,8 +285,7 @@ def run_distinct_prefixes(client: Client, p: dict[str, Any], res: WorkloadResult
                 res.requests.append(rec)
 
     for rnd in range(int(p.get("rounds", 2))):
-        with ThreadPoolExecutor(max_workers=int(p.get("concurrency", 4))) as pool:
-            list(pool.map(one, [(rnd, i) for i in range(n)]))
+        pool_run(one, [(rnd, i) for i in range(n)], int(p.get("concurrency", 4)), stop)
 
 
 def run_pin_window(client: Client, p: dict[str, Any], res: WorkloadResult, stop: threading.Event) -> None:
@@ -282,14 +303,18 @@ def run_pin_window(client: Client, p: dict[str, Any], res: WorkloadResult, stop:
             return
         prompt_p = text(7000 + it, int(p.get("p_words", 560)))
         res.requests.append(client.complete(prompt_p, int(p.get("p_max_tokens", 8)), f"iter{it}-P1", it))
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            fa = pool.submit(client.complete, text(7100 + it, int(p.get("a_words", 1750))),
-                             int(p.get("a_max_tokens", 500)), f"iter{it}-A", it, skip_save)
-            fb = pool.submit(client.complete, text(7200 + it, int(p.get("b_words", 50))),
-                             int(p.get("b_max_tokens", 500)), f"iter{it}-B", it)
-            time.sleep(float(p.get("delay_s", 0.2)))
-            fp = pool.submit(client.complete, prompt_p, int(p.get("p_max_tokens", 8)), f"iter{it}-P2", it)
-            res.requests.extend([fa.result(), fb.result(), fp.result()])
+        jobs: list[tuple[float, str | list[int], int, str, dict[str, Any] | None]] = [
+            (0.0, text(7100 + it, int(p.get("a_words", 1750))), int(p.get("a_max_tokens", 500)), "A", skip_save),
+            (0.0, text(7200 + it, int(p.get("b_words", 50))), int(p.get("b_max_tokens", 500)), "B", None),
+            (float(p.get("delay_s", 0.2)), prompt_p, int(p.get("p_max_tokens", 8)), "P2", None),
+        ]
+
+        def send(job: tuple[float, str | list[int], int, str, dict[str, Any] | None], it: int = it) -> RequestRecord:
+            delay, prompt, max_tokens, name, extra = job
+            time.sleep(delay)  # P2 goes 0.2 s after A and B: its lookup happens while they hold the blocks
+            return client.complete(prompt, max_tokens, f"iter{it}-{name}", it, extra)
+
+        res.requests.extend(pool_run(send, jobs, 3, stop))
 
 
 WORKLOADS: dict[str, Callable[[Client, dict[str, Any], WorkloadResult, threading.Event], None]] = {

@@ -18,8 +18,8 @@ import os, signal, socket, sys, time
 signal.signal(signal.SIGTERM, signal.SIG_IGN)
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
 state = sys.argv[1]
-with open(os.path.join(state, "child.json"), "w") as f:
-    f.write('{"pid": %d, "port": %d}' % (os.getpid(), s.getsockname()[1]))
+with open(os.path.join(state, "child.json"), "a") as f:
+    f.write('{"pid": %d, "port": %d}\n' % (os.getpid(), s.getsockname()[1]))
 while True:
     time.sleep(1)
 """
@@ -74,8 +74,8 @@ def main() -> None:
             self._send(200, json.dumps(body).encode())
 
     srv = ThreadingHTTPServer(("127.0.0.1", port), H)
-    with open(os.path.join(state, "server.json"), "w") as f:
-        json.dump({"pid": os.getpid(), "port": port, "child_spawned": child.pid}, f)
+    with open(os.path.join(state, "server.json"), "a") as f:
+        f.write(json.dumps({"pid": os.getpid(), "port": port, "child_spawned": child.pid}) + "\n")
     print("fake server up", flush=True)
     srv.serve_forever()
 
