@@ -11,7 +11,6 @@ from specdiag.context import Context
 from specdiag.events import Event, template
 from specdiag.findings import CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
-from specdiag.ingest.records import record_from_hot
 from specdiag.timeutil import rec_time
 
 MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
