@@ -172,3 +172,14 @@ def test_full_retrieve_is_not_a_shortfall(tmp_path) -> None:
                               proc="Worker_TP0 pid=100")]
     rep = analyze([write(tmp_path / "a.log", lines)]).to_dict()
     assert not [f for f in rep["findings"] if f["rule"] == "KV001"]
+
+
+def test_kubectl_wrapped_log_joins_lookup_retrieve_and_error(tmp_path) -> None:
+    lines = base(tp=2) + [lookup(REQ, 9000, 8192)]
+    lines += [retrieve(REQ, 7168, 8192, 8192, proc="Worker_TP1 pid=101")]
+    lines += shortfall_pair(REQ, 7168, 8192, proc="Worker_TP1 pid=101")
+    wrapped = [f"[pod/vllm-0/vllm] 2026-05-06T15:56:03.{i:06d}Z {ln}" for i, ln in enumerate(lines)]
+    f = kv001(write(tmp_path / "k.log", wrapped))
+    m = f["measurements"]
+    assert m["ranks"] == ["TP1"] and m["lookup_hit_tokens"] == 8192 and m["lmcache_cached_tokens"] == 8192
+    assert m["vllm_cached_tokens"] == 0

@@ -176,6 +176,7 @@ class LineWindow:
         self.prev_first = 1
         self.origins = OriginCache()
         self.year: int | None = None
+        self.unwrap: Unwrapper | None = None
 
     def set(self, lines: list[bytes], first: int) -> None:
         if self.lines:
@@ -200,6 +201,8 @@ class LineWindow:
             if needle not in line:
                 continue
             clean = _clean_chunk(line)
+            if self.unwrap:
+                clean = _clean_chunk(self.unwrap.strip(clean.decode("utf-8", "replace"))[0].encode("utf-8"))
             origin, rest = self.origins.peel(clean) if clean[:1] == b"(" else (NO_ORIGIN, clean)
             if origin.key != origin_key or not rest.startswith(b"] LMCache ", 24):
                 continue
@@ -279,6 +282,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
             unwrap = Unwrapper([_clean_chunk(ln).decode("utf-8", "replace") for ln in lines[:400]])
             if unwrap:
                 formats.update(unwrap.names)
+                if window is not None:
+                    window.unwrap = unwrap
         unwrapping = bool(unwrap)
         # binary checks per line only when the block has NUL bytes or non-ASCII bytes at all
         suspicious = b"\x00" in chunk or not chunk.isascii()
