@@ -75,8 +75,10 @@ class LMCacheDegraded(Rule):
             if "lmcache" in ev.rec.text.lower() and self.import_err is None:
                 self.import_err = ev
         elif tid == "L1":
-            self.lookups += 1
-            if ev.f.get("hit") in ("0", 0):
+            self.lookups += 1  # one per request: checked on the raw bytes, never parsed
+            raw = ev.rec.raw
+            i = raw.find(b"hit tokens: ")
+            if i >= 0 and raw[i + 12 : i + 13] == b"0" and not raw[i + 13 : i + 14].isdigit():
                 self.zero += 1
 
     def finish(self, ctx: Context) -> list[Finding]:
