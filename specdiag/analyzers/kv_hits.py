@@ -12,6 +12,17 @@ from specdiag.findings import CauseBoard, Evidence, Finding
 MAX_KEYS = 100_000
 
 
+def _int_after(raw: bytes, label: bytes) -> int | None:
+    i = raw.find(label)
+    if i < 0:
+        return None
+    i += len(label)
+    j = i
+    while j < len(raw) and 48 <= raw[j] <= 57:
+        j += 1
+    return int(raw[i:j]) if j > i else None
+
+
 @register
 class ZeroHitsOnRepeats(Rule):
     """LMCache reports 0 hit tokens for prompts it has already stored.
@@ -72,17 +83,17 @@ class ZeroHitsOnRepeats(Rule):
             if raw[i + 12 : i + 13] != b"0" or raw[i + 13 : i + 14].isdigit():
                 self.hits += 1  # a hit: nothing more to parse
                 return
-            f = ev.f
-            if not f:
+            # a miss: only the prompt length (and vLLM's own hit) are needed, sliced from the raw line
+            total = _int_after(raw, b"Total tokens ")
+            if total is None:
                 return
-            total = f["total"]
             if len(self.zero_totals) < MAX_KEYS or total in self.zero_totals:
                 self.zero_totals[total] += 1
                 if self.zero_totals[total] == 2 and self.repeat_example is None:
                     self.repeat_example = ev
             if self.first_zero is None:
                 self.first_zero = ev
-            comp = f.get("vllm_computed")
+            comp = _int_after(raw, b"computed tokens: ")
             if comp is not None and comp >= total - 1 > 0:
                 self.computed_full += 1
         elif tid == "S1":

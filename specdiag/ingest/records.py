@@ -32,6 +32,8 @@ LMC_LEGACY = re.compile(
 EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
 #: the high-volume LMCache INFO lines (stores, retrieves), tested at C speed on each raw (coloured) line
 HOT_LINE = re.compile(rb"\] LMCache INFO:\S* (?:\[req_id=[^\]]*\] )?(?:Stored|Retrieved) \d")
+#: uvicorn access lines that are not server errors (one per request; only 5xx ones matter)
+ACCESS_OK = re.compile(rb'INFO: +\S+ - "[^"\n]*" [1-4]\d\d ')
 ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 ANSI_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
 MAX_JOIN_LINES = 400
@@ -257,6 +259,11 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
             # drop the high-volume lines before any per-line work: one `in` test each, in a comprehension
             kept = list(compress(enumerate(lines), map(operator.not_, map(HOT_LINE.search, lines))))
             nhot = len(lines) - len(kept)
+            n_kept = len(kept)
+            kept = [k for k in kept if not ACCESS_OK.search(k[1])]  # access lines: recognised, nothing to parse
+            recognized += n_kept - len(kept)
+            if n_kept != len(kept):
+                formats.add("uvicorn")
             if nhot:
                 recognized += nhot
                 stored = chunk.count(b" Stored ")

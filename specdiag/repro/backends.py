@@ -97,7 +97,9 @@ def ensure_model(spec: DeviceSpec) -> None:
 
     if (path / DONE_MARKER).exists():
         return
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               TORCHINDUCTOR_CACHE_DIR=f"{spec.cache_dir}/inductor-cache")  # nothing of ours in /tmp
     r = subprocess.run([spec.python, "-m", "specdiag.repro.tinymodel", "--out", str(path)],
-                       capture_output=True, text=True, timeout=900)
+                       capture_output=True, text=True, timeout=900, env=env)
     if r.returncode != 0 or not (path / DONE_MARKER).exists():
         raise BackendError(f"building the tiny model failed: {r.stderr.strip()[-800:]}")
