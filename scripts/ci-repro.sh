@@ -15,6 +15,8 @@ if [ -z "${SPECDIAG_REPRO_CACHE:-}" ]; then
   if [ -d /work ] && [ -w /work ]; then SPECDIAG_REPRO_CACHE=/work/repro-cache; else SPECDIAG_REPRO_CACHE=$HOME/.cache/specdiag/repro; fi
 fi
 export SPECDIAG_REPRO_CACHE
+# torch/inductor caches of the model build and connector tests go to the cache dir, not /tmp
+export TORCHINDUCTOR_CACHE_DIR="$SPECDIAG_REPRO_CACHE/inductor-cache"
 PYTHON=${PYTHON:-python3}
 PROJECT_PY=${PROJECT_PY:-$ROOT/.venv/bin/python}
 VENV=$SPECDIAG_REPRO_CACHE/venv

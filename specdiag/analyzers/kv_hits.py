@@ -102,7 +102,6 @@ class ZeroHitsOnRepeats(Rule):
             if self.first_store is None and ev.f.get("stored"):
                 self.first_store = ev
         elif tid in ("C21b", "C22", "C23", "C24"):
-            f = ev.f
             if len(self.hash_warnings) < 8:
                 self.hash_warnings.append(ev)
         elif tid in ("Z1", "L7"):
