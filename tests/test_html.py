@@ -25,7 +25,7 @@ from specdiag.report.html import (
 )
 from specdiag.report.model import Report
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = Path(__file__).resolve().parent / "corpus"
 EVIL = '<script>alert(1)</script> "><img src=x onerror=alert(1)> </script><!-- \u2028 & \x1b[31m \udcff'
 T0 = 1761038000.0
 UPLOT_SHA256 = "19c8d4c6ad88929a79f4ae49d6f7161566dfd0ba3d15cc495e974f787eb78f1f"

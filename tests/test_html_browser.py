@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CORPUS = Path(os.environ.get("SPECDIAG_CORPUS", "/work/shared/corpus"))
+CORPUS = Path(os.environ.get("SPECDIAG_CORPUS", str(Path(__file__).resolve().parent / "corpus")))
 EVIL_SCRIPT = "<script>alert(1)</script>"
 EVIL_IMG = '"><img src=x onerror=alert(1)>'
 

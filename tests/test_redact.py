@@ -14,7 +14,7 @@ from specdiag.findings import Cause, Evidence, Finding
 from specdiag.redact import redact_report, redact_text
 from specdiag.report.model import Report
 
-CORPUS = Path("/work/shared/corpus")
+CORPUS = Path(__file__).resolve().parent / "corpus"
 SECRET = "TOPSECRET"
 
 
