@@ -183,3 +183,18 @@ def test_kubectl_wrapped_log_joins_lookup_retrieve_and_error(tmp_path) -> None:
     m = f["measurements"]
     assert m["ranks"] == ["TP1"] and m["lookup_hit_tokens"] == 8192 and m["lmcache_cached_tokens"] == 8192
     assert m["vllm_cached_tokens"] == 0
+
+
+def test_negative_pin_count_after_a_forced_unpin_points_to_pin_timeout(tmp_path) -> None:
+    """Seen in the real CPU repro: the request's own unpin after the monitor forced the count to 0 goes negative."""
+    lines = base(tp=1, pin_timeout_sec=1, save_decode_cache=True)
+    lines.append(lookup(REQ, 1100, 1024, ts="2026-05-06 15:55:00,000", proc=None))
+    w = {"level": "WARNING", "proc": "Worker_TP0 pid=100"}
+    lines.append(lmc("Pin timeout detected for MemoryObj 0x7f. Pin count: 1, Elapsed time: 1.20s. Forcing unpin to 0.",
+                     loc="pin_monitor.py:179", logger="lmcache.v1.pin_monitor", ts="2026-05-06 15:55:02,000", **w))
+    lines.append(lmc("Pin count of MemoryObj 0is negative: -1.Double unpin occurred somewhere.Setting pin count back "
+                     "to 0 as a hack but please find the bug.", loc="memory_management.py:846",
+                     logger="lmcache.v1.memory_management", ts="2026-05-06 15:55:02,900", **w))
+    lines += shortfall_pair(REQ, 512, 1024, proc="Worker_TP0 pid=100", ts="2026-05-06 15:55:03,000")
+    f = kv001(write(tmp_path / "a.log", lines))
+    assert f["causes"][0]["id"] == "pin-timeout"

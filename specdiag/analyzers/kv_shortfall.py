@@ -455,15 +455,21 @@ class RetrievalShortfall(Rule):
             b.oppose("lookup-retrieve-eviction", 1.3, f"LMCache {ctx.lmcache_version} pins looked-up chunks on every rank; eviction needs a lost pin")
         # pins
         neg = fams.get("pin-negative", []) + fams.get("ref-negative", [])
-        if neg:
+        pto = fams.get("pin-timeout", [])
+        if neg and pto and min((e.rec.path, e.rec.line) for e in pto) < max((e.rec.path, e.rec.line) for e in neg):
+            # the pin monitor forced the count to 0; the request's own unpin then goes negative: a consequence
+            b.support("pin-accounting-bug", 1.5, f"negative pin count at line {neg[-1].rec.line}, but after the pin monitor's forced unpin")
+            b.note_for("pin-timeout", f"the negative pin count at line {neg[-1].rec.line} follows the forced unpin "
+                       "(the request's own unpin after its retrieve)")
+            neg = []
+        elif neg:
             # the double unpin is the mechanism; eviction is how its chunks then disappear
             b.support("pin-accounting-bug", 30, f"'{neg[-1].rec.msg[:70]}…' on {where} at line {neg[-1].rec.line}: a double unpin made pinned chunks evictable")
             b.note_for("lookup-retrieve-eviction", "a lost pin lets eviction take looked-up chunks (see pin-accounting-bug)")
         elif self.signals.totals.get("pin-negative"):
             b.support("pin-accounting-bug", 2, f"{self.signals.totals['pin-negative']} negative pin-count warning(s) elsewhere in the log")
-        else:
+        elif not pto:
             b.oppose("pin-accounting-bug", 2, "no 'Pin count of MemoryObj … is negative' warning in the log")
-        pto = fams.get("pin-timeout", [])
         gap = next((o.t - o.lookup["t"] for o in occs if o.lookup and o.lookup.get("t") and o.t), None)
         pin_timeout = (cfg or {}).get("pin_timeout_sec")
         if pto:
