@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from corpus_paths import CASES, CORPUS, corpus_root  # noqa: E402,F401
 
 from specdiag.baseline import BaselineError, apply_baseline, load_baseline, render_baseline, write_baseline
 from specdiag.engine import analyze
@@ -15,15 +16,6 @@ from specdiag.report.model import Report
 HERE = Path(__file__).resolve().parent
 
 
-def corpus_root() -> Path:
-    local = HERE / "corpus"
-    if local.is_dir() and any(local.glob("*/expected.json")):
-        return local
-    return (HERE.parent.parent / "shared" / "corpus").resolve()
-
-
-CORPUS = corpus_root()
-CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir()) if CORPUS.is_dir() else []
 
 UNRELATED = (
     "Starting the benchmark harness\n"

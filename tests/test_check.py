@@ -9,6 +9,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
+from corpus_paths import CASES, CORPUS, corpus_root  # noqa: E402,F401
 from typer.testing import CliRunner
 
 from specdiag.cli import app
@@ -18,15 +19,6 @@ from specdiag.findings import severity_at_least
 HERE = Path(__file__).resolve().parent
 
 
-def corpus_root() -> Path:
-    local = HERE / "corpus"
-    if local.is_dir() and any(local.glob("*/expected.json")):
-        return local
-    return (HERE.parent.parent / "shared" / "corpus").resolve()
-
-
-CORPUS = corpus_root()
-CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir()) if CORPUS.is_dir() else []
 pytestmark = pytest.mark.skipif(not CASES, reason="corpus not found")
 
 

@@ -17,11 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOC = ROOT / "docs" / "ci.md"
 
 
-def corpus_root() -> Path:
-    local = ROOT / "tests" / "corpus"
-    if local.is_dir() and any(local.glob("*/expected.json")):
-        return local
-    return (ROOT.parent / "shared" / "corpus").resolve()
+from corpus_paths import corpus_root  # noqa: E402
 
 
 def blocks(lang: str) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from corpus_paths import CASES, CORPUS, corpus_root  # noqa: E402,F401
 
 from specdiag.engine import analyze
 from specdiag.findings import Cause, Evidence, Finding, severity_at_least
@@ -27,15 +28,6 @@ HERE = Path(__file__).resolve().parent
 SCHEMA_FILE = HERE / "schemas" / "sarif-schema-2.1.0.json"
 
 
-def corpus_root() -> Path:
-    local = HERE / "corpus"
-    if local.is_dir() and any(local.glob("*/expected.json")):
-        return local
-    return (HERE.parent.parent / "shared" / "corpus").resolve()
-
-
-CORPUS = corpus_root()
-CASES = sorted(p.name for p in CORPUS.iterdir() if p.is_dir()) if CORPUS.is_dir() else []
 pytestmark = pytest.mark.skipif(not CASES, reason="corpus not found")
 
 

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from corpus_paths import CASES, CORPUS, corpus_root  # noqa: E402,F401
 from typer.testing import CliRunner
 
 from specdiag.cli import app
@@ -15,14 +16,6 @@ from specdiag.engine import ConfigError
 HERE = Path(__file__).resolve().parent
 
 
-def corpus_root() -> Path:
-    local = HERE / "corpus"
-    if local.is_dir() and any(local.glob("*/expected.json")):
-        return local
-    return (HERE.parent.parent / "shared" / "corpus").resolve()
-
-
-CORPUS = corpus_root()
 needs_toml = pytest.mark.skipif(_toml is None, reason="TOML needs Python 3.11+ or tomli")
 
 
