@@ -40,7 +40,7 @@ class AsyncLoadingInvalidatedObject(Rule):
     severity = "error"
     family = "KV"
     cause_ids = ("async-loading-invalidated-object", "ref-count-bug")
-    events = frozenset({"M13", "E_INVALIDATED_ASSERT", "L8", "M6"})
+    events = frozenset({"M13", "E_INVALIDATED_ASSERT", "V_INVALIDATED_ASSERT", "L8", "M6"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -55,7 +55,7 @@ class AsyncLoadingInvalidatedObject(Rule):
             self.n_m13 += 1
             if len(self.m13) < 3:
                 self.m13.append(ev)
-        elif ev.id == "E_INVALIDATED_ASSERT":
+        elif ev.id in ("E_INVALIDATED_ASSERT", "V_INVALIDATED_ASSERT"):
             if len(self.asserts) < 3:
                 self.asserts.append(ev)
         elif ev.id == "L8":
@@ -119,7 +119,7 @@ class DraftModelLayerMismatch(Rule):
     severity = "error"
     family = "KV"
     cause_ids = ("draft-layer-count-mismatch",)
-    events = frozenset({"C12", "E_INDEX_LAYERS", "E_WORKER_FAILED"})
+    events = frozenset({"C12", "E_INDEX_LAYERS", "E_WORKER_FAILED", "V_EXC"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -130,7 +130,7 @@ class DraftModelLayerMismatch(Rule):
         if ev.id == "C12":
             if ev.f.get("draft_layers") == 0 and self.c12 is None:
                 self.c12 = ev
-        elif ev.id == "E_INDEX_LAYERS" or ev.id == "E_WORKER_FAILED" and "out of bounds for dimension" in ev.rec.text:
+        elif ev.id == "E_INDEX_LAYERS" or ev.id in ("E_WORKER_FAILED", "V_EXC") and "out of bounds for dimension" in ev.rec.text:
             self.index_err = self.index_err or ev
 
     def finish(self, ctx: Context) -> list[Finding]:

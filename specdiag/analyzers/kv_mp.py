@@ -1,0 +1,162 @@
+"""KV009/KV010 — LMCache multi-process adapter failures and lookup timeouts."""
+
+from __future__ import annotations
+
+from specdiag.analyzers.base import Rule, register
+from specdiag.context import Context
+from specdiag.events import Event
+from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.timeutil import rec_time
+
+
+def _evidence(events: list[Event], n: int = 4) -> list[Evidence]:
+    return [Evidence(e.rec.path, e.rec.line, e.rec.display()[:600]) for e in events[:n]]
+
+
+@register
+class MultiProcessFailures(Rule):
+    """LMCache's multi-process connector reported failed retrieves/stores or an unhealthy server.
+
+    Detects: ``Something went wrong when processing the retrieve|store request for request_id=…``,
+    ``[req=…] LMCache hit mismatch across servers``, ``LMCache server is unhealthy — entering degraded
+    mode`` (``LMCacheMPConnector`` with a separate ``lmcache server``; this mode never prints the
+    in-process ``Num retrieved tokens`` error, so KV001 cannot see its losses).
+
+    Why it matters: a failed retrieve is recomputed (or fails the request under vLLM's ``fail`` policy);
+    an unhealthy server means LMCache is bypassed entirely.
+
+    Causes weighed: ``mp-server-unhealthy`` (the LMCache server is down or timing out),
+    ``mp-retrieve-failure`` (the server answered but the transfer failed), ``mp-hit-mismatch`` (servers
+    disagree on hits, the minimum is taken).
+
+    Fix: check the ``lmcache server`` process log and its health; compare with the in-process connector.
+
+    References: LMCache 0.5.6 ``integration/vllm/vllm_multi_process_adapter.py`` (:614, :1060, :2139);
+    LMCache issue #3388 (retrieve failures on EAGLE-3 hosts).
+    """
+
+    code = "KV009"
+    name = "lmcache-mp-connector-failures"
+    title = "LMCache multi-process connector: failed retrieves/stores or unhealthy server"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("mp-server-unhealthy", "mp-retrieve-failure", "mp-hit-mismatch")
+    events = frozenset({"P1", "P2", "P3"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.by_kind: dict[str, list[Event]] = {"retrieve": [], "store": [], "mismatch": [], "unhealthy": []}
+        self.counts = {"retrieve": 0, "store": 0, "mismatch": 0, "unhealthy": 0}
+
+    def observe(self, ev: Event) -> None:
+        kind = {"P2": "mismatch", "P3": "unhealthy"}.get(ev.id) or ev.f.get("op") or "retrieve"
+        self.counts[kind] += 1
+        if len(self.by_kind[kind]) < 3:
+            self.by_kind[kind].append(ev)
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        if not any(self.counts.values()):
+            return []
+        c = self.counts
+        b = CauseBoard()
+        b.add("mp-server-unhealthy", 0.3, fix="Check the lmcache server process (crash, overload, timeouts) and its log.",
+              confirm_with="curl the LMCache server's health endpoint; look for 'LOOKUP to … timed out'")
+        b.add("mp-retrieve-failure", 0.5, fix="Read the server log around the failed request ids; upgrade LMCache "
+              "(MP retrieve fixes) or fall back to the in-process connector.",
+              confirm_with="replay the failing request ids with the in-process LMCacheConnectorV1")
+        b.add("mp-hit-mismatch", 0.2, fix="Give every server the same capacity; check evictions per server.",
+              confirm_with="compare the per-server hit lists in the mismatch lines")
+        if c["unhealthy"]:
+            b.support("mp-server-unhealthy", 10, f"{c['unhealthy']} 'LMCache server is unhealthy' line(s)")
+        else:
+            b.oppose("mp-server-unhealthy", 3, "no 'server is unhealthy' line")
+        if c["retrieve"] or c["store"]:
+            b.support("mp-retrieve-failure", 4, f"{c['retrieve']} failed retrieve(s), {c['store']} failed store(s)")
+        if c["mismatch"]:
+            b.support("mp-hit-mismatch", 5, f"{c['mismatch']} hit mismatch(es) across servers")
+        else:
+            b.oppose("mp-hit-mismatch", 3, "no hit-mismatch line")
+        events = [e for k in ("unhealthy", "retrieve", "store", "mismatch") for e in self.by_kind[k]]
+        spec = ctx.speculative or {}
+        summary = (f"{c['retrieve']} failed retrieve(s), {c['store']} failed store(s), {c['mismatch']} hit mismatch(es), "
+                   f"{c['unhealthy']} unhealthy-server line(s) from the multi-process connector.")
+        if spec.get("method") in ("eagle", "eagle3") and c["retrieve"]:
+            summary += " Retrieve failures with EAGLE-3 match LMCache issue #3388."
+        return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary,
+                        count=sum(c.values()), evidence=_evidence(events, 5), measurements=dict(c),
+                        causes=b.ranked(ceiling=0.8), identity=f"mp|{sorted(k for k, v in c.items() if v)}",
+                        first_seen=rec_time(events[0].rec) if events else None)]
+
+
+@register
+class LookupTimeouts(Rule):
+    """LMCache lookups timed out and reported 0 hits.
+
+    Detects: ``Timeout occurred for rank N, recreating all sockets`` (the scheduler's lookup RPC to a
+    worker timed out) and ``Request … is still waiting for async lookup after N seconds, returning 0 lmcache
+    cached tokens`` (async lookups past ``lookup_timeout_ms``), when LMCache is not in degraded mode (KV004
+    covers that case).
+
+    Why it matters: each timeout costs the request the whole timeout (seconds) and then recomputes a prefix
+    LMCache may have held.
+
+    Causes weighed: ``worker-lookup-server-slow`` (a worker's lookup server is blocked or overloaded),
+    ``async-lookup-timeout-too-low`` (``lookup_timeout_ms`` shorter than a busy lookup takes).
+
+    Fix: find the slow rank (the rank number is in the line); raise ``lookup_timeout_ms`` for async lookups.
+
+    References: LMCache 0.5.6 ``v1/rpc/zmq_transport.py:121``, ``v1/lookup_client/lmcache_async_lookup_client.py:177``.
+    """
+
+    code = "KV010"
+    name = "lmcache-lookup-timeouts"
+    title = "LMCache lookups timed out and reported 0 hits"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("worker-lookup-server-slow", "async-lookup-timeout-too-low")
+    defaults = {"min_timeouts": 2}
+    events = frozenset({"Z1", "L7", "C32", "C33", "E_NO_CONNECTOR"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.z1: list[Event] = []
+        self.l7: list[Event] = []
+        self.n_z1 = self.n_l7 = 0
+        self.degraded = False
+
+    def observe(self, ev: Event) -> None:
+        if ev.id == "Z1":
+            self.n_z1 += 1
+            if len(self.z1) < 3:
+                self.z1.append(ev)
+        elif ev.id == "L7":
+            self.n_l7 += 1
+            if len(self.l7) < 3:
+                self.l7.append(ev)
+        else:
+            self.degraded = True
+
+    def finish(self, ctx: Context) -> list[Finding]:
+        n = self.n_z1 + self.n_l7
+        if n < self.options["min_timeouts"] or self.degraded or ctx.lmcache_degraded:
+            return []
+        b = CauseBoard()
+        b.add("worker-lookup-server-slow", 0.6, fix="Look at the named rank's worker: blocked event loop, CPU starvation, crashed lookup server.",
+              confirm_with="compare the timeout times with that worker's log")
+        b.add("async-lookup-timeout-too-low", 0.4, fix="Raise lookup_timeout_ms (default 3000).",
+              confirm_with="specdiag repro --toggle lookup_timeout_ms=3000,10000")
+        if self.n_z1:
+            ranks = sorted({e.f.get("rank") for e in self.z1})
+            b.support("worker-lookup-server-slow", 3, f"{self.n_z1} lookup RPC timeout(s) to rank(s) {', '.join(map(str, ranks))}")
+        else:
+            b.oppose("worker-lookup-server-slow", 2, "no RPC timeout line")
+        if self.n_l7:
+            b.support("async-lookup-timeout-too-low", 3, f"{self.n_l7} async lookup(s) gave up after the timeout")
+        else:
+            b.oppose("async-lookup-timeout-too-low", 3, "no async-lookup timeout line")
+        ev = self.z1 + self.l7
+        return [Finding(rule=self.code, severity="warning", title=self.title,
+                        summary=f"{n} lookup timeout(s) ({self.n_z1} RPC, {self.n_l7} async): each request waited for the "
+                                "timeout, then got 0 LMCache hits.",
+                        count=n, evidence=_evidence(ev), measurements={"rpc_timeouts": self.n_z1, "async_timeouts": self.n_l7},
+                        causes=b.ranked(ceiling=0.8), identity="lookup-timeouts", first_seen=rec_time(ev[0].rec))]

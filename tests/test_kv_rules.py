@@ -1,0 +1,114 @@
+"""KV002–KV010: positive and negative cases on logs written for each rule."""
+
+from __future__ import annotations
+
+from logbuilder import config_dump, lmc, lookup, vllm, write
+
+from specdiag.engine import analyze
+
+
+def rules(path, **kw) -> dict[str, dict]:
+    rep = analyze([path], **kw).to_dict()
+    return {f["rule"]: f for f in rep["findings"]}
+
+
+def w(level="WARNING", **kw):
+    return {"level": level, "proc": "Worker_TP0 pid=100", **kw}
+
+
+def test_mp_connector_retrieve_failures_and_unhealthy_server(tmp_path) -> None:
+    lines = [lmc("Something went wrong when processing the retrieve request for request_id=cmpl-1, result=None",
+                 loc="vllm_multi_process_adapter.py:2139", **w("ERROR")),
+             lmc("LMCache server is unhealthy — entering degraded mode", loc="vllm_multi_process_adapter.py:614", **w())]
+    f = rules(write(tmp_path / "a.log", lines))["KV009"]
+    assert f["measurements"]["retrieve"] == 1 and f["causes"][0]["id"] == "mp-server-unhealthy"
+
+
+def test_lookup_timeouts_without_degraded_mode(tmp_path) -> None:
+    z = "Timeout occurred for rank 1, recreating all sockets. Error: Resource temporarily unavailable"
+    lines = [lmc(z, loc="zmq_transport.py:121", level="ERROR", proc="EngineCore pid=5") for _ in range(3)]
+    f = rules(write(tmp_path / "a.log", lines))["KV010"]
+    assert f["measurements"]["rpc_timeouts"] == 3 and f["causes"][0]["id"] == "worker-lookup-server-slow"
+
+
+def test_lookup_timeouts_in_degraded_mode_are_left_to_kv004(tmp_path, corpus_dir) -> None:
+    found = rules(str(corpus_dir / "real-cpu-lmcache-degraded-mode" / "vllm.log"))
+    assert "KV004" in found and "KV010" not in found
+
+
+def test_async_invalidated_object_then_assert_is_a_crash(tmp_path) -> None:
+    lines = [config_dump("Worker_TP0 pid=100", enable_async_loading=True),
+             lmc("Trying to access an invalidated MemoryObj", loc="memory_management.py:865", **w()),
+             "(Worker pid=100) ERROR 03-14 10:31:07 [multiproc_executor.py:1063]     assert memory_obj.tensor is not None",
+             "(Worker pid=100) ERROR 03-14 10:31:07 [multiproc_executor.py:1063] AssertionError"]
+    f = rules(write(tmp_path / "a.log", lines))["KV005"]
+    assert f["severity"] == "error" and f["measurements"]["crashed"] is True
+    assert f["causes"][0]["id"] == "async-loading-invalidated-object"
+
+
+def test_draft_model_with_zero_draft_layers(tmp_path) -> None:
+    lines = [vllm("non-default args: {'model': '/m', 'speculative_config': {'method': 'draft_model', 'model': '/m', "
+                  "'num_speculative_tokens': 3}}", loc="api_utils.py:286", proc="APIServer pid=1"),
+             lmc("num_layer: 2, chunk_size: 256, num_kv_head (per gpu): 2, head_size: 64, hidden_dim (D) for KV (per gpu): "
+                 "128, use mla: False, kv shape: (2, 2, 256, 2, 64), num_draft_layers: 0", loc="vllm_service_factory.py:111",
+                 logger="lmcache.integration.vllm.vllm_service_factory", proc="Worker pid=100")]
+    f = rules(write(tmp_path / "a.log", lines))["KV006"]
+    assert f["measurements"]["crashed"] is False
+    lines.append("(Worker pid=100) ERROR 03-14 10:40:38 [multiproc_executor.py:1063] IndexError: index 2 is out of "
+                 "bounds for dimension 1 with size 2")
+    assert rules(write(tmp_path / "b.log", lines))["KV006"]["measurements"]["crashed"] is True
+
+
+def test_draft_layers_zero_with_ngram_is_fine(tmp_path) -> None:
+    lines = [vllm("non-default args: {'model': '/m', 'speculative_config': {'method': 'ngram', 'num_speculative_tokens': 3}}",
+                  loc="api_utils.py:286", proc="APIServer pid=1"),
+             lmc("use mla: False, kv shape: (2, 2, 256, 2, 64), num_draft_layers: 0", loc="vllm_service_factory.py:111",
+                 proc="Worker pid=100")]
+    assert "KV006" not in rules(write(tmp_path / "a.log", lines))
+
+
+def test_cpu_tier_pressure_needs_a_few_lines(tmp_path) -> None:
+    m3 = "Failed to allocate memory block of size 262144 because no memory is available"
+    one = [lmc(m3, loc="memory_management.py:1452", **w())]
+    assert "KV007" not in rules(write(tmp_path / "a.log", one))
+    f = rules(write(tmp_path / "b.log", one * 5))["KV007"]
+    assert f["count"] == 5 and f["causes"][0]["id"] == "cache-too-small"
+
+
+def test_zero_hits_on_repeated_prompts_with_hash_warning(tmp_path) -> None:
+    lines = [lmc("Using builtin hash without PYTHONHASHSEED set. For production environments (non-testing scenarios), "
+                 "you MUST set PYTHONHASHSEED to ensure consistent hashing across processes. Example: export "
+                 "PYTHONHASHSEED=0", loc="token_database.py:170", **w())]
+    for i in range(12):
+        lines.append(lookup(f"r{i}", 4000 + i % 3, 0))
+        lines.append(lmc(f"[req_id=r{i}] Stored 3840 out of total 3840 tokens. size: 0.1 GB, cost 1.0 ms, "
+                         "throughput: 1.0 GB/s; offload_time: 1.0 ms, put_time: 0.1 ms", loc="cache_engine.py:588",
+                         logger="lmcache.v1.cache_engine", proc="Worker_TP0 pid=100"))
+    f = rules(write(tmp_path / "a.log", lines))["KV002"]
+    assert f["causes"][0]["id"] == "hash-inconsistency" and f["measurements"]["stores"] == 12
+
+
+def test_lookups_that_hit_give_no_zero_hit_finding(tmp_path) -> None:
+    lines = []
+    for i in range(12):
+        lines.append(lookup(f"r{i}", 4000 + i % 3, 3840 if i >= 3 else 0))
+        lines.append(lmc(f"[req_id=r{i}] Stored 3840 out of total 3840 tokens.", loc="cache_engine.py:588",
+                         proc="Worker_TP0 pid=100"))
+    assert "KV002" not in rules(write(tmp_path / "a.log", lines))
+
+
+def test_load_failure_outcomes(tmp_path) -> None:
+    rec = vllm("Recovered from KV load failure: 2 request(s) rescheduled (768 tokens affected).", level="WARNING",
+               proc="EngineCore pid=5")
+    fail = vllm("Failing 1 request(s) due to KV load failure (failure_policy=fail, 256 tokens affected). "
+                "Request IDs: {'c1'}", level="ERROR", proc="EngineCore pid=5")
+    found = analyze([write(tmp_path / "a.log", [rec, fail])]).to_dict()["findings"]
+    kinds = sorted((f["rule"], f["severity"]) for f in found)
+    assert kinds == [("KV003", "error"), ("KV003", "info")]
+
+
+def test_rank_disagreement_info(tmp_path) -> None:
+    l6 = lmc("Lookup results (number of hit tokens) differ across (TP and PP) ranks: [9472, 7168].", level="WARNING",
+             loc="lmcache_lookup_client.py:150", proc="EngineCore_DP0 pid=2")
+    f = rules(write(tmp_path / "a.log", [l6]))["KV008"]
+    assert f["severity"] == "info" and f["measurements"]["hit_tokens_forgone"] == 2304
