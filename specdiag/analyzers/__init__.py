@@ -4,4 +4,12 @@ import specdiag.analyzers.engine_health  # noqa: F401
 import specdiag.analyzers.sd_acceptance  # noqa: F401
 import specdiag.analyzers.sd_dynamic_k  # noqa: F401
 import specdiag.analyzers.sd_prefix  # noqa: F401
-from specdiag.analyzers import kv_crashes, kv_degraded, kv_hits, kv_load_failure, kv_mp, kv_pressure, kv_shortfall  # noqa: F401
+from specdiag.analyzers import (  # noqa: F401
+    kv_crashes,
+    kv_degraded,
+    kv_hits,
+    kv_load_failure,
+    kv_mp,
+    kv_pressure,
+    kv_shortfall,
+)
