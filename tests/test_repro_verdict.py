@@ -237,5 +237,7 @@ def test_cli_from_run_prints_table_and_verdict(tmp_path: Path) -> None:
     assert "follows redis_maxmemory" in r.output
     v = json.loads((tmp_path / "verdict.json").read_text())
     assert v["cells"][0]["shortfalls"] == [3.0]
+    page = (tmp_path / "report.html").read_text()  # one self-contained page per run
+    assert "redis_maxmemory" in page and "<script src" not in page
     r = CliRunner().invoke(app, ["repro", "--from-run", str(tmp_path), "--format", "json"])
     assert json.loads(r.output)["conclusions"][0].startswith("the retrieval shortfall")

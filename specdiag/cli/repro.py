@@ -188,7 +188,7 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
             server.stop_all()
     verdict = build_verdict(plan.to_dict(), {"kind": dev.kind, "model": dev.model, "python": dev.python},
                             [(c.name, c.toggled) for c in cells], results, interrupted)
-    (out_dir / "verdict.json").write_text(json.dumps(verdict, indent=2, default=str) + "\n")
+    _write_verdict(out_dir, verdict)
     if fmt == "json":
         typer.echo(json.dumps({k: v for k, v in verdict.items() if k != "results"}, indent=2, default=str))
     else:
@@ -196,6 +196,14 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
     if interrupted:
         return 130
     return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def _write_verdict(run_dir: Path, verdict: dict) -> None:
+    """verdict.json plus the run's self-contained HTML page (cell matrix and verdict)."""
+    (run_dir / "verdict.json").write_text(json.dumps(verdict, indent=2, default=str) + "\n")
+    from specdiag.report.html import write_repro_html
+
+    write_repro_html(verdict, run_dir / "report.html")
 
 
 def _report_existing(run_dir: Path, fmt: str) -> None:
@@ -213,7 +221,7 @@ def _report_existing(run_dir: Path, fmt: str) -> None:
         if (r.cell, r.toggled) not in cells:
             cells.append((r.cell, r.toggled))
     verdict = build_verdict(plan, old.get("device", {"kind": "?"}), cells, results)
-    (run_dir / "verdict.json").write_text(json.dumps(verdict, indent=2, default=str) + "\n")
+    _write_verdict(run_dir, verdict)
     if fmt == "json":
         typer.echo(json.dumps({k: v for k, v in verdict.items() if k != "results"}, indent=2, default=str))
     else:
@@ -250,5 +258,5 @@ def _print_table(verdict: dict, out_dir: Path) -> None:  # type: ignore[type-arg
         con.print(f"  • {c}", highlight=False, markup=False)
     for n in verdict["notes"]:
         con.print(f"  note: {n}", highlight=False, markup=False)
-    con.print(f"run folder: {out_dir}  (verdict.json; re-analyze with: specdiag analyze {out_dir}/cells)",
+    con.print(f"run folder: {out_dir}  (verdict.json, report.html; re-analyze with: specdiag analyze {out_dir}/cells)",
               highlight=False)
