@@ -198,3 +198,11 @@ def test_negative_pin_count_after_a_forced_unpin_points_to_pin_timeout(tmp_path)
     lines += shortfall_pair(REQ, 512, 1024, proc="Worker_TP0 pid=100", ts="2026-05-06 15:55:03,000")
     f = kv001(write(tmp_path / "a.log", lines))
     assert f["causes"][0]["id"] == "pin-timeout"
+
+
+def test_rank_from_file_name_when_lines_carry_no_prefix(tmp_path) -> None:
+    eng = write(tmp_path / "engine.log", base(tp=2) + [lookup(REQ, 9000, 8192, proc=None)])
+    tp1 = write(tmp_path / "worker-tp1.log", shortfall_pair(REQ, 7168, 8192, proc=None))
+    assert kv001([eng, tp1])["measurements"]["ranks"] == ["TP1"]
+    other = write(tmp_path / "worker-b.log", shortfall_pair(REQ, 7168, 8192, proc=None))
+    assert kv001([eng, other])["measurements"]["ranks"] == ["unknown"]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import re
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -13,6 +15,7 @@ from specdiag.findings import CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
 from specdiag.timeutil import rec_time
 
+_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:tp|rank)[_-]?(\d+)(?!\d)", re.I)
 MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
 MAX_OCCURRENCES = 20_000
 
@@ -279,7 +282,11 @@ class RetrievalShortfall(Rule):
     def _rank(o: Shortfall, single_rank: bool) -> str:
         if o.rank:
             return o.rank
-        return "TP0" if single_rank else "unknown"
+        if single_rank:
+            return "TP0"
+        # one file per worker without process prefixes: the file name often carries the rank
+        m = _RANK_IN_NAME.search(os.path.basename(o.r2.rec.path))
+        return f"TP{int(m.group(1))}" if m else "unknown"
 
     def _match_outcome(self, occ: Shortfall) -> Event | None:
         for out in self.outcomes:
