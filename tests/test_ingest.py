@@ -221,3 +221,10 @@ def test_vllm_json_logging_lines_become_vllm_records(tmp_path) -> None:
     recs, _ = records(p)
     assert recs[0].kind == "vllm" and recs[0].level == "WARNING" and recs[0].year == 2026
     assert recs[0].origin.pid == 77 and recs[0].msg.startswith("Recovered from KV load failure")
+
+
+def test_rotated_files_are_read_oldest_first(tmp_path) -> None:
+    for name in ("serve.log", "serve.log.1", "serve.log.2.gz", "other.log"):
+        (tmp_path / name).write_text("x\n")
+    names = [s.display.rsplit("/", 1)[-1] for s in expand_inputs([str(tmp_path)])]
+    assert names == ["other.log", "serve.log.2.gz", "serve.log.1", "serve.log"]

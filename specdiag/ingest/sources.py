@@ -11,6 +11,7 @@ import bz2
 import glob
 import lzma
 import os
+import re
 import sys
 import zlib
 from collections.abc import Iterator
@@ -212,6 +213,26 @@ def _is_probably_log(path: str) -> bool:
     return ext.lower() not in LOG_SUFFIX_SKIP
 
 
+_ROTATED = re.compile(r"^(?P<base>.+?)(?:[.-](?P<n>\d{1,3}))?(?P<z>\.(?:gz|bz2|xz|zst))?$")
+
+
+def _chronological(sources: list[Source]) -> list[Source]:
+    """Rotated siblings (``serve.log.2.gz``, ``serve.log.1``, ``serve.log``) oldest first, as logrotate numbers
+    them (a higher number is older); everything else keeps its order."""
+    def key(item: tuple[int, Source]):
+        i, src = item
+        if src.path == "-":
+            return (src.path, 0, i)
+        m = _ROTATED.match(src.path)
+        base, n = (m.group("base"), int(m.group("n"))) if m and m.group("n") else (src.path, 0)
+        return (base, -n, i)
+
+    groups: dict[str, int] = {}
+    for i, src in enumerate(sources):
+        groups.setdefault(key((i, src))[0], i)  # a set keeps the position of its first member
+    return [s for _, s in sorted(enumerate(sources), key=lambda it: (groups[key(it)[0]], key(it)[1], it[0]))]
+
+
 def expand_inputs(paths: list[str], stdin_name: str = "-") -> list[Source]:
     """Files, folders (recursively, sorted), globs and ``-`` → Sources. Raises InputError."""
     sources: list[Source] = []
@@ -240,4 +261,4 @@ def expand_inputs(paths: list[str], stdin_name: str = "-") -> list[Source]:
         if not os.path.exists(p):
             raise InputError(f"{p}: no such file or directory")
         sources.append(Source(p))
-    return sources
+    return _chronological(sources)
