@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from specdiag.engine import ConfigError
+from specdiag.yamlfile import read_mapping
 
 FAIL_ON_LEVELS = ("error", "warning", "info", "never")
 SEVERITY_LEVELS = ("error", "warning", "info")
@@ -89,20 +90,10 @@ def _read_toml(path: Path) -> dict[str, Any]:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    import yaml
-
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as e:
-        raise ConfigError(f"{path}: cannot read ({e.strerror or e})") from e
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML ({str(e).splitlines()[0]})") from e
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: expected a mapping of settings at the top level")
-    return data
+        return read_mapping(path, "settings")
+    except ValueError as e:
+        raise ConfigError(str(e)) from e
 
 
 def load_file(path: str | os.PathLike) -> dict[str, Any]:

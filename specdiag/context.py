@@ -13,6 +13,7 @@ from typing import Any
 from specdiag.events import Event
 from specdiag.fingerprints import VersionFingerprint
 from specdiag.pyrepr import balanced, parse_call_kwargs, parse_dict, value_after
+from specdiag.yamlfile import read_mapping
 
 _SPEC_REPR = re.compile(
     r"SpeculativeConfig\(method='(?P<method>[^']*)', model=(?:'(?P<model>[^']*)'|None), num_spec_tokens=(?P<k>\d+)\)"
@@ -348,20 +349,7 @@ def _rank_sort(label: str) -> tuple:
 
 def load_lmcache_yaml(path: str) -> dict[str, Any]:
     """Read an LMCache YAML config (``yaml.safe_load``); raises ValueError with a one-line reason."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh)
-    except OSError as e:
-        raise ValueError(f"{path}: cannot read ({e.strerror or e})") from e
-    except yaml.YAMLError as e:
-        raise ValueError(f"{path}: not valid YAML ({str(e).splitlines()[0]})") from e
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ValueError(f"{path}: expected a mapping of LMCache keys, got {type(data).__name__}")
-    return {str(k): v for k, v in data.items()}
+    return read_mapping(path, "LMCache keys")
 
 
 __all__ = ["Context", "ContextBuilder", "balanced", "default_failure_policy", "load_lmcache_yaml"]

@@ -125,7 +125,7 @@ def test_invalid_configuration(tmp_path, monkeypatch, text, needle):
 def test_invalid_yaml(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "specdiag.yaml").write_text("select: [KV\n")
-    with pytest.raises(ConfigError, match="invalid YAML"):
+    with pytest.raises(ConfigError, match="not valid YAML"):
         resolve()
     (tmp_path / "specdiag.yaml").write_text("- a\n- b\n")
     with pytest.raises(ConfigError, match="mapping"):
