@@ -228,3 +228,11 @@ def test_rotated_files_are_read_oldest_first(tmp_path) -> None:
         (tmp_path / name).write_text("x\n")
     names = [s.display.rsplit("/", 1)[-1] for s in expand_inputs([str(tmp_path)])]
     assert names == ["other.log", "serve.log.2.gz", "serve.log.1", "serve.log"]
+
+
+def test_formats_seen_are_reported(tmp_path) -> None:
+    p = tmp_path / "a.log"
+    p.write_text("\n".join([lmc("Retrieved 1 tokens"), vllm("hello", proc="APIServer pid=1"),
+                            'INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK']) + "\n")
+    _, stats = records(p)
+    assert stats.formats == {"lmcache", "vllm", "uvicorn"}

@@ -266,6 +266,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 formats.add("uvicorn")
             if nhot:
                 recognized += nhot
+                formats.add("lmcache")
                 stored = chunk.count(b" Stored ")
                 for tid, n in ((store_id, min(stored, nhot)), (retrieve_id, nhot - min(stored, nhot))):
                     if tid and n:
@@ -342,6 +343,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                         yield prev.rec
                     rec = Record(path, lineno, origin, "lmcache", level, ts, None, file, src_line, logger, msg)
                     recognized += 1
+                    if "lmcache" not in formats:
+                        formats.add("lmcache")
                     if file is not None:
                         yield rec
                     else:
@@ -365,6 +368,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     msg = line[m.end() :]
                     rec = Record(path, lineno, origin, "vllm", lvl, ts, year_hint, m.group(2), int(m.group(3)), None, msg)
                     recognized += 1
+                    if "vllm" not in formats:
+                        formats.add("vllm")
                     if _opens_wrap(msg):
                         open_recs[okey] = _Open(rec, "wrap")
                     else:
@@ -419,6 +424,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 m = LMC_LEGACY.match(line)
                 if m:
                     recognized += 1
+                    formats.add("lmcache")
                     yield Record(path, lineno, origin, "lmcache", m.group(1).decode(), m.group(3), None,
                                  m.group(4).rsplit(b"/", 1)[-1], int(m.group(5)), None, m.group(2))
                     continue
