@@ -130,7 +130,7 @@ class RetrievalShortfall(Rule):
     cause_ids = tuple(CAUSES)
     defaults = {"window_s": 60.0}
     events = frozenset({
-        "L1", "L6", "L8", "R1", "R2", "R3", "R4", "V1", "V2",
+        "L1", "L6", "L8", "R1", "R2", "R3", "V1", "V2",
         "M1", "M3", "M4", "S4", "S5", "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
         "X7", "X8", "X9", "D3", "D4", "D5", "D6", "Z1", "L7", "M13", "R8", "C34",
     })
@@ -140,7 +140,6 @@ class RetrievalShortfall(Rule):
         self.lookups: OrderedDict[str, Event] = OrderedDict()
         self.pending_l6: dict[str, Event] = {}
         self.l6_for: OrderedDict[str, Event] = OrderedDict()
-        self.last_r4: dict[str, dict] = {}
         self.pending_r1: dict[str, Event] = {}
         self.r3: OrderedDict[str, Event] = OrderedDict()
         self.outcomes: list[Event] = []
@@ -179,8 +178,6 @@ class RetrievalShortfall(Rule):
         elif tid == "L8":
             self._remember(self.async_lengths, ev.f["req_id"], ev.f["length"])
             self.signals.add(ev)
-        elif tid == "R4":
-            self.last_r4[key] = ev  # parsed only if a shortfall follows on this process
         elif tid == "R1":
             self.pending_r1[key] = ev
         elif tid == "R2":
@@ -203,7 +200,8 @@ class RetrievalShortfall(Rule):
         if retrieved >= expected:
             return
         last = self.lookback(rec.line, b"Retrieved ", key)
-        r4 = self._r4_fields(Event("R4", last, None, template("R4")) if last is not None else self.last_r4.get(key))
+        # retrieve lines are only counted by ingest: look back for this process's one just before the error
+        r4 = self._r4_fields(Event("R4", last, None, template("R4")) if last is not None else None)
         if r4 is not None and r4["retrieved"] != retrieved:
             r4 = None
         req_id = (r1.f.get("req_id") if r1 is not None else None) or (r4 or {}).get("req_id")
