@@ -236,3 +236,12 @@ def test_formats_seen_are_reported(tmp_path) -> None:
                             'INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK']) + "\n")
     _, stats = records(p)
     assert stats.formats == {"lmcache", "vllm", "uvicorn"}
+
+
+@pytest.mark.parametrize("ts", ["2026-05-06T15:56:03.745123+00:00", "2026-05-06 15:56:03", "2026-05-06 15:56:03.7"])
+def test_lmcache_lines_with_other_timestamp_shapes(tmp_path, ts) -> None:
+    p = tmp_path / "a.log"
+    p.write_text(f"[{ts}] LMCache ERROR: Num retrieved tokens: 1, num expected tokens: 2 (vllm_v1_adapter.py:882:lmcache.x)\n")
+    (rec,), _ = records(p)
+    assert rec.kind == "lmcache" and rec.level == "ERROR" and rec.ts.startswith("2026-05-06 15:56:03,")
+    assert rec.msg == "Num retrieved tokens: 1, num expected tokens: 2"

@@ -327,6 +327,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 origin = NO_ORIGIN
             okey = origin.key
             # ---- LMCache formatter: [YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)
+            if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
+                line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
             if line[:1] == b"[" and line.startswith(b"] LMCache ", 24):
                 colon = line.find(b":", 34)
                 level = lmc_levels.get(line[34:colon]) if colon > 0 else None
@@ -445,6 +447,19 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
         stats.errors.append(f"{skipped} line(s) skipped: binary data or NUL bytes")
     if lineno == 0 and stats.bytes_read == 0 and not stats.errors:
         stats.errors.append("empty input")
+
+
+_TS_PARTS = re.compile(rb"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?")
+
+
+def _canonical_lmcache_ts(line: bytes) -> bytes:
+    """``[2026-05-06T15:56:03.745123+00:00] LMCache …`` → ``[2026-05-06 15:56:03,745] LMCache …``."""
+    idx = line.find(b"] LMCache ")
+    m = _TS_PARTS.match(line, 1)
+    if m is None or m.start() != 1:
+        return line
+    frac = (m.group(3) or b"0")[:3].ljust(3, b"0")
+    return b"[" + m.group(1) + b" " + m.group(2) + b"," + frac + line[idx:]
 
 
 def record_from_hot(item: tuple) -> Record | None:
