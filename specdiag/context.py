@@ -12,7 +12,7 @@ from typing import Any
 
 from specdiag.events import Event
 from specdiag.fingerprints import VersionFingerprint
-from specdiag.pyrepr import balanced, parse_call_kwargs, parse_dict, value_after
+from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
 from specdiag.yamlfile import read_mapping
 
 _SPEC_REPR = re.compile(
@@ -55,14 +55,9 @@ class Context:
     device: str | None = None
     #: rank per process key from LMCache's "Initialize storage manager on rank N" (Ray workers carry no TP name)
     rank_by_proc: dict[str, str] = field(default_factory=dict)
-    #: counts of high-volume events that are counted rather than dispatched (see engine): {"S1": n}
+    #: counts of high-volume events that ingest counts rather than dispatches (see engine): {"S1": n}
     event_counts: dict[str, int] = field(default_factory=dict)
-    event_counts_by_proc: dict[tuple[str, str], int] = field(default_factory=dict)
     first_events: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def lmcache_present(self) -> bool:
-        return bool(self.lmcache_version or self.lmcache_config or self.kv_connector and "LMCache" in self.kv_connector)
 
     def cfg(self, key: str, default: Any = None) -> Any:
         if not self.lmcache_config:
@@ -352,4 +347,4 @@ def load_lmcache_yaml(path: str) -> dict[str, Any]:
     return read_mapping(path, "LMCache keys")
 
 
-__all__ = ["Context", "ContextBuilder", "balanced", "default_failure_policy", "load_lmcache_yaml"]
+__all__ = ["Context", "ContextBuilder", "default_failure_policy", "load_lmcache_yaml"]

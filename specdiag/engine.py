@@ -92,7 +92,6 @@ def analyze(
     # ctx.event_counts, and look back at the one before an incident through ``rule.lookback``
     hot = hot_first_words(matcher.templates)
     event_counts: Counter[str] = Counter()
-    counts_by_proc: Counter[tuple[str, str]] = Counter()
     first_counted: dict[str, Any] = {}
     unrecognized: Counter[str] = Counter()
     unknown_shapes: Counter[str] = Counter()
@@ -125,16 +124,13 @@ def analyze(
                     h(ev)
             if progress is not None and n % 100000 == 0:
                 progress(src.display, src.stats.bytes_read)
-        for (eid, key), cnt in src.stats.hot_counts.items():
-            event_counts[eid] += cnt
-            counts_by_proc[(eid, key)] += cnt
+        event_counts.update(src.stats.hot_counts)
         for eid, item in src.stats.hot_first.items():
             if eid not in first_counted:
                 first_counted[eid] = Event(eid, record_from_hot(item), None, template(eid))
         window.set([], 0)
     ctx = ctx_builder.finish()
     ctx.event_counts = dict(event_counts)
-    ctx.event_counts_by_proc = dict(counts_by_proc)
     ctx.first_events = first_counted
     findings = []
     for rule in rules:

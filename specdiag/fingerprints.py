@@ -81,23 +81,6 @@ class VersionFingerprint:
         return (f"~{rng}", evidence,
                 "line numbers match no inspected release (development, patched or uninspected build); nearest shown")
 
-    @staticmethod
-    def index(version: str | None) -> int | None:
-        """Position of a version (or the low end of a range) in VERSIONS, for ``<``/``>=`` reasoning."""
-        if not version:
-            return None
-        v = version.lstrip("~>").split("..")[0].split("-g")[0].split("+")[0]
-        if v in VERSIONS:
-            return VERSIONS.index(v)
-        try:
-            parts = tuple(int(x) for x in v.split(".")[:3])
-        except ValueError:
-            return None
-        for i, known in enumerate(VERSIONS[:-1]):
-            if tuple(int(x) for x in known.split(".")) >= parts:
-                return i
-        return len(VERSIONS) - 1
-
 
 def version_tuple(v: str | None) -> tuple[int, ...] | None:
     if not v:

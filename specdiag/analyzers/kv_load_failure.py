@@ -53,38 +53,37 @@ class KvLoadFailureOutcome(Rule):
             self.fail_tokens += ev.f["tokens"]
             self.first_v2 = self.first_v2 or ev
 
+    def _finding(self, severity: str, title: str, summary: str, count: int, first: Event,
+                 measurements: dict, causes: list[Cause], policy: str) -> Finding:
+        # identity is the outcome kind, not the count: the same incident keeps its fingerprint as it grows
+        return Finding(rule=self.code, severity=severity, title=title, summary=summary, count=count,
+                       evidence=[Evidence(first.rec.path, first.rec.line, first.rec.display())],
+                       measurements={**measurements, "policy": policy}, causes=causes, identity=policy, priority=-1)
+
     def finish(self, ctx: Context) -> list[Finding]:
         out = []
         if self.failed:
-            e = self.first_v2
-            out.append(Finding(
-                rule=self.code, severity="error", title="Requests failed because KV blocks could not be loaded",
-                summary=(f"vLLM failed {self.failed} request(s) ({self.fail_tokens} tokens affected) under "
-                         "kv_load_failure_policy=fail: clients received errors."),
-                count=self.failed, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display())],
-                measurements={"failed_requests": self.failed, "tokens_affected": self.fail_tokens, "policy": "fail"},
-                causes=[
-                    Cause("connector-load-failure", 0.8, for_=["the KV connector reported blocks it could not load"],
-                          fix="Diagnose the connector-side loss (KV001 when LMCache logged the error pair).",
-                          confirm_with="look for LMCache 'Num retrieved tokens' errors at the same time"),
-                    Cause("policy-fail", 0.15, for_=["under policy recompute these requests would have succeeded"],
-                          fix='Set "kv_load_failure_policy": "recompute" in --kv-transfer-config while the cause is fixed.',
-                          confirm_with="rerun with kv_load_failure_policy=recompute and count client errors"),
-                ],
-                identity=f"fail|{self.failed}", priority=-1,
-            ))
+            out.append(self._finding(
+                "error", "Requests failed because KV blocks could not be loaded",
+                f"vLLM failed {self.failed} request(s) ({self.fail_tokens} tokens affected) under "
+                "kv_load_failure_policy=fail: clients received errors.",
+                self.failed, self.first_v2, {"failed_requests": self.failed, "tokens_affected": self.fail_tokens},
+                [_connector_cause(),
+                 Cause("policy-fail", 0.15, for_=["under policy recompute these requests would have succeeded"],
+                       fix='Set "kv_load_failure_policy": "recompute" in --kv-transfer-config while the cause is fixed.',
+                       confirm_with="rerun with kv_load_failure_policy=recompute and count client errors")],
+                "fail"))
         if self.recovered:
-            e = self.first_v1
-            out.append(Finding(
-                rule=self.code, severity="info", title="Requests were recomputed after KV load failures",
-                summary=(f"vLLM rescheduled {self.recovered} request(s) and recomputed {self.rec_tokens} tokens "
-                         "(policy recompute): no client error, extra prefill cost."),
-                count=self.recovered, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display())],
-                measurements={"recovered_requests": self.recovered, "tokens_recomputed": self.rec_tokens,
-                              "policy": "recompute"},
-                causes=[Cause("connector-load-failure", 0.8, for_=["the KV connector reported blocks it could not load"],
-                              fix="Diagnose the connector-side loss (KV001 when LMCache logged the error pair).",
-                              confirm_with="look for LMCache 'Num retrieved tokens' errors at the same time")],
-                identity=f"recompute|{self.recovered}", priority=-1,
-            ))
+            out.append(self._finding(
+                "info", "Requests were recomputed after KV load failures",
+                f"vLLM rescheduled {self.recovered} request(s) and recomputed {self.rec_tokens} tokens "
+                "(policy recompute): no client error, extra prefill cost.",
+                self.recovered, self.first_v1, {"recovered_requests": self.recovered, "tokens_recomputed": self.rec_tokens},
+                [_connector_cause()], "recompute"))
         return out
+
+
+def _connector_cause() -> Cause:
+    return Cause("connector-load-failure", 0.8, for_=["the KV connector reported blocks it could not load"],
+                 fix="Diagnose the connector-side loss (KV001 when LMCache logged the error pair).",
+                 confirm_with="look for LMCache 'Num retrieved tokens' errors at the same time")

@@ -34,8 +34,6 @@ class SignalWindow:
         self.recent: dict[str, deque] = {}
         self.per_process = per_process
         self.totals: dict[str, int] = {}
-        self.totals_by_rank: dict[tuple[str, str], int] = {}
-        self.first: dict[str, Event] = {}
 
     def add(self, ev: Event) -> None:
         fam = SIGNAL_FAMILY.get(ev.id)
@@ -47,9 +45,6 @@ class SignalWindow:
             dq = self.recent[key] = deque(maxlen=self.per_process)
         dq.append((rec_time(ev.rec), ev))
         self.totals[fam] = self.totals.get(fam, 0) + 1
-        rank = ev.rec.origin.rank_label or "?"
-        self.totals_by_rank[(fam, rank)] = self.totals_by_rank.get((fam, rank), 0) + 1
-        self.first.setdefault(fam, ev)
 
     def before(self, key: str, t_end: float | None, line: int, path: str, window_s: float) -> list[Event]:
         """Signals of process ``key`` in ``[t_end - window_s, t_end]`` that precede ``path:line``."""

@@ -113,14 +113,7 @@ class Matcher:
         kind = rec.kind
         src = "text" if kind == "text" or kind == "traceback" else kind
         raw = rec.raw
-        # first word (inlined first_word(): this runs for every record)
-        if raw[:8] == b"[req_id=":
-            end = raw.find(b"] ")
-            sp = raw.find(b" ", end + 2) if end > 0 else -1
-            word = (raw[end + 2 :] if sp < 0 else raw[end + 2 : sp]) if end > 0 else raw
-        else:
-            sp = raw.find(b" ")
-            word = raw if sp < 0 else raw[:sp]
+        word = first_word(raw)
         cands = self.by_first.get((src, word))
         if cands:
             data = rec.raw_text if rec.cont else raw

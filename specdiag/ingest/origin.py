@@ -45,10 +45,6 @@ class Origin:
         # ``TP2``, ``PP1_TP0`` or ``DP1_TP0``: how ranks are named in reports
         object.__setattr__(self, "rank_label", label)
 
-    @property
-    def is_worker(self) -> bool:
-        return self.role == "Worker"
-
 
 NO_ORIGIN = Origin()
 

@@ -103,10 +103,6 @@ class Record:
         """Message plus continuation lines."""
         return self.raw_text.decode("utf-8", "replace") if self.cont else self.msg
 
-    @property
-    def location(self) -> str | None:
-        return f"{self.file}:{self.src_line}" if self._file else None
-
     def display(self) -> str:
         """A one-line rendering for evidence: prefix, level and message (no colour)."""
         who = f"({self.origin.proc} pid={self.origin.pid}) " if self.origin.pid is not None else ""
@@ -270,7 +266,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 stored = chunk.count(b" Stored ")
                 for tid, n in ((store_id, min(stored, nhot)), (retrieve_id, nhot - min(stored, nhot))):
                     if tid and n:
-                        hot_counts[(tid, "")] = hot_counts.get((tid, ""), 0) + n
+                        hot_counts[tid] = hot_counts.get(tid, 0) + n
                 for tid, word in ((store_id, b" Stored "), (retrieve_id, b" Retrieved ")):
                     if tid and tid not in hot_first:
                         for i, ln in enumerate(lines):

@@ -45,7 +45,7 @@ class SourceStats:
     formats: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
     compression: str | None = None
-    #: high-volume records that were only counted: {(template id, ""): n}
+    #: high-volume records that were only counted: {template id: n}
     hot_counts: dict = field(default_factory=dict)
     #: the first such record of each template id
     hot_first: dict = field(default_factory=dict)
