@@ -1,0 +1,126 @@
+"""One sanitiser per output channel for text that came from a log.
+
+Every string read from a log (messages, config values, request ids, file names) is untrusted: it can hold
+terminal escape sequences (OSC 52 writes the clipboard, ``ESC[2J`` clears the screen), bidi overrides
+that make text read backwards, lone surrogates from undecodable bytes, XML-forbidden characters, or
+spreadsheet formulas. Renderers pass such text through the function for their channel; our own styling
+(Rich markup, HTML tags, workflow-command syntax) is added *after* sanitising, never to log text.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import re
+from typing import Any
+
+#: CSI/OSC/other escape sequences (ESC … final byte, OSC … BEL/ST) and single C1 controls
+_ESCAPE_SEQ = re.compile(
+    r"\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)?"  # OSC ... BEL or ST (bounded)
+    r"|\x1b\[[0-?]{0,64}[ -/]{0,16}[@-~]?"  # CSI
+    r"|\x1b[P^_X][^\x1b]{0,4096}(?:\x1b\\)?"  # DCS, PM, APC, SOS
+    r"|\x1b[@-_]?"  # two-byte escapes, or a lone ESC
+)
+#: C0 controls except TAB/LF, DEL, C1 controls; bidi embedding/override/isolate marks; lone surrogates
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+#: characters XML 1.0 forbids (also in attributes), plus lone surrogates
+_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+_CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def _visible(m: re.Match) -> str:
+    c = m.group(0)
+    if 0xD800 <= ord(c) <= 0xDFFF:
+        return "\ufffd"
+    return f"\\u{ord(c):04x}" if ord(c) > 0xFF else f"\\x{ord(c):02x}"
+
+
+def _as_str(s: Any) -> str:
+    return s if isinstance(s, str) else str(s)
+
+
+def plain_text(s: Any, *, keep_newlines: bool = True) -> str:
+    """Log text with escape sequences removed and other controls made visible (``\\x07``, ``\\u202e``).
+
+    The base of every channel: what remains is printable text, TAB and (optionally) LF.
+    """
+    t = _as_str(s)
+    if "\x1b" in t:
+        t = _ESCAPE_SEQ.sub("", t)
+    t = _CONTROL.sub(_visible, t)
+    if not keep_newlines:
+        t = t.replace("\n", " ")
+    return t
+
+
+def terminal_text(s: Any) -> str:
+    """For a terminal (Rich or plain stdout/stderr): no escape sequence or control reaches the tty."""
+    return plain_text(s)
+
+
+def one_line(s: Any) -> str:
+    """A single terminal/console line (stderr messages, table cells)."""
+    return plain_text(s, keep_newlines=False)
+
+
+def xml_text(s: Any) -> str:
+    """Text that XML 1.0 accepts (JUnit, SARIF-in-XML consumers); the XML writer escapes ``<&>``."""
+    return _XML_FORBIDDEN.sub(_visible, plain_text(s))
+
+
+def json_text(s: Any) -> str:
+    """A str that encodes as valid UTF-8 JSON: lone surrogates become U+FFFD."""
+    t = _as_str(s)
+    try:
+        t.encode("utf-8")
+        return t
+    except UnicodeEncodeError:
+        return t.encode("utf-8", "replace").decode("utf-8")
+
+
+def json_safe(obj: Any, _depth: int = 0) -> Any:
+    """A JSON-encodable copy: valid UTF-8 strings and keys, non-finite floats as null, bounded depth."""
+    if _depth > 60:
+        return None
+    if isinstance(obj, str):
+        return json_text(obj)
+    if isinstance(obj, bool) or obj is None or isinstance(obj, int):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {json_text(str(k)): json_safe(v, _depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple, set, frozenset)):
+        return [json_safe(v, _depth + 1) for v in obj]
+    return json_text(str(obj))
+
+
+def csv_cell(value: Any) -> Any:
+    """A CSV cell a spreadsheet will not run as a formula (OWASP: prefix a quote to formula-leading text)."""
+    if not isinstance(value, str):
+        return value
+    t = plain_text(value, keep_newlines=False)
+    return "'" + t if t.startswith(_CSV_FORMULA) else t
+
+
+def markdown_text(s: Any) -> str:
+    """Inline markdown: no raw HTML, no links or images, no emphasis from log text."""
+    t = html.escape(plain_text(s, keep_newlines=False), quote=False)
+    return _MD_SPECIAL.sub(r"\\\1", t)
+
+
+def github_data(s: Any) -> str:
+    """The message part of a GitHub workflow command."""
+    return plain_text(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def github_property(s: Any) -> str:
+    """A property value of a GitHub workflow command (``file=…,title=…``)."""
+    return github_data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def neutralise_workflow_commands(s: Any) -> str:
+    """Text printed to a CI log that must not be read as a workflow command (a line starting ``::``)."""
+    t = plain_text(s)
+    return re.sub(r"(?m)^(\s*)::", "\\1:\u200b:", t)
