@@ -6,6 +6,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 
@@ -60,7 +61,7 @@ class CpuTierPressure(Rule):
             if self.first_t is None:
                 self.first_t = rec_time(ev.rec)
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         total = sum(self.counts.values())
         if total < self.options["min_events"]:
             return []
@@ -138,7 +139,7 @@ class RankDisagreement(Rule):
         except ValueError:
             pass
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not self.n:
             return []
         b = CauseBoard()
