@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specdiag import __version__
@@ -14,8 +14,10 @@ if TYPE_CHECKING:  # pragma: no cover
 SCHEMA = "specdiag.report/1"
 
 
-@dataclass
+@dataclass(frozen=True)
 class Report:
+    """Built complete by the engine; baselines, redaction and tool errors give new reports (``replace``)."""
+
     inputs: list[dict[str, Any]]
     #: the single deployment's context (JSON view), or None when the inputs held several
     context: dict[str, Any] | None
@@ -33,6 +35,12 @@ class Report:
     deployments: list[DeploymentResult] = field(default_factory=list)
     #: rules that raised and were stopped (the others completed): [{"rule", "error", "deployment"}]
     rules_failed: list[dict[str, str]] = field(default_factory=list)
+    #: findings a baseline suppressed (``with_baseline``), for renderers that mention them
+    suppressed: list[Finding] = field(default_factory=list)
+    #: inputs the tool could not read at all (``check`` goes on with the others): [{"path", "message"}]
+    tool_errors: list[dict[str, Any]] = field(default_factory=list)
+    #: prompt and completion text replaced in every string (``specdiag.redact``)
+    redacted: bool = False
 
     @classmethod
     def from_deployments(cls, deployments: list[DeploymentResult], **kw: Any) -> Report:
@@ -49,6 +57,27 @@ class Report:
             rules_failed=failed,
             **kw,
         )
+
+    def with_baseline(self, fingerprints: set[str]) -> Report:
+        """A report without the findings whose fingerprint the baseline holds (those become ``suppressed``)."""
+        def keep(f: Finding) -> bool:
+            return f.fingerprint not in fingerprints
+
+        deployments = [replace(d, findings=[f for f in d.findings if keep(f)]) for d in self.deployments]
+        return replace(self, findings=[f for f in self.findings if keep(f)], deployments=deployments,
+                       suppressed=[*self.suppressed, *(f for f in self.findings if not keep(f))])
+
+    def with_tool_errors(self, errors: list[dict[str, Any]]) -> Report:
+        return replace(self, tool_errors=[*self.tool_errors, *errors])
+
+    def exit_code(self, fail_on: str) -> int:
+        """The contract's exit code: 3 nothing recognised, 1 a finding at or above ``fail_on``, else 0."""
+        if self.recognized_lines == 0:
+            return 3
+        if fail_on == "never":
+            return 0
+        threshold = SEVERITY_RANK[fail_on]
+        return 1 if any(SEVERITY_RANK[f.severity] >= threshold for f in self.findings) else 0
 
     def deployment_of(self, finding: Finding) -> str | None:
         for d in self.deployments:
