@@ -90,7 +90,7 @@ class DeploymentRun:
 
     def __init__(self, dep_id: str, rule_factory: Callable[[], list], user_cfg: dict | None,
                  user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = 40000,
-                 keep_metrics: bool = False) -> None:
+                 keep_metrics: bool = False, extra: list[Observer] | None = None) -> None:
         self.id = dep_id
         self.run = RunState(dep_id)
         self.ctx = Context()
@@ -98,6 +98,7 @@ class DeploymentRun:
         self.rules = rule_factory()
         self.metrics = MetricsCollector(cap=metrics_cap)
         self.keep_metrics = keep_metrics
+        self.extra = list(extra or [])
         self.severity_overrides = severity_overrides
         self.failed: dict[str, str] = {}
         self.dispatch: dict[str, list[Observer]] = {}
@@ -109,7 +110,7 @@ class DeploymentRun:
 
     @property
     def observers(self) -> list[Observer]:
-        return [self.builder, *self.rules, self.metrics]
+        return [self.builder, *self.rules, self.metrics, *self.extra]
 
     def deliver(self, ev: Event) -> None:
         """Hand the event to its observers; an observer that raises is dropped and reported, not fatal."""
@@ -137,6 +138,8 @@ class DeploymentRun:
                     f.severity = self.severity_overrides[rule.code]
                 findings.append(f)
         self._finish_one(self.metrics)
+        for obs in self.extra:
+            self._finish_one(obs)
         notes = [f"{s}: store/retrieve line counts are those of the whole merged stream"
                  for s in self.run.shared_count_sources]
         return DeploymentResult(

@@ -59,6 +59,8 @@ class AnalyzeOptions:
     #: intervals kept per engine by the metrics collector; ``keep_metrics`` returns the collector itself
     metrics_cap: int = 40000
     keep_metrics: bool = False
+    #: more observers per deployment: factories called with the deployment id (picklable for ``-j``)
+    observers: tuple[Callable[[str], Any], ...] = ()
 
 
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
@@ -124,21 +126,31 @@ class GroupResult:
     tally: StreamTally
 
 
-def analyze_group(group: InputGroup, opts: AnalyzeOptions,
-                  progress: Callable[[str, int], None] | None = None) -> GroupResult:
-    """Read one input group and run every deployment found in it to its findings."""
+def deployment_runs(opts: AnalyzeOptions) -> Callable[[str], DeploymentRun]:
+    """A factory of fresh per-deployment observer sets for these options (one per deployment id)."""
     user_cfg = load_lmcache_yaml(opts.lmcache_config) if opts.lmcache_config else None
     rule_classes = select_rules(opts.select, opts.ignore) if opts.rules else []
 
     def rules() -> list[Rule]:
         return [cls(opts.rule_options.get(cls.code)) for cls in rule_classes]
 
+    def make(dep_id: str) -> DeploymentRun:
+        return DeploymentRun(dep_id, rules, user_cfg, opts.lmcache_config, dict(opts.severity_overrides),
+                             metrics_cap=opts.metrics_cap, keep_metrics=opts.keep_metrics,
+                             extra=[factory(dep_id) for factory in opts.observers])
+
+    return make
+
+
+def analyze_group(group: InputGroup, opts: AnalyzeOptions,
+                  progress: Callable[[str, int], None] | None = None) -> GroupResult:
+    """Read one input group and run every deployment found in it to its findings."""
+    make = deployment_runs(opts)
     runs: dict[str, DeploymentRun] = {}
 
     def run_for(dep_id: str) -> DeploymentRun:
         if dep_id not in runs:
-            runs[dep_id] = DeploymentRun(dep_id, rules, user_cfg, opts.lmcache_config, dict(opts.severity_overrides),
-                                         metrics_cap=opts.metrics_cap, keep_metrics=opts.keep_metrics)
+            runs[dep_id] = make(dep_id)
         return runs[dep_id]
 
     tally = StreamTally()

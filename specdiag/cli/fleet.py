@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
 
 
 def fleet_cmd(
-    roots: list[str] = typer.Argument(..., help="Folders with one sub-folder per pod (or merged stream files)."),
+    roots: list[str] = typer.Argument(None, help="Folders with one sub-folder per pod (or merged stream files)."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json | markdown"),
     executor: str = typer.Option("local", "--executor", help="local (process pool) | ray"),
     ray_address: str = typer.Option(None, "--ray-address", help="Ray cluster address (default: start a local one)."),
@@ -24,6 +24,7 @@ def fleet_cmd(
     select: list[str] = typer.Option(None, "--select", help="Only these rule codes or prefixes."),
     ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes."),
     fail_on: str = typer.Option("error", "--fail-on", help="error | warning | info | never: exit 1 at or above it."),
+    from_events: str = typer.Option(None, "--from-events", help="Re-analyse an events store (specdiag events) instead."),
 ) -> None:
     from specdiag.engine import AnalyzeOptions, ConfigError, select_rules
     from specdiag.fleet.run import run_fleet
@@ -41,8 +42,15 @@ def fleet_cmd(
                           ignore=tuple(ignore) if ignore else None, jobs=jobs)
     try:
         select_rules(opts.select, opts.ignore)
-        report = run_fleet(list(roots), opts, executor=executor, ray_address=ray_address)
-    except (InputError, ConfigError, RuntimeError) as e:
+        if from_events:
+            from specdiag.fleet.run import run_fleet_from_events
+
+            report = run_fleet_from_events(from_events, opts)
+        elif roots:
+            report = run_fleet(list(roots), opts, executor=executor, ray_address=ray_address)
+        else:
+            fail("give fleet roots (folders) or --from-events DIR")
+    except (InputError, ConfigError, RuntimeError, ValueError) as e:
         fail(str(e))
     sys.stdout.write(renderers[fmt](report))
     raise typer.Exit(report.exit_code(fail_on))

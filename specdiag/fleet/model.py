@@ -83,6 +83,11 @@ class FleetReport:
                 "contrast": [s.to_dict() for s in self.contrast], "summary": self.summary}
 
 
+def row_id(group_id: str, dep_id: str) -> str:
+    """A fleet row's id: the pod folder's name, or ``folder/pod`` for a deployment inside a merged stream."""
+    return group_id if dep_id == group_id else f"{group_id}/{dep_id}"
+
+
 def build_fleet_report(outcomes: list[Outcome], min_severity: str = "warning") -> FleetReport:
     """Rows from each group's outcome, differences from the majority, and the contrast per rule."""
     raw: list[tuple[str, list[str], dict | None, list[Finding], str | None, int]] = []
@@ -91,9 +96,8 @@ def build_fleet_report(outcomes: list[Outcome], min_severity: str = "warning") -
             raw.append((group.id, list(group.paths), None, [], error or "failed", 0))
             continue
         recognized = sum(int(i.get("recognized", 0)) for i in result.inputs)
-        several = len(result.deployments) > 1
         for dep in result.deployments:
-            dep_id = f"{group.id}/{dep.id}" if several else group.id
+            dep_id = row_id(group.id, dep.id)
             raw.append((dep_id, dep.sources, dep.context.to_dict(), dep.findings, None, recognized))
     attrs = {r[0]: attributes(r[2]) for r in raw if r[4] is None}
     diffs = majority_differences(attrs) if attrs else {}

@@ -16,7 +16,7 @@ from typing import Any
 from specdiag.deployments import InputGroup
 from specdiag.engine import AnalyzeOptions, GroupResult, analyze_group
 from specdiag.fleet.discover import discover
-from specdiag.fleet.model import FleetReport, build_fleet_report
+from specdiag.fleet.model import FleetReport, build_fleet_report, row_id
 
 RETRIES = 1
 Outcome = tuple[InputGroup, GroupResult | None, str | None]
@@ -105,3 +105,47 @@ def _run_ray(groups: list[InputGroup], opts: AnalyzeOptions, address: str | None
         except Exception as e:  # noqa: BLE001 - reported as the deployment's row
             out.append((g, None, _describe(e)))
     return out
+
+
+def run_fleet_from_events(store: str, opts: AnalyzeOptions) -> FleetReport:
+    """The fleet report from an events store instead of raw logs (re-analysis after a rule change)."""
+    from specdiag.deployments import StreamTally
+    from specdiag.engine import deployment_runs
+    from specdiag.store.reader import deployments_in, replay
+
+    make = deployment_runs(replace(opts, jobs=1, paths=()))
+    outcomes: list[Outcome] = []
+    for dep_id in deployments_in(store):
+        group = InputGroup(dep_id, (store,))
+        try:
+            result = replay(store, dep_id, make(dep_id))
+        except Exception as e:  # noqa: BLE001 - a damaged partition is that deployment's row
+            outcomes.append((group, None, _describe(e)))
+            continue
+        stats = {"path": f"{store}:{dep_id}", "recognized": 1 if result.context or result.findings else 0}
+        outcomes.append((group, GroupResult([result], [stats], StreamTally()), None))
+    return build_fleet_report(outcomes)
+
+
+def write_events(roots: list[str], out_dir: str, opts: AnalyzeOptions) -> list[str]:
+    """Write the events store of every deployment under the roots; returns the deployment ids written."""
+    from functools import partial
+
+    from specdiag.events import default_matcher
+    from specdiag.store.reader import write_manifest
+
+    all_events = frozenset(t.id for t in default_matcher().templates)
+    groups = discover(roots)
+    ids: list[str] = []
+    for group in groups:
+        sink = partial(_sink_for_group, group.id, out_dir, all_events)
+        result = analyze_group(group, replace(opts, jobs=1, paths=(), rules=False, observers=(sink,)))
+        ids.extend(row_id(group.id, d.id) for d in result.deployments)
+    write_manifest(out_dir, ids)
+    return ids
+
+
+def _sink_for_group(group_id: str, out_dir: str, all_events: frozenset[str], dep_id: str):
+    from specdiag.store.writer import EventSink
+
+    return EventSink(row_id(group_id, dep_id), out_dir, all_events)
