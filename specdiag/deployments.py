@@ -3,7 +3,7 @@
 A deployment gets its own context, rules and findings, so two pods' logs never mix their ranks, configs
 or request ids. Grouping, from the outside in:
 
-* each **folder** given on the command line is one deployment (a server's rank files, rotated files);
+* each **folder** (or fsspec URL such as ``s3://bucket/pod-3/``) given on the command line is one deployment (a server's rank files, rotated files);
   the loose **files**, globs and stdin given together form one more (one file per rank of one server is
   the common case);
 * inside any stream, a line whose wrapper names its origin — ``kubectl logs --prefix`` (``[pod/name/c]``),
@@ -23,6 +23,7 @@ from specdiag.context import Context, ContextBuilder
 from specdiag.events import Event
 from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
+from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
 from specdiag.observe import Observer, RunState
 
@@ -40,7 +41,7 @@ def group_inputs(paths: Iterable[str]) -> list[InputGroup]:
     folders: list[str] = []
     loose: list[str] = []
     for p in paths:
-        (folders if p != "-" and os.path.isdir(p) else loose).append(p)
+        (folders if p != "-" and (os.path.isdir(p) or is_url(p)) else loose).append(p)
     groups = [InputGroup(p.rstrip("/") or p, (p,)) for p in folders]
     if loose:
         groups.insert(0, InputGroup(_loose_id(loose), tuple(loose)))
@@ -56,7 +57,10 @@ def _loose_id(paths: list[str]) -> str:
 
 
 def sources_of(group: InputGroup, stdin_name: str) -> list[Source]:
-    return expand_inputs(list(group.paths), stdin_name=stdin_name)
+    """The group's inputs: local ones as ``expand_inputs`` orders them, then remote (fsspec) ones."""
+    local = [p for p in group.paths if not is_url(p)]
+    remote = [s for p in group.paths if is_url(p) for s in expand_remote(p)]
+    return (expand_inputs(local, stdin_name=stdin_name) if local else []) + remote
 
 
 def deployment_key(rec: Any) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from specdiag.deployments import InputGroup
+from specdiag.ingest.remote import is_url, list_pods
 from specdiag.ingest.sources import InputError
 from specdiag.ingest.sources import _is_probably_log as is_probably_log
 
@@ -18,6 +19,9 @@ def discover(roots: list[str]) -> list[InputGroup]:
     """Input groups for the roots, in a stable order. Raises InputError for a missing root."""
     groups: list[InputGroup] = []
     for root in roots:
+        if is_url(root):
+            groups.extend(_remote_groups(root, len(roots)))
+            continue
         if not os.path.isdir(root):
             if os.path.isfile(root):
                 groups.append(InputGroup(os.path.basename(root), (root,)))
@@ -36,6 +40,15 @@ def discover(roots: list[str]) -> list[InputGroup]:
             groups.append(InputGroup(_rel_id(root, ".", len(roots)), tuple(loose)))
     if not groups:
         raise InputError(f"{', '.join(roots)}: no log files found")
+    return groups
+
+
+def _remote_groups(url: str, n_roots: int) -> list[InputGroup]:
+    pods, loose = list_pods(url)
+    base = url.rstrip("/").rsplit("/", 1)[-1] if n_roots > 1 else ""
+    groups = [InputGroup(f"{base}/{name}" if base else name, (pod_url,)) for name, pod_url in pods]
+    if loose:
+        groups.append(InputGroup(base or url, tuple(loose)))
     return groups
 
 
