@@ -78,3 +78,18 @@ def test_a_damaged_partition_is_a_row_with_its_error(fleet_and_store, tmp_path):
 def test_not_a_store_is_a_one_line_error(tmp_path):
     res = CliRunner().invoke(app, ["fleet", "--from-events", str(tmp_path)])
     assert res.exit_code == 2 and "not a specdiag events store" in res.output
+
+
+def test_the_documented_duckdb_queries_answer_the_questions(fleet_and_store):
+    import re
+
+    duckdb = pytest.importorskip("duckdb")
+    _logs, store, plan = fleet_and_store
+    doc = (ROOT / "docs" / "fleet.md").read_text()
+    queries = [q.strip() for q in re.findall(r"```sql\n(.*?)```", doc, re.S)[0].split(";") if q.strip()]
+    assert len(queries) == 3
+    shortfalls, configs, acceptance = (duckdb.sql(q.replace("'store/", f"'{store}/")).fetchall() for q in queries)
+    kv001 = sorted(p for p, k in plan["pods"].items() if k == "kv001")
+    assert sorted(r[0] for r in shortfalls) == kv001
+    assert sorted(r[0] for r in configs if r[1] == plan["affected_version"] and r[2] == "20.0") == kv001
+    assert {r[0] for r in acceptance} == set(plan["pods"]) and all(0 < r[2] < 1 for r in acceptance)
