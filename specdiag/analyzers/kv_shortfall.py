@@ -348,6 +348,14 @@ class RetrievalShortfall(Rule):
         return (ctx.tensor_parallel_size == 1 and not ctx.tensor_parallel_size_inferred
                 and (ctx.pipeline_parallel_size or 1) == 1)
 
+    @classmethod
+    def _one_rank(cls, ctx: Context, occs: list[Shortfall]) -> bool:
+        """One rank stated (TP=1), or worker lines printed by the engine-core process (in-process model, TP=1)."""
+        if cls._single_rank(ctx):
+            return True
+        return all(o.anchor.rec.origin.proc.startswith("EngineCore") and o.anchor.rec.origin.pid is not None
+                   for o in occs) and not (ctx.tensor_parallel_size or 0) > 1
+
     @staticmethod
     def _tp_stated(ctx: Context) -> bool:
         return ctx.tensor_parallel_size is not None and not ctx.tensor_parallel_size_inferred
@@ -461,7 +469,8 @@ class RetrievalShortfall(Rule):
             arith = "a retrieve line loaded less than it was asked for (the adapter's error pair is not in the input): " + arith
         elif first.source == "failed-blocks":
             arith = "a failed-block report without its error pair: " + arith
-        summary = f"{arith[:1].upper()}{arith[1:]}, on {where}{self._tp_words(ctx, ranks, tp_stated)}. {impact}"
+        rank_word = "rank" if len(ranks) == 1 else "ranks"
+        summary = f"{arith[:1].upper()}{arith[1:]}, on {rank_word} {where}{self._tp_words(ctx, ranks, tp_stated)}. {impact}"
         if len(incidents) > 1:
             summary += (f" {len(incidents)} requests affected on the same rank(s); numbers above are the first "
                         f"(missing {meas['missing_tokens_range'][0]}–{meas['missing_tokens_range'][1]} tokens, "
@@ -693,7 +702,7 @@ class RetrievalShortfall(Rule):
             b.support("rank-disagreement", 10, f"the lookup of this request warned that ranks disagree: {l6[0].f['results']} (line {l6[0].rec.line})")
         elif self.l6_count:
             b.support("rank-disagreement", 1.5, f"{self.l6_count} 'Lookup results … differ across ranks' warning(s) in the log")
-        elif not self._single_rank(ctx):
+        elif not self._one_rank(ctx, occs):
             b.absent("rank-disagreement", 2, "no 'Lookup results … differ across ranks' warning before it",
                      observable=b.observable and any(o.lookup for o in occs))
         else:
@@ -797,7 +806,7 @@ class RetrievalShortfall(Rule):
         if not ctx.lmcache_config:
             steps.append("Include the LMCache config (the 'Creating LMCacheEngine with config' line, or pass --lmcache-config FILE.yaml).")
         tp = ctx.tensor_parallel_size
-        if not self._tp_stated(ctx) and not single_rank:
+        if not self._tp_stated(ctx) and not self._one_rank(ctx, occs):
             steps.append("Include vLLM's startup line ('non-default args: … tensor_parallel_size') and every rank's log: "
                          "the TP size is not stated, so whether the other ranks loaded fully is unknown.")
         elif tp and not single_rank and len(ctx.ranks_seen) < tp:
