@@ -165,3 +165,42 @@ def test_retrieve_line_and_its_pair_are_one_occurrence(tmp_path) -> None:
     lines = [lookup(REQ, 9000, 8192), retrieve(REQ, 7168, 8192, 8192, proc=proc)] + shortfall_pair(REQ, 7168, 8192, proc=proc)
     f = kv001(tmp_path, lines)
     assert f["count"] == 1 and f["measurements"]["error_lines"] == 1 and f["measurements"]["evidence_source"] == "pair"
+
+
+# ---- class 3: no request id (LMCache ≤ 0.3.9) ------------------------------------------------------------------
+def _no_id_pairs(ranks: range, retrieved: int = 0, expected: int = 253, ts: str = "2026-05-06 15:56:03,745") -> list[str]:
+    out = []
+    for r in ranks:
+        out += shortfall_pair(None, retrieved, expected, proc=f"Worker_TP{r} pid={100 + r}", ts=ts, r1=676, r2=682)
+    return out
+
+
+def test_identical_no_id_errors_on_every_rank_are_one_systematic_occurrence(tmp_path) -> None:
+    from logbuilder import vllm
+
+    lines = [vllm("non-default args: {'model': 'acme/llm', 'tensor_parallel_size': 4}", loc="api_utils.py:273",
+                  proc="APIServer pid=1")]
+    lines += _no_id_pairs(range(4))
+    found = [f for f in findings(tmp_path, lines) if f["rule"] == "KV001"]
+    assert len(found) == 1
+    f = found[0]
+    assert f["count"] == 1 and f["measurements"]["ranks"] == ["TP0", "TP1", "TP2", "TP3"]
+    assert f["measurements"]["error_lines"] == 4
+    assert f["causes"][0]["id"] == "adapter-token-accounting-bug"
+    ev = next(c for c in f["causes"] if c["id"] == "lookup-retrieve-eviction")
+    assert any("same tokens at once" in a for a in ev["against"])
+
+
+def test_no_id_errors_at_different_moments_stay_separate_requests(tmp_path) -> None:
+    lines = _no_id_pairs(range(1), ts="2026-05-06 15:56:03,745") + _no_id_pairs(range(1), ts="2026-05-06 15:56:09,100")
+    f = kv001(tmp_path, lines)
+    assert f["count"] == 2
+
+
+def test_one_rank_short_without_id_is_not_called_systematic(tmp_path) -> None:
+    lines = [config_dump(f"Worker_TP{r} pid={100 + r}") for r in range(4)]
+    lines += _no_id_pairs(range(2, 3), retrieved=7168, expected=8192)
+    f = kv001(tmp_path, lines)
+    assert f["measurements"]["ranks"] == ["TP2"]
+    acct = next(c for c in f["causes"] if c["id"] == "adapter-token-accounting-bug")
+    assert not any("systematic" in a for a in acct["for"])

@@ -608,9 +608,15 @@ class RetrievalShortfall(Rule):
 
         self._weigh_alignment(b, views, chunk, bool(fams.get("read-miss")))
         self._weigh_ranks(b, ctx, occs)
-        # memory pressure
+        # memory pressure: circumstantial. A line that names the mechanism explains the pressure too.
         pressure = fams.get("pressure", [])
-        if pressure:
+        specific = self._specific_mechanism(fams, occs)
+        if pressure and specific:
+            b.support("lookup-retrieve-eviction", 1.3,
+                      f"{len(pressure)} memory-pressure line(s) on {where} shortly before — but {specific[1]} names the "
+                      f"mechanism ({specific[0]}), which explains the pressure as well")
+            b.support("pin-timeout", 1.5, "the local cache was full, so force-unpinned chunks would be evicted at once")
+        elif pressure:
             b.support("lookup-retrieve-eviction", 5,
                       f"{len(pressure)} memory-pressure line(s) on {where} shortly before "
                       f"(e.g. line {pressure[-1].rec.line}: {pressure[-1].rec.msg[:90]})")
@@ -677,6 +683,9 @@ class RetrievalShortfall(Rule):
                          "evictions are remote-backend-loss")
             if cfg.get("local_cpu") is True:
                 b.oppose("remote-backend-loss", 2, "a local CPU tier sits in front of the remote store")
+        if not redis_ev and self.signals.totals.get("redis-evicted"):
+            b.support("remote-backend-loss", 4, f"{self.signals.totals['redis-evicted']} Redis 'Key exists but KV cache "
+                      "does not exist' warning(s) elsewhere in the log")
         if redis_ev:
             b.support("remote-backend-loss", 25, f"Redis: 'Key exists but KV cache does not exist' at line {redis_ev[-1].rec.line}: the store evicted the KV bytes after the lookup saw the key")
         if read_miss:
@@ -693,7 +702,11 @@ class RetrievalShortfall(Rule):
         if not (read_miss or api_err or remote_err or disk_err):
             b.absent("backend-read-failure", 2, "no 'can't be retrieved' or backend error line before it")
         if staging:
-            b.support("cpu-staging-exhausted", 15, f"no CPU staging buffer for a disk/remote load (line {staging[-1].rec.line})")
+            b.support("cpu-staging-exhausted", 30, f"no CPU staging buffer for a disk/remote load on {where} just before "
+                      f"(line {staging[-1].rec.line}): the load returned partial results")
+        elif self.signals.totals.get("staging-exhausted"):
+            b.support("cpu-staging-exhausted", 3, f"{self.signals.totals['staging-exhausted']} staging-exhausted line(s) "
+                      "elsewhere in the log")
         elif cfg is not None and not (cfg.get("local_disk") or remote_cfg):
             b.rule_out("cpu-staging-exhausted", "no disk or remote tier configured (staging is only needed for those)")
         # rank disagreement
@@ -717,9 +730,13 @@ class RetrievalShortfall(Rule):
                 b.support("async-loading-partial", 6, "enable_async_loading: True")
             else:
                 b.rule_out("async-loading-partial", "enable_async_loading is not enabled")
-        shorter = [o for o in occs if o.req_id in self.async_lengths and self.async_lengths[o.req_id] < o.expected]
+        shorter = self._async_shorter(occs)
         if shorter:
-            b.support("async-loading-partial", 8, "the async lookup answered a shorter length than later expected")
+            o = shorter[0]
+            b.support("async-loading-partial", 40, f"the async lookup of this very request ({o.req_id}) answered "
+                      f"{self.async_lengths[o.req_id]} tokens, fewer than the {o.expected} later expected")
+            b.oppose("lookup-retrieve-eviction", 3, "the async lookup already answered a shorter prefix: nothing had to "
+                     "be evicted after it")
         if len(set(ctx.none_hashes)) > 1:
             b.support("hash-inconsistency", 3, "processes initialised different NONE_HASH values")
         b.oppose("hash-inconsistency", 3, "hash mismatches make lookups miss (0 hits); they do not make a promised chunk disappear")
@@ -732,6 +749,23 @@ class RetrievalShortfall(Rule):
         # the user's usual hunch
         self._weigh_decode_cache(b, ctx, occs)
         return b
+
+    def _async_shorter(self, occs: list[Shortfall]) -> list[Shortfall]:
+        return [o for o in occs if o.req_id in self.async_lengths and o.expected is not None
+                and self.async_lengths[o.req_id] < o.expected]
+
+    def _specific_mechanism(self, fams: dict[str, list[Event]], occs: list[Shortfall]) -> tuple[str, str] | None:
+        """The cause named outright by a line of that rank just before (or of the same request), if any."""
+        named = (("staging-exhausted", "cpu-staging-exhausted", "'… CPU staging pool may be exhausted'"),
+                 ("redis-evicted", "remote-backend-loss", "Redis 'Key exists but KV cache does not exist'"),
+                 ("pin-timeout", "pin-timeout", "the pin monitor's forced unpin"),
+                 ("pin-negative", "pin-accounting-bug", "a negative pin count"))
+        for fam, cid, words in named:
+            if fams.get(fam):
+                return cid, f"{words} (line {fams[fam][-1].rec.line})"
+        if self._async_shorter(occs):
+            return "async-loading-partial", "the async lookup's shorter answer"
+        return None
 
     @staticmethod
     def _weigh_decode_cache(b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
