@@ -204,3 +204,60 @@ def test_one_rank_short_without_id_is_not_called_systematic(tmp_path) -> None:
     assert f["measurements"]["ranks"] == ["TP2"]
     acct = next(c for c in f["causes"] if c["id"] == "adapter-token-accounting-bug")
     assert not any("systematic" in a for a in acct["for"])
+
+
+# ---- class 4: specific beats circumstantial ------------------------------------------------------------------
+W1 = "Worker_TP1 pid=101"
+
+
+def _pressure(n: int = 4) -> list[str]:
+    return [lmc("Failed to allocate memory block of size 1048576 because no memory is available", level="WARNING",
+                loc="memory_management.py:1452", logger="lmcache.v1.memory_management", proc=W1,
+                ts=f"2026-05-06 15:56:0{i},100") for i in range(n)]
+
+
+SPECIFIC = {
+    "cpu-staging-exhausted": (
+        {"local_disk": "file:///tmp/lmc/", "max_local_disk_size": 50.0},
+        lmc("Memory allocation failed during async disk load for key k1. CPU staging pool may be exhausted (unpin() "
+            "not called after a previous retrieve). Returning partial results.", level="ERROR",
+            loc="local_disk_backend.py:629", logger="lmcache.v1.storage_backend.local_disk_backend", proc=W1,
+            ts="2026-05-06 15:56:03,600")),
+    "remote-backend-loss": (
+        {"remote_url": "redis://10.0.0.5:6379"},
+        lmc("Key exists but KV cache does not exist.Might happen when the cache is evicted by redis.", level="WARNING",
+            loc="redis_connector.py:308", logger="lmcache.v1.storage_backend.connector.redis_connector", proc=W1,
+            ts="2026-05-06 15:56:03,600")),
+    "pin-timeout": (
+        {},
+        lmc("Force unpinned 3 timeout objects in 12 pinned_objects within 300 seconds", level="WARNING",
+            loc="pin_monitor.py:151", logger="lmcache.v1.pin_monitor", proc=W1, ts="2026-05-06 15:56:03,600")),
+    "async-loading-partial": (
+        {"enable_async_loading": True},
+        lmc(f"Responding to scheduler for lookup id {REQ} with retrieved length 4096", loc="storage_manager.py:648",
+            logger="lmcache.v1.storage_backend.storage_manager", proc=W1, ts="2026-05-06 15:56:03,600")),
+}
+
+
+@pytest.mark.parametrize("expected", sorted(SPECIFIC))
+def test_a_line_naming_the_mechanism_outranks_generic_pressure(tmp_path, expected) -> None:
+    cfg, line = SPECIFIC[expected]
+    lines = [config_dump(f"Worker_TP{r} pid={100 + r}", **cfg) for r in range(2)]
+    lines += [lookup(REQ, 9000, 8192, ts="2026-05-06 15:55:59,000")] + _pressure() + [line]
+    lines += shortfall_pair(REQ, 7168, 8192, proc=W1)
+    f = kv001(tmp_path, lines)
+    assert f["causes"][0]["id"] == expected, [(c["id"], c["confidence"]) for c in f["causes"][:3]]
+
+
+def test_pressure_alone_still_points_to_eviction(tmp_path) -> None:
+    lines = [config_dump(f"Worker_TP{r} pid={100 + r}") for r in range(2)]
+    lines += [lookup(REQ, 9000, 8192, ts="2026-05-06 15:55:59,000")] + _pressure() + shortfall_pair(REQ, 7168, 8192, proc=W1)
+    assert kv001(tmp_path, lines)["causes"][0]["id"] == "lookup-retrieve-eviction"
+
+
+def test_the_requests_own_shorter_async_answer_beats_pressure_in_an_excerpt(tmp_path) -> None:
+    lines = [lookup(REQ, 9000, 8192, ts="2026-05-06 15:55:59,000")] + _pressure(8)
+    lines += [SPECIFIC["async-loading-partial"][1]] + shortfall_pair(REQ, 7168, 8192, proc=W1)
+    f = kv001(tmp_path, lines)
+    assert f["causes"][0]["id"] == "async-loading-partial"
+    assert f["causes"][0]["confidence"] <= 0.7
