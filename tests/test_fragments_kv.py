@@ -261,3 +261,43 @@ def test_the_requests_own_shorter_async_answer_beats_pressure_in_an_excerpt(tmp_
     f = kv001(tmp_path, lines)
     assert f["causes"][0]["id"] == "async-loading-partial"
     assert f["causes"][0]["confidence"] <= 0.7
+
+
+# ---- class 8 (issue): pressure on one rank of many -----------------------------------------------------------
+def _alloc_fail(proc: str, i: int) -> str:
+    return lmc("Failed to allocate memory block of size 1048576 because no memory is available", level="WARNING",
+               loc="memory_management.py:1452", logger="lmcache.v1.memory_management", proc=proc,
+               ts=f"2026-05-06 15:56:{10 + i:02d},100")
+
+
+def _store(proc: str, i: int) -> str:
+    return lmc(f"[req_id=r{i}] Stored 4096 out of total 4096 tokens. size: 0.5000 GB, cost 12.0000 ms, throughput: "
+               "41.6667 GB/s; offload_time: 11.0000 ms, put_time: 1.0000 ms", loc="cache_engine.py:588",
+               logger="lmcache.v1.cache_engine", proc=proc, ts=f"2026-05-06 15:56:{10 + i:02d},000")
+
+
+def kv007(tmp_path, lines) -> dict:
+    found = [f for f in findings(tmp_path, lines) if f["rule"] == "KV007"]
+    assert found
+    return found[0]
+
+
+def test_pressure_on_one_rank_of_four_points_to_a_leak_on_that_rank(tmp_path) -> None:
+    lines = [_store(f"Worker_TP{r} pid={100 + r}", i) for i in range(5) for r in range(4)]
+    lines += [_alloc_fail("Worker_TP3 pid=103", i) for i in range(6)]
+    f = kv007(tmp_path, lines)
+    assert f["causes"][0]["id"] == "rank-local-leak"
+    small = next(c for c in f["causes"] if c["id"] == "cache-too-small")
+    assert any("every rank" in a for a in small["against"])
+
+
+def test_pressure_on_every_rank_is_a_cache_too_small(tmp_path) -> None:
+    lines = [_alloc_fail(f"Worker_TP{r} pid={100 + r}", i) for i in range(3) for r in range(4)]
+    f = kv007(tmp_path, lines)
+    assert f["causes"][0]["id"] == "cache-too-small"
+
+
+def test_one_rank_alone_in_the_input_is_not_called_a_leak(tmp_path) -> None:
+    # only TP3's lines were given: nothing says the other ranks were fine
+    f = kv007(tmp_path, [_alloc_fail("Worker_TP3 pid=103", i) for i in range(6)])
+    assert f["causes"][0]["id"] != "rank-local-leak"
