@@ -283,7 +283,8 @@ def kv007(tmp_path, lines) -> dict:
 
 
 def test_pressure_on_one_rank_of_four_points_to_a_leak_on_that_rank(tmp_path) -> None:
-    lines = [_store(f"Worker_TP{r} pid={100 + r}", i) for i in range(5) for r in range(4)]
+    lines = [config_dump(f"Worker_TP{r} pid={100 + r}") for r in range(4)]
+    lines += [_store(f"Worker_TP{r} pid={100 + r}", i) for i in range(5) for r in range(4)]
     lines += [_alloc_fail("Worker_TP3 pid=103", i) for i in range(6)]
     f = kv007(tmp_path, lines)
     assert f["causes"][0]["id"] == "rank-local-leak"
