@@ -302,3 +302,10 @@ def test_one_rank_alone_in_the_input_is_not_called_a_leak(tmp_path) -> None:
     # only TP3's lines were given: nothing says the other ranks were fine
     f = kv007(tmp_path, [_alloc_fail("Worker_TP3 pid=103", i) for i in range(6)])
     assert f["causes"][0]["id"] != "rank-local-leak"
+
+
+def test_short_retrieve_under_cacheblend_is_only_info(tmp_path) -> None:
+    proc = "Worker_TP0 pid=100"
+    lines = [config_dump(proc, enable_blending=True, save_unfull_chunk=True), retrieve(REQ, 512, 1024, 1024, proc=proc)]
+    f = kv001(tmp_path, lines)
+    assert f["severity"] == "info"

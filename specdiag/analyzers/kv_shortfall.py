@@ -84,9 +84,22 @@ class RetrievalShortfall(Rule):
     """LMCache retrieved fewer KV tokens than its lookup promised.
 
     Detects: the LMCache error pair ``The number of retrieved tokens is less than the expected number of
-    tokens!`` / ``Num retrieved tokens: R, num expected tokens: E`` on a worker. Every occurrence is joined
-    by request id across ranks with the scheduler's ``Reqid:`` lookup, the worker's ``Retrieved … out of …``
-    line, the failed-block report and vLLM's recovery or failure line; repeats are folded.
+    tokens!`` / ``Num retrieved tokens: R, num expected tokens: E`` on a worker; and, when an excerpt ends
+    before that pair, a ``Retrieved X out of Y required tokens`` line (or the older ``… out of Y out of
+    total Z``) with X < Y, or a ``failed to load N tokens across M blocks`` report, on its own (warning).
+    Every occurrence is joined by request id across ranks with the scheduler's ``Reqid:`` lookup, the
+    worker's retrieve line, the failed-block report and vLLM's recovery or failure line; repeats are
+    folded. Without a request id (LMCache ≤ 0.3.9) the same numbers at the same moment on several ranks
+    are one request.
+
+    Arithmetic: ``expected = lmcache_cached − vllm_cached`` is not chunk-aligned, but the retrieve covers
+    whole chunks from ``floor(vllm_cached / chunk) * chunk``; the finding states both views (the
+    retrieve line's ``required`` and ``total`` give LMCache's own), so ``retrieved 0, expected 16`` with
+    ``Retrieved 0 out of 256`` reads as one whole chunk lost, not an unaligned remainder.
+
+    Partial input: on a fragment or excerpt (no startup lines, no config dump) lines that are not there
+    are not counted against a cause, confidence is capped (0.6 for a paste, 0.7 for an excerpt), and the
+    next steps name the lines or log level that would decide between the remaining causes.
 
     Why it matters: the lookup promised (and pinned) chunks that one rank could not load. From LMCache
     0.3.12 the failed blocks go back to vLLM, which recomputes them (cost) or fails the request
@@ -462,6 +475,8 @@ class RetrievalShortfall(Rule):
         impact = self._impact(ctx, all_occ, outcome)
         if outcome is not None and outcome.id == "V1" and all(o.outcome is not None and o.outcome.id == "V1" for o in all_occ):
             severity = "warning"
+        if severity == "warning" and ctx.cfg("enable_blending") is True and all(o.source == "retrieve" for o in all_occ):
+            severity = "info"  # CacheBlend retrieves reusable segments, not a promised prefix: a short retrieve is normal
         where = ", ".join(ranks)
         chunk_note = "" if chunk_known else " (assuming the default chunk_size 256: no config line in the input)"
         arith = describe(v0, chunk_note)
