@@ -309,3 +309,12 @@ def test_short_retrieve_under_cacheblend_is_only_info(tmp_path) -> None:
     lines = [config_dump(proc, enable_blending=True, save_unfull_chunk=True), retrieve(REQ, 512, 1024, 1024, proc=proc)]
     f = kv001(tmp_path, lines)
     assert f["severity"] == "info"
+
+
+def test_a_config_file_given_by_the_user_does_not_make_a_paste_a_full_log(tmp_path) -> None:
+    cfg = tmp_path / "lmcache.yaml"
+    cfg.write_text("chunk_size: 256\nlocal_cpu: true\nmax_local_cpu_size: 5\n")
+    f = kv001(tmp_path, [USER_R1, USER_R2], lmcache_config=str(cfg))
+    assert f["measurements"]["input_coverage"] == "fragment"
+    assert "assuming the default chunk_size" not in f["summary"]  # the user's file states it
+    assert all(c["confidence"] <= 0.7 for c in f["causes"])

@@ -61,7 +61,8 @@ class CoverageTracker:
         missing = []
         config = bool(ctx.lmcache_config_source and ctx.lmcache_config_source.startswith("log"))
         initialised = any("initialized" in e for e in ctx.lmcache_version_evidence)
-        startup = config or initialised or ctx.chunk_size is not None
+        # the engine's layout line (chunk_size, MLA) is printed once at startup; a --lmcache-config file is not
+        startup = config or initialised or ctx.use_mla is not None
         if not config:
             missing.append("LMCache config dump")
         if not startup:
