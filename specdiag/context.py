@@ -75,6 +75,7 @@ class Context:
             "lmcache_vendored_adapter": self.lmcache_vendored_adapter,
             "model": self.model,
             "tensor_parallel_size": self.tensor_parallel_size,
+            "tensor_parallel_size_inferred": self.tensor_parallel_size_inferred,
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "data_parallel_size": self.data_parallel_size,
             "ranks_seen": self.ranks_seen,
