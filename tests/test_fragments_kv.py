@@ -318,3 +318,41 @@ def test_a_config_file_given_by_the_user_does_not_make_a_paste_a_full_log(tmp_pa
     assert f["measurements"]["input_coverage"] == "fragment"
     assert "assuming the default chunk_size" not in f["summary"]  # the user's file states it
     assert all(c["confidence"] <= 0.7 for c in f["causes"])
+
+
+# ---- class 6 (rank/TP wording) and class 5 (excerpts) -------------------------------------------------------
+def test_stated_tp_with_one_ranks_log_does_not_claim_the_others_loaded(tmp_path) -> None:
+    from logbuilder import vllm
+
+    lines = [vllm("non-default args: {'model': 'acme/llm', 'tensor_parallel_size': 4}", loc="api_utils.py:273",
+                  proc="APIServer pid=1"), lookup(REQ, 9000, 8192)]
+    lines += shortfall_pair(REQ, 7168, 8192, proc="Worker_TP2 pid=102")
+    f = kv001(tmp_path, lines)
+    text = " ".join([f["summary"], *f["next_steps"], *(a for c in f["causes"] for a in c["for"])])
+    assert "of TP=4" in f["summary"]
+    assert "ranks reported it" not in text
+    assert "Only 1 of 4 ranks' logs were given" in text
+
+
+def test_all_ranks_given_and_one_short_is_a_per_rank_loss(tmp_path) -> None:
+    lines = [config_dump(f"Worker_TP{r} pid={100 + r}") for r in range(4)]
+    lines += [lmc("LMCache initialized for role KVConnectorRole.WORKER with version 0.5.6-g3e11e108, vllm version 0.25.0, "
+                  "lmcache cache_engine metadata: LMCacheMetadata(model_name='m', world_size=4, worker_id=0)",
+                  loc="vllm_v1_adapter.py:485", proc="Worker_TP0 pid=100")]
+    lines += [lookup(REQ, 9000, 8192)] + shortfall_pair(REQ, 7168, 8192, proc="Worker_TP2 pid=102")
+    f = kv001(tmp_path, lines)
+    ev = next(c for c in f["causes"] if c["id"] == "lookup-retrieve-eviction")
+    assert any("only TP2 of 4 ranks reported it" in x for x in ev["for"])
+
+
+def test_excerpt_without_startup_is_partial_and_capped(tmp_path) -> None:
+    from logbuilder import vllm
+
+    noise = [vllm(f"Engine 000: Avg prompt throughput: 100.0 tokens/s, Running: {i} reqs", loc="loggers.py:236",
+                  proc="APIServer pid=1") for i in range(80)]
+    pressure = [lmc("Failed to allocate memory block of size 1048576 because no memory is available", level="WARNING",
+                    loc="memory_management.py:1452", logger="lmcache.v1.memory_management", proc="Worker_TP1 pid=101",
+                    ts="2026-05-06 15:56:02,000") for _ in range(5)]
+    f = kv001(tmp_path, noise + pressure + shortfall_pair(REQ, 7168, 8192, proc="Worker_TP1 pid=101"))
+    assert f["measurements"]["input_coverage"] == "partial" and "an excerpt" in f["summary"]
+    assert f["causes"][0]["id"] == "lookup-retrieve-eviction" and f["causes"][0]["confidence"] <= 0.7
