@@ -356,3 +356,9 @@ def test_excerpt_without_startup_is_partial_and_capped(tmp_path) -> None:
     f = kv001(tmp_path, noise + pressure + shortfall_pair(REQ, 7168, 8192, proc="Worker_TP1 pid=101"))
     assert f["measurements"]["input_coverage"] == "partial" and "an excerpt" in f["summary"]
     assert f["causes"][0]["id"] == "lookup-retrieve-eviction" and f["causes"][0]["confidence"] <= 0.7
+
+
+def test_sub_chunk_remainder_without_retrieve_line_still_favours_an_unfull_chunk(tmp_path) -> None:
+    f = kv001(tmp_path, shortfall_pair(REQ, 3840, 4000, proc="Worker_TP0 pid=100"))
+    assert f["causes"][0]["id"] == "unfull-chunk-mismatch"
+    assert "or whole chunks of which vLLM already held part" in f["summary"]  # the other reading is stated

@@ -548,15 +548,18 @@ class RetrievalShortfall(Rule):
         elif any(a is False for a in aligned):
             known_view = v.not_loaded is not None
             strong = known_view or (v.retrieved or 0) > 0
+            sub_chunk = (v.not_loaded if known_view else v.missing or 0) < chunk
             why = (f"the retrieve lost {v.not_loaded} tokens, not a whole number of {chunk}-token chunks" if known_view
                    else f"missing tokens are not a multiple of chunk_size {chunk}")
             if read_miss:
                 b.support("unfull-chunk-mismatch", 2, why)
                 b.oppose("unfull-chunk-mismatch", 8, "a read failed ('can't be retrieved'): the chunk was asked for, "
                          "not cut off by a chunk-multiple slice")
+            elif strong and sub_chunk:
+                b.support("unfull-chunk-mismatch", 20, why + ", and less than one chunk short")
             else:
-                b.support("unfull-chunk-mismatch", 20 if known_view else 6 if strong else 1.5, why)
-            b.support("adapter-token-accounting-bug", 6 if strong else 2, why)
+                b.support("unfull-chunk-mismatch", 3 if strong else 1.5, why)
+            b.support("adapter-token-accounting-bug", (3 if sub_chunk else 6) if strong else 2, why)
             for cid in ("lookup-retrieve-eviction", "remote-backend-loss", "pin-timeout", "pin-accounting-bug"):
                 b.oppose(cid, 3 if strong else 1.3, "chunk-level losses are multiples of chunk_size; this one is not")
         else:
