@@ -362,3 +362,12 @@ def test_sub_chunk_remainder_without_retrieve_line_still_favours_an_unfull_chunk
     f = kv001(tmp_path, shortfall_pair(REQ, 3840, 4000, proc="Worker_TP0 pid=100"))
     assert f["causes"][0]["id"] == "unfull-chunk-mismatch"
     assert "or whole chunks of which vLLM already held part" in f["summary"]  # the other reading is stated
+
+
+def test_unprefixed_failed_block_reports_of_two_ranks_add_no_extra_occurrence(tmp_path) -> None:
+    # vLLM >= 0.31: LMCache lines carry no worker prefix, so both ranks look like one process
+    lines = shortfall_pair(REQ, 7168, 8192, proc=None) + shortfall_pair(REQ, 6144, 8192, proc=None)
+    lines += [lmc(f"Request {REQ} failed to load {n} tokens across {n // 16} blocks", level="WARNING",
+                  loc="vllm_v1_adapter.py:964") for n in (1024, 2048)]
+    f = kv001(tmp_path, lines)
+    assert f["count"] == 1 and f["measurements"]["error_lines"] == 2

@@ -150,6 +150,7 @@ class RetrievalShortfall(Rule):
         self.seen = CoverageTracker()
         self._coverage: Coverage | None = None
         self.by_req: OrderedDict[str, Shortfall] = OrderedDict()
+        self.req_short: OrderedDict[str, bool] = OrderedDict()  # request ids with a recorded shortfall
 
     # ---- observation ------------------------------------------------------------------------------
     @staticmethod
@@ -213,7 +214,10 @@ class RetrievalShortfall(Rule):
         if occ is not None and occ.r3 is None:
             occ.r3 = ev
             return
-        self._remember(self.r3, req_id, ev)
+        if req_id:
+            self._remember(self.r3, req_id, ev)
+            if req_id in self.req_short:
+                return  # another rank's report of a request whose shortfall is already recorded
         self._new_occurrence(ev, req_id or None, None, None, None, None, "failed-blocks", r3=ev)
 
     def _take_r4(self, ev: Event, retrieved: int) -> Shortfall | None:
@@ -274,6 +278,7 @@ class RetrievalShortfall(Rule):
         self.occurrences.append(occ)
         if occ.req_id:
             self._remember(self.by_req, f"{occ.req_id}|{occ.proc_key}", occ)
+            self._remember(self.req_short, occ.req_id, True)
         return occ
 
     def _attach_lookup(self, occ: Shortfall) -> None:
