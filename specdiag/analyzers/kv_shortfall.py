@@ -625,7 +625,7 @@ class RetrievalShortfall(Rule):
         for o in occs:
             for s in o.signals:
                 fams.setdefault(_family(s), []).append(s)
-        ranks = sorted({o.rank or "?" for o in occs})
+        ranks = sorted({self._rank(o, self._single_rank(ctx), ctx) for o in occs})
         where = "/".join(ranks)
         lmc_v = version_tuple(ctx.lmcache_version)
 
