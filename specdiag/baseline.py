@@ -90,15 +90,9 @@ def write_baseline(path: str, findings: list[Finding]) -> None:
         raise BaselineError(f"{path}: cannot write baseline ({e.strerror or e})") from e
 
 
-def apply_baseline(report: Report, fingerprints: set[str]) -> list[Finding]:
-    """Remove baselined findings from ``report.findings``; returns the suppressed ones (also kept on
-    ``report.suppressed`` for renderers that mention them)."""
-    kept, suppressed = [], []
-    for f in report.findings:
-        (suppressed if f.fingerprint in fingerprints else kept).append(f)
-    report.findings = kept
-    report.suppressed = suppressed  # type: ignore[attr-defined]
-    return suppressed
+def apply_baseline(report: Report, fingerprints: set[str]) -> Report:
+    """The report without baselined findings (they are listed in its ``suppressed``)."""
+    return report.with_baseline(fingerprints)
 
 
 __all__ = ["BaselineError", "SCHEMA", "apply_baseline", "load_baseline", "render_baseline", "write_baseline"]

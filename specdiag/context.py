@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specdiag.events import Event
-from specdiag.fingerprints import VersionFingerprint
+from specdiag.fingerprints import KEY_LINES, VersionFingerprint
+from specdiag.observe import Observer, RunState
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
 from specdiag.yamlfile import read_mapping
 
@@ -57,9 +58,6 @@ class Context:
     device: str | None = None
     #: rank per process key from LMCache's "Initialize storage manager on rank N" (Ray workers carry no TP name)
     rank_by_proc: dict[str, str] = field(default_factory=dict)
-    #: counts of high-volume events that ingest counts rather than dispatches (see engine): {"S1": n}
-    event_counts: dict[str, int] = field(default_factory=dict)
-    first_events: dict[str, Any] = field(default_factory=dict)
 
     def cfg(self, key: str, default: Any = None) -> Any:
         if not self.lmcache_config:
@@ -121,8 +119,12 @@ def default_failure_policy(vllm_version: str | None) -> str | None:
     return "fail"
 
 
-class ContextBuilder:
-    """Observes configuration/startup events; ``finish()`` returns the Context."""
+class ContextBuilder(Observer):
+    """Observes configuration/startup events and fills the deployment's Context in ``finish``.
+
+    The key lines of the LMCache version fingerprint (``fingerprints.KEY_LINES``) are observed too: their
+    printed ``file:line`` places the build.
+    """
 
     EVENTS = {
         "C10", "C11", "C12", "C13", "C16", "C18", "C20", "C21", "C21b", "C22", "C23", "C24", "C32", "C33", "C37",
@@ -130,8 +132,11 @@ class ContextBuilder:
         "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE",
     }
 
-    def __init__(self, lmcache_config_file: dict[str, Any] | None = None, lmcache_config_path: str | None = None):
-        self.ctx = Context()
+    events = frozenset(EVENTS) | frozenset(KEY_LINES)
+
+    def __init__(self, ctx: Context, lmcache_config_file: dict[str, Any] | None = None,
+                 lmcache_config_path: str | None = None):
+        self.ctx = ctx
         self.fp = VersionFingerprint()
         self.ranks: set[str] = set()
         self.configs: list[dict[str, Any]] = []
@@ -140,19 +145,15 @@ class ContextBuilder:
         self.world_sizes: set[int] = set()
         self.lmcache_exact: str | None = None
 
-    def observe_record_origin(self, origin) -> None:
-        if origin.role == "Worker":
-            label = origin.rank_label
-            if label:
-                self.ranks.add(label)
-
-    def observe_any(self, ev: Event) -> None:
-        """Every LMCache event feeds the version fingerprint."""
-        r = ev.rec
-        if r.kind == "lmcache":
-            self.fp.observe(ev.id, r.file, r.src_line, r.logger)
-
     def observe(self, ev: Event) -> None:
+        tid = ev.id
+        if tid in KEY_LINES and tid not in self.fp.seen and ev.rec.kind == "lmcache":
+            r = ev.rec
+            self.fp.observe(tid, r.file, r.src_line, r.logger)
+        if tid in self.EVENTS:
+            self._observe_config(ev)
+
+    def _observe_config(self, ev: Event) -> None:
         c = self.ctx
         f = ev.f
         tid = ev.id
@@ -284,8 +285,12 @@ class ContextBuilder:
                 if ed.get("use_native"):
                     c.lmcache_vendored_adapter = True
 
-    def finish(self) -> Context:
+    def finish(self, ctx: Context, run: RunState) -> list:
+        """Complete ``ctx`` (the one given at construction) from what was observed; no findings."""
         c = self.ctx
+        for origin in run.origins:
+            if origin.role == "Worker" and origin.rank_label:
+                self.ranks.add(origin.rank_label)
         c.ranks_seen = sorted(self.ranks, key=_rank_sort)
         version, evidence, note = self.fp.infer()
         c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored
@@ -339,7 +344,7 @@ class ContextBuilder:
             if d:
                 c.kv_load_failure_policy = d
                 c.kv_load_failure_policy_source = f"default for vLLM {c.vllm_version}"
-        return c
+        return []
 
 
 def _rank_sort(label: str) -> tuple:

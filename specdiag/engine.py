@@ -1,32 +1,66 @@
-"""The pipeline: inputs → records → events → context + rules → findings → Report.
+"""The pipeline: inputs → records → events → observers (context, rules, metrics) → findings → Report.
 
 Everything streams: memory grows with the distinct requests still tracked and the findings, not with the
-size of the logs. Several inputs (one file per rank, rotated files) are analysed as one deployment.
+size of the logs. Inputs are grouped into deployments (``specdiag.deployments``); each deployment has its
+own observers. Input groups are independent, so with ``jobs > 1`` they are analysed in parallel processes
+and their results merged here.
 """
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from collections import Counter
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specdiag.analyzers.base import Rule, all_rules
-from specdiag.context import ContextBuilder, load_lmcache_yaml
+from specdiag.context import load_lmcache_yaml
+from specdiag.deployments import (
+    DeploymentResult,
+    DeploymentRun,
+    InputGroup,
+    StreamTally,
+    deployment_key,
+    group_inputs,
+    sources_of,
+)
 from specdiag.events import Event, default_matcher, hot_first_words, template
 from specdiag.findings import SEVERITIES
-from specdiag.fingerprints import KEY_LINES
-from specdiag.ingest import InputError, expand_inputs, iter_records
+from specdiag.ingest import InputError, Source, iter_records
 from specdiag.ingest.records import LineWindow, record_from_hot
 from specdiag.report.model import Report
 
 _DIGITS = re.compile(r"\d+")
 _HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
+PROGRESS_EVERY = 100_000
 
 
 class ConfigError(Exception):
     """Bad options or configuration: exit code 2."""
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    """Everything one analysis needs, in one picklable object (it travels to worker processes)."""
+
+    paths: tuple[str, ...]
+    lmcache_config: str | None = None
+    select: tuple[str, ...] | None = None
+    ignore: tuple[str, ...] | None = None
+    rule_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    severity_overrides: dict[str, str] = field(default_factory=dict)
+    stdin_name: str = "-"
+    #: parallel worker processes across input groups (1: in this process; 0: one per core)
+    jobs: int = 1
+    #: run the rules (``specdiag metrics`` needs only the context and the series)
+    rules: bool = True
+    #: intervals kept per engine by the metrics collector; ``keep_metrics`` returns the collector itself
+    metrics_cap: int = 40000
+    keep_metrics: bool = False
+    #: more observers per deployment: factories called with the deployment id (picklable for ``-j``)
+    observers: tuple[Callable[[str], Any], ...] = ()
 
 
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
@@ -48,112 +82,180 @@ def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | No
     return out
 
 
-def analyze(
-    paths: list[str],
-    *,
-    lmcache_config: str | None = None,
-    select: Iterable[str] | None = None,
-    ignore: Iterable[str] | None = None,
-    rule_options: dict[str, dict[str, Any]] | None = None,
-    severity_overrides: dict[str, str] | None = None,
-    observers: Iterable[Any] = (),
-    stdin_name: str = "-",
-    progress: Callable[[str, int], None] | None = None,
-) -> Report:
-    """Analyse the inputs. Raises InputError (I/O) or ConfigError (options) — both exit code 2."""
+def analyze(paths: list[str], *, progress: Callable[[str, int], None] | None = None, **options: Any) -> Report:
+    """Analyse the inputs (keyword options as in :class:`AnalyzeOptions`).
+
+    Raises InputError (I/O) or ConfigError (options) — both exit code 2.
+    """
+    for key in ("select", "ignore"):
+        if options.get(key) is not None:
+            options[key] = tuple(options[key])
+    return run_analysis(AnalyzeOptions(paths=tuple(paths), **options), progress=progress)
+
+
+def run_analysis(opts: AnalyzeOptions, progress: Callable[[str, int], None] | None = None) -> Report:
     started = time.perf_counter()
-    user_cfg = None
-    if lmcache_config:
+    _validate(opts)
+    groups = group_inputs(opts.paths)
+    jobs = opts.jobs or os.cpu_count() or 1
+    if jobs > 1 and len(groups) > 1 and "-" not in opts.paths:
+        parts = _analyze_in_pool(groups, opts, min(jobs, len(groups)))
+    else:
+        parts = [analyze_group(g, opts, progress) for g in groups]
+    return _assemble(parts, opts, time.perf_counter() - started)
+
+
+def _validate(opts: AnalyzeOptions) -> None:
+    if opts.lmcache_config:
         try:
-            user_cfg = load_lmcache_yaml(lmcache_config)
+            load_lmcache_yaml(opts.lmcache_config)
         except ValueError as e:
             raise ConfigError(str(e)) from e
-    for code, sev in (severity_overrides or {}).items():
+    for code, sev in opts.severity_overrides.items():
         if sev not in SEVERITIES:
             raise ConfigError(f"severity for {code} must be one of {', '.join(SEVERITIES)}, not {sev!r}")
-    rule_classes = select_rules(select, ignore)
-    rules = [cls((rule_options or {}).get(cls.code)) for cls in rule_classes]
-    from specdiag.metrics.collector import MetricsCollector
+    select_rules(opts.select, opts.ignore)
 
-    metrics = MetricsCollector()
-    observers = [*observers, metrics]
-    sources = expand_inputs(paths, stdin_name=stdin_name)
 
-    matcher = default_matcher()
-    ctx_builder = ContextBuilder(user_cfg, lmcache_config)
-    dispatch: dict[str, list[Callable]] = {}
-    for obs in [*rules, *observers]:
-        for eid in obs.events:
-            dispatch.setdefault(eid, []).append(obs.observe)
-    for eid in ContextBuilder.EVENTS:
-        dispatch.setdefault(eid, []).append(ctx_builder.observe)
+@dataclass
+class GroupResult:
+    """One input group's share of the report (mergeable; picklable)."""
 
-    # the most frequent LMCache lines (stores, retrieves) are only counted by ingest; rules read
-    # ctx.event_counts, and look back at the one before an incident through ``rule.lookback``
-    hot = hot_first_words(matcher.templates)
-    event_counts: Counter[str] = Counter()
-    first_counted: dict[str, Any] = {}
-    unrecognized: Counter[str] = Counter()
-    unknown_shapes: Counter[str] = Counter()
-    fp = ctx_builder.fp
-    fp_ids = set(KEY_LINES)
+    deployments: list[DeploymentResult]
+    inputs: list[dict[str, Any]]
+    tally: StreamTally
+
+
+def deployment_runs(opts: AnalyzeOptions) -> Callable[[str], DeploymentRun]:
+    """A factory of fresh per-deployment observer sets for these options (one per deployment id)."""
+    user_cfg = load_lmcache_yaml(opts.lmcache_config) if opts.lmcache_config else None
+    rule_classes = select_rules(opts.select, opts.ignore) if opts.rules else []
+
+    def rules() -> list[Rule]:
+        return [cls(opts.rule_options.get(cls.code)) for cls in rule_classes]
+
+    def make(dep_id: str) -> DeploymentRun:
+        return DeploymentRun(dep_id, rules, user_cfg, opts.lmcache_config, dict(opts.severity_overrides),
+                             metrics_cap=opts.metrics_cap, keep_metrics=opts.keep_metrics,
+                             extra=[factory(dep_id) for factory in opts.observers])
+
+    return make
+
+
+def analyze_group(group: InputGroup, opts: AnalyzeOptions,
+                  progress: Callable[[str, int], None] | None = None) -> GroupResult:
+    """Read one input group and run every deployment found in it to its findings."""
+    make = deployment_runs(opts)
+    runs: dict[str, DeploymentRun] = {}
+
+    def run_for(dep_id: str) -> DeploymentRun:
+        if dep_id not in runs:
+            runs[dep_id] = make(dep_id)
+        return runs[dep_id]
+
+    tally = StreamTally()
+    sources = sources_of(group, opts.stdin_name)
     for src in sources:
-        last_origin = None
-        n = 0
-        window = LineWindow(src.display)
-        for rule in rules:
-            rule.lookback = window.find_back
-        for rec in iter_records(src, hot, window):
-            n += 1
-            if rec.origin is not last_origin:
-                last_origin = rec.origin
-                ctx_builder.observe_record_origin(rec.origin)
+        _read_source(src, group.id, run_for, tally, progress)
+    deployments = [r.finish() for r in runs.values()] or [run_for(group.id).finish()]
+    return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
+
+
+def _read_source(src: Source, default_id: str, run_for: Callable[[str], DeploymentRun], tally: StreamTally,
+                 progress: Callable[[str, int], None] | None) -> None:
+    """Stream one input's records to the deployment each belongs to."""
+    matcher = default_matcher()
+    hot = hot_first_words(matcher.templates)
+    window = LineWindow(src.display)
+    current: DeploymentRun | None = None
+    fed: dict[str, DeploymentRun] = {}
+    n = 0
+    for rec in iter_records(src, hot, window):
+        n += 1
+        key = deployment_key(rec)
+        if key is not None and (current is None or current.id != key):
+            current = run_for(key)
+        elif current is None:
+            current = run_for(default_id)
+        if current.id not in fed:
+            fed[current.id] = current
+            current.run.begin_source(src.display, window.find_back)
+        if rec.origin is not current.last_origin:
+            current.last_origin = rec.origin
+            current.run.saw_origin(rec.origin)
+        try:
             ev = matcher.match(rec)
-            if ev is None:
-                unrecognized[rec.kind] += 1
-                if rec.level in ("WARNING", "ERROR", "CRITICAL") and len(unknown_shapes) < 500:
-                    shape = _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
-                    unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
-                continue
-            if ev.id in fp_ids and ev.id not in fp.seen and rec.kind == "lmcache":
-                fp.observe(ev.id, rec.file, rec.src_line, rec.logger)
-            eid = ev.id
-            handlers = dispatch.get(eid)
-            if handlers:
-                for h in handlers:
-                    h(ev)
-            if progress is not None and n % 100000 == 0:
-                progress(src.display, src.stats.bytes_read)
-        event_counts.update(src.stats.hot_counts)
-        for eid, item in src.stats.hot_first.items():
-            if eid not in first_counted:
-                first_counted[eid] = Event(eid, record_from_hot(item), None, template(eid))
-        window.set([], 0)
-    ctx = ctx_builder.finish()
-    ctx.event_counts = dict(event_counts)
-    ctx.first_events = first_counted
-    findings = []
-    for rule in rules:
-        for f in rule.finish(ctx):
-            if rule.code in (severity_overrides or {}):
-                f.severity = severity_overrides[rule.code]
-            findings.append(f)
-    for obs in observers:
-        fin = getattr(obs, "finish_observer", None)
-        if fin is not None:
-            fin(ctx)
-    inputs = [s.stats.to_dict() for s in sources]
-    report = Report(
-        inputs=inputs,
-        context=ctx.to_dict(),
-        findings=findings,
-        unrecognized={**dict(unrecognized), **{"top_warnings": dict(unknown_shapes.most_common(10))}},
-        rules_run=[r.code for r in rules],
-        elapsed_s=time.perf_counter() - started,
+        except Exception as e:  # noqa: BLE001 - a record no template can read is unrecognised, not fatal
+            _note_error(src, f"line {rec.line}: not parsed ({type(e).__name__})")
+            ev = None
+        if ev is None:
+            _tally_unrecognized(tally, rec)
+        else:
+            current.deliver(ev)
+        if progress is not None and n % PROGRESS_EVERY == 0:
+            progress(src.display, src.stats.bytes_read)
+    _hand_counts(src, list(fed.values()) or [run_for(default_id)])
+    window.set([], 0)
+
+
+def _note_error(src: Source, msg: str) -> None:
+    if len(src.stats.errors) < 40:
+        src.stats.errors.append(msg)
+
+
+def _tally_unrecognized(tally: StreamTally, rec: Any) -> None:
+    tally.unrecognized[rec.kind] += 1
+    if rec.level in ("WARNING", "ERROR", "CRITICAL") and len(tally.unknown_shapes) < 500:
+        shape = _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
+        tally.unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
+
+
+def _hand_counts(src: Source, fed: list[DeploymentRun]) -> None:
+    """Give the lines ingest only counted to the deployment(s) this input fed."""
+    first = {eid: Event(eid, record_from_hot(item), None, template(eid)) for eid, item in src.stats.hot_first.items()}
+    for dep in fed:
+        dep.run.add_counts(dict(src.stats.hot_counts), first)
+        dep.run.end_source()
+        if len(fed) > 1 and src.stats.hot_counts:
+            dep.run.shared_count_sources.append(src.display)
+
+
+# ------------------------------------------------------------------------------------------ parallel
+_POOL: Any = None
+
+
+def _pool(jobs: int) -> Any:
+    """A persistent process pool (reused across analyses in one process, e.g. by ``fleet``)."""
+    global _POOL
+    from concurrent.futures import ProcessPoolExecutor
+
+    if _POOL is None or _POOL._max_workers < jobs:  # noqa: SLF001 - the stdlib exposes no getter
+        if _POOL is not None:
+            _POOL.shutdown(wait=False, cancel_futures=True)
+        _POOL = ProcessPoolExecutor(max_workers=jobs)
+    return _POOL
+
+
+def _analyze_in_pool(groups: list[InputGroup], opts: AnalyzeOptions, jobs: int) -> list[GroupResult]:
+    pool = _pool(jobs)
+    futures = [pool.submit(analyze_group, g, replace(opts, jobs=1)) for g in groups]
+    return [f.result() for f in futures]  # in input order, whatever finished first
+
+
+# ------------------------------------------------------------------------------------------ assembly
+def _assemble(parts: list[GroupResult], opts: AnalyzeOptions, elapsed: float) -> Report:
+    tally = StreamTally()
+    deployments: list[DeploymentResult] = []
+    inputs: list[dict[str, Any]] = []
+    for part in parts:
+        deployments.extend(part.deployments)
+        inputs.extend(part.inputs)
+        tally.merge(part.tally)
+    rules_run = [cls.code for cls in select_rules(opts.select, opts.ignore)] if opts.rules else []
+    return Report.from_deployments(
+        deployments, inputs=inputs, rules_run=rules_run, elapsed_s=elapsed,
+        unrecognized={**dict(tally.unrecognized), "top_warnings": dict(tally.unknown_shapes.most_common(10))},
     )
-    report.timeline = metrics.timeline(findings, ctx)
-    report.ctx = ctx  # the live object, for renderers that want more than the JSON view
-    return report
 
 
-__all__ = ["ConfigError", "InputError", "analyze", "select_rules"]
+__all__ = ["AnalyzeOptions", "ConfigError", "InputError", "analyze", "run_analysis", "select_rules"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
+from copy import deepcopy
 from typing import Any
 
 #: keys whose string value is user text (prompt or completion)
@@ -129,13 +130,9 @@ def _walk(obj: Any, depth: int = 0) -> Any:
 
 
 def redact_report(report: Any) -> Any:
-    """Redact the report in place (every renderer then shows the redacted text) and return it."""
-    _walk(report)
-    try:
-        report.redacted = True  # renderers may say so; not part of the JSON contract
-    except AttributeError:
-        pass
-    return report
+    """A redacted copy of the report (every renderer then shows the redacted text); the original is kept."""
+    copy = _walk(deepcopy(report))
+    return dataclasses.replace(copy, redacted=True) if dataclasses.is_dataclass(copy) else copy
 
 
 __all__ = ["redact_report", "redact_text"]

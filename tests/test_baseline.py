@@ -69,9 +69,9 @@ def test_render_load_apply(tmp_path):
     fps = load_baseline(str(p))
     assert fps == {fs[0].fingerprint, fs[1].fingerprint}
     rep = Report(inputs=[], context={}, findings=[_finding("KV001", "a"), _finding("KV001", "new")])
-    sup = apply_baseline(rep, fps)
-    assert [f.identity for f in sup] == ["a"] and [f.identity for f in rep.findings] == ["new"]
-    assert rep.suppressed == sup
+    new = apply_baseline(rep, fps)
+    assert [f.identity for f in new.suppressed] == ["a"] and [f.identity for f in new.findings] == ["new"]
+    assert [f.identity for f in rep.findings] == ["a", "new"]  # the original report is unchanged
 
 
 def test_plain_list_of_fingerprints_is_accepted(tmp_path):

@@ -116,7 +116,7 @@ def test_sarif_on_all_logs_together_and_levels():
 def test_sarif_tool_errors_are_notifications():
     rep = corpus_report("seed-minimal-variant")
     rep2 = Report(inputs=rep.inputs, context=rep.context, findings=rep.findings, rules_run=rep.rules_run)
-    rep2.tool_errors = [{"path": "logs/gone.log", "message": "logs/gone.log: no such file or directory"}]
+    rep2 = rep2.with_tool_errors([{"path": "logs/gone.log", "message": "logs/gone.log: no such file or directory"}])
     doc = assert_valid_sarif(render_sarif(rep2))
     inv = doc["runs"][0]["invocations"][0]
     assert inv["executionSuccessful"] is False
@@ -180,7 +180,7 @@ def test_junit_warnings_below_fail_on_pass_with_system_out():
 def test_junit_unreadable_input_is_an_error_and_garbage_is_dropped():
     rep = synthetic(n_err=1)
     rep.findings[0].evidence = [Evidence("logs/serve.log", 3, "bad \x00\x1b[31m bytes \x07 here")]
-    rep.tool_errors = [{"path": "logs/gone.log", "message": "logs/gone.log: no such file or directory"}]
+    rep = rep.with_tool_errors([{"path": "logs/gone.log", "message": "logs/gone.log: no such file or directory"}])
     root = ET.fromstring(render_junit(rep))
     errs = root.findall(".//error")
     assert len(errs) == 1 and root.get("errors") == "1"

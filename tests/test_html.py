@@ -7,6 +7,7 @@ import hashlib
 import json
 import math
 import re
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -231,12 +232,12 @@ def test_chart_model_groups_units_and_markers():
 
 def test_empty_timeline_still_marks_findings_and_says_so():
     r = rich_report()
-    r.timeline = {}
+    r = replace(r, timeline={})
     charts = build_chart_data(r)
     assert charts["groups"] == [] and len(charts["markers"]) == 3
     page = render_html(r)
     assert "only the events are drawn" in page
-    r.findings = []
+    r = replace(r, findings=[])
     page = render_html(r)
     assert "no timeline" in page and "<script>" not in page.replace('<script type="application/json"', "")
     assert "no problem found" in page
@@ -244,10 +245,10 @@ def test_empty_timeline_still_marks_findings_and_says_so():
 
 def test_tolerates_malformed_timeline():
     r = rich_report()
-    r.timeline = {"series": {"x": None, "kv_cache_usage": {"points": [[None, 1], ["a", 2], [1.0], [T0, float("inf")],
+    r = replace(r, timeline={"series": {"x": None, "kv_cache_usage": {"points": [[None, 1], ["a", 2], [1.0], [T0, float("inf")],
                                                                        [T0 + 1, 5]]},
                              "odd_series": {"unit": "widgets", "points": [[T0, 1], [T0 + 5, 2]]}},
-                  "markers": [None, {"t": "x"}, {"t": T0, "kind": "k0", "label": None}]}
+                  "markers": [None, {"t": "x"}, {"t": T0, "kind": "k0", "label": None}]})
     charts = build_chart_data(r)
     ids = [g["id"] for g in charts["groups"]]
     assert ids == ["kv", "other:widgets"]

@@ -93,9 +93,10 @@ def _secret_report() -> Report:
 
 
 def test_report_is_redacted_for_every_renderer(tmp_path):
-    r = _secret_report()
-    assert redact_report(r) is r
-    assert getattr(r, "redacted", False) is True
+    original = _secret_report()
+    r = redact_report(original)
+    assert r is not original and r.redacted is True
+    assert SECRET in original.findings[0].evidence[0].text  # redaction returns a new report
     f = r.findings[0]
     assert isinstance(f.evidence[0], Evidence)
     assert "prompt: [redacted: 19 chars]" in f.evidence[0].text
@@ -124,8 +125,7 @@ def test_report_is_redacted_for_every_renderer(tmp_path):
     assert "prompts and completions redacted" in outs["html"]
 
     before = copy.deepcopy(r.to_dict())
-    redact_report(r)
-    assert r.to_dict() == before  # idempotent
+    assert redact_report(r).to_dict() == before  # idempotent
 
 
 @pytest.mark.parametrize("case", sorted(p.name for p in CORPUS.glob("*/") if p.is_dir()) if CORPUS.exists() else [])
@@ -139,9 +139,9 @@ def test_corpus_reports_without_prompts_are_unchanged(case):
     r = analyze(logs)
     before = copy.deepcopy(r.to_dict())
     tl = copy.deepcopy(r.timeline)
-    redact_report(r)
-    assert r.to_dict() == before
-    assert r.timeline == tl
+    red = redact_report(r)
+    assert red.to_dict() == before
+    assert red.timeline == tl
 
 
 def test_cli_redacts_text_output(tmp_path):

@@ -3,7 +3,7 @@
 A rule has a stable code, a default severity, a title and a docstring that *is* its documentation (the
 sections ``Detects``, ``Why it matters``, ``Causes weighed``, ``Fix`` and ``References`` are rendered by
 ``specdiag explain`` and docs/rules/). It observes only the events it lists in ``events`` and keeps
-bounded state; ``finish`` turns that state into findings once the whole input was read.
+bounded state; ``finish(ctx, run)`` turns that state into findings once the whole input was read.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Finding
+from specdiag.observe import Observer, RunState
 
 REGISTRY: dict[str, type[Rule]] = {}
 
@@ -24,7 +25,9 @@ def register(cls: type[Rule]) -> type[Rule]:
     return cls
 
 
-class Rule:
+class Rule(Observer):
+    """An observer that turns what it saw into findings (see ``specdiag.observe`` for the protocol)."""
+
     code: ClassVar[str] = ""
     name: ClassVar[str] = ""  # kebab-case, stable (used in SARIF/JUnit)
     title: ClassVar[str] = ""
@@ -35,9 +38,6 @@ class Rule:
     defaults: ClassVar[dict[str, Any]] = {}
     #: the cause ids this rule may report
     cause_ids: ClassVar[tuple[str, ...]] = ()
-    #: set by the engine per input: ``lookback(before_line, needle_bytes, process_key) -> Record | None``
-    #: finds a (high-volume, not dispatched) line just before an incident while that input is read
-    lookback = staticmethod(lambda before, needle, key: None)
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = {**self.defaults, **(options or {})}
@@ -45,7 +45,7 @@ class Rule:
     def observe(self, ev: Event) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
-    def finish(self, ctx: Context) -> list[Finding]:  # pragma: no cover - interface
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:  # pragma: no cover - interface
         raise NotImplementedError
 
 

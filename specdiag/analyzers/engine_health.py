@@ -9,6 +9,7 @@ from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of,
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.observe import RunState
 from specdiag.timeutil import fmt_time, rec_time
 
 #: exceptions that are consequences of an engine death, never its root
@@ -171,7 +172,7 @@ class EngineDeath(Rule):
     def _order(k):
         return (k[0] if k[0] is not None else float("inf"), k[1])
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if self.death is None:
             return []
         dt, dseq, dev = self.death
@@ -258,7 +259,7 @@ class KvCacheSaturation(SpecSeriesRule):
     cause_ids = ("kv-cache-undersized", "long-context-burst", "draft-kv-overhead")
     defaults = {"min_usage": 0.95, "min_intervals": 3, "min_waiting": 4, "max_intervals": 20000}
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
         out = []
         for label, items in self.engines():

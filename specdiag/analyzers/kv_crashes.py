@@ -7,6 +7,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Cause, Evidence, Finding
+from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 
@@ -64,7 +65,7 @@ class AsyncLoadingInvalidatedObject(Rule):
         elif ev.id == "M6":
             self.m6 += 1
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not self.m13:
             return []
         async_on = ctx.cfg("enable_async_loading") is True or self.async_seen
@@ -132,7 +133,7 @@ class DraftModelLayerMismatch(Rule):
         elif ev.id == "E_INDEX_LAYERS" or ev.id in ("E_WORKER_FAILED", "V_EXC") and "out of bounds for dimension" in ev.rec.text:
             self.index_err = self.index_err or ev
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         spec = ctx.speculative or {}
         if self.c12 is None or spec.get("method") != "draft_model":
             return []

@@ -7,6 +7,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.observe import RunState
 
 
 @register
@@ -82,7 +83,7 @@ class LMCacheDegraded(Rule):
             if i >= 0 and raw[i + 12 : i + 13] == b"0" and not raw[i + 13 : i + 14].isdigit():
                 self.zero += 1
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not (self.init_fail or self.unhealthy or self.no_connector or self.import_err):
             if not (self.n_timeouts and self.lookups and self.zero == self.lookups):
                 return []

@@ -9,6 +9,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.observe import RunState
 
 MAX_KEYS = 100_000
 
@@ -111,10 +112,10 @@ class ZeroHitsOnRepeats(Rule):
         elif tid in ("M1", "M3", "M4", "S4", "S5"):
             self.pressure += 1
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
-        self.stores = ctx.event_counts.get("S1", 0) + self.stores  # stores are counted by the engine
-        self.first_store = self.first_store or ctx.first_events.get("S1")
+        self.stores = run.count("S1") + self.stores  # stores are counted by the engine
+        self.first_store = self.first_store or run.first("S1")
         if self.lookups < o["min_lookups"] or self.stores == 0:
             return []
         ratio = self.hits / self.lookups

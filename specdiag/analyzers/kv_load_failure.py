@@ -7,6 +7,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Cause, Evidence, Finding
+from specdiag.observe import RunState
 
 
 @register
@@ -61,7 +62,7 @@ class KvLoadFailureOutcome(Rule):
                        evidence=[Evidence(first.rec.path, first.rec.line, first.rec.display())],
                        measurements={**measurements, "policy": policy}, causes=causes, identity=policy, priority=-1)
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         out = []
         if self.failed:
             out.append(self._finding(

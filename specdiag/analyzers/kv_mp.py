@@ -7,6 +7,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 
@@ -55,7 +56,7 @@ class MultiProcessFailures(Rule):
         if len(self.by_kind[kind]) < 3:
             self.by_kind[kind].append(ev)
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not any(self.counts.values()):
             return []
         c = self.counts
@@ -133,7 +134,7 @@ class LookupTimeouts(Rule):
         else:
             self.degraded = True
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         n = self.n_z1 + self.n_l7
         if n < self.options["min_timeouts"] or self.degraded or ctx.lmcache_degraded:
             return []

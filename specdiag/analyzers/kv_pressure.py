@@ -7,6 +7,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 
@@ -91,7 +92,7 @@ class CpuTierPressure(Rule):
             b.support("rank-local-leak", 3, f"{self.leak_signs[rank]} negative pin/ref count or garbage-collected-while-"
                       f"referenced warning(s) on {rank}")
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         total = sum(self.counts.values())
         if total < self.options["min_events"]:
             return []
@@ -167,7 +168,7 @@ class RankDisagreement(Rule):
         except ValueError:
             pass
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not self.n:
             return []
         b = CauseBoard()

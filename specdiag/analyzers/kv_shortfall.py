@@ -16,6 +16,7 @@ from specdiag.context import Context
 from specdiag.events import Event, template
 from specdiag.findings import CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
+from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:tp|rank)[_-]?(\d+)(?!\d)", re.I)
@@ -243,7 +244,7 @@ class RetrievalShortfall(Rule):
         occ = self._take_r4(ev, retrieved)
         r4 = occ.r4 if occ is not None else None
         if r4 is None:
-            last = self.lookback(rec.line, b"Retrieved ", key)
+            last = self.run.event_before(rec.line, b"Retrieved ", key)
             # a full retrieve line is only counted by ingest: look back for this process's one just before the error
             r4 = self._r4_fields(Event("R4", last, None, template("R4")) if last is not None else None)
             if r4 is not None and r4["retrieved"] != retrieved:
@@ -319,10 +320,10 @@ class RetrievalShortfall(Rule):
         }
 
     # ---- conclusions ------------------------------------------------------------------------------
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not self.occurrences:
             return []
-        self.stores_total = ctx.event_counts.get("S1", 0)
+        self.stores_total = run.count("S1")
         for occ in self.occurrences:
             if occ.r3 is None and occ.req_id and occ.req_id in self.r3:
                 occ.r3 = self.r3[occ.req_id]

@@ -26,6 +26,7 @@ from specdiag.analyzers.sd_common import (
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.observe import RunState
 
 CONFIRM_DYNAMIC_K = ("specdiag repro --preset dynamic-k  (A/B: the same schedule with and without the K=0 range; "
                      "acceptance after K=0 periods must match the fixed-K arm)")
@@ -94,7 +95,7 @@ class AcceptanceDrop(SpecSeriesRule):
     cause_ids = ("stale-draft-kv", "draft-state-not-restored", "workload-shift")
     defaults = {"min_intervals_per_side": 3, "min_drafts_per_side": 300, "min_z": 4.0, "max_ratio": 0.75,
                 "min_abs_drop": 0.05, "max_intervals": 20000}
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
         out = []
         method = method_of(ctx)
@@ -223,7 +224,7 @@ class ZeroAcceptance(SpecSeriesRule):
         self.conn = _ConnectorSignals()
 
     def observe(self, ev: Event) -> None:
-        if ev.id == "R4":  # only when ingest dispatches it; normally counted (ctx.event_counts)
+        if ev.id == "R4":  # only when ingest dispatches it; normally counted (run.count)
             conn = self.conn
             conn.retrieves += 1
             if conn.first_retrieve is None:
@@ -231,7 +232,7 @@ class ZeroAcceptance(SpecSeriesRule):
         else:
             self.series.observe(ev)
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
         out = []
         method = method_of(ctx)
@@ -272,8 +273,8 @@ class ZeroAcceptance(SpecSeriesRule):
                 b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)} in the "
                           "zero-acceptance intervals")
                 restored = True
-            retrieves = self.conn.retrieves + int((getattr(ctx, "event_counts", None) or {}).get("R4", 0))
-            first_retrieve = self.conn.first_retrieve or (getattr(ctx, "first_events", None) or {}).get("R4")
+            retrieves = self.conn.retrieves + run.count("R4")
+            first_retrieve = self.conn.first_retrieve or run.first("R4")
             if retrieves:
                 b.support("draft-state-not-restored", 2, f"{retrieves} LMCache retrieve line(s) "
                           "(KV restored from the connector)")
@@ -347,7 +348,7 @@ class LowAcceptanceFromStart(SpecSeriesRule):
     defaults = {"max_rate": 0.15, "max_length": 1.4, "stateless_max_rate": 0.03, "min_intervals": 5,
                 "min_drafted": 1000, "max_intervals": 20000}
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
         method = method_of(ctx)
         out = []

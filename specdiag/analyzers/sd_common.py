@@ -17,6 +17,7 @@ from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Evidence
 from specdiag.metrics.series import SPEC_EVENTS, STATS_EVENTS, Interval, SeriesTracker
+from specdiag.observe import RunState
 from specdiag.timeutil import fmt_time
 
 EAGLE_FAMILY = ("eagle", "eagle3", "mtp", "deepseek_mtp", "qwen3_next_mtp", "qwen3_5_mtp", "gemma4_mtp", "dflash",
@@ -237,5 +238,5 @@ class SpecSeriesRule(Rule):
         labels = self.series.labels()
         return [(labels[k], v) for k, v in self.series.engines.items()]
 
-    def finish(self, ctx: Context):  # pragma: no cover - interface
+    def finish(self, ctx: Context, run: RunState):  # pragma: no cover - interface
         raise NotImplementedError

@@ -33,6 +33,7 @@ from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
+from specdiag.observe import RunState
 
 CONFIRM = ("specdiag repro --preset dynamic-k  (same prompts, dynamic_k=off vs on; or serve with "
            "num_speculative_tokens_per_batch_size=[[1, <max>, K]] — no K=0 range — and compare)")
@@ -131,7 +132,7 @@ class AcceptanceAfterKZero(_ScheduleRule):
     defaults = {"after_window": 3, "min_after_intervals": 2, "min_base_intervals": 3, "min_after_drafts": 100,
                 "max_ratio": 0.8, "min_abs_drop": 0.05, "min_margin": 3.0, "max_intervals": 20000}
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
         sched = self.schedule(ctx)
         if not sched or not k_zero_ranges(sched):
@@ -261,7 +262,7 @@ class SpecDisabledBySchedule(_ScheduleRule):
     cause_ids = ("spec-disabled-by-schedule",)
     defaults = {"min_intervals": 1, "max_intervals": 20000}
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         sched = self.schedule(ctx)
         out = []
         if self.dp_disabled is not None and schedule_of(ctx):
@@ -330,7 +331,7 @@ class PerPositionCaveat(_ScheduleRule):
     cause_ids = ("per-position-denominator",)
     defaults = {"max_intervals": 20000}
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         sched = self.schedule(ctx)
         kmax = kmax_of(ctx)
         if not sched:

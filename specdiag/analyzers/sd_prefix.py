@@ -14,6 +14,7 @@ from specdiag.analyzers.sd_common import (
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Cause, Evidence, Finding
+from specdiag.observe import RunState
 
 
 @register
@@ -52,7 +53,7 @@ class PrefixZeroEagleHybrid(SpecSeriesRule):
         if ev.id == "V_ARCH" and self.arch is None:
             self.arch = ev
 
-    def finish(self, ctx: Context) -> list[Finding]:
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         method = method_of(ctx)
         if not is_eagle_family(method) or ctx.prefix_caching is False:
             return []

@@ -14,7 +14,7 @@ import typer
 
 from specdiag import __version__
 
-COMMAND_MODULES = ["analyze", "metrics", "check", "rules", "config", "repro"]
+COMMAND_MODULES = ["analyze", "metrics", "check", "fleet", "events", "rules", "config", "repro"]
 
 app = typer.Typer(
     name="specdiag",

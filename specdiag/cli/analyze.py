@@ -25,6 +25,7 @@ def analyze_cmd(
     redact: bool = typer.Option(False, "--redact", help="Replace prompt and completion text in every output."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every cause and all evidence lines."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin in reports."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
 ) -> None:
     from specdiag.engine import ConfigError, analyze
     from specdiag.ingest import InputError
@@ -36,13 +37,13 @@ def analyze_cmd(
     inputs = read_inputs_or_stdin(paths)
     try:
         report = analyze(inputs, lmcache_config=lmcache_config, select=select or None, ignore=ignore or None,
-                         stdin_name=stdin_name)
+                         stdin_name=stdin_name, jobs=jobs)
     except (InputError, ConfigError) as e:
         fail(str(e))
     if redact:
         from specdiag.redact import redact_report
 
-        redact_report(report)
+        report = redact_report(report)
     if fmt == "json":
         from specdiag.report.json_report import render_json
 

@@ -165,6 +165,7 @@ def check_cmd(
                                                           "(within GitHub's 1 MiB limit)."),
     lmcache_config: str = typer.Option(None, "--lmcache-config", help="LMCache YAML used by the deployment."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Path to show for stdin in annotations."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
 ) -> None:
     from specdiag.baseline import BaselineError, apply_baseline, load_baseline, write_baseline
     from specdiag.config import resolve
@@ -187,7 +188,8 @@ def check_cmd(
     if good:
         try:
             report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select, ignore=cfg.ignore or None,
-                             rule_options=cfg.rule_options, severity_overrides=cfg.severity, stdin_name=stdin_name)
+                             rule_options=cfg.rule_options, severity_overrides=cfg.severity, stdin_name=stdin_name,
+                             jobs=jobs)
         except ConfigError as e:
             fail(str(e))
         except InputError as e:
@@ -196,7 +198,7 @@ def check_cmd(
         from specdiag.config import enabled_codes
 
         report = Report(inputs=[], context={}, findings=[], rules_run=enabled_codes(cfg))
-    report.tool_errors = tool_errors  # type: ignore[attr-defined]
+    report = report.with_tool_errors(tool_errors)
 
     try:
         if update_baseline:
@@ -205,7 +207,7 @@ def check_cmd(
             write_baseline(cfg.baseline, report.findings)
             sys.stderr.write(f"specdiag: wrote {len(report.findings)} finding(s) to the baseline {cfg.baseline}\n")
         if cfg.baseline:
-            apply_baseline(report, load_baseline(cfg.baseline))
+            report = apply_baseline(report, load_baseline(cfg.baseline))
     except BaselineError as e:
         fail(str(e))
 

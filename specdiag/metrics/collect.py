@@ -1,22 +1,33 @@
-"""A light pipeline for ``specdiag metrics``: inputs → records → events → MetricsCollector (no rules)."""
+"""``specdiag metrics``' pipeline: the engine's run loop with the rules switched off.
+
+One run loop serves ``analyze`` and ``metrics``, so both read inputs, wrappers and deployments the same way.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from specdiag.metrics.collector import MetricsCollector
+from specdiag.metrics.series import Interval
 
 
-def collect(paths: list[str], stdin_name: str = "-", cap: int = 10_000_000) -> MetricsCollector:
-    from specdiag.events import default_matcher
-    from specdiag.ingest import expand_inputs, iter_records
+class DeploymentMetrics:
+    """The series of several deployments, each engine's label prefixed with its deployment."""
 
-    col = MetricsCollector(cap=cap)
-    matcher = default_matcher()
-    wanted = col.events
-    for src in expand_inputs(paths, stdin_name=stdin_name):
-        for rec in iter_records(src):
-            if rec.kind != "vllm" and rec.kind != "lmcache":
-                continue
-            ev = matcher.match(rec)
-            if ev is not None and ev.id in wanted:
-                col.observe(ev)
-    return col
+    def __init__(self, parts: list[tuple[str, MetricsCollector]]) -> None:
+        self.parts = parts
+
+    def engines(self) -> list[tuple[str, list[Interval]]]:
+        return [(f"{dep} {label}", items) for dep, col in self.parts for label, items in col.engines()]
+
+
+def collect(paths: list[str], stdin_name: str = "-", cap: int = 10_000_000) -> Any:
+    """A MetricsCollector for one deployment, or a DeploymentMetrics over several (both have ``engines()``)."""
+    from specdiag.engine import AnalyzeOptions, run_analysis
+
+    opts = AnalyzeOptions(paths=tuple(paths), stdin_name=stdin_name, rules=False, metrics_cap=cap, keep_metrics=True)
+    report = run_analysis(opts)
+    parts = [(d.id, d.metrics) for d in report.deployments if d.metrics is not None]
+    if len(parts) == 1:
+        return parts[0][1]
+    return DeploymentMetrics(parts)

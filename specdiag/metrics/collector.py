@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from specdiag.metrics.series import SPEC_EVENTS, STATS_EVENTS, Interval, SeriesTracker, compact
+from specdiag.observe import Observer
 from specdiag.timeutil import rec_time
 
 MARKER_EVENTS = frozenset({"R2", "V1", "V2", "V_CORE_FATAL", "V_CORE_FAILED", "V_PROC_DIED", "V_WORKER_EXC",
@@ -38,8 +39,8 @@ SERIES: dict[str, tuple[str, str, Any]] = {
 }
 
 
-class MetricsCollector:
-    """Observer for ``engine.analyze``: ``events`` / ``observe`` / ``finish_observer``."""
+class MetricsCollector(Observer):
+    """The series observer every analysis runs (the ``specdiag.observe`` protocol; it returns no findings)."""
 
     events = STATS_EVENTS | SPEC_EVENTS | MARKER_EVENTS
 
@@ -79,8 +80,9 @@ class MetricsCollector:
         m.update({"t": t, "rank": rank, "rule": rule})
         target.append(m)
 
-    def finish_observer(self, ctx) -> None:
+    def finish(self, ctx, run) -> list:
         self.ctx = ctx
+        return []
 
     # ------------------------------------------------------------------ output
     def engines(self) -> list[tuple[str, list[Interval]]]:

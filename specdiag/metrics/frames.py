@@ -112,3 +112,6 @@ def read_frame(path: str, fmt: str | None = None):
     else:
         raise ValueError(f"unknown format {fmt!r}")
     return normalise(df)
+
+#: one row of the interval table (used by the events store as well)
+interval_row = _row

@@ -41,7 +41,7 @@ def _inputs_line(report: Report) -> Text:
 
 
 def _context_table(report: Report) -> Table:
-    c = report.context
+    c = report.context or (report.deployments[0].context.to_dict() if report.deployments else {})
     tab = Table.grid(padding=(0, 2))
     tab.add_column(style="bold")
     tab.add_column()

@@ -1,0 +1,171 @@
+"""Deployments: which inputs (and which lines of a merged stream) belong to one server.
+
+A deployment gets its own context, rules and findings, so two pods' logs never mix their ranks, configs
+or request ids. Grouping, from the outside in:
+
+* each **folder** given on the command line is one deployment (a server's rank files, rotated files);
+  the loose **files**, globs and stdin given together form one more (one file per rank of one server is
+  the common case);
+* inside any stream, a line whose wrapper names its origin — ``kubectl logs --prefix`` (``[pod/name/c]``),
+  a journald host, a docker-compose service — belongs to the deployment of that name; lines without
+  such a name follow the last named line of the same input (continuations, wrapped lines).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from specdiag.context import Context, ContextBuilder
+from specdiag.events import Event
+from specdiag.findings import Finding
+from specdiag.ingest import Source, expand_inputs
+from specdiag.metrics.collector import MetricsCollector
+from specdiag.observe import Observer, RunState
+
+
+@dataclass(frozen=True)
+class InputGroup:
+    """Inputs that belong to one deployment unless their lines name another."""
+
+    id: str
+    paths: tuple[str, ...]
+
+
+def group_inputs(paths: Iterable[str]) -> list[InputGroup]:
+    """Each folder argument is a group; the other arguments (files, globs, ``-``) form one group together."""
+    folders: list[str] = []
+    loose: list[str] = []
+    for p in paths:
+        (folders if p != "-" and os.path.isdir(p) else loose).append(p)
+    groups = [InputGroup(p.rstrip("/") or p, (p,)) for p in folders]
+    if loose:
+        groups.insert(0, InputGroup(_loose_id(loose), tuple(loose)))
+    return groups
+
+
+def _loose_id(paths: list[str]) -> str:
+    if len(paths) == 1:
+        return paths[0]
+    parent = os.path.commonpath([os.path.dirname(os.path.abspath(p)) for p in paths if p != "-"] or ["."])
+    rel = os.path.relpath(parent)
+    return rel if rel != "." else "inputs"
+
+
+def sources_of(group: InputGroup, stdin_name: str) -> list[Source]:
+    return expand_inputs(list(group.paths), stdin_name=stdin_name)
+
+
+def deployment_key(rec: Any) -> str | None:
+    """The deployment a record's wrapper names (kubectl pod, journald host, compose service), if any."""
+    return getattr(rec.origin, "deployment", None)
+
+
+@dataclass
+class DeploymentResult:
+    """What one deployment's analysis produced (picklable: it crosses process boundaries with ``-j``)."""
+
+    id: str
+    sources: list[str]
+    context: Context
+    findings: list[Finding]
+    timeline: dict[str, Any]
+    rules_failed: list[dict[str, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: the collector itself, only when asked for (``specdiag metrics`` builds its tables from it)
+    metrics: MetricsCollector | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "sources": list(self.sources), "context": self.context.to_dict()}
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
+
+
+class DeploymentRun:
+    """One deployment's observers (context builder, rules, metrics) and its run state, while reading."""
+
+    def __init__(self, dep_id: str, rule_factory: Callable[[], list], user_cfg: dict | None,
+                 user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = 40000,
+                 keep_metrics: bool = False, extra: list[Observer] | None = None) -> None:
+        self.id = dep_id
+        self.run = RunState(dep_id)
+        self.ctx = Context()
+        self.builder = ContextBuilder(self.ctx, user_cfg, user_cfg_path)
+        self.rules = rule_factory()
+        self.metrics = MetricsCollector(cap=metrics_cap)
+        self.keep_metrics = keep_metrics
+        self.extra = list(extra or [])
+        self.severity_overrides = severity_overrides
+        self.failed: dict[str, str] = {}
+        self.dispatch: dict[str, list[Observer]] = {}
+        self.last_origin: object = None
+        for obs in self.observers:
+            obs.start(self.run)
+            for eid in obs.events:
+                self.dispatch.setdefault(eid, []).append(obs)
+
+    @property
+    def observers(self) -> list[Observer]:
+        return [self.builder, *self.rules, self.metrics, *self.extra]
+
+    def deliver(self, ev: Event) -> None:
+        """Hand the event to its observers; an observer that raises is dropped and reported, not fatal."""
+        for obs in self.dispatch.get(ev.id, ()):
+            try:
+                obs.observe(ev)
+            except Exception as e:  # noqa: BLE001 - one bad line must not end the analysis
+                self._drop(obs, f"{type(e).__name__} on {ev.rec.path}:{ev.rec.line}: {e}")
+
+    def _drop(self, obs: Observer, why: str) -> None:
+        name = getattr(obs, "code", None) or type(obs).__name__
+        self.failed.setdefault(name, why[:300])
+        for handlers in self.dispatch.values():
+            if obs in handlers:
+                handlers.remove(obs)
+        if obs in self.rules:
+            self.rules.remove(obs)
+
+    def finish(self) -> DeploymentResult:
+        self._finish_one(self.builder)
+        findings: list[Finding] = []
+        for rule in list(self.rules):
+            for f in self._finish_one(rule):
+                if rule.code in self.severity_overrides:
+                    f.severity = self.severity_overrides[rule.code]
+                findings.append(f)
+        self._finish_one(self.metrics)
+        for obs in self.extra:
+            self._finish_one(obs)
+        notes = [f"{s}: store/retrieve line counts are those of the whole merged stream"
+                 for s in self.run.shared_count_sources]
+        return DeploymentResult(
+            id=self.id, sources=list(self.run.sources), context=self.ctx, findings=findings,
+            timeline=self.metrics.timeline(findings, self.ctx),
+            rules_failed=[{"rule": k, "error": v} for k, v in self.failed.items()], notes=notes,
+            metrics=self.metrics if self.keep_metrics else None,
+        )
+
+    def _finish_one(self, obs: Observer) -> list[Finding]:
+        try:
+            return list(obs.finish(self.ctx, self.run) or [])
+        except Exception as e:  # noqa: BLE001 - a failing rule is reported, the others still finish
+            self._drop(obs, f"{type(e).__name__} in finish: {e}")
+            return []
+
+
+@dataclass
+class StreamTally:
+    """Per-run bookkeeping that is not a deployment's: unrecognised records and their shapes."""
+
+    unrecognized: Counter = field(default_factory=Counter)
+    unknown_shapes: Counter = field(default_factory=Counter)
+
+    def merge(self, other: StreamTally) -> None:
+        self.unrecognized.update(other.unrecognized)
+        for k, v in other.unknown_shapes.items():
+            if k in self.unknown_shapes or len(self.unknown_shapes) < 500:
+                self.unknown_shapes[k] += v

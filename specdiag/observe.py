@@ -1,0 +1,111 @@
+"""The one observer protocol, and the run state every observer may ask.
+
+Rules, the context builder and the metrics collector are all observers of one deployment's event stream:
+
+* ``start(run)`` — once, before the first event; ``run`` is that deployment's :class:`RunState`;
+* ``observe(event)`` — for each event whose template id is in ``events``;
+* ``finish(ctx, run)`` — once, after the last input; the context builder fills ``ctx``, rules return
+  findings, the metrics collector returns none.
+
+Ingest handles the high-volume lines (stores, retrieves) without turning each into an event. Observers do
+not know that: they ask the run state for ``count(tid)``, ``first(tid)`` and ``event_before(...)``, which
+answer from ingest's counters and its look-back window, wherever those live.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.context import Context
+    from specdiag.events import Event
+    from specdiag.findings import Finding
+    from specdiag.ingest.origin import Origin
+    from specdiag.ingest.records import Record
+
+#: ``(before_line, needle, process_key) -> Record | None`` for the input being read
+LookBack = Callable[[int, bytes, str], "Record | None"]
+MAX_ORIGINS = 4096
+
+
+def _no_lookback(before: int, needle: bytes, key: str) -> None:
+    return None
+
+
+class RunState:
+    """What one deployment's run has seen so far, beyond the events themselves.
+
+    Bounded: counters per template id, the first counted line of each, the distinct process origins
+    (capped), and a look-back into the raw lines of the input currently being read.
+    """
+
+    def __init__(self, deployment: str) -> None:
+        self.deployment = deployment
+        self._counts: dict[str, int] = {}
+        self._first: dict[str, Event] = {}
+        self.origins: list[Origin] = []
+        self._origin_keys: set[str] = set()
+        self.sources: list[str] = []
+        #: sources whose counted lines could not be split between several deployments (a merged stream)
+        self.shared_count_sources: list[str] = []
+        self._lookback: LookBack = _no_lookback
+
+    # --- asked by observers ------------------------------------------------------------------------------
+    def count(self, tid: str) -> int:
+        """How many lines of template ``tid`` ingest counted without dispatching them as events."""
+        return self._counts.get(tid, 0)
+
+    def first(self, tid: str) -> Event | None:
+        """The first such counted line, as an Event (for evidence), or None."""
+        return self._first.get(tid)
+
+    def event_before(self, before_line: int, needle: bytes, process_key: str) -> Record | None:
+        """The nearest counted LMCache line before ``before_line`` of that process containing ``needle``.
+
+        Only meaningful while the input holding ``before_line`` is being read (from ``observe``).
+        """
+        return self._lookback(before_line, needle, process_key)
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    # --- fed by the run loop ---------------------------------------------------------------------------
+    def begin_source(self, name: str, lookback: LookBack | None) -> None:
+        if name not in self.sources:
+            self.sources.append(name)
+        self._lookback = lookback or _no_lookback
+
+    def end_source(self) -> None:
+        self._lookback = _no_lookback
+
+    def add_counts(self, counts: dict[str, int], first: dict[str, Event]) -> None:
+        for tid, n in counts.items():
+            self._counts[tid] = self._counts.get(tid, 0) + n
+        for tid, ev in first.items():
+            self._first.setdefault(tid, ev)
+
+    def saw_origin(self, origin: Origin) -> None:
+        if origin.key not in self._origin_keys and len(self.origins) < MAX_ORIGINS:
+            self._origin_keys.add(origin.key)
+            self.origins.append(origin)
+
+
+class Observer:
+    """Base of every observer; subclasses list the template ids they want in ``events``."""
+
+    events: ClassVar[frozenset[str]] = frozenset()
+    run: RunState
+
+    def start(self, run: RunState) -> None:
+        self.run = run
+
+    def observe(self, ev: Event) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        return []
+
+
+__all__ = ["LookBack", "Observer", "RunState"]
