@@ -34,6 +34,8 @@ class Context:
     lmcache_vendored_adapter: bool = False
     model: str | None = None
     tensor_parallel_size: int | None = None
+    #: True when tensor_parallel_size was guessed from the highest TP rank seen (a lower bound, not a fact)
+    tensor_parallel_size_inferred: bool = False
     pipeline_parallel_size: int | None = None
     data_parallel_size: int | None = None
     ranks_seen: list[str] = field(default_factory=list)
@@ -71,6 +73,7 @@ class Context:
             "lmcache_vendored_adapter": self.lmcache_vendored_adapter,
             "model": self.model,
             "tensor_parallel_size": self.tensor_parallel_size,
+            "tensor_parallel_size_inferred": self.tensor_parallel_size_inferred,
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "data_parallel_size": self.data_parallel_size,
             "ranks_seen": self.ranks_seen,
@@ -333,6 +336,7 @@ class ContextBuilder(Observer):
                 tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
                 if tps:
                     c.tensor_parallel_size = max(tps) + 1
+                    c.tensor_parallel_size_inferred = True
         if c.speculative is None:
             c.speculative = None
         if c.kv_load_failure_policy is None:

@@ -108,6 +108,10 @@ class CauseBoard:
         self._causes: dict[str, Cause] = {}
         self._weights: dict[str, float] = {}
         self._ruled_out: set[str] = set()
+        #: absences that were not counted because the input could not have shown the line: (cause id, what)
+        self.unobserved: list[tuple[str, str]] = []
+        #: when False (a fragment or excerpt), ``absent`` records instead of opposing
+        self.observable = True
 
     def add(self, cause_id: str, prior: float, fix: str = "", confirm_with: str = "") -> None:
         self._causes[cause_id] = Cause(cause_id, 0.0, fix=fix, confirm_with=confirm_with)
@@ -125,6 +129,19 @@ class CauseBoard:
         if cause_id in self._causes:
             self._weights[cause_id] /= factor
             self._causes[cause_id].against.append(why)
+
+    def absent(self, cause_id: str, factor: float, why: str, observable: bool | None = None) -> None:
+        """Counter-evidence from a line that is *not* there: counted only if the input could have shown it.
+
+        A pasted fragment without the minutes before the error cannot show a pin-timeout warning, so its
+        absence says nothing; it is kept in ``unobserved`` (what to collect) instead of lowering the cause.
+        """
+        if cause_id not in self._causes:
+            return
+        if self.observable if observable is None else observable:
+            self.oppose(cause_id, factor, why)
+        else:
+            self.unobserved.append((cause_id, why))
 
     def rule_out(self, cause_id: str, why: str) -> None:
         if cause_id in self._causes:

@@ -165,6 +165,25 @@ def render_explain(d: RuleDoc, width: int = 100) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+def render_cause(info: Any, rules: list[str], markdown: bool = False, width: int = 100) -> str:
+    """``specdiag explain CAUSE-ID``: one catalog row (``analyzers.causes.CauseInfo``) and the rules that weigh it."""
+    fields = [("Mechanism", info.mechanism), ("Fix", info.fix), ("Confirm with", info.confirm),
+              ("Versions", info.versions), ("Lines that decide", info.collect),
+              ("Upstream references", "; ".join(info.references)), ("Weighed by", ", ".join(rules) or "—")]
+    if markdown:
+        out = [f"# {_md(info.id)}", ""]
+        for name, text in fields:
+            out += [f"**{name}:** {_md(text)}", ""]
+        return "\n".join(out).rstrip("\n") + "\n"
+    out = [f"{info.id} — cause", ""]
+    for name, text in fields:
+        out.append(f"{name}:")
+        out += textwrap.wrap(text, width=width, initial_indent="  ", subsequent_indent="  ",
+                             break_on_hyphens=False, break_long_words=False) or ["  —"]
+        out.append("")
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
 def help_markdown(d: RuleDoc) -> str:
     """Short Markdown for SARIF ``rules[].help``."""
     parts = [f"**{_md(d.title)}**"]
@@ -174,5 +193,5 @@ def help_markdown(d: RuleDoc) -> str:
     return "\n\n".join(parts)
 
 
-__all__ = ["SECTIONS", "RuleDoc", "generate_docs", "help_markdown", "parse_docstring", "render_explain",
+__all__ = ["SECTIONS", "RuleDoc", "generate_docs", "help_markdown", "parse_docstring", "render_cause", "render_explain",
            "render_index", "render_rule_markdown", "rule_doc"]

@@ -205,4 +205,4 @@ def test_rank_from_file_name_when_lines_carry_no_prefix(tmp_path) -> None:
     tp1 = write(tmp_path / "worker-tp1.log", shortfall_pair(REQ, 7168, 8192, proc=None))
     assert kv001([eng, tp1])["measurements"]["ranks"] == ["TP1"]
     other = write(tmp_path / "worker-b.log", shortfall_pair(REQ, 7168, 8192, proc=None))
-    assert kv001([eng, other])["measurements"]["ranks"] == ["unknown"]
+    assert kv001([eng, other])["measurements"]["ranks"] == ["unknown (worker-b.log)"]

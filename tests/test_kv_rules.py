@@ -112,3 +112,41 @@ def test_rank_disagreement_info(tmp_path) -> None:
              loc="lmcache_lookup_client.py:150", proc="EngineCore_DP0 pid=2")
     f = rules(write(tmp_path / "a.log", [l6]))["KV008"]
     assert f["severity"] == "info" and f["measurements"]["hit_tokens_forgone"] == 2304
+
+
+# ---- the cause catalog: one cause id, one fix text, in every rule ---------------------------------------------
+def test_every_kv_cause_id_is_catalogued_with_all_fields() -> None:
+    from specdiag.analyzers.base import all_rules
+    from specdiag.analyzers.causes import CATALOG
+
+    for code, cls in all_rules().items():
+        if not code.startswith("KV"):
+            continue
+        for cid in cls.cause_ids:
+            info = CATALOG[cid]
+            assert info.mechanism and info.fix and info.confirm and info.versions and info.references, (code, cid)
+
+
+def test_a_cause_id_carries_the_catalog_fix_in_every_finding(corpus_dir) -> None:
+    from specdiag.analyzers.causes import CATALOG
+
+    seen = 0
+    for case in sorted(p for p in corpus_dir.iterdir() if p.is_dir()):
+        logs = [str(p) for p in case.iterdir() if p.suffix == ".log"]
+        for f in analyze(logs).to_dict()["findings"]:
+            if not f["rule"].startswith("KV"):
+                continue
+            for c in f["causes"]:
+                assert c["fix"] == CATALOG[c["id"]].fix and c["confirm_with"] == CATALOG[c["id"]].confirm
+                seen += 1
+    assert seen > 20
+
+
+def test_explain_accepts_a_cause_id(run_cli) -> None:
+    code, out, err = run_cli("explain", "remote-backend-loss")
+    assert code == 0, err
+    assert "Mechanism:" in out and "cannot pin" in out and "KV001" in out and "KV008" in out
+    code, out, _ = run_cli("explain", "remote-backend-loss", "--format", "markdown")
+    assert code == 0 and out.startswith("# remote-backend-loss")
+    code, _, err = run_cli("explain", "no-such-cause")
+    assert code == 2 and "unknown rule or cause id" in err and "Traceback" not in err

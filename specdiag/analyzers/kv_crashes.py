@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Cause, Evidence, Finding
@@ -70,16 +71,14 @@ class AsyncLoadingInvalidatedObject(Rule):
         async_on = ctx.cfg("enable_async_loading") is True or self.async_seen
         crashed = bool(self.asserts)
         c1 = Cause("async-loading-invalidated-object", 0.8 if async_on else 0.45,
-                   fix="Set enable_async_loading: false, or upgrade LMCache past the async pin fixes.",
-                   confirm_with="specdiag repro --toggle enable_async_loading=true,false")
+                   **fix_and_confirm("async-loading-invalidated-object"))
         if async_on:
             c1.for_.append("asynchronous loading is on (enable_async_loading / 'Responding to scheduler … retrieved length')")
         else:
             c1.against.append("the log does not show asynchronous loading")
         if crashed:
             c1.for_.append(f"the worker then failed 'assert memory_obj.tensor is not None' (line {self.asserts[0].rec.line})")
-        c2 = Cause("ref-count-bug", 0.1 + (0.3 if self.m6 else 0.0), fix="Upgrade LMCache; report the double free.",
-                   confirm_with="look for 'Ref count of MemoryObj … is negative'")
+        c2 = Cause("ref-count-bug", 0.1 + (0.3 if self.m6 else 0.0), **fix_and_confirm("ref-count-bug"))
         if self.m6:
             c2.for_.append(f"{self.m6} negative ref-count warning(s)")
         else:
@@ -141,9 +140,7 @@ class DraftModelLayerMismatch(Rule):
         crashed = self.index_err is not None
         cause = Cause("draft-layer-count-mismatch", 0.9 if crashed else 0.7,
                       for_=["LMCache logged num_draft_layers: 0", "speculative_config method is draft_model"],
-                      fix="Avoid LMCache + method=draft_model on this LMCache version (use ngram/EAGLE/MTP or disable "
-                          "the KV connector for this deployment).",
-                      confirm_with="specdiag repro --preset dynamic-k --device cpu (draft_model without LMCache runs; with it, the first store fails)")
+                      **fix_and_confirm("draft-layer-count-mismatch"))
         if crashed:
             cause.for_.append(f"the store failed: {self.index_err.rec.text.strip().splitlines()[-1][:120]} (line {self.index_err.rec.line})")
         ev = [_ev(self.c12)] + ([_ev(self.index_err)] if crashed else [])

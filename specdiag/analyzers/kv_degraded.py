@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -87,15 +88,10 @@ class LMCacheDegraded(Rule):
             if not (self.n_timeouts and self.lookups and self.zero == self.lookups):
                 return []
         b = CauseBoard()
-        b.add("no-device-connector", 0.3, fix="LMCache has no connector for this device (e.g. vLLM's CPU backend): "
-              "use a supported GPU, a CPU connector plugin (specdiag repro --device cpu ships one), or drop --kv-transfer-config.",
-              confirm_with="look for 'No supported <device> connector found' in the worker log")
-        b.add("init-failure", 0.4, fix="Read the exception inside 'Failed to initialize LMCacheManager components' and fix that "
-              "(config, backend reachability, versions).", confirm_with="restart with LMCACHE_LOG_LEVEL=DEBUG")
-        b.add("health-monitor", 0.2, fix="Find why the health monitor declared LMCache unhealthy (backend down, timeouts).",
-              confirm_with="watch for 'HealthMonitor: System recovered'")
-        b.add("vendored-adapter-import", 0.1, fix="Use LMCache's own adapter (drop use_native) or install a matching LMCache.",
-              confirm_with="python -c 'import lmcache' in the server environment")
+        b.add("no-device-connector", 0.3, **fix_and_confirm("no-device-connector"))
+        b.add("init-failure", 0.4, **fix_and_confirm("init-failure"))
+        b.add("health-monitor", 0.2, **fix_and_confirm("health-monitor"))
+        b.add("vendored-adapter-import", 0.1, **fix_and_confirm("vendored-adapter-import"))
         if self.no_connector is not None:
             b.support("no-device-connector", 20, f"'No supported {ctx.device or ''} connector found' (line {self.no_connector.rec.line})".replace("  ", " "))
             b.oppose("init-failure", 3, "the init exception is the missing device connector")

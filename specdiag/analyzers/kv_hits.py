@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -124,17 +125,11 @@ class ZeroHitsOnRepeats(Rule):
             return []
         chunk = ctx.chunk_size or 256
         b = CauseBoard()
-        b.add("hash-inconsistency", 1.0, fix="Export the same PYTHONHASHSEED (e.g. 0) to every vLLM process, or set "
-              "pre_caching_hash_algorithm to a sha256 variant; restart and replay the prompts.",
-              confirm_with="restart with PYTHONHASHSEED=0 and compare the LMCache hit rate for the same prompts")
-        b.add("lookup-timeout", 0.3, fix="Find why the lookup RPC times out (degraded workers, lookup_timeout_ms).",
-              confirm_with="count 'Timeout occurred for rank' lines against lookups")
-        b.add("capacity-eviction", 0.3, fix="Enlarge max_local_cpu_size or add a tier.",
-              confirm_with="specdiag repro --preset eviction")
-        b.add("prompt-shorter-than-chunk", 0.2, fix="Prompts shorter than chunk_size never fill a chunk; lower chunk_size.",
-              confirm_with="compare prompt lengths with chunk_size")
-        b.add("prefix-served-by-vllm", 0.1, fix="Nothing to fix: vLLM's own prefix cache already serves the repeats.",
-              confirm_with="run with --no-enable-prefix-caching and compare")
+        b.add("hash-inconsistency", 1.0, **fix_and_confirm("hash-inconsistency"))
+        b.add("lookup-timeout", 0.3, **fix_and_confirm("lookup-timeout"))
+        b.add("capacity-eviction", 0.3, **fix_and_confirm("capacity-eviction"))
+        b.add("prompt-shorter-than-chunk", 0.2, **fix_and_confirm("prompt-shorter-than-chunk"))
+        b.add("prefix-served-by-vllm", 0.1, **fix_and_confirm("prefix-served-by-vllm"))
         if self.hash_warnings:
             w = self.hash_warnings[0]
             b.support("hash-inconsistency", 6, f"startup warning at line {w.rec.line}: {w.rec.msg[:110]}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Cause, Evidence, Finding
@@ -71,8 +72,7 @@ class KvLoadFailureOutcome(Rule):
                 self.failed, self.first_v2, {"failed_requests": self.failed, "tokens_affected": self.fail_tokens},
                 [_connector_cause(),
                  Cause("policy-fail", 0.15, for_=["under policy recompute these requests would have succeeded"],
-                       fix='Set "kv_load_failure_policy": "recompute" in --kv-transfer-config while the cause is fixed.',
-                       confirm_with="rerun with kv_load_failure_policy=recompute and count client errors")],
+                       **fix_and_confirm("policy-fail"))],
                 "fail"))
         if self.recovered:
             out.append(self._finding(
@@ -86,5 +86,4 @@ class KvLoadFailureOutcome(Rule):
 
 def _connector_cause() -> Cause:
     return Cause("connector-load-failure", 0.8, for_=["the KV connector reported blocks it could not load"],
-                 fix="Diagnose the connector-side loss (KV001 when LMCache logged the error pair).",
-                 confirm_with="look for LMCache 'Num retrieved tokens' errors at the same time")
+                 **fix_and_confirm("connector-load-failure"))

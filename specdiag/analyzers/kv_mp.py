@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -60,13 +61,9 @@ class MultiProcessFailures(Rule):
             return []
         c = self.counts
         b = CauseBoard()
-        b.add("mp-server-unhealthy", 0.3, fix="Check the lmcache server process (crash, overload, timeouts) and its log.",
-              confirm_with="curl the LMCache server's health endpoint; look for 'LOOKUP to … timed out'")
-        b.add("mp-retrieve-failure", 0.5, fix="Read the server log around the failed request ids; upgrade LMCache "
-              "(MP retrieve fixes) or fall back to the in-process connector.",
-              confirm_with="replay the failing request ids with the in-process LMCacheConnectorV1")
-        b.add("mp-hit-mismatch", 0.2, fix="Give every server the same capacity; check evictions per server.",
-              confirm_with="compare the per-server hit lists in the mismatch lines")
+        b.add("mp-server-unhealthy", 0.3, **fix_and_confirm("mp-server-unhealthy"))
+        b.add("mp-retrieve-failure", 0.5, **fix_and_confirm("mp-retrieve-failure"))
+        b.add("mp-hit-mismatch", 0.2, **fix_and_confirm("mp-hit-mismatch"))
         if c["unhealthy"]:
             b.support("mp-server-unhealthy", 10, f"{c['unhealthy']} 'LMCache server is unhealthy' line(s)")
         else:
@@ -142,10 +139,8 @@ class LookupTimeouts(Rule):
         if n < self.options["min_timeouts"] or self.degraded or ctx.lmcache_degraded:
             return []
         b = CauseBoard()
-        b.add("worker-lookup-server-slow", 0.6, fix="Look at the named rank's worker: blocked event loop, CPU starvation, crashed lookup server.",
-              confirm_with="compare the timeout times with that worker's log")
-        b.add("async-lookup-timeout-too-low", 0.4, fix="Raise lookup_timeout_ms (default 3000).",
-              confirm_with="specdiag repro --toggle lookup_timeout_ms=3000,10000")
+        b.add("worker-lookup-server-slow", 0.6, **fix_and_confirm("worker-lookup-server-slow"))
+        b.add("async-lookup-timeout-too-low", 0.4, **fix_and_confirm("async-lookup-timeout-too-low"))
         if self.n_z1:
             ranks = sorted({e.f.get("rank") for e in self.z1})
             b.support("worker-lookup-server-slow", 3, f"{self.n_z1} lookup RPC timeout(s) to rank(s) {', '.join(map(str, ranks))}")

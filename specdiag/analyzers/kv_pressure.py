@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -23,7 +24,9 @@ class CpuTierPressure(Rule):
     soil in which eviction-driven shortfalls (KV001) grow.
 
     Causes weighed: ``cache-too-small`` (working set larger than ``max_local_cpu_size``),
-    ``pinned-chunks-block-eviction`` (no eviction candidates: chunks pinned by lookups that wait).
+    ``pinned-chunks-block-eviction`` (no eviction candidates: chunks pinned by lookups that wait),
+    ``rank-local-leak`` (only one rank of several under pressure: TP ranks store the same tokens with the
+    same capacity, so one rank alone filling up means its pins or reference counts are not released).
 
     Fix: raise ``max_local_cpu_size`` (check the ``Adjusted CPU memory size`` line for what LMCache really
     got), add a disk/remote tier, or lower concurrency of long distinct prefixes.
@@ -37,9 +40,10 @@ class CpuTierPressure(Rule):
     title = "LMCache CPU tier under memory pressure: stores cut short or dropped"
     severity = "warning"
     family = "KV"
-    cause_ids = ("cache-too-small", "pinned-chunks-block-eviction")
+    cause_ids = ("cache-too-small", "pinned-chunks-block-eviction", "rank-local-leak")
     defaults = {"min_events": 3}
-    events = frozenset({"M1", "M3", "M4", "S4", "S5", "C27"})
+    events = frozenset({"M1", "M3", "M4", "S4", "S5", "C27", "M5", "M6", "M7"})
+    LEAK_SIGNS = frozenset({"M5", "M6", "M7"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -48,18 +52,45 @@ class CpuTierPressure(Rule):
         self.examples: dict[str, Event] = {}
         self.adjusted: Event | None = None
         self.first_t: float | None = None
+        self.leak_signs: dict[str, int] = {}
 
     def observe(self, ev: Event) -> None:
         if ev.id == "C27":
             self.adjusted = self.adjusted or ev
             return
+        rank = ev.rec.origin.rank_label or "unknown"
+        if ev.id in self.LEAK_SIGNS:
+            self.leak_signs[rank] = self.leak_signs.get(rank, 0) + 1
+            return
         self.counts[ev.id] = self.counts.get(ev.id, 0) + 1
-        rank = ev.rec.origin.rank_label or "TP0?"
         self.by_rank[rank] = self.by_rank.get(rank, 0) + 1
         if ev.id not in self.examples:
             self.examples[ev.id] = ev
             if self.first_t is None:
                 self.first_t = rec_time(ev.rec)
+
+    def _weigh_single_rank(self, b: CauseBoard, ctx: Context) -> None:
+        """Pressure on one rank while the input shows the others: a leak there, not a cache too small for all."""
+        pressured = [r for r in self.by_rank if r != "unknown"]
+        others = [r for r in ctx.ranks_seen if r not in self.by_rank]
+        if len(pressured) != 1 or not others or "unknown" in self.by_rank:
+            if len(pressured) > 1:
+                b.support("cache-too-small", 1.5, f"{len(pressured)} ranks under pressure alike ({', '.join(sorted(pressured))})")
+            b.oppose("rank-local-leak", 3, "the pressure is not confined to one rank of several in the input")
+            return
+        rank = pressured[0]
+        if ctx.use_mla and rank.endswith("TP0"):
+            b.oppose("rank-local-leak", 3, "with MLA only the first rank stores ('save only first rank'): pressure there alone is expected")
+            return
+        b.support("rank-local-leak", 12, f"only {rank} is under pressure while {', '.join(others)} — whose lines are in "
+                  "the input and which store the same tokens with the same capacity — are not: its chunks stay pinned or "
+                  "referenced (unevictable)")
+        b.oppose("cache-too-small", 4, f"a cache too small for the working set would fill on every rank, not on {rank} alone")
+        if ctx.lmcache_configs_differ:
+            b.support("cache-too-small", 2, "the ranks' LMCache configs differ (one may have a smaller CPU tier)")
+        if self.leak_signs.get(rank):
+            b.support("rank-local-leak", 3, f"{self.leak_signs[rank]} negative pin/ref count or garbage-collected-while-"
+                      f"referenced warning(s) on {rank}")
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         total = sum(self.counts.values())
@@ -67,11 +98,8 @@ class CpuTierPressure(Rule):
             return []
         b = CauseBoard()
         size = ctx.cfg("max_local_cpu_size")
-        b.add("cache-too-small", 1.0, fix="Raise max_local_cpu_size (GB per worker) or add a disk/remote tier.",
-              confirm_with="specdiag repro --toggle max_local_cpu_size=<small>,<large>")
-        b.add("pinned-chunks-block-eviction", 0.4, fix="Lower pin_timeout_sec moderately or relieve the vLLM block "
-              "pressure that keeps looked-up requests (and their pins) waiting.",
-              confirm_with="watch lmcache:pinned_memory_objs_count during the pressure")
+        for cid, prior in (("cache-too-small", 1.0), ("pinned-chunks-block-eviction", 0.4), ("rank-local-leak", 0.15)):
+            b.add(cid, prior, **fix_and_confirm(cid))
         if size is not None:
             b.note_for("cache-too-small", f"max_local_cpu_size = {size} GB")
         if self.adjusted is not None:
@@ -80,6 +108,7 @@ class CpuTierPressure(Rule):
             b.support("pinned-chunks-block-eviction", 5, f"{self.counts['M1']} 'No eviction candidates' line(s): everything was pinned")
         else:
             b.oppose("pinned-chunks-block-eviction", 2, "no 'No eviction candidates' line")
+        self._weigh_single_rank(b, ctx)
         parts = []
         names = {"M3": "failed allocations", "M4": "failed batched allocations", "S4": "partial stores",
                  "S5": "dropped stores", "M1": "no-eviction-candidate waits"}
@@ -143,10 +172,8 @@ class RankDisagreement(Rule):
         if not self.n:
             return []
         b = CauseBoard()
-        b.add("per-rank-eviction", 1.0, fix="Give every rank the same cache capacity; compare per-rank pressure lines.",
-              confirm_with="count memory-pressure lines per rank (KV007)")
-        b.add("remote-backend-loss", 0.5, fix="Check the remote store for evictions of one rank's keys.",
-              confirm_with="specdiag repro --preset remote-eviction")
+        b.add("per-rank-eviction", 1.0, **fix_and_confirm("per-rank-eviction"))
+        b.add("remote-backend-loss", 0.5, **fix_and_confirm("remote-backend-loss"))
         if not (ctx.cfg("remote_url") or ctx.cfg("storage_plugins")):
             b.rule_out("remote-backend-loss", "no remote backend configured") if ctx.lmcache_config else None
         return [Finding(rule=self.code, severity="info", title=self.title,

@@ -8,6 +8,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import cause
+from specdiag.analyzers.kv_arith import LossViews, describe, loss_views, measurements
+from specdiag.analyzers.kv_coverage import Coverage, CoverageTracker
 from specdiag.analyzers.signals import SignalWindow
 from specdiag.context import Context
 from specdiag.events import Event, template
@@ -20,69 +23,32 @@ _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:tp|rank)[_-]?(\d+)(?!\d)", re.I)
 MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
 MAX_OCCURRENCES = 20_000
 
-CAUSES = {
-    "lookup-retrieve-eviction": (
-        "Give the local CPU tier room (max_local_cpu_size) or reduce concurrent long distinct prefixes so looked-up "
-        "chunks are not evicted before the load.",
-        "specdiag repro --preset eviction",
-    ),
-    "pin-accounting-bug": (
-        "Upgrade LMCache (pin fixes: PRs #3004, #4346, #5095, #5098, #5120); avoid layerwise/async paths known to "
-        "double-unpin until then.",
-        "watch lmcache:pinned_memory_objs_count and the 'Pin count of MemoryObj ... is negative' warning",
-    ),
-    "pin-timeout": (
-        "Raise pin_timeout_sec above the longest lookup→load wait, or relieve vLLM KV-block pressure that keeps "
-        "looked-up requests waiting.",
-        "specdiag repro --toggle pin_timeout_sec=1,300",
-    ),
-    "remote-backend-loss": (
-        "Remote backends cannot pin: size the remote store so it does not evict (Redis maxmemory/noeviction), or put "
-        "a local CPU tier in front of it (local_cpu: true).",
-        "specdiag repro --preset remote-eviction",
-    ),
-    "backend-read-failure": (
-        "Fix the backend read path named in the preceding backend error (API mismatch, I/O errors, timeouts: "
-        "blocking_timeout_secs).",
-        "reproduce the backend error in isolation; compare with the backend disabled (local_cpu only)",
-    ),
-    "cpu-staging-exhausted": (
-        "Increase max_local_cpu_size so disk/remote loads can be staged; check unpin leaks.",
-        "specdiag repro --toggle max_local_cpu_size=0.01,1",
-    ),
-    "adapter-token-accounting-bug": (
-        "Upgrade LMCache past 0.3.1 (PR #911); remove skip_last_n_tokens.",
-        "compare expected vs hit − computed in the Reqid line of the same request",
-    ),
-    "p2p-retrieve-bug": ("Upgrade LMCache (P2P retrieve reimplemented as a storage backend) or disable enable_p2p.",
-                         "specdiag repro --toggle enable_p2p=true,false"),
-    "rank-disagreement": (
-        "Find why ranks hold different chunks (per-rank eviction, remote loss); give every rank the same capacity; "
-        "collect every rank's log.",
-        "compare the per-rank hit counts in 'Lookup results ... differ across ranks' with each rank's pressure lines",
-    ),
-    "hash-inconsistency": ("Set PYTHONHASHSEED identically for every process, or use a sha256-based hash algorithm.",
-                           "restart with PYTHONHASHSEED=0 and compare hit rates"),
-    "async-loading-partial": ("Disable enable_async_loading or upgrade LMCache (PRs #2559, #1665).",
-                              "specdiag repro --toggle enable_async_loading=true,false"),
-    "unfull-chunk-mismatch": ("Use the same save_unfull_chunk / discard_partial_chunks on every writer and reader.",
-                              "compare the settings of every instance sharing the store"),
-    "decode-cache-not-saved": (
-        "No change needed for this error: save_decode_cache only decides whether decode-phase chunks are stored.",
-        "specdiag repro --preset save-decode-cache (the shortfall rate should not change)",
-    ),
-}
+#: the causes KV001 weighs (their texts live in the shared catalog, analyzers/causes.py)
+KV001_CAUSES = (
+    "lookup-retrieve-eviction", "pin-accounting-bug", "pin-timeout", "remote-backend-loss", "backend-read-failure",
+    "cpu-staging-exhausted", "adapter-token-accounting-bug", "p2p-retrieve-bug", "rank-disagreement",
+    "hash-inconsistency", "async-loading-partial", "unfull-chunk-mismatch", "decode-cache-not-saved",
+)
+#: confidence ceilings by how much of the log the input covers (a two-line paste proves the arithmetic only)
+CEILING = {"fragment": 0.6, "partial": 0.7}
 
 
 @dataclass
 class Shortfall:
+    """One rank's short load of one request, from whichever of LMCache's lines the input has.
+
+    ``source`` says which line proves it: the adapter's error pair (``pair``), a ``Retrieved X out of Y``
+    line with X < Y whose pair is not in the input (``retrieve``), or a failed-block report alone
+    (``failed-blocks``). ``expected``/``retrieved`` are the adapter's numbers when the pair is present.
+    """
+
     req_id: str | None
-    expected: int
-    retrieved: int
+    expected: int | None
+    retrieved: int | None
     rank: str | None
     proc_key: str
     r1: Event | None
-    r2: Event
+    r2: Event | None
     r4: dict | None = None
     lookup: dict | None = None
     signals: list[Event] = field(default_factory=list)
@@ -90,10 +56,28 @@ class Shortfall:
     r3: Event | None = None
     outcome: Event | None = None
     t: float | None = None
+    source: str = "pair"
+
+    @property
+    def anchor(self) -> Event:
+        """The line that proves the shortfall (for evidence, paths and ranks)."""
+        if self.r2 is not None:
+            return self.r2
+        if self.r4 is not None:
+            return self.r4["ev"]
+        assert self.r3 is not None
+        return self.r3
 
     @property
     def missing(self) -> int:
-        return self.expected - self.retrieved
+        """Adapter view: ``expected − retrieved`` (``lmcache_cached − vllm_cached`` minus what was loaded)."""
+        if self.expected is not None and self.retrieved is not None:
+            return self.expected - self.retrieved
+        if self.r4 is not None and self.r4.get("required") is not None:
+            return self.r4["required"] - self.r4["retrieved"]
+        if self.r3 is not None:
+            return int(self.r3.f.get("tokens") or 0)
+        return 0
 
 
 @register
@@ -101,9 +85,22 @@ class RetrievalShortfall(Rule):
     """LMCache retrieved fewer KV tokens than its lookup promised.
 
     Detects: the LMCache error pair ``The number of retrieved tokens is less than the expected number of
-    tokens!`` / ``Num retrieved tokens: R, num expected tokens: E`` on a worker. Every occurrence is joined
-    by request id across ranks with the scheduler's ``Reqid:`` lookup, the worker's ``Retrieved … out of …``
-    line, the failed-block report and vLLM's recovery or failure line; repeats are folded.
+    tokens!`` / ``Num retrieved tokens: R, num expected tokens: E`` on a worker; and, when an excerpt ends
+    before that pair, a ``Retrieved X out of Y required tokens`` line (or the older ``… out of Y out of
+    total Z``) with X < Y, or a ``failed to load N tokens across M blocks`` report, on its own (warning).
+    Every occurrence is joined by request id across ranks with the scheduler's ``Reqid:`` lookup, the
+    worker's retrieve line, the failed-block report and vLLM's recovery or failure line; repeats are
+    folded. Without a request id (LMCache ≤ 0.3.9) the same numbers at the same moment on several ranks
+    are one request.
+
+    Arithmetic: ``expected = lmcache_cached − vllm_cached`` is not chunk-aligned, but the retrieve covers
+    whole chunks from ``floor(vllm_cached / chunk) * chunk``; the finding states both views (the
+    retrieve line's ``required`` and ``total`` give LMCache's own), so ``retrieved 0, expected 16`` with
+    ``Retrieved 0 out of 256`` reads as one whole chunk lost, not an unaligned remainder.
+
+    Partial input: on a fragment or excerpt (no startup lines, no config dump) lines that are not there
+    are not counted against a cause, confidence is capped (0.6 for a paste, 0.7 for an excerpt), and the
+    next steps name the lines or log level that would decide between the remaining causes.
 
     Why it matters: the lookup promised (and pinned) chunks that one rank could not load. From LMCache
     0.3.12 the failed blocks go back to vLLM, which recomputes them (cost) or fails the request
@@ -128,10 +125,10 @@ class RetrievalShortfall(Rule):
     title = "LMCache retrieved fewer KV tokens than its lookup promised"
     severity = "error"
     family = "KV"
-    cause_ids = tuple(CAUSES)
+    cause_ids = KV001_CAUSES
     defaults = {"window_s": 60.0}
     events = frozenset({
-        "L1", "L6", "L8", "R1", "R2", "R3", "V1", "V2",
+        "L1", "L6", "L8", "R1", "R2", "R3", "R4", "V1", "V2",
         "M1", "M3", "M4", "S4", "S5", "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
         "X7", "X8", "X9", "D3", "D4", "D5", "D6", "Z1", "L7", "M13", "R8", "C34",
     })
@@ -150,6 +147,11 @@ class RetrievalShortfall(Rule):
         self.l6_count = 0
         self.async_lengths: OrderedDict[str, int] = OrderedDict()
         self.stores_total = 0
+        self.pending_r4: dict[str, list[Shortfall]] = {}
+        self.seen = CoverageTracker()
+        self._coverage: Coverage | None = None
+        self.by_req: OrderedDict[str, Shortfall] = OrderedDict()
+        self.req_short: OrderedDict[str, bool] = OrderedDict()  # request ids with a recorded shortfall
 
     # ---- observation ------------------------------------------------------------------------------
     @staticmethod
@@ -163,6 +165,7 @@ class RetrievalShortfall(Rule):
         tid = ev.id
         rec = ev.rec
         key = rec.origin.key
+        self.seen.see(rec)
         if tid == "L1":
             raw = ev.rec.raw  # "Reqid: <id>, Total tokens …": the id is all we need until a shortfall
             end = raw.find(b",", 7)
@@ -183,13 +186,51 @@ class RetrievalShortfall(Rule):
             self.pending_r1[key] = ev
         elif tid == "R2":
             self._on_r2(ev)
+        elif tid == "R4":
+            self._on_r4(ev)
         elif tid == "R3":
-            self._remember(self.r3, ev.f["req_id"], ev)
+            self._on_r3(ev)
         elif tid in ("V1", "V2"):
             if len(self.outcomes) < 10_000:
                 self.outcomes.append(ev)
         else:
             self.signals.add(ev)
+
+    def _on_r4(self, ev: Event) -> None:
+        """A short retrieve line (ingest only dispatches those): a shortfall even if its error pair never comes."""
+        r4 = self._r4_fields(ev)
+        if r4 is None or r4.get("required") is None or r4["retrieved"] >= r4["required"]:
+            return
+        occ = self._new_occurrence(ev, r4.get("req_id"), None, None, None, r4, "retrieve")
+        if occ is not None:
+            pend = self.pending_r4.setdefault(ev.rec.origin.key, [])
+            pend.append(occ)
+            if len(pend) > 64:
+                del pend[0]
+
+    def _on_r3(self, ev: Event) -> None:
+        """``failed to load N tokens across M blocks``: attach to its request's pair, or stand on its own."""
+        req_id = (ev.f.get("req_id") or "").strip()
+        occ = self.by_req.get(f"{req_id}|{ev.rec.origin.key}") if req_id else None
+        if occ is not None and occ.r3 is None:
+            occ.r3 = ev
+            return
+        if req_id:
+            self._remember(self.r3, req_id, ev)
+            if req_id in self.req_short:
+                return  # another rank's report of a request whose shortfall is already recorded
+        self._new_occurrence(ev, req_id or None, None, None, None, None, "failed-blocks", r3=ev)
+
+    def _take_r4(self, ev: Event, retrieved: int) -> Shortfall | None:
+        """The short retrieve line of this process just before an error pair (same numbers, same file)."""
+        pend = self.pending_r4.get(ev.rec.origin.key)
+        for i in range(len(pend or ()) - 1, -1, -1):
+            occ = pend[i]
+            r4ev = occ.r4["ev"]
+            if occ.r4["retrieved"] == retrieved and r4ev.rec.path == ev.rec.path and 0 < ev.rec.line - r4ev.rec.line <= 50:
+                del pend[i]
+                return occ
+        return None
 
     def _on_r2(self, ev: Event) -> None:
         rec = ev.rec
@@ -200,37 +241,62 @@ class RetrievalShortfall(Rule):
         retrieved, expected = ev.f["retrieved"], ev.f["expected"]
         if retrieved >= expected:
             return
-        last = self.run.event_before(rec.line, b"Retrieved ", key)
-        # retrieve lines are only counted by ingest: look back for this process's one just before the error
-        r4 = self._r4_fields(Event("R4", last, None, template("R4")) if last is not None else None)
-        if r4 is not None and r4["retrieved"] != retrieved:
-            r4 = None
+        occ = self._take_r4(ev, retrieved)
+        r4 = occ.r4 if occ is not None else None
+        if r4 is None:
+            last = self.run.event_before(rec.line, b"Retrieved ", key)
+            # a full retrieve line is only counted by ingest: look back for this process's one just before the error
+            r4 = self._r4_fields(Event("R4", last, None, template("R4")) if last is not None else None)
+            if r4 is not None and r4["retrieved"] != retrieved:
+                r4 = None
         req_id = (r1.f.get("req_id") if r1 is not None else None) or (r4 or {}).get("req_id")
-        if req_id:
-            req_id = req_id.strip()
-        lookup = self._lookup_fields(self.lookups.get(req_id)) if req_id else None
-        if lookup is None and not req_id and r4 is not None:
-            # pre-0.3.12: no id on the error; find the latest lookup whose hit equals the retrieve's total
-            for n, (rid, lev) in enumerate(reversed(self.lookups.items())):
-                lk = self._lookup_fields(lev)
-                if lk is not None and lk["hit"] == r4["total"]:
-                    req_id, lookup = rid, lk
-                    break
-                if n > 2000:
-                    break
-        t = rec_time(rec)
-        window_start = lookup["t"] if lookup and lookup.get("t") else None
-        window = self.options["window_s"]
-        if window_start is not None and t is not None:
-            window = max(window, t - window_start + 1.0)
-        sig = self.signals.before(key, t, rec.line, rec.path, window)
+        if occ is not None:  # the retrieve line already opened this occurrence: the pair completes it
+            occ.r1, occ.r2, occ.expected, occ.retrieved, occ.source = r1, ev, expected, retrieved, "pair"
+            if req_id and not occ.req_id:
+                occ.req_id = req_id.strip()
+                self._attach_lookup(occ)
+            return
+        self._new_occurrence(ev, req_id, r1, expected, retrieved, r4, "pair")
+
+    def _new_occurrence(self, ev: Event, req_id: str | None, r1: Event | None, expected: int | None,
+                        retrieved: int | None, r4: dict | None, source: str, r3: Event | None = None) -> Shortfall | None:
+        """Record one rank's shortfall with the lookup and the signals of that process just before it."""
+        rec = ev.rec
         if len(self.occurrences) >= MAX_OCCURRENCES:
             self.dropped += 1
+            return None
+        if retrieved is None and r4 is not None:
+            retrieved = r4["retrieved"]
+        occ = Shortfall(req_id=req_id.strip() if req_id else None, expected=expected, retrieved=retrieved,
+                        rank=rec.origin.rank_label, proc_key=rec.origin.key, r1=r1,
+                        r2=ev if source == "pair" else None, r4=r4, r3=r3, t=rec_time(rec), source=source)
+        self._attach_lookup(occ)
+        window_start = occ.lookup["t"] if occ.lookup and occ.lookup.get("t") else None
+        window = self.options["window_s"]
+        if window_start is not None and occ.t is not None:
+            window = max(window, occ.t - window_start + 1.0)
+        occ.signals = self.signals.before(rec.origin.key, occ.t, rec.line, rec.path, window)
+        self.occurrences.append(occ)
+        if occ.req_id:
+            self._remember(self.by_req, f"{occ.req_id}|{occ.proc_key}", occ)
+            self._remember(self.req_short, occ.req_id, True)
+        return occ
+
+    def _attach_lookup(self, occ: Shortfall) -> None:
+        """Join the scheduler's lookup: by request id, or (no id before 0.3.12) by hit == the retrieve's total."""
+        if occ.req_id:
+            occ.lookup = self._lookup_fields(self.lookups.get(occ.req_id))
+            occ.l6 = self.l6_for.get(occ.req_id)
             return
-        self.occurrences.append(Shortfall(
-            req_id=req_id, expected=expected, retrieved=retrieved, rank=rec.origin.rank_label, proc_key=key,
-            r1=r1, r2=ev, r4=r4, lookup=lookup, signals=sig, l6=self.l6_for.get(req_id) if req_id else None, t=t,
-        ))
+        if occ.r4 is None or occ.r4.get("total") is None:
+            return
+        for n, (rid, lev) in enumerate(reversed(self.lookups.items())):
+            lk = self._lookup_fields(lev)
+            if lk is not None and lk["hit"] == occ.r4["total"]:
+                occ.req_id, occ.lookup, occ.l6 = rid, lk, self.l6_for.get(rid)
+                return
+            if n > 2000:
+                return
 
     @staticmethod
     def _lookup_fields(ev: Event | None) -> dict | None:
@@ -259,33 +325,84 @@ class RetrievalShortfall(Rule):
             return []
         self.stores_total = run.count("S1")
         for occ in self.occurrences:
-            if occ.req_id and occ.req_id in self.r3:
+            if occ.r3 is None and occ.req_id and occ.req_id in self.r3:
                 occ.r3 = self.r3[occ.req_id]
             occ.outcome = self._match_outcome(occ)
-        # one incident per request id (all ranks that reported it), then fold identical incidents
-        incidents: OrderedDict[str, list[Shortfall]] = OrderedDict()
-        for i, occ in enumerate(self.occurrences):
-            incidents.setdefault(occ.req_id or f"#{i}", []).append(occ)
-        single_rank = (ctx.tensor_parallel_size or 1) == 1 and (ctx.pipeline_parallel_size or 1) == 1
+        incidents = self._incidents()
+        single_rank = self._single_rank(ctx)
         for occ in self.occurrences:
             if occ.rank is None and occ.proc_key in ctx.rank_by_proc:
                 occ.rank = ctx.rank_by_proc[occ.proc_key]
         # fold incidents by the set of ranks that reported them: one finding per failure pattern
         groups: OrderedDict[frozenset, list[list[Shortfall]]] = OrderedDict()
-        for occs in incidents.values():
-            ranks = frozenset(self._rank(o, single_rank) for o in occs)
+        for occs in incidents:
+            ranks = frozenset(self._rank(o, single_rank, ctx) for o in occs)
             groups.setdefault(ranks, []).append(occs)
         return [self._finding(ctx, incs, single_rank) for incs in groups.values()]
 
+    def _incidents(self) -> list[list[Shortfall]]:
+        """One incident per request: all ranks that reported it.
+
+        Without a request id (LMCache ≤ 0.3.9 prints the pair without one) the same numbers printed within
+        the same second by different processes are one request seen on several ranks, not several requests.
+        """
+        incidents: OrderedDict[str, list[Shortfall]] = OrderedDict()
+        for i, occ in enumerate(self.occurrences):
+            if occ.req_id:
+                key = occ.req_id
+            elif occ.t is not None:
+                key = f"~{occ.expected}|{occ.retrieved}|{occ.missing}|{int(occ.t)}"
+                n = 0
+                while key in incidents and any(o.proc_key == occ.proc_key for o in incidents[key]):
+                    n += 1  # this process already reported these numbers at this moment: another request
+                    key = f"~{occ.expected}|{occ.retrieved}|{occ.missing}|{int(occ.t)}|{n}"
+            else:
+                key = f"#{i}"
+            incidents.setdefault(key, []).append(occ)
+        return list(incidents.values())
+
     @staticmethod
-    def _rank(o: Shortfall, single_rank: bool) -> str:
+    def _single_rank(ctx: Context) -> bool:
+        """True only when the log states one rank (TP=1, PP=1): a guessed TP size is a lower bound."""
+        return (ctx.tensor_parallel_size == 1 and not ctx.tensor_parallel_size_inferred
+                and (ctx.pipeline_parallel_size or 1) == 1)
+
+    @classmethod
+    def _one_rank(cls, ctx: Context, occs: list[Shortfall]) -> bool:
+        """One rank stated (TP=1), or worker lines printed by the engine-core process (in-process model, TP=1)."""
+        if cls._single_rank(ctx):
+            return True
+        return all(o.anchor.rec.origin.proc.startswith("EngineCore") and o.anchor.rec.origin.pid is not None
+                   for o in occs) and not (ctx.tensor_parallel_size or 0) > 1
+
+    @staticmethod
+    def _tp_stated(ctx: Context) -> bool:
+        return ctx.tensor_parallel_size is not None and not ctx.tensor_parallel_size_inferred
+
+    def _tp_words(self, ctx: Context, ranks: list[str], stated: bool) -> str:
+        tp = ctx.tensor_parallel_size
+        if tp and tp > 1:
+            return f" of TP={tp}" if stated else f" (TP ≥ {tp}: the log does not state the TP size)"
+        return ""
+
+    @staticmethod
+    def _rank(o: Shortfall, single_rank: bool, ctx: Context | None = None) -> str:
+        """The rank that printed it, only from what the input says; otherwise ``unknown (file)``."""
         if o.rank:
             return o.rank
         if single_rank:
             return "TP0"
+        origin = o.anchor.rec.origin
+        if origin.proc.startswith("EngineCore") and origin.pid is not None:
+            # worker-side line printed by the engine-core process: the model runs in-process (TP=1)
+            return "TP0"
         # one file per worker without process prefixes: the file name often carries the rank
-        m = _RANK_IN_NAME.search(os.path.basename(o.r2.rec.path))
-        return f"TP{int(m.group(1))}" if m else "unknown"
+        m = _RANK_IN_NAME.search(os.path.basename(o.anchor.rec.path))
+        if m:
+            return f"TP{int(m.group(1))}"
+        if ctx is not None and len(ctx.ranks_seen) == 1 and not (ctx.tensor_parallel_size or 0) > 1:
+            return ctx.ranks_seen[0]  # the only worker the input shows
+        return f"unknown ({os.path.basename(o.anchor.rec.path)})"
 
     def _match_outcome(self, occ: Shortfall) -> Event | None:
         for out in self.outcomes:
@@ -299,77 +416,91 @@ class RetrievalShortfall(Rule):
             to = rec_time(out.rec)
             if t is not None and to is not None and 0 <= to - t <= 5:
                 return out
-            if out.rec.path == occ.r2.rec.path and 0 < out.rec.line - occ.r2.rec.line <= 40:
+            if out.rec.path == occ.anchor.rec.path and 0 < out.rec.line - occ.anchor.rec.line <= 40:
                 best = best or out
         return best
+
+    def _views(self, o: Shortfall, chunk: int) -> LossViews:
+        return loss_views(chunk, o.expected, o.retrieved, o.r4, o.lookup, o.r3.f if o.r3 is not None else None)
 
     def _finding(self, ctx: Context, incidents: list[list[Shortfall]], single_rank: bool) -> Finding:
         first = incidents[0][0]
         all_occ = [o for inc in incidents for o in inc]
         chunk = ctx.chunk_size or 256
         chunk_known = ctx.chunk_size is not None
-        missing = first.missing
-        aligned = all(o.missing % chunk == 0 for o in all_occ)
-        ranks = sorted({self._rank(o, single_rank) for o in all_occ})
+        views = [self._views(o, chunk) for o in all_occ]
+        v0 = views[0]
+        aligned_each = [v.aligned for v in views]
+        aligned = all(a is not False for a in aligned_each)
+        ranks = sorted({self._rank(o, single_rank, ctx) for o in all_occ})
         req_ids = [inc[0].req_id for inc in incidents if inc[0].req_id][:20]
-        meas = {
-            "expected_tokens": first.expected,
-            "retrieved_tokens": first.retrieved,
-            "missing_tokens": missing,
+        meas = measurements(v0)
+        meas.update({
             "chunk_size": chunk,
-            "chunk_size_source": "log" if chunk_known else "assumed default (no config line in the log)",
-            "missing_chunks": missing // chunk if aligned else round(missing / chunk, 2),
+            "chunk_size_source": "log" if chunk_known else "assumed default 256 (no config line in the input)",
+            "missing_chunks": v0.lost_chunks,
             "chunk_aligned": aligned,
+            "chunk_alignment_basis": ("retrieve view (required − retrieved)" if v0.not_loaded is not None
+                                      else "undecidable: nothing loaded and no retrieve line" if v0.aligned is None
+                                      else "adapter view (expected − retrieved)"),
             "ranks": ranks,
             "request_ids": req_ids,
             "occurrences": len(incidents),
             "error_lines": len(all_occ),
-        }
+            "evidence_source": first.source,
+        })
+        if not chunk_known and v0.chunk_consistent() is not None:
+            meas["chunk_size_consistent_with_retrieve_line"] = v0.chunk_consistent()
         if len({(o.expected, o.retrieved) for o in all_occ}) > 1:
-            miss = [o.missing for o in all_occ]
+            miss = [v.missing or 0 for v in views]
             meas["missing_tokens_range"] = [min(miss), max(miss)]
             meas["total_missing_tokens"] = sum(miss)
             meas["per_request"] = [
-                {"request_id": o.req_id, "rank": self._rank(o, single_rank), "expected": o.expected, "retrieved": o.retrieved}
-                for o in all_occ[:20]
+                {"request_id": o.req_id, "rank": self._rank(o, single_rank, ctx), "expected": v.expected, "retrieved": v.retrieved}
+                for o, v in list(zip(all_occ, views, strict=True))[:20]
             ]
-        if first.r4 and first.r4.get("total") is not None:
-            vllm_cached = first.r4["total"] - first.expected
-            meas["vllm_cached_tokens"] = vllm_cached
-            meas["lmcache_cached_tokens"] = first.r4["total"]
         if first.lookup:
             meas["lookup_hit_tokens"] = first.lookup["hit"]
             meas["lookup_total_tokens"] = first.lookup["total"]
             if first.lookup.get("t") and first.t:
                 meas["lookup_to_retrieve_s"] = round(first.t - first.lookup["t"], 3)
-        if ctx.tensor_parallel_size:
+        tp_stated = self._tp_stated(ctx)
+        if tp_stated:
             meas["tensor_parallel_size"] = ctx.tensor_parallel_size
+        elif ctx.tensor_parallel_size and ctx.tensor_parallel_size > 1:
+            meas["tensor_parallel_size_at_least"] = ctx.tensor_parallel_size
         if self.dropped:
             meas["occurrences_not_tracked"] = self.dropped
+        cov = self.coverage(ctx)
+        meas["input_coverage"] = cov.kind
 
-        board = self._rank_causes(ctx, all_occ, aligned, chunk)
+        board = self._rank_causes(ctx, all_occ, views, chunk, cov)
         evidence = self._evidence(incidents)
         outcome = next((o.outcome for o in all_occ if o.outcome is not None), None)
-        severity = "error"
+        severity = "error" if any(o.source == "pair" for o in all_occ) else "warning"
         impact = self._impact(ctx, all_occ, outcome)
         if outcome is not None and outcome.id == "V1" and all(o.outcome is not None and o.outcome.id == "V1" for o in all_occ):
             severity = "warning"
+        if severity == "warning" and ctx.cfg("enable_blending") is True and all(o.source == "retrieve" for o in all_occ):
+            severity = "info"  # CacheBlend retrieves reusable segments, not a promised prefix: a short retrieve is normal
         where = ", ".join(ranks)
-        arith = (f"expected {first.expected} − retrieved {first.retrieved} = {missing} missing tokens"
-                 + (f" = {missing // chunk} chunks of {chunk}" if aligned else f", not a multiple of chunk_size {chunk}"))
-        if aligned and first.retrieved > 0:
-            arith += f": the last {missing // chunk} chunks of the promised prefix"
-        elif first.retrieved == 0:
-            arith += ": nothing was loaded (the first chunk already failed)"
-        tp = f" of TP={ctx.tensor_parallel_size}" if ctx.tensor_parallel_size and ctx.tensor_parallel_size > 1 else ""
-        summary = f"{arith}, on {where}{tp}. {impact}"
+        chunk_note = "" if chunk_known else " (assuming the default chunk_size 256: no config line in the input)"
+        arith = describe(v0, chunk_note)
+        if first.source == "retrieve":
+            arith = "a retrieve line loaded less than it was asked for (the adapter's error pair is not in the input): " + arith
+        elif first.source == "failed-blocks":
+            arith = "a failed-block report without its error pair: " + arith
+        rank_word = "rank" if len(ranks) == 1 else "ranks"
+        summary = f"{arith[:1].upper()}{arith[1:]}, on {rank_word} {where}{self._tp_words(ctx, ranks, tp_stated)}. {impact}"
         if len(incidents) > 1:
             summary += (f" {len(incidents)} requests affected on the same rank(s); numbers above are the first "
                         f"(missing {meas['missing_tokens_range'][0]}–{meas['missing_tokens_range'][1]} tokens, "
                         f"{meas['total_missing_tokens']} in all)." if "missing_tokens_range" in meas
                         else f" {len(incidents)} requests affected, all with the same numbers.")
-        causes = board.ranked(ceiling=self._ceiling(all_occ, ctx), cap={"decode-cache-not-saved": 0.05})
-        next_steps = self._next_steps(ctx, all_occ, causes[0].id if causes else None, single_rank)
+        if cov.partial:
+            summary += f" {cov.sentence()}"
+        causes = board.ranked(ceiling=self._ceiling(all_occ, ctx, cov), cap={"decode-cache-not-saved": 0.05})
+        next_steps = self._next_steps(ctx, all_occ, causes, single_rank, cov, board)
         identity = f"{where}|{first.expected}|{first.retrieved}|{first.req_id or ''}"
         return Finding(
             rule=self.code, severity=severity, title=self.title, summary=summary, count=len(incidents),
@@ -395,17 +526,91 @@ class RetrievalShortfall(Rule):
             return f"vLLM {ctx.vllm_version} has no load-failure handling: the missing KV was used unfilled (corruption risk)."
         return "No failed-block report or vLLM outcome line was found for it."
 
-    def _ceiling(self, occs: list[Shortfall], ctx: Context) -> float:
+    def _ceiling(self, occs: list[Shortfall], ctx: Context, cov: Coverage) -> float:
         discriminating = any(o.signals or o.l6 is not None for o in occs)
         if discriminating:
-            return 0.85
-        if any(o.lookup for o in occs) and ctx.lmcache_config:
-            return 0.6
-        return 0.45
+            ceiling = 0.85
+        elif any(o.lookup for o in occs) and ctx.lmcache_config:
+            ceiling = 0.6
+        else:
+            ceiling = 0.45
+        return min(ceiling, CEILING.get(cov.kind, 1.0))
+
+    def coverage(self, ctx: Context) -> Coverage:
+        if self._coverage is None:
+            self._coverage = self.seen.assess(ctx)
+        return self._coverage
+
+    @staticmethod
+    def _weigh_alignment(b: CauseBoard, views: list[LossViews], chunk: int, read_miss: bool) -> None:
+        """Whole chunks lost (most causes) or a sub-chunk remainder (unfull chunk, adapter accounting)."""
+        v = views[0]
+        aligned = [x.aligned for x in views]
+        if all(a is True for a in aligned):
+            basis = "LMCache's retrieve view" if v.not_loaded is not None else "the adapter's numbers"
+            b.oppose("unfull-chunk-mismatch", 30, f"the loss is a whole number of {chunk}-token chunks ({basis})")
+            b.oppose("adapter-token-accounting-bug", 2, "the loss is chunk-aligned")
+            b.note_for("lookup-retrieve-eviction", f"chunk-aligned loss ({chunk}-token chunks): whole chunks vanished")
+        elif any(a is False for a in aligned):
+            known_view = v.not_loaded is not None
+            strong = known_view or (v.retrieved or 0) > 0
+            sub_chunk = (v.not_loaded if known_view else v.missing or 0) < chunk
+            why = (f"the retrieve lost {v.not_loaded} tokens, not a whole number of {chunk}-token chunks" if known_view
+                   else f"missing tokens are not a multiple of chunk_size {chunk}")
+            if read_miss:
+                b.support("unfull-chunk-mismatch", 2, why)
+                b.oppose("unfull-chunk-mismatch", 8, "a read failed ('can't be retrieved'): the chunk was asked for, "
+                         "not cut off by a chunk-multiple slice")
+            elif strong and sub_chunk:
+                b.support("unfull-chunk-mismatch", 20, why + ", and less than one chunk short")
+            else:
+                b.support("unfull-chunk-mismatch", 3 if strong else 1.5, why)
+            b.support("adapter-token-accounting-bug", (3 if sub_chunk else 6) if strong else 2, why)
+            for cid in ("lookup-retrieve-eviction", "remote-backend-loss", "pin-timeout", "pin-accounting-bug"):
+                b.oppose(cid, 3 if strong else 1.3, "chunk-level losses are multiples of chunk_size; this one is not")
+        else:
+            b.note_for("unfull-chunk-mismatch", "retrieved 0 says nothing about alignment: the retrieve line "
+                       "('Retrieved X out of Y required tokens') would decide")
+        if v.hit_aligned is True and v.not_loaded is not None and v.not_loaded % chunk == 0:
+            b.oppose("unfull-chunk-mismatch", 3, f"the lookup hit ({v.lmcache_cached} tokens) ends on a chunk boundary")
+        elif v.hit_aligned is False:
+            b.note_for("unfull-chunk-mismatch", f"the lookup hit ({v.lmcache_cached} tokens) ends mid-chunk: an unfull "
+                       "last chunk was stored (save_unfull_chunk, PD or blending)")
+
+    def _weigh_ranks(self, b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
+        """Which ranks were short: a subset means a per-rank loss; every rank alike means a systematic cause."""
+        ranks = sorted({self._rank(o, self._single_rank(ctx), ctx) for o in occs})
+        known = [r for r in ranks if not r.startswith("unknown")]
+        where = "/".join(ranks)
+        tp = ctx.tensor_parallel_size or 0
+        stated = self._tp_stated(ctx)
+        same_numbers = len({(o.expected, o.retrieved) for o in occs}) == 1
+        all_ranks = stated and tp > 1 and len(known) >= tp
+        if (all_ranks or len(known) >= 2) and same_numbers and len(self._incidents_of(occs)) == 1:
+            what = f"all {tp} ranks" if all_ranks else f"{len(known)} ranks ({where})"
+            b.support("adapter-token-accounting-bug", 4 if all_ranks else 2.5,
+                      f"{what} were short by exactly the same numbers at the same moment: a systematic cause "
+                      "(accounting, configuration), not a per-rank loss")
+            for cid in ("lookup-retrieve-eviction", "pin-accounting-bug", "pin-timeout", "rank-disagreement"):
+                b.oppose(cid, 2.5 if all_ranks else 1.5, f"{what} lost the same tokens at once: ranks evict and pin "
+                         "independently, so a per-rank loss would not repeat identically")
+            if ctx.cfg("remote_url"):
+                b.support("remote-backend-loss", 1.5, "one shared remote store can fail every rank at once")
+            return
+        if stated and tp > 1 and known and len(known) < tp and len(ctx.ranks_seen) >= tp:
+            for cid in ("lookup-retrieve-eviction", "pin-accounting-bug", "remote-backend-loss", "rank-disagreement"):
+                b.note_for(cid, f"only {where} of {tp} ranks reported it (all {tp} ranks' lines are in the input): "
+                           "a per-rank loss")
+
+    @staticmethod
+    def _incidents_of(occs: list[Shortfall]) -> set:
+        return {(o.req_id or f"~{o.expected}|{o.retrieved}|{int(o.t) if o.t is not None else id(o)}") for o in occs}
 
     # ---- cause ranking ----------------------------------------------------------------------------
-    def _rank_causes(self, ctx: Context, occs: list[Shortfall], aligned: bool, chunk: int) -> CauseBoard:
+    def _rank_causes(self, ctx: Context, occs: list[Shortfall], views: list[LossViews], chunk: int,
+                     cov: Coverage) -> CauseBoard:
         b = CauseBoard()
+        b.observable = not cov.partial
         priors = {
             "lookup-retrieve-eviction": 1.0, "pin-accounting-bug": 0.45, "pin-timeout": 0.4,
             "remote-backend-loss": 0.3, "backend-read-failure": 0.45, "cpu-staging-exhausted": 0.2,
@@ -414,35 +619,28 @@ class RetrievalShortfall(Rule):
             "decode-cache-not-saved": 0.02,
         }
         for cid, prior in priors.items():
-            fix, confirm = CAUSES[cid]
-            b.add(cid, prior, fix=fix, confirm_with=confirm)
+            c = cause(cid)
+            b.add(cid, prior, fix=c.fix, confirm_with=c.confirm)
         cfg = ctx.lmcache_config
         fams: dict[str, list[Event]] = {}
         for o in occs:
             for s in o.signals:
                 fams.setdefault(_family(s), []).append(s)
-        ranks = sorted({o.rank or "?" for o in occs})
+        ranks = sorted({self._rank(o, self._single_rank(ctx), ctx) for o in occs})
         where = "/".join(ranks)
         lmc_v = version_tuple(ctx.lmcache_version)
-        tp = ctx.tensor_parallel_size or 1
 
-        # chunk alignment
-        if aligned:
-            b.oppose("unfull-chunk-mismatch", 30, f"the missing count is a whole number of {chunk}-token chunks")
-            b.oppose("adapter-token-accounting-bug", 2, "the missing count is chunk-aligned")
-            b.note_for("lookup-retrieve-eviction", f"chunk-aligned loss ({chunk}-token chunks): whole chunks vanished")
-        else:
-            b.support("unfull-chunk-mismatch", 20, f"missing tokens are not a multiple of chunk_size {chunk}")
-            b.support("adapter-token-accounting-bug", 6, f"missing tokens are not a multiple of chunk_size {chunk}")
-            for cid in ("lookup-retrieve-eviction", "remote-backend-loss", "pin-timeout", "pin-accounting-bug"):
-                b.oppose(cid, 3, "chunk-level losses are multiples of chunk_size; this one is not")
-        # which ranks
-        if tp > 1 and len(ranks) < tp and "unknown" not in ranks:
-            for cid in ("lookup-retrieve-eviction", "pin-accounting-bug", "remote-backend-loss", "rank-disagreement"):
-                b.note_for(cid, f"only {where} of {tp} ranks reported it: a per-rank loss")
-        # memory pressure
+        self._weigh_alignment(b, views, chunk, bool(fams.get("read-miss")))
+        self._weigh_ranks(b, ctx, occs)
+        # memory pressure: circumstantial. A line that names the mechanism explains the pressure too.
         pressure = fams.get("pressure", [])
-        if pressure:
+        specific = self._specific_mechanism(fams, occs)
+        if pressure and specific:
+            b.support("lookup-retrieve-eviction", 1.3,
+                      f"{len(pressure)} memory-pressure line(s) on {where} shortly before — but {specific[1]} names the "
+                      f"mechanism ({specific[0]}), which explains the pressure as well")
+            b.support("pin-timeout", 1.5, "the local cache was full, so force-unpinned chunks would be evicted at once")
+        elif pressure:
             b.support("lookup-retrieve-eviction", 5,
                       f"{len(pressure)} memory-pressure line(s) on {where} shortly before "
                       f"(e.g. line {pressure[-1].rec.line}: {pressure[-1].rec.msg[:90]})")
@@ -450,7 +648,7 @@ class RetrievalShortfall(Rule):
         elif self.signals.totals.get("pressure"):
             b.support("lookup-retrieve-eviction", 1.5, f"{self.signals.totals['pressure']} memory-pressure line(s) elsewhere in the log")
         elif self.stores_total:
-            b.oppose("lookup-retrieve-eviction", 2.5, f"the log shows {self.stores_total} stores but no memory-pressure line "
+            b.absent("lookup-retrieve-eviction", 2.5, f"the log shows {self.stores_total} stores but no memory-pressure line "
                      "(eviction itself is only logged at DEBUG)")
         else:
             b.note_for("lookup-retrieve-eviction", "the most common cause; the log shows too little of this rank to confirm or exclude it")
@@ -475,7 +673,7 @@ class RetrievalShortfall(Rule):
         elif self.signals.totals.get("pin-negative"):
             b.support("pin-accounting-bug", 2, f"{self.signals.totals['pin-negative']} negative pin-count warning(s) elsewhere in the log")
         elif not pto:
-            b.oppose("pin-accounting-bug", 2, "no 'Pin count of MemoryObj … is negative' warning in the log")
+            b.absent("pin-accounting-bug", 2, "no 'Pin count of MemoryObj … is negative' warning in the log")
         gap = next((o.t - o.lookup["t"] for o in occs if o.lookup and o.lookup.get("t") and o.t), None)
         pin_timeout = (cfg or {}).get("pin_timeout_sec")
         if pto:
@@ -489,7 +687,7 @@ class RetrievalShortfall(Rule):
         elif gap is not None and gap < 30:
             b.oppose("pin-timeout", 5, f"only {gap:.2f} s between lookup and retrieve (default pin_timeout_sec is 300)")
         else:
-            b.oppose("pin-timeout", 1.5, "no 'Pin timeout detected' warning in the log")
+            b.absent("pin-timeout", 1.5, "no 'Pin timeout detected' warning in the log")
         # backends
         remote_cfg = None
         if cfg is not None:
@@ -509,6 +707,9 @@ class RetrievalShortfall(Rule):
                          "evictions are remote-backend-loss")
             if cfg.get("local_cpu") is True:
                 b.oppose("remote-backend-loss", 2, "a local CPU tier sits in front of the remote store")
+        if not redis_ev and self.signals.totals.get("redis-evicted"):
+            b.support("remote-backend-loss", 4, f"{self.signals.totals['redis-evicted']} Redis 'Key exists but KV cache "
+                      "does not exist' warning(s) elsewhere in the log")
         if redis_ev:
             b.support("remote-backend-loss", 25, f"Redis: 'Key exists but KV cache does not exist' at line {redis_ev[-1].rec.line}: the store evicted the KV bytes after the lookup saw the key")
         if read_miss:
@@ -523,9 +724,13 @@ class RetrievalShortfall(Rule):
         if disk_err:
             b.support("backend-read-failure", 6, f"disk read error before the retrieve (line {disk_err[-1].rec.line})")
         if not (read_miss or api_err or remote_err or disk_err):
-            b.oppose("backend-read-failure", 2, "no 'can't be retrieved' or backend error line before it")
+            b.absent("backend-read-failure", 2, "no 'can't be retrieved' or backend error line before it")
         if staging:
-            b.support("cpu-staging-exhausted", 15, f"no CPU staging buffer for a disk/remote load (line {staging[-1].rec.line})")
+            b.support("cpu-staging-exhausted", 30, f"no CPU staging buffer for a disk/remote load on {where} just before "
+                      f"(line {staging[-1].rec.line}): the load returned partial results")
+        elif self.signals.totals.get("staging-exhausted"):
+            b.support("cpu-staging-exhausted", 3, f"{self.signals.totals['staging-exhausted']} staging-exhausted line(s) "
+                      "elsewhere in the log")
         elif cfg is not None and not (cfg.get("local_disk") or remote_cfg):
             b.rule_out("cpu-staging-exhausted", "no disk or remote tier configured (staging is only needed for those)")
         # rank disagreement
@@ -534,8 +739,9 @@ class RetrievalShortfall(Rule):
             b.support("rank-disagreement", 10, f"the lookup of this request warned that ranks disagree: {l6[0].f['results']} (line {l6[0].rec.line})")
         elif self.l6_count:
             b.support("rank-disagreement", 1.5, f"{self.l6_count} 'Lookup results … differ across ranks' warning(s) in the log")
-        elif tp > 1:
-            b.oppose("rank-disagreement", 2, "no 'Lookup results … differ across ranks' warning before it")
+        elif not self._one_rank(ctx, occs):
+            b.absent("rank-disagreement", 2, "no 'Lookup results … differ across ranks' warning before it",
+                     observable=b.observable and any(o.lookup for o in occs))
         else:
             b.rule_out("rank-disagreement", "a single rank cannot disagree with itself")
         # p2p, async, hash, adapter
@@ -548,9 +754,13 @@ class RetrievalShortfall(Rule):
                 b.support("async-loading-partial", 6, "enable_async_loading: True")
             else:
                 b.rule_out("async-loading-partial", "enable_async_loading is not enabled")
-        shorter = [o for o in occs if o.req_id in self.async_lengths and self.async_lengths[o.req_id] < o.expected]
+        shorter = self._async_shorter(occs)
         if shorter:
-            b.support("async-loading-partial", 8, "the async lookup answered a shorter length than later expected")
+            o = shorter[0]
+            b.support("async-loading-partial", 40, f"the async lookup of this very request ({o.req_id}) answered "
+                      f"{self.async_lengths[o.req_id]} tokens, fewer than the {o.expected} later expected")
+            b.oppose("lookup-retrieve-eviction", 3, "the async lookup already answered a shorter prefix: nothing had to "
+                     "be evicted after it")
         if len(set(ctx.none_hashes)) > 1:
             b.support("hash-inconsistency", 3, "processes initialised different NONE_HASH values")
         b.oppose("hash-inconsistency", 3, "hash mismatches make lookups miss (0 hits); they do not make a promised chunk disappear")
@@ -563,6 +773,23 @@ class RetrievalShortfall(Rule):
         # the user's usual hunch
         self._weigh_decode_cache(b, ctx, occs)
         return b
+
+    def _async_shorter(self, occs: list[Shortfall]) -> list[Shortfall]:
+        return [o for o in occs if o.req_id in self.async_lengths and o.expected is not None
+                and self.async_lengths[o.req_id] < o.expected]
+
+    def _specific_mechanism(self, fams: dict[str, list[Event]], occs: list[Shortfall]) -> tuple[str, str] | None:
+        """The cause named outright by a line of that rank just before (or of the same request), if any."""
+        named = (("staging-exhausted", "cpu-staging-exhausted", "'… CPU staging pool may be exhausted'"),
+                 ("redis-evicted", "remote-backend-loss", "Redis 'Key exists but KV cache does not exist'"),
+                 ("pin-timeout", "pin-timeout", "the pin monitor's forced unpin"),
+                 ("pin-negative", "pin-accounting-bug", "a negative pin count"))
+        for fam, cid, words in named:
+            if fams.get(fam):
+                return cid, f"{words} (line {fams[fam][-1].rec.line})"
+        if self._async_shorter(occs):
+            return "async-loading-partial", "the async lookup's shorter answer"
+        return None
 
     @staticmethod
     def _weigh_decode_cache(b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
@@ -612,30 +839,45 @@ class RetrievalShortfall(Rule):
         for occ in first:
             add(occ.r1)
             add(occ.r2)
+        if o.r2 is None:
+            add(o.anchor)
         add(o.r3)
         add(o.outcome)
         for inc in incidents[1:4]:
-            add(inc[0].r2)
+            add(inc[0].anchor)
         return out
 
-    @staticmethod
-    def _next_steps(ctx: Context, occs: list[Shortfall], top: str | None, single_rank: bool) -> list[str]:
+    def _next_steps(self, ctx: Context, occs: list[Shortfall], causes: list, single_rank: bool, cov: Coverage,
+                    board: CauseBoard) -> list[str]:
+        """What to collect next: for an excerpt, exactly the lines that would decide between the top causes."""
         steps = []
+        top = causes[0].id if causes else None
+        if cov.partial:
+            live = [c.id for c in causes if c.confidence > 0.02 and c.id != "decode-cache-not-saved"][:4]
+            for cid in live:
+                steps.append(f"For {cid}: collect {cause(cid).collect}.")
+        if not any(o.r4 for o in occs) and any(o.source == "pair" for o in occs):
+            steps.append("Include the worker's 'Retrieved X out of Y required tokens (from Z total tokens)' line just "
+                         "before the error (same process): it gives LMCache's own view (chunks asked for, chunks lost).")
         if not any(o.lookup for o in occs):
             steps.append("Include the engine-core (scheduler) log: its 'Reqid: … LMCache hit tokens' line shows what the lookup promised.")
         if not ctx.lmcache_config:
             steps.append("Include the LMCache config (the 'Creating LMCacheEngine with config' line, or pass --lmcache-config FILE.yaml).")
-        if not single_rank and len(ctx.ranks_seen) < (ctx.tensor_parallel_size or 1):
-            steps.append(f"Only {len(ctx.ranks_seen)} of {ctx.tensor_parallel_size} ranks' logs were given: add the others to see whether they loaded fully.")
-        if any(o.rank is None and o.r2.rec.origin.pid is None for o in occs) and not single_rank:
+        tp = ctx.tensor_parallel_size
+        if not self._tp_stated(ctx) and not self._one_rank(ctx, occs):
+            steps.append("Include vLLM's startup line ('non-default args: … tensor_parallel_size') and every rank's log: "
+                         "the TP size is not stated, so whether the other ranks loaded fully is unknown.")
+        elif tp and not single_rank and len(ctx.ranks_seen) < tp:
+            steps.append(f"Only {len(ctx.ranks_seen)} of {tp} ranks' logs were given: add the others to see whether they loaded fully.")
+        if any(o.rank is None and o.anchor.rec.origin.pid is None for o in occs) and not single_rank:
             steps.append("These LMCache lines carry no worker prefix (vLLM ≥ 0.31 prefixes only its own records), so the "
                          "failing rank cannot be read from them: compare the per-rank 'Retrieved … out of …' lines of the "
                          "request, or log each worker to its own file.")
         if not any(o.signals for o in occs):
             steps.append("Set LMCACHE_LOG_LEVEL=DEBUG to log evictions ('Evicting N chunks'), and scrape lmcache:local_cpu_evict_count, "
                          "lmcache:pinned_memory_objs_count and lmcache:forced_unpin_count around the error.")
-        if top and top in CAUSES:
-            steps.append(f"To confirm {top}: {CAUSES[top][1]}.")
+        if top:
+            steps.append(f"To confirm {top}: {cause(top).confirm}.")
         return steps
 
 

@@ -16,7 +16,7 @@ from specdiag.cli.common import fail
 
 def register(app: typer.Typer) -> None:
     app.command("rules", help="List every rule: code, default severity, name and title.")(rules_cmd)
-    app.command("explain", help="Explain a rule: what it detects, why it matters, causes, fix, references.")(
+    app.command("explain", help="Explain a rule (what it detects, why it matters, causes, fix, references) or a cause id.")(
         explain_cmd)
 
 
@@ -50,7 +50,7 @@ def rules_cmd(
 
 
 def explain_cmd(
-    code: str = typer.Argument(..., help="Rule code (KV001) or name (lmcache-retrieve-shortfall)."),
+    code: str = typer.Argument(..., help="Rule code (KV001), name (lmcache-retrieve-shortfall) or cause id (pin-timeout)."),
     fmt: str = typer.Option("text", "--format", "-f", help="text | markdown"),
 ) -> None:
     from specdiag.analyzers.base import all_rules
@@ -62,7 +62,16 @@ def explain_cmd(
     key = code.strip()
     cls = rules.get(key.upper()) or next((c for c in rules.values() if c.name == key.lower()), None)
     if cls is None:
+        from specdiag.analyzers.causes import CATALOG
+        from specdiag.ruledocs import render_cause
+
+        info = CATALOG.get(key.lower())
+        if info is not None:
+            using = [c for c, r in rules.items() if info.id in r.cause_ids]
+            sys.stdout.write(render_cause(info, using, markdown=fmt == "markdown"))
+            return
         close = [c for c in rules if c.startswith(key.upper()[:2])] or list(rules)
-        fail(f"unknown rule {code!r}; known: {', '.join(close)} (see 'specdiag rules')")
+        fail(f"unknown rule or cause id {code!r}; known rules: {', '.join(close)} (see 'specdiag rules'; cause ids "
+             "are listed by 'specdiag explain RULE')")
     d = rule_doc(cls)
     sys.stdout.write(render_rule_markdown(d) if fmt == "markdown" else render_explain(d))

@@ -31,7 +31,9 @@ LMC_LEGACY = re.compile(
 )
 EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
 #: the high-volume LMCache INFO lines (stores, retrieves), tested at C speed on each raw (coloured) line
-HOT_LINE = re.compile(rb"\] LMCache INFO:\S* (?:\[req_id=[^\]]*\] )?(?:Stored|Retrieved) \d")
+#: a retrieve line is only hot when it loaded everything it was asked for (``Retrieved N out of N …``, or the
+#: layerwise ``Retrieved N tokens``): one that came up short is a shortfall on its own and must reach the rules
+HOT_LINE = re.compile(rb"\] LMCache INFO:\S* (?:\[req_id=[^\]]*\] )?(?:Stored \d|Retrieved (?:(\d+) out of (?:total )?\1 |\d+ tokens))")
 #: uvicorn access lines that are not server errors (one per request; only 5xx ones matter)
 ACCESS_OK = re.compile(rb'INFO: +\S+ - "[^"\n]*" [1-4]\d\d ')
 ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")

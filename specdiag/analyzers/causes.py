@@ -1,0 +1,279 @@
+"""The cause catalog: one row per cause id, shared by every KV rule.
+
+A cause id means the same thing, and carries the same fix, in every finding that names it: the rules
+decide *how likely* a cause is; this table says *what it is*, how to fix it, which experiment confirms
+it, which versions it concerns, where the mechanism lives upstream, and which log lines would decide
+for or against it when the input lacks them (fragment mode's "what to collect").
+
+Upstream locations are LMCache 0.5.6 unless a version is named (``vllm_v1_adapter.py`` is
+``lmcache/integration/vllm/vllm_v1_adapter.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class CauseInfo:
+    id: str
+    mechanism: str
+    fix: str
+    confirm: str
+    versions: str
+    references: tuple[str, ...]
+    #: the log lines (or log level, files) that would confirm or exclude it
+    collect: str = ""
+
+
+def _c(id: str, mechanism: str, fix: str, confirm: str, versions: str, refs: tuple[str, ...], collect: str = "") -> CauseInfo:
+    return CauseInfo(id, mechanism, fix, confirm, versions, refs, collect)
+
+
+_ROWS = [
+    # ---- KV001: retrieved < expected ----------------------------------------------------------------
+    _c("lookup-retrieve-eviction",
+       "A chunk the lookup counted (and pinned) was evicted from that rank's cache before its retrieve; the "
+       "retrieve stops at the first missing chunk, so the tail of the prefix is lost in whole chunks.",
+       "Give the local CPU tier room (max_local_cpu_size) or reduce concurrent long distinct prefixes so looked-up "
+       "chunks are not evicted before the load.",
+       "specdiag repro --preset eviction",
+       "structural on ranks ≠ 0 before 0.3.3 (only rank 0 pinned); later only with lost pins or remote tiers",
+       ("v1/storage_backend/local_cpu_backend.py (eviction)", "LMCache PR #1101, PR #1154", "LMCache issue #910"),
+       "memory-pressure warnings of that rank in the minutes before ('No eviction candidates found …', 'Failed to "
+       "allocate memory block …', 'Local cpu memory under pressure …'); LMCACHE_LOG_LEVEL=DEBUG for 'Evicting N chunks'; "
+       "metric lmcache:local_cpu_evict_count"),
+    _c("pin-accounting-bug",
+       "A double unpin drove a pin count negative; unpin clamps it to 0, so a chunk still needed by a pending "
+       "retrieve became evictable.",
+       "Upgrade LMCache (pin fixes: PRs #3004, #4346, #5095, #5098, #5120); avoid layerwise/async paths known to "
+       "double-unpin until then.",
+       "watch lmcache:pinned_memory_objs_count and the 'Pin count of MemoryObj ... is negative' warning",
+       "reported on layerwise, blending and async-loading paths up to 0.5.x",
+       ("v1/memory_management.py:846 (negative pin count)", "LMCache issues #4133, #2954, #3650, #3381, #5090"),
+       "'Pin count of MemoryObj … is negative' / 'Ref count of MemoryObj … is negative' warnings of that rank"),
+    _c("pin-timeout",
+       "The request waited longer than pin_timeout_sec between lookup and retrieve; the PinMonitor force-unpinned "
+       "its chunks and eviction took them.",
+       "Raise pin_timeout_sec above the longest lookup→load wait, or relieve vLLM KV-block pressure that keeps "
+       "looked-up requests waiting.",
+       "specdiag repro --toggle pin_timeout_sec=1,300",
+       "0.3.12+ (PinMonitor)",
+       ("v1/pin_monitor.py:151, :179",),
+       "'Pin timeout detected for MemoryObj …' / 'Force unpinned N timeout objects …' warnings, and the request's "
+       "'Reqid: …' lookup line (its time gives the lookup→load wait)"),
+    _c("remote-backend-loss",
+       "Remote and shared backends cannot pin: the remote store evicted, lost or desynchronised data between the "
+       "lookup (key present) and the get.",
+       "Remote backends cannot pin: size the remote store so it does not evict (Redis maxmemory/noeviction), or put "
+       "a local CPU tier in front of it (local_cpu: true).",
+       "specdiag repro --preset remote-eviction",
+       "all versions with remote_url or storage plugins",
+       ("v1/storage_backend/remote_backend.py", "v1/storage_backend/connector/redis_connector.py:308",
+        "LMCache PR #3410", "LMCache issues #1467, #1690"),
+       "the config dump (remote_url, local_cpu), Redis 'Key exists but KV cache does not exist' warnings, the remote "
+       "store's own eviction statistics"),
+    _c("backend-read-failure",
+       "A backend reported the chunk present but its read failed (API mismatch, I/O error, timeout); LMCache logs "
+       "'in the storage, but it can't be retrieved' and drops everything from that chunk on.",
+       "Fix the backend read path named in the preceding backend error (API mismatch, I/O errors, timeouts: "
+       "blocking_timeout_secs).",
+       "reproduce the backend error in isolation; compare with the backend disabled (local_cpu only)",
+       "0.3.5+ (the warning); mooncake store API mismatch in 0.3.5",
+       ("v1/cache_engine.py:1793", "LMCache issues #1514, #1686, #2106"),
+       "the backend's own ERROR/WARNING lines just before 'The cache block is in the storage, but it can't be "
+       "retrieved' (disk, mooncake, redis, timeouts), and which backends the config dump enables"),
+    _c("cpu-staging-exhausted",
+       "Loading from disk or a remote store needs a CPU staging buffer; none could be allocated, so the load "
+       "returned partial results.",
+       "Increase max_local_cpu_size so disk/remote loads can be staged; check unpin leaks.",
+       "specdiag repro --toggle max_local_cpu_size=0.01,1",
+       "async disk path 0.4.4+ ('Returning partial results'); remote receive 0.5.6",
+       ("v1/storage_backend/local_disk_backend.py:629", "LMCache PR #1429"),
+       "'Memory allocation failed during async disk load … Returning partial results' / 'Failed to allocate memory "
+       "during remote receive' warnings of that rank"),
+    _c("adapter-token-accounting-bug",
+       "The adapter truncated tokens or subtracted skip_last_n_tokens differently for lookup and retrieve, so the "
+       "expected count was wrong on every rank alike.",
+       "Upgrade LMCache past 0.3.1 (PR #911); remove skip_last_n_tokens.",
+       "compare expected vs hit − computed in the Reqid line of the same request",
+       "≤ 0.3.1 and unreleased development builds",
+       ("vllm_v1_adapter.py start_load_kv / get_num_new_matched_tokens", "LMCache issues #889, #910", "LMCache PR #911"),
+       "the LMCache version ('LMCache initialized … with version'), skip_last_n_tokens in the config, and the "
+       "request's 'Reqid: …' line"),
+    _c("p2p-retrieve-bug",
+       "The P2P branch of retrieve did not set the returned mask, so 0 tokens were counted although data arrived.",
+       "Upgrade LMCache (P2P retrieve reimplemented as a storage backend) or disable enable_p2p.",
+       "specdiag repro --toggle enable_p2p=true,false",
+       "~0.3.2",
+       ("v1/cache_engine.py retrieve", "LMCache issues #1094, #1055"),
+       "enable_p2p in the config dump"),
+    _c("rank-disagreement",
+       "TP/PP ranks held different chunk sets; the lookup took the minimum, but one rank still lost data afterwards.",
+       "Find why ranks hold different chunks (per-rank eviction, remote loss); give every rank the same capacity; "
+       "collect every rank's log.",
+       "compare the per-rank hit counts in 'Lookup results ... differ across ranks' with each rank's pressure lines",
+       "warning + minimum since ~0.3.4 (PR #1426); a crash before",
+       ("v1/lookup_client/lmcache_lookup_client.py:150", "LMCache issues #1379, #1357, #1770"),
+       "the engine-core log's 'Lookup results (number of hit tokens) differ across … ranks' warning, and every "
+       "rank's log"),
+    _c("hash-inconsistency",
+       "Chunk hashes differ between processes or restarts (builtin hash without PYTHONHASHSEED, NONE_HASH "
+       "mismatch): lookups miss. That lowers hits; it does not make a promised chunk disappear.",
+       "Export the same PYTHONHASHSEED (e.g. 0) to every vLLM process, or set pre_caching_hash_algorithm to a "
+       "sha256 variant; restart and replay the prompts.",
+       "restart with PYTHONHASHSEED=0 and compare the LMCache hit rate for the same prompts",
+       "all; NONE_HASH from vLLM since 0.3.12",
+       ("v1/token_database.py:100-170", "LMCache issues #1739, #2136, #2979"),
+       "startup warnings 'Using builtin hash without PYTHONHASHSEED set' and each process's NONE_HASH line"),
+    _c("async-loading-partial",
+       "The async prefetch stopped at the first chunk not (yet) present and answered the scheduler with a shorter "
+       "prefix than was later expected.",
+       "Disable enable_async_loading or upgrade LMCache (PRs #2559, #1665).",
+       "specdiag repro --toggle enable_async_loading=true,false",
+       "enable_async_loading 0.3.9+",
+       ("v1/storage_backend/storage_manager.py:648", "LMCache issue #3381"),
+       "enable_async_loading in the config dump and 'Responding to scheduler for lookup id … with retrieved length N'"),
+    _c("unfull-chunk-mismatch",
+       "A hit ended mid-chunk because an unfull last chunk was stored, and the reader cut its token list to a chunk "
+       "multiple: it retrieved less than one chunk short, without any read failure.",
+       "Use the same save_unfull_chunk / discard_partial_chunks on every writer and reader.",
+       "compare the settings of every instance sharing the store",
+       "save_unfull_chunk defaulted to True before 0.3.12; PD and blending force it",
+       ("vllm_v1_adapter.py:351-364 vs :855-863",),
+       "the retrieve line 'Retrieved X out of Y required tokens (from Z total tokens)' (is Z a chunk multiple?) and "
+       "save_unfull_chunk of every instance writing to the store"),
+    _c("decode-cache-not-saved",
+       "save_decode_cache only decides whether decode-phase chunks are stored; a lookup counts only stored chunks, so "
+       "it explains misses, never retrieved < expected.",
+       "No change needed for this error: save_decode_cache only decides whether decode-phase chunks are stored.",
+       "specdiag repro --preset save-decode-cache (the shortfall rate should not change)",
+       "honoured from 0.3.5",
+       ("vllm_v1_adapter.py ReqMeta.from_request_tracker", "LMCache issue #736, PR #973"),
+       "nothing: the flag cannot produce this error"),
+    # ---- KV007 / KV008: pressure and rank disagreement -------------------------------------------------
+    _c("cache-too-small",
+       "The working set of distinct prefixes is larger than the CPU tier on every rank: stores are cut short.",
+       "Raise max_local_cpu_size (GB per worker) or add a disk/remote tier.",
+       "specdiag repro --toggle max_local_cpu_size=<small>,<large>",
+       "all", ("v1/storage_backend/local_cpu_backend.py", "v1/cache_engine.py:519"),
+       "the pressure lines of every rank (all ranks alike points here) and 'Adjusted CPU memory size'"),
+    _c("pinned-chunks-block-eviction",
+       "Nothing can be evicted because every chunk is pinned by lookups whose requests wait for vLLM blocks.",
+       "Lower pin_timeout_sec moderately or relieve the vLLM block pressure that keeps looked-up requests (and their "
+       "pins) waiting.",
+       "watch lmcache:pinned_memory_objs_count during the pressure",
+       "0.3.5+", ("v1/storage_backend/local_cpu_backend.py:724",),
+       "'No eviction candidates found in local cpu backend' warnings"),
+    _c("rank-local-leak",
+       "Only one rank of several is under memory pressure: on that rank pins or reference counts are not released "
+       "(an unpin/ref_count_down that never runs), so its chunks stay unevictable while the other ranks, storing "
+       "the same data, are fine.",
+       "Upgrade LMCache (pin and ref-count fixes: PRs #3004, #4346, #5095, #5098, #5120); restart the affected worker "
+       "as a stopgap; do not just enlarge the cache for everyone.",
+       "compare lmcache:pinned_memory_objs_count per rank; look for 'is being garbage collected with ref_count' on it",
+       "0.3.3+",
+       ("v1/memory_management.py:705, :787, :846",),
+       "every rank's log (do the other ranks show pressure?), 'MemoryObj … garbage collected with ref_count' and "
+       "'Pin count … is negative' warnings of that rank"),
+    _c("per-rank-eviction",
+       "Ranks evict independently, so after pressure on some ranks they hold different chunk sets.",
+       "Give every rank the same cache capacity; compare per-rank pressure lines.",
+       "count memory-pressure lines per rank (KV007)",
+       "all", ("v1/lookup_client/lmcache_lookup_client.py:150",),
+       "each rank's memory-pressure lines"),
+    # ---- KV003 hits -----------------------------------------------------------------------------------
+    _c("lookup-timeout",
+       "The lookup RPC to a worker timed out, so that lookup reported 0 hits.",
+       "Find why the lookup RPC times out (degraded workers, lookup_timeout_ms).",
+       "count 'Timeout occurred for rank' lines against lookups",
+       "0.3.9+", ("v1/rpc/zmq_transport.py:121",), "'Timeout occurred for rank N' errors"),
+    _c("capacity-eviction",
+       "Chunks were evicted before the repeat arrived, so the repeat missed.",
+       "Enlarge max_local_cpu_size or add a tier.", "specdiag repro --preset eviction",
+       "all", ("v1/storage_backend/local_cpu_backend.py",), "memory-pressure lines; DEBUG 'Evicting N chunks'"),
+    _c("prompt-shorter-than-chunk",
+       "Prompts shorter than chunk_size never fill a chunk, so nothing is stored for them (save_unfull_chunk False).",
+       "Prompts shorter than chunk_size never fill a chunk; lower chunk_size.",
+       "compare prompt lengths with chunk_size", "0.3.12+ (save_unfull_chunk False by default)",
+       ("vllm_v1_adapter.py:351-364",), "the 'Reqid: … Total tokens' lines and chunk_size"),
+    _c("prefix-served-by-vllm",
+       "vLLM's own prefix cache already holds the prefix, so LMCache has nothing to load.",
+       "Nothing to fix: vLLM's own prefix cache already serves the repeats.",
+       "run with --no-enable-prefix-caching and compare", "all", ("vllm_v1_adapter.py:1476",),
+       "'Inference Engine computed tokens' in the Reqid lines"),
+    # ---- KV: multi-process mode -------------------------------------------------------------------------
+    _c("mp-server-unhealthy", "The lmcache server process stopped answering; the connector bypasses it.",
+       "Check the lmcache server process (crash, overload, timeouts) and its log.",
+       "curl the LMCache server's health endpoint; look for 'LOOKUP to … timed out'",
+       "0.5.6 multi-process mode", ("integration/vllm/vllm_multi_process_adapter.py:614, :1306",),
+       "the lmcache server's own log"),
+    _c("mp-retrieve-failure", "The lmcache server failed a retrieve request.",
+       "Read the server log around the failed request ids; upgrade LMCache (MP retrieve fixes) or fall back to the "
+       "in-process connector.",
+       "replay the failing request ids with the in-process LMCacheConnectorV1",
+       "0.5.6 multi-process mode", ("integration/vllm/vllm_multi_process_adapter.py:2139",), "the server log"),
+    _c("mp-hit-mismatch", "Several lmcache servers answered different hit counts; the connector took the minimum.",
+       "Give every server the same capacity; check evictions per server.",
+       "compare the per-server hit lists in the mismatch lines",
+       "0.5.6 multi-process mode", ("integration/vllm/vllm_multi_process_adapter.py:1060",), "each server's log"),
+    _c("worker-lookup-server-slow", "A worker's lookup server answered too late (blocked loop, starved CPU, crash).",
+       "Look at the named rank's worker: blocked event loop, CPU starvation, crashed lookup server.",
+       "compare the timeout times with that worker's log", "0.3.9+", ("v1/rpc/zmq_transport.py:121",),
+       "that worker's log at the timeout times"),
+    _c("async-lookup-timeout-too-low", "The async lookup gave up after lookup_timeout_ms and reported 0 hits.",
+       "Raise lookup_timeout_ms (default 3000).", "specdiag repro --toggle lookup_timeout_ms=3000,10000",
+       "0.3.12+", ("v1/lookup_client/lmcache_async_lookup_client.py:177",), "lookup_timeout_ms in the config dump"),
+    # ---- KV degraded / crashes / load failures -----------------------------------------------------------
+    _c("no-device-connector", "LMCache found no connector for this device and runs in degraded mode (recompute).",
+       "LMCache has no connector for this device (e.g. vLLM's CPU backend): use a supported GPU, a CPU connector "
+       "plugin (specdiag repro --device cpu ships one), or drop --kv-transfer-config.",
+       "look for 'No supported <device> connector found' in the worker log", "0.3.15+", ("v1/manager.py:107",),
+       "the traceback inside 'Failed to initialize LMCacheManager components'"),
+    _c("init-failure", "LMCache's manager failed to initialise and runs in degraded mode (recompute).",
+       "Read the exception inside 'Failed to initialize LMCacheManager components' and fix that (config, backend "
+       "reachability, versions).", "restart with LMCACHE_LOG_LEVEL=DEBUG", "0.3.15+", ("v1/manager.py:107",),
+       "the traceback inside 'Failed to initialize LMCacheManager components'"),
+    _c("health-monitor", "The health monitor declared LMCache unhealthy: stores and loads are skipped.",
+       "Find why the health monitor declared LMCache unhealthy (backend down, timeouts).",
+       "watch for 'HealthMonitor: System recovered'", "0.5.6", ("v1/health_monitor/base.py:281",),
+       "backend errors before 'HealthMonitor: System unhealthy'"),
+    _c("vendored-adapter-import", "vLLM's vendored adapter could not import the installed LMCache.",
+       "Use LMCache's own adapter (drop use_native) or install a matching LMCache.",
+       "python -c 'import lmcache' in the server environment", "vLLM 0.32.0 + LMCache 0.5.6",
+       ("vLLM distributed/kv_transfer/kv_connector/v1/lmcache_connector.py",), "the ImportError traceback"),
+    _c("async-loading-invalidated-object", "Asynchronous loading touched a memory object that was already freed.",
+       "Set enable_async_loading: false, or upgrade LMCache past the async pin fixes.",
+       "specdiag repro --toggle enable_async_loading=true,false", "0.3.9+",
+       ("v1/memory_management.py:865",), "'Trying to access an invalidated MemoryObj' before the crash"),
+    _c("ref-count-bug", "A double free drove a reference count negative.",
+       "Upgrade LMCache; report the double free.", "look for 'Ref count of MemoryObj … is negative'", "0.3.3+",
+       ("v1/memory_management.py:787",), "'Ref count of MemoryObj … is negative' warnings"),
+    _c("draft-layer-count-mismatch",
+       "With method=draft_model LMCache counts no draft layers, so its KV layout does not match vLLM's.",
+       "Avoid LMCache + method=draft_model on this LMCache version (use ngram/EAGLE/MTP or disable the KV connector "
+       "for this deployment).",
+       "specdiag repro --preset dynamic-k --device cpu (draft_model without LMCache runs; with it, the first store fails)",
+       "0.5.6", ("integration/vllm/utils.py:569-597",), "'num_draft_layers' in the startup line"),
+    _c("policy-fail", "vLLM's kv_load_failure_policy=fail turns a KV load failure into a failed request.",
+       'Set "kv_load_failure_policy": "recompute" in --kv-transfer-config while the cause is fixed.',
+       "rerun with kv_load_failure_policy=recompute and count client errors", "vLLM 0.13+ (default fail from 0.20)",
+       ("vLLM v1/core/sched/scheduler.py",), "vLLM's 'Failing N request(s) due to KV load failure' line"),
+    _c("connector-load-failure", "The KV connector could not load blocks it had promised.",
+       "Diagnose the connector-side loss (KV001 when LMCache logged the error pair).",
+       "look for LMCache 'Num retrieved tokens' errors at the same time", "vLLM 0.11.2+",
+       ("vLLM v1/core/sched/scheduler.py",), "the connector's own error lines at the same time"),
+]
+
+CATALOG: dict[str, CauseInfo] = {r.id: r for r in _ROWS}
+
+
+def cause(cid: str) -> CauseInfo:
+    """The catalog row of a cause id (KeyError for an unknown id: every rule's ids must be catalogued)."""
+    return CATALOG[cid]
+
+
+def fix_and_confirm(cid: str) -> dict[str, str]:
+    """Keyword arguments for ``CauseBoard.add`` / ``Cause``: the one fix text and experiment of this id."""
+    c = CATALOG[cid]
+    return {"fix": c.fix, "confirm_with": c.confirm}

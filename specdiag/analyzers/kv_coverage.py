@@ -1,0 +1,81 @@
+"""How much of the deployment's log an input covers, so that absence counts only where it could show.
+
+"No pin-timeout warning" argues against a pin timeout only if the input holds the minutes before the
+error on that rank. A pasted fragment (a few lines, no startup, no config dump) cannot: the rules then
+keep such absences out of the weighing, cap their confidence and say which lines would decide.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from specdiag.context import Context
+from specdiag.timeutil import rec_time
+
+if TYPE_CHECKING:
+    from specdiag.ingest.records import Record
+
+#: at most this many lines and no startup: a paste, not a log
+FRAGMENT_LINES = 50
+
+
+@dataclass
+class Coverage:
+    """What the input shows: ``full`` (startup/config seen), ``partial`` (an excerpt) or ``fragment`` (a paste)."""
+
+    kind: str
+    max_line: int = 0
+    span_s: float | None = None
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        return self.kind != "full"
+
+    def sentence(self) -> str:
+        what = "a pasted fragment" if self.kind == "fragment" else "an excerpt"
+        span = f" spanning {self.span_s:.0f} s" if self.span_s is not None and self.span_s >= 1 else ""
+        lacks = ", ".join(self.missing) if self.missing else "the lines before the error"
+        return (f"The input is {what} ({self.max_line} line(s) seen{span}; no {lacks}): lines that are absent here "
+                "are not counted against any cause, and confidence is capped.")
+
+
+class CoverageTracker:
+    """Cheap per-event bookkeeping (one comparison per event) for ``assess``."""
+
+    def __init__(self) -> None:
+        self.max_line = 0
+        self.first: Record | None = None
+        self.last: Record | None = None
+
+    def see(self, rec: Record) -> None:
+        if rec.line > self.max_line:
+            self.max_line = rec.line
+        if self.first is None:
+            self.first = rec
+        self.last = rec
+
+    def assess(self, ctx: Context) -> Coverage:
+        """Classify the input from what the context found (startup lines, config dump) and the lines seen."""
+        missing = []
+        config = bool(ctx.lmcache_config_source and ctx.lmcache_config_source.startswith("log"))
+        initialised = any("initialized" in e for e in ctx.lmcache_version_evidence)
+        # the engine's layout line (chunk_size, MLA) is printed once at startup; a --lmcache-config file is not
+        startup = config or initialised or ctx.use_mla is not None
+        if not config:
+            missing.append("LMCache config dump")
+        if not startup:
+            missing.append("startup lines")
+        span = None
+        if self.first is not None and self.last is not None:
+            t0, t1 = rec_time(self.first), rec_time(self.last)
+            if t0 is not None and t1 is not None:
+                span = max(t1 - t0, 0.0)
+        if startup:
+            kind = "full"
+        elif self.max_line <= FRAGMENT_LINES:
+            kind = "fragment"
+        else:
+            kind = "partial"
+        return Coverage(kind=kind, max_line=self.max_line, span_s=span, missing=missing)
