@@ -124,7 +124,7 @@ class ContextBuilder:
     EVENTS = {
         "C10", "C11", "C12", "C13", "C16", "C18", "C20", "C21", "C21b", "C22", "C23", "C24", "C32", "C33", "C37",
         "V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_CONNECTOR", "V_CREATE_CONNECTOR",
-        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE",
+        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE", "V_DUMP_INPUT",
     }
 
     def __init__(self, lmcache_config_file: dict[str, Any] | None = None, lmcache_config_path: str | None = None):
@@ -186,7 +186,7 @@ class ContextBuilder:
             c.vllm_version = c.vllm_version or f["version"]
             if f.get("model"):
                 c.model = c.model or f["model"].strip()
-        elif tid == "V_ENGINE_CFG":
+        elif tid in ("V_ENGINE_CFG", "V_DUMP_INPUT"):  # the crash dump prints the same config repr
             c.vllm_version = c.vllm_version or f["version"]
             cfg = f["cfg"]
             for k, v in _CFG_INT.findall(cfg):

@@ -404,7 +404,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                             yield close(okey)
                         continue
             # ---- other recognisable lines ------------------------------------------------------
-            if line.startswith(b"Traceback (most recent call last)"):
+            # a frame line outside any open traceback: the excerpt starts below the "Traceback" header
+            if line.startswith((b"Traceback (most recent call last)", b'  File "')):
                 prev = open_recs.pop(okey, None)
                 if prev is not None:
                     yield prev.rec
