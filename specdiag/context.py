@@ -53,6 +53,11 @@ class Context:
     none_hashes: list[str] = field(default_factory=list)
     pythonhashseed_warning: bool = False
     device: str | None = None
+    #: a startup line (version, non-default args, engine config, KV cache size) is in the inputs: the excerpt
+    #: covers the server's start, so "from the start" and "no such config line" mean something
+    startup_seen: bool = False
+    #: SpecDecoding/Speculative metrics lines seen (one per logging interval and engine)
+    spec_intervals: int = 0
     #: rank per process key from LMCache's "Initialize storage manager on rank N" (Ray workers carry no TP name)
     rank_by_proc: dict[str, str] = field(default_factory=dict)
     #: counts of high-volume events that ingest counts rather than dispatches (see engine): {"S1": n}
@@ -89,6 +94,8 @@ class Context:
             "lmcache_degraded": self.lmcache_degraded,
             "hash_algorithm": self.hash_algorithm,
             "device": self.device,
+            "startup_seen": self.startup_seen,
+            "spec_intervals": self.spec_intervals,
         }
 
 
@@ -124,8 +131,10 @@ class ContextBuilder:
     EVENTS = {
         "C10", "C11", "C12", "C13", "C16", "C18", "C20", "C21", "C21b", "C22", "C23", "C24", "C32", "C33", "C37",
         "V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_CONNECTOR", "V_CREATE_CONNECTOR",
-        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE", "V_DUMP_INPUT",
+        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE", "V_DUMP_INPUT", "V_SPEC",
     }
+    #: lines vLLM prints only while the server starts
+    STARTUP = frozenset({"V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_KV_SIZE"})
 
     def __init__(self, lmcache_config_file: dict[str, Any] | None = None, lmcache_config_path: str | None = None):
         self.ctx = Context()
@@ -136,6 +145,7 @@ class ContextBuilder:
         self.user_config_path = lmcache_config_path
         self.world_sizes: set[int] = set()
         self.lmcache_exact: str | None = None
+        self.k_from_positions: int | None = None
 
     def observe_record_origin(self, origin) -> None:
         if origin.role == "Worker":
@@ -151,8 +161,13 @@ class ContextBuilder:
 
     def observe(self, ev: Event) -> None:
         c = self.ctx
-        f = ev.f
         tid = ev.id
+        if tid == "V_SPEC":
+            self._observe_spec(ev)
+            return
+        if tid in self.STARTUP:
+            c.startup_seen = True
+        f = ev.f
         if tid == "C18":
             v = f["lmcache_version"]
             if v.endswith("-gNone") or v.endswith("-g"):
@@ -223,6 +238,24 @@ class ContextBuilder:
         elif tid == "V_KV_SIZE":
             c.device = c.device or f["device"].lower().replace("gpu", "cuda")
 
+    def _observe_spec(self, ev: Event) -> None:
+        """Count the interval; the first ones also give K when no config line says it.
+
+        vLLM prints one per-position acceptance rate per draft position, i.e. ``num_speculative_tokens``
+        of them (``v1/spec_decode/metrics.py``: ``num_accepted_tokens_per_pos`` has K entries); the V0 line
+        prints ``Number of speculative tokens`` itself.
+        """
+        self.ctx.spec_intervals += 1
+        if self.k_from_positions is not None and self.ctx.spec_intervals > 16:
+            return
+        from specdiag.metrics.parse import spec_fields
+
+        d = spec_fields(ev)
+        pos = d.get("per_position")
+        k = len(pos) if pos else d.get("num_spec_tokens")
+        if isinstance(k, int) and 0 < k <= 64:
+            self.k_from_positions = max(self.k_from_positions or 0, k)
+
     def _spec_from_repr(self, text: str) -> None:
         m = _SPEC_REPR.search(text)
         if not m:
@@ -231,6 +264,7 @@ class ContextBuilder:
         spec.setdefault("enabled", True)
         spec.setdefault("method", m.group("method"))
         spec.setdefault("num_speculative_tokens", int(m.group("k")))
+        spec.setdefault("num_speculative_tokens_source", "config")
         if m.group("model"):
             spec.setdefault("model", m.group("model"))
         self.ctx.speculative = spec
@@ -254,6 +288,8 @@ class ContextBuilder:
             spec = dict(c.speculative or {})
             spec.update({k: v for k, v in d.items() if not isinstance(v, dict)})
             spec["enabled"] = True
+            if "num_speculative_tokens" in spec:
+                spec.setdefault("num_speculative_tokens_source", "config")
             if sched:
                 try:
                     import ast
@@ -280,6 +316,18 @@ class ContextBuilder:
                     self.configs.append({"__overrides__": overrides})
                 if ed.get("use_native"):
                     c.lmcache_vendored_adapter = True
+
+    def _k_fallback(self) -> None:
+        """K from the per-position rates when no config line states ``num_speculative_tokens``."""
+        k = self.k_from_positions
+        spec = self.ctx.speculative
+        if k is None or (spec and isinstance(spec.get("num_speculative_tokens"), int)):
+            return
+        spec = dict(spec or {})
+        spec.setdefault("enabled", True)
+        spec["num_speculative_tokens"] = k
+        spec["num_speculative_tokens_source"] = "per-position acceptance rates (SpecDecoding metrics)"
+        self.ctx.speculative = spec
 
     def finish(self) -> Context:
         c = self.ctx
@@ -328,8 +376,7 @@ class ContextBuilder:
                 tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
                 if tps:
                     c.tensor_parallel_size = max(tps) + 1
-        if c.speculative is None:
-            c.speculative = None
+        self._k_fallback()
         if c.kv_load_failure_policy is None:
             d = default_failure_policy(c.vllm_version)
             if d:

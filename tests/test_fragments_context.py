@@ -108,3 +108,78 @@ def test_engine_death_lines_of_every_era_without_a_cause(tmp_path: Path) -> None
         assert f.severity == "error"
         assert f.measurements["root_error"] == "not in the excerpt"
         assert [c.id for c in f.causes] == ["cause-not-in-excerpt"], death
+
+
+# ---- class 9: spec decode on fragments ---------------------------------------------------------------
+
+def spec_line(ts: str, acc: int, dr: int, pos: list[float], mal: float, prefix: str = API) -> str:
+    rates = ", ".join(f"{p:.3f}" for p in pos)
+    return (f"{prefix} INFO 05-04 {ts} [metrics.py:100] SpecDecoding metrics: Mean acceptance length: {mal:.2f}, "
+            f"Accepted throughput: {acc / 10:.2f} tokens/s, Drafted throughput: {dr / 10:.2f} tokens/s, Accepted: {acc} "
+            f"tokens, Drafted: {dr} tokens, Per-position acceptance rate: {rates}, Avg Draft acceptance rate: "
+            f"{100 * acc / dr:.1f}%")
+
+
+def low_lines(n: int, k: int = 4) -> list[str]:
+    """``n`` intervals of an EAGLE-style drafter accepting about 6 % of ``k``-token drafts."""
+    return [spec_line(f"02:{i:02d}:00", 60, 1000, [0.2, 0.03, 0.01, 0.0][:k] + [0.0] * (k - 4), 1.24)
+            for i in range(n)]
+
+
+def test_k_is_read_from_the_number_of_per_position_rates(tmp_path: Path) -> None:
+    lines = [spec_line("01:06:43", 540, 1500, [0.71, 0.50, 0.30, 0.17, 0.12, 0.05], 2.95),
+             spec_line("01:06:53", 500, 1500, [0.70, 0.45, 0.28, 0.15, 0.09, 0.04], 2.71)]
+    r = run(tmp_path, lines)
+    assert r.ctx.speculative["num_speculative_tokens"] == 6
+    assert "per-position" in r.ctx.speculative["num_speculative_tokens_source"]
+    assert r.ctx.spec_intervals == 2 and r.ctx.startup_seen is False
+    assert not [f for f in r.findings if f.severity in ("warning", "error")]  # healthy: nothing to report
+
+
+def test_configured_k_wins_over_the_per_position_count(tmp_path: Path) -> None:
+    args = (f"{API} INFO 05-04 01:00:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            "{'method': 'ngram', 'num_speculative_tokens': 3, 'prompt_lookup_max': 4}}")
+    r = run(tmp_path, [args, spec_line("01:06:43", 300, 900, [0.5, 0.3, 0.2], 2.0)])
+    assert r.ctx.speculative["num_speculative_tokens"] == 3
+    assert r.ctx.speculative["num_speculative_tokens_source"] == "config"
+    assert r.ctx.startup_seen is True
+
+
+def test_v0_speculative_metrics_line_gives_k(tmp_path: Path) -> None:
+    line = ("INFO 05-04 01:06:43 metrics.py:460] Speculative metrics: Draft acceptance rate: 0.612, System efficiency: "
+            "0.501, Number of speculative tokens: 4, Number of accepted tokens: 2448, Number of draft tokens: 4000, "
+            "Number of emitted tokens: 3000.")
+    assert run(tmp_path, [line]).ctx.speculative["num_speculative_tokens"] == 4
+
+
+def test_three_grepped_low_lines_do_not_establish_low_from_the_start(tmp_path: Path) -> None:
+    r = run(tmp_path, low_lines(3))
+    sd4 = [f for f in r.findings if f.rule == "SD004"]
+    assert [f.severity for f in sd4] == ["info"]
+    assert "too few" in sd4[0].title and sd4[0].measurements["intervals"] == 3
+    assert all(c.confidence <= 0.3 for c in sd4[0].causes)
+    assert not [f for f in r.findings if f.severity in ("warning", "error")]
+
+
+def test_low_over_enough_intervals_without_the_start_is_low_throughout_the_excerpt(tmp_path: Path) -> None:
+    (f,) = [f for f in run(tmp_path, low_lines(8)).findings if f.rule == "SD004"]
+    assert f.severity == "warning"
+    assert "excerpt" in f.title and f.measurements["start_in_excerpt"] is False
+    assert f.causes[0].confidence <= 0.5
+
+
+def test_low_from_the_start_needs_the_startup_lines(tmp_path: Path) -> None:
+    args = (f"{API} INFO 05-04 01:59:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            "{'method': 'eagle3', 'model': '/d', 'num_speculative_tokens': 4}}")
+    (f,) = [f for f in run(tmp_path, [args, *low_lines(8)]).findings if f.rule == "SD004"]
+    assert f.title == "Speculative-decoding acceptance is low from the start"
+    assert f.measurements["start_in_excerpt"] is True
+
+
+def test_zero_acceptance_fragment_caps_confidence_and_does_not_claim_from_the_start(tmp_path: Path) -> None:
+    lines = [spec_line(f"03:00:{i}0", 0, 900, [0.0, 0.0, 0.0], 1.0) for i in range(4)]
+    (f,) = [f for f in run(tmp_path, lines).findings if f.rule == "SD002"]
+    assert f.causes[0].confidence <= 0.6
+    assert f.measurements["config_in_excerpt"] is False
+    assert not any("from the first interval" in w for c in f.causes for w in c.for_)
+    assert "startup lines" in f.summary

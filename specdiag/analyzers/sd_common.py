@@ -37,6 +37,22 @@ def method_of(ctx: Context) -> str | None:
     return str(m).lower() if m else None
 
 
+def config_seen(ctx: Context) -> bool:
+    """The speculative configuration (or the server start) is in the inputs.
+
+    Only then is a missing setting (no dynamic-K schedule, no KV connector, no kv_role) evidence: a grepped
+    excerpt of SpecDecoding lines could not have shown it.
+    """
+    spec = ctx.speculative or {}
+    return ctx.startup_seen or spec.get("num_speculative_tokens_source") == "config"
+
+
+#: the most belief an SD finding gives its causes when the excerpt lacks the server start and configuration
+FRAGMENT_CEILING = 0.6
+FRAGMENT_NOTE = ("the excerpt shows neither the server start nor the speculative config, so confidence is capped; "
+                 "include the startup lines ('non-default args', 'Initializing a V1 LLM engine') to decide")
+
+
 def is_eagle_family(method: str | None) -> bool:
     return bool(method) and (method in EAGLE_FAMILY or "eagle" in method or "mtp" in method or method in ("dflash", "dspark"))
 
