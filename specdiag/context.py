@@ -13,6 +13,7 @@ from typing import Any
 from specdiag.events import Event
 from specdiag.fingerprints import VersionFingerprint
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
+from specdiag.timeutil import TIME_BASIS, is_nominal_year
 from specdiag.yamlfile import read_mapping
 
 _SPEC_REPR = re.compile(
@@ -58,6 +59,9 @@ class Context:
     startup_seen: bool = False
     #: SpecDecoding/Speculative metrics lines seen (one per logging interval and engine)
     spec_intervals: int = 0
+    #: the year of the log's vLLM times, from lines of the same input that carry one; None = unknown
+    log_year: int | None = None
+    log_year_source: str | None = None
     #: rank per process key from LMCache's "Initialize storage manager on rank N" (Ray workers carry no TP name)
     rank_by_proc: dict[str, str] = field(default_factory=dict)
     #: counts of high-volume events that ingest counts rather than dispatches (see engine): {"S1": n}
@@ -96,6 +100,9 @@ class Context:
             "device": self.device,
             "startup_seen": self.startup_seen,
             "spec_intervals": self.spec_intervals,
+            "time_basis": TIME_BASIS,
+            "log_year": self.log_year,
+            "log_year_source": self.log_year_source,
         }
 
 
@@ -146,12 +153,34 @@ class ContextBuilder:
         self.world_sizes: set[int] = set()
         self.lmcache_exact: str | None = None
         self.k_from_positions: int | None = None
+        self.input_years: dict[str, int | None] = {}
 
     def observe_record_origin(self, origin) -> None:
         if origin.role == "Worker":
             label = origin.rank_label
             if label:
                 self.ranks.add(label)
+
+    def observe_input_year(self, name: str, year: int | None) -> None:
+        """The year ingest settled on for one input (``None``/nominal: no line of it carries one)."""
+        self.input_years[name] = None if is_nominal_year(year) else year
+
+    def _log_year(self) -> None:
+        """Context view of the inputs' years: one year, several, or unknown (never the current year by default)."""
+        years = {y for y in self.input_years.values() if y is not None}
+        unknown = [n for n, y in self.input_years.items() if y is None]
+        c = self.ctx
+        if not years:
+            c.log_year_source = ("unknown: no line of the input carries a year (vLLM prints month-day only); "
+                                 "times are shown as month-day and time") if self.input_years else None
+            return
+        c.log_year = max(years)
+        src = "from timestamps that carry a year in the same input (LMCache lines, collector wrappers)"
+        if len(years) > 1:
+            src += f"; inputs differ ({', '.join(str(y) for y in sorted(years))})"
+        if unknown:
+            src += f"; unknown for {', '.join(unknown[:4])}"
+        c.log_year_source = src
 
     def observe_any(self, ev: Event) -> None:
         """Every LMCache event feeds the version fingerprint."""
@@ -331,6 +360,7 @@ class ContextBuilder:
 
     def finish(self) -> Context:
         c = self.ctx
+        self._log_year()
         c.ranks_seen = sorted(self.ranks, key=_rank_sort)
         version, evidence, note = self.fp.infer()
         c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored

@@ -116,7 +116,7 @@ def analyze(
                     unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
                 continue
             if ev.id in fp_ids and ev.id not in fp.seen and rec.kind == "lmcache":
-                fp.observe(ev.id, rec.file, rec.src_line, rec.logger)
+                fp.observe(ev.id, rec.file, rec.src_line, rec.logger, rec.ts)
             eid = ev.id
             handlers = dispatch.get(eid)
             if handlers:
@@ -128,6 +128,7 @@ def analyze(
         for eid, item in src.stats.hot_first.items():
             if eid not in first_counted:
                 first_counted[eid] = Event(eid, record_from_hot(item), None, template(eid))
+        ctx_builder.observe_input_year(src.display, window.year)
         window.set([], 0)
     ctx = ctx_builder.finish()
     ctx.event_counts = dict(event_counts)

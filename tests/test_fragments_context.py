@@ -183,3 +183,119 @@ def test_zero_acceptance_fragment_caps_confidence_and_does_not_claim_from_the_st
     assert f.measurements["config_in_excerpt"] is False
     assert not any("from the first interval" in w for c in f.causes for w in c.for_)
     assert "startup lines" in f.summary
+
+
+# ---- class 6: no invented facts (year, version) -----------------------------------------------------
+
+def _lmc(ts: str, msg: str = "Storing KV cache for 256 out of 256 tokens", loc: str = "vllm_v1_adapter.py:1200") -> str:
+    return f"[{ts}] LMCache INFO: {msg} ({loc}:lmcache.integration.vllm.vllm_v1_adapter)"
+
+
+def _died(ts: str) -> str:
+    return f"{CORE} ERROR {ts} [core.py:710] EngineCore encountered a fatal error."
+
+
+def records_of(tmp_path: Path, lines: list[str]):
+    from specdiag.ingest import expand_inputs, iter_records
+
+    p = tmp_path / "y.log"
+    p.write_text("\n".join(lines) + "\n")
+    (src,) = expand_inputs([str(p)])
+    return list(iter_records(src))
+
+
+def test_vllm_lines_take_the_year_of_a_later_lmcache_line_of_the_same_input(tmp_path: Path) -> None:
+    r = run(tmp_path, [_died("05-06 10:00:05"), _lmc("2024-05-06 10:00:09,001")])
+    (f,) = srv(r)
+    assert f.measurements["died_at"] == "2024-05-06 10:00:05"
+    assert r.ctx.log_year == 2024 and "same input" in r.ctx.log_year_source
+
+
+def test_no_year_in_the_input_means_no_year_in_the_output(tmp_path: Path) -> None:
+    r = run(tmp_path, [_died("05-06 10:00:05")])
+    (f,) = srv(r)
+    assert f.measurements["died_at"] == "05-06 10:00:05"
+    assert "log time (zone unknown)" in f.summary
+    d = r.ctx.to_dict()
+    assert d["log_year"] is None and d["log_year_source"].startswith("unknown")
+    assert d["time_basis"] == "log time (zone unknown)"
+
+
+def test_december_lines_before_a_january_lmcache_line_belong_to_the_year_before(tmp_path: Path) -> None:
+    from specdiag.timeutil import fmt_time, rec_time
+
+    recs = records_of(tmp_path, [_died("12-31 23:59:58"), _lmc("2025-01-01 00:00:01,000"), _died("01-01 00:00:05")])
+    assert [fmt_time(rec_time(r)) for r in recs] == ["2024-12-31 23:59:58", "2025-01-01 00:00:01", "2025-01-01 00:00:05"]
+
+
+def test_one_wrap_at_new_year_after_the_year_is_known(tmp_path: Path) -> None:
+    from specdiag.timeutil import fmt_time, rec_time
+
+    recs = records_of(tmp_path, [_lmc("2024-12-31 23:59:50,000"), _died("12-31 23:59:58"), _died("01-01 00:00:03"),
+                                 _died("01-01 00:10:00")])
+    assert [fmt_time(rec_time(r))[:10] for r in recs] == ["2024-12-31", "2024-12-31", "2025-01-01", "2025-01-01"]
+
+
+def test_unknown_year_still_orders_across_new_year(tmp_path: Path) -> None:
+    from specdiag.timeutil import fmt_time, rec_time
+
+    recs = records_of(tmp_path, [_died("12-31 23:59:58"), _died("01-01 00:00:03")])
+    t = [rec_time(r) for r in recs]
+    assert t[1] - t[0] == 5.0
+    assert [fmt_time(x) for x in t] == ["12-31 23:59:58", "01-01 00:00:03"]
+
+
+def test_an_inferred_date_is_never_in_the_future() -> None:
+    import time
+    from datetime import datetime, timedelta, timezone
+
+    from specdiag.timeutil import parse_ts
+
+    soon = datetime.now(timezone.utc) + timedelta(days=20)
+    t = parse_ts(soon.strftime("%m-%d %H:%M:%S"), soon.year)
+    assert t is not None and t <= time.time() + 2 * 86400
+
+
+def test_a_future_year_in_the_input_is_not_taken_as_the_log_year() -> None:
+    from datetime import datetime, timezone
+
+    from specdiag.timeutil import NOMINAL_YEAR, initial_year
+
+    future = datetime.now(timezone.utc).year + 3
+    assert initial_year(f"INFO 05-06 10:00:00 [x.py:1] a\n[{future}-05-06 10:00:01,000] LMCache INFO: b".encode()) == NOMINAL_YEAR
+    assert initial_year(b"INFO 05-06 10:00:00 [x.py:1] a\n[2025-05-06 10:00:01,000] LMCache INFO: b") == 2025
+
+
+def _fp(lines: dict[str, int], date: str | None):
+    from specdiag.fingerprints import VersionFingerprint
+
+    fp = VersionFingerprint()
+    for tid, ln in lines.items():
+        fp.observe(tid, "vllm_v1_adapter.py", ln, "lmcache.integration.vllm.vllm_v1_adapter",
+                   f"{date} 10:00:00,000" if date else None)
+    return fp.infer()
+
+
+def test_fingerprint_drops_releases_published_after_the_log() -> None:
+    pair = {"R1": 875, "R2": 881}  # 0.5.1..0.5.4 by line numbers
+    assert _fp(pair, None)[0] == "0.5.1..0.5.4"
+    assert _fp(pair, "2026-09-30")[0] == "0.5.1..0.5.4"
+    version, _, note = _fp(pair, "2026-07-15")  # 0.5.3 and 0.5.4 came out in August 2026
+    assert version == "0.5.1..0.5.2"
+    assert "0.5.3..0.5.4 excluded" in note and "2026-07-15" in note
+
+
+def test_fingerprint_older_than_every_matching_release_is_a_development_build() -> None:
+    version, _, note = _fp({"R1": 875, "R2": 881}, "2026-05-01")
+    assert version == "~0.5.1..0.5.4"
+    assert "development build" in note
+
+
+def test_fingerprint_date_comes_from_the_log_end_to_end(tmp_path: Path) -> None:
+    head = "Request cmpl-1The number of retrieved tokens is less than the expected number of tokens! This should not happen!"
+    lines = [f"[2026-07-15 10:00:00,000] LMCache ERROR: {head} (vllm_v1_adapter.py:875:lmcache.integration.vllm.vllm_v1_adapter)",
+             "[2026-07-15 10:00:00,000] LMCache ERROR: Num retrieved tokens: 0, num expected tokens: 256 "
+             "(vllm_v1_adapter.py:881:lmcache.integration.vllm.vllm_v1_adapter)"]
+    r = run(tmp_path, lines)
+    assert r.ctx.lmcache_version == "0.5.1..0.5.2"
+    assert "excluded" in r.ctx.lmcache_version_note

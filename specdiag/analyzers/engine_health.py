@@ -10,7 +10,7 @@ from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of,
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding
-from specdiag.timeutil import fmt_time, rec_time
+from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
 
 #: exceptions that are consequences of an engine death, never its root
 CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine core initialization failed",
@@ -281,7 +281,7 @@ class EngineDeath(Rule):
             evs.append(Evidence(self.first_cascade.rec.path, self.first_cascade.rec.line,
                                 self.first_cascade.rec.display()[:400]))
         root_txt = (root[2].f.get("detail") or root[2].rec.msg)[:200] if root is not None else "not in the excerpt"
-        summary = (f"The engine died at {fmt_time(dt)} ({dev.rec.path}:{dev.rec.line}); first root error: {root_txt}. "
+        summary = (f"The engine died at {fmt_log_time(dt)}, line {dev.rec.path}:{dev.rec.line}; first root error: {root_txt}. "
                    f"{self.cascade} cascade line(s) (EngineDeadError/output handler) follow from it.")
         if root is None:
             summary += (" The lines given show the death, not its cause: collect the lines before it (see next steps).")

@@ -194,13 +194,15 @@ def span(items: list[Interval]) -> str:
 
 
 def short_span(items: list[Interval]) -> str:
-    """``2026-03-14 09:01:00–09:01:20 (lines 17–19, 3 intervals)``."""
+    """``2026-03-14 09:01:00–09:01:20 (lines 17–19, 3 intervals)``; ``03-14 …`` when the log gave no year."""
     if not items:
         return "-"
     a, b = items[0], items[-1]
     ta, tb = fmt_time(a.t), fmt_time(b.t)
-    if ta[:10] == tb[:10] and len(tb) > 11:
-        tb = tb[11:]
+    day_a, _, _ = ta.rpartition(" ")
+    day_b, _, clock_b = tb.rpartition(" ")
+    if day_a and day_a == day_b:  # same day (with or without a known year): show it once
+        tb = clock_b
     la, lb = a.evidence_rec().line, b.evidence_rec().line
     n = sum(iv.n for iv in items)
     return f"{ta}–{tb} (lines {la}–{lb}, {n} interval{'s' if n != 1 else ''})" if n > 1 else f"{ta} (line {la})"
