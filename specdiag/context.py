@@ -28,6 +28,8 @@ _WORLD = re.compile(r"world_size=(\d+)")
 @dataclass
 class Context:
     vllm_version: str | None = None
+    #: where vllm_version comes from when no line prints it (e.g. the vendored adapter's line numbers)
+    vllm_version_source: str | None = None
     lmcache_version: str | None = None
     lmcache_version_evidence: list[str] = field(default_factory=list)
     lmcache_version_note: str | None = None
@@ -76,6 +78,7 @@ class Context:
     def to_dict(self) -> dict[str, Any]:
         return {
             "vllm_version": self.vllm_version,
+            "vllm_version_source": self.vllm_version_source,
             "lmcache_version": self.lmcache_version,
             "lmcache_version_evidence": self.lmcache_version_evidence,
             "lmcache_version_note": self.lmcache_version_note,
@@ -364,6 +367,11 @@ class ContextBuilder:
         c.ranks_seen = sorted(self.ranks, key=_rank_sort)
         version, evidence, note = self.fp.infer()
         c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored
+        if c.vllm_version is None:
+            v, vev = self.fp.infer_vllm()
+            if v:
+                c.vllm_version = v
+                c.vllm_version_source = f"inferred from the line numbers of vLLM's vendored LMCache adapter ({', '.join(vev)})"
         if self.lmcache_exact:
             c.lmcache_version = self.lmcache_exact
             c.lmcache_version_evidence = ["'LMCache initialized for role … with version' line", *evidence]

