@@ -321,3 +321,27 @@ def test_a_printed_vllm_version_wins_over_the_vendored_line_numbers(tmp_path: Pa
              f"(vllm_v1_adapter.py:901:{lg})"]
     r = run(tmp_path, lines)
     assert r.ctx.vllm_version == "0.14.1" and r.ctx.vllm_version_source is None
+
+
+def _drop_lines() -> list[str]:
+    accs = [600, 610, 590, 605, 595, 600, 200, 210, 190, 205, 195, 200]
+    return [spec_line(f"04:{i:02d}:00", a, 1000, [a / 1000 + 0.2, a / 1000 - 0.1, a / 1000 - 0.3][:3], 1 + a / 333)
+            for i, a in enumerate(accs)]
+
+
+def test_change_point_on_an_excerpt_without_config_is_capped(tmp_path: Path) -> None:
+    (f,) = [f for f in run(tmp_path, _drop_lines()).findings if f.rule == "SD001"]
+    assert f.measurements["config_in_excerpt"] is False
+    assert f.causes[0].confidence <= 0.6
+    # a dynamic-K schedule the excerpt could not show is not evidence against stale draft KV
+    stale = next(c for c in f.causes if c.id == "stale-draft-kv")
+    assert not any("no K=0 range in a dynamic-K schedule" == a for a in stale.against)
+
+
+def test_change_point_with_the_config_keeps_its_evidence(tmp_path: Path) -> None:
+    args = (f"{API} INFO 05-04 03:59:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            "{'method': 'eagle3', 'model': '/d', 'num_speculative_tokens': 3}}")
+    (f,) = [f for f in run(tmp_path, [args, *_drop_lines()]).findings if f.rule == "SD001"]
+    assert f.measurements["config_in_excerpt"] is True
+    stale = next(c for c in f.causes if c.id == "stale-draft-kv")
+    assert "no K=0 range in a dynamic-K schedule" in stale.against
