@@ -345,3 +345,13 @@ def test_change_point_with_the_config_keeps_its_evidence(tmp_path: Path) -> None
     assert f.measurements["config_in_excerpt"] is True
     stale = next(c for c in f.causes if c.id == "stale-draft-kv")
     assert "no K=0 range in a dynamic-K schedule" in stale.against
+
+
+def test_worker_death_in_an_excerpt_is_not_called_a_kill_with_certainty(tmp_path: Path) -> None:
+    died = f"{CORE} ERROR 08-25 08:44:40 [multiproc_executor.py:283] Worker proc VllmWorker-1 died unexpectedly, shutting down executor."
+    (f,) = srv(run(tmp_path, [died]))
+    assert f.causes[0].id == "process-killed" and f.causes[0].confidence <= 0.6
+    killed = died.replace("unexpectedly,", "unexpectedly (exit code: -9),")
+    (g,) = srv(run(tmp_path, [killed], name="k.log"))
+    assert g.causes[0].id == "process-killed" and g.causes[0].confidence > 0.6
+    assert any("SIGKILL" in w for w in g.causes[0].for_)

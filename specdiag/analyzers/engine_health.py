@@ -26,6 +26,7 @@ FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_s
 _FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
 _SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
 _SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
+_EXIT_CODE = re.compile(r"exit code: (-?\d+)")
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC"})
@@ -323,7 +324,16 @@ class EngineDeath(Rule):
         b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
         if cls == "lmcache-draft-layers":
             b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
-        return b.ranked(ceiling=0.9)
+        cap = None
+        if cls == "process-killed":
+            code = _EXIT_CODE.search(rev.rec.msg)
+            if code and code.group(1) in ("-9", "137"):
+                b.note_for(cls, f"exit code {code.group(1)}: SIGKILL (kernel OOM killer or the orchestrator)")
+            elif not ctx.startup_seen:
+                # "no exception" is an absence: an excerpt that starts late may just not show the worker's error
+                b.oppose(cls, 1, "the excerpt does not show the worker's earlier lines: its own error may precede them")
+                cap = {cls: 0.6}
+        return b.ranked(ceiling=0.9, cap=cap)
 
 
 @register
