@@ -36,6 +36,9 @@ class Context:
     lmcache_vendored_adapter: bool = False
     model: str | None = None
     tensor_parallel_size: int | None = None
+    #: how tensor_parallel_size is known: "config" (printed), "LMCache world_size", or "rank labels" — the
+    #: last is only a lower bound (TP ≥ highest rank + 1): the other ranks' logs may simply not be given
+    tensor_parallel_size_source: str | None = None
     pipeline_parallel_size: int | None = None
     data_parallel_size: int | None = None
     ranks_seen: list[str] = field(default_factory=list)
@@ -85,6 +88,7 @@ class Context:
             "lmcache_vendored_adapter": self.lmcache_vendored_adapter,
             "model": self.model,
             "tensor_parallel_size": self.tensor_parallel_size,
+            "tensor_parallel_size_source": self.tensor_parallel_size_source,
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "data_parallel_size": self.data_parallel_size,
             "ranks_seen": self.ranks_seen,
@@ -407,13 +411,16 @@ class ContextBuilder:
         c.lmcache_config = cfg
         if c.chunk_size is None and cfg and isinstance(cfg.get("chunk_size"), int):
             c.chunk_size = cfg["chunk_size"]
-        if c.tensor_parallel_size is None:
-            if self.world_sizes and c.pipeline_parallel_size in (None, 1):
-                c.tensor_parallel_size = max(self.world_sizes)
-            elif self.ranks:
-                tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
-                if tps:
-                    c.tensor_parallel_size = max(tps) + 1
+        if c.tensor_parallel_size is not None:
+            c.tensor_parallel_size_source = "config"
+        elif self.world_sizes and c.pipeline_parallel_size in (None, 1):
+            c.tensor_parallel_size = max(self.world_sizes)
+            c.tensor_parallel_size_source = "LMCache world_size"
+        elif self.ranks:
+            tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
+            if tps:
+                c.tensor_parallel_size = max(tps) + 1
+                c.tensor_parallel_size_source = f"rank labels: a lower bound (TP ≥ {max(tps) + 1})"
         self._k_fallback()
         if c.kv_load_failure_policy is None:
             d = default_failure_policy(c.vllm_version)

@@ -355,3 +355,16 @@ def test_worker_death_in_an_excerpt_is_not_called_a_kill_with_certainty(tmp_path
     (g,) = srv(run(tmp_path, [killed], name="k.log"))
     assert g.causes[0].id == "process-killed" and g.causes[0].confidence > 0.6
     assert any("SIGKILL" in w for w in g.causes[0].for_)
+
+
+def test_tp_size_from_rank_labels_is_marked_as_a_lower_bound(tmp_path: Path) -> None:
+    line = ("(Worker_TP2 pid=31) [2026-05-06 15:56:03,745] LMCache ERROR: Num retrieved tokens: 0, num expected tokens: 256 "
+            "(vllm_v1_adapter.py:884:lmcache.integration.vllm.vllm_v1_adapter)")
+    r = run(tmp_path, [line])
+    assert r.ctx.tensor_parallel_size == 3
+    assert r.ctx.tensor_parallel_size_source.startswith("rank labels") and "TP ≥ 3" in r.ctx.tensor_parallel_size_source
+    stated = run(tmp_path, [CFG_LINE, line], name="cfg.log")
+    assert stated.ctx.tensor_parallel_size == 2 and stated.ctx.tensor_parallel_size_source == "config"
+
+
+CFG_LINE = f"{CORE} INFO 05-06 15:50:00 [core.py:133] Initializing a V1 LLM engine (v0.11.0) with config: {CFG}"
