@@ -368,3 +368,15 @@ def test_tp_size_from_rank_labels_is_marked_as_a_lower_bound(tmp_path: Path) -> 
 
 
 CFG_LINE = f"{CORE} INFO 05-06 15:50:00 [core.py:133] Initializing a V1 LLM engine (v0.11.0) with config: {CFG}"
+
+
+def test_collector_wrapper_timestamps_give_the_year(tmp_path: Path) -> None:
+    import json
+
+    body = "ERROR 03-14 10:00:05 [core.py:710] EngineCore encountered a fatal error."
+    for name, line in (("k.log", f"2025-03-14T10:00:05.123456789Z {body}"),
+                       ("d.log", json.dumps({"log": body + "\n", "stream": "stderr", "time": "2025-03-14T10:00:05.1Z"}))):
+        r = run(tmp_path, [line], name=name)
+        (f,) = srv(r)
+        assert f.measurements["died_at"] == "2025-03-14 10:00:05", name
+        assert r.ctx.log_year == 2025
