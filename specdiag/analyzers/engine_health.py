@@ -274,6 +274,9 @@ class EngineDeath(Rule):
         if root is None and self.hard_first is not None and _died_without_exception(self.hard_first[2]):
             root = self.hard_first
         causes = self._causes(root, ctx)
+        if root is None and self.hard_first is None:
+            causes[0].against.append("only EngineDeadError / output-handler lines: vLLM 0.32 prints them at a normal "
+                                     "SIGTERM shutdown too; check whether the server was being stopped")
         evs = []
         if root is not None:
             evs.append(Evidence(root[2].rec.path, root[2].rec.line, root[2].rec.display()[:400]))
