@@ -44,6 +44,9 @@ VENDORED_LINES: dict[str, dict[int, tuple[str, ...]]] = {
            1227: ("0.32.0",)},
 }
 VENDORED_VLLM = ("0.11.2", "0.12.0", "0.13.0", "0.14.1", "0.15.1", "0.20.0", "0.25.0", "0.28.0", "0.32.0")
+#: earliest publication of those vLLM releases where known (v0.25.0 on GitHub releases 2026-07-11; later ones
+#: cannot be earlier); a log written before it cannot come from them
+VLLM_RELEASED_NOT_BEFORE = {"0.25.0": "2026-07-11", "0.28.0": "2026-07-11", "0.32.0": "2026-07-11"}
 
 #: the earliest date each inspected version can have been published (same order as VERSIONS). A log
 #: written before that date cannot come from that release. Exact dates are the release's wheel upload
@@ -120,6 +123,13 @@ class VersionFingerprint:
         for tid, line in self.vendored_seen.items():
             cands &= set(VENDORED_LINES[tid].get(line, ()))
         evidence = [f"vendored vllm_v1_adapter.py:{ln}" for _, ln in sorted(self.vendored_seen.items())]
+        d = self.log_date
+        if d is not None:
+            early = {v for v in cands if VLLM_RELEASED_NOT_BEFORE.get(v, "") <= d}
+            if early and early != cands:
+                evidence.append(f"{', '.join(sorted(cands - early, key=VENDORED_VLLM.index))} excluded: published "
+                                f"after the log's date ({d})")
+                cands = early
         if not cands:
             return None, evidence
         order = sorted(cands, key=VENDORED_VLLM.index)

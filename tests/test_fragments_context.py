@@ -303,15 +303,18 @@ def test_fingerprint_date_comes_from_the_log_end_to_end(tmp_path: Path) -> None:
 
 def test_vendored_adapter_line_numbers_give_the_vllm_version_when_no_line_prints_it(tmp_path: Path) -> None:
     lg = "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration.vllm_v1_adapter"
-    lines = [f"[2026-06-01 10:00:00,000] LMCache ERROR: The number of retrieved tokens is less than the expected number "
+    lines = [f"[2026-08-01 10:00:00,000] LMCache ERROR: The number of retrieved tokens is less than the expected number "
              f"of tokens! This should not happen! (vllm_v1_adapter.py:897:{lg})",
-             f"[2026-06-01 10:00:00,000] LMCache ERROR: Num retrieved tokens: 0, num expected tokens: 256 "
+             f"[2026-08-01 10:00:00,000] LMCache ERROR: Num retrieved tokens: 0, num expected tokens: 256 "
              f"(vllm_v1_adapter.py:901:{lg})"]
     r = run(tmp_path, lines)
     assert r.ctx.vllm_version == "0.20.0..0.28.0"
     assert "vendored" in r.ctx.vllm_version_source
     assert r.ctx.lmcache_version is None  # the vendored copy's numbers say nothing about LMCache's release
     assert r.ctx.kv_load_failure_policy == "fail"  # vLLM >= 0.20 default
+    # the same numbers in a log written before v0.25.0 came out can only be 0.20.0
+    early = run(tmp_path, [ln.replace("2026-08-01", "2026-05-01") for ln in lines], name="early.log")
+    assert early.ctx.vllm_version == "0.20.0" and "excluded" in early.ctx.vllm_version_source
 
 
 def test_a_printed_vllm_version_wins_over_the_vendored_line_numbers(tmp_path: Path) -> None:
