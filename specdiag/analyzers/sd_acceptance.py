@@ -29,6 +29,7 @@ from specdiag.analyzers.sd_common import (
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.timeutil import TIME_BASIS
 
 CONFIRM_DYNAMIC_K = ("specdiag repro --preset dynamic-k  (A/B: the same schedule with and without the K=0 range; "
                      "acceptance after K=0 periods must match the fixed-K arm)")
@@ -168,7 +169,7 @@ class AcceptanceDrop(SpecSeriesRule):
             word = "collapsed" if collapse else "dropped"
             summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
                        f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
-                       f"{cp['drafted_after']} drafted) at {span([at])}; {cp['z']:.1f}× the interval noise. "
+                       f"{cp['drafted_after']} drafted) at {span([at])} ({TIME_BASIS}); {cp['z']:.1f}× the interval noise. "
                        f"[{DEFINITIONS}]")
             evidence = dedupe_evidence([ev_of(before[0]), ev_of(before[-1]), ev_of(at), ev_of(after[-1]),
                                         *[ev_of(iv, spec=False) for iv in k0[:2]]])
@@ -305,7 +306,7 @@ class ZeroAcceptance(SpecSeriesRule):
                            "or kv_role configuration")
             causes = b.ranked(ceiling=0.85 if seen else FRAGMENT_CEILING)
             summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
-                       f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)}. "
+                       f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
                        f"Method {method}, K={kmax_of(ctx)}"
                        + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
                        + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
