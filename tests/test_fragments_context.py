@@ -383,3 +383,19 @@ def test_collector_wrapper_timestamps_give_the_year(tmp_path: Path) -> None:
         (f,) = srv(r)
         assert f.measurements["died_at"] == "2025-03-14 10:00:05", name
         assert r.ctx.log_year == 2025
+
+
+def test_a_bare_assertion_error_ends_the_traceback_and_is_the_root(tmp_path: Path) -> None:
+    h = "(VllmWorker rank=0 pid=1574) ERROR 07-25 03:42:09 [multiproc_executor.py:546]"
+    headered = [f"{h} WorkerProc hit an exception.",
+                f'{h}   File "/opt/vllm/vllm/distributed/kv_transfer/kv_connector/v1/nixl_connector.py", line 966, in _read_blocks',
+                f"{h}     assert num_local_blocks <= num_remote_blocks",
+                f"{h} AssertionError"]
+    (f,) = srv(run(tmp_path, headered))
+    assert f.measurements["root_error"] == "AssertionError"
+    assert f.causes[0].id == "worker-exception"
+    raw = ['  File "/opt/vllm/vllm/v1/executor/multiproc_executor.py", line 540, in worker_busy_loop',
+           "    output = func(*args, **kwargs)",
+           "AssertionError"]
+    (g,) = srv(run(tmp_path, raw, name="raw.log"))
+    assert g.measurements["root_error"] == "AssertionError"

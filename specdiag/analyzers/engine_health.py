@@ -27,6 +27,8 @@ _FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
 _SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
 _SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
 _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
+#: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
+_BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*\Z", re.M)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC"})
@@ -222,7 +224,10 @@ class EngineDeath(Rule):
             if frames and frames[0] in FATAL_FRAMES:
                 self.fatal_frame = self.fatal_frame or frames[0]
                 hard = True
-            if tid in ("V_TB_FRAME", "E_TB_FRAMES"):
+            if tid == "E_TB_FRAMES" and (bare := _BARE_EXC.search(ev.rec.text)):
+                ev.f["detail"] = bare.group(1)  # frames, then an exception without message: that is the error
+                tid = "E_GENERIC"
+            elif tid in ("V_TB_FRAME", "E_TB_FRAMES"):
                 if hard:
                     self._mark_death(key)
                 return
