@@ -353,6 +353,32 @@ class ContextBuilder:
                 if ed.get("use_native"):
                     c.lmcache_vendored_adapter = True
 
+    def _vllm_from_vendored(self) -> None:
+        """The vLLM version from the vendored adapter's line numbers, only when no line prints it."""
+        c = self.ctx
+        if c.vllm_version is None:
+            v, vev = self.fp.infer_vllm()
+            if v:
+                c.vllm_version = v
+                c.vllm_version_source = f"inferred from the line numbers of vLLM's vendored LMCache adapter ({', '.join(vev)})"
+
+    def _tp_size(self) -> None:
+        """TP from the config, else LMCache's world_size, else a lower bound from the rank labels seen.
+
+        A rank label TP2 proves TP ≥ 3, not TP = 3: the other ranks' logs may just not be in the inputs.
+        """
+        c = self.ctx
+        if c.tensor_parallel_size is not None:
+            c.tensor_parallel_size_source = "config"
+        elif self.world_sizes and c.pipeline_parallel_size in (None, 1):
+            c.tensor_parallel_size = max(self.world_sizes)
+            c.tensor_parallel_size_source = "LMCache world_size"
+        elif self.ranks:
+            tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
+            if tps:
+                c.tensor_parallel_size = max(tps) + 1
+                c.tensor_parallel_size_source = f"rank labels: a lower bound (TP ≥ {max(tps) + 1})"
+
     def _k_fallback(self) -> None:
         """K from the per-position rates when no config line states ``num_speculative_tokens``."""
         k = self.k_from_positions
@@ -371,11 +397,7 @@ class ContextBuilder:
         c.ranks_seen = sorted(self.ranks, key=_rank_sort)
         version, evidence, note = self.fp.infer()
         c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored
-        if c.vllm_version is None:
-            v, vev = self.fp.infer_vllm()
-            if v:
-                c.vllm_version = v
-                c.vllm_version_source = f"inferred from the line numbers of vLLM's vendored LMCache adapter ({', '.join(vev)})"
+        self._vllm_from_vendored()
         if self.lmcache_exact:
             c.lmcache_version = self.lmcache_exact
             c.lmcache_version_evidence = ["'LMCache initialized for role … with version' line", *evidence]
@@ -411,16 +433,7 @@ class ContextBuilder:
         c.lmcache_config = cfg
         if c.chunk_size is None and cfg and isinstance(cfg.get("chunk_size"), int):
             c.chunk_size = cfg["chunk_size"]
-        if c.tensor_parallel_size is not None:
-            c.tensor_parallel_size_source = "config"
-        elif self.world_sizes and c.pipeline_parallel_size in (None, 1):
-            c.tensor_parallel_size = max(self.world_sizes)
-            c.tensor_parallel_size_source = "LMCache world_size"
-        elif self.ranks:
-            tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
-            if tps:
-                c.tensor_parallel_size = max(tps) + 1
-                c.tensor_parallel_size_source = f"rank labels: a lower bound (TP ≥ {max(tps) + 1})"
+        self._tp_size()
         self._k_fallback()
         if c.kv_load_failure_policy is None:
             d = default_failure_policy(c.vllm_version)
