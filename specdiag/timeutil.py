@@ -88,6 +88,8 @@ def fmt_time(t: float | None) -> str:
 
 def fmt_log_time(t: float | None) -> str:
     """``fmt_time`` with the reading spelled out, for sentences: ``05-06 15:56:03 log time (zone unknown)``."""
+    if t is None:
+        return "an unknown time (no timestamp on those lines)"
     return f"{fmt_time(t)} {TIME_BASIS}"
 
 
