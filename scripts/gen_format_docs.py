@@ -32,8 +32,9 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   `(APIServer pid=…)`, `(RayWorkerWrapper pid=…, ip=…)`; unprefixed lines (vLLM ≥ 0.31 prefixes only
   its own records);
 * envelopes: LMCache `[YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file.py:line:logger)` (also `WARN`,
-  and the 2024 legacy form), vLLM `LEVEL MM-DD HH:MM:SS[.fff] [file:line] msg` (year inferred from LMCache
-  lines or the wrapper, Dec→Jan wrap handled), uvicorn access lines, raw Python tracebacks;
+  and the 2024 legacy form), vLLM `LEVEL MM-DD HH:MM:SS[.fff] [file:line] msg` (year taken from a line
+  of the same input that carries one — LMCache's, a wrapper's — else left unknown; one Dec→Jan wrap; never
+  a future date), uvicorn access lines, raw Python tracebacks (also when cut below the `Traceback` line);
 * multi-line records: an LMCache message without its `(file:line:logger)` suffix continues until the
   line that carries it; tracebacks until the last exception line; hard-wrapped config dumps until their
   brackets close.

@@ -14,6 +14,7 @@ from specdiag.events import Event
 from specdiag.fingerprints import KEY_LINES, VersionFingerprint
 from specdiag.observe import Observer, RunState
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
+from specdiag.timeutil import TIME_BASIS, is_nominal_year
 from specdiag.yamlfile import read_mapping
 
 _SPEC_REPR = re.compile(
@@ -28,14 +29,17 @@ _WORLD = re.compile(r"world_size=(\d+)")
 @dataclass
 class Context:
     vllm_version: str | None = None
+    #: where vllm_version comes from when no line prints it (e.g. the vendored adapter's line numbers)
+    vllm_version_source: str | None = None
     lmcache_version: str | None = None
     lmcache_version_evidence: list[str] = field(default_factory=list)
     lmcache_version_note: str | None = None
     lmcache_vendored_adapter: bool = False
     model: str | None = None
     tensor_parallel_size: int | None = None
-    #: True when tensor_parallel_size was guessed from the highest TP rank seen (a lower bound, not a fact)
-    tensor_parallel_size_inferred: bool = False
+    #: how tensor_parallel_size is known: "config" (printed), "LMCache world_size", or "rank labels" — the
+    #: last is only a lower bound (TP ≥ highest rank + 1): the other ranks' logs may simply not be given
+    tensor_parallel_size_source: str | None = None
     pipeline_parallel_size: int | None = None
     data_parallel_size: int | None = None
     ranks_seen: list[str] = field(default_factory=list)
@@ -56,8 +60,21 @@ class Context:
     none_hashes: list[str] = field(default_factory=list)
     pythonhashseed_warning: bool = False
     device: str | None = None
+    #: a startup line (version, non-default args, engine config, KV cache size) is in the inputs: the excerpt
+    #: covers the server's start, so "from the start" and "no such config line" mean something
+    startup_seen: bool = False
+    #: SpecDecoding/Speculative metrics lines seen (one per logging interval and engine)
+    spec_intervals: int = 0
+    #: the year of the log's vLLM times, from lines of the same input that carry one; None = unknown
+    log_year: int | None = None
+    log_year_source: str | None = None
     #: rank per process key from LMCache's "Initialize storage manager on rank N" (Ray workers carry no TP name)
     rank_by_proc: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def tensor_parallel_size_inferred(self) -> bool:
+        """True when the TP size is only a lower bound from the highest rank label seen (TP ≥ N)."""
+        return bool(self.tensor_parallel_size_source and self.tensor_parallel_size_source.startswith("rank labels"))
 
     def cfg(self, key: str, default: Any = None) -> Any:
         if not self.lmcache_config:
@@ -67,12 +84,14 @@ class Context:
     def to_dict(self) -> dict[str, Any]:
         return {
             "vllm_version": self.vllm_version,
+            "vllm_version_source": self.vllm_version_source,
             "lmcache_version": self.lmcache_version,
             "lmcache_version_evidence": self.lmcache_version_evidence,
             "lmcache_version_note": self.lmcache_version_note,
             "lmcache_vendored_adapter": self.lmcache_vendored_adapter,
             "model": self.model,
             "tensor_parallel_size": self.tensor_parallel_size,
+            "tensor_parallel_size_source": self.tensor_parallel_size_source,
             "tensor_parallel_size_inferred": self.tensor_parallel_size_inferred,
             "pipeline_parallel_size": self.pipeline_parallel_size,
             "data_parallel_size": self.data_parallel_size,
@@ -90,6 +109,11 @@ class Context:
             "lmcache_degraded": self.lmcache_degraded,
             "hash_algorithm": self.hash_algorithm,
             "device": self.device,
+            "startup_seen": self.startup_seen,
+            "spec_intervals": self.spec_intervals,
+            "time_basis": TIME_BASIS,
+            "log_year": self.log_year,
+            "log_year_source": self.log_year_source,
         }
 
 
@@ -129,8 +153,10 @@ class ContextBuilder(Observer):
     EVENTS = {
         "C10", "C11", "C12", "C13", "C16", "C18", "C20", "C21", "C21b", "C22", "C23", "C24", "C32", "C33", "C37",
         "V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_CONNECTOR", "V_CREATE_CONNECTOR",
-        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE",
+        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE", "V_DUMP_INPUT", "V_SPEC",
     }
+    #: lines vLLM prints only while the server starts
+    STARTUP = frozenset({"V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_KV_SIZE"})
 
     events = frozenset(EVENTS) | frozenset(KEY_LINES)
 
@@ -144,19 +170,47 @@ class ContextBuilder(Observer):
         self.user_config_path = lmcache_config_path
         self.world_sizes: set[int] = set()
         self.lmcache_exact: str | None = None
+        self.k_from_positions: int | None = None
+        self.input_years: dict[str, int | None] = {}
+
+    def observe_input_year(self, name: str, year: int | None) -> None:
+        """The year ingest settled on for one input (``None``/nominal: no line of it carries one)."""
+        self.input_years[name] = None if is_nominal_year(year) else year
+
+    def _log_year(self) -> None:
+        """Context view of the inputs' years: one year, several, or unknown (never the current year by default)."""
+        years = {y for y in self.input_years.values() if y is not None}
+        unknown = [n for n, y in self.input_years.items() if y is None]
+        c = self.ctx
+        if not years:
+            c.log_year_source = ("unknown: no line of the input carries a year (vLLM prints month-day only); "
+                                 "times are shown as month-day and time") if self.input_years else None
+            return
+        c.log_year = max(years)
+        src = "from timestamps that carry a year in the same input (LMCache lines, collector wrappers)"
+        if len(years) > 1:
+            src += f"; inputs differ ({', '.join(str(y) for y in sorted(years))})"
+        if unknown:
+            src += f"; unknown for {', '.join(unknown[:4])}"
+        c.log_year_source = src
 
     def observe(self, ev: Event) -> None:
         tid = ev.id
         if tid in KEY_LINES and tid not in self.fp.seen and ev.rec.kind == "lmcache":
             r = ev.rec
-            self.fp.observe(tid, r.file, r.src_line, r.logger)
+            self.fp.observe(tid, r.file, r.src_line, r.logger, r.ts)
         if tid in self.EVENTS:
             self._observe_config(ev)
 
     def _observe_config(self, ev: Event) -> None:
         c = self.ctx
-        f = ev.f
         tid = ev.id
+        if tid == "V_SPEC":
+            self._observe_spec(ev)
+            return
+        if tid in self.STARTUP:
+            c.startup_seen = True
+        f = ev.f
         if tid == "C18":
             v = f["lmcache_version"]
             if v.endswith("-gNone") or v.endswith("-g"):
@@ -190,7 +244,7 @@ class ContextBuilder(Observer):
             c.vllm_version = c.vllm_version or f["version"]
             if f.get("model"):
                 c.model = c.model or f["model"].strip()
-        elif tid == "V_ENGINE_CFG":
+        elif tid in ("V_ENGINE_CFG", "V_DUMP_INPUT"):  # the crash dump prints the same config repr
             c.vllm_version = c.vllm_version or f["version"]
             cfg = f["cfg"]
             for k, v in _CFG_INT.findall(cfg):
@@ -227,6 +281,24 @@ class ContextBuilder(Observer):
         elif tid == "V_KV_SIZE":
             c.device = c.device or f["device"].lower().replace("gpu", "cuda")
 
+    def _observe_spec(self, ev: Event) -> None:
+        """Count the interval; the first ones also give K when no config line says it.
+
+        vLLM prints one per-position acceptance rate per draft position, i.e. ``num_speculative_tokens``
+        of them (``v1/spec_decode/metrics.py``: ``num_accepted_tokens_per_pos`` has K entries); the V0 line
+        prints ``Number of speculative tokens`` itself.
+        """
+        self.ctx.spec_intervals += 1
+        if self.k_from_positions is not None and self.ctx.spec_intervals > 16:
+            return
+        from specdiag.metrics.parse import spec_fields
+
+        d = spec_fields(ev)
+        pos = d.get("per_position")
+        k = len(pos) if pos else d.get("num_spec_tokens")
+        if isinstance(k, int) and 0 < k <= 64:
+            self.k_from_positions = max(self.k_from_positions or 0, k)
+
     def _spec_from_repr(self, text: str) -> None:
         m = _SPEC_REPR.search(text)
         if not m:
@@ -235,6 +307,7 @@ class ContextBuilder(Observer):
         spec.setdefault("enabled", True)
         spec.setdefault("method", m.group("method"))
         spec.setdefault("num_speculative_tokens", int(m.group("k")))
+        spec.setdefault("num_speculative_tokens_source", "config")
         if m.group("model"):
             spec.setdefault("model", m.group("model"))
         self.ctx.speculative = spec
@@ -258,6 +331,8 @@ class ContextBuilder(Observer):
             spec = dict(c.speculative or {})
             spec.update({k: v for k, v in d.items() if not isinstance(v, dict)})
             spec["enabled"] = True
+            if "num_speculative_tokens" in spec:
+                spec.setdefault("num_speculative_tokens_source", "config")
             if sched:
                 try:
                     import ast
@@ -285,15 +360,57 @@ class ContextBuilder(Observer):
                 if ed.get("use_native"):
                     c.lmcache_vendored_adapter = True
 
+    def _vllm_from_vendored(self) -> None:
+        """The vLLM version from the vendored adapter's line numbers, only when no line prints it."""
+        c = self.ctx
+        if c.vllm_version is None:
+            v, vev = self.fp.infer_vllm()
+            if v:
+                c.vllm_version = v
+                c.vllm_version_source = f"inferred from the line numbers of vLLM's vendored LMCache adapter ({', '.join(vev)})"
+
+    def _tp_size(self) -> None:
+        """TP from the config, else LMCache's world_size, else a lower bound from the rank labels seen.
+
+        A rank label TP2 proves TP ≥ 3, not TP = 3: the other ranks' logs may just not be in the inputs.
+        """
+        c = self.ctx
+        if c.tensor_parallel_size is not None:
+            c.tensor_parallel_size_source = "config"
+        elif self.world_sizes and c.pipeline_parallel_size in (None, 1):
+            c.tensor_parallel_size = max(self.world_sizes)
+            c.tensor_parallel_size_source = "LMCache world_size"
+        elif self.ranks:
+            tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
+            if tps:
+                c.tensor_parallel_size = max(tps) + 1
+                c.tensor_parallel_size_source = f"rank labels: a lower bound (TP ≥ {max(tps) + 1})"
+
+    def _k_fallback(self) -> None:
+        """K from the per-position rates when no config line states ``num_speculative_tokens``."""
+        k = self.k_from_positions
+        spec = self.ctx.speculative
+        if k is None or (spec and isinstance(spec.get("num_speculative_tokens"), int)):
+            return
+        spec = dict(spec or {})
+        spec.setdefault("enabled", True)
+        spec["num_speculative_tokens"] = k
+        spec["num_speculative_tokens_source"] = "per-position acceptance rates (SpecDecoding metrics)"
+        self.ctx.speculative = spec
+
     def finish(self, ctx: Context, run: RunState) -> list:
         """Complete ``ctx`` (the one given at construction) from what was observed; no findings."""
         c = self.ctx
         for origin in run.origins:
             if origin.role == "Worker" and origin.rank_label:
                 self.ranks.add(origin.rank_label)
+        for name, year in run.input_years.items():
+            self.observe_input_year(name, year)
+        self._log_year()
         c.ranks_seen = sorted(self.ranks, key=_rank_sort)
         version, evidence, note = self.fp.infer()
         c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored
+        self._vllm_from_vendored()
         if self.lmcache_exact:
             c.lmcache_version = self.lmcache_exact
             c.lmcache_version_evidence = ["'LMCache initialized for role … with version' line", *evidence]
@@ -329,16 +446,8 @@ class ContextBuilder(Observer):
         c.lmcache_config = cfg
         if c.chunk_size is None and cfg and isinstance(cfg.get("chunk_size"), int):
             c.chunk_size = cfg["chunk_size"]
-        if c.tensor_parallel_size is None:
-            if self.world_sizes and c.pipeline_parallel_size in (None, 1):
-                c.tensor_parallel_size = max(self.world_sizes)
-            elif self.ranks:
-                tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
-                if tps:
-                    c.tensor_parallel_size = max(tps) + 1
-                    c.tensor_parallel_size_inferred = True
-        if c.speculative is None:
-            c.speculative = None
+        self._tp_size()
+        self._k_fallback()
         if c.kv_load_failure_policy is None:
             d = default_failure_policy(c.vllm_version)
             if d:

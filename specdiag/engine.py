@@ -194,7 +194,7 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             current.deliver(ev)
         if progress is not None and n % PROGRESS_EVERY == 0:
             progress(src.display, src.stats.bytes_read)
-    _hand_counts(src, list(fed.values()) or [run_for(default_id)])
+    _hand_counts(src, list(fed.values()) or [run_for(default_id)], window.year)
     window.set([], 0)
 
 
@@ -210,12 +210,12 @@ def _tally_unrecognized(tally: StreamTally, rec: Any) -> None:
         tally.unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
 
 
-def _hand_counts(src: Source, fed: list[DeploymentRun]) -> None:
+def _hand_counts(src: Source, fed: list[DeploymentRun], year: int | None) -> None:
     """Give the lines ingest only counted to the deployment(s) this input fed."""
     first = {eid: Event(eid, record_from_hot(item), None, template(eid)) for eid, item in src.stats.hot_first.items()}
     for dep in fed:
         dep.run.add_counts(dict(src.stats.hot_counts), first)
-        dep.run.end_source()
+        dep.run.end_source(year)
         if len(fed) > 1 and src.stats.hot_counts:
             dep.run.shared_count_sources.append(src.display)
 

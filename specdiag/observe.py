@@ -49,7 +49,10 @@ class RunState:
         self.sources: list[str] = []
         #: sources whose counted lines could not be split between several deployments (a merged stream)
         self.shared_count_sources: list[str] = []
+        #: the year ingest settled on for each input (None: no line of it carries one)
+        self.input_years: dict[str, int | None] = {}
         self._lookback: LookBack = _no_lookback
+        self._current: str | None = None
 
     # --- asked by observers ------------------------------------------------------------------------------
     def count(self, tid: str) -> int:
@@ -75,9 +78,13 @@ class RunState:
     def begin_source(self, name: str, lookback: LookBack | None) -> None:
         if name not in self.sources:
             self.sources.append(name)
+        self._current = name
         self._lookback = lookback or _no_lookback
 
-    def end_source(self) -> None:
+    def end_source(self, year: int | None = None) -> None:
+        if self._current is not None:
+            self.input_years[self._current] = year
+        self._current = None
         self._lookback = _no_lookback
 
     def add_counts(self, counts: dict[str, int], first: dict[str, Event]) -> None:

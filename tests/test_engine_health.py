@@ -104,8 +104,11 @@ def test_normal_sigterm_shutdown_is_not_a_failure(tmp_path: Path) -> None:
 
 def test_engine_dead_without_root_in_the_log(tmp_path: Path) -> None:
     (f,) = srv(analyze_lines(tmp_path, [stats("10:00:00"), *dead("10:00:05"), *dead("10:00:06")]))
-    assert f.measurements["root_error"] == "not in the log"
+    assert f.measurements["root_error"] == "not in the excerpt"
+    # no filler: one honest "not in the excerpt" entry, whose fix says what to collect
+    assert [c.id for c in f.causes] == ["cause-not-in-excerpt"]
     assert f.causes[0].confidence < 0.5
+    assert "VLLM_LOGGING_LEVEL" in f.next_steps[0] and "before" in f.next_steps[0]
 
 
 def test_worker_killed_without_exception(tmp_path: Path) -> None:

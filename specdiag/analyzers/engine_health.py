@@ -2,22 +2,34 @@
 
 from __future__ import annotations
 
+import re
 from collections import deque
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import Cause, CauseBoard, Evidence, Finding
 from specdiag.observe import RunState
-from specdiag.timeutil import fmt_time, rec_time
+from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
 
 #: exceptions that are consequences of an engine death, never its root
 CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine core initialization failed",
            "BrokenPipeError", "ConnectionResetError", "EOFError", "SystemExit", "KeyboardInterrupt",
            "ClosedResourceError", "ZMQError", "RemoteProtocolError")
 HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
-                  "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED"})
+                  "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED"})
+#: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
+#: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
+#: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler
+FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_step", "execute_model_with_error_logging",
+                          "worker_busy_loop", "worker_main", "output_handler"})
+_FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
+_SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
+_SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
+_EXIT_CODE = re.compile(r"exit code: (-?\d+)")
+#: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
+_BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*\Z", re.M)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC"})
@@ -41,7 +53,36 @@ CAUSE_FIX = {
                        "check `dmesg | grep -i oom` / the pod's last state (OOMKilled, exit code 137)"),
     "worker-exception": ("Fix the exception raised in the engine/worker (the first error above, not the "
                          "EngineDeadError cascade).", "rerun the failing request with VLLM_LOGGING_LEVEL=DEBUG"),
+    "cause-not-in-excerpt": ("The lines given show that the engine died, not why. Collect the lines before the first "
+                             "death line from every vLLM process (the worker's 'WorkerProc hit an exception' traceback, "
+                             "the EngineCore traceback above 'EngineCore encountered a fatal error'), at log level INFO "
+                             "or lower (VLLM_LOGGING_LEVEL=INFO), and dmesg / the container's exit reason for a kill.",
+                             "grep -n -B200 -m1 -E 'EngineCore encountered a fatal error|Dumping input data|"
+                             "WorkerProc hit an exception|died unexpectedly' <full log>"),
 }
+#: the causes a root error can be classified as (all but the "not in the excerpt" placeholder)
+ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
+
+
+def fatal_frames(raw: bytes) -> list[str]:
+    """Names of the never-survived vLLM loops among a traceback's frames (``FATAL_FRAMES``)."""
+    if b", line " not in raw:
+        return []
+    return [f for f in (m.decode() for m in _FRAME_FUNC.findall(raw)) if f in FATAL_FRAMES]
+
+
+def failing_step(dump: str) -> dict:
+    """What the scheduler-output dump says about the step that crashed: request ids, tokens scheduled."""
+    out: dict = {}
+    ids = []
+    for m in _SCHED_REQ.finditer(dump[:20000]):
+        found = [x.strip(" '\"") for x in m.group(1).split(",")] if m.group(1) is not None else [m.group(2)]
+        ids += [x for x in found if x and x not in ids][: 8 - len(ids)]
+    if ids:
+        out["request_ids"] = ids
+    if m := _SCHED_TOKENS.search(dump):
+        out["scheduled_tokens"] = int(m.group(1))
+    return out
 
 
 def _classify(text: str, tid: str) -> str:
@@ -61,6 +102,16 @@ def _classify(text: str, tid: str) -> str:
     return "worker-exception"
 
 
+def _died_without_exception(ev: Event) -> bool:
+    """A worker's death (or one with an exit code) is a kill or native crash; an engine core's may be either.
+
+    Workers report Python exceptions back to the engine core (``WorkerProc hit an exception``), so a worker
+    that "died unexpectedly" ended without one. The API server's ``Engine core proc … died unexpectedly``
+    also follows an engine core that logged its own traceback elsewhere, so alone it names no cause.
+    """
+    return ev.id == "V_PROC_DIED" and (ev.f.get("what") == "Worker proc" or "exit code" in ev.rec.msg)
+
+
 @register
 class EngineDeath(Rule):
     """The vLLM engine died; report its first root error, not the EngineDeadError cascade.
@@ -76,17 +127,26 @@ class EngineDeath(Rule):
     ``EngineDeadError`` after ``[shutdown] API server: shutdown triggered`` / ``signal=SIGTERM``; those are
     ignored when nothing failed before the shutdown began.
 
+    Pasted excerpts often start below the death line. The crash dump (``Dumping input data for V1 LLM
+    engine (vX) with config: …``, ``Dumping scheduler output for model execution: …``) is printed only on
+    the engine core's except path before the exception is re-raised, and a traceback whose frames pass
+    through a loop vLLM never survives (``run_engine_core``, ``run_busy_loop``, ``worker_busy_loop``,
+    ``output_handler`` …) escaped that loop: both are a death even without their header. The dump also
+    gives the vLLM version and the requests of the failing step. When the excerpt holds no root error, the
+    single cause is ``cause-not-in-excerpt`` with what to collect, not every class at an equal share.
+
     Why it matters: the cascade (one ``EngineDeadError`` per in-flight and later request) buries the one
     line that explains the outage.
 
     Causes weighed: ``cuda-oom``, ``kv-cache-memory``, ``lmcache-draft-layers`` (LMCache's layer count misses
     draft-model layers: ``IndexError … out of bounds for dimension 1``), ``spec-unsupported``,
-    ``import-error``, ``process-killed`` (died without an exception: kernel OOM killer, SIGKILL),
-    ``worker-exception``.
+    ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
+    ``worker-exception``; ``cause-not-in-excerpt`` when no root error is in the lines given.
 
     Fix: the top cause's fix; the engine must be restarted either way.
 
-    References: vLLM ``v1/engine/core.py`` (0.32.0 :1510/:1512), ``v1/engine/async_llm.py:906``,
+    References: vLLM ``logging_utils/dump_input.py`` (0.9.2–0.11.0 :69, 0.11.2+ :72), ``v1/engine/core.py``
+    (0.32.0 :1510/:1512), ``v1/engine/async_llm.py:906``,
     ``v1/executor/multiproc_executor.py:315/:1063``, ``v1/engine/core_client.py:817``; reference
     ``log-formats.md`` §9; ``spec-decode.md`` §6–§7.
     """
@@ -99,7 +159,7 @@ class EngineDeath(Rule):
     cause_ids = tuple(CAUSE_FIX)
     defaults = {"window_s": 300.0, "max_candidates": 256}
     events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS", "V_STATS_V0",
-                                              "E_NO_CONNECTOR"})
+                                              "E_NO_CONNECTOR", "V_TB_FRAME", "E_TB_FRAMES"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -114,6 +174,8 @@ class EngineDeath(Rule):
         self.last_stats_t: float | None = None
         self.stats_after_death = 0
         self.wrapper_detail: tuple | None = None
+        self.dump: dict = {}  # what the crash dump (dump_input.py) said: vLLM version, failing step
+        self.fatal_frame: str | None = None
 
     def _t(self, ev: Event) -> float | None:
         t = rec_time(ev.rec)
@@ -154,19 +216,41 @@ class EngineDeath(Rule):
                 self.death = key
             return
         hard = tid in HARD or (tid == "V_EXC" and _classify(detail, tid) in ("cuda-oom", "kv-cache-memory"))
+        if tid == "V_DUMP_INPUT":
+            self.dump.setdefault("vllm_version", ev.f.get("version"))
+        elif tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output"):
+            self.dump.setdefault("failing_step", failing_step(ev.f.get("dump") or ""))
+        elif tid == "V_TB_FRAME" or ev.rec.kind == "traceback":
+            frames = [ev.f.get("func")] if tid == "V_TB_FRAME" else fatal_frames(ev.rec.raw_text)
+            if frames and frames[0] in FATAL_FRAMES:
+                self.fatal_frame = self.fatal_frame or frames[0]
+                hard = True
+            if tid == "E_TB_FRAMES" and (bare := _BARE_EXC.search(ev.rec.text)):
+                ev.f["detail"] = bare.group(1)  # frames, then an exception without message: that is the error
+                tid = "E_GENERIC"
+            elif tid in ("V_TB_FRAME", "E_TB_FRAMES"):
+                if hard:
+                    self._mark_death(key)
+                return
         if tid == "E_WORKER_FAILED":
             self.wrapper_detail = self.wrapper_detail or key
         elif tid in ROOTS and not is_cascade:
             if len(self.cands) < self.cands.maxlen or self.death is None:
                 self.cands.append(key)
         if hard:
-            if self.shutdown is not None and (self.hard_first is None):
-                return  # killed during a requested shutdown
-            self.hard_first = self.hard_first or key
-            if self.death is None:
-                self.death = key
+            if not self._mark_death(key):
+                return
             if tid in ("E_OOM", "E_NO_CACHE_MEM") and not any(c[2] is ev for c in self.cands):
                 self.cands.append(key)
+
+    def _mark_death(self, key: tuple) -> bool:
+        """Record a line that proves the engine died; False when it belongs to a requested shutdown."""
+        if self.shutdown is not None and self.hard_first is None:
+            return False  # killed during a requested shutdown
+        self.hard_first = self.hard_first or key
+        if self.death is None:
+            self.death = key
+        return True
 
     @staticmethod
     def _order(k):
@@ -193,23 +277,12 @@ class EngineDeath(Rule):
         root = roots[0] if roots else None
         if root is None and self.wrapper_detail is not None:
             root = self.wrapper_detail
-        if root is None and self.hard_first is not None and self.hard_first[2].id == "V_PROC_DIED":
+        if root is None and self.hard_first is not None and _died_without_exception(self.hard_first[2]):
             root = self.hard_first
-        b = CauseBoard()
-        for cid, (fix, confirm) in CAUSE_FIX.items():
-            b.add(cid, 0.1, fix=fix, confirm_with=confirm)
-        if root is not None:
-            rev = root[2]
-            rtext = (rev.f.get("detail") or rev.rec.msg) if rev.id != "V_PROC_DIED" else rev.rec.msg
-            cls = _classify(rev.rec.text if rev.rec.kind == "traceback" else rev.rec.msg, rev.id)
-            if cls == "lmcache-draft-layers" and not (method_of(ctx) == "draft_model" or ctx.num_draft_layers == 0):
-                cls = "worker-exception"
-            b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
-            if cls == "lmcache-draft-layers":
-                b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
-        else:
-            b.support("worker-exception", 2, "no root exception in the log: only the cascade was captured")
-        causes = b.ranked(ceiling=0.9)
+        causes = self._causes(root, ctx)
+        if root is None and self.hard_first is None:
+            causes[0].against.append("only EngineDeadError / output-handler lines: vLLM 0.32 prints them at a normal "
+                                     "SIGTERM shutdown too; check whether the server was being stopped")
         evs = []
         if root is not None:
             evs.append(Evidence(root[2].rec.path, root[2].rec.line, root[2].rec.display()[:400]))
@@ -217,18 +290,59 @@ class EngineDeath(Rule):
         if self.first_cascade is not None:
             evs.append(Evidence(self.first_cascade.rec.path, self.first_cascade.rec.line,
                                 self.first_cascade.rec.display()[:400]))
-        root_txt = (root[2].f.get("detail") or root[2].rec.msg)[:200] if root is not None else "not in the log"
-        summary = (f"The engine died at {fmt_time(dt)} ({dev.rec.path}:{dev.rec.line}); first root error: {root_txt}. "
+        root_txt = (root[2].f.get("detail") or root[2].rec.msg)[:200] if root is not None else "not in the excerpt"
+        summary = (f"The engine died at {fmt_log_time(dt)}, line {dev.rec.path}:{dev.rec.line}; first root error: {root_txt}. "
                    f"{self.cascade} cascade line(s) (EngineDeadError/output handler) follow from it.")
+        if root is None:
+            summary += (" The lines given show the death, not its cause: collect the lines before it (see next steps).")
+        measurements = {"died_at": fmt_time(dt), "root_error": root_txt, "cascade_lines": self.cascade,
+                        "root_cause_class": causes[0].id, "stats_lines_after_death": self.stats_after_death}
+        if self.dump:
+            measurements["crash_dump"] = {k: v for k, v in self.dump.items() if v}
+        if self.fatal_frame:
+            measurements["fatal_frame"] = self.fatal_frame
+        steps = [causes[0].fix, f"Confirm: {causes[0].confirm_with}"]
+        steps.append("Restart the engine; clients saw errors for every request in flight.")
         return [Finding(
             rule=self.code, severity="error", title=self.title, summary=summary, count=max(1, self.cascade),
-            evidence=dedupe_evidence(evs), causes=causes,
-            measurements={"died_at": fmt_time(dt), "root_error": root_txt, "cascade_lines": self.cascade,
-                          "root_cause_class": causes[0].id, "stats_lines_after_death": self.stats_after_death},
-            identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt,
-            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                        "Restart the engine; clients saw errors for every request in flight."],
+            evidence=dedupe_evidence(evs), causes=causes, measurements=measurements,
+            identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt, next_steps=steps,
         )]
+
+    @staticmethod
+    def _causes(root: tuple | None, ctx: Context) -> list[Cause]:
+        """Rank the root-error classes; without a root error, say so instead of listing every class as filler.
+
+        A death line (fatal error, dead process, crash dump, EngineDeadError) proves the engine died but
+        carries no cause: giving each class the same small share would read as a diagnosis.
+        """
+        if root is None:
+            fix, confirm = CAUSE_FIX["cause-not-in-excerpt"]
+            return [Cause("cause-not-in-excerpt", 0.4, for_=["death lines without the exception that caused them "
+                                                                "(the excerpt starts after it, or the log level hid it)"],
+                          fix=fix, confirm_with=confirm)]
+        b = CauseBoard()
+        for cid in ROOT_CLASSES:
+            fix, confirm = CAUSE_FIX[cid]
+            b.add(cid, 0.1, fix=fix, confirm_with=confirm)
+        rev = root[2]
+        rtext = (rev.f.get("detail") or rev.rec.msg) if rev.id != "V_PROC_DIED" else rev.rec.msg
+        cls = _classify(rev.rec.text if rev.rec.kind == "traceback" else rev.rec.msg, rev.id)
+        if cls == "lmcache-draft-layers" and not (method_of(ctx) == "draft_model" or ctx.num_draft_layers == 0):
+            cls = "worker-exception"
+        b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
+        if cls == "lmcache-draft-layers":
+            b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
+        cap = None
+        if cls == "process-killed":
+            code = _EXIT_CODE.search(rev.rec.msg)
+            if code and code.group(1) in ("-9", "137"):
+                b.note_for(cls, f"exit code {code.group(1)}: SIGKILL (kernel OOM killer or the orchestrator)")
+            elif not ctx.startup_seen:
+                # "no exception" is an absence: an excerpt that starts late may just not show the worker's error
+                b.oppose(cls, 1, "the excerpt does not show the worker's earlier lines: its own error may precede them")
+                cap = {cls: 0.6}
+        return b.ranked(ceiling=0.9, cap=cap)
 
 
 @register

@@ -5,9 +5,12 @@ from __future__ import annotations
 from specdiag.analyzers.base import register
 from specdiag.analyzers.sd_common import (
     DEFINITIONS,
+    FRAGMENT_CEILING,
+    FRAGMENT_NOTE,
     STATELESS_METHODS,
     SpecSeriesRule,
     changepoint,
+    config_seen,
     dedupe_evidence,
     ev_of,
     is_eagle_family,
@@ -27,6 +30,7 @@ from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
 from specdiag.observe import RunState
+from specdiag.timeutil import TIME_BASIS
 
 CONFIRM_DYNAMIC_K = ("specdiag repro --preset dynamic-k  (A/B: the same schedule with and without the K=0 range; "
                      "acceptance after K=0 periods must match the fixed-K arm)")
@@ -70,7 +74,9 @@ class AcceptanceDrop(SpecSeriesRule):
     interval, from the ``SpecDecoding metrics`` lines of every era): the best single split of the series,
     tested against a robust noise scale (MAD of the per-interval rates around their segment's rate), with
     a minimum relative and absolute drop, and a sustained "after" segment (its last half is still low).
-    Reports the intervals, drafts counts and before/after acceptance and mean acceptance length.
+    Reports the intervals, drafts counts and before/after acceptance and mean acceptance length. Without
+    the speculative config in the inputs, a missing dynamic-K schedule is no evidence and confidence is
+    capped (0.6).
 
     Why it matters: spec-decode failures are silent — outputs stay correct while the speed-up disappears.
     A drop that a fixed threshold would miss (a healthy 60 % falling to 35 %) costs a third of the tokens
@@ -141,8 +147,10 @@ class AcceptanceDrop(SpecSeriesRule):
                     b.support("stale-draft-kv", 6, f"{len(k0)} K=0 interval(s) right before the drop under schedule {sched}")
                 else:
                     b.oppose("stale-draft-kv", 2, f"schedule {sched} has K=0 ranges, but no K=0 interval precedes the drop")
-            else:
+            elif config_seen(ctx):
                 b.oppose("stale-draft-kv", 6, "no K=0 range in a dynamic-K schedule")
+            else:
+                b.oppose("stale-draft-kv", 1.5, "no dynamic-K schedule in the excerpt (its config is not shown)")
             before = cp["before"]
             ext_b = [iv.ext for iv in items[:idx] if iv.ext is not None]
             ext_a = [iv.ext for iv in items[idx:] if iv.ext is not None]
@@ -158,11 +166,11 @@ class AcceptanceDrop(SpecSeriesRule):
                 if is_eagle_family(method) or method == "draft_model":
                     b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
                               f"(role {ctx.kv_role}) with drafter {method}")
-            causes = b.ranked(ceiling=0.85)
+            causes = b.ranked(ceiling=0.85 if config_seen(ctx) else FRAGMENT_CEILING)
             word = "collapsed" if collapse else "dropped"
             summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
                        f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
-                       f"{cp['drafted_after']} drafted) at {span([at])}; {cp['z']:.1f}× the interval noise. "
+                       f"{cp['drafted_after']} drafted) at {span([at])} ({TIME_BASIS}); {cp['z']:.1f}× the interval noise. "
                        f"[{DEFINITIONS}]")
             evidence = dedupe_evidence([ev_of(before[0]), ev_of(before[-1]), ev_of(at), ev_of(after[-1]),
                                         *[ev_of(iv, spec=False) for iv in k0[:2]]])
@@ -174,8 +182,10 @@ class AcceptanceDrop(SpecSeriesRule):
                 "drafted_before": cp["drafted_before"], "drafted_after": cp["drafted_after"],
                 "intervals_before": len(before), "intervals_after": len(after),
                 "before": span(before), "after": span(after), "z": round(cp["z"], 2),
-                "noise_sigma": round(cp["sigma"], 4), "schedule": sched,
+                "noise_sigma": round(cp["sigma"], 4), "schedule": sched, "config_in_excerpt": config_seen(ctx),
             }
+            if not config_seen(ctx):
+                summary += f" Note: {FRAGMENT_NOTE}."
             # ngram/suffix acceptance follows the text: a drop explained only by the workload is information
             sev = "info" if (method in STATELESS_METHODS and causes[0].id == "workload-shift") else "warning"
             out.append(Finding(
@@ -246,7 +256,8 @@ class ZeroAcceptance(SpecSeriesRule):
             if zdr < o["min_drafted"] or zdr < 0.5 * tdr:
                 continue
             rate, acc, dr = pooled_rate(zero)
-            from_start = spec[0] in zero
+            seen = config_seen(ctx)
+            from_start = spec[0] in zero and ctx.startup_seen  # the first interval of the excerpt may be any interval
             b = CauseBoard()
             b.add("draft-state-not-restored", 0.4,
                   fix="The drafter never saw the restored tokens: use a vLLM build with the drafter-context fix "
@@ -284,20 +295,23 @@ class ZeroAcceptance(SpecSeriesRule):
             if restored:
                 b.oppose("draft-target-mismatch", 2, "restored context alone explains zero acceptance")
                 b.oppose("drafts-never-accepted", 1.5, "restored context explains it")
-            else:
+            elif seen:
                 b.oppose("draft-state-not-restored", 4, "no KV-connector restore, external hit or kv_consumer role seen")
                 if from_start:
                     b.support("draft-target-mismatch", 3, "acceptance is 0 from the first interval")
             spec_cfg = ctx.speculative or {}
             if spec_cfg.get("model"):
                 b.note_for("draft-target-mismatch", f"draft {spec_cfg.get('model')} for target {ctx.model}")
-            causes = b.ranked(ceiling=0.85)
+            else:
+                b.note_for("draft-state-not-restored", "no restore seen, but the excerpt does not show the connector "
+                           "or kv_role configuration")
+            causes = b.ranked(ceiling=0.85 if seen else FRAGMENT_CEILING)
             summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
-                       f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)}. "
+                       f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
                        f"Method {method}, K={kmax_of(ctx)}"
                        + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
                        + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
-                       + f". [{DEFINITIONS}]")
+                       + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}."))
             evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
             if first_retrieve is not None:
                 r = first_retrieve.rec
@@ -307,7 +321,7 @@ class ZeroAcceptance(SpecSeriesRule):
                     "accepted_tokens": acc, "acceptance_rate": round(rate or 0.0, 4),
                     "mean_acceptance_length": rnd(pooled_length(zero)), "kv_role": ctx.kv_role,
                     "external_prefix_cache_hit_rate": None if ext_mean is None else round(ext_mean, 4),
-                    "lmcache_retrieves": retrieves}
+                    "lmcache_retrieves": retrieves, "config_in_excerpt": seen}
             out.append(Finding(
                 rule=self.code, severity="warning", title=self.title, summary=summary, count=len(zero),
                 evidence=dedupe_evidence(evidence), measurements=meas, causes=causes,
@@ -325,7 +339,10 @@ class LowAcceptanceFromStart(SpecSeriesRule):
     Detects: a model-based drafter (draft_model, EAGLE/EAGLE-3, MTP, DFlash, Medusa…) whose drafts-weighted
     acceptance rate and mean acceptance length stay below ``max_rate``/``max_length`` over the whole run,
     the first intervals included. ngram/suffix acceptance depends on the text, so they are reported only
-    when almost nothing is accepted (info).
+    when almost nothing is accepted (info). "From the start" needs the start: without a startup line in
+    the inputs the finding says "throughout the excerpt" and caps confidence at 0.5; with fewer than
+    ``min_intervals`` intervals or ``min_drafted`` drafts (a grepped paste) it is only an info note saying
+    how many lines would decide it.
 
     Why it matters: with acceptance this low the draft forward passes and verification cost more than the
     tokens they save.
@@ -354,10 +371,10 @@ class LowAcceptanceFromStart(SpecSeriesRule):
         out = []
         for label, items in self.engines():
             spec = [iv for iv in items if iv.dr]
-            if len(spec) < o["min_intervals"]:
+            if not spec:
                 continue
             rate, acc, dr = pooled_rate(spec)
-            if rate is None or dr < o["min_drafted"] or acc <= 0.01 * dr:
+            if rate is None or acc <= 0.01 * dr:
                 continue  # nothing drafted, or zero acceptance (SD002)
             head = spec[: max(3, len(spec) // 4)]
             rh, _, _ = pooled_rate(head)
@@ -368,33 +385,72 @@ class LowAcceptanceFromStart(SpecSeriesRule):
                 continue
             if not stateless and length is not None and length > o["max_length"]:
                 continue
-            b = CauseBoard()
-            b.add("draft-target-mismatch", 0.5, fix="Use the draft/EAGLE head trained for this exact target and tokenizer.",
-                  confirm_with=CONFIRM_MISMATCH)
-            b.add("workload-shift", 0.3, fix="Measure acceptance on representative prompts; lower K or pick another method.",
-                  confirm_with="specdiag repro --toggle num_speculative_tokens=1,3 on a sample of the real prompts")
-            b.add("draft-state-not-restored", 0.2, fix="See SD002: restored context never ran through the drafter.",
-                  confirm_with=CONFIRM_RESTORED)
-            if stateless:
-                b.rule_out("draft-target-mismatch", f"{method} has no draft model")
-                b.rule_out("draft-state-not-restored", f"{method} has no drafter state")
-            ext = [iv.ext for iv in spec if iv.ext is not None]
-            if ext and sum(ext) / len(ext) > 0.5 and is_eagle_family(method):
-                b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(sum(ext) / len(ext))}")
-            b.note_for("draft-target-mismatch", f"first {len(head)} intervals already at {pct(rh)}")
-            causes = b.ranked(ceiling=0.7)
-            sev = "info" if stateless else "warning"
-            out.append(Finding(
-                rule=self.code, severity=sev, title=self.title,
-                summary=(f"{label}: {method} K={kmax_of(ctx)} accepted {acc} of {dr} drafted tokens ({pct(rate)}, mean "
-                         f"acceptance length {num(length)}) over {len(spec)} intervals, {pct(rh)} in the first "
-                         f"{len(head)}. [{DEFINITIONS}]"),
-                count=len(spec), evidence=[ev_of(spec[0]), ev_of(spec[-1])],
-                measurements={"engine": label, "method": method, "acceptance_rate": round(rate, 4),
-                              "mean_acceptance_length": rnd(length), "drafted_tokens": dr, "accepted_tokens": acc,
-                              "intervals": len(spec), "acceptance_first_intervals": rnd(rh, 4),
-                              "draft_model": (ctx.speculative or {}).get("model"), "target_model": ctx.model},
-                causes=causes, identity=f"{label}|{method}", first_seen=spec[0].t,
-                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
-            ))
+            if len(spec) < o["min_intervals"] or dr < o["min_drafted"]:
+                out.append(self._too_few(label, spec, rate, acc, dr, length, method, ctx))
+                continue
+            out.append(self._low(label, spec, head, rh, rate, acc, dr, length, method, ctx))
         return out
+
+    def _board(self, method: str | None, spec: list, ctx: Context) -> CauseBoard:
+        b = CauseBoard()
+        b.add("draft-target-mismatch", 0.5, fix="Use the draft/EAGLE head trained for this exact target and tokenizer.",
+              confirm_with=CONFIRM_MISMATCH)
+        b.add("workload-shift", 0.3, fix="Measure acceptance on representative prompts; lower K or pick another method.",
+              confirm_with="specdiag repro --toggle num_speculative_tokens=1,3 on a sample of the real prompts")
+        b.add("draft-state-not-restored", 0.2, fix="See SD002: restored context never ran through the drafter.",
+              confirm_with=CONFIRM_RESTORED)
+        if method in STATELESS_METHODS:
+            b.rule_out("draft-target-mismatch", f"{method} has no draft model")
+            b.rule_out("draft-state-not-restored", f"{method} has no drafter state")
+        ext = [iv.ext for iv in spec if iv.ext is not None]
+        if ext and sum(ext) / len(ext) > 0.5 and is_eagle_family(method):
+            b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(sum(ext) / len(ext))}")
+        return b
+
+    def _low(self, label, spec, head, rh, rate, acc, dr, length, method, ctx: Context) -> Finding:
+        """Low over enough intervals. "From the start" needs the start: without a startup line the excerpt may
+        begin at any interval, so the finding says "throughout the excerpt" and caps its confidence."""
+        start = ctx.startup_seen
+        b = self._board(method, spec, ctx)
+        if start:
+            b.note_for("draft-target-mismatch", f"first {len(head)} intervals already at {pct(rh)}")
+        causes = b.ranked(ceiling=0.7 if start else 0.5)
+        where = (f"{pct(rh)} in the first {len(head)}" if start else
+                 "the excerpt does not show the server start, so whether it was low from the start is not established")
+        return Finding(
+            rule=self.code, severity="info" if method in STATELESS_METHODS else "warning",
+            title=self.title if start else "Speculative-decoding acceptance is low throughout the excerpt",
+            summary=(f"{label}: {method} K={kmax_of(ctx)} accepted {acc} of {dr} drafted tokens ({pct(rate)}, mean "
+                     f"acceptance length {num(length)}) over {len(spec)} intervals; {where}. [{DEFINITIONS}]"),
+            count=len(spec), evidence=[ev_of(spec[0]), ev_of(spec[-1])],
+            measurements={"engine": label, "method": method, "acceptance_rate": round(rate, 4),
+                          "mean_acceptance_length": rnd(length), "drafted_tokens": dr, "accepted_tokens": acc,
+                          "intervals": len(spec), "acceptance_first_intervals": rnd(rh, 4) if start else None,
+                          "start_in_excerpt": start,
+                          "draft_model": (ctx.speculative or {}).get("model"), "target_model": ctx.model},
+            causes=causes, identity=f"{label}|{method}", first_seen=spec[0].t,
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+        )
+
+    def _too_few(self, label, spec, rate, acc, dr, length, method, ctx: Context) -> Finding:
+        """Low acceptance in a handful of intervals (a grepped paste): say it, and what would decide it.
+
+        A few intervals are a few seconds of traffic; one unusual prompt makes them low. They can neither
+        show that acceptance was low from the start nor place a change, so this is information only.
+        """
+        o = self.options
+        causes = self._board(method, spec, ctx).ranked(ceiling=0.3)
+        return Finding(
+            rule=self.code, severity="info", title="Speculative-decoding acceptance is low in too few intervals to judge",
+            summary=(f"{label}: {len(spec)} SpecDecoding interval(s) accepted {acc} of {dr} drafted tokens ({pct(rate)}, "
+                     f"mean acceptance length {num(length)}); at least {o['min_intervals']} intervals and "
+                     f"{o['min_drafted']} drafted tokens are needed to call acceptance low. [{DEFINITIONS}]"),
+            count=len(spec), evidence=[ev_of(spec[0]), ev_of(spec[-1])],
+            measurements={"engine": label, "method": method, "acceptance_rate": round(rate, 4),
+                          "mean_acceptance_length": rnd(length), "drafted_tokens": dr, "accepted_tokens": acc,
+                          "intervals": len(spec), "min_intervals": o["min_intervals"], "start_in_excerpt": ctx.startup_seen},
+            causes=causes, identity=f"{label}|{method}|few", first_seen=spec[0].t,
+            next_steps=[f"Collect at least {o['min_intervals']} consecutive SpecDecoding lines (about "
+                        f"{10 * o['min_intervals']} s at the default VLLM_LOG_STATS_INTERVAL) and the startup lines "
+                        "('non-default args' with speculative_config), then rerun.", causes[0].fix],
+        )

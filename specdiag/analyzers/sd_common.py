@@ -38,6 +38,22 @@ def method_of(ctx: Context) -> str | None:
     return str(m).lower() if m else None
 
 
+def config_seen(ctx: Context) -> bool:
+    """The speculative configuration (or the server start) is in the inputs.
+
+    Only then is a missing setting (no dynamic-K schedule, no KV connector, no kv_role) evidence: a grepped
+    excerpt of SpecDecoding lines could not have shown it.
+    """
+    spec = ctx.speculative or {}
+    return ctx.startup_seen or spec.get("num_speculative_tokens_source") == "config"
+
+
+#: the most belief an SD finding gives its causes when the excerpt lacks the server start and configuration
+FRAGMENT_CEILING = 0.6
+FRAGMENT_NOTE = ("the excerpt shows neither the server start nor the speculative config, so confidence is capped; "
+                 "include the startup lines ('non-default args', 'Initializing a V1 LLM engine') to decide")
+
+
 def is_eagle_family(method: str | None) -> bool:
     return bool(method) and (method in EAGLE_FAMILY or "eagle" in method or "mtp" in method or method in ("dflash", "dspark"))
 
@@ -179,13 +195,15 @@ def span(items: list[Interval]) -> str:
 
 
 def short_span(items: list[Interval]) -> str:
-    """``2026-03-14 09:01:00–09:01:20 (lines 17–19, 3 intervals)``."""
+    """``2026-03-14 09:01:00–09:01:20 (lines 17–19, 3 intervals)``; ``03-14 …`` when the log gave no year."""
     if not items:
         return "-"
     a, b = items[0], items[-1]
     ta, tb = fmt_time(a.t), fmt_time(b.t)
-    if ta[:10] == tb[:10] and len(tb) > 11:
-        tb = tb[11:]
+    day_a, _, _ = ta.rpartition(" ")
+    day_b, _, clock_b = tb.rpartition(" ")
+    if day_a and day_a == day_b:  # same day (with or without a known year): show it once
+        tb = clock_b
     la, lb = a.evidence_rec().line, b.evidence_rec().line
     n = sum(iv.n for iv in items)
     return f"{ta}–{tb} (lines {la}–{lb}, {n} interval{'s' if n != 1 else ''})" if n > 1 else f"{ta} (line {la})"

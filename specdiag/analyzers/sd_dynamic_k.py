@@ -34,6 +34,7 @@ from specdiag.events import Event
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
 from specdiag.observe import RunState
+from specdiag.timeutil import TIME_BASIS
 
 CONFIRM = ("specdiag repro --preset dynamic-k  (same prompts, dynamic_k=off vs on; or serve with "
            "num_speculative_tokens_per_batch_size=[[1, <max>, K]] — no K=0 range — and compare)")
@@ -205,7 +206,7 @@ class AcceptanceAfterKZero(_ScheduleRule):
             causes = b.ranked(ceiling=0.85)
             runs_txt = "; ".join(span(items[s:e + 1]) for s, e in runs[:4])
             summary = (f"{label}: under schedule {sched} (K={kmax}), {len(runs)} K=0 stretch(es) ({runs_txt}"
-                       f"{'; …' if len(runs) > 4 else ''}). The {len(post)} K>0 interval(s) right after them accepted "
+                       f"{'; …' if len(runs) > 4 else ''}; {TIME_BASIS}). The {len(post)} K>0 interval(s) right after them accepted "
                        f"{ap}/{dp} drafted tokens ({pct(rp)}, mean length {num(pooled_length(post))}) against "
                        f"{ab}/{db} ({pct(rb)}, mean length {num(pooled_length(base))}) in the other {len(base)} "
                        f"K>0 intervals; margin {margin:.1f}× the baseline MAD. [{DEFINITIONS}]")

@@ -42,6 +42,10 @@ TEXT_TEMPLATES: list[Template] = [
       "0.9.2-0.15.1", "v1/worker/cpu_model_runner.py", "AssertionError: spec decode is not supported."),
     T("E_GENERIC", X, None, "Error", r"(?P<exc>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)): (?P<detail>.*)$",
       "any", "python", "RuntimeError: CPU Generator does not use offset"),
+    # last resort for a traceback record with frames but no exception line (the excerpt ends mid-trace)
+    T("E_TB_FRAMES", X, None, 'File "', r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)', "any",
+      "python", '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 728, in run_busy_loop',
+      ints=("line",)),
     T("E_BANNER", X, None, "LMCache v", r".*?LMCache v(?P<version>\d+\.\d+\.\d+\S*)", "0.5.x", "lmcache/banner.py",
       "| |   |  \\/  |  / ___|__ _  ___| |__   ___      LMCache v0.5.6 (g3e11e108)"),
 ]

@@ -45,6 +45,25 @@ VLLM_TEMPLATES: list[Template] = [
       "0.13.0+", "v1/core/sched/scheduler.py:3417",
       "Failing 1 request(s) due to KV load failure (failure_policy=fail, 1024 tokens affected). Request IDs: {'cmpl-1'}",
       ints=("reqs", "tokens")),
+    # ---- crash dump (logging_utils/dump_input.py): printed only on the except path of the engine core's
+    # execute_model before the exception is re-raised, so it marks a crash even when the traceback is cut off
+    T("V_DUMP_INPUT", V, "Dumping", "Dumping input data",
+      r"Dumping input data for V1 LLM engine \(v(?P<version>[^)]+)\) with config: (?P<cfg>.*)$", "0.9.2+",
+      "logging_utils/dump_input.py:72 (0.9.2-0.11.0 :69)",
+      "Dumping input data for V1 LLM engine (v0.11.0) with config: model='/models/m', speculative_config=None, "
+      "tensor_parallel_size=4, pipeline_parallel_size=1, ", level="ERROR"),
+    T("V_DUMP_SCHED", V, "Dumping", "Dumping scheduler",
+      r"Dumping scheduler (?P<what>output for model execution|stats): (?P<dump>.*)$", "0.9.2+",
+      "logging_utils/dump_input.py:76/:79 (0.11.2+ :77/:79)",
+      "Dumping scheduler output for model execution: SchedulerOutput(scheduled_new_reqs=[], "
+      "scheduled_cached_reqs=CachedRequestData(req_ids=['chatcmpl-1'], num_computed_tokens=[4100]), "
+      "num_scheduled_tokens={chatcmpl-1: 1}, total_num_scheduled_tokens=1)", level="ERROR"),
+    # a traceback frame printed through logger.exception (NewLineFormatter repeats the header on every line),
+    # often all that is left of a crash when the excerpt starts below the "Traceback" line
+    T("V_TB_FRAME", V, "", 'File "', r'\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)', "all",
+      "traceback lines of logger.exception (NewLineFormatter)",
+      '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core',
+      ints=("line",)),
     T("V_CORE_FAILED", V, "EngineCore", "EngineCore failed to start", r"EngineCore failed to start", "0.8.5+", "v1/engine/core.py:1510",
       "EngineCore failed to start."),
     T("V_CORE_FATAL", V, "EngineCore", "encountered a fatal error", r"EngineCore encountered a fatal error", "0.8.5+",
@@ -80,7 +99,8 @@ VLLM_TEMPLATES: list[Template] = [
     T("V_INVALIDATED_ASSERT", V, None, "memory_obj.tensor is not None", r"\s*(?P<detail>assert memory_obj\.tensor is not None)",
       "LMCache 0.5.6", "v1/cache_engine.py (retrieve → batched_to_gpu), inside a logger.exception traceback",
       "    assert memory_obj.tensor is not None", level="ERROR"),
-    T("V_EXC", V, None, "Error", r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (?P<detail>.*)$", "all",
+    # the exception line of a traceback; a bare ``AssertionError`` (a failed assert without message) has no detail
+    T("V_EXC", V, None, "Error", r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))(?:: (?P<detail>.*))?\s*$", "all",
       "traceback lines of logger.exception (NewLineFormatter)",
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", level="ERROR"),
 ]

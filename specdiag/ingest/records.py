@@ -19,6 +19,7 @@ from itertools import compress
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import Unwrapper
+from specdiag.timeutil import initial_year
 
 VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
                b"WARN": "WARNING"}
@@ -250,6 +251,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
         if lines and lines[-1] == b"":
             lines.pop()
         base = lineno
+        if year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
+            year_hint = initial_year(chunk)
         if window is not None:
             window.set(lines, base + 1)
             window.year = year_hint
@@ -318,7 +321,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 text, y = unwrap.strip(line.decode("utf-8", "replace"))
                 line = _clean_chunk(text.encode("utf-8"))
                 if y:
-                    year_hint = y
+                    year_hint, last_month = y, 0  # a dated line: no New Year wrap to infer across it
             if line[:1] == b"(":
                 origin, line = peel(line)
             else:
@@ -336,7 +339,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     y = ts[:4]
                     if y != last_y and y.isdigit():
                         last_y = y
-                        year_hint = int(y)
+                        year_hint, last_month = int(y), 0  # a dated line: no New Year wrap to infer across it
                     msg, file, src_line, logger = split_suffix(msg)
                     prev = open_recs.pop(okey, None) if open_recs else None
                     if prev is not None:
@@ -406,7 +409,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                             yield close(okey)
                         continue
             # ---- other recognisable lines ------------------------------------------------------
-            if line.startswith(b"Traceback (most recent call last)"):
+            # a frame line outside any open traceback: the excerpt starts below the "Traceback" header
+            if line.startswith((b"Traceback (most recent call last)", b'  File "')):
                 prev = open_recs.pop(okey, None)
                 if prev is not None:
                     yield prev.rec

@@ -77,11 +77,22 @@ def _counts(store: str, dep_id: str) -> dict[str, int]:
     return {r["template"]: int(r["count"]) for r in pq.read_table(path).to_pylist()}
 
 
+def _year_of(rec: Record) -> int | None:
+    """The year a stored record carries (LMCache timestamps print one; vLLM's inferred one was stored)."""
+    ts = rec.ts or ""
+    if rec.kind == "lmcache" and ts[:4].isdigit():
+        return int(ts[:4])
+    return rec.year
+
+
 def replay(store: str, dep_id: str, run: DeploymentRun) -> DeploymentResult:
     """Feed one deployment's stored events to ``run``'s observers; returns its result."""
     matcher = default_matcher()
     run.run.begin_source(f"{store}:{dep_id}", None)
+    year = None
     for rec in _records(store, dep_id):
+        if year is None:
+            year = _year_of(rec)
         if rec.origin is not run.last_origin:
             run.last_origin = rec.origin
             run.run.saw_origin(rec.origin)
@@ -89,7 +100,7 @@ def replay(store: str, dep_id: str, run: DeploymentRun) -> DeploymentResult:
         if ev is not None:
             run.deliver(ev)
     run.run.add_counts(_counts(store, dep_id), {})
-    run.run.end_source()
+    run.run.end_source(year)
     return run.finish()
 
 
