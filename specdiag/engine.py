@@ -169,7 +169,7 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
     window = LineWindow(src.display)
     current: DeploymentRun | None = None
     fed: dict[str, DeploymentRun] = {}
-    n = 0
+    n = text_events = 0
     for rec in iter_records(src, hot, window):
         n += 1
         key = deployment_key(rec)
@@ -191,9 +191,12 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
         if ev is None:
             _tally_unrecognized(tally, rec)
         else:
+            text_events += rec.kind == "text"
             current.deliver(ev)
         if progress is not None and n % PROGRESS_EVERY == 0:
             progress(src.display, src.stats.bytes_read)
+    # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
+    src.stats.recognized += text_events
     _hand_counts(src, list(fed.values()) or [run_for(default_id)], window.year)
     window.set([], 0)
 

@@ -80,3 +80,11 @@ def test_metrics_of_several_deployments_are_labelled_by_deployment():
 @pytest.mark.parametrize("fail_on,expected", [("never", 0), ("info", 1)])
 def test_report_exit_code_follows_fail_on(fail_on, expected):
     assert analyze([str(A)]).exit_code(fail_on) == expected
+
+
+def test_a_bare_vllm_exception_line_that_a_rule_reads_counts_as_recognised(tmp_path):
+    log = tmp_path / "one.log"
+    log.write_text("RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {}\n")
+    rep = analyze([str(log)])
+    assert [f.rule for f in rep.findings] == ["SRV001"]
+    assert rep.recognized_lines == 1 and rep.exit_code("error") == 1  # a finding, not "nothing recognised" (3)
