@@ -93,3 +93,22 @@ def test_hostile_pod_names_are_escaped_in_markdown(tmp_path):
     md = render_fleet_markdown(rep)
     assert "<img" not in md and "\x1b" not in md and "\\|" in md
     assert "\x1b" not in render_fleet_text(rep)
+
+
+def test_fleet_html_is_a_self_contained_heat_map(fleet, tmp_path):
+    root, plan = fleet
+    out = tmp_path / "new" / "fleet.html"
+    res = CliRunner().invoke(app, ["fleet", str(root), "--html", str(out), "--fail-on", "never", "-j", "1"])
+    assert res.exit_code == 0 and out.exists()
+    page = out.read_text()
+    assert "<script" not in page and "default-src 'none'" in page and "zone unknown" in page
+    rows = page.count("<tr><th>") - 1  # minus the header row
+    assert rows == len(plan["pods"]) and page.count('class="c s3"') >= 2  # the two KV001 pods have error cells
+
+
+def test_fleet_html_escapes_what_came_from_logs():
+    from specdiag.fleet.model import FleetReport, FleetRow
+    from specdiag.report.fleet_html import render_fleet_html
+
+    page = render_fleet_html(FleetReport([FleetRow('"><script>alert(1)</script>', [], None, [], "x\u202ey")], []))
+    assert "<script>alert" not in page and "\u202e" not in page and "&quot;&gt;&lt;script&gt;" in page

@@ -25,6 +25,7 @@ def fleet_cmd(
     ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes."),
     fail_on: str = typer.Option("error", "--fail-on", help="error | warning | info | never: exit 1 at or above it."),
     from_events: str = typer.Option(None, "--from-events", help="Re-analyse an events store (specdiag events) instead."),
+    html_out: str = typer.Option(None, "--html", help="Also write the heat-map page (deployments × time) to this file."),
 ) -> None:
     from specdiag.engine import AnalyzeOptions, ConfigError, select_rules
     from specdiag.fleet.run import run_fleet
@@ -53,4 +54,13 @@ def fleet_cmd(
     except (InputError, ConfigError, RuntimeError, ValueError) as e:
         fail(str(e))
     sys.stdout.write(renderers[fmt](report))
+    if html_out:
+        from specdiag.outfile import OutputError, write_output
+        from specdiag.report.fleet_html import render_fleet_html
+
+        try:
+            write_output(html_out, render_fleet_html(report))
+        except OutputError as e:
+            fail(str(e))
+        sys.stderr.write(f"specdiag: wrote {html_out}\n")
     raise typer.Exit(report.exit_code(fail_on))
