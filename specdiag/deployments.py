@@ -93,14 +93,14 @@ class DeploymentRun:
     """One deployment's observers (context builder, rules, metrics) and its run state, while reading."""
 
     def __init__(self, dep_id: str, rule_factory: Callable[[], list], user_cfg: dict | None,
-                 user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = 40000,
+                 user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = 20000,
                  keep_metrics: bool = False, extra: list[Observer] | None = None) -> None:
         self.id = dep_id
-        self.run = RunState(dep_id)
+        self.run = RunState(dep_id, series_cap=metrics_cap)
         self.ctx = Context()
         self.builder = ContextBuilder(self.ctx, user_cfg, user_cfg_path)
         self.rules = rule_factory()
-        self.metrics = MetricsCollector(cap=metrics_cap)
+        self.metrics = MetricsCollector()
         self.keep_metrics = keep_metrics
         self.extra = list(extra or [])
         self.severity_overrides = severity_overrides
@@ -118,6 +118,11 @@ class DeploymentRun:
 
     def deliver(self, ev: Event) -> None:
         """Hand the event to its observers; an observer that raises is dropped and reported, not fatal."""
+        if ev.id in RunState.SERIES_EVENTS:
+            try:
+                self.run.series.observe(ev)
+            except Exception as e:  # noqa: BLE001 - an unreadable stats line is skipped, not fatal
+                self.failed.setdefault("series", f"{type(e).__name__} on {ev.rec.path}:{ev.rec.line}: {e}"[:300])
         for obs in self.dispatch.get(ev.id, ()):
             try:
                 obs.observe(ev)

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
+from specdiag.metrics.series import SPEC_EVENTS, STATS_EVENTS, SeriesTracker
+
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.context import Context
     from specdiag.events import Event
@@ -37,11 +39,17 @@ class RunState:
     """What one deployment's run has seen so far, beyond the events themselves.
 
     Bounded: counters per template id, the first counted line of each, the distinct process origins
-    (capped), and a look-back into the raw lines of the input currently being read.
+    (capped), the interval series (compacted past its cap) and a look-back into the raw lines of the
+    input currently being read.
     """
 
-    def __init__(self, deployment: str) -> None:
+    #: the periodic stats / SpecDecoding events: the run builds their interval series itself
+    SERIES_EVENTS = STATS_EVENTS | SPEC_EVENTS
+
+    def __init__(self, deployment: str, series_cap: int = 20000) -> None:
         self.deployment = deployment
+        #: per-engine interval series of the stats and SpecDecoding lines, one copy for every observer
+        self.series = SeriesTracker(cap=series_cap)
         self._counts: dict[str, int] = {}
         self._first: dict[str, Event] = {}
         self.origins: list[Origin] = []

@@ -371,7 +371,7 @@ class KvCacheSaturation(SpecSeriesRule):
     severity = "warning"
     family = "SRV"
     cause_ids = ("kv-cache-undersized", "long-context-burst", "draft-kv-overhead")
-    defaults = {"min_usage": 0.95, "min_intervals": 3, "min_waiting": 4, "max_intervals": 20000}
+    defaults = {"min_usage": 0.95, "min_intervals": 3, "min_waiting": 4}
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options

@@ -100,7 +100,7 @@ class AcceptanceDrop(SpecSeriesRule):
     severity = "warning"
     cause_ids = ("stale-draft-kv", "draft-state-not-restored", "workload-shift")
     defaults = {"min_intervals_per_side": 3, "min_drafts_per_side": 300, "min_z": 4.0, "max_ratio": 0.75,
-                "min_abs_drop": 0.05, "max_intervals": 20000}
+                "min_abs_drop": 0.05}
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
         out = []
@@ -226,7 +226,7 @@ class ZeroAcceptance(SpecSeriesRule):
     title = "Speculative decoding drafts tokens but none is accepted"
     severity = "warning"
     cause_ids = ("draft-state-not-restored", "draft-target-mismatch", "drafts-never-accepted")
-    defaults = {"min_intervals": 3, "min_drafted": 500, "max_rate": 0.01, "max_intervals": 20000}
+    defaults = {"min_intervals": 3, "min_drafted": 500, "max_rate": 0.01}
     events = SpecSeriesRule.events | _ConnectorSignals.EVENTS
 
     def __init__(self, options=None) -> None:
@@ -239,8 +239,6 @@ class ZeroAcceptance(SpecSeriesRule):
             conn.retrieves += 1
             if conn.first_retrieve is None:
                 conn.observe_first(ev)
-        else:
-            self.series.observe(ev)
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
@@ -363,7 +361,7 @@ class LowAcceptanceFromStart(SpecSeriesRule):
     severity = "warning"
     cause_ids = ("draft-target-mismatch", "workload-shift", "draft-state-not-restored")
     defaults = {"max_rate": 0.15, "max_length": 1.4, "stateless_max_rate": 0.03, "min_intervals": 5,
-                "min_drafted": 1000, "max_intervals": 20000}
+                "min_drafted": 1000}
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options

@@ -16,7 +16,7 @@ from specdiag.analyzers.base import Rule
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Evidence
-from specdiag.metrics.series import SPEC_EVENTS, STATS_EVENTS, Interval, SeriesTracker
+from specdiag.metrics.series import Interval
 from specdiag.observe import RunState
 from specdiag.timeutil import fmt_time
 
@@ -234,27 +234,22 @@ def dedupe_evidence(evs: list[Evidence], limit: int = 8) -> list[Evidence]:
 
 
 class SpecSeriesRule(Rule):
-    """Base of the SD rules: keeps the per-engine interval series (shared objects, bounded)."""
+    """Base of the SD rules: they read the run's per-engine interval series (``run.series``) in ``finish``."""
 
     family = "SD"
-    events = STATS_EVENTS | SPEC_EVENTS
-
-    def __init__(self, options=None) -> None:
-        super().__init__(options)
-        self.series = SeriesTracker(cap=int(self.options.get("max_intervals", 20000)))
+    events: frozenset[str] = frozenset()
 
     def observe(self, ev: Event) -> None:
-        if ev.id in STATS_EVENTS or ev.id in SPEC_EVENTS:
-            self.series.observe(ev)
-        else:
+        if ev.id not in RunState.SERIES_EVENTS:
             self.observe_other(ev)
 
     def observe_other(self, ev: Event) -> None:
         pass
 
     def engines(self) -> list[tuple[str, list[Interval]]]:
-        labels = self.series.labels()
-        return [(labels[k], v) for k, v in self.series.engines.items()]
+        series = self.run.series
+        labels = series.labels()
+        return [(labels[k], v) for k, v in series.engines.items()]
 
     def finish(self, ctx: Context, run: RunState):  # pragma: no cover - interface
         raise NotImplementedError

@@ -131,7 +131,7 @@ class AcceptanceAfterKZero(_ScheduleRule):
     severity = "warning"
     cause_ids = ("stale-draft-kv", "workload-shift")
     defaults = {"after_window": 3, "min_after_intervals": 2, "min_base_intervals": 3, "min_after_drafts": 100,
-                "max_ratio": 0.8, "min_abs_drop": 0.05, "min_margin": 3.0, "max_intervals": 20000}
+                "max_ratio": 0.8, "min_abs_drop": 0.05, "min_margin": 3.0}
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
@@ -261,7 +261,7 @@ class SpecDisabledBySchedule(_ScheduleRule):
     title = "Speculation was off (K=0) in some intervals by the dynamic-K schedule"
     severity = "info"
     cause_ids = ("spec-disabled-by-schedule",)
-    defaults = {"min_intervals": 1, "max_intervals": 20000}
+    defaults = {"min_intervals": 1}
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         sched = self.schedule(ctx)
@@ -330,7 +330,7 @@ class PerPositionCaveat(_ScheduleRule):
     title = "Per-position acceptance rates are biased low under dynamic K"
     severity = "info"
     cause_ids = ("per-position-denominator",)
-    defaults = {"max_intervals": 20000}
+    defaults = {}
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         sched = self.schedule(ctx)

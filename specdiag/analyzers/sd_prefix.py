@@ -42,7 +42,7 @@ class PrefixZeroEagleHybrid(SpecSeriesRule):
     title = "Prefix cache never hits: EAGLE/MTP block drop on a hybrid model"
     severity = "warning"
     cause_ids = ("eagle-block-drop",)
-    defaults = {"min_intervals": 5, "max_intervals": 20000}
+    defaults = {"min_intervals": 5}
     events = SpecSeriesRule.events | frozenset({"V_ARCH"})
 
     def __init__(self, options=None) -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from specdiag.metrics.series import SPEC_EVENTS, STATS_EVENTS, Interval, SeriesTracker, compact
+from specdiag.metrics.series import Interval, SeriesTracker, compact
 from specdiag.observe import Observer
 from specdiag.timeutil import rec_time
 
@@ -42,21 +42,23 @@ SERIES: dict[str, tuple[str, str, Any]] = {
 class MetricsCollector(Observer):
     """The series observer every analysis runs (the ``specdiag.observe`` protocol; it returns no findings)."""
 
-    events = STATS_EVENTS | SPEC_EVENTS | MARKER_EVENTS
+    events = MARKER_EVENTS
 
-    def __init__(self, cap: int = 40000, max_points: int = 20000, max_markers: int = 500) -> None:
-        self.series = SeriesTracker(cap=cap)
+    def __init__(self, max_points: int = 20000, max_markers: int = 500) -> None:
+        #: the run's interval series (``start`` hands it over); a fresh one when used on its own
+        self.series = SeriesTracker()
         self.max_points = max_points
         self.max_markers = max_markers
         self.markers: list[dict] = []
         self.markers_dropped = 0
         self.ctx = None
 
+    def start(self, run) -> None:
+        super().start(run)
+        self.series = run.series
+
     def observe(self, ev) -> None:
         tid = ev.id
-        if tid in STATS_EVENTS or tid in SPEC_EVENTS:
-            self.series.observe(ev)
-            return
         f = ev.f
         rank = ev.rec.origin.rank_label
         if tid == "R2":
