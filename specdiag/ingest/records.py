@@ -1,6 +1,6 @@
 """Physical lines → logical records.
 
-For every line: strip the collector wrapper, ANSI colour (also the ESC-less residue) and CR; peel the
+For every line: strip the collector or paste wrappers (recognised per line, see ``wrappers.py``), ANSI colour (also the ESC-less residue) and CR; peel the
 vLLM process prefixes into an Origin; recognise the logger envelope (LMCache's formatter, its legacy
 form, vLLM's formatter of every era, uvicorn); and join continuation lines (multi-line LMCache messages,
 raw Python tracebacks, hard-wrapped dumps) into one record. Knows nothing about KV caches.
@@ -18,7 +18,7 @@ from itertools import compress
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import Unwrapper
+from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, looks_plain
 
 VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
                b"WARN": "WARNING"}
@@ -120,12 +120,13 @@ class Record:
 class _Open:
     """A record still collecting continuation lines for one process."""
 
-    __slots__ = ("rec", "mode", "chars")
+    __slots__ = ("rec", "mode", "chars", "space")
 
-    def __init__(self, rec: Record, mode: str) -> None:
+    def __init__(self, rec: Record, mode: str, space: bool = False) -> None:
         self.rec = rec
         self.mode = mode  # 'lmcache' (until suffix) | 'traceback' | 'wrap' (hard-wrapped dump)
         self.chars = len(rec.raw)
+        self.space = space  # the last physical line ended in a space (kept when a terminal wrap is joined)
 
 
 def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | None]:
@@ -174,7 +175,7 @@ class LineWindow:
         self.prev_first = 1
         self.origins = OriginCache()
         self.year: int | None = None
-        self.unwrap: Unwrapper | None = None
+        self.unwrap = LineUnwrapper()
 
     def set(self, lines: list[bytes], first: int) -> None:
         if self.lines:
@@ -198,14 +199,25 @@ class LineWindow:
                 return None
             if needle not in line:
                 continue
-            clean = _clean_chunk(line)
-            if self.unwrap:
-                clean = _clean_chunk(self.unwrap.strip(clean.decode("utf-8", "replace"))[0].encode("utf-8"))
-            origin, rest = self.origins.peel(clean) if clean[:1] == b"(" else (NO_ORIGIN, clean)
+            origin, rest = split_line(line, self.unwrap, self.origins)
             if origin.key != origin_key or not rest.startswith(b"] LMCache ", 24):
                 continue
             return record_from_hot((self.path, n, origin, rest, self.year))
         return None
+
+
+def split_line(line: bytes, unwrap: LineUnwrapper, origins: OriginCache) -> tuple[Origin, bytes]:
+    """One raw physical line → (origin, the rest after colours, wrappers and process prefixes).
+
+    The slow, complete path for the few lines looked at out of the main loop (the first of each
+    high-volume template, a line looked back at).
+    """
+    line = _clean_chunk(line)
+    dep = None
+    if line and not looks_plain(line):
+        line = unwrap.strip(line)
+        dep = unwrap.deployment
+    return origins.peel_for(dep, line)
 
 
 def iter_records(source: Source, hot: dict[bytes, str] | None = None,
@@ -226,8 +238,14 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
     path = source.display
     origins = OriginCache()
     peel = origins.peel
+    peel_for = origins.peel_for
     open_recs: dict[str, _Open] = {}
-    unwrap: Unwrapper | None = None
+    unwrapper = LineUnwrapper()
+    unwrap = unwrapper.strip
+    plain_starts = PLAIN_STARTS
+    last_cut: _Open | None = None  # the LMCache record most recently left open (no suffix yet)
+    prev_lineno = 0  # the previous non-blank kept line
+    prev_len = 0  # its length, to tell a terminal wrap from a multi-line message
     year_hint: int | None = None
     last_month = 0
     lineno = 0
@@ -271,8 +289,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     if tid and tid not in hot_first:
                         for i, ln in enumerate(lines):
                             if word in ln and HOT_LINE.search(ln):
-                                first = _clean_chunk(ln)
-                                origin, rest = peel(first) if first[:1] == b"(" else (NO_ORIGIN, first)
+                                origin, rest = split_line(ln, unwrapper, origins)
                                 hot_first[tid] = (path, base + i + 1, origin, rest, year_hint)
                                 break
         else:
@@ -282,13 +299,6 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
         esc = b"\x1b" in chunk
         residue = not esc and (b"[0m" in chunk or b"[0;0m" in chunk or b";20m" in chunk or b"[1;36m" in chunk)
         cr = b"\r" in chunk
-        if unwrap is None:
-            unwrap = Unwrapper([_clean_chunk(ln).decode("utf-8", "replace") for ln in lines[:400]])
-            if unwrap:
-                formats.update(unwrap.names)
-                if window is not None:
-                    window.unwrap = unwrap
-        unwrapping = bool(unwrap)
         # binary checks per line only when the block has NUL bytes or non-ASCII bytes at all
         suspicious = b"\x00" in chunk or not chunk.isascii()
         for i, line in kept:
@@ -312,16 +322,23 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 if len(stats.errors) < 20:
                     stats.errors.append(f"line {lineno}: {len(line):,} bytes long, cut to {MAX_PARSE_LINE:,} for parsing")
                 line = line[:MAX_PARSE_LINE]
-            if unwrapping:
-                text, y = unwrap.strip(line.decode("utf-8", "replace"))
-                line = _clean_chunk(text.encode("utf-8"))
-                if y:
-                    year_hint = y
-            if line[:1] == b"(":
+            # collector / paste wrappers, per line; the first bytes of an unwrapped line prove it has none
+            plen = len(line)
+            c0 = line[:1]
+            if c0 == b"(":
                 origin, line = peel(line)
-            else:
+            elif (c0 == b"[" and line[1:5] != b"pod/") or line.startswith(plain_starts):
                 origin = NO_ORIGIN
+            else:
+                line = unwrap(line)
+                if unwrapper.year:
+                    year_hint = unwrapper.year
+                if not line:
+                    continue
+                origin, line = peel_for(unwrapper.deployment, line)
             okey = origin.key
+            before_lineno, prev_lineno = prev_lineno, lineno
+            before_len, prev_len = prev_len, plen
             # ---- LMCache formatter: [YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)
             if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
                 line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
@@ -347,7 +364,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                         yield rec
                     else:
                         rec.raw = msg.rstrip()
-                        open_recs[okey] = _Open(rec, "lmcache")
+                        last_cut = open_recs[okey] = _Open(rec, "lmcache", line[-1:] == b" ")
                     continue
             # ---- vLLM formatter: LEVEL MM-DD HH:MM:SS [file:line] msg
             sp = line.find(b" ", 3, 10)
@@ -376,11 +393,21 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
             # ---- continuation of an open record ------------------------------------------------
             if open_recs:
                 o = open_recs.get(okey)
+                wrapped = False
+                if o is None and last_cut is not None and origin.pid is None:
+                    o = _wrapped_continuation(last_cut, open_recs, origin, line, before_lineno, before_len)
+                    if o is not None:
+                        okey = o.rec.origin.key
+                        wrapped = True
                 if o is not None:
                     rec = o.rec
                     if o.mode == "lmcache":
                         body, file, src_line, logger = split_suffix(line)
-                        _append(o, body, lineno)
+                        if wrapped or _looks_wrapped(before_len, line):
+                            _concat(o, body, lineno, line[-1:] == b" ")
+                        else:
+                            _append(o, body, lineno)
+                            o.space = line[-1:] == b" "
                         recognized += 1
                         if file is not None:
                             rec._file, rec.src_line, rec._logger = file, src_line, logger
@@ -426,7 +453,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     yield Record(path, lineno, origin, "lmcache", m.group(1).decode(), m.group(3), None,
                                  m.group(4).rsplit(b"/", 1)[-1], int(m.group(5)), None, m.group(2))
                     continue
-            if origin is not NO_ORIGIN:
+            if origin.pid is not None:
                 recognized += 1  # a vLLM process prefix: vLLM output even without a logger header
             # raw text: keep only what may matter (exceptions, banners, versions)
             if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
@@ -466,6 +493,50 @@ def record_from_hot(item: tuple) -> Record | None:
     msg = line[colon + 2 :]
     msg, file, src_line, logger = split_suffix(msg)
     return Record(path, lineno, origin, "lmcache", level or "INFO", line[1:24], None, file, src_line, logger, msg)
+
+
+#: a physical line shorter than this was not cut by a terminal (the narrowest common width is 80)
+WRAP_MIN_WIDTH = 60
+
+
+def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origin, line: bytes,
+                          before: int, before_len: int) -> _Open | None:
+    """The cut LMCache record a headerless, prefixless line continues, if it is one.
+
+    A terminal (or a chat box) that wraps a long line inserts a newline but none of the prefixes the
+    writer put on each physical line, so the continuation cannot be found by its process key. It is
+    joined only to the record on the line just before, which must still be open (no ``(file:line:
+    logger)`` suffix yet: LMCache prints it last, so its absence proves the record was cut), must have
+    been long enough to wrap, and must come from the same deployment.
+    """
+    rec = cut.rec
+    if rec.end_line != before or before_len < WRAP_MIN_WIDTH or open_recs.get(rec.origin.key) is not cut:
+        return None
+    if origin.deployment is not None and origin.deployment != rec.origin.deployment:
+        return None
+    if line.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback")):
+        return None
+    return cut
+
+
+def _looks_wrapped(before_len: int, line: bytes) -> bool:
+    """A continuation of the same process that is a cut line rather than the next line of a multi-line
+    message: the line before filled a terminal row, and this one is not indented or an exception line."""
+    return before_len >= 80 and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
+
+
+def _concat(o: _Open, text: bytes, lineno: int, space: bool) -> None:
+    """Join a terminal-wrapped piece to the record without a line break (a wrap inserted none)."""
+    rec = o.rec
+    glue = b" " if o.space else b""
+    if rec.cont:
+        rec.cont[-1] = rec.cont[-1] + glue + text
+    else:
+        rec.raw = rec.raw + glue + text
+        rec._msg = None
+    rec.end_line = lineno
+    o.chars += len(text)
+    o.space = space
 
 
 def _append(o: _Open, text: bytes, lineno: int) -> None:
