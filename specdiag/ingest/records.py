@@ -402,17 +402,17 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 if o is not None:
                     rec = o.rec
                     if o.mode == "lmcache":
-                        body, file, src_line, logger = split_suffix(line)
                         if wrapped or _looks_wrapped(before_len, line):
-                            _concat(o, body, lineno, line[-1:] == b" ")
+                            file, src_line, logger = _concat(o, line, lineno)  # the suffix may have been cut too
                         else:
+                            body, file, src_line, logger = split_suffix(line)
                             _append(o, body, lineno)
                             o.space = line[-1:] == b" "
                         recognized += 1
                         if file is not None:
                             rec._file, rec.src_line, rec._logger = file, src_line, logger
                             yield close(okey)
-                        elif o.chars > MAX_JOIN_CHARS or len(rec.cont) > MAX_JOIN_LINES:
+                        elif o.chars > MAX_JOIN_CHARS or len(rec.cont or ()) > MAX_JOIN_LINES:
                             yield close(okey)
                         continue
                     if o.mode == "traceback":
@@ -465,6 +465,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
             yield rec
     stats.lines = lineno
     stats.recognized = recognized
+    formats.update(unwrapper.seen)
     stats.skipped += skipped
     if skipped and len(stats.errors) < 21:
         stats.errors.append(f"{skipped} line(s) skipped: binary data or NUL bytes")
@@ -495,8 +496,8 @@ def record_from_hot(item: tuple) -> Record | None:
     return Record(path, lineno, origin, "lmcache", level or "INFO", line[1:24], None, file, src_line, logger, msg)
 
 
-#: a physical line shorter than this was not cut by a terminal (the narrowest common width is 80)
-WRAP_MIN_WIDTH = 60
+#: a physical line shorter than this was not cut by a terminal (80 columns is the narrowest common width)
+WRAP_MIN_WIDTH = 80
 
 
 def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origin, line: bytes,
@@ -522,21 +523,25 @@ def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origi
 def _looks_wrapped(before_len: int, line: bytes) -> bool:
     """A continuation of the same process that is a cut line rather than the next line of a multi-line
     message: the line before filled a terminal row, and this one is not indented or an exception line."""
-    return before_len >= 80 and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
+    return before_len >= WRAP_MIN_WIDTH and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
 
 
-def _concat(o: _Open, text: bytes, lineno: int, space: bool) -> None:
-    """Join a terminal-wrapped piece to the record without a line break (a wrap inserted none)."""
+def _concat(o: _Open, line: bytes, lineno: int) -> tuple[bytes | None, int | None, bytes | None]:
+    """Join a terminal-wrapped piece to the record without a line break (a wrap inserted none), then look
+    for LMCache's suffix on the joined text, since the cut may have fallen inside it."""
     rec = o.rec
     glue = b" " if o.space else b""
+    tail = (rec.cont[-1] if rec.cont else rec.raw) + glue + line
+    tail, file, src_line, logger = split_suffix(tail)
     if rec.cont:
-        rec.cont[-1] = rec.cont[-1] + glue + text
+        rec.cont[-1] = tail
     else:
-        rec.raw = rec.raw + glue + text
+        rec.raw = tail
         rec._msg = None
     rec.end_line = lineno
-    o.chars += len(text)
-    o.space = space
+    o.chars += len(line)
+    o.space = line[-1:] == b" "
+    return file, src_line, logger
 
 
 def _append(o: _Open, text: bytes, lineno: int) -> None:
