@@ -106,3 +106,17 @@ def test_short_cut_record_is_not_joined_across_processes(tmp_path) -> None:
     lines = [lmc("short", loc=None, proc="Worker_TP1 pid=5", color=False), "a stray print from another process"]
     recs = records(write(tmp_path / "s.log", lines))
     assert [r.text for r in recs if r.kind == "lmcache"] == ["short"]
+
+
+def test_terminal_wrap_pasted_with_blank_lines_between_is_still_joined(tmp_path) -> None:
+    full = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)
+    pieces = [full[:100], "", full[100:200], "", full[200:]]
+    (rec,) = records(write(tmp_path / "w.log", pieces))
+    assert "Retrieved 0 out of 256 required tokens (from 5888 total tokens)" in rec.text and rec.src_line == 985
+
+
+def test_record_cut_before_a_different_line_is_not_joined_to_it(tmp_path) -> None:
+    cut = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)[:120]
+    lines = [cut, vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s", proc="APIServer pid=1"), "orphan tail text"]
+    recs = records(write(tmp_path / "c.log", lines))
+    assert [r.text for r in recs if r.kind == "lmcache"] == [records(write(tmp_path / "o.log", [cut]))[0].text]

@@ -120,13 +120,14 @@ class Record:
 class _Open:
     """A record still collecting continuation lines for one process."""
 
-    __slots__ = ("rec", "mode", "chars", "space")
+    __slots__ = ("rec", "mode", "chars", "space", "plen")
 
-    def __init__(self, rec: Record, mode: str, space: bool = False) -> None:
+    def __init__(self, rec: Record, mode: str, space: bool = False, plen: int = 0) -> None:
         self.rec = rec
         self.mode = mode  # 'lmcache' (until suffix) | 'traceback' | 'wrap' (hard-wrapped dump)
         self.chars = len(rec.raw)
         self.space = space  # the last physical line ended in a space (kept when a terminal wrap is joined)
+        self.plen = plen  # width of its last physical line, to tell a terminal wrap from a multi-line message
 
 
 def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | None]:
@@ -244,8 +245,6 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
     unwrap = unwrapper.strip
     plain_starts = PLAIN_STARTS
     last_cut: _Open | None = None  # the LMCache record most recently left open (no suffix yet)
-    prev_lineno = 0  # the previous non-blank kept line
-    prev_len = 0  # its length, to tell a terminal wrap from a multi-line message
     year_hint: int | None = None
     last_month = 0
     lineno = 0
@@ -337,8 +336,6 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     continue
                 origin, line = peel_for(unwrapper.deployment, line)
             okey = origin.key
-            before_lineno, prev_lineno = prev_lineno, lineno
-            before_len, prev_len = prev_len, plen
             # ---- LMCache formatter: [YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)
             if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
                 line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
@@ -364,7 +361,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                         yield rec
                     else:
                         rec.raw = msg.rstrip()
-                        last_cut = open_recs[okey] = _Open(rec, "lmcache", line[-1:] == b" ")
+                        last_cut = open_recs[okey] = _Open(rec, "lmcache", line[-1:] == b" ", plen)
                     continue
             # ---- vLLM formatter: LEVEL MM-DD HH:MM:SS [file:line] msg
             sp = line.find(b" ", 3, 10)
@@ -395,19 +392,20 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 o = open_recs.get(okey)
                 wrapped = False
                 if o is None and last_cut is not None and origin.pid is None:
-                    o = _wrapped_continuation(last_cut, open_recs, origin, line, before_lineno, before_len)
+                    o = _wrapped_continuation(last_cut, open_recs, origin, line, lines, i, lineno)
                     if o is not None:
                         okey = o.rec.origin.key
                         wrapped = True
                 if o is not None:
                     rec = o.rec
                     if o.mode == "lmcache":
-                        if wrapped or _looks_wrapped(before_len, line):
+                        if wrapped or _looks_wrapped(o.plen, line):
                             file, src_line, logger = _concat(o, line, lineno)  # the suffix may have been cut too
                         else:
                             body, file, src_line, logger = split_suffix(line)
                             _append(o, body, lineno)
                             o.space = line[-1:] == b" "
+                        o.plen = plen
                         recognized += 1
                         if file is not None:
                             rec._file, rec.src_line, rec._logger = file, src_line, logger
@@ -501,17 +499,23 @@ WRAP_MIN_WIDTH = 80
 
 
 def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origin, line: bytes,
-                          before: int, before_len: int) -> _Open | None:
+                          block: list[bytes], index: int, lineno: int) -> _Open | None:
     """The cut LMCache record a headerless, prefixless line continues, if it is one.
 
     A terminal (or a chat box) that wraps a long line inserts a newline but none of the prefixes the
     writer put on each physical line, so the continuation cannot be found by its process key. It is
-    joined only to the record on the line just before, which must still be open (no ``(file:line:
-    logger)`` suffix yet: LMCache prints it last, so its absence proves the record was cut), must have
-    been long enough to wrap, and must come from the same deployment.
+    joined only to the record on the line just before (blank lines aside), which must still be open (no
+    ``(file:line:logger)`` suffix yet: LMCache prints it last, so its absence proves the record was cut),
+    must have been long enough to wrap, and must come from the same deployment. ``block[index]`` is this
+    line (number ``lineno``) in its block.
     """
     rec = cut.rec
-    if rec.end_line != before or before_len < WRAP_MIN_WIDTH or open_recs.get(rec.origin.key) is not cut:
+    if cut.plen < WRAP_MIN_WIDTH or open_recs.get(rec.origin.key) is not cut:
+        return None
+    prev = index - 1
+    while prev >= 0 and index - prev < 8 and not block[prev].strip():
+        prev -= 1
+    if rec.end_line != lineno - (index - prev):
         return None
     if origin.deployment is not None and origin.deployment != rec.origin.deployment:
         return None
@@ -520,10 +524,10 @@ def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origi
     return cut
 
 
-def _looks_wrapped(before_len: int, line: bytes) -> bool:
+def _looks_wrapped(plen: int, line: bytes) -> bool:
     """A continuation of the same process that is a cut line rather than the next line of a multi-line
-    message: the line before filled a terminal row, and this one is not indented or an exception line."""
-    return before_len >= WRAP_MIN_WIDTH and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
+    message: the record's last line filled a terminal row, and this one is not indented or an exception."""
+    return plen >= WRAP_MIN_WIDTH and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
 
 
 def _concat(o: _Open, line: bytes, lineno: int) -> tuple[bytes | None, int | None, bytes | None]:
