@@ -177,17 +177,20 @@ class LineUnwrapper:
         return self._named(line, grep_next)
 
     def _timestamp(self, line: bytes) -> bytes | None:
-        m = JOURNALD_ISO.match(line)
-        if m is not None:
-            self.deployment = self.deployment or "host:" + m.group(2).decode("utf-8", "replace")
-            self.seen.add("journald-iso")
-        else:
-            m = ISO_TS.match(line)
-            if m is None:
-                return None
-            self.seen.add("iso-timestamp")
+        """kubectl/docker ``--timestamps``, or journald ``short-iso`` when a host and ident[pid] follow."""
+        m = ISO_TS.match(line)
+        if m is None:
+            return None
         self.year = self.year or int(m.group(1))
-        return line[m.end() :]
+        rest = line[m.end() :]
+        if not looks_plain(rest):  # the common kubectl case needs no second regex
+            j = JOURNALD_ISO.match(line)
+            if j is not None:
+                self.deployment = self.deployment or "host:" + j.group(2).decode("utf-8", "replace")
+                self.seen.add("journald-iso")
+                return line[j.end() :]
+        self.seen.add("iso-timestamp")
+        return rest
 
     def _grep_n(self, line: bytes, grep_next: int | None) -> bytes | None:
         m = GREP_N.match(line)
