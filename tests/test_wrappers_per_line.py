@@ -184,3 +184,11 @@ def test_compose_container_name_is_learned_for_its_unheaded_lines(tmp_path) -> N
     recs, _ = records(write(tmp_path / "c.log", lines))
     assert [r.kind for r in recs] == ["vllm", "traceback"]
     assert "IndexError" in recs[1].text and recs[1].origin.deployment == "compose:vllm-1"
+
+
+def test_wrapper_year_across_new_year_is_not_advanced_twice(tmp_path) -> None:
+    lines = ["2024-12-31T23:59:58.1Z " + vllm("a", ts="12-31 23:59:58"),
+             "2025-01-01T00:00:01.1Z " + vllm("b", ts="01-01 00:00:01"),
+             "2025-01-01T00:00:02.1Z " + vllm("c", ts="01-01 00:00:02")]
+    recs, _ = records(write(tmp_path / "y.log", lines))
+    assert [r.year for r in recs] == [2024, 2025, 2025]

@@ -288,7 +288,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     if tid and tid not in hot_first:
                         for i, ln in enumerate(lines):
                             if word in ln and HOT_LINE.search(ln):
-                                origin, rest = split_line(ln, unwrapper, origins)
+                                origin, rest = split_line(ln, LineUnwrapper(), origins)
                                 hot_first[tid] = (path, base + i + 1, origin, rest, year_hint)
                                 break
         else:
@@ -332,6 +332,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 line = unwrap(line)
                 if unwrapper.year:
                     year_hint = unwrapper.year
+                    last_month = 0  # the wrapper dated this line: no Dec→Jan inference on top of it
                 if not line:
                     continue
                 origin, line = peel_for(unwrapper.deployment, line)
