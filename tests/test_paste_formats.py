@@ -120,3 +120,47 @@ def test_record_cut_before_a_different_line_is_not_joined_to_it(tmp_path) -> Non
     lines = [cut, vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s", proc="APIServer pid=1"), "orphan tail text"]
     recs = records(write(tmp_path / "c.log", lines))
     assert [r.text for r in recs if r.kind == "lmcache"] == [records(write(tmp_path / "o.log", [cut]))[0].text]
+
+
+SPEC = ("SpecDecoding metrics: Mean acceptance length: 2.74, Accepted throughput: 160.70 tokens/s, Drafted "
+        "throughput: 277.60 tokens/s, Accepted: 1607 tokens, Drafted: 2776 tokens, Per-position acceptance rate: "
+        "0.793, 0.550, 0.395, Avg Draft acceptance rate: 57.9%")
+
+
+@pytest.mark.parametrize("proc", ["APIServer pid=1", None])
+def test_terminal_wrapped_vllm_record_is_joined_row_by_row(tmp_path, proc) -> None:
+    full = vllm(SPEC, loc="metrics.py:120", proc=proc)
+    rows = [full[i : i + 100] for i in range(0, len(full), 100)]
+    assert proc is None or rows[1][:1] == " "  # a cut before a word leaves one leading space
+    after = vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s", loc="loggers.py:335", proc=proc)
+    recs = records(write(tmp_path / "v.log", rows + [after]))
+    assert [r.msg for r in recs] == [SPEC, after.split("] ", 1)[1]]
+    assert recs[0].end_line == len(rows)
+
+
+def test_line_after_a_long_vllm_record_stays_separate_when_it_is_no_row(tmp_path) -> None:
+    msg = "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 9.0 tokens/s"
+    long = vllm(msg, proc="APIServer pid=1")
+    lines = [long, "RuntimeError: CUDA error: an illegal memory access was encountered", long,
+             "a line that is longer than the record before it, so it cannot be its next terminal row " * 2,
+             long, '  File "a.py", line 1, in <module>', long,
+             "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:02<00:00,  1.52it/s]",
+             vllm(SPEC, proc="APIServer pid=1"), "a short line after a record too long to have been wrapped"]
+    recs = records(write(tmp_path / "v.log", lines))
+    assert [r.msg for r in recs if r.kind == "vllm"] == [msg] * 4 + [SPEC]
+    assert any(r.kind == "text" and r.msg.startswith("RuntimeError") for r in recs)
+
+
+def test_vllm_record_is_joined_at_a_width_an_lmcache_record_proved(tmp_path) -> None:
+    lmc_full = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)
+    full = vllm(SPEC, loc="metrics.py:120", proc="APIServer pid=1")
+    rows = [lmc_full[i : i + 143] for i in range(0, len(lmc_full), 143)] + [full[i : i + 143] for i in range(0, len(full), 143)]
+    recs = records(write(tmp_path / "v.log", rows))
+    assert [r.kind for r in recs] == ["lmcache", "vllm"] and recs[1].msg == SPEC
+
+
+def test_headerless_print_after_a_vllm_line_of_no_terminal_width_stays_apart(tmp_path) -> None:
+    lines = [vllm("\treserved_cpus=[]", loc="ompmultiprocessing.py:185", proc="EngineCore pid=23969"),
+             "Triton is installed, but doesn't include CPU backend. Disabling Triton."]
+    (rec,) = records(write(tmp_path / "r.log", lines))
+    assert rec.msg == "\treserved_cpus=[]" and rec.end_line == 1

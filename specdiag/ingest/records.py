@@ -18,7 +18,7 @@ from itertools import compress
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, looks_plain
+from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope, looks_plain
 
 VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
                b"WARN": "WARNING"}
@@ -245,6 +245,9 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
     unwrap = unwrapper.strip
     plain_starts = PLAIN_STARTS
     last_cut: _Open | None = None  # the LMCache record most recently left open (no suffix yet)
+    held: Record | None = None  # a long vLLM record held for one line, in case a terminal wrapped it
+    held_width = held_last = 0
+    widths = set(TERMINAL_WIDTHS)
     year_hint: int | None = None
     last_month = 0
     lineno = 0
@@ -337,6 +340,20 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     continue
                 origin, line = peel_for(unwrapper.deployment, line)
             okey = origin.key
+            if held is not None:
+                # the long vLLM record on the line before may have been cut by a terminal: this row is its rest
+                if (lineno == held_last + 1 and origin.pid is None and origin.deployment == held.origin.deployment
+                        and _continues_row(line, held_width)):
+                    held.raw += line
+                    held._msg = None
+                    held.end_line = held_last = lineno
+                    recognized += 1
+                    if len(line) < held_width:  # a short row is the last one
+                        yield held
+                        held = None
+                    continue
+                yield held
+                held = None
             # ---- LMCache formatter: [YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)
             if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
                 line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
@@ -385,6 +402,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                         formats.add("vllm")
                     if _opens_wrap(msg):
                         open_recs[okey] = _Open(rec, "wrap")
+                    elif plen in widths:
+                        held, held_width, held_last = rec, plen, lineno  # yielded with the next line
                     else:
                         yield rec
                     continue
@@ -401,7 +420,10 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     rec = o.rec
                     if o.mode == "lmcache":
                         if wrapped or _looks_wrapped(o.plen, line):
+                            width = o.plen
                             file, src_line, logger = _concat(o, line, lineno)  # the suffix may have been cut too
+                            if file is not None and len(widths) < 64:
+                                widths.add(width)  # proven: this input was wrapped at that width
                         else:
                             body, file, src_line, logger = split_suffix(line)
                             _append(o, body, lineno)
@@ -458,6 +480,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
             if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
                 yield Record(path, lineno, origin, "text", "", None, year_hint, None, None, None, line)
         lineno = base + len(lines)
+    if held is not None:
+        yield held
     for key in list(open_recs):
         rec = close(key)
         if rec is not None:
@@ -497,6 +521,11 @@ def record_from_hot(item: tuple) -> Record | None:
 
 #: a physical line shorter than this was not cut by a terminal (80 columns is the narrowest common width)
 WRAP_MIN_WIDTH = 80
+#: terminal widths a vLLM line must fill exactly to be held back as possibly cut: the usual default sizes,
+#: plus every width at which an LMCache record in the same input was proven cut (its suffix came on a
+#: later row). Real logs are full of headerless lines after vLLM lines of arbitrary length (torch glog,
+#: prints), so a vLLM record is only joined when its length is a terminal's.
+TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250})
 
 
 def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origin, line: bytes,
@@ -523,6 +552,19 @@ def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origi
     if line.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback")):
         return None
     return cut
+
+
+def _continues_row(line: bytes, width: int) -> bool:
+    """Whether a headerless line can be the next terminal row of a cut vLLM record ``width`` wide.
+
+    A terminal row is never wider than the first one, does not start with the indentation of a
+    traceback (one space is a cut before a word), and is not a line ingest would keep on its own (an exception, a version banner): joining
+    it can then only add the rest of the record's text, never hide a line.
+    """
+    return (len(line) <= width and line[:2] != b"  " and line[:1] != b"\t" and not is_envelope(line)
+            and EXC_LINE.match(line) is None and b"Error" not in line and b"LMCache v" not in line
+            and b"version" not in line[:80] and b"LMCache:" not in line[:16]
+            and b"it/s]" not in line and b"s/it]" not in line and b"%|" not in line)  # tqdm, printed unprefixed
 
 
 def _looks_wrapped(plen: int, line: bytes) -> bool:
