@@ -51,7 +51,9 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   line that carries it; tracebacks until the last exception line; hard-wrapped config dumps until their
   brackets close. A line cut by a terminal (no prefix or header of its own, right after a cut LMCache
   record of at least 80 columns) is joined to that record without a line break, and the suffix is looked
-  for again on the joined text.
+  for again on the joined text. A vLLM record whose line is exactly a terminal's width (80, 100, 120, 132,
+  … or a width at which an LMCache record of the same input was proven cut) takes the following
+  headerless rows that are no wider and that ingest would not keep on their own.
 
 """
 
