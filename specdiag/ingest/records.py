@@ -1,9 +1,10 @@
 """Physical lines → logical records.
 
-For every line: strip the collector or paste wrappers (recognised per line, see ``wrappers.py``), ANSI colour (also the ESC-less residue) and CR; peel the
-vLLM process prefixes into an Origin; recognise the logger envelope (LMCache's formatter, its legacy
-form, vLLM's formatter of every era, uvicorn); and join continuation lines (multi-line LMCache messages,
-raw Python tracebacks, hard-wrapped dumps) into one record. Knows nothing about KV caches.
+For every line: strip ANSI colour (also the ESC-less residue) and CR, then the collector or paste
+wrappers (recognised per line, see ``wrappers.py``); peel the vLLM process prefixes into an Origin;
+recognise the logger envelope (LMCache's formatter, its legacy form, vLLM's formatter of every era,
+uvicorn); and join continuation lines (multi-line LMCache messages, raw Python tracebacks, hard-wrapped
+dumps, rows cut by a terminal) into one record. Knows nothing about KV caches.
 
 The hot loop works on bytes: a record's text is decoded only when something reads it, which on a
 multi-GB log is a small minority of lines.
@@ -342,7 +343,8 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
             okey = origin.key
             if held is not None:
                 # the long vLLM record on the line before may have been cut by a terminal: this row is its rest
-                if (lineno == held_last + 1 and origin.pid is None and origin.deployment == held.origin.deployment
+                if (lineno == held_last + 1 and origin.pid is None
+                        and (origin.deployment is None or origin.deployment == held.origin.deployment)
                         and _continues_row(line, held_width)):
                     held.raw += line
                     held._msg = None
