@@ -192,3 +192,14 @@ def test_wrapper_year_across_new_year_is_not_advanced_twice(tmp_path) -> None:
              "2025-01-01T00:00:02.1Z " + vllm("c", ts="01-01 00:00:02")]
     recs, _ = records(write(tmp_path / "y.log", lines))
     assert [r.year for r in recs] == [2024, 2025, 2025]
+
+
+@pytest.mark.parametrize("line", [
+    '{"log": ' + "[" * 50000 + "]" * 50000 + "}",                 # nesting deeper than the JSON decoder's recursion
+    '{"levelname": "x", "message": "m", "asctime": 5, "process": {}, "lineno": []}',
+    '{"log": "x", "time": 2026}',
+    "1:" * 40 + "INFO 05-06 15:56:03 [x.py:1] deep",
+])
+def test_hostile_wrapper_shapes_are_read_without_error(tmp_path, line) -> None:
+    recs, stats = records(write(tmp_path / "h.log", [line, vllm("after")]))
+    assert recs[-1].msg == "after"

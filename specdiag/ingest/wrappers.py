@@ -94,7 +94,7 @@ def _json_line(line: bytes) -> tuple[bytes, int | None, str] | None:
         return None
     try:
         obj = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: hostile nesting, e.g. {"log": [[[[…
         return None
     if not isinstance(obj, dict):
         return None
