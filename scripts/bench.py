@@ -4,6 +4,7 @@
     python scripts/bench.py LOG [--cmd specdiag] [--repeat 3] [--json]
     python scripts/bench.py --generate 1024            # writes bench-data/bench-1024mb-seed7.log first
     python scripts/bench.py --generate 1024 --json > bench-data/result.json
+    python scripts/bench.py --generate 256 --shape tp1   # lookup-heavy, metric-dense TP=1 shape
 
 For each tool the child process is started with `subprocess.Popen` and reaped with `os.wait4`, which
 returns the resource usage of exactly that child (wall time, user+sys CPU seconds, peak RSS incl. its
@@ -148,19 +149,24 @@ def summarize_report(path: Path) -> dict:
     return {"valid_json": True, "findings": sum(rules.values()), "by_rule": rules}
 
 
-def generate(mb: float, seed: int, incidents: int, force: bool) -> Path:
+def generate(mb: float, seed: int, incidents: int, force: bool, shape: str = "tp8",
+             kubectl_from: float | None = None) -> Path:
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     import gen_bench_log
 
     BENCH_DIR.mkdir(exist_ok=True)
-    path = BENCH_DIR / f"bench-{mb:g}mb-seed{seed}.log"
+    tag = "" if shape == "tp8" else f"-{shape}" + ("" if kubectl_from is None else f"-kubectl{kubectl_from:g}")
+    path = BENCH_DIR / f"bench-{mb:g}mb{tag}-seed{seed}.log"
     if path.exists() and not force:
         print(f"reusing {path} (use --force to regenerate)", file=sys.stderr)
         return path
     t = time.perf_counter()
     tmp = path.with_suffix(".log.part")
     with open(tmp, "wb", buffering=8 << 20) as fh:
-        st = gen_bench_log.generate(fh, int(mb * 2**20), seed, incidents)
+        if shape == "tp1":
+            st = gen_bench_log.generate_tp1(fh, int(mb * 2**20), seed, incidents, kubectl_from)
+        else:
+            st = gen_bench_log.generate(fh, int(mb * 2**20), seed, incidents)
     tmp.replace(path)
     print(f"generated {path}: {st['bytes'] / 2**20:.1f} MiB, {st['requests']} requests in "
           f"{time.perf_counter() - t:.1f} s", file=sys.stderr)
@@ -183,6 +189,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--generate", type=float, metavar="MB", help="first generate a MiB-sized log in bench-data/")
     ap.add_argument("--seed", type=int, default=7, help="generator seed (default 7)")
     ap.add_argument("--incidents", type=int, default=5, help="shortfall incidents in the generated log")
+    ap.add_argument("--shape", choices=("tp8", "tp1"), default="tp8",
+                    help="generated shape: tp8 (busy TP=8 server) or tp1 (lookup-heavy, metric-dense TP=1)")
+    ap.add_argument("--kubectl-from", type=float, default=None, metavar="FRACTION",
+                    help="tp1: lines after this fraction of the file carry kubectl --timestamps")
     ap.add_argument("--force", action="store_true", help="regenerate even if the file exists")
     ap.add_argument("--repeat", type=int, default=1, help="runs per tool; best wall time is reported")
     ap.add_argument("--timeout", type=float, default=1800.0, help="per-run limit in seconds")
@@ -194,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     if args.generate:
-        log = generate(args.generate, args.seed, args.incidents, args.force)
+        log = generate(args.generate, args.seed, args.incidents, args.force, args.shape, args.kubectl_from)
         if args.log and args.log != log:
             print(f"note: --generate given, benchmarking {log} instead of {args.log}", file=sys.stderr)
     elif args.log:

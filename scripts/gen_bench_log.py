@@ -2,6 +2,9 @@
 """Stream a large synthetic vLLM + LMCache log (TP=8, EAGLE-3) for throughput benchmarks.
 
     python scripts/gen_bench_log.py bench-data/bench-1g.log --size-mb 1024 [--seed 7] [--incidents 5]
+    python scripts/gen_bench_log.py bench-data/tp1.log --size-mb 256 --shape tp1 [--kubectl-from 0.5]
+
+``--shape tp1`` writes the lookup-heavy, metric-dense TP=1 shape instead (see ``generate_tp1``).
 
 The file is written in large batches and never held in memory. Proportions follow a busy TP=8
 server (vLLM 0.25.0 with coloured process prefixes, LMCache post-0.5.6 tree):
@@ -253,21 +256,149 @@ def generate(out, size_bytes: int, seed: int, incidents: int) -> dict:
     return {"bytes": written, "requests": n_req, "lines_approx": n_lines, "incidents": incident_ids}
 
 
+def tp1_server():
+    """A TP=1 EAGLE-3 server (the lookup-heavy, metric-dense shape)."""
+    from dataclasses import replace
+
+    return replace(tp8_server(), model="meta-llama/Llama-3.1-8B-Instruct", served="llama-8b", tp=1, num_layer=33,
+                   kv_heads_per_gpu=8, worker_pids=[765])
+
+
+def generate_tp1(out, size_bytes: int, seed: int, incidents: int, kubectl_from: float | None = None) -> dict:
+    """The lookup-heavy, metric-dense TP=1 shape: ~30 % ``Reqid:`` lookups with unique request ids, ~10 %
+    stats / ``SpecDecoding metrics`` lines (a short ``VLLM_LOG_STATS_INTERVAL`` on a busy server), one
+    retrieve for the ~60 % of requests with a hit, one store, one access line per request.
+
+    ``kubectl_from`` (0..1): from that fraction of the file on, every line carries a kubectl
+    ``--timestamps`` wrapper — a collector that changed format mid-file, with the incidents behind it.
+    """
+    rng = random.Random(seed)
+    s = tp1_server()
+    tree = s.lmc_tree
+    fmt = Fmt(2026, color_prefix=True, lmc_tree=tree)
+    ev = Events()
+    t0 = emit_startup(ev, fmt, s, dt.datetime(2026, 5, 6, 8, 0, 0), rng)
+    head = ev.render().encode()
+    out.write(head)
+    written = len(head)
+    api = fmt.prefix("APIServer", s.api_pid)
+    core = fmt.prefix("EngineCore", s.core_pid)
+    worker = fmt.prefix("Worker", s.worker_pids[0])
+    info, err, R = LMC_COLOR["INFO"], LMC_COLOR["ERROR"], LMC_RESET
+    sx = {k: suffix(tree, k) for k in ("l1", "r4", "s1", "r1", "r2", "r3")}
+    vstats = "[{}:{}]".format(*VLLM_LINES["stats"])
+    vspec = "[{}:{}]".format(*VLLM_LINES["spec"])
+    vfail = "[{}:{}]".format(*VLLM_LINES["v2"])
+    chunk, block, gb = s.chunk, s.block, s.chunk_bytes / 2**30
+    utc = dt.timezone.utc
+    t = t0.replace(tzinfo=utc).timestamp()
+    pending = [size_bytes * (k + 1) // (incidents + 1) for k in range(incidents)]
+    wrap_at = None if kubectl_from is None else int(size_bytes * kubectl_from)
+    incident_ids: list[str] = []
+    convs: list[int] = []
+    buf: list[str] = []
+    n_req = 0
+    while written < size_bytes:
+        t += rng.expovariate(40.0)
+        d = dt.datetime.fromtimestamp(t, utc)
+        ts = d.strftime("%Y-%m-%d %H:%M:%S") + f",{d.microsecond // 1000:03d}"
+        vs = d.strftime("%m-%d %H:%M:%S")
+        n_req += 1
+        rid = f"chatcmpl-{rng.getrandbits(64):016x}-{rng.getrandbits(32):08x}"   # unique: no id repeats
+        if convs and rng.random() < 0.6:
+            i = rng.randrange(len(convs))
+            hit = convs[i]
+            total = min(hit + rng.randint(300, 3000), 120000)
+            convs[i] = total // chunk * chunk
+        else:
+            total, hit = int(rng.lognormvariate(8.3, 0.9)) + 100, 0
+            (convs.append if len(convs) < 4096 else (lambda v: convs.__setitem__(rng.randrange(4096), v)))(
+                total // chunk * chunk)
+        hit = min(hit, total // chunk * chunk)
+        req = [f"{core}{info}[{ts}] LMCache INFO:{R} Reqid: {rid}, Total tokens {total}, Inference Engine computed "
+               f"tokens: 0, LMCache hit tokens: {hit}, need to load: {hit}{sx['l1']}\n"]
+        incident = bool(pending) and written >= pending[0] and hit >= 8 * chunk
+        if hit:
+            got = hit - rng.randint(1, hit // chunk - 1) * chunk if incident else hit
+            sz = got / chunk * gb
+            req.append(f"{worker}{info}[{ts}] LMCache INFO:{R} [req_id={rid}] Retrieved {got} out of {hit} required "
+                       f"tokens (from {hit} total tokens). size: {sz:.4f} gb, cost 12.5000 ms, throughput: "
+                       f"{sz / 0.0125:.4f} GB/s;{sx['r4']}\n")
+            if incident:
+                miss = hit - got
+                pending.pop(0)
+                incident_ids.append(rid)
+                req += [f"{worker}{err}[{ts}] LMCache ERROR:{R} Request {rid}The number of retrieved tokens is less "
+                        f"than the expected number of tokens! This should not happen!{sx['r1']}\n",
+                        f"{worker}{err}[{ts}] LMCache ERROR:{R} Num retrieved tokens: {got}, num expected tokens: "
+                        f"{hit}{sx['r2']}\n",
+                        f"{worker}{LMC_COLOR['WARNING']}[{ts}] LMCache WARNING:{R} Request {rid} failed to load {miss} "
+                        f"tokens across {-(-miss // block)} blocks{sx['r3']}\n",
+                        f"{core}ERROR {vs} {vfail} Failing 1 request(s) due to KV load failure (failure_policy=fail, "
+                        f"{miss} tokens affected). Request IDs: {{'{rid}'}}\n"]
+        new = total // chunk * chunk - hit
+        if new > 0 and not incident and rng.random() < 0.4:   # stores of new full chunks (≈40 % of requests)
+            ssz = new / chunk * gb
+            req.append(f"{worker}{info}[{ts}] LMCache INFO:{R} [req_id={rid}] Stored {new} out of total {new} tokens. "
+                       f"size: {ssz:.4f} GB, cost 9.0000 ms, throughput: {ssz / 0.009:.4f} GB/s; offload_time: "
+                       f"6.1000 ms, put_time: 2.9000 ms{sx['s1']}\n")
+        code = "500 Internal Server Error" if incident else "200 OK"
+        req.append(f"{api}INFO:     10.42.0.{n_req % 250}:{32768 + n_req % 28000} - \"POST /v1/chat/completions "
+                   f"HTTP/1.1\" {code}\n")
+        if n_req % 6 == 0:
+            acc = [a * rng.uniform(0.93, 1.05) for a in s.accept]
+            req.append(f"{api}INFO {vs} {vstats} Engine 000: Avg prompt throughput: {rng.uniform(1e3, 9e3):.1f} "
+                       f"tokens/s, Avg generation throughput: {rng.uniform(100, 900):.1f} tokens/s, Running: "
+                       f"{rng.randint(8, 40)} reqs, Waiting: {rng.randint(0, 6)} reqs, GPU KV cache usage: "
+                       f"{rng.uniform(20, 90):.1f}%, Prefix cache hit rate: {rng.uniform(5, 25):.1f}%, External "
+                       f"prefix cache hit rate: {rng.uniform(20, 60):.1f}%\n")
+            drafted = rng.randint(900, 3000)
+            accepted = int(drafted / s.spec_k * sum(acc))
+            req.append(f"{api}INFO {vs} {vspec} SpecDecoding metrics: Mean acceptance length: "
+                       f"{1 + accepted / max(1, drafted // s.spec_k):.2f}, Accepted throughput: {accepted / 10:.2f} "
+                       f"tokens/s, Drafted throughput: {drafted / 10:.2f} tokens/s, Accepted: {accepted} tokens, "
+                       f"Drafted: {drafted} tokens, Per-position acceptance rate: {', '.join(f'{a:.3f}' for a in acc)}, "
+                       f"Avg Draft acceptance rate: {100.0 * accepted / drafted:.1f}%\n")
+        if wrap_at is not None and written >= wrap_at:
+            stamp = d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond:06d}123Z "
+            req = [stamp + ln for ln in req]
+        buf += req
+        if len(buf) >= 4096:
+            data = "".join(buf).encode()
+            buf.clear()
+            out.write(data)
+            written += len(data)
+    if buf:
+        data = "".join(buf).encode()
+        out.write(data)
+        written += len(data)
+    return {"bytes": written, "requests": n_req, "lines_approx": 0, "incidents": incident_ids}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Stream a large synthetic TP=8 vLLM + LMCache log.")
     ap.add_argument("out", type=Path, help="output file ('-' for stdout)")
     ap.add_argument("--size-mb", type=float, default=1024.0, help="target size in MiB (default 1024)")
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--incidents", type=int, default=5, help="number of R1/R2 shortfalls to scatter (default 5)")
+    ap.add_argument("--shape", choices=("tp8", "tp1"), default="tp8",
+                    help="tp8: busy TP=8 server (default); tp1: lookup-heavy, metric-dense TP=1 server")
+    ap.add_argument("--kubectl-from", type=float, default=None, metavar="FRACTION",
+                    help="tp1 only: lines after this fraction of the file carry kubectl --timestamps")
     args = ap.parse_args(argv)
     size = int(args.size_mb * 2**20)
     t = time.perf_counter()
+    def gen(fh) -> dict:
+        if args.shape == "tp1":
+            return generate_tp1(fh, size, args.seed, args.incidents, args.kubectl_from)
+        return generate(fh, size, args.seed, args.incidents)
+
     if str(args.out) == "-":
-        stats = generate(sys.stdout.buffer, size, args.seed, args.incidents)
+        stats = gen(sys.stdout.buffer)
     else:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         with open(args.out, "wb", buffering=BATCH_BYTES) as fh:
-            stats = generate(fh, size, args.seed, args.incidents)
+            stats = gen(fh)
     el = time.perf_counter() - t
     print(f"wrote {args.out}: {stats['bytes'] / 2**20:.1f} MiB, {stats['requests']} requests, "
           f"~{stats['lines_approx']} lines in {el:.1f} s ({stats['bytes'] / 2**20 / el:.0f} MiB/s); "

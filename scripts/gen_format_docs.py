@@ -24,8 +24,21 @@ stores, retrieves): they are recognised by first word and a literal and parsed o
 
 How lines are read before these templates apply (the ingest stage, `specdiag/ingest/`):
 
-* collector wrappers: docker json-file, docker/kubectl `--timestamps`, kubectl `--prefix`, journald
-  (`short` and `short-iso`), docker compose — sniffed per input from its first 400 lines;
+* collector wrappers, recognised **per line** (a `cat` of two sources or a collector that changes format
+  mid-file is read line by line, no sniffing window): docker json-file, vLLM's JSON log formatter,
+  docker/kubectl `--timestamps`, kubectl `--prefix` (`[pod/<pod>/<container>] `), journald `short`,
+  `short-precise` and `short-iso` (localised month names: `déc.`, `janv.`, `Dez`, `Mär`, `dic`, `дек`, …),
+  docker compose (`name  | `), nested in any order. A line whose first bytes are `(`, `[20…` or a vLLM
+  level word pays no wrapper test at all;
+* paste formats: chat code-block indentation and `> ` quotes, `grep -n` / `grep -H` prefixes (`123:`,
+  `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records. Shapes that
+  ordinary text can also have (`123:`, `name | `, leading spaces) are stripped only when what follows is a
+  recognised envelope or wrapper, or continues the same wrapper (consecutive grep line numbers, a compose
+  container already seen);
+* the source a wrapper names — kubectl pod/container (`k8s:pod/…`), journald host (`host:…`), compose
+  container (`compose:…`) — is kept as `Origin.deployment` (part of the process key, so pid 1 in two pods
+  are two processes); `Origin.source_key` falls back to the Ray node (`ray:<ip>`). Years in wrapper
+  timestamps (kubectl/docker, journald `short-iso`, docker json `time`) date vLLM's year-less lines;
 * ANSI colour codes and the ESC-less residue (`[32;20m`), CRs (line numbers stay those of `\\n`);
 * vLLM process prefixes of every era, nested (Ray): `(VllmWorker rank=N pid=…)` (0.8.5–0.9),
   `(VllmWorker TPn pid=…)` (0.10.1), `(Worker_[DPd_][PPp_]TPt pid=…)` (0.10.2+), `(EngineCore[_DPn] pid=…)`,
@@ -37,7 +50,11 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   a future date), uvicorn access lines, raw Python tracebacks (also when cut below the `Traceback` line);
 * multi-line records: an LMCache message without its `(file:line:logger)` suffix continues until the
   line that carries it; tracebacks until the last exception line; hard-wrapped config dumps until their
-  brackets close.
+  brackets close. A line cut by a terminal (no prefix or header of its own, right after a cut LMCache
+  record of at least 80 columns) is joined to that record without a line break, and the suffix is looked
+  for again on the joined text. A vLLM record whose line is exactly a terminal's width (80, 100, 120, 132,
+  … or a width at which an LMCache record of the same input was proven cut) takes the following
+  headerless rows that are no wider and that ingest would not keep on their own.
 
 """
 

@@ -64,8 +64,16 @@ def sources_of(group: InputGroup, stdin_name: str) -> list[Source]:
 
 
 def deployment_key(rec: Any) -> str | None:
-    """The deployment a record's wrapper names (kubectl pod, journald host, compose service), if any."""
-    return getattr(rec.origin, "deployment", None)
+    """The deployment a record's wrapper names (kubectl pod, journald host, compose service), if any.
+
+    Ingest's names are ``k8s:pod/<pod>/<container>``, ``host:<host>`` and ``compose:<service>``; a pod is
+    shown as ``pod/<pod>/<container>``, as ``kubectl logs --prefix`` prints it. A Ray node (``ip=``) is not a
+    deployment: one server's workers span several nodes.
+    """
+    name = rec.origin.deployment
+    if name is None:
+        return None
+    return name[4:] if name.startswith("k8s:") else name
 
 
 @dataclass

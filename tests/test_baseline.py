@@ -29,10 +29,7 @@ def fingerprints(paths) -> list[tuple[str, str]]:
 
 
 # Known offenders, reported to the lead: remove the entry once the rule's identity no longer holds a line number.
-LINE_NUMBER_IDENTITY: dict[str, str] = {
-    "public-lmcache-2106-journald-fr-locale-retrieve-zero":
-        "journald wrapper detected once per file from its head, so unrelated lines first hide it (ingest, issue 10 class 10)",
-}
+LINE_NUMBER_IDENTITY: dict[str, str] = {}
 
 
 @pytest.mark.skipif(not CASES, reason="corpus not found")

@@ -88,3 +88,28 @@ def test_a_bare_vllm_exception_line_that_a_rule_reads_counts_as_recognised(tmp_p
     rep = analyze([str(log)])
     assert [f.rule for f in rep.findings] == ["SRV001"]
     assert rep.recognized_lines == 1 and rep.exit_code("error") == 1  # a finding, not "nothing recognised" (3)
+
+
+def _pod_lines(pod: str, version: str, model: str, rank: int, expected: int) -> list[str]:
+    adp = "lmcache.integration.vllm.vllm_v1_adapter"
+    cfg = (f"(EngineCore_DP0 pid=7) INFO 05-06 15:00:00 [core.py:93] Initializing a V1 LLM engine (v{version}) "
+           f"with config: model='{model}', tensor_parallel_size=2, ")
+    err = [f"(Worker_TP{rank} pid=100) [2026-05-06 15:5{i}:03,745] LMCache ERROR: Num retrieved tokens: 0, "
+           f"num expected tokens: {expected} (vllm_v1_adapter.py:884:{adp})" for i in range(2)]
+    return [f"[pod/{pod}/vllm] {line}" for line in [cfg, *err]]
+
+
+def test_two_pods_interleaved_by_kubectl_prefix_are_two_deployments(tmp_path):
+    a = _pod_lines("vllm-a", "0.11.0", "model-a", 1, 512)
+    b = _pod_lines("vllm-b", "0.20.1", "model-b", 0, 768)
+    log = tmp_path / "all.log"
+    log.write_text("\n".join(x for pair in zip(a, b, strict=True) for x in pair) + "\n")  # same pids in both pods
+    out = analyze([str(log)]).to_dict()
+    deps = {d["id"]: d for d in out["deployments"]}
+    assert set(deps) == {"pod/vllm-a/vllm", "pod/vllm-b/vllm"} and out["context"] is None
+    assert deps["pod/vllm-a/vllm"]["context"]["vllm_version"] == "0.11.0"
+    assert deps["pod/vllm-b/vllm"]["context"]["ranks_seen"] == ["TP0"]
+    by_dep = {f["deployment"]: f for f in out["findings"] if f["rule"] == "KV001"}
+    assert by_dep["pod/vllm-a/vllm"]["measurements"]["expected_tokens"] == 512
+    assert by_dep["pod/vllm-b/vllm"]["measurements"]["ranks"] == ["TP0"]
+    assert all(d["sources"] == [str(log)] for d in out["deployments"])

@@ -64,8 +64,6 @@ def test_two_line_paste_leads_with_the_arithmetic_and_caps_confidence(tmp_path, 
         assert m["ranks"] == ["unknown (paste.log)"] and "TP0" not in f["summary"]
 
 
-@pytest.mark.xfail(strict=False, reason="indented chat pastes depend on per-line wrapper detection in ingest (class 10, "
-                                        "owned by the ingest engineer)")
 def test_indented_two_line_paste_gives_the_same_arithmetic(tmp_path) -> None:
     f = kv001(tmp_path, ["    " + USER_R1, "    " + USER_R2])
     assert f["measurements"]["missing_chunks"] == 24 and f["measurements"]["ranks"] == ["TP2"]

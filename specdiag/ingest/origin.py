@@ -17,7 +17,11 @@ _RANK = re.compile(r"rank=(\d+)")
 class Origin:
     """Who printed a line. ``key`` distinguishes processes (name + pid) within one input.
 
-    Instances are cached per distinct prefix, so ``key`` and ``rank_label`` are computed once.
+    ``deployment`` is the collector's name for the source of the line (``k8s:pod/<pod>/<container>``
+    from ``kubectl logs --prefix``, ``host:<host>`` from journald, ``compose:<container>`` from docker
+    compose), None when no wrapper named one. It is part of ``key``: pid 1 in two pods, or the same
+    worker name on two hosts, are different processes. Instances are cached per distinct prefix, so
+    ``key`` and ``rank_label`` are computed once.
     """
 
     proc: str = ""
@@ -28,11 +32,13 @@ class Origin:
     pp: int | None = None
     dp: int | None = None
     ep: int | None = None
+    deployment: str | None = None
     key: str = field(init=False, compare=False)
     rank_label: str | None = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "key", f"{self.proc}:{self.pid}:{self.host or ''}")
+        key = f"{self.proc}:{self.pid}:{self.host or ''}"
+        object.__setattr__(self, "key", key if self.deployment is None else f"{key}@{self.deployment}")
         label = None
         if self.tp is not None or self.pp is not None:
             parts = []
@@ -44,6 +50,15 @@ class Origin:
             label = "_".join(parts)
         # ``TP2``, ``PP1_TP0`` or ``DP1_TP0``: how ranks are named in reports
         object.__setattr__(self, "rank_label", label)
+
+
+    @property
+    def source_key(self) -> str | None:
+        """Which server a line belongs to, as far as the line says: the collector's deployment name, else the
+        Ray node (``ray:<ip>``), else None (one input file = one server)."""
+        if self.deployment is not None:
+            return self.deployment
+        return f"ray:{self.host}" if self.host else None
 
 
 NO_ORIGIN = Origin()
@@ -63,7 +78,7 @@ def _role(name: str) -> str:
     return "Other"
 
 
-def parse_origin(names: list[tuple[str, str, str | None]]) -> Origin:
+def parse_origin(names: list[tuple[str, str, str | None]], deployment: str | None = None) -> Origin:
     """Build an Origin from the peeled prefixes, innermost last (Ray nests a worker inside an engine)."""
     proc, pid, ip = names[-1]
     role = _role(proc)
@@ -87,14 +102,30 @@ def parse_origin(names: list[tuple[str, str, str | None]]) -> Origin:
     host = ip or next((i for _n, _p, i in names if i), None)
     if len(names) > 1 and proc.startswith("RayWorkerWrapper"):
         proc = f"{names[0][0]}/{proc}"
-    return Origin(proc=proc, pid=int(pid), host=host, role=role, tp=tp, pp=pp, dp=dp, ep=ep)
+    return Origin(proc=proc, pid=int(pid), host=host, role=role, tp=tp, pp=pp, dp=dp, ep=ep, deployment=deployment)
 
 
 class OriginCache:
     """Peels all leading ``(name pid=N[, ip=..])`` prefixes; caches the Origin per distinct prefix bytes."""
 
-    def __init__(self) -> None:
+    def __init__(self, deployment: str | None = None) -> None:
         self._cache: dict[bytes, Origin] = {}
+        self.deployment = deployment
+        self.bare = NO_ORIGIN if deployment is None else Origin(deployment=deployment)
+        self._children: dict[str, OriginCache] = {}
+
+    def peel_for(self, deployment: str | None, line: bytes) -> tuple[Origin, bytes]:
+        """Like :meth:`peel` for a line a wrapper attributed to ``deployment`` (None: no wrapper name)."""
+        cache = self
+        if deployment is not None and deployment != self.deployment:
+            cache = self._children.get(deployment)
+            if cache is None:
+                cache = OriginCache(deployment)
+                if len(self._children) < 4096:
+                    self._children[deployment] = cache
+        if line[:1] == b"(":
+            return cache.peel(line)
+        return cache.bare, line
 
     def peel(self, line: bytes) -> tuple[Origin, bytes]:
         # fast path: one prefix, seen before
@@ -116,11 +147,11 @@ class OriginCache:
                           ip.decode("utf-8", "replace") if ip else None))
             pos = m.end()
         if not names:
-            return NO_ORIGIN, line
+            return self.bare, line
         prefix = line[:pos]
         o = self._cache.get(prefix)
         if o is None:
-            o = parse_origin(names)
+            o = parse_origin(names, self.deployment)
             if len(self._cache) < 10000:
                 self._cache[prefix] = o
         return o, line[pos:]

@@ -1,9 +1,10 @@
 """Physical lines → logical records.
 
-For every line: strip the collector wrapper, ANSI colour (also the ESC-less residue) and CR; peel the
-vLLM process prefixes into an Origin; recognise the logger envelope (LMCache's formatter, its legacy
-form, vLLM's formatter of every era, uvicorn); and join continuation lines (multi-line LMCache messages,
-raw Python tracebacks, hard-wrapped dumps) into one record. Knows nothing about KV caches.
+For every line: strip ANSI colour (also the ESC-less residue) and CR, then the collector or paste
+wrappers (recognised per line, see ``wrappers.py``); peel the vLLM process prefixes into an Origin;
+recognise the logger envelope (LMCache's formatter, its legacy form, vLLM's formatter of every era,
+uvicorn); and join continuation lines (multi-line LMCache messages, raw Python tracebacks, hard-wrapped
+dumps, rows cut by a terminal) into one record. Knows nothing about KV caches.
 
 The hot loop works on bytes: a record's text is decoded only when something reads it, which on a
 multi-GB log is a small minority of lines.
@@ -18,7 +19,7 @@ from itertools import compress
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import Unwrapper
+from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope, looks_plain
 from specdiag.timeutil import initial_year
 
 VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
@@ -123,12 +124,14 @@ class Record:
 class _Open:
     """A record still collecting continuation lines for one process."""
 
-    __slots__ = ("rec", "mode", "chars")
+    __slots__ = ("rec", "mode", "chars", "space", "plen")
 
-    def __init__(self, rec: Record, mode: str) -> None:
+    def __init__(self, rec: Record, mode: str, space: bool = False, plen: int = 0) -> None:
         self.rec = rec
         self.mode = mode  # 'lmcache' (until suffix) | 'traceback' | 'wrap' (hard-wrapped dump)
         self.chars = len(rec.raw)
+        self.space = space  # the last physical line ended in a space (kept when a terminal wrap is joined)
+        self.plen = plen  # width of its last physical line, to tell a terminal wrap from a multi-line message
 
 
 def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | None]:
@@ -177,7 +180,7 @@ class LineWindow:
         self.prev_first = 1
         self.origins = OriginCache()
         self.year: int | None = None
-        self.unwrap: Unwrapper | None = None
+        self.unwrap = LineUnwrapper()
 
     def set(self, lines: list[bytes], first: int) -> None:
         if self.lines:
@@ -201,14 +204,25 @@ class LineWindow:
                 return None
             if needle not in line:
                 continue
-            clean = _clean_chunk(line)
-            if self.unwrap:
-                clean = _clean_chunk(self.unwrap.strip(clean.decode("utf-8", "replace"))[0].encode("utf-8"))
-            origin, rest = self.origins.peel(clean) if clean[:1] == b"(" else (NO_ORIGIN, clean)
+            origin, rest = split_line(line, self.unwrap, self.origins)
             if origin.key != origin_key or not rest.startswith(b"] LMCache ", 24):
                 continue
             return record_from_hot((self.path, n, origin, rest, self.year))
         return None
+
+
+def split_line(line: bytes, unwrap: LineUnwrapper, origins: OriginCache) -> tuple[Origin, bytes]:
+    """One raw physical line → (origin, the rest after colours, wrappers and process prefixes).
+
+    The slow, complete path for the few lines looked at out of the main loop (the first of each
+    high-volume template, a line looked back at).
+    """
+    line = _clean_chunk(line)
+    dep = None
+    if line and not looks_plain(line):
+        line = unwrap.strip(line)
+        dep = unwrap.deployment
+    return origins.peel_for(dep, line)
 
 
 def iter_records(source: Source, hot: dict[bytes, str] | None = None,
@@ -229,8 +243,15 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
     path = source.display
     origins = OriginCache()
     peel = origins.peel
+    peel_for = origins.peel_for
     open_recs: dict[str, _Open] = {}
-    unwrap: Unwrapper | None = None
+    unwrapper = LineUnwrapper()
+    unwrap = unwrapper.strip
+    plain_starts = PLAIN_STARTS
+    last_cut: _Open | None = None  # the LMCache record most recently left open (no suffix yet)
+    held: Record | None = None  # a long vLLM record held for one line, in case a terminal wrapped it
+    held_width = held_last = 0
+    widths = set(TERMINAL_WIDTHS)
     year_hint: int | None = None
     last_month = 0
     lineno = 0
@@ -276,8 +297,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     if tid and tid not in hot_first:
                         for i, ln in enumerate(lines):
                             if word in ln and HOT_LINE.search(ln):
-                                first = _clean_chunk(ln)
-                                origin, rest = peel(first) if first[:1] == b"(" else (NO_ORIGIN, first)
+                                origin, rest = split_line(ln, LineUnwrapper(), origins)
                                 hot_first[tid] = (path, base + i + 1, origin, rest, year_hint)
                                 break
         else:
@@ -287,13 +307,6 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
         esc = b"\x1b" in chunk
         residue = not esc and (b"[0m" in chunk or b"[0;0m" in chunk or b";20m" in chunk or b"[1;36m" in chunk)
         cr = b"\r" in chunk
-        if unwrap is None:
-            unwrap = Unwrapper([_clean_chunk(ln).decode("utf-8", "replace") for ln in lines[:400]])
-            if unwrap:
-                formats.update(unwrap.names)
-                if window is not None:
-                    window.unwrap = unwrap
-        unwrapping = bool(unwrap)
         # binary checks per line only when the block has NUL bytes or non-ASCII bytes at all
         suspicious = b"\x00" in chunk or not chunk.isascii()
         for i, line in kept:
@@ -317,16 +330,37 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                 if len(stats.errors) < 20:
                     stats.errors.append(f"line {lineno}: {len(line):,} bytes long, cut to {MAX_PARSE_LINE:,} for parsing")
                 line = line[:MAX_PARSE_LINE]
-            if unwrapping:
-                text, y = unwrap.strip(line.decode("utf-8", "replace"))
-                line = _clean_chunk(text.encode("utf-8"))
-                if y:
-                    year_hint, last_month = y, 0  # a dated line: no New Year wrap to infer across it
-            if line[:1] == b"(":
+            # collector / paste wrappers, per line; the first bytes of an unwrapped line prove it has none
+            plen = len(line)
+            c0 = line[:1]
+            if c0 == b"(":
                 origin, line = peel(line)
-            else:
+            elif (c0 == b"[" and line[1:5] != b"pod/") or line.startswith(plain_starts):
                 origin = NO_ORIGIN
+            else:
+                line = unwrap(line)
+                if unwrapper.year:
+                    year_hint = unwrapper.year
+                    last_month = 0  # the wrapper dated this line: no Dec→Jan inference on top of it
+                if not line:
+                    continue
+                origin, line = peel_for(unwrapper.deployment, line)
             okey = origin.key
+            if held is not None:
+                # the long vLLM record on the line before may have been cut by a terminal: this row is its rest
+                if (lineno == held_last + 1 and origin.pid is None
+                        and (origin.deployment is None or origin.deployment == held.origin.deployment)
+                        and _continues_row(line, held_width)):
+                    held.raw += line
+                    held._msg = None
+                    held.end_line = held_last = lineno
+                    recognized += 1
+                    if len(line) < held_width:  # a short row is the last one
+                        yield held
+                        held = None
+                    continue
+                yield held
+                held = None
             # ---- LMCache formatter: [YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)
             if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
                 line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
@@ -352,7 +386,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                         yield rec
                     else:
                         rec.raw = msg.rstrip()
-                        open_recs[okey] = _Open(rec, "lmcache")
+                        last_cut = open_recs[okey] = _Open(rec, "lmcache", line[-1:] == b" ", plen)
                     continue
             # ---- vLLM formatter: LEVEL MM-DD HH:MM:SS [file:line] msg
             sp = line.find(b" ", 3, 10)
@@ -375,22 +409,38 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                         formats.add("vllm")
                     if _opens_wrap(msg):
                         open_recs[okey] = _Open(rec, "wrap")
+                    elif plen in widths:
+                        held, held_width, held_last = rec, plen, lineno  # yielded with the next line
                     else:
                         yield rec
                     continue
             # ---- continuation of an open record ------------------------------------------------
             if open_recs:
                 o = open_recs.get(okey)
+                wrapped = False
+                if o is None and last_cut is not None and origin.pid is None:
+                    o = _wrapped_continuation(last_cut, open_recs, origin, line, lines, i, lineno)
+                    if o is not None:
+                        okey = o.rec.origin.key
+                        wrapped = True
                 if o is not None:
                     rec = o.rec
                     if o.mode == "lmcache":
-                        body, file, src_line, logger = split_suffix(line)
-                        _append(o, body, lineno)
+                        if wrapped or _looks_wrapped(o.plen, line):
+                            width = o.plen
+                            file, src_line, logger = _concat(o, line, lineno)  # the suffix may have been cut too
+                            if file is not None and len(widths) < 64:
+                                widths.add(width)  # proven: this input was wrapped at that width
+                        else:
+                            body, file, src_line, logger = split_suffix(line)
+                            _append(o, body, lineno)
+                            o.space = line[-1:] == b" "
+                        o.plen = plen
                         recognized += 1
                         if file is not None:
                             rec._file, rec.src_line, rec._logger = file, src_line, logger
                             yield close(okey)
-                        elif o.chars > MAX_JOIN_CHARS or len(rec.cont) > MAX_JOIN_LINES:
+                        elif o.chars > MAX_JOIN_CHARS or len(rec.cont or ()) > MAX_JOIN_LINES:
                             yield close(okey)
                         continue
                     if o.mode == "traceback":
@@ -432,18 +482,21 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     yield Record(path, lineno, origin, "lmcache", m.group(1).decode(), m.group(3), None,
                                  m.group(4).rsplit(b"/", 1)[-1], int(m.group(5)), None, m.group(2))
                     continue
-            if origin is not NO_ORIGIN:
+            if origin.pid is not None:
                 recognized += 1  # a vLLM process prefix: vLLM output even without a logger header
             # raw text: keep only what may matter (exceptions, banners, versions)
             if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
                 yield Record(path, lineno, origin, "text", "", None, year_hint, None, None, None, line)
         lineno = base + len(lines)
+    if held is not None:
+        yield held
     for key in list(open_recs):
         rec = close(key)
         if rec is not None:
             yield rec
     stats.lines = lineno
     stats.recognized = recognized
+    formats.update(unwrapper.seen)
     stats.skipped += skipped
     if skipped and len(stats.errors) < 21:
         stats.errors.append(f"{skipped} line(s) skipped: binary data or NUL bytes")
@@ -472,6 +525,78 @@ def record_from_hot(item: tuple) -> Record | None:
     msg = line[colon + 2 :]
     msg, file, src_line, logger = split_suffix(msg)
     return Record(path, lineno, origin, "lmcache", level or "INFO", line[1:24], None, file, src_line, logger, msg)
+
+
+#: a physical line shorter than this was not cut by a terminal (80 columns is the narrowest common width)
+WRAP_MIN_WIDTH = 80
+#: terminal widths a vLLM line must fill exactly to be held back as possibly cut: the usual default sizes,
+#: plus every width at which an LMCache record in the same input was proven cut (its suffix came on a
+#: later row). Real logs are full of headerless lines after vLLM lines of arbitrary length (torch glog,
+#: prints), so a vLLM record is only joined when its length is a terminal's.
+TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250})
+
+
+def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origin, line: bytes,
+                          block: list[bytes], index: int, lineno: int) -> _Open | None:
+    """The cut LMCache record a headerless, prefixless line continues, if it is one.
+
+    A terminal (or a chat box) that wraps a long line inserts a newline but none of the prefixes the
+    writer put on each physical line, so the continuation cannot be found by its process key. It is
+    joined only to the record on the line just before (blank lines aside), which must still be open (no
+    ``(file:line:logger)`` suffix yet: LMCache prints it last, so its absence proves the record was cut),
+    must have been long enough to wrap, and must come from the same deployment. ``block[index]`` is this
+    line (number ``lineno``) in its block.
+    """
+    rec = cut.rec
+    if cut.plen < WRAP_MIN_WIDTH or open_recs.get(rec.origin.key) is not cut:
+        return None
+    prev = index - 1
+    while prev >= 0 and index - prev < 8 and not block[prev].strip():
+        prev -= 1
+    if rec.end_line != lineno - (index - prev):
+        return None
+    if origin.deployment is not None and origin.deployment != rec.origin.deployment:
+        return None
+    if line.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback")):
+        return None
+    return cut
+
+
+def _continues_row(line: bytes, width: int) -> bool:
+    """Whether a headerless line can be the next terminal row of a cut vLLM record ``width`` wide.
+
+    A terminal row is never wider than the first one, does not start with the indentation of a
+    traceback (one space is a cut before a word), and is not a line ingest would keep on its own (an exception, a version banner): joining
+    it can then only add the rest of the record's text, never hide a line.
+    """
+    return (len(line) <= width and line[:2] != b"  " and line[:1] != b"\t" and not is_envelope(line)
+            and EXC_LINE.match(line) is None and b"Error" not in line and b"LMCache v" not in line
+            and b"version" not in line[:80] and b"LMCache:" not in line[:16]
+            and b"it/s]" not in line and b"s/it]" not in line and b"%|" not in line)  # tqdm, printed unprefixed
+
+
+def _looks_wrapped(plen: int, line: bytes) -> bool:
+    """A continuation of the same process that is a cut line rather than the next line of a multi-line
+    message: the record's last line filled a terminal row, and this one is not indented or an exception."""
+    return plen >= WRAP_MIN_WIDTH and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
+
+
+def _concat(o: _Open, line: bytes, lineno: int) -> tuple[bytes | None, int | None, bytes | None]:
+    """Join a terminal-wrapped piece to the record without a line break (a wrap inserted none), then look
+    for LMCache's suffix on the joined text, since the cut may have fallen inside it."""
+    rec = o.rec
+    glue = b" " if o.space else b""
+    tail = (rec.cont[-1] if rec.cont else rec.raw) + glue + line
+    tail, file, src_line, logger = split_suffix(tail)
+    if rec.cont:
+        rec.cont[-1] = tail
+    else:
+        rec.raw = tail
+        rec._msg = None
+    rec.end_line = lineno
+    o.chars += len(line)
+    o.space = line[-1:] == b" "
+    return file, src_line, logger
 
 
 def _append(o: _Open, text: bytes, lineno: int) -> None:

@@ -1,21 +1,51 @@
-"""Outer wrappers added by collectors (docker, kubectl, journald, compose), stripped before anything else.
+"""Outer wrappers added by collectors and by pasting, recognised and stripped per line.
 
-The wrapper style is sniffed once per input from its first lines, so the per-line cost for an unwrapped
-log is nil and only the styles actually present are tried on each line.
+A physical line may carry, outermost first, a paste prefix (chat code-block indentation, ``grep -n`` /
+``grep -H`` prefixes), collector wrappers (kubectl ``--prefix`` and ``--timestamps``, journald ``short`` /
+``short-iso``, docker json-file, docker compose ``name | ``, vLLM's JSON log formatter) and only then the
+vLLM process prefix and the logger envelope. Nothing is sniffed once per file: ``cat`` of two sources, a
+collector that changes format mid-file or a container restart would otherwise hide everything after the
+change. The cost stays off the hot path because the caller first tests the line's first bytes
+(:func:`looks_plain`): an unwrapped vLLM/LMCache line never reaches a regex here.
+
+Strict shapes (an RFC 3339 timestamp, ``[pod/…]``, journald's ``host ident[pid]: ``, a JSON object with a
+``log`` string) are stripped wherever they match. Loose shapes that ordinary message text could also have
+(``123:``, ``name | ``, leading spaces) are stripped only when what follows is itself a recognised envelope
+or wrapper, or when the same wrapper was just seen on the previous lines (grep context lines are numbered
+consecutively, compose prefixes repeat a known container name).
+
+Each wrapper that names where the line came from sets :attr:`LineUnwrapper.deployment`: the kubectl pod
+and container, the journald host, the compose container. Timestamps that carry a year set
+:attr:`LineUnwrapper.year` (vLLM's own timestamps print none).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 
 ANSI_RE = re.compile(r"\x1b?\[\d{1,3}(?:;\d{1,3})*m")
-ISO_TS = re.compile(r"(\d{4})-\d\d-\d\dT[\d:.]+(?:Z|[+-]\d\d:?\d\d)? ")
-KUBECTL_PREFIX = re.compile(r"\[pod/[^\]]+\] ")
-JOURNALD_ISO = re.compile(r"(\d{4})-\d\d-\d\dT\S+ \S+ [^:\s\[]+\[\d+\]: ")
-JOURNALD_SHORT = re.compile(r"\S+\.? +\d+ \d\d:\d\d:\d\d \S+ [^:\s\[]+\[\d+\]: ")
-COMPOSE = re.compile(r"[\w.-]+\s+\| ")
+ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[\d{1,3}(?:;\d{1,3})*m")
+
+#: docker/kubectl ``--timestamps``: RFC 3339 with nanoseconds (the year is kept)
+ISO_TS = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+#: journald ``-o short-iso`` / ``short-iso-precise``: timestamp, host, ident[pid]
+JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (\S+) [^:\s\[]+\[\d+\]: ")
+#: journald ``short`` / ``short-precise``: localised month (``Dec``, ``déc.``, ``janv.``, ``Mär``, ``dic``,
+#: ``дек``), day, time, host, ident[pid]; no year
+JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
+KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
+COMPOSE = re.compile(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
+GREP_N = re.compile(rb"(\d{1,9})([:-])")
+GREP_H = re.compile(rb"([^\s:()\[\]{}|]+?)(?:([:-])(\d{1,9})\2|:)")
+INDENT = re.compile(rb"[ \t]+|> ")
+_ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
+
+#: first words of lines that carry no wrapper: vLLM's formatter, uvicorn, tracebacks
+PLAIN_STARTS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ", b"INFO:", b"WARNING:",
+                b"ERROR:", b"Traceback ")
+_VLLM_LEVELS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ")
+_MAX_DEPTH = 6
 
 
 def strip_ansi(text: str) -> str:
@@ -24,7 +54,28 @@ def strip_ansi(text: str) -> str:
     return ANSI_RE.sub("", text)
 
 
-_ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
+def looks_plain(line: bytes) -> bool:
+    """True when the first bytes prove there is no wrapper: ``(`` process prefix, ``[20…`` LMCache
+    timestamp, a vLLM level word. Literal tests only — this runs on every kept line."""
+    c = line[:1]
+    if c == b"(":
+        return True
+    if c == b"[":
+        return line[1:5] != b"pod/"
+    return line.startswith(PLAIN_STARTS)
+
+
+def is_envelope(rest: bytes) -> bool:
+    """A line that starts a vLLM / LMCache / uvicorn record or a traceback (after any wrapper)."""
+    c = rest[:1]
+    if c == b"(":
+        return b" pid=" in rest[:200]
+    if c == b"[":
+        return b"] LMCache " in rest[:48]
+    if rest.startswith(_VLLM_LEVELS):
+        sp = rest.find(b" ")
+        return rest[sp + 3 : sp + 4] == b"-" and rest[sp + 1 : sp + 3].isdigit() or rest[sp + 1 : sp + 9] == b"LMCache:"
+    return rest.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback (most recent call last)"))
 
 
 def _json_logging(obj: dict) -> tuple[str, int | None]:
@@ -37,80 +88,159 @@ def _json_logging(obj: dict) -> tuple[str, int | None]:
     return text, int(m.group(1)) if m else None
 
 
-def _docker_json(line: str) -> tuple[str, int | None]:
-    if not line.startswith("{") or '"log"' not in line and '"levelname"' not in line:
-        return line, None
+def _json_line(line: bytes) -> tuple[bytes, int | None, str] | None:
+    """docker json-file (``{"log": …, "time": …}``) or vLLM JSON logging → (inner line, year, style)."""
+    if b'"log"' not in line and b'"levelname"' not in line:
+        return None
     try:
         obj = json.loads(line)
-    except ValueError:
-        return line, None
-    if isinstance(obj, dict) and isinstance(obj.get("message"), str) and "levelname" in obj:
-        return _json_logging(obj)
-    if not isinstance(obj, dict) or not isinstance(obj.get("log"), str):
-        return line, None
+    except (ValueError, RecursionError):  # RecursionError: hostile nesting, e.g. {"log": [[[[…
+        return None
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("message"), str) and "levelname" in obj:
+        text, year = _json_logging(obj)
+        return text.encode("utf-8", "replace"), year, "vllm-json"
+    log = obj.get("log")
+    if not isinstance(log, str):
+        return None
     year = None
     t = obj.get("time")
     if isinstance(t, str) and len(t) >= 4 and t[:4].isdigit():
         year = int(t[:4])
-    return strip_ansi(obj["log"].rstrip("\r\n")), year
+    inner = log.rstrip("\r\n").encode("utf-8", "replace")
+    if b"\x1b" in inner or b"[0m" in inner or b"\r" in inner:
+        inner = ANSI_BYTES.sub(b"", inner).replace(b"\r", b"")
+    return inner, year, "docker-json"
 
 
-def _regex_stripper(rx: re.Pattern) -> Callable[[str], tuple[str, int | None]]:
-    def strip(line: str) -> tuple[str, int | None]:
-        m = rx.match(line)
-        if not m:
-            return line, None
-        year = int(m.group(1)) if rx.groups and m.group(1) else None
-        return line[m.end() :], year
+class LineUnwrapper:
+    """Strips every wrapper of one line; remembers what the last line's wrappers said.
 
-    return strip
+    After :meth:`strip`, ``deployment`` is the collector's name for the source (``k8s:pod/…``,
+    ``host:…``, ``compose:…``) or None, ``year`` the year a wrapper timestamp carried or None, and
+    ``seen`` accumulates the wrapper styles found (for the input's ``formats``).
+    """
 
+    def __init__(self) -> None:
+        self.deployment: str | None = None
+        self.year: int | None = None
+        self.seen: set[str] = set()
+        self._compose: set[bytes] = set()
+        self._grep_next: int | None = None  # the grep line number expected on the next line
 
-# order matters: outermost first (kubectl --prefix, then --timestamps, then journald ...)
-STYLES: list[tuple[str, Callable[[str], tuple[str, int | None]], re.Pattern | None]] = [
-    ("docker-json", _docker_json, None),
-    ("kubectl-prefix", _regex_stripper(KUBECTL_PREFIX), KUBECTL_PREFIX),
-    ("journald-iso", _regex_stripper(JOURNALD_ISO), JOURNALD_ISO),
-    ("iso-timestamp", _regex_stripper(ISO_TS), ISO_TS),
-    ("journald", _regex_stripper(JOURNALD_SHORT), JOURNALD_SHORT),
-    ("compose", _regex_stripper(COMPOSE), COMPOSE),
-]
-
-
-class Unwrapper:
-    """Strips the wrapper styles found in the sample; remembers the year a wrapper timestamp carried."""
-
-    def __init__(self, sample_lines: list[str]) -> None:
-        self.active: list[tuple[str, Callable]] = []
-        lines = [ln for ln in sample_lines if ln.strip()][:400]
-        if not lines:
-            return
-        for name, fn, rx in STYLES:
-            hits = 0
-            for ln in lines:
-                if name == "docker-json":
-                    hits += ln.startswith("{") and ('"log"' in ln or '"levelname"' in ln)
-                else:
-                    # the sample has already been stripped by the outer styles found so far
-                    hits += bool(rx.match(self._strip_outer(ln)))
-            # compose/journald shapes could match ordinary text by accident: demand a clear majority
-            need = 0.5 if name in ("compose", "journald") else 0.05
-            if hits and hits >= need * len(lines):
-                self.active.append((name, fn))
-        self.names = [n for n, _ in self.active]
-
-    def _strip_outer(self, line: str) -> str:
-        for _name, fn in self.active:
-            line, _ = fn(line)
+    def strip(self, line: bytes) -> bytes:
+        self.deployment = None
+        self.year = None
+        grep_next, self._grep_next = self._grep_next, None
+        for _ in range(_MAX_DEPTH):
+            if not line or looks_plain(line):
+                return line
+            rest = self._peel_one(line, grep_next)
+            if rest is None:
+                return line
+            line = rest
+            grep_next = None
         return line
 
-    def __bool__(self) -> bool:
-        return bool(self.active)
+    def _peel_one(self, line: bytes, grep_next: int | None) -> bytes | None:
+        """Remove the outermost wrapper, or None when the line has none."""
+        c = line[0]
+        if 48 <= c <= 57:  # a digit: a timestamp or a grep -n number
+            if line[4:5] == b"-" and line[10:11] == b"T":
+                return self._timestamp(line)
+            return self._grep_n(line, grep_next)
+        if c == 123:  # '{'
+            got = _json_line(line)
+            if got is None:
+                return None
+            inner, year, style = got
+            self.year = year or self.year
+            self.seen.add(style)
+            return inner
+        if c == 91:  # '[' and not plain: kubectl --prefix
+            m = KUBECTL_PREFIX.match(line)
+            if m is None:
+                return None
+            self.deployment = self.deployment or "k8s:" + m.group(1).decode("utf-8", "replace")
+            self.seen.add("kubectl-prefix")
+            return line[m.end() :]
+        if c == 32 or c == 9 or c == 62:  # indentation (chat code blocks) or a "> " quote
+            m = INDENT.match(line)
+            if m is None:
+                return None
+            rest = line[m.end() :]
+            if rest and (is_envelope(rest) or self._is_wrapped(rest)):
+                self.seen.add("indented")
+                return rest
+            return None
+        return self._named(line, grep_next)
 
-    def strip(self, line: str) -> tuple[str, int | None]:
-        year = None
-        for _name, fn in self.active:
-            line, y = fn(line)
-            if y:
-                year = y
-        return line, year
+    def _timestamp(self, line: bytes) -> bytes | None:
+        """kubectl/docker ``--timestamps``, or journald ``short-iso`` when a host and ident[pid] follow."""
+        m = ISO_TS.match(line)
+        if m is None:
+            return None
+        self.year = self.year or int(m.group(1))
+        rest = line[m.end() :]
+        if not looks_plain(rest):  # the common kubectl case needs no second regex
+            j = JOURNALD_ISO.match(line)
+            if j is not None:
+                self.deployment = self.deployment or "host:" + j.group(2).decode("utf-8", "replace")
+                self.seen.add("journald-iso")
+                return line[j.end() :]
+        self.seen.add("iso-timestamp")
+        return rest
+
+    def _grep_n(self, line: bytes, grep_next: int | None) -> bytes | None:
+        m = GREP_N.match(line)
+        if m is None:
+            return None
+        rest = line[m.end() :]
+        n = int(m.group(1))
+        if n == grep_next or is_envelope(rest) or self._is_wrapped(rest):
+            self._grep_next = n + 1
+            self.seen.add("grep")
+            return rest
+        return None
+
+    def _named(self, line: bytes, grep_next: int | None) -> bytes | None:
+        """Wrappers that start with a word: journald month, compose container, grep -H file name."""
+        if b"]: " in line[:160]:
+            m = JOURNALD_SHORT.match(line)
+            if m is not None:
+                self.deployment = self.deployment or "host:" + m.group(1).decode("utf-8", "replace")
+                self.seen.add("journald")
+                return line[m.end() :]
+        if b"|" in line[:80]:
+            m = COMPOSE.match(line)
+            if m is not None and line[m.end() - 1 : m.end()] in (b" ", b"|"):
+                rest = line[m.end() :]
+                name = m.group(1)
+                if name in self._compose or is_envelope(rest) or self._is_wrapped(rest):
+                    if len(self._compose) < 256:
+                        self._compose.add(name)
+                    self.deployment = self.deployment or "compose:" + name.decode("utf-8", "replace")
+                    self.seen.add("compose")
+                    return rest
+        m = GREP_H.match(line)
+        if m is not None:
+            rest = line[m.end() :]
+            num = m.group(3)
+            if (num is not None and int(num) == grep_next) or is_envelope(rest) or self._is_wrapped(rest):
+                if num is not None:
+                    self._grep_next = int(num) + 1
+                self.seen.add("grep")
+                return rest
+        return None
+
+    def _is_wrapped(self, rest: bytes) -> bool:
+        """Whether ``rest`` starts with a strict wrapper (used to validate a loose outer one)."""
+        c = rest[:1]
+        if c == b"{":
+            return rest.startswith((b'{"log"', b'{"asctime"', b'{"time"', b'{"levelname"'))
+        if c == b"[":
+            return rest[1:5] == b"pod/"
+        if c.isdigit():
+            return ISO_TS.match(rest) is not None
+        return b"]: " in rest[:160] and JOURNALD_SHORT.match(rest) is not None

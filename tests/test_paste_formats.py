@@ -1,0 +1,166 @@
+"""What users paste: indented code blocks, grep prefixes, blank lines, terminal-wrapped records, wrappers
+behind grep. Each is recognised per line and gives the records of the original log."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from logbuilder import lmc, lookup, retrieve, shortfall_pair, vllm, write
+
+from specdiag.engine import analyze
+from specdiag.ingest import expand_inputs, iter_records
+
+REQ = "chatcmpl-6b7537a4f151245a"
+PAIR = shortfall_pair(REQ, 0, 16, proc="Worker_TP2 pid=767", color=False)
+
+
+def records(path) -> list:
+    src = expand_inputs([str(path)])[0]
+    return list(iter_records(src))
+
+
+def digest(recs) -> list[tuple]:
+    return [(r.kind, r.level, r.text, r.origin.key, r.file, r.src_line) for r in recs]
+
+
+def original(tmp_path, lines) -> list[tuple]:
+    return digest(records(write(tmp_path / "orig.log", lines)))
+
+
+@pytest.mark.parametrize("paste", [
+    lambda i, s: "    " + s,                              # chat code block
+    lambda i, s: "\t" + s,
+    lambda i, s: "> " + s,                                # quoted reply
+    lambda i, s: f"{i + 120}:" + s,                       # grep -n
+    lambda i, s: f"serve.log:{i + 120}:" + s,             # grep -H -n
+    lambda i, s: f"logs/node-2.log-{i + 120}-" + s,       # grep -H -n context line
+    lambda i, s: "serve.log:" + s,                        # grep -H
+    lambda i, s: f"serve.log:{i + 7}:" + json.dumps({"log": s + "\n", "stream": "stderr", "time": "2025-12-19T02:07:16Z"}),
+])
+def test_pasted_lines_give_the_records_of_the_original(tmp_path, paste) -> None:
+    lines = [lookup(REQ, 5888, 5632, 5616, color=False), *PAIR]
+    pasted = write(tmp_path / "paste.log", [paste(i, s) for i, s in enumerate(lines)])
+    assert digest(records(pasted)) == original(tmp_path, lines)
+
+
+def test_indented_two_line_paste_gives_the_arithmetic(tmp_path) -> None:
+    rep = analyze([write(tmp_path / "p.log", ["    " + s for s in PAIR])]).to_dict()
+    (f,) = [f for f in rep["findings"] if f["rule"] == "KV001"]
+    assert (f["measurements"]["expected_tokens"], f["measurements"]["retrieved_tokens"]) == (16, 0)
+    assert f["measurements"]["ranks"] == ["TP2"]
+
+
+def test_blank_lines_between_records_change_nothing(tmp_path) -> None:
+    lines = [lookup(REQ, 5888, 5632, 5616, color=False), *PAIR]
+    spaced = write(tmp_path / "spaced.log", [x for s in lines for x in (s, "", "   ")])
+    assert digest(records(spaced)) == original(tmp_path, lines)
+
+
+def test_indented_traceback_keeps_its_frames(tmp_path) -> None:
+    lines = ["Traceback (most recent call last):", '  File "a.py", line 1, in <module>', "3: not a grep prefix",
+             "IndexError: index 2 is out of bounds for dimension 1 with size 2"]
+    (rec,) = records(write(tmp_path / "t.log", ["    " + s for s in lines]))
+    assert rec.kind == "traceback" and rec.end_line == 4
+    assert '  File "a.py"' in rec.text and "3: not a grep prefix" in rec.text and "IndexError" in rec.text
+
+
+def test_grep_context_lines_are_recognised_by_consecutive_numbers(tmp_path) -> None:
+    lines = ["41:" + lmc("Failed to load: Traceback (most recent call last):", level="ERROR", loc=None, color=False),
+             '42-  File "cache_engine.py", line 703, in retrieve',
+             "43-ValueError: boom (cache_engine.py:703:lmcache.v1.cache_engine)"]
+    (rec,) = records(write(tmp_path / "g.log", lines))
+    assert rec.kind == "lmcache" and rec.src_line == 703 and rec.end_line == 3
+    assert '  File "cache_engine.py"' in rec.text and not any(s[:3] in rec.text for s in ("42-", "43-"))
+
+
+@pytest.mark.parametrize("width", [80, 100, 120])
+def test_terminal_wrapped_prefixed_record_is_joined_to_its_process(tmp_path, width) -> None:
+    full = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)
+    pieces = [full[i : i + width] for i in range(0, len(full), width)]
+    (rec,) = records(write(tmp_path / "w.log", pieces))
+    ((want,),) = [records(write(tmp_path / "o.log", [full]))]
+    assert (rec.text, rec.origin.key, rec.src_line) == (want.text, want.origin.key, 985)
+    assert rec.end_line == len(pieces)
+
+
+def test_terminal_wrapped_unprefixed_lmcache_record_keeps_its_numbers(tmp_path) -> None:
+    full = retrieve(REQ, 0, 256, 5888, proc=None, color=False).replace("proc", "")
+    pieces = [full[i : i + 100] for i in range(0, len(full), 100)]
+    (rec,) = records(write(tmp_path / "w.log", pieces))
+    assert "Retrieved 0 out of 256 required tokens (from 5888 total tokens)" in rec.text
+    assert rec.src_line == 985
+
+
+def test_wrapped_line_does_not_swallow_the_next_process_line(tmp_path) -> None:
+    cut = lmc("Request x failed to load 2048 tokens across 128 blocks", level="WARNING", loc=None,
+              proc="Worker_TP1 pid=5", color=False)
+    lines = [cut, 'INFO:     127.0.0.1:5 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
+             vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s", proc="APIServer pid=1")]
+    recs = records(write(tmp_path / "n.log", lines))
+    assert [r.kind for r in recs] == ["uvicorn", "vllm", "lmcache"]
+    assert recs[2].text.endswith("across 128 blocks")
+
+
+def test_short_cut_record_is_not_joined_across_processes(tmp_path) -> None:
+    lines = [lmc("short", loc=None, proc="Worker_TP1 pid=5", color=False), "a stray print from another process"]
+    recs = records(write(tmp_path / "s.log", lines))
+    assert [r.text for r in recs if r.kind == "lmcache"] == ["short"]
+
+
+def test_terminal_wrap_pasted_with_blank_lines_between_is_still_joined(tmp_path) -> None:
+    full = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)
+    pieces = [full[:100], "", full[100:200], "", full[200:]]
+    (rec,) = records(write(tmp_path / "w.log", pieces))
+    assert "Retrieved 0 out of 256 required tokens (from 5888 total tokens)" in rec.text and rec.src_line == 985
+
+
+def test_record_cut_before_a_different_line_is_not_joined_to_it(tmp_path) -> None:
+    cut = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)[:120]
+    lines = [cut, vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s", proc="APIServer pid=1"), "orphan tail text"]
+    recs = records(write(tmp_path / "c.log", lines))
+    assert [r.text for r in recs if r.kind == "lmcache"] == [records(write(tmp_path / "o.log", [cut]))[0].text]
+
+
+SPEC = ("SpecDecoding metrics: Mean acceptance length: 2.74, Accepted throughput: 160.70 tokens/s, Drafted "
+        "throughput: 277.60 tokens/s, Accepted: 1607 tokens, Drafted: 2776 tokens, Per-position acceptance rate: "
+        "0.793, 0.550, 0.395, Avg Draft acceptance rate: 57.9%")
+
+
+@pytest.mark.parametrize("proc", ["APIServer pid=1", None])
+def test_terminal_wrapped_vllm_record_is_joined_row_by_row(tmp_path, proc) -> None:
+    full = vllm(SPEC, loc="metrics.py:120", proc=proc)
+    rows = [full[i : i + 100] for i in range(0, len(full), 100)]
+    assert proc is None or rows[1][:1] == " "  # a cut before a word leaves one leading space
+    after = vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s", loc="loggers.py:335", proc=proc)
+    recs = records(write(tmp_path / "v.log", rows + [after]))
+    assert [r.msg for r in recs] == [SPEC, after.split("] ", 1)[1]]
+    assert recs[0].end_line == len(rows)
+
+
+def test_line_after_a_long_vllm_record_stays_separate_when_it_is_no_row(tmp_path) -> None:
+    msg = "Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 9.0 tokens/s"
+    long = vllm(msg, proc="APIServer pid=1")
+    lines = [long, "RuntimeError: CUDA error: an illegal memory access was encountered", long,
+             "a line that is longer than the record before it, so it cannot be its next terminal row " * 2,
+             long, '  File "a.py", line 1, in <module>', long,
+             "Loading safetensors checkpoint shards: 100% Completed | 4/4 [00:02<00:00,  1.52it/s]",
+             vllm(SPEC, proc="APIServer pid=1"), "a short line after a record too long to have been wrapped"]
+    recs = records(write(tmp_path / "v.log", lines))
+    assert [r.msg for r in recs if r.kind == "vllm"] == [msg] * 4 + [SPEC]
+    assert any(r.kind == "text" and r.msg.startswith("RuntimeError") for r in recs)
+
+
+def test_vllm_record_is_joined_at_a_width_an_lmcache_record_proved(tmp_path) -> None:
+    lmc_full = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)
+    full = vllm(SPEC, loc="metrics.py:120", proc="APIServer pid=1")
+    rows = [lmc_full[i : i + 143] for i in range(0, len(lmc_full), 143)] + [full[i : i + 143] for i in range(0, len(full), 143)]
+    recs = records(write(tmp_path / "v.log", rows))
+    assert [r.kind for r in recs] == ["lmcache", "vllm"] and recs[1].msg == SPEC
+
+
+def test_headerless_print_after_a_vllm_line_of_no_terminal_width_stays_apart(tmp_path) -> None:
+    lines = [vllm("\treserved_cpus=[]", loc="ompmultiprocessing.py:185", proc="EngineCore pid=23969"),
+             "Triton is installed, but doesn't include CPU backend. Disabling Triton."]
+    (rec,) = records(write(tmp_path / "r.log", lines))
+    assert rec.msg == "\treserved_cpus=[]" and rec.end_line == 1

@@ -1,0 +1,206 @@
+"""Collector wrappers are recognised per line: a wrapper that starts, stops or changes mid-file is still
+stripped, loose shapes are only stripped when validated, and the wrapper's names and years flow on."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from logbuilder import config_dump, lmc, lookup, retrieve, shortfall_pair, vllm, write
+
+from specdiag.engine import analyze
+from specdiag.ingest import expand_inputs, iter_records
+from specdiag.ingest.wrappers import LineUnwrapper, looks_plain
+from specdiag.timeutil import is_nominal_year
+
+LINE = lmc("Num retrieved tokens: 0, num expected tokens: 16", level="ERROR", proc="Worker_TP2 pid=767", color=False)
+
+
+def records(path) -> list:
+    src = expand_inputs([str(path)])[0]
+    return list(iter_records(src)), src.stats
+
+
+def docker_json(line: str, time: str = "2026-05-06T15:56:03.745123456Z") -> str:
+    return json.dumps({"log": line + "\r\n", "stream": "stderr", "time": time})
+
+
+@pytest.mark.parametrize("wrapper,deployment,year,style", [
+    ("2026-05-06T15:56:03.745518223Z ", None, 2026, "iso-timestamp"),                     # kubectl/docker --timestamps
+    ("2025-01-02T03:04:05+01:00 ", None, 2025, "iso-timestamp"),
+    ("[pod/vllm-0/vllm] ", "k8s:pod/vllm-0/vllm", None, "kubectl-prefix"),                # kubectl --prefix
+    ("[pod/vllm-0/vllm] 2024-05-06T15:56:03.745Z ", "k8s:pod/vllm-0/vllm", 2024, "iso-timestamp"),
+    ("2026-03-14T09:27:01+0100 gpu-node-3 vllm[88213]: ", "host:gpu-node-3", 2026, "journald-iso"),
+    ("Dec 19 02:07:16 gpu-node-3 bash[2211352]: ", "host:gpu-node-3", None, "journald"),   # journald short
+    ("déc. 19 02:07:16 s-a60003 bash[2211352]: ", "host:s-a60003", None, "journald"),     # French
+    ("janv. 03 02:07:16 h1 bash[1]: ", "host:h1", None, "journald"),
+    ("févr. 28 02:07:16 h1 bash[1]: ", "host:h1", None, "journald"),
+    ("Dez 19 02:07:16 h1 vllm[7]: ", "host:h1", None, "journald"),                       # German
+    ("Mär  3 02:07:16 h1 vllm[7]: ", "host:h1", None, "journald"),
+    ("dic 19 02:07:16.123456 h1 vllm[7]: ", "host:h1", None, "journald"),               # Spanish, short-precise
+    ("дек 19 02:07:16 h1 vllm[7]: ", "host:h1", None, "journald"),                      # Russian
+    ("vllm-1  | ", "compose:vllm-1", None, "compose"),                                   # docker compose
+])
+def test_each_wrapper_is_stripped_with_its_deployment_and_year(wrapper, deployment, year, style) -> None:
+    u = LineUnwrapper()
+    assert u.strip((wrapper + LINE).encode()) == LINE.encode()
+    assert (u.deployment, u.year) == (deployment, year)
+    assert style in u.seen
+
+
+def test_docker_json_file_and_vllm_json_logging_lines_are_decoded() -> None:
+    u = LineUnwrapper()
+    coloured = lmc("Stored 256 out of total 256 tokens", proc="Worker_TP0 pid=1")
+    inner = u.strip(docker_json(coloured, "2025-11-30T08:27:01.004Z").encode())
+    assert inner.startswith(b"(Worker_TP0 pid=1) [2026-05-06 15:56:03,745] LMCache INFO: Stored")
+    assert b"\x1b" not in inner and u.year == 2025
+    obj = {"asctime": "2026-03-14 09:26:53,589", "levelname": "WARNING", "name": "vllm.v1.core", "processName":
+           "EngineCore_DP0", "process": 412, "filename": "scheduler.py", "lineno": 2656, "message": "Recovered"}
+    assert u.strip(json.dumps(obj).encode()) == b"(EngineCore_DP0 pid=412) WARNING 03-14 09:26:53 [scheduler.py:2656] Recovered"
+    assert "vllm-json" in u.seen
+
+
+@pytest.mark.parametrize("text", [
+    "3: foo",                                    # a number and a colon inside a traceback or a dump
+    "12-13 foo",
+    "vllm | 0.25.0 | ok",                        # a table row, not a compose prefix
+    "name | INFO something",
+    "ValueError: index out of range",
+    '{"a": 1, "b": [2]}',                        # JSON that is no log wrapper
+    '{"log": 12}',
+    "2026-05-06 15:56:03 hello",                 # a date, but not an RFC 3339 collector timestamp
+    '  File "x.py", line 3, in f',               # a traceback frame keeps its indentation
+    "Loading safetensors checkpoint shards: 100% Completed | 4/4",
+    "[rank0]: Traceback (most recent call last):",
+    "Dec 19 is the day we ship: hooray[1]: no",
+])
+def test_ordinary_text_is_not_taken_for_a_wrapper(text) -> None:
+    assert LineUnwrapper().strip(text.encode()) == text.encode()
+
+
+@pytest.mark.parametrize("line", [
+    "(Worker_TP0 pid=1) INFO 05-06 15:56:03 [x.py:1] hi",
+    "[2026-05-06 15:56:03,745] LMCache INFO: hi (a.py:1:b)",
+    "INFO 05-06 15:56:03 [x.py:1] hi",
+    "WARNING 05-06 15:56:03 [x.py:1] hi",
+    'INFO:     127.0.0.1:5 - "GET /metrics HTTP/1.1" 200 OK',
+])
+def test_unwrapped_lines_are_recognised_by_their_first_bytes(line) -> None:
+    assert looks_plain(line.encode())
+
+
+def test_unwrapped_log_never_reaches_the_wrapper_parser(tmp_path, monkeypatch) -> None:
+    calls = []
+    real = LineUnwrapper.strip
+    monkeypatch.setattr(LineUnwrapper, "strip", lambda self, line: calls.append(line) or real(self, line))
+    lines = [config_dump("Worker_TP0 pid=100"), lookup("r1", 9000, 8192),
+             vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s", proc="APIServer pid=1"), *incident("r1")[1:]]
+    recs, _ = records(write(tmp_path / "a.log", lines))
+    assert recs and calls == []
+
+
+def incident(req: str, got: int = 7168, want: int = 8192) -> list[str]:
+    """One KV001 shortfall on TP1 of TP=2: lookup, the short retrieve and the error pair."""
+    return [lookup(req, want + 808, want), retrieve(req, got, want, want + 808, proc="Worker_TP1 pid=101"),
+            *shortfall_pair(req, got, want, proc="Worker_TP1 pid=101")]
+
+
+def kv001_digest(paths: list[str]) -> tuple:
+    """What KV001 found, independent of how it folded the occurrences into findings."""
+    rep = analyze(paths).to_dict()
+    found = [f for f in rep["findings"] if f["rule"] == "KV001"]
+    return (sorted(r for f in found for r in f["measurements"]["request_ids"]),
+            sum(f["measurements"]["occurrences"] for f in found),
+            sorted({f["causes"][0]["id"] for f in found}))
+
+
+def merge(digests: list[tuple]) -> tuple:
+    return (sorted(r for d in digests for r in d[0]), sum(d[1] for d in digests), sorted({c for d in digests for c in d[2]}))
+
+
+def rec_digest(path) -> list[tuple]:
+    return [(r.kind, r.level, r.text, r.origin.key, r.ts) for r in records(path)[0]]
+
+
+def test_wrapper_changing_mid_file_gives_the_findings_of_each_part_alone(tmp_path) -> None:
+    head = [config_dump("Worker_TP0 pid=100"), config_dump("Worker_TP1 pid=101")]
+    # more plain lines than any sniffing window, so a wrapper that starts later must be found per line
+    filler = [vllm(f"Engine 000: Avg prompt throughput: {i}.0 tokens/s", loc="loggers.py:335") for i in range(450)]
+    plain = head + incident("cmpl-plain-1", 7168, 8192) + filler
+    stamped = ["2026-05-06T15:56:03.745518223Z " + ln for ln in head + incident("cmpl-kubectl-2", 6144, 8192)]
+    dockered = [docker_json(ln) for ln in head + incident("cmpl-docker-3", 4096, 8192)]
+    alone, recs = [], []
+    for name, part in (("plain", plain), ("stamped", stamped), ("docker", dockered)):
+        path = write(tmp_path / f"{name}.log", part)
+        found = kv001_digest([path])
+        assert found[1] == 1, name
+        alone.append(found)
+        recs += rec_digest(path)
+    mixed_path = write(tmp_path / "mixed.log", plain + stamped + dockered)
+    assert rec_digest(mixed_path) == recs
+    mixed = kv001_digest([mixed_path])
+    assert mixed == merge(alone)
+    assert mixed[0] == ["cmpl-docker-3", "cmpl-kubectl-2", "cmpl-plain-1"]
+
+
+def test_two_pods_interleaved_by_kubectl_prefix_keep_separate_deployment_keys(tmp_path) -> None:
+    lines = []
+    for i in range(3):
+        for pod in ("vllm-0", "vllm-1"):
+            lines.append(f"[pod/{pod}/vllm] " + lmc(f"Reqid: {pod}-{i}, Total tokens 10, LMCache hit tokens: 0, "
+                                                   "need to load: 0", proc="EngineCore_DP0 pid=1", color=False))
+            lines.append(f"[pod/{pod}/vllm] " + vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s"))
+    recs, stats = records(write(tmp_path / "k.log", lines))
+    assert len(recs) == 12
+    deps = {r.origin.deployment for r in recs}
+    assert deps == {"k8s:pod/vllm-0/vllm", "k8s:pod/vllm-1/vllm"}
+    for r in recs:
+        assert r.origin.deployment.split("/")[1] in r.msg or r.kind == "vllm"
+        assert r.origin.source_key == r.origin.deployment
+    engine_keys = {r.origin.key for r in recs if r.kind == "lmcache"}
+    assert len(engine_keys) == 2  # same process name and pid, two pods: two processes
+    assert "kubectl-prefix" in stats.formats
+
+
+def test_ray_node_ip_is_the_source_key_when_no_wrapper_names_one(tmp_path) -> None:
+    line = "(EngineCore_DP0 pid=2210) (RayWorkerWrapper pid=731, ip=10.4.0.17) " + lmc("Stored 1", color=False)
+    (rec,), _ = records(write(tmp_path / "r.log", [line]))
+    assert rec.origin.deployment is None and rec.origin.source_key == "ray:10.4.0.17"
+
+
+def test_year_from_a_wrapper_timestamp_flows_to_vllm_records(tmp_path) -> None:
+    lines = ["2024-12-31T23:59:58.1Z " + vllm("a", ts="12-31 23:59:58"), vllm("b", ts="01-01 00:00:01")]
+    recs, _ = records(write(tmp_path / "y.log", lines))
+    assert [r.year for r in recs] == [2024, 2025]
+
+
+def test_journald_short_carries_no_year(tmp_path) -> None:
+    recs, _ = records(write(tmp_path / "j.log", ["déc. 31 23:59:58 h bash[1]: " + vllm("a", ts="12-31 23:59:58")]))
+    assert is_nominal_year(recs[0].year) and recs[0].origin.deployment == "host:h"  # year unknown, not invented
+
+
+def test_compose_container_name_is_learned_for_its_unheaded_lines(tmp_path) -> None:
+    lines = ["vllm-1  | " + vllm("boom", level="ERROR"), "vllm-1  | Traceback (most recent call last):",
+             'vllm-1  |   File "a.py", line 1, in <module>', "vllm-1  | IndexError: index 2 is out of bounds"]
+    recs, _ = records(write(tmp_path / "c.log", lines))
+    assert [r.kind for r in recs] == ["vllm", "traceback"]
+    assert "IndexError" in recs[1].text and recs[1].origin.deployment == "compose:vllm-1"
+
+
+def test_wrapper_year_across_new_year_is_not_advanced_twice(tmp_path) -> None:
+    lines = ["2024-12-31T23:59:58.1Z " + vllm("a", ts="12-31 23:59:58"),
+             "2025-01-01T00:00:01.1Z " + vllm("b", ts="01-01 00:00:01"),
+             "2025-01-01T00:00:02.1Z " + vllm("c", ts="01-01 00:00:02")]
+    recs, _ = records(write(tmp_path / "y.log", lines))
+    assert [r.year for r in recs] == [2024, 2025, 2025]
+
+
+@pytest.mark.parametrize("line", [
+    '{"log": ' + "[" * 50000 + "]" * 50000 + "}",                 # nesting deeper than the JSON decoder's recursion
+    '{"levelname": "x", "message": "m", "asctime": 5, "process": {}, "lineno": []}',
+    '{"log": "x", "time": 2026}',
+    "1:" * 40 + "INFO 05-06 15:56:03 [x.py:1] deep",
+])
+def test_hostile_wrapper_shapes_are_read_without_error(tmp_path, line) -> None:
+    recs, stats = records(write(tmp_path / "h.log", [line, vllm("after")]))
+    assert recs[-1].msg == "after"
