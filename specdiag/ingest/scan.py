@@ -198,10 +198,11 @@ def parse_retrieve(s: bytes, pos: int, end: int) -> tuple[int, int, int]:
     pos = _expect(s, _req_tag(s, pos, end), end, b"Retrieved ")
     got, pos = _number(s, pos, end)
     pos = _expect(s, pos, end, b" out of ")
-    if s.startswith(b"total ", pos, end):
+    legacy = s.startswith(b"total ", pos, end)
+    if legacy:
         pos += 6
     required, pos = _number(s, pos, end)
-    if s.startswith(b" required tokens (from ", pos, end):
+    if not legacy and s.startswith(b" required tokens (from ", pos, end):
         total, pos = _number(s, pos + 23, end)
         _expect(s, pos, end, b" total tokens)")
     elif s.startswith(b" out of total ", pos, end):
