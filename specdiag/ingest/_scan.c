@@ -399,8 +399,17 @@ static int parse_access(const u8 *s, size_t pos, size_t end) {
 
 /* index of the prefix bytes (registered on first sight), or -1 when MAX_PREFIXES are taken */
 static int proc_index(state *st, const u8 *p, size_t n) {
-    uint32_t h = 2166136261u;
-    for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 16777619u;
+    /* the length and the first and last 8 bytes pick the slot (pids and ranks sit at the end) */
+    uint64_t x = n, y = 0;
+    if (n >= 8) {
+        memcpy(&y, p, 8);
+        x ^= y * 0x9E3779B97F4A7C15ULL;
+        memcpy(&y, p + n - 8, 8);
+    } else if (n) {
+        memcpy(&y, p, n);
+    }
+    x = (x ^ y) * 0xC2B2AE3D27D4EB4FULL;
+    uint32_t h = (uint32_t)(x >> 32);
     for (uint32_t k = h % HASH_SLOTS;; k = (k + 1) % HASH_SLOTS) {
         int slot = st->slots[k];
         if (slot == 0) break;
