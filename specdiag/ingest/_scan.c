@@ -29,7 +29,7 @@ enum { T_STORE, T_RETRIEVE, T_LOOKUP, T_ACCESS, T_5XX };
 
 /* columns, in scan.SCHEMA order */
 enum {
-    L_LINE, L_PROC, L_HASH, L_TOTAL, L_COMPUTED, L_HIT, L_NEED, L_BELOW,
+    L_LINE, L_START, L_END, L_PROC, L_HASH, L_TOTAL, L_COMPUTED, L_HIT, L_NEED, L_BELOW,
     R_LINE, R_PROC, R_GOT, R_REQUIRED, R_TOTAL,
     S_LINE, S_PROC, S_STORED, S_TOTAL,
     F_LINE, F_START, F_END, F_TID,
@@ -440,6 +440,8 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t li
         int proc = proc_index(st, s, pre);
         if (proc < 0) return 0;
         put_i64(st, L_LINE, lineno);
+        put_i64(st, L_START, start);
+        put_i64(st, L_END, end);
         put_u32(st, L_PROC, (uint32_t)proc);
         put_u64(st, L_HASH, rid_hash(s + L.rid, L.rid_len));
         put_i64(st, L_TOTAL, L.total);

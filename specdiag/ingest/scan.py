@@ -49,7 +49,7 @@ NA = -(2**63)
 
 #: column name → array typecode, per table; the compiled scanner writes the same layout
 SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
-    "lookups": (("line", "q"), ("proc", "I"), ("rid_hash", "Q"), ("total", "q"), ("computed", "q"),
+    "lookups": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("rid_hash", "Q"), ("total", "q"), ("computed", "q"),
                 ("hit", "q"), ("need", "q"), ("below_min", "b")),
     "retrieves": (("line", "q"), ("proc", "I"), ("retrieved", "q"), ("required", "q"), ("total", "q")),
     "stores": (("line", "q"), ("proc", "I"), ("stored", "q"), ("total", "q")),
@@ -336,7 +336,7 @@ def _scan_lmcache(acc: _Acc, s: bytes, pos: int, lineno: int, start: int, end: i
     word = s[msg : msg + 1]
     if s.startswith(b"Reqid: ", msg):
         rid, total, computed, hit, need, below = parse_lookup(s, msg, stop)
-        acc.row("lookups", lineno, acc.proc(s[:pos]), rid_hash(rid), total, computed, hit, need, below)
+        acc.row("lookups", lineno, start, end, acc.proc(s[:pos]), rid_hash(rid), total, computed, hit, need, below)
         acc.count(acc.index[s[:pos]], LOOKUP)
         return True
     tagged = _req_tag(s, msg, stop) if word == b"[" else msg
