@@ -51,13 +51,19 @@ def _assert_same(block: bytes, base: int) -> scan.ScanResult:
     return ref
 
 
-def _check_invariants(res: scan.ScanResult, block: bytes) -> None:
+def _check_invariants(res: scan.ScanResult, block: bytes, base: int = 0) -> None:
     """Every line is hot (counted once) or rare; flagged lines are hot lines; offsets are that line's bytes."""
     assert sum(res.counts.values()) + len(res.rare["line"]) == res.lines
     hot_lines = set(res.columns["lookups"]["line"]) | set(res.columns["retrieves"]["line"]) | set(res.columns["stores"]["line"])
     assert not hot_lines & set(res.rare["line"])
-    for start, end in zip(res.rare["start"], res.rare["end"], strict=True):
-        assert b"\n" not in block[start:end] and (end == len(block) or block[end:end + 1] == b"\n")
+    short = {ln for ln, got, req in zip(*(res.columns["retrieves"][k] for k in ("line", "retrieved", "required")), strict=True)
+             if got < req}
+    assert short == {ln for ln, tid in zip(res.flagged["line"], res.flagged["tid"], strict=True) if tid == scan.RETRIEVE}
+    for table in ("lookups", "retrieves", "stores", "flagged", "rare"):
+        cols = res.columns[table]
+        for line, start, end in list(zip(cols["line"], cols["start"], cols["end"], strict=True))[:60]:
+            assert block.count(b"\n", 0, start) == line - base - 1
+            assert b"\n" not in block[start:end] and (end == len(block) or block[end:end + 1] == b"\n")
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -80,7 +86,7 @@ def test_compiled_scanner_matches_reference_on_adversarial_blocks(seed: int) -> 
     _need_compiled()
     block = adversarial_block(seed)
     res = _assert_same(block, seed * 1000)
-    _check_invariants(res, block)
+    _check_invariants(res, block, seed * 1000)
 
 
 def test_adversarial_blocks_exercise_both_hot_and_rare_paths() -> None:

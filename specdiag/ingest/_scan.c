@@ -30,8 +30,8 @@ enum { T_STORE, T_RETRIEVE, T_LOOKUP, T_ACCESS, T_5XX };
 /* columns, in scan.SCHEMA order */
 enum {
     L_LINE, L_START, L_END, L_PROC, L_HASH, L_TOTAL, L_COMPUTED, L_HIT, L_NEED, L_BELOW,
-    R_LINE, R_PROC, R_GOT, R_REQUIRED, R_TOTAL,
-    S_LINE, S_PROC, S_STORED, S_TOTAL,
+    R_LINE, R_START, R_END, R_PROC, R_GOT, R_REQUIRED, R_TOTAL,
+    S_LINE, S_START, S_END, S_PROC, S_STORED, S_TOTAL,
     F_LINE, F_START, F_END, F_TID,
     X_LINE, X_START, X_END,
     NCOLS
@@ -460,6 +460,8 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t li
         int proc = proc_index(st, s, pre);
         if (proc < 0) return 0;
         put_i64(st, S_LINE, lineno);
+        put_i64(st, S_START, start);
+        put_i64(st, S_END, end);
         put_u32(st, S_PROC, (uint32_t)proc);
         put_i64(st, S_STORED, stored);
         put_i64(st, S_TOTAL, total);
@@ -471,6 +473,8 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t li
     int proc = proc_index(st, s, pre);
     if (proc < 0) return 0;
     put_i64(st, R_LINE, lineno);
+    put_i64(st, R_START, start);
+    put_i64(st, R_END, end);
     put_u32(st, R_PROC, (uint32_t)proc);
     put_i64(st, R_GOT, got);
     put_i64(st, R_REQUIRED, required);

@@ -51,8 +51,8 @@ NA = -(2**63)
 SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
     "lookups": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("rid_hash", "Q"), ("total", "q"), ("computed", "q"),
                 ("hit", "q"), ("need", "q"), ("below_min", "b")),
-    "retrieves": (("line", "q"), ("proc", "I"), ("retrieved", "q"), ("required", "q"), ("total", "q")),
-    "stores": (("line", "q"), ("proc", "I"), ("stored", "q"), ("total", "q")),
+    "retrieves": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("retrieved", "q"), ("required", "q"), ("total", "q")),
+    "stores": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("stored", "q"), ("total", "q")),
     "flagged": (("line", "q"), ("start", "q"), ("end", "q"), ("tid", "B")),
     "rare": (("line", "q"), ("start", "q"), ("end", "q")),
 }
@@ -342,11 +342,11 @@ def _scan_lmcache(acc: _Acc, s: bytes, pos: int, lineno: int, start: int, end: i
     tagged = _req_tag(s, msg, stop) if word == b"[" else msg
     if s.startswith(b"Stored ", tagged):
         stored, total = parse_store(s, msg, stop)
-        acc.row("stores", lineno, acc.proc(s[:pos]), stored, total)
+        acc.row("stores", lineno, start, end, acc.proc(s[:pos]), stored, total)
         acc.count(acc.index[s[:pos]], STORE)
         return True
     got, required, total = parse_retrieve(s, msg, stop)
-    acc.row("retrieves", lineno, acc.proc(s[:pos]), got, required, total)
+    acc.row("retrieves", lineno, start, end, acc.proc(s[:pos]), got, required, total)
     acc.count(acc.index[s[:pos]], RETRIEVE)
     if got < required:
         acc.row("flagged", lineno, start, end, RETRIEVE)
