@@ -188,3 +188,39 @@ def test_fuzz_target_runs_and_finds_no_difference() -> None:
     r = subprocess.run([sys.executable, str(ROOT / "tests" / "fuzz" / "fuzz_scan.py"), "--smoke", "1500"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "compiled == reference" in r.stderr, r.stdout + r.stderr
+
+
+def _spins_inside(fn) -> int:
+    """Iterations a Python loop completes while another thread is inside ``fn`` (none if ``fn`` holds the
+    GIL: the loop only runs again once ``fn`` has returned)."""
+    import threading
+    import time
+
+    inside, done = threading.Event(), threading.Event()
+    span: list[float] = []
+
+    def work() -> None:
+        inside.set()
+        t_in = time.perf_counter()
+        fn()
+        span.extend((t_in, time.perf_counter()))
+        done.set()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    inside.wait()
+    marks = []
+    while not done.is_set():
+        marks.append(time.perf_counter())
+    worker.join()
+    return sum(1 for m in marks if span[0] < m < span[1])
+
+
+def test_compiled_scan_releases_the_gil() -> None:
+    """While one thread is inside the C loop, another keeps running Python all along; beside a C call
+    that holds the GIL (``sum`` over a range, as long) it gets at most the switch interval around it."""
+    _need_compiled()
+    block = (ENV + b"Stored 5 out of total 5 tokens" + SUFFIX["store"] + b"\n") * 400_000
+    free = max(_spins_inside(lambda: scan._compiled.scan(block, 0)) for _ in range(3))
+    held = min(_spins_inside(lambda: sum(range(6_000_000))) for _ in range(3))
+    assert free > 4 * held, (free, held)
