@@ -97,7 +97,8 @@ def mutate(rng: random.Random, line: bytes) -> bytes:
         digits = [i for i, c in enumerate(line) if 0x30 <= c <= 0x39]
         if digits:
             i = rng.choice(digits)
-            return line[:i] + rng.choice([b"9" * 5000, b"0" * 30, b"12345678901234567890", b"999999999999999999"]) + line[i + 1:]
+            return line[:i] + rng.choice([b"9" * 5000, b"0" * 30, b"12345678901234567890", b"1234567890123456789",
+                                         b"999999999999999999"]) + line[i + 1:]
         return line
     if r < 0.92:
         return line + b"x" * rng.choice([100, 16384 - len(line), 16385 - len(line), 20000])

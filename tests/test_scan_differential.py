@@ -18,6 +18,7 @@ from scan_cases import ENV, SUFFIX, adversarial_block
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import NA, scan_block, scan_block_c, scan_block_py
+from specdiag.ingest.scan_fast import scan_block_fast
 
 ROOT = Path(__file__).resolve().parent.parent
 LOGS = sorted(p for d in ("tests/corpus", "examples") for p in (ROOT / d).rglob("*")
@@ -46,8 +47,8 @@ def _blocks(data: bytes, size: int) -> list[tuple[bytes, int]]:
 
 def _assert_same(block: bytes, base: int) -> scan.ScanResult:
     ref = scan_block_py(block, base)
-    got = scan_block_c(block, base)
-    assert got == ref
+    assert scan_block_c(block, base) == ref
+    assert scan_block_fast(block, base) == ref
     return ref
 
 
@@ -98,9 +99,28 @@ def test_adversarial_blocks_exercise_both_hot_and_rare_paths() -> None:
 
 def _one(line: bytes) -> scan.ScanResult:
     res = scan_block_py(line + b"\n", 10)
+    assert scan_block_fast(line + b"\n", 10) == res
     if scan._compiled is not None:
         assert scan_block_c(line + b"\n", 10) == res
     return res
+
+
+@pytest.mark.parametrize("seed", range(40, 80))
+def test_python_fallback_matches_reference_on_adversarial_blocks(seed: int) -> None:
+    """The fast path of the pure-Python fallback must not change a single decision of the reference."""
+    block = adversarial_block(seed)
+    assert scan_block_fast(block, seed) == scan_block_py(block, seed)
+
+
+def test_python_fallback_takes_the_fast_path_for_canonical_lines() -> None:
+    from specdiag.ingest import scan_fast
+
+    for line in (b"\x1b[1;36m(Worker_TP0 pid=765)\x1b[0;0m \x1b[32;20m" + ENV[:-1] + b"\x1b[0m Stored 5 out of total 5 tokens"
+                 + b" \x1b[3m" + SUFFIX["store"][1:] + b"\x1b[0m",
+                 b"(EngineCore_DP0 pid=1) " + ENV + b"Reqid: c-1, Total tokens 9, LMCache hit tokens: 5, need to load: 5"
+                 + SUFFIX["lookup"]):
+        pattern = scan_fast._FAST_ESC if b"\x1b" in line else scan_fast._FAST_PLAIN
+        assert pattern.fullmatch(line) is not None
 
 
 def test_store_retrieve_and_lookup_lines_are_counted_per_process_prefix() -> None:
@@ -145,6 +165,8 @@ def test_access_lines_count_below_500_and_flag_server_errors() -> None:
     ENV[:30] + b"Stored 5 out of total 5 tokens" + SUFFIX["store"],  # truncated envelope
     b"[2026-03-14 09:26:53,589] LMCache WARNING: Stored 5 out of total 5 tokens" + SUFFIX["store"],
     ENV + b"Stored " + b"9" * 5000 + b" out of total 5 tokens" + SUFFIX["store"],
+    ENV + b"Stored 1234567890123456789 out of total 5 tokens" + SUFFIX["store"],  # 19 digits
+    ENV + b"Reqid: r, Total tokens 9, LMCache hit tokens: 5, need to load: -1234567890123456789" + SUFFIX["lookup"],
     ENV + b"Stored 5 out of total 5 tokens \xc3\xa9" + SUFFIX["store"],
     ENV + b"Stored 5 out of total 5 tokens\x00" + SUFFIX["store"],
     b"2026-03-14T08:27:01.004518223Z " + ENV + b"Stored 5 out of total 5 tokens" + SUFFIX["store"],
@@ -165,7 +187,7 @@ def test_colour_residue_and_cr_are_cleaned_per_line() -> None:
 def test_scan_block_falls_back_to_the_reference_without_the_extension(monkeypatch: pytest.MonkeyPatch) -> None:
     block = adversarial_block(3)
     monkeypatch.setattr(scan, "_compiled", None)
-    assert scan_block(block, 0) == scan_block_py(block, 0)
+    assert scan_block(block, 0) == scan_block_py(block, 0) == scan_block_fast(block, 0)
     with pytest.raises(RuntimeError):
         scan_block_c(block, 0)
 

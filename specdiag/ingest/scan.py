@@ -370,12 +370,17 @@ def scan_block_py(block: bytes, base_line: int) -> ScanResult:
             rare_start.append(pos)
             rare_end.append(end)
         pos = end + 1
+    return finish(acc, lineno - base_line)
+
+
+def finish(acc: _Acc, lines: int) -> ScanResult:
+    """The ScanResult of a Python scan, through the same flat layout as the compiled one."""
     counts = bytearray(8 * len(acc.prefixes) * len(TEMPLATES))
     table = memoryview(counts).cast("q")
     for (proc, tid), k in acc.counts.items():
         table[proc * len(TEMPLATES) + tid] = k
     raw = [c.tobytes() for t in SCHEMA for c in acc.cols[t]]
-    return assemble(lineno - base_line, acc.prefixes, bytes(counts), raw)
+    return assemble(lines, acc.prefixes, bytes(counts), raw)
 
 
 def assemble(lines: int, prefixes: list[bytes], counts: bytes, raw_columns: list[bytes]) -> ScanResult:
@@ -403,7 +408,7 @@ try:  # the compiled scanner, when the optional extension was built at install t
 except ImportError:  # pragma: no cover - exercised by the CC=false build test
     _compiled = None
 
-#: "c" when the compiled scanner is in use, "python" for the reference
+#: "c" when the compiled scanner is in use, "python" for the pure-Python fallback
 IMPLEMENTATION = "c" if _compiled is not None else "python"
 
 
@@ -418,8 +423,11 @@ def scan_block_c(block: bytes, base_line: int) -> ScanResult:
 def scan_block(block: bytes, base_line: int) -> ScanResult:
     """Scan one block of whole lines (it should end on ``\\n``; a final partial line counts as a line).
 
-    ``base_line`` is the number of lines before this block. Uses the compiled scanner when present.
+    ``base_line`` is the number of lines before this block. Uses the compiled scanner when present,
+    else the pure-Python fallback (``scan_fast``: this reference behind a regex fast path).
     """
     if _compiled is not None:
         return scan_block_c(block, base_line)
-    return scan_block_py(block, base_line)
+    from specdiag.ingest.scan_fast import scan_block_fast
+
+    return scan_block_fast(block, base_line)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Coverage-guided fuzz target: the compiled scanner must agree with the Python reference on any bytes.
+"""Coverage-guided fuzz target: the compiled scanner and the Python fallback must agree with the reference.
 
     pip install atheris                      # optional; the target skips cleanly without it
     python tests/fuzz/fuzz_scan.py -runs=20000 -max_len=4096 [corpus_dir]
@@ -31,8 +31,10 @@ except ImportError:  # the smoke mode and the skip below work without it
 if atheris is not None:
     with atheris.instrument_imports():  # Python coverage of the reference guides the mutations
         from specdiag.ingest import scan
+        from specdiag.ingest.scan_fast import scan_block_fast
 else:
     from specdiag.ingest import scan
+    from specdiag.ingest.scan_fast import scan_block_fast
 
 SEEDS = [hot_line(random.Random(i)) for i in range(64)]
 
@@ -40,9 +42,10 @@ SEEDS = [hot_line(random.Random(i)) for i in range(64)]
 def check(block: bytes, base: int) -> None:
     """The one property: both implementations return the same ScanResult (and neither raises)."""
     ref = scan.scan_block_py(block, base)
-    got = scan.scan_block_c(block, base)
-    if got != ref:
+    if scan.scan_block_c(block, base) != ref:
         raise AssertionError(f"compiled scanner differs from the reference on {block[:300]!r}")
+    if scan_block_fast(block, base) != ref:
+        raise AssertionError(f"Python fallback differs from the reference on {block[:300]!r}")
 
 
 def test_one_input(data: bytes) -> None:
