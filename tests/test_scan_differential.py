@@ -8,6 +8,7 @@ built the differential tests skip, unless ``SPECDIAG_REQUIRE_EXT=1`` (CI) makes 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -246,3 +247,48 @@ def test_compiled_scan_releases_the_gil() -> None:
     free = max(_spins_inside(lambda: scan._compiled.scan(block, 0)) for _ in range(3))
     held = min(_spins_inside(lambda: sum(range(6_000_000))) for _ in range(3))
     assert free > 4 * held, (free, held)
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_hot_row_is_the_event_the_records_path_would_make(path: Path) -> None:
+    """Cross-check with the full path: each counted row, turned into its Record, matches the same template
+    with the same numbers, and its process prefix is the Record's origin."""
+    _cross_check(path.read_bytes(), path.name)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_hot_rows_of_adversarial_blocks_are_the_events_the_records_path_would_make(seed: int) -> None:
+    _cross_check(adversarial_block(seed), f"seed{seed}")
+
+
+def _cross_check(data: bytes, name: str) -> None:
+    from specdiag.events import default_matcher
+    from specdiag.ingest.origin import NO_ORIGIN, OriginCache
+
+    path = Path(name)
+    res = scan_block_py(data, 0)
+    origins, matcher = OriginCache(), default_matcher()
+    fields = {"stores": ("S1", {"stored": "stored", "total": "total"}),
+              "retrieves": ("R4", {"retrieved": "retrieved", "required": "required", "total": "total"}),
+              "lookups": ("L1", {"total": "total", "hit": "hit", "need": "need"})}
+    for table, (tid, names) in fields.items():
+        cols = res.columns[table]
+        for i in range(len(cols["line"])):
+            rec = scan.hot_record(data, cols["start"][i], cols["end"][i], cols["line"][i], path.name, origins)
+            ev = matcher.match(rec)
+            assert ev is not None and ev.id == tid, (rec, ev)
+            for col, key in names.items():
+                value = ev.f.get(key) if tid != "R4" or ev.f.get(key) is not None else ev.f.get(key + "2")
+                if key == "hit" and value == "None" or value is None:
+                    value = NA
+                assert int(value) == cols[col][i], (rec.msg, key)
+            prefix = res.prefixes[cols["proc"][i]]
+            assert rec.origin == (origins.peel(prefix + b"x")[0] if prefix else NO_ORIGIN)
+    for start, end, line, tid in zip(*(res.flagged[k] for k in ("start", "end", "line", "tid")), strict=True):
+        rec = scan.hot_record(data, start, end, line, path.name, origins)
+        ev = matcher.match(rec)
+        if tid == scan.RETRIEVE:
+            assert ev is not None and ev.id == "R4"
+        else:  # the U5XX template also wants "METHOD PATH" inside the quotes; the records path decides
+            assert rec.kind == "uvicorn" and (ev is None or ev.id == "U5XX")
+            assert ev is not None or not re.search(rb'"\w+ \S+ [^"]*" 5', rec.raw)

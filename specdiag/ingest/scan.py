@@ -33,6 +33,12 @@ import re
 import zlib
 from array import array
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from specdiag.ingest.origin import NO_ORIGIN, OriginCache
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ingest.records import Record
 
 #: template ids, in the order the compiled scanner numbers them (S1, R4, L1 as in ``specdiag.events``)
 TEMPLATES: tuple[str, ...] = ("S1", "R4", "L1", "UACCESS", "U5XX")
@@ -401,6 +407,19 @@ def assemble(lines: int, prefixes: list[bytes], counts: bytes, raw_columns: list
             a.frombytes(next(it))
             columns[tname][cname] = a
     return ScanResult(lines, list(prefixes), tally, columns)
+
+
+def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origins: OriginCache,
+               year: int | None = None) -> Record:
+    """The Record of one hot row (``block[start:end]``), built only on demand: for the first line of a
+    template, a flagged line, or a rule's look-back. The row's process prefix becomes its Origin."""
+    from specdiag.ingest.records import Record, record_from_hot
+
+    line = clean_line(block[start:end])
+    origin, rest = origins.peel(line) if line[:1] == b"(" else (NO_ORIGIN, line)
+    if rest.startswith(b"INFO:"):
+        return Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, rest)
+    return record_from_hot((path, lineno, origin, rest, year))
 
 
 try:  # the compiled scanner, when the optional extension was built at install time
