@@ -5,9 +5,9 @@ lookups) and uvicorn access lines. ``scan_block`` recognises exactly those, per 
 counters per (process prefix, template) and as compact numeric columns; every other line is handed back
 as ``(line number, start, end)`` for the Python records → events path. Nothing here decodes text.
 
-Two implementations sit behind :func:`scan_block`: the pure-Python reference below (also the fallback
-where no compiler was available at install time) and ``specdiag.ingest._scan`` (C, releases the GIL).
-``tests/test_scan_differential.py`` requires identical results. The grammar both accept is written out
+Behind :func:`scan_block`: the pure-Python reference below (the definition), ``specdiag.ingest._scan``
+(C, releases the GIL) and, where no compiler was available at install time, ``scan_fast`` (this
+reference behind a regex fast path). ``tests/test_scan_differential.py`` requires identical results. The grammar both accept is written out
 in ``docs/scanner.md``; it is deliberately narrow: a line it does not accept in full goes to ``rare``,
 where the full Python path decides, so being conservative is never wrong, only slower.
 
@@ -81,7 +81,7 @@ class ScanResult:
 
     ``prefixes[i]`` is the process prefix (cleaned bytes, ``b""`` for none) that ``proc == i`` in the
     columns refers to; ``counts`` keys on the prefix bytes themselves so that blocks merge by key.
-    ``flagged`` and ``rare`` offsets are into the block (``end`` excludes the newline).
+    Every table has ``line, start, end``: offsets into the block (``end`` excludes the newline).
     """
 
     lines: int
@@ -337,6 +337,7 @@ def _scan_hot(acc: _Acc, raw: bytes, lineno: int, start: int, end: int) -> bool:
 
 
 def _scan_lmcache(acc: _Acc, s: bytes, pos: int, lineno: int, start: int, end: int) -> bool:
+    """Step 5 after the envelope matched at ``pos``: suffix, then lookup, store or retrieve (or _Reject)."""
     msg = pos + _ENVELOPE_LEN
     stop = suffix_start(s, msg)
     word = s[msg : msg + 1]
@@ -360,7 +361,8 @@ def _scan_lmcache(acc: _Acc, s: bytes, pos: int, lineno: int, start: int, end: i
 
 
 def scan_block_py(block: bytes, base_line: int) -> ScanResult:
-    """The pure-Python reference (and fallback) of :func:`scan_block`."""
+    """The pure-Python reference of :func:`scan_block`: the definition both other implementations must
+    reproduce exactly (the fallback used without the extension is ``scan_fast.scan_block_fast``)."""
     acc = _Acc()
     rare_line, rare_start, rare_end = acc.cols["rare"]
     lineno = base_line
