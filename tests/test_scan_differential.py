@@ -263,7 +263,7 @@ def test_hot_rows_of_adversarial_blocks_are_the_events_the_records_path_would_ma
 
 def _cross_check(data: bytes, name: str) -> None:
     from specdiag.events import default_matcher
-    from specdiag.ingest.origin import NO_ORIGIN, OriginCache
+    from specdiag.ingest.origin import OriginCache
 
     path = Path(name)
     res = scan_block_py(data, 0)
@@ -282,8 +282,7 @@ def _cross_check(data: bytes, name: str) -> None:
                 if key == "hit" and value == "None" or value is None:
                     value = NA
                 assert int(value) == cols[col][i], (rec.msg, key)
-            prefix = res.prefixes[cols["proc"][i]]
-            assert rec.origin == (origins.peel(prefix + b"x")[0] if prefix else NO_ORIGIN)
+            assert rec.origin == scan.origin_of(res.prefixes[cols["proc"][i]], OriginCache())
     for start, end, line, tid in zip(*(res.flagged[k] for k in ("start", "end", "line", "tid")), strict=True):
         rec = scan.hot_record(data, start, end, line, path.name, origins)
         ev = matcher.match(rec)

@@ -35,7 +35,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from specdiag.ingest.origin import NO_ORIGIN, OriginCache
+from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.records import Record
@@ -409,6 +409,11 @@ def assemble(lines: int, prefixes: list[bytes], counts: bytes, raw_columns: list
             a.frombytes(next(it))
             columns[tname][cname] = a
     return ScanResult(lines, list(prefixes), tally, columns)
+
+
+def origin_of(prefix: bytes, origins: OriginCache) -> Origin:
+    """The Origin a ``ScanResult.prefixes`` entry stands for (``b""``: no prefix), cached per prefix."""
+    return origins.peel(prefix)[0] if prefix else NO_ORIGIN
 
 
 def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origins: OriginCache,
