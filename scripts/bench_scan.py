@@ -2,6 +2,7 @@
 """Throughput of ``scan_block`` (compiled, Python fallback, reference) beside ``grep -c LMCache``.
 
     python scripts/bench_scan.py LOG [--block-mb 4] [--repeat 3] [--python-mb 200] [--threads 2] [--json]
+    python scripts/bench_scan.py /tmp/tp1.log --write-lookup-heavy 250   # writes the TP=1 shape first
 
 Figures are MB (10^6 bytes) per CPU-second of the scan calls alone (``time.thread_time`` around each
 call; reading the file is not counted), the median of ``--repeat`` runs. ``grep -c`` runs as a child
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -122,6 +124,64 @@ def _first_mb(blocks: list[tuple[bytes, int]], mb: float) -> list[tuple[bytes, i
     return out
 
 
+def write_lookup_heavy(path: Path, size_mb: float, seed: int = 3) -> int:
+    """A TP=1-shaped log (vLLM 0.25, one engine, one worker): 30 % scheduler lookups with unique request
+    ids, 10 % stats / SpecDecoding lines, 20 % stores, 15 % retrieves, 15 % access lines, 10 % request
+    logs. The hot-line mix of issue 9's second shape, for the scanner alone (it has no incident)."""
+    rng = random.Random(seed)
+    c, r = "\x1b[32;20m", "\x1b[0m"
+    core, api, wk = "(EngineCore pid=2210) ", "(APIServer pid=2100) ", "(Worker pid=2300) "
+    sfx = {k: f" \x1b[3m({v})\x1b[0m" for k, v in (
+        ("l1", "vllm_v1_adapter.py:1476:lmcache.integration.vllm.vllm_v1_adapter"),
+        ("r4", "cache_engine.py:985:lmcache.v1.cache_engine"), ("s1", "cache_engine.py:588:lmcache.v1.cache_engine"))}
+    size = n = 0
+    buf: list[str] = []
+    with open(path, "w") as out:
+        while size < size_mb * 1e6:
+            n += 1
+            ts = f"2026-05-06 08:{(n // 600) % 60:02d}:{(n // 10) % 60:02d},{n % 1000:03d}"
+            vts = f"05-06 08:{(n // 600) % 60:02d}:{(n // 10) % 60:02d}"
+            rid = f"cmpl-{rng.getrandbits(64):016x}-0-{rng.getrandbits(32):08x}"
+            x = rng.random()
+            if x < 0.30:
+                t = rng.randint(100, 9000)
+                h = t // 256 * 256 * rng.randint(0, 1)
+                line = (f"{core}{c}[{ts}] LMCache INFO:{r} Reqid: {rid}, Total tokens {t}, Inference Engine computed "
+                        f"tokens: 0, LMCache hit tokens: {h}, need to load: {h}{sfx['l1']}")
+            elif x < 0.35:
+                line = (f"{api}INFO {vts} [loggers.py:273] Engine 000: Avg prompt throughput: {rng.uniform(0, 900):.1f} "
+                        f"tokens/s, Avg generation throughput: {rng.uniform(0, 90):.1f} tokens/s, Running: "
+                        f"{rng.randint(0, 40)} reqs, Waiting: {rng.randint(0, 9)} reqs, GPU KV cache usage: "
+                        f"{rng.uniform(0, 99):.1f}%, Prefix cache hit rate: {rng.uniform(0, 60):.1f}%")
+            elif x < 0.40:
+                line = (f"{api}INFO {vts} [metrics.py:120] SpecDecoding metrics: Mean acceptance length: 2.41, Accepted "
+                        f"throughput: 58.20 tokens/s, Drafted throughput: 121.10 tokens/s, Accepted: {rng.randint(0, 900)} "
+                        "tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, 0.253, Avg Draft "
+                        "acceptance rate: 48.1%")
+            elif x < 0.60:
+                line = (f"{wk}{c}[{ts}] LMCache INFO:{r} [req_id={rid}] Stored 512 out of total 512 tokens. size: 0.0625 "
+                        f"GB, cost 3.0 ms, throughput: 20.8 GB/s; offload_time: 2.0 ms, put_time: 1.0 ms{sfx['s1']}")
+            elif x < 0.75:
+                line = (f"{wk}{c}[{ts}] LMCache INFO:{r} [req_id={rid}] Retrieved 1024 out of 1024 required tokens (from "
+                        f"1100 total tokens). size: 0.125 gb, cost 6.0 ms, throughput: 20.8 GB/s;{sfx['r4']}")
+            elif x < 0.90:
+                line = f'{api}INFO:     10.0.0.{n % 250}:{40000 + n % 20000} - "POST /v1/completions HTTP/1.1" 200 OK'
+            else:
+                line = (f"{api}INFO {vts} [logger.py:39] Received request {rid}: params: SamplingParams(n=1, "
+                        "temperature=0.7, max_tokens=256), prompt_token_ids: None")
+            buf.append(line)
+            if len(buf) >= 10000:
+                text = "\n".join(buf) + "\n"
+                out.write(text)
+                size += len(text)
+                buf.clear()
+        if buf:
+            text = "\n".join(buf) + "\n"
+            out.write(text)
+            size += len(text)
+    return size
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("log")
@@ -130,7 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python-mb", type=float, default=None, help="scan only the first N MB with the Python scanners")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--write-lookup-heavy", type=float, metavar="MB",
+                    help="first write a lookup-heavy TP=1-shaped log of about MB to LOG")
     args = ap.parse_args(argv)
+    if args.write_lookup_heavy:
+        write_lookup_heavy(Path(args.log), args.write_lookup_heavy)
     res = run(args)
     if args.json:
         print(json.dumps(res, indent=2))
