@@ -1,0 +1,598 @@
+/* The compiled scanner behind specdiag.ingest.scan.scan_block.
+ *
+ * Implements exactly the grammar of the pure-Python reference in scan.py (see docs/scanner.md); the
+ * differential test (tests/test_scan_differential.py) requires identical results. The line loop runs
+ * without the GIL on a read-only buffer view; Python objects are built only at the end.
+ *
+ * Returns (lines, prefixes: list[bytes], counts: bytes (int64, prefix x template), columns: list[bytes])
+ * where the columns follow scan.SCHEMA in order. scan.assemble() turns that into a ScanResult.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_HOT_LINE 16384
+#define MAX_PREFIX_DEPTH 4
+#define MAX_PREFIXES 256
+#define MAX_DIGITS 18
+#define NTPL 5
+#define NA INT64_MIN
+#define HASH_SLOTS 1024 /* > 2 * MAX_PREFIXES: open addressing never fills */
+#define ENVELOPE_LEN 40
+
+typedef unsigned char u8;
+
+enum { T_STORE, T_RETRIEVE, T_LOOKUP, T_ACCESS, T_5XX };
+
+/* columns, in scan.SCHEMA order */
+enum {
+    L_LINE, L_START, L_END, L_PROC, L_HASH, L_TOTAL, L_COMPUTED, L_HIT, L_NEED, L_BELOW,
+    R_LINE, R_START, R_END, R_PROC, R_GOT, R_REQUIRED, R_TOTAL,
+    S_LINE, S_START, S_END, S_PROC, S_STORED, S_TOTAL,
+    F_LINE, F_START, F_END, F_TID,
+    X_LINE, X_START, X_END,
+    NCOLS
+};
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} vec;
+
+typedef struct {
+    vec col[NCOLS];
+    int oom;
+    vec arena; /* prefix bytes */
+    size_t pre_off[MAX_PREFIXES], pre_len[MAX_PREFIXES];
+    int npre;
+    uint16_t slots[HASH_SLOTS]; /* prefix index + 1, 0 = empty */
+    int64_t counts[MAX_PREFIXES][NTPL];
+    u8 scratch[MAX_HOT_LINE];
+} state;
+
+static uint32_t crc_table[256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[i] = c;
+    }
+}
+
+/* zlib.crc32(rid) << 32 | zlib.adler32(rid): scan.rid_hash */
+static uint64_t rid_hash(const u8 *s, size_t n) {
+    uint32_t c = 0xFFFFFFFFu, a = 1, b = 0;
+    for (size_t i = 0; i < n; i++) {
+        c = crc_table[(c ^ s[i]) & 0xFF] ^ (c >> 8);
+        a += s[i];
+        if (a >= 65521u) a -= 65521u;
+        b += a;
+        if (b >= 65521u) b -= 65521u;
+    }
+    return ((uint64_t)(c ^ 0xFFFFFFFFu) << 32) | ((uint64_t)b << 16) | a;
+}
+
+static int vec_put(state *st, vec *v, const void *x, size_t n) {
+    if (v->len + n > v->cap) {
+        size_t c = v->cap ? v->cap * 2 : 4096;
+        while (c < v->len + n) c *= 2;
+        char *q = realloc(v->p, c);
+        if (!q) {
+            st->oom = 1;
+            return -1;
+        }
+        v->p = q;
+        v->cap = c;
+    }
+    memcpy(v->p + v->len, x, n);
+    v->len += n;
+    return 0;
+}
+
+static void put_i64(state *st, int col, int64_t x) { vec_put(st, &st->col[col], &x, 8); }
+static void put_u64(state *st, int col, uint64_t x) { vec_put(st, &st->col[col], &x, 8); }
+static void put_u32(state *st, int col, uint32_t x) { vec_put(st, &st->col[col], &x, 4); }
+static void put_u8(state *st, int col, u8 x) { vec_put(st, &st->col[col], &x, 1); }
+
+static inline int is_digit(u8 c) { return c >= '0' && c <= '9'; }
+static inline int is_alpha(u8 c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+/* -------------------------------------------------------------------------------- step 2: cleaning */
+
+/* Length of an ESC-less colour residue "[N(;N)*m" (N: 1-3 digits) at s[j] == '[', else 0. */
+static size_t residue_len(const u8 *s, size_t j, size_t n) {
+    size_t k = j + 1;
+    for (;;) {
+        size_t d = 0;
+        while (k < n && is_digit(s[k])) k++, d++;
+        if (d < 1 || d > 3 || k >= n) return 0;
+        if (s[k] == 'm') return k + 1 - j;
+        if (s[k] != ';') return 0;
+        k++;
+    }
+}
+
+/* Colour sequences (ESC lines) or their residue (lines without ESC), then CRs; returns the length. */
+static size_t clean(const u8 *raw, size_t n, u8 *out) {
+    size_t o = 0, i = 0;
+    if (memchr(raw, 0x1b, n)) {
+        while (i < n) {
+            const u8 *e = memchr(raw + i, 0x1b, n - i);
+            size_t j = e ? (size_t)(e - raw) : n;
+            memcpy(out + o, raw + i, j - i);
+            o += j - i;
+            if (!e) break;
+            size_t k = j + 1;
+            if (k < n && raw[k] == '[') {
+                k++;
+                while (k < n && (is_digit(raw[k]) || raw[k] == ';' || raw[k] == '?')) k++;
+                if (k < n && is_alpha(raw[k])) {
+                    i = k + 1;
+                    continue;
+                }
+            }
+            i = j + 1; /* a stray ESC is dropped */
+        }
+    } else {
+        while (i < n) {
+            const u8 *e = memchr(raw + i, '[', n - i);
+            size_t j = e ? (size_t)(e - raw) : n;
+            memcpy(out + o, raw + i, j - i);
+            o += j - i;
+            if (!e) break;
+            size_t k = residue_len(raw, j, n);
+            if (k) {
+                i = j + k;
+            } else {
+                out[o++] = '[';
+                i = j + 1;
+            }
+        }
+    }
+    if (memchr(out, '\r', o)) {
+        size_t w = 0;
+        for (size_t r = 0; r < o; r++)
+            if (out[r] != '\r') out[w++] = out[r];
+        o = w;
+    }
+    return o;
+}
+
+/* Every byte in 0x20..0x7f (eight at a time: any byte >= 0x80, or any byte < 0x20). */
+static int printable(const u8 *s, size_t n) {
+    const uint64_t hi = 0x8080808080808080ULL, sp = 0x2020202020202020ULL;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        if ((x & hi) || ((x - sp) & ~x & hi)) return 0;
+    }
+    for (; i < n; i++)
+        if (s[i] < 0x20 || s[i] >= 0x80) return 0;
+    return 1;
+}
+
+/* -------------------------------------------------------------------------------- parsing helpers */
+
+static inline int starts(const u8 *s, size_t pos, size_t end, const char *lit, size_t len) {
+    return pos + len <= end && memcmp(s + pos, lit, len) == 0;
+}
+#define STARTS(s, pos, end, lit) starts((s), (pos), (end), (lit), sizeof(lit) - 1)
+
+/* digits at pos (1..MAX_DIGITS before end) -> value, *pos advanced; -1 = reject */
+static int number(const u8 *s, size_t *pos, size_t end, int64_t *v) {
+    size_t p = *pos;
+    int64_t x = 0;
+    while (p < end && is_digit(s[p])) {
+        if (p - *pos >= MAX_DIGITS) return -1;
+        x = x * 10 + (s[p] - '0');
+        p++;
+    }
+    if (p == *pos) return -1;
+    *v = x;
+    *pos = p;
+    return 0;
+}
+
+static const u8 *find_byte(const u8 *s, size_t from, size_t end, u8 c) {
+    return from < end ? memchr(s + from, c, end - from) : NULL;
+}
+
+/* first occurrence of lit[0..len) lying wholly inside s[from..end) (memmem is not portable) */
+static const u8 *find_lit(const u8 *s, size_t from, size_t end, const char *lit, size_t len) {
+    while (from + len <= end) {
+        const u8 *c = memchr(s + from, lit[0], end - from - len + 1);
+        if (!c) return NULL;
+        if (memcmp(c, lit, len) == 0) return c;
+        from = (size_t)(c - s) + 1;
+    }
+    return NULL;
+}
+
+/* scan.peel_prefixes: end of the (Name pid=N[, ip=X]) chain, or -1 */
+static long peel(const u8 *s, size_t n) {
+    size_t pos = 0;
+    int depth = 0;
+    while (pos < n && s[pos] == '(') {
+        if (++depth > MAX_PREFIX_DEPTH) return -1;
+        const u8 *c = find_byte(s, pos, n, ')');
+        if (!c) return -1;
+        size_t close = (size_t)(c - s);
+        if (find_byte(s, pos + 1, close, '(')) return -1;
+        const u8 *p = find_lit(s, pos + 1, close, " pid=", 5);
+        if (!p) return -1;
+        size_t d = (size_t)(p - s) + 5;
+        int64_t pid;
+        if (number(s, &d, close, &pid) < 0) return -1;
+        if (d != close && !STARTS(s, d, n, ", ip=")) return -1;
+        pos = close + 1;
+        if (pos < n && s[pos] == ' ') pos++;
+    }
+    return (long)pos;
+}
+
+static int envelope(const u8 *s, size_t pos, size_t n) {
+    static const char pat[] = "[dddd-dd-dd dd:dd:dd,ddd] LMCache INFO: ";
+    if (pos + ENVELOPE_LEN > n) return 0;
+    for (size_t i = 0; i < ENVELOPE_LEN; i++) {
+        u8 c = s[pos + i];
+        if (pat[i] == 'd' ? !is_digit(c) : c != (u8)pat[i]) return 0;
+    }
+    return 1;
+}
+
+/* scan.suffix_start: where " (file.py:N:logger)" starts at or after msg, or -1 */
+static long suffix_start(const u8 *s, size_t msg, size_t n) {
+    if (n <= msg || s[n - 1] != ')') return -1;
+    long i = -1;
+    for (size_t k = n - 1; k > msg; k--) {
+        if (s[k] == '(' && s[k - 1] == ' ') {
+            i = (long)(k - 1);
+            break;
+        }
+    }
+    if (i < 0) return -1;
+    const u8 *ap = find_byte(s, (size_t)i, n, ':');
+    if (!ap) return -1;
+    size_t a = (size_t)(ap - s);
+    const u8 *bp = find_byte(s, a + 1, n, ':');
+    if (!bp) return -1;
+    size_t b = (size_t)(bp - s);
+    if (a < (size_t)i + 5 || memcmp(s + a - 3, ".py", 3) != 0 || b == a + 1 || b + 2 >= n) return -1;
+    for (size_t k = a + 1; k < b; k++)
+        if (!is_digit(s[k])) return -1;
+    return i;
+}
+
+/* scan._req_tag: skip "[req_id=...] "; -1 = reject */
+static long req_tag(const u8 *s, size_t pos, size_t end) {
+    if (!STARTS(s, pos, end, "[req_id=")) return (long)pos;
+    const u8 *c = find_byte(s, pos + 8, end, ']');
+    if (!c) return -1;
+    size_t k = (size_t)(c - s) + 1;
+    return STARTS(s, k, end, " ") ? (long)(k + 1) : -1;
+}
+
+#define EXPECT(lit)                                     \
+    do {                                                \
+        if (!STARTS(s, pos, end, lit)) return -1;       \
+        pos += sizeof(lit) - 1;                         \
+    } while (0)
+
+static int parse_store(const u8 *s, size_t msg, size_t end, int64_t *stored, int64_t *total) {
+    long t = req_tag(s, msg, end);
+    if (t < 0) return -1;
+    size_t pos = (size_t)t;
+    EXPECT("Stored ");
+    if (number(s, &pos, end, stored) < 0) return -1;
+    EXPECT(" out of total ");
+    if (number(s, &pos, end, total) < 0) return -1;
+    EXPECT(" tokens");
+    return 0;
+}
+
+static int parse_retrieve(const u8 *s, size_t msg, size_t end, int64_t *got, int64_t *required, int64_t *total) {
+    long t = req_tag(s, msg, end);
+    if (t < 0) return -1;
+    size_t pos = (size_t)t;
+    EXPECT("Retrieved ");
+    if (number(s, &pos, end, got) < 0) return -1;
+    EXPECT(" out of ");
+    int legacy = STARTS(s, pos, end, "total ");
+    if (legacy) pos += 6;
+    if (number(s, &pos, end, required) < 0) return -1;
+    if (!legacy && STARTS(s, pos, end, " required tokens (from ")) {
+        pos += 23;
+        if (number(s, &pos, end, total) < 0) return -1;
+        EXPECT(" total tokens)");
+    } else if (STARTS(s, pos, end, " out of total ")) {
+        pos += 14;
+        if (number(s, &pos, end, total) < 0) return -1;
+        EXPECT(" tokens");
+    } else {
+        return -1;
+    }
+    return 0;
+}
+
+typedef struct {
+    size_t rid, rid_len;
+    int64_t total, computed, hit, need;
+    u8 below;
+} lookup_t;
+
+/* scan._need_to_load: the optional ", [but ]need to load: [-]N" tail */
+static int need_to_load(const u8 *s, size_t pos, size_t end, lookup_t *L) {
+    L->need = NA;
+    L->below = 0;
+    if (!STARTS(s, pos, end, ", ")) return 0;
+    size_t q = pos + 2;
+    u8 below = 0;
+    if (STARTS(s, q, end, "but ")) below = 1, q += 4;
+    if (!STARTS(s, q, end, "need to load: ")) return 0;
+    q += 14;
+    int neg = STARTS(s, q, end, "-");
+    q += neg;
+    size_t p = q;
+    while (p < end && is_digit(s[p])) p++;
+    if (p == q) return 0;
+    if (p - q > MAX_DIGITS) return -1;
+    int64_t v = 0;
+    for (size_t k = q; k < p; k++) v = v * 10 + (s[k] - '0');
+    L->need = neg ? -v : v;
+    L->below = below;
+    return 0;
+}
+
+static int parse_lookup(const u8 *s, size_t msg, size_t end, lookup_t *L) {
+    size_t pos = msg;
+    EXPECT("Reqid: ");
+    const u8 *spp = find_byte(s, pos, end, ' ');
+    if (!spp) return -1;
+    size_t sp = (size_t)(spp - s);
+    if (sp < pos + 2 || s[sp - 1] != ',') return -1;
+    L->rid = pos;
+    L->rid_len = sp - 1 - pos;
+    pos = sp;
+    EXPECT(" Total tokens ");
+    if (number(s, &pos, end, &L->total) < 0) return -1;
+    EXPECT(", ");
+    L->computed = NA;
+    if (STARTS(s, pos, end, "Inference Engine computed tokens: ")) {
+        pos += 34;
+        if (number(s, &pos, end, &L->computed) < 0) return -1;
+        EXPECT(", ");
+    }
+    EXPECT("LMCache hit tokens: ");
+    if (STARTS(s, pos, end, "None")) {
+        L->hit = NA;
+        pos += 4;
+    } else if (number(s, &pos, end, &L->hit) < 0) {
+        return -1;
+    }
+    return need_to_load(s, pos, end, L);
+}
+
+/* scan.parse_access: the status code, or -1 */
+static int parse_access(const u8 *s, size_t pos, size_t end) {
+    EXPECT("INFO: ");
+    while (pos < end && s[pos] == ' ') pos++;
+    const u8 *spp = find_byte(s, pos, end, ' ');
+    if (!spp || (size_t)(spp - s) <= pos) return -1;
+    pos = (size_t)(spp - s);
+    EXPECT(" - \"");
+    const u8 *q = find_byte(s, pos, end, '"');
+    if (!q) return -1;
+    pos = (size_t)(q - s);
+    EXPECT("\" ");
+    if (pos + 4 > end || !is_digit(s[pos]) || !is_digit(s[pos + 1]) || !is_digit(s[pos + 2]) || s[pos + 3] != ' ')
+        return -1;
+    if (s[pos] < '1' || s[pos] > '5') return -1;
+    return (s[pos] - '0') * 100 + (s[pos + 1] - '0') * 10 + (s[pos + 2] - '0');
+}
+
+/* -------------------------------------------------------------------------------- prefixes */
+
+/* index of the prefix bytes (registered on first sight), or -1 when MAX_PREFIXES are taken */
+static int proc_index(state *st, const u8 *p, size_t n) {
+    /* the length and the first and last 8 bytes pick the slot (pids and ranks sit at the end) */
+    uint64_t x = n, y = 0;
+    if (n >= 8) {
+        memcpy(&y, p, 8);
+        x ^= y * 0x9E3779B97F4A7C15ULL;
+        memcpy(&y, p + n - 8, 8);
+    } else if (n) {
+        memcpy(&y, p, n);
+    }
+    x = (x ^ y) * 0xC2B2AE3D27D4EB4FULL;
+    uint32_t h = (uint32_t)(x >> 32);
+    for (uint32_t k = h % HASH_SLOTS;; k = (k + 1) % HASH_SLOTS) {
+        int slot = st->slots[k];
+        if (slot == 0) break;
+        int i = slot - 1;
+        if (st->pre_len[i] == n && memcmp(st->arena.p + st->pre_off[i], p, n) == 0) return i;
+    }
+    if (st->npre >= MAX_PREFIXES) return -1;
+    int i = st->npre++;
+    st->pre_off[i] = st->arena.len;
+    st->pre_len[i] = n;
+    if (n) vec_put(st, &st->arena, p, n);
+    uint32_t k = h % HASH_SLOTS;
+    while (st->slots[k]) k = (k + 1) % HASH_SLOTS;
+    st->slots[k] = (uint16_t)(i + 1);
+    return i;
+}
+
+/* -------------------------------------------------------------------------------- one line */
+
+static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t lineno, int64_t start, int64_t end) {
+    size_t msg = pre + ENVELOPE_LEN;
+    long stop_l = suffix_start(s, msg, n);
+    if (stop_l < 0) return 0;
+    size_t stop = (size_t)stop_l;
+    if (STARTS(s, msg, n, "Reqid: ")) {
+        lookup_t L;
+        if (parse_lookup(s, msg, stop, &L) < 0) return 0;
+        int proc = proc_index(st, s, pre);
+        if (proc < 0) return 0;
+        put_i64(st, L_LINE, lineno);
+        put_i64(st, L_START, start);
+        put_i64(st, L_END, end);
+        put_u32(st, L_PROC, (uint32_t)proc);
+        put_u64(st, L_HASH, rid_hash(s + L.rid, L.rid_len));
+        put_i64(st, L_TOTAL, L.total);
+        put_i64(st, L_COMPUTED, L.computed);
+        put_i64(st, L_HIT, L.hit);
+        put_i64(st, L_NEED, L.need);
+        put_u8(st, L_BELOW, L.below);
+        st->counts[proc][T_LOOKUP]++;
+        return 1;
+    }
+    long tagged = msg < n && s[msg] == '[' ? req_tag(s, msg, stop) : (long)msg;
+    if (tagged < 0) return 0;
+    if (STARTS(s, (size_t)tagged, n, "Stored ")) {
+        int64_t stored, total;
+        if (parse_store(s, msg, stop, &stored, &total) < 0) return 0;
+        int proc = proc_index(st, s, pre);
+        if (proc < 0) return 0;
+        put_i64(st, S_LINE, lineno);
+        put_i64(st, S_START, start);
+        put_i64(st, S_END, end);
+        put_u32(st, S_PROC, (uint32_t)proc);
+        put_i64(st, S_STORED, stored);
+        put_i64(st, S_TOTAL, total);
+        st->counts[proc][T_STORE]++;
+        return 1;
+    }
+    int64_t got, required, total;
+    if (parse_retrieve(s, msg, stop, &got, &required, &total) < 0) return 0;
+    int proc = proc_index(st, s, pre);
+    if (proc < 0) return 0;
+    put_i64(st, R_LINE, lineno);
+    put_i64(st, R_START, start);
+    put_i64(st, R_END, end);
+    put_u32(st, R_PROC, (uint32_t)proc);
+    put_i64(st, R_GOT, got);
+    put_i64(st, R_REQUIRED, required);
+    put_i64(st, R_TOTAL, total);
+    st->counts[proc][T_RETRIEVE]++;
+    if (got < required) {
+        put_i64(st, F_LINE, lineno);
+        put_i64(st, F_START, start);
+        put_i64(st, F_END, end);
+        put_u8(st, F_TID, T_RETRIEVE);
+    }
+    return 1;
+}
+
+/* 1 = a hot line (recorded), 0 = rare */
+static int scan_line(state *st, const u8 *raw, size_t len, int64_t lineno, int64_t start, int64_t end) {
+    if (len > MAX_HOT_LINE) return 0;
+    u8 *s = st->scratch;
+    size_t n = clean(raw, len, s);
+    if (!printable(s, n)) return 0;
+    long pre = peel(s, n);
+    if (pre < 0) return 0;
+    if (envelope(s, (size_t)pre, n)) return scan_lmcache(st, s, n, (size_t)pre, lineno, start, end);
+    int status = parse_access(s, (size_t)pre, n);
+    if (status < 0) return 0;
+    int proc = proc_index(st, s, (size_t)pre);
+    if (proc < 0) return 0;
+    if (status >= 500) {
+        st->counts[proc][T_5XX]++;
+        put_i64(st, F_LINE, lineno);
+        put_i64(st, F_START, start);
+        put_i64(st, F_END, end);
+        put_u8(st, F_TID, T_5XX);
+    } else {
+        st->counts[proc][T_ACCESS]++;
+    }
+    return 1;
+}
+
+static int64_t scan_all(state *st, const u8 *block, size_t n, int64_t base) {
+    int64_t lineno = base;
+    size_t pos = 0;
+    while (pos < n && !st->oom) {
+        const u8 *nl = memchr(block + pos, '\n', n - pos);
+        size_t end = nl ? (size_t)(nl - block) : n;
+        lineno++;
+        if (!scan_line(st, block + pos, end - pos, lineno, (int64_t)pos, (int64_t)end)) {
+            put_i64(st, X_LINE, lineno);
+            put_i64(st, X_START, (int64_t)pos);
+            put_i64(st, X_END, (int64_t)end);
+        }
+        pos = end + 1;
+    }
+    return lineno - base;
+}
+
+/* -------------------------------------------------------------------------------- Python glue */
+
+static void state_free(state *st) {
+    for (int i = 0; i < NCOLS; i++) free(st->col[i].p);
+    free(st->arena.p);
+    free(st);
+}
+
+static PyObject *build_result(state *st, int64_t lines) {
+    PyObject *prefixes = PyList_New(st->npre);
+    PyObject *cols = PyList_New(NCOLS);
+    PyObject *counts = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)st->npre * NTPL * 8);
+    if (!prefixes || !cols || !counts) goto fail;
+    for (int i = 0; i < st->npre; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(st->arena.p ? st->arena.p + st->pre_off[i] : "",
+                                                (Py_ssize_t)st->pre_len[i]);
+        if (!b) goto fail;
+        PyList_SET_ITEM(prefixes, i, b);
+    }
+    if (st->npre) memcpy(PyBytes_AS_STRING(counts), st->counts, (size_t)st->npre * NTPL * 8);
+    for (int i = 0; i < NCOLS; i++) {
+        PyObject *b = PyBytes_FromStringAndSize(st->col[i].p ? st->col[i].p : "", (Py_ssize_t)st->col[i].len);
+        if (!b) goto fail;
+        PyList_SET_ITEM(cols, i, b);
+    }
+    return Py_BuildValue("(LNNN)", (long long)lines, prefixes, counts, cols);
+fail:
+    Py_XDECREF(prefixes);
+    Py_XDECREF(cols);
+    Py_XDECREF(counts);
+    return NULL;
+}
+
+static PyObject *py_scan(PyObject *self, PyObject *args) {
+    Py_buffer view;
+    long long base;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*L:scan", &view, &base)) return NULL;
+    state *st = calloc(1, sizeof(state));
+    if (!st) {
+        PyBuffer_Release(&view);
+        return PyErr_NoMemory();
+    }
+    int64_t lines;
+    Py_BEGIN_ALLOW_THREADS
+    lines = scan_all(st, (const u8 *)view.buf, (size_t)view.len, (int64_t)base);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&view);
+    PyObject *res = st->oom ? PyErr_NoMemory() : build_result(st, lines);
+    state_free(st);
+    return res;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", py_scan, METH_VARARGS, "scan(block, base_line) -> (lines, prefixes, counts, columns)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Compiled scanner (see scan.py).", -1, methods,
+                                    NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    crc_init();
+    return PyModule_Create(&module);
+}

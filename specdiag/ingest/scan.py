@@ -1,0 +1,459 @@
+"""The scan contract: one block of whole lines in, hot-line counts and columns plus the rare lines out.
+
+Most of a busy server's log is a handful of LMCache INFO templates (stores, retrieves, scheduler
+lookups) and uvicorn access lines. ``scan_block`` recognises exactly those, per line, and keeps them as
+counters per (process prefix, template) and as compact numeric columns; every other line is handed back
+as ``(line number, start, end)`` for the Python records → events path. Nothing here decodes text.
+
+Behind :func:`scan_block`: the pure-Python reference below (the definition), ``specdiag.ingest._scan``
+(C, releases the GIL) and, where no compiler was available at install time, ``scan_fast`` (this
+reference behind a regex fast path). ``tests/test_scan_differential.py`` requires identical results. The grammar both accept is written out
+in ``docs/scanner.md``; it is deliberately narrow: a line it does not accept in full goes to ``rare``,
+where the full Python path decides, so being conservative is never wrong, only slower.
+
+Per line, in this order (every step is per line, never sniffed per file or per block):
+
+1. a raw line longer than :data:`MAX_HOT_LINE` bytes is rare;
+2. colour: a line holding ESC loses ``ESC [ [0-9;?]* letter`` sequences, then stray ESC bytes; a line
+   without ESC loses the ESC-less residue ``[N(;N)*m`` (N of 1–3 digits) a collector leaves; then CRs;
+3. the cleaned line must be printable ASCII (0x20–0x7f): control bytes, NULs, invalid UTF-8 and any
+   non-ASCII text are rare (the Python path owns binary-junk and wrapper handling);
+4. a chain of at most :data:`MAX_PREFIX_DEPTH` vLLM process prefixes ``(Name pid=N[, ip=X]) `` (Ray
+   nests them) is the process key, as printed;
+5. then either LMCache's envelope ``[YYYY-MM-DD HH:MM:SS,mmm] LMCache INFO: `` with the
+   ``(file.py:N:logger)`` suffix and a store (S1), retrieve (R4, every variant) or lookup (L1) message,
+   or a uvicorn access line ``INFO:  client - "request" NNN `` (1xx–4xx counted, 5xx counted and flagged).
+
+Numbers longer than :data:`MAX_DIGITS` digits make the line rare (never an overflow).
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from array import array
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ingest.records import Record
+
+#: template ids, in the order the compiled scanner numbers them (S1, R4, L1 as in ``specdiag.events``)
+TEMPLATES: tuple[str, ...] = ("S1", "R4", "L1", "UACCESS", "U5XX")
+STORE, RETRIEVE, LOOKUP, ACCESS, ACCESS_5XX = range(5)
+#: raw lines longer than this are never hot (real store/retrieve/lookup lines are a few hundred bytes)
+MAX_HOT_LINE = 16384
+MAX_PREFIX_DEPTH = 4
+#: distinct process prefixes per block; a hot line with a new prefix past this goes to ``rare``
+MAX_PREFIXES = 256
+#: a number with more digits than this sends its line to ``rare`` (fits int64 with room to spare)
+MAX_DIGITS = 18
+#: "no value" in an int64 column (a lookup without ``need to load``, ``hit tokens: None``)
+NA = -(2**63)
+
+#: column name → array typecode, per table; the compiled scanner writes the same layout
+SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
+    "lookups": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("rid_hash", "Q"), ("total", "q"), ("computed", "q"),
+                ("hit", "q"), ("need", "q"), ("below_min", "b")),
+    "retrieves": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("retrieved", "q"), ("required", "q"), ("total", "q")),
+    "stores": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("stored", "q"), ("total", "q")),
+    "flagged": (("line", "q"), ("start", "q"), ("end", "q"), ("tid", "B")),
+    "rare": (("line", "q"), ("start", "q"), ("end", "q")),
+}
+
+_ESC_SEQ = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
+_NOT_PRINTABLE = re.compile(rb"[^\x20-\x7f]")
+_ENVELOPE = re.compile(rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache INFO: ")
+_DIGITS = re.compile(rb"\d*")
+_ENVELOPE_LEN = 40
+
+
+class _Reject(Exception):
+    """Raised inside the per-line parser: the line is not hot (it goes to ``rare``)."""
+
+
+@dataclass(eq=True)
+class ScanResult:
+    """What one block scan found. Line numbers are absolute (``base_line`` + 1 is the block's first line).
+
+    ``prefixes[i]`` is the process prefix (cleaned bytes, ``b""`` for none) that ``proc == i`` in the
+    columns refers to; ``counts`` keys on the prefix bytes themselves so that blocks merge by key.
+    Every table has ``line, start, end``: offsets into the block (``end`` excludes the newline).
+    """
+
+    lines: int
+    prefixes: list[bytes]
+    counts: dict[tuple[bytes, str], int]
+    columns: dict[str, dict[str, array]] = field(default_factory=dict)
+
+    @property
+    def rare(self) -> dict[str, array]:
+        return self.columns["rare"]
+
+    @property
+    def flagged(self) -> dict[str, array]:
+        return self.columns["flagged"]
+
+
+def rid_hash(rid: bytes) -> int:
+    """64-bit request-id hash for joins: CRC-32 in the high half, Adler-32 in the low half.
+
+    Both halves are exactly defined (zlib), cheap in Python and in C; not cryptographic, so a join on it
+    may very rarely pair two distinct ids.
+    """
+    return (zlib.crc32(rid) << 32) | zlib.adler32(rid)
+
+
+def clean_line(raw: bytes) -> bytes:
+    """Step 2 of the grammar: colour codes (or their ESC-less residue), then CRs."""
+    if b"\x1b" in raw:
+        raw = _ESC_SEQ.sub(b"", raw)
+        if b"\x1b" in raw:
+            raw = raw.replace(b"\x1b", b"")
+    elif b"[" in raw:
+        raw = _RESIDUE.sub(b"", raw)
+    if b"\r" in raw:
+        raw = raw.replace(b"\r", b"")
+    return raw
+
+
+def _number(s: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The run of ASCII digits at ``pos`` (at least one, at most MAX_DIGITS, before ``end``)."""
+    m = _DIGITS.match(s, pos, end)
+    stop = m.end()
+    if stop == pos or stop - pos > MAX_DIGITS:
+        raise _Reject
+    return int(s[pos:stop]), stop
+
+
+def _expect(s: bytes, pos: int, end: int, lit: bytes) -> int:
+    stop = pos + len(lit)
+    if stop > end or not s.startswith(lit, pos):
+        raise _Reject
+    return stop
+
+
+def peel_prefixes(s: bytes) -> int:
+    """End of the ``(Name pid=N[, ip=X]) `` chain at the start of ``s`` (0 if none); raises _Reject.
+
+    The first `` pid=`` inside the parentheses must be followed by digits and then ``)`` or ``, ip=``;
+    anything else (a parenthesis inside, a second ``pid=``) is left to the Python origin parser.
+    """
+    pos = depth = 0
+    while s[pos : pos + 1] == b"(":
+        depth += 1
+        close = s.find(b")", pos)
+        if depth > MAX_PREFIX_DEPTH or close < 0 or s.find(b"(", pos + 1, close) >= 0:
+            raise _Reject
+        p = s.find(b" pid=", pos + 1, close)
+        if p < 0:
+            raise _Reject
+        _, d = _number(s, p + 5, close)
+        if d != close and not s.startswith(b", ip=", d):
+            raise _Reject
+        pos = close + 1
+        if s[pos : pos + 1] == b" ":
+            pos += 1
+    return pos
+
+
+def suffix_start(s: bytes, msg: int) -> int:
+    """Where LMCache's ``(file.py:N:logger)`` suffix starts in ``s[msg:]`` (the `` (``), as
+    ``records.split_suffix`` decides for a line ending in ``)``; raises _Reject when there is none."""
+    n = len(s)
+    if n <= msg or s[n - 1] != 0x29:  # ')'
+        raise _Reject
+    i = s.rfind(b" (", msg)
+    if i < 0:
+        raise _Reject
+    a = s.find(b":", i)
+    b = s.find(b":", a + 1) if a >= 0 else -1
+    if b < 0 or a < i + 5 or s[a - 3 : a] != b".py" or not s[a + 1 : b].isdigit() or b >= n - 2:
+        raise _Reject
+    return i
+
+
+def _req_tag(s: bytes, pos: int, end: int) -> int:
+    """Skip an optional ``[req_id=…] `` tag (the id holds no ``]``)."""
+    if not s.startswith(b"[req_id=", pos, end):
+        return pos
+    close = s.find(b"]", pos + 8, end)
+    if close < 0:
+        raise _Reject
+    return _expect(s, close + 1, end, b" ")
+
+
+def parse_store(s: bytes, pos: int, end: int) -> tuple[int, int]:
+    """S1: ``[req_id=…] Stored N out of total M tokens`` → (stored, total)."""
+    pos = _expect(s, _req_tag(s, pos, end), end, b"Stored ")
+    stored, pos = _number(s, pos, end)
+    total, pos = _number(s, _expect(s, pos, end, b" out of total "), end)
+    _expect(s, pos, end, b" tokens")
+    return stored, total
+
+
+def parse_retrieve(s: bytes, pos: int, end: int) -> tuple[int, int, int]:
+    """R4, both shapes → (retrieved, required, total).
+
+    0.3.9+: ``Retrieved R out of Q required tokens (from T total tokens)``; 0.3.3–0.3.5 and the layerwise
+    line: ``Retrieved R out of [total ]Q out of total T tokens``.
+    """
+    pos = _expect(s, _req_tag(s, pos, end), end, b"Retrieved ")
+    got, pos = _number(s, pos, end)
+    pos = _expect(s, pos, end, b" out of ")
+    legacy = s.startswith(b"total ", pos, end)
+    if legacy:
+        pos += 6
+    required, pos = _number(s, pos, end)
+    if not legacy and s.startswith(b" required tokens (from ", pos, end):
+        total, pos = _number(s, pos + 23, end)
+        _expect(s, pos, end, b" total tokens)")
+    elif s.startswith(b" out of total ", pos, end):
+        total, pos = _number(s, pos + 14, end)
+        _expect(s, pos, end, b" tokens")
+    else:
+        raise _Reject
+    return got, required, total
+
+
+def parse_lookup(s: bytes, pos: int, end: int) -> tuple[bytes, int, int, int, int, int]:
+    """L1: ``Reqid: ID, Total tokens N, [Inference Engine computed tokens: C, ]LMCache hit tokens: H|None
+    [, [but ]need to load: [-]L]`` → (id, total, computed, hit, need, below_min)."""
+    pos = _expect(s, pos, end, b"Reqid: ")
+    sp = s.find(b" ", pos, end)
+    if sp < pos + 2 or s[sp - 1] != 0x2C:  # the id is every non-space byte before ", Total"
+        raise _Reject
+    rid = s[pos : sp - 1]
+    total, pos = _number(s, _expect(s, sp, end, b" Total tokens "), end)
+    pos = _expect(s, pos, end, b", ")
+    computed = NA
+    if s.startswith(b"Inference Engine computed tokens: ", pos, end):
+        computed, pos = _number(s, pos + 34, end)
+        pos = _expect(s, pos, end, b", ")
+    pos = _expect(s, pos, end, b"LMCache hit tokens: ")
+    if s.startswith(b"None", pos, end):
+        hit, pos = NA, pos + 4
+    else:
+        hit, pos = _number(s, pos, end)
+    need, below = _need_to_load(s, pos, end)
+    return rid, total, computed, hit, need, below
+
+
+def _need_to_load(s: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The optional ``, [but ]need to load: [-]N`` tail; absent (or malformed) → (NA, 0)."""
+    if not s.startswith(b", ", pos, end):
+        return NA, 0
+    q = pos + 2
+    below = 0
+    if s.startswith(b"but ", q, end):
+        below, q = 1, q + 4
+    if not s.startswith(b"need to load: ", q, end):
+        return NA, 0
+    q += 14
+    neg = s.startswith(b"-", q, end)
+    m = _DIGITS.match(s, q + neg, end)
+    if m.end() == q + neg:
+        return NA, 0
+    if m.end() - q - neg > MAX_DIGITS:
+        raise _Reject
+    v = int(s[q + neg : m.end()])
+    return (-v if neg else v), below
+
+
+def parse_access(s: bytes, pos: int) -> int:
+    """uvicorn ``INFO:  client - "request" NNN `` → the status code (100–599)."""
+    end = len(s)
+    pos = _expect(s, pos, end, b"INFO: ")
+    while s[pos : pos + 1] == b" ":
+        pos += 1
+    sp = s.find(b" ", pos)
+    if sp <= pos:
+        raise _Reject
+    pos = _expect(s, sp, end, b' - "')
+    close = s.find(b'"', pos)
+    if close < 0:
+        raise _Reject
+    pos = _expect(s, close, end, b'" ')
+    status = s[pos : pos + 3]
+    if len(status) != 3 or not status.isdigit() or s[pos + 3 : pos + 4] != b" " or not 0x31 <= status[0] <= 0x35:
+        raise _Reject
+    return int(status)
+
+
+class _Acc:
+    """Accumulates one block's result in plain arrays (the layout the C scanner fills)."""
+
+    def __init__(self) -> None:
+        self.prefixes: list[bytes] = []
+        self.index: dict[bytes, int] = {}
+        self.counts: dict[tuple[int, int], int] = {}
+        self.cols = {t: [array(code) for _n, code in cols] for t, cols in SCHEMA.items()}
+
+    def proc(self, prefix: bytes) -> int:
+        i = self.index.get(prefix)
+        if i is None:
+            if len(self.prefixes) >= MAX_PREFIXES:
+                raise _Reject
+            i = self.index[prefix] = len(self.prefixes)
+            self.prefixes.append(prefix)
+        return i
+
+    def count(self, proc: int, tid: int) -> None:
+        key = (proc, tid)
+        self.counts[key] = self.counts.get(key, 0) + 1
+
+    def row(self, table: str, *values: int) -> None:
+        for col, v in zip(self.cols[table], values, strict=True):
+            col.append(v)
+
+
+def _scan_hot(acc: _Acc, raw: bytes, lineno: int, start: int, end: int) -> bool:
+    """Record ``raw`` if it is a hot line; False (nothing recorded) if it belongs to ``rare``."""
+    if len(raw) > MAX_HOT_LINE:
+        return False
+    s = clean_line(raw)
+    if b"INFO: " not in s or _NOT_PRINTABLE.search(s):
+        return False
+    try:
+        pos = peel_prefixes(s)
+        if _ENVELOPE.match(s, pos):
+            return _scan_lmcache(acc, s, pos, lineno, start, end)
+        status = parse_access(s, pos)
+    except _Reject:
+        return False
+    try:
+        proc = acc.proc(s[:pos])
+    except _Reject:
+        return False
+    if status >= 500:
+        acc.count(proc, ACCESS_5XX)
+        acc.row("flagged", lineno, start, end, ACCESS_5XX)
+    else:
+        acc.count(proc, ACCESS)
+    return True
+
+
+def _scan_lmcache(acc: _Acc, s: bytes, pos: int, lineno: int, start: int, end: int) -> bool:
+    """Step 5 after the envelope matched at ``pos``: suffix, then lookup, store or retrieve (or _Reject)."""
+    msg = pos + _ENVELOPE_LEN
+    stop = suffix_start(s, msg)
+    word = s[msg : msg + 1]
+    if s.startswith(b"Reqid: ", msg):
+        rid, total, computed, hit, need, below = parse_lookup(s, msg, stop)
+        acc.row("lookups", lineno, start, end, acc.proc(s[:pos]), rid_hash(rid), total, computed, hit, need, below)
+        acc.count(acc.index[s[:pos]], LOOKUP)
+        return True
+    tagged = _req_tag(s, msg, stop) if word == b"[" else msg
+    if s.startswith(b"Stored ", tagged):
+        stored, total = parse_store(s, msg, stop)
+        acc.row("stores", lineno, start, end, acc.proc(s[:pos]), stored, total)
+        acc.count(acc.index[s[:pos]], STORE)
+        return True
+    got, required, total = parse_retrieve(s, msg, stop)
+    acc.row("retrieves", lineno, start, end, acc.proc(s[:pos]), got, required, total)
+    acc.count(acc.index[s[:pos]], RETRIEVE)
+    if got < required:
+        acc.row("flagged", lineno, start, end, RETRIEVE)
+    return True
+
+
+def scan_block_py(block: bytes, base_line: int) -> ScanResult:
+    """The pure-Python reference of :func:`scan_block`: the definition both other implementations must
+    reproduce exactly (the fallback used without the extension is ``scan_fast.scan_block_fast``)."""
+    acc = _Acc()
+    rare_line, rare_start, rare_end = acc.cols["rare"]
+    lineno = base_line
+    pos = 0
+    n = len(block)
+    find = block.find
+    while pos < n:
+        nl = find(b"\n", pos)
+        end = n if nl < 0 else nl
+        lineno += 1
+        if not _scan_hot(acc, block[pos:end], lineno, pos, end):
+            rare_line.append(lineno)
+            rare_start.append(pos)
+            rare_end.append(end)
+        pos = end + 1
+    return finish(acc, lineno - base_line)
+
+
+def finish(acc: _Acc, lines: int) -> ScanResult:
+    """The ScanResult of a Python scan, through the same flat layout as the compiled one."""
+    counts = bytearray(8 * len(acc.prefixes) * len(TEMPLATES))
+    table = memoryview(counts).cast("q")
+    for (proc, tid), k in acc.counts.items():
+        table[proc * len(TEMPLATES) + tid] = k
+    raw = [c.tobytes() for t in SCHEMA for c in acc.cols[t]]
+    return assemble(lines, acc.prefixes, bytes(counts), raw)
+
+
+def assemble(lines: int, prefixes: list[bytes], counts: bytes, raw_columns: list[bytes]) -> ScanResult:
+    """Build the ScanResult from the flat layout both implementations produce.
+
+    ``counts`` is a row-major int64 matrix (prefix × template); ``raw_columns`` the columns of
+    :data:`SCHEMA` in order, each as native-endian bytes of its typecode.
+    """
+    table = memoryview(counts).cast("q")
+    nt = len(TEMPLATES)
+    tally = {(prefixes[i // nt], TEMPLATES[i % nt]): int(k) for i, k in enumerate(table) if k}
+    columns: dict[str, dict[str, array]] = {}
+    it = iter(raw_columns)
+    for tname, cols in SCHEMA.items():
+        columns[tname] = {}
+        for cname, code in cols:
+            a = array(code)
+            a.frombytes(next(it))
+            columns[tname][cname] = a
+    return ScanResult(lines, list(prefixes), tally, columns)
+
+
+def origin_of(prefix: bytes, origins: OriginCache) -> Origin:
+    """The Origin a ``ScanResult.prefixes`` entry stands for (``b""``: no prefix), cached per prefix."""
+    return origins.peel(prefix)[0] if prefix else NO_ORIGIN
+
+
+def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origins: OriginCache,
+               year: int | None = None) -> Record:
+    """The Record of one hot row (``block[start:end]``), built only on demand: for the first line of a
+    template, a flagged line, or a rule's look-back. The row's process prefix becomes its Origin."""
+    from specdiag.ingest.records import Record, record_from_hot
+
+    line = clean_line(block[start:end])
+    origin, rest = origins.peel(line) if line[:1] == b"(" else (NO_ORIGIN, line)
+    if rest.startswith(b"INFO:"):
+        return Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, rest)
+    return record_from_hot((path, lineno, origin, rest, year))
+
+
+try:  # the compiled scanner, when the optional extension was built at install time
+    from specdiag.ingest import _scan as _compiled
+except ImportError:  # pragma: no cover - exercised by the CC=false build test
+    _compiled = None
+
+#: "c" when the compiled scanner is in use, "python" for the pure-Python fallback
+IMPLEMENTATION = "c" if _compiled is not None else "python"
+
+
+def scan_block_c(block: bytes, base_line: int) -> ScanResult:
+    """The compiled scanner (raises RuntimeError where it was not built)."""
+    if _compiled is None:
+        raise RuntimeError("specdiag.ingest._scan was not built (no C compiler at install time)")
+    lines, prefixes, counts, raw = _compiled.scan(block, base_line)
+    return assemble(lines, prefixes, counts, raw)
+
+
+def scan_block(block: bytes, base_line: int) -> ScanResult:
+    """Scan one block of whole lines (it should end on ``\\n``; a final partial line counts as a line).
+
+    ``base_line`` is the number of lines before this block. Uses the compiled scanner when present,
+    else the pure-Python fallback (``scan_fast``: this reference behind a regex fast path).
+    """
+    if _compiled is not None:
+        return scan_block_c(block, base_line)
+    from specdiag.ingest.scan_fast import scan_block_fast
+
+    return scan_block_fast(block, base_line)
