@@ -101,7 +101,7 @@ class DeploymentRun:
     """One deployment's observers (context builder, rules, metrics) and its run state, while reading."""
 
     def __init__(self, dep_id: str, rule_factory: Callable[[], list], user_cfg: dict | None,
-                 user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = 20000,
+                 user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = 10000,
                  keep_metrics: bool = False, extra: list[Observer] | None = None) -> None:
         self.id = dep_id
         self.run = RunState(dep_id, series_cap=metrics_cap)

@@ -57,7 +57,7 @@ class AnalyzeOptions:
     #: run the rules (``specdiag metrics`` needs only the context and the series)
     rules: bool = True
     #: intervals kept per engine by the metrics collector; ``keep_metrics`` returns the collector itself
-    metrics_cap: int = 20000
+    metrics_cap: int = 10000
     keep_metrics: bool = False
     #: more observers per deployment: factories called with the deployment id (picklable for ``-j``)
     observers: tuple[Callable[[str], Any], ...] = ()

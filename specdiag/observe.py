@@ -46,7 +46,7 @@ class RunState:
     #: the periodic stats / SpecDecoding events: the run builds their interval series itself
     SERIES_EVENTS = STATS_EVENTS | SPEC_EVENTS
 
-    def __init__(self, deployment: str, series_cap: int = 20000) -> None:
+    def __init__(self, deployment: str, series_cap: int = 10000) -> None:
         self.deployment = deployment
         #: per-engine interval series of the stats and SpecDecoding lines, one copy for every observer
         self.series = SeriesTracker(cap=series_cap)
