@@ -154,7 +154,8 @@ def _str_list(value: Any, key: str, where: str) -> list[str]:
 
 def _level(value: Any, allowed: tuple[str, ...], what: str, where: str) -> str:
     if not isinstance(value, str) or value.lower() not in allowed:
-        raise ConfigError(f"{where}: {what} must be one of {', '.join(allowed)}, not {value!r}")
+        prefix = "" if where == what else f"{where}: "  # a flag names itself once, not "--x: --x must be"
+        raise ConfigError(f"{prefix}{what} must be one of {', '.join(allowed)}, not {value!r}")
     return value.lower()
 
 

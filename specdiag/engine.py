@@ -95,6 +95,7 @@ def analyze(
     first_counted: dict[str, Any] = {}
     unrecognized: Counter[str] = Counter()
     unknown_shapes: Counter[str] = Counter()
+    shape_example: dict[str, str] = {}
     fp = ctx_builder.fp
     fp_ids = set(KEY_LINES)
     for src in sources:
@@ -112,8 +113,10 @@ def analyze(
             if ev is None:
                 unrecognized[rec.kind] += 1
                 if rec.level in ("WARNING", "ERROR", "CRITICAL") and len(unknown_shapes) < 500:
-                    shape = _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
-                    unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
+                    shape = f"{rec.kind} {rec.level}: " + _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
+                    if shape not in unknown_shapes:  # shown as its first real line, not the N-for-digits key
+                        shape_example[shape] = f"{rec.kind} {rec.level}: {rec.msg[:90]}"
+                    unknown_shapes[shape] += 1
                 continue
             if ev.id in fp_ids and ev.id not in fp.seen and rec.kind == "lmcache":
                 fp.observe(ev.id, rec.file, rec.src_line, rec.logger)
@@ -147,7 +150,7 @@ def analyze(
         inputs=inputs,
         context=ctx.to_dict(),
         findings=findings,
-        unrecognized={**dict(unrecognized), **{"top_warnings": dict(unknown_shapes.most_common(10))}},
+        unrecognized={**dict(unrecognized), **{"top_warnings": {shape_example[k]: n for k, n in unknown_shapes.most_common(10)}}},
         rules_run=[r.code for r in rules],
         elapsed_s=time.perf_counter() - started,
     )

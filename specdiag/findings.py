@@ -70,6 +70,9 @@ class Finding:
     first_seen: float | None = None
     #: ordering among findings of equal severity: root causes (0) before pure impact reports (-1)
     priority: int = 0
+    #: the finding in one clause for the verdict line (the number and the consequence); optional, the
+    #: verdict falls back to the summary's first sentence (see ``specdiag.report.verdict``)
+    headline: str = ""
 
     @property
     def fingerprint(self) -> str:

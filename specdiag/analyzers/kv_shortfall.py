@@ -370,10 +370,15 @@ class RetrievalShortfall(Rule):
         causes = board.ranked(ceiling=self._ceiling(all_occ, ctx), cap={"decode-cache-not-saved": 0.05})
         next_steps = self._next_steps(ctx, all_occ, causes[0].id if causes else None, single_rank)
         identity = f"{where}|{first.expected}|{first.retrieved}|{first.req_id or ''}"
+        size = f"{missing} tokens ({missing // chunk} × {chunk})" if aligned else f"{missing} tokens"
+        consequence = {"V2": "request failed", "V1": "recomputed"}.get(outcome.id if outcome else "", "")
+        headline = f"{size} missing on {where}" + (f", {consequence}" if consequence else "")
+        if len(incidents) > 1:
+            headline += f", {len(incidents)} requests"
         return Finding(
             rule=self.code, severity=severity, title=self.title, summary=summary, count=len(incidents),
             evidence=evidence, measurements=meas, causes=causes, next_steps=next_steps, identity=identity,
-            first_seen=first.t,
+            first_seen=first.t, headline=headline,
         )
 
     def _impact(self, ctx: Context, occs: list[Shortfall], outcome: Event | None) -> str:
@@ -420,7 +425,7 @@ class RetrievalShortfall(Rule):
         for o in occs:
             for s in o.signals:
                 fams.setdefault(_family(s), []).append(s)
-        ranks = sorted({o.rank or "?" for o in occs})
+        ranks = sorted({o.rank or "rank not logged" for o in occs})
         where = "/".join(ranks)
         lmc_v = version_tuple(ctx.lmcache_version)
         tp = ctx.tensor_parallel_size or 1
