@@ -118,7 +118,7 @@ def _bench(inputs: list[str], fmt: str, output: str | None, stdin_name: str) -> 
         try:
             df.to_parquet(output, index=False)
         except ImportError:
-            fail("parquet output needs pyarrow: pip install 'specdiag[parquet]'")
+            fail("parquet output needs pyarrow: pip install 'specdiag-vllm[parquet]'")
         text = None
     if text is not None:
         if output:
