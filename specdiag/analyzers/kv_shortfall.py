@@ -126,6 +126,8 @@ class RetrievalShortfall(Rule):
     name = "lmcache-retrieve-shortfall"
     title = "LMCache retrieved fewer KV tokens than its lookup promised"
     severity = "error"
+    severity_note = ("warning when vLLM recomputed every affected request (kv_load_failure_policy=recompute), "
+                     "error otherwise; 'specdiag check' fails on it under either policy")
     family = "KV"
     cause_ids = tuple(CAUSES)
     defaults = {"window_s": 60.0}

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from specdiag.cli.common import fail
+from specdiag.cli.common import fail, split_list
 
 
 def register(app: typer.Typer) -> None:
@@ -31,13 +31,14 @@ def rules_cmd(
     if fmt not in ("text", "json", "markdown"):
         fail(f"unknown --format {fmt!r} (text, json, markdown)")
     try:
-        classes = select_rules(select or None, ignore or None)
+        classes = select_rules(split_list(select), split_list(ignore))
     except ConfigError as e:
         fail(str(e))
     docs = [rule_doc(cls) for cls in classes]
     if fmt == "json":
         sys.stdout.write(json.dumps([
-            {"code": d.code, "name": d.name, "severity": d.severity, "family": d.family, "title": d.title,
+            {"code": d.code, "name": d.name, "severity": d.severity, "severity_note": d.severity_note,
+             "family": d.family, "title": d.title,
              "thresholds": d.defaults, "causes": list(d.cause_ids)} for d in docs], indent=2) + "\n")
         return
     if fmt == "markdown":
@@ -46,7 +47,8 @@ def rules_cmd(
     wc = max((len(d.code) for d in docs), default=4)
     wn = max((len(d.name) for d in docs), default=4)
     for d in docs:
-        sys.stdout.write(f"{d.code:<{wc}}  {d.severity:<7}  {d.name:<{wn}}  {d.title}\n")
+        varies = f"  [severity: {d.severity_note}]" if d.severity_note else ""
+        sys.stdout.write(f"{d.code:<{wc}}  {d.severity:<7}  {d.name:<{wn}}  {d.title}{varies}\n")
 
 
 def explain_cmd(
@@ -62,7 +64,11 @@ def explain_cmd(
     key = code.strip()
     cls = rules.get(key.upper()) or next((c for c in rules.values() if c.name == key.lower()), None)
     if cls is None:
+        owners = [c for c, r in rules.items() if key.lower() in r.cause_ids]
+        if owners:  # a cause id from a report: point at the rules that weigh it
+            fail(f"{code!r} is a cause id, not a rule; it is weighed by {', '.join(owners)}: "
+                 f"see 'specdiag explain {owners[0]}'")
         close = [c for c in rules if c.startswith(key.upper()[:2])] or list(rules)
-        fail(f"unknown rule {code!r}; known: {', '.join(close)} (see 'specdiag rules')")
+        fail(f"unknown rule or cause id {code!r}; rules: {', '.join(close)} (see 'specdiag rules')")
     d = rule_doc(cls)
     sys.stdout.write(render_rule_markdown(d) if fmt == "markdown" else render_explain(d))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from specdiag.metrics.collector import MetricsCollector
 
 
-def collect(paths: list[str], stdin_name: str = "-", cap: int = 10_000_000) -> MetricsCollector:
+def collect(paths: list[str], stdin_name: str = "-", cap: int = 10_000_000,
+            progress: Callable[[str, int], None] | None = None) -> MetricsCollector:
+    """``progress(display, bytes_read)`` is called every 100,000 records (as ``engine.analyze`` does)."""
     from specdiag.events import default_matcher
     from specdiag.ingest import expand_inputs, iter_records
 
@@ -13,7 +17,9 @@ def collect(paths: list[str], stdin_name: str = "-", cap: int = 10_000_000) -> M
     matcher = default_matcher()
     wanted = col.events
     for src in expand_inputs(paths, stdin_name=stdin_name):
-        for rec in iter_records(src):
+        for n, rec in enumerate(iter_records(src), 1):
+            if progress is not None and n % 100000 == 0:
+                progress(src.display, src.stats.bytes_read)
             if rec.kind != "vllm" and rec.kind != "lmcache":
                 continue
             ev = matcher.match(rec)
