@@ -181,3 +181,25 @@ def test_check_fails_on_a_recomputed_shortfall_by_default_analyze_calls_it_a_war
     cfg = tmp_path / "lenient.yaml"
     cfg.write_text("severity:\n  KV001: warning\n")
     assert invoke("check", log, "--config", str(cfg)).exit_code == 0
+
+
+# --- CI anchors ---------------------------------------------------------------------------------------
+
+
+def _error_line_of_example() -> int:
+    lines = Path(EXAMPLE).read_text().splitlines()
+    return next(i for i, ln in enumerate(lines, 1) if "ERROR" in ln and "Num retrieved tokens:" in ln)
+
+
+def test_kv001_is_anchored_at_its_error_line_in_sarif_github_and_markdown(tmp_path) -> None:
+    want = _error_line_of_example()
+    sarif = tmp_path / "r.sarif"
+    invoke("check", EXAMPLE, "--no-config", "--format", f"sarif:{sarif}")
+    res = next(r for r in json.loads(sarif.read_text())["runs"][0]["results"] if r["ruleId"] == "KV001")
+    assert res["locations"][0]["physicalLocation"]["region"]["startLine"] == want
+    gh = invoke("check", EXAMPLE, "--no-config", "--format", "github").stdout
+    assert re.search(rf"^::error file=[^,]+,line={want},title=KV001", gh, re.M)
+    md = invoke("check", EXAMPLE, "--no-config", "--format", "markdown").stdout
+    kv001 = md[md.index("KV001"):]
+    first_loc = re.search(r"serve\.log:(\d+)", kv001)
+    assert first_loc and int(first_loc.group(1)) == want

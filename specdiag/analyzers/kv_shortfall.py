@@ -11,7 +11,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.signals import SignalWindow
 from specdiag.context import Context
 from specdiag.events import Event, template
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import CauseBoard, Evidence, Finding, with_primary
 from specdiag.fingerprints import version_tuple
 from specdiag.timeutil import rec_time
 
@@ -349,7 +349,9 @@ class RetrievalShortfall(Rule):
             meas["occurrences_not_tracked"] = self.dropped
 
         board = self._rank_causes(ctx, all_occ, aligned, chunk)
-        evidence = self._evidence(incidents)
+        # the ERROR line ("Num retrieved tokens: …") is the primary location, not the scheduler's INFO lookup
+        r2 = first.r2.rec
+        evidence = with_primary(self._evidence(incidents), Evidence(r2.path, r2.line, r2.display()))
         outcome = next((o.outcome for o in all_occ if o.outcome is not None), None)
         severity = "error"
         impact = self._impact(ctx, all_occ, outcome)

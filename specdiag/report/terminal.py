@@ -211,10 +211,13 @@ def _causes(f: Finding, verbose: bool, compact: bool) -> list[RenderableType]:
 
 
 def _evidence(f: Finding, verbose: bool, compact: bool) -> Text:
-    ev = Text("Evidence:\n", style="bold")
+    """The evidence lines in log order; ``▸`` marks the primary one (the CI formats' location)."""
+    ev = Text("Evidence (▸ = the line CI annotations point at):\n", style="bold")
     limit = 220 if not compact else 120
-    for e in f.evidence[: 20 if verbose else (5 if compact else 8)]:
-        ev.append(f"  {one_line(e.path)}:{e.line}", style="cyan")
+    shown = f.evidence[: 20 if verbose else (5 if compact else 8)]
+    primary = shown[0] if shown else None
+    for e in sorted(shown, key=lambda x: (x.path, x.line)):
+        ev.append(("▸ " if e is primary else "  ") + f"{one_line(e.path)}:{e.line}", style="cyan")
         text = one_line(e.text)
         text = text if verbose or len(text) <= limit else text[: limit - 1] + "…"
         ev.append(("\n    " if compact else "  ") + text + "\n")
