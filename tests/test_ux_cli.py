@@ -203,3 +203,37 @@ def test_kv001_is_anchored_at_its_error_line_in_sarif_github_and_markdown(tmp_pa
     kv001 = md[md.index("KV001"):]
     first_loc = re.search(r"serve\.log:(\d+)", kv001)
     assert first_loc and int(first_loc.group(1)) == want
+
+
+# --- docs a newcomer reads ------------------------------------------------------------------------------
+
+
+def test_readme_links_the_report_guide_on_its_first_screen() -> None:
+    first_screen = "\n".join((ROOT / "README.md").read_text().splitlines()[:15])
+    assert "docs/reading-a-report.md" in first_screen
+    guide = (ROOT / "docs/reading-a-report.md").read_text()
+    for term in ("do not add up to 1", "also weighed", "×160", "last 60%", "`+`", "`−`"):
+        assert term in guide, term
+
+
+def test_user_docs_point_at_nothing_a_user_does_not_have() -> None:
+    pages = [ROOT / "README.md", ROOT / "examples/README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    for page in pages:
+        text = page.read_text()
+        for bad in ("shared/reference", "mismatch-causes.md", "issue #2"):
+            assert bad not in text, (page.name, bad)
+
+
+def test_every_install_line_names_the_real_distribution() -> None:
+    import tomllib
+
+    dist = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["name"]
+    assert dist != "specdiag"  # taken on PyPI by an unrelated project
+    from specdiag import DISTRIBUTION
+
+    assert DISTRIBUTION == dist
+    texts = [p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]]
+    texts += [p.read_text() for p in (ROOT / "specdiag").rglob("*.py")]
+    for text in texts:
+        assert not re.search(r"pip install '?specdiag(?![-\w])", text)
+        assert "specdiag[" not in text

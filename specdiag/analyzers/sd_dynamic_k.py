@@ -229,7 +229,9 @@ class AcceptanceAfterKZero(_ScheduleRule):
             out.append(Finding(
                 rule=self.code, severity="warning", title=self.title, summary=summary, count=len(post),
                 evidence=dedupe_evidence(evidence, 10), measurements=meas, causes=causes,
-                identity=f"{label}|{schedule_text(sched)}", first_seen=post[0].t if k0_runs else None,
+                identity=f"{label}|{sched}", first_seen=post[0].t if k0_runs else None,
+                headline=(f"{label}: acceptance {pct(rp)} in the {len(post)} interval(s) right after K=0 stretches "
+                          f"vs {pct(rb)} otherwise"),
                 next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
                             "Until then, prefer a schedule without K=0 (e.g. K=1 at high batch sizes)."],
             ))

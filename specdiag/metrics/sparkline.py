@@ -94,6 +94,8 @@ MARK_SYMBOLS = {"finding": "▲", "shortfall": "!", "load_failure": "x", "error"
 MARK_NAMES = {"finding": "finding", "shortfall": "shortfall", "load_failure": "load failure", "error": "error line",
               "preemption": "preemption", "k0": "K=0 interval"}
 LABEL_W = 23
+#: row labels that fit LABEL_W (the external prefix cache is the KV connector's, e.g. LMCache)
+SERIES_LABELS = {"external_prefix_cache_hit_rate": "external cache hit rate"}
 
 
 def _clock(t: float, with_date: bool) -> str:
@@ -161,7 +163,8 @@ def timeline_rows(timeline: dict, width: int = 60, names: Sequence[str] = (
         line = sparkline(vals, width, lo=0.0 if frac else None, hi=1.0 if frac else None, ascii_only=ascii_only)
         last = next((v for v in reversed(vals) if v is not None), None)
         shown = "" if last is None else "last " + (f"{last:.0%}" if frac else f"{last:.2f}")
-        lines.append(f"{name.replace('_', ' ')[:LABEL_W]:<{LABEL_W}} {line.ljust(width)} {shown}".rstrip())
+        label = SERIES_LABELS.get(name, name.replace("_", " "))
+        lines.append(f"{label[:LABEL_W]:<{LABEL_W}} {line.ljust(width)} {shown}".rstrip())
     lines += _marker_rows(timeline, t0, t1, width)
     lines.append(f"{'log time (zone unknown)'[:LABEL_W]:<{LABEL_W}} {axis_row(t0, t1, width)}".rstrip())
     return lines

@@ -49,17 +49,28 @@ class Verdict:
         return s
 
 
+def _balanced(s: str) -> bool:
+    return s.count("(") <= s.count(")") and s.count("'") % 2 == 0 and s.count("[") <= s.count("]")
+
+
 def shorten(text: str, limit: int) -> str:
-    """``text`` cut to ``limit`` characters, preferably at a clause boundary (': ', '; ', ', ')."""
+    """``text`` cut to ``limit`` characters, preferably at a clause boundary (': ', '; ', ', ') that leaves
+    no parenthesis or quote open."""
     text = " ".join(text.split())
     if len(text) <= limit:
         return text
     for sep in (": ", "; ", ", ", " ("):
         cut = text.rfind(sep, 0, limit)
-        if cut >= limit // 2:
-            return text[:cut]
+        while cut >= limit // 2:
+            if _balanced(text[:cut]):
+                return text[:cut]
+            cut = text.rfind(sep, 0, cut)
     cut = text.rfind(" ", 0, limit - 1)
-    return text[: cut if cut > limit // 2 else limit - 1] + "…"
+    cut = cut if cut > limit // 2 else limit - 1
+    opener = max(text.rfind(" '", 0, cut), text.rfind(" (", 0, cut))
+    if not _balanced(text[:cut]) and opener > limit // 2:
+        cut = opener  # do not end inside a quotation or a parenthesis
+    return text[:cut] + "…"
 
 
 def headline(f: Finding) -> str:
