@@ -106,6 +106,10 @@ def analyze(
             rule.lookback = window.find_back
         for rec in iter_records(src, hot, window):
             n += 1
+            # every 4096 records, recognised or not (high-volume lines never become records, so a coarser
+            # step would leave the bar still on logs made mostly of them)
+            if progress is not None and not n & 0xFFF:
+                progress(src.display, src.stats.bytes_read)
             if rec.origin is not last_origin:
                 last_origin = rec.origin
                 ctx_builder.observe_record_origin(rec.origin)
@@ -125,8 +129,6 @@ def analyze(
             if handlers:
                 for h in handlers:
                     h(ev)
-            if progress is not None and n % 100000 == 0:
-                progress(src.display, src.stats.bytes_read)
         event_counts.update(src.stats.hot_counts)
         for eid, item in src.stats.hot_first.items():
             if eid not in first_counted:

@@ -237,3 +237,40 @@ def test_every_install_line_names_the_real_distribution() -> None:
     for text in texts:
         assert not re.search(r"pip install '?specdiag(?![-\w])", text)
         assert "specdiag[" not in text
+
+
+# --- progress on long inputs ----------------------------------------------------------------------------
+
+
+def test_progress_bar_only_for_long_inputs_on_a_terminal_and_not_with_quiet(tmp_path, monkeypatch) -> None:
+    from specdiag.cli import common
+
+    log = shortfall_log(tmp_path)
+    assert common.Progress([log], quiet=False).callback is None  # stderr is not a terminal here
+    assert common.Progress([log], quiet=True, force=True, min_bytes=1).callback is None
+    assert common.Progress([log], force=True).callback is None  # far below 50 MB
+    bar = common.Progress([log], force=True, min_bytes=1)
+    assert bar.callback is not None
+    with bar:
+        bar.callback(log, 10**9)  # more than the file: compressed inputs read more than their size
+    assert bar._bar.tasks[0].completed == Path(log).stat().st_size
+
+
+def test_long_inputs_drive_the_bar_from_the_engine(tmp_path) -> None:
+    from specdiag.cli.common import Progress
+    from specdiag.engine import analyze
+
+    lines = Path(HEALTHY).read_text().splitlines()
+    big = tmp_path / "big.log"
+    big.write_text("\n".join(lines * (40_000 // len(lines) + 1)) + "\n")
+    bar = Progress([str(big)], force=True, min_bytes=1)
+    seen: list[int] = []
+    cb = bar.callback
+
+    def spy(display: str, n: int) -> None:
+        seen.append(n)
+        cb(display, n)
+
+    with bar:
+        analyze([str(big)], progress=spy)
+    assert seen and seen == sorted(seen)
