@@ -274,3 +274,8 @@ def test_long_inputs_drive_the_bar_from_the_engine(tmp_path) -> None:
     with bar:
         analyze([str(big)], progress=spy)
     assert seen and seen == sorted(seen)
+
+
+def test_markdown_report_has_no_html_entities_for_quotes() -> None:
+    md = invoke("analyze", EXAMPLE, "--no-config", "-f", "markdown").stdout
+    assert "'Pin count of MemoryObj" in md and "&#x27;" not in md and "&quot;" not in md
