@@ -53,7 +53,7 @@ class CpuTierPressure(Rule):
             self.adjusted = self.adjusted or ev
             return
         self.counts[ev.id] = self.counts.get(ev.id, 0) + 1
-        rank = ev.rec.origin.rank_label or "rank not logged"
+        rank = ev.rec.origin.rank_label or "unknown rank"
         self.by_rank[rank] = self.by_rank.get(rank, 0) + 1
         if ev.id not in self.examples:
             self.examples[ev.id] = ev

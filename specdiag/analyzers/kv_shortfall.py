@@ -429,7 +429,7 @@ class RetrievalShortfall(Rule):
         for o in occs:
             for s in o.signals:
                 fams.setdefault(_family(s), []).append(s)
-        ranks = sorted({o.rank or "rank not logged" for o in occs})
+        ranks = sorted({o.rank or "unknown rank" for o in occs})
         where = "/".join(ranks)
         lmc_v = version_tuple(ctx.lmcache_version)
         tp = ctx.tensor_parallel_size or 1
