@@ -79,6 +79,7 @@ def test_compact_layout_fits_narrow_terminals_without_boxes_or_tables(width) -> 
 def test_wide_layout_keeps_the_boxes() -> None:
     out = _render([EXAMPLE], width=140)
     assert "╭─ deployment" in out and "╭─ timeline" in out
+    assert not [line for line in out.splitlines() if line.endswith(" ")]  # pasted reports carry no padding
 
 
 def _first_line(out: str) -> str:

@@ -296,12 +296,39 @@ def resolve_width(out: Any, width: int | None = None) -> int:
     return DEFAULT_WIDTH
 
 
+class _RightStripped:
+    """A file that drops trailing blanks from each line: Rich pads table cells to the column width, which a
+    report pasted into a ticket or a chat does not need."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._pending = ""
+
+    def write(self, s: str) -> int:
+        text = self._pending + s
+        *lines, self._pending = text.split("\n")
+        if lines:
+            self._out.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(s)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._out.write(self._pending.rstrip(" "))
+            self._pending = ""
+        getattr(self._out, "flush", lambda: None)()
+
+    def isatty(self) -> bool:
+        return False
+
+
 def render_terminal(report: Report, verbose: bool = False, color: bool | None = None, file: Any = None,
                     width: int | None = None, quiet: bool = False) -> None:
     """Print the report. ``width`` overrides the detected terminal width (tests, screenshots); ``quiet``
     prints only the status and verdict lines."""
     out = file or sys.stdout
     w = resolve_width(out, width)
+    if not getattr(out, "isatty", lambda: False)():
+        out = _RightStripped(out)
     compact = w < COMPACT_BELOW
     console = Console(file=out, no_color=color is False, highlight=False, soft_wrap=False, emoji=False,
                       markup=False, width=w)
@@ -309,6 +336,7 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     st = status(report, _all_codes())
     _verdict_block(console, st, findings, compact)
     if quiet:
+        out.flush()
         return
     console.print(_inputs_line(report), style="dim")
     for e in getattr(report, "tool_errors", None) or []:
@@ -317,6 +345,7 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
         for err in inp.get("errors", []):
             console.print(_t(f"  ! {one_line(inp['path'])}: {one_line(err)}", "yellow"))
     if st.kind == "nothing-recognised":
+        out.flush()
         return
     ctx = _context(report, compact)
     if ctx is not None:
@@ -328,6 +357,7 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     console.print(Text(""))
     console.print(Text("── verdict " + "─" * max(0, min(w, 80) - 11), style="dim"))
     _verdict_block(console, st, findings, compact)
+    out.flush()
 
 
 __all__ = ["COMPACT_BELOW", "render_terminal", "resolve_width", "escape"]
