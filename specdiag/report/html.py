@@ -29,7 +29,7 @@ from typing import Any
 
 from specdiag import __version__
 from specdiag.report.verdict import status, verdicts
-from specdiag.values import is_schedule, schedule_rows
+from specdiag.values import is_schedule, schedule_rows, schedule_text
 
 ASSETS = Path(__file__).parent / "assets"
 MAX_POINTS = 2000
@@ -485,8 +485,12 @@ def _kv_rows(rows: list[tuple[str, Any]]) -> str:
 
 
 def _fmt_value(v: Any, limit: int = 300) -> str:
-    if isinstance(v, bool) or v is None:
-        s = str(v)
+    if isinstance(v, bool):
+        s = "yes" if v else "no"
+    elif v is None:
+        s = "—"
+    elif is_schedule(v):
+        s = schedule_text(v)
     elif isinstance(v, float):
         s = f"{v:.6g}"
     elif isinstance(v, (list, tuple)):
