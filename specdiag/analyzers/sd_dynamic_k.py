@@ -290,7 +290,7 @@ class SpecDisabledBySchedule(_ScheduleRule):
             out.append(Finding(
                 rule=self.code, severity="info", title=self.title,
                 summary=(f"{label}: {len(k0)} interval(s) generated without any SpecDecoding line and {len(mixed)} "
-                         f"ended at a batch size mapped to K=0 (Running {running}); schedule {schedule_text(sched)} sets K=0 for "
+                         f"ended at a batch size mapped to K=0 (Running: {', '.join(map(str, running))} reqs); schedule {schedule_text(sched)} sets K=0 for "
                          f"batch sizes {', '.join(f'{a}-{b}' for a, b in zr)}. Not a fault: those steps record no "
                          "spec stats, so Drafted freezes and the line disappears."),
                 count=len(k0) + len(mixed),
