@@ -279,3 +279,8 @@ def test_long_inputs_drive_the_bar_from_the_engine(tmp_path) -> None:
 def test_markdown_report_has_no_html_entities_for_quotes() -> None:
     md = invoke("analyze", EXAMPLE, "--no-config", "-f", "markdown").stdout
     assert "'Pin count of MemoryObj" in md and "&#x27;" not in md and "&quot;" not in md
+
+
+def test_metrics_exports_the_readable_inputs_and_exits_2_for_a_missing_one(tmp_path) -> None:
+    r = invoke("metrics", HEALTHY, str(tmp_path / "rank1.log"), "-f", "csv")
+    assert r.exit_code == 2 and r.stdout.startswith("time,") and "rank1.log: no such file" in r.stderr

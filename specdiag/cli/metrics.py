@@ -6,7 +6,15 @@ import sys
 
 import typer
 
-from specdiag.cli.common import EXIT_NO_RECOGNISED, Progress, fail, read_inputs_or_stdin, write_file
+from specdiag.cli.common import (
+    EXIT_NO_RECOGNISED,
+    EXIT_USAGE,
+    Progress,
+    fail,
+    read_inputs_or_stdin,
+    readable_inputs,
+    write_file,
+)
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -42,7 +50,9 @@ def metrics_cmd(
     from specdiag.ingest import InputError
     from specdiag.metrics.collect import collect
 
-    inputs = read_inputs_or_stdin(paths)
+    inputs, unread = readable_inputs(read_inputs_or_stdin(paths), stdin_name)
+    if not inputs:
+        fail("; ".join(str(e["message"]) for e in unread))
     if bench:
         _bench(inputs, fmt, output, stdin_name)
         return
@@ -73,6 +83,10 @@ def metrics_cmd(
         write_file(output, data, f"the {fmt} export", quiet)
     else:
         sys.stdout.write(data if isinstance(data, str) else data.decode())
+    for e in unread:  # the export covers the other inputs; a missing rank file is still an I/O error
+        sys.stderr.write(f"specdiag: error: {e['message']} (the export covers the other inputs)\n")
+    if unread:
+        raise typer.Exit(EXIT_USAGE)
     if df.empty:
         sys.stderr.write("specdiag: no stats or SpecDecoding line found in the input\n")
         raise typer.Exit(EXIT_NO_RECOGNISED)
