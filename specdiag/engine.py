@@ -34,7 +34,9 @@ from specdiag.report.model import Report
 
 _DIGITS = re.compile(r"\d+")
 _HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
-PROGRESS_EVERY = 100_000
+#: every 4096 records, recognised or not (high-volume lines never become records, so a coarser step
+#: would leave a progress bar still on logs made mostly of them)
+PROGRESS_EVERY = 4096
 
 
 class ConfigError(Exception):
@@ -209,8 +211,10 @@ def _note_error(src: Source, msg: str) -> None:
 def _tally_unrecognized(tally: StreamTally, rec: Any) -> None:
     tally.unrecognized[rec.kind] += 1
     if rec.level in ("WARNING", "ERROR", "CRITICAL") and len(tally.unknown_shapes) < 500:
-        shape = _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
-        tally.unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
+        shape = f"{rec.kind} {rec.level}: " + _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
+        if shape not in tally.unknown_shapes:  # shown as its first real line, not the N-for-digits key
+            tally.examples[shape] = f"{rec.kind} {rec.level}: {rec.msg[:90]}"
+        tally.unknown_shapes[shape] += 1
 
 
 def _hand_counts(src: Source, fed: list[DeploymentRun], year: int | None) -> None:
@@ -257,7 +261,7 @@ def _assemble(parts: list[GroupResult], opts: AnalyzeOptions, elapsed: float) ->
     rules_run = [cls.code for cls in select_rules(opts.select, opts.ignore)] if opts.rules else []
     return Report.from_deployments(
         deployments, inputs=inputs, rules_run=rules_run, elapsed_s=elapsed,
-        unrecognized={**dict(tally.unrecognized), "top_warnings": dict(tally.unknown_shapes.most_common(10))},
+        unrecognized={**dict(tally.unrecognized), "top_warnings": tally.top_warnings(10)},
     )
 
 

@@ -31,6 +31,17 @@ class Evidence:
         return {"path": self.path, "line": self.line, "text": self.text}
 
 
+def with_primary(evidence: list[Evidence], primary: Evidence) -> list[Evidence]:
+    """``evidence`` with ``primary`` first (moved, or inserted when it was not in the list).
+
+    The first evidence line is the finding's *primary location*: SARIF's ``locations[0]``, the GitHub
+    annotation's ``file``/``line``, the markdown link. A rule lists its evidence as a narrative (lookup,
+    warnings before, the error), so it names the line a reader looks for — the ERROR — here.
+    """
+    key = (primary.path, primary.line)
+    return [primary, *(e for e in evidence if (e.path, e.line) != key)]
+
+
 @dataclass
 class Cause:
     """A candidate explanation, with a confidence in [0, 1] and the reasoning both ways."""
@@ -70,6 +81,9 @@ class Finding:
     first_seen: float | None = None
     #: ordering among findings of equal severity: root causes (0) before pure impact reports (-1)
     priority: int = 0
+    #: the finding in one clause for the verdict line (the number and the consequence); optional, the
+    #: verdict falls back to the summary's first sentence (see ``specdiag.report.verdict``)
+    headline: str = ""
 
     @property
     def fingerprint(self) -> str:

@@ -35,6 +35,12 @@ class RuleDoc:
     sections: dict[str, str] = field(default_factory=dict)
     defaults: dict[str, Any] = field(default_factory=dict)
     cause_ids: tuple[str, ...] = ()
+    #: how the severity of a finding depends on what happened (the failure policy, a crash); "" if fixed
+    severity_note: str = ""
+
+    def severity_text(self) -> str:
+        """``error`` or ``error (warning when …)``: the default and, where it varies, how."""
+        return f"{self.severity} ({self.severity_note})" if self.severity_note else self.severity
 
     def missing_sections(self) -> list[str]:
         return [s for s in SECTIONS if not self.sections.get(s)]
@@ -80,6 +86,7 @@ def rule_doc(cls: type) -> RuleDoc:
     return RuleDoc(
         code=cls.code, name=cls.name, title=cls.title, severity=cls.severity, family=cls.family,
         summary=summary, sections=sections, defaults=dict(cls.defaults), cause_ids=tuple(cls.cause_ids),
+        severity_note=getattr(cls, "severity_note", "") or "",
     )
 
 
@@ -95,6 +102,8 @@ def render_rule_markdown(d: RuleDoc) -> str:
     out = [GENERATED_NOTE, "", f"# {d.code} — `{d.name}`", "", f"**{_md(d.title)}**", ""]
     out += ["| code | name | default severity | family |", "|---|---|---|---|",
             f"| `{d.code}` | `{d.name}` | {d.severity} | {d.family or '—'} |", ""]
+    if d.severity_note:
+        out += [f"**Severity:** {_md(d.severity_text())}.", ""]
     if d.summary and d.summary.rstrip(".") != d.title.rstrip("."):
         out += [_md(d.summary), ""]
     for s in SECTIONS:
@@ -123,7 +132,8 @@ def render_index(docs: list[RuleDoc]) -> str:
            "same text as these pages.", "",
            "| code | name | default severity | title |", "|---|---|---|---|"]
     for d in docs:
-        out.append(f"| [{d.code}]({d.code}.md) | `{d.name}` | {d.severity} | {_md(d.title)} |")
+        sev = f"{d.severity} (varies: {_md(d.severity_note)})" if d.severity_note else d.severity
+        out.append(f"| [{d.code}]({d.code}.md) | `{d.name}` | {sev} | {_md(d.title)} |")
     out.append("")
     return "\n".join(out)
 
@@ -150,6 +160,8 @@ def render_explain(d: RuleDoc, width: int = 100) -> str:
         return lines[:-1]
 
     out = [f"{d.code} {d.name} [{d.severity}] — {d.title}", ""]
+    if d.severity_note:
+        out += wrap(f"Severity: {d.severity_text()}.", "") + [""]
     if d.summary and d.summary.rstrip(".") != d.title.rstrip("."):
         out += wrap(d.summary, "") + [""]
     for s in SECTIONS:

@@ -240,7 +240,12 @@ def test_empty_timeline_still_marks_findings_and_says_so():
     r = replace(r, findings=[])
     page = render_html(r)
     assert "no timeline" in page and "<script>" not in page.replace('<script type="application/json"', "")
-    assert "no problem found" in page
+    # only KV001 ran: silence from rules that did not run is not health
+    assert "no problem found" not in page and "did not run" in page
+    from specdiag.analyzers.base import all_rules
+
+    r = replace(r, rules_run=list(all_rules()))
+    assert "no problem found" in render_html(r)
 
 
 def test_tolerates_malformed_timeline():

@@ -196,7 +196,7 @@ def test_sparkline_basics() -> None:
 def test_timeline_rows(log: Path) -> None:
     rows = timeline_rows(analyze([str(log)]).timeline, width=50)
     assert rows[0].startswith("draft acceptance rate")
-    assert rows[-1].startswith("markers")
+    assert rows[-1].startswith("log time (zone unknown)")
     assert timeline_rows({}, 50) == []
 
 

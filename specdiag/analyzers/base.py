@@ -32,6 +32,9 @@ class Rule(Observer):
     name: ClassVar[str] = ""  # kebab-case, stable (used in SARIF/JUnit)
     title: ClassVar[str] = ""
     severity: ClassVar[str] = "warning"  # default severity; findings may choose a level per occurrence
+    #: when a finding's severity depends on what happened (the KV load failure policy, a crash), say how;
+    #: shown by ``specdiag rules``, ``config show`` and the rule docs next to the default
+    severity_note: ClassVar[str] = ""
     family: ClassVar[str] = ""
     events: ClassVar[frozenset[str]] = frozenset()
     #: tunable thresholds with their defaults (overridable from configuration)

@@ -40,6 +40,7 @@ class AsyncLoadingInvalidatedObject(Rule):
     name = "lmcache-async-invalidated-object"
     title = "LMCache accessed an invalidated memory object (async loading crash signature)"
     severity = "error"
+    severity_note = "error when the load assertion killed the engine, warning when it kept running"
     family = "KV"
     cause_ids = ("async-loading-invalidated-object", "ref-count-bug")
     events = frozenset({"M13", "E_INVALIDATED_ASSERT", "V_INVALIDATED_ASSERT", "L8", "M6"})

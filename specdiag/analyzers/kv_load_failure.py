@@ -34,6 +34,8 @@ class KvLoadFailureOutcome(Rule):
     name = "kv-load-failure-outcome"
     title = "Requests were recomputed or failed because KV blocks could not be loaded"
     severity = "warning"
+    severity_note = ("error when requests failed (kv_load_failure_policy=fail), info when they were recomputed "
+                     "(policy recompute)")
     family = "KV"
     cause_ids = ("connector-load-failure", "policy-fail")
     events = frozenset({"V1", "V2"})

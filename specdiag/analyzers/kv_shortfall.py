@@ -14,7 +14,7 @@ from specdiag.analyzers.kv_coverage import Coverage, CoverageTracker
 from specdiag.analyzers.signals import SignalWindow
 from specdiag.context import Context
 from specdiag.events import Event, template
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import CauseBoard, Evidence, Finding, with_primary
 from specdiag.fingerprints import version_tuple
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
@@ -80,6 +80,16 @@ class Shortfall:
         return 0
 
 
+def _loss_words(v: LossViews) -> str:
+    """The verdict's size of the loss: whole chunks when the numbers show them, from LMCache's own view."""
+    tokens = v.not_loaded if v.not_loaded is not None else v.missing
+    if tokens is None:
+        return "KV tokens missing"
+    if v.aligned and tokens:
+        return f"{tokens} tokens ({tokens // v.chunk} × {v.chunk}) missing"
+    return f"{tokens} tokens missing"
+
+
 @register
 class RetrievalShortfall(Rule):
     """LMCache retrieved fewer KV tokens than its lookup promised.
@@ -124,6 +134,8 @@ class RetrievalShortfall(Rule):
     name = "lmcache-retrieve-shortfall"
     title = "LMCache retrieved fewer KV tokens than its lookup promised"
     severity = "error"
+    severity_note = ("warning when vLLM recomputed every affected request (kv_load_failure_policy=recompute), "
+                     "error otherwise; 'specdiag check' fails on it under either policy")
     family = "KV"
     cause_ids = KV001_CAUSES
     defaults = {"window_s": 60.0}
@@ -475,7 +487,10 @@ class RetrievalShortfall(Rule):
         meas["input_coverage"] = cov.kind
 
         board = self._rank_causes(ctx, all_occ, views, chunk, cov)
-        evidence = self._evidence(incidents)
+        # the line that proves it (the ERROR "Num retrieved tokens: …" when present) is the primary location,
+        # not the scheduler's INFO lookup
+        anchor = first.anchor.rec
+        evidence = with_primary(self._evidence(incidents), Evidence(anchor.path, anchor.line, anchor.display()))
         outcome = next((o.outcome for o in all_occ if o.outcome is not None), None)
         severity = "error" if any(o.source == "pair" for o in all_occ) else "warning"
         impact = self._impact(ctx, all_occ, outcome)
@@ -502,10 +517,14 @@ class RetrievalShortfall(Rule):
         causes = board.ranked(ceiling=self._ceiling(all_occ, ctx, cov), cap={"decode-cache-not-saved": 0.05})
         next_steps = self._next_steps(ctx, all_occ, causes, single_rank, cov, board)
         identity = f"{where}|{first.expected}|{first.retrieved}|{first.req_id or ''}"
+        consequence = {"V2": "request failed", "V1": "recomputed"}.get(outcome.id if outcome else "", "")
+        headline = f"{_loss_words(v0)} on {where}" + (f", {consequence}" if consequence else "")
+        if len(incidents) > 1:
+            headline += f", {len(incidents)} requests"
         return Finding(
             rule=self.code, severity=severity, title=self.title, summary=summary, count=len(incidents),
             evidence=evidence, measurements=meas, causes=causes, next_steps=next_steps, identity=identity,
-            first_seen=first.t,
+            first_seen=first.t, headline=headline,
         )
 
     def _impact(self, ctx: Context, occs: list[Shortfall], outcome: Event | None) -> str:

@@ -35,6 +35,7 @@ from specdiag.findings import Cause, CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
 from specdiag.observe import RunState
 from specdiag.timeutil import TIME_BASIS
+from specdiag.values import schedule_text
 
 CONFIRM = ("specdiag repro --preset dynamic-k  (same prompts, dynamic_k=off vs on; or serve with "
            "num_speculative_tokens_per_batch_size=[[1, <max>, K]] — no K=0 range — and compare)")
@@ -205,7 +206,7 @@ class AcceptanceAfterKZero(_ScheduleRule):
                 b.support("stale-draft-kv", 1.5, f"acceptance recovers to {pct(rl)} once the prompts turn over")
             causes = b.ranked(ceiling=0.85)
             runs_txt = "; ".join(span(items[s:e + 1]) for s, e in runs[:4])
-            summary = (f"{label}: under schedule {sched} (K={kmax}), {len(runs)} K=0 stretch(es) ({runs_txt}"
+            summary = (f"{label}: under schedule {schedule_text(sched)} (K={kmax}), {len(runs)} K=0 stretch(es) ({runs_txt}"
                        f"{'; …' if len(runs) > 4 else ''}; {TIME_BASIS}). The {len(post)} K>0 interval(s) right after them accepted "
                        f"{ap}/{dp} drafted tokens ({pct(rp)}, mean length {num(pooled_length(post))}) against "
                        f"{ab}/{db} ({pct(rb)}, mean length {num(pooled_length(base))}) in the other {len(base)} "
@@ -231,6 +232,8 @@ class AcceptanceAfterKZero(_ScheduleRule):
                 rule=self.code, severity="warning", title=self.title, summary=summary, count=len(post),
                 evidence=dedupe_evidence(evidence, 10), measurements=meas, causes=causes,
                 identity=f"{label}|{sched}", first_seen=post[0].t if k0_runs else None,
+                headline=(f"{label}: acceptance {pct(rp)} in the {len(post)} interval(s) right after K=0 stretches "
+                          f"vs {pct(rb)} otherwise"),
                 next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
                             "Until then, prefer a schedule without K=0 (e.g. K=1 at high batch sizes)."],
             ))
@@ -289,7 +292,7 @@ class SpecDisabledBySchedule(_ScheduleRule):
             out.append(Finding(
                 rule=self.code, severity="info", title=self.title,
                 summary=(f"{label}: {len(k0)} interval(s) generated without any SpecDecoding line and {len(mixed)} "
-                         f"ended at a batch size mapped to K=0 (Running {running}); schedule {sched} sets K=0 for "
+                         f"ended at a batch size mapped to K=0 (Running: {', '.join(map(str, running))} reqs); schedule {schedule_text(sched)} sets K=0 for "
                          f"batch sizes {', '.join(f'{a}-{b}' for a, b in zr)}. Not a fault: those steps record no "
                          "spec stats, so Drafted freezes and the line disappears."),
                 count=len(k0) + len(mixed),
@@ -297,7 +300,7 @@ class SpecDisabledBySchedule(_ScheduleRule):
                 measurements={"engine": label, "schedule": sched, "k0_intervals": len(k0), "mixed_intervals": len(mixed),
                               "running_at_k0": running},
                 causes=[Cause("spec-disabled-by-schedule", 0.9,
-                              for_=[f"schedule {sched} has K=0 for batch sizes {zr}",
+                              for_=[f"schedule {schedule_text(sched)} has K=0 for batch sizes {', '.join(f'{a}–{b}' for a, b in zr)}",
                                     f"{len(k0)} interval(s) with generation but no SpecDecoding line"],
                               fix="Nothing to fix. To speculate at those batch sizes, give them K ≥ 1.",
                               confirm_with="specdiag metrics LOG --format table (drafted_tokens stays empty in K=0 intervals)")],
@@ -360,7 +363,7 @@ class PerPositionCaveat(_ScheduleRule):
             rate, _, _ = pooled_rate(withpos)
             out.append(Finding(
                 rule=self.code, severity="info", title=self.title,
-                summary=(f"{label}: schedule {sched} drafts between {kmin} and {max(nonzero)} tokens; per-position "
+                summary=(f"{label}: schedule {schedule_text(sched)} drafts between {kmin} and {max(nonzero)} tokens; per-position "
                          f"rates {pos} are comparable only for positions < {kmin}. Use Accepted/Drafted "
                          f"({pct(rate)}) to compare runs."),
                 count=len(withpos), evidence=dedupe_evidence(self.args_evidence() + [ev_of(withpos[0])]),

@@ -23,6 +23,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
 
 
@@ -44,9 +45,44 @@ for _name in COMMAND_MODULES:
         importlib.import_module(f"specdiag.cli.{_name}").register(app)
 
 
-def main() -> None:
+def _usage_error(e) -> int:
+    """Click's usage errors in the one style every specdiag error has: ``specdiag: error: …`` on one line
+    (plus the command's ``-h`` hint), exit 2."""
+    from specdiag.sanitize import one_line
+
+    cmd = e.ctx.command_path if getattr(e, "ctx", None) is not None else "specdiag"
+    sys.stderr.write(f"specdiag: error: {one_line(e.format_message())} (see '{cmd} -h')\n")
+    return e.exit_code if isinstance(getattr(e, "exit_code", None), int) else 2
+
+
+def _click_errors() -> tuple[type[BaseException], type[BaseException], tuple[type[BaseException], ...]]:
+    """(UsageError, ClickException, abort types) of the click that this Typer uses (vendored since 0.2x)."""
     try:
-        app()
-    except KeyboardInterrupt:
+        from typer._click.exceptions import ClickException, UsageError  # type: ignore[import-not-found]
+        from typer.exceptions import Abort  # type: ignore[attr-defined]
+
+        return UsageError, ClickException, (Abort,)
+    except ImportError:  # older Typer on top of click
+        import click
+
+        return click.UsageError, click.ClickException, (click.Abort,)
+
+
+def main() -> None:
+    usage_error, click_exception, aborts = _click_errors()
+    try:
+        rv = app(standalone_mode=False)
+    except usage_error as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # plain `specdiag`: the help is the answer
+            sys.stdout.write(e.format_message().rstrip() + "\n")
+            sys.exit(0)
+        sys.exit(_usage_error(e))
+    except click_exception as e:
+        from specdiag.sanitize import one_line
+
+        sys.stderr.write(f"specdiag: error: {one_line(e.format_message())}\n")
+        sys.exit(e.exit_code)
+    except (KeyboardInterrupt, *aborts):
         sys.stderr.write("specdiag: interrupted\n")
         sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)

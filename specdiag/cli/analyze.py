@@ -1,4 +1,10 @@
-"""``specdiag analyze LOG...``: the diagnosis of one deployment's logs."""
+"""``specdiag analyze LOG...``: the diagnosis of one deployment's logs.
+
+Reads the same project configuration as ``check`` (``specdiag.yaml`` or ``[tool.specdiag]``; ``--config``,
+``--no-config``) so that a typo in it is an error here too, not something only CI discovers. An input that
+cannot be read is listed and the others are still analysed (exit 2 after the report: the diagnosis is
+partial).
+"""
 
 from __future__ import annotations
 
@@ -7,65 +13,115 @@ import sys
 
 import typer
 
-from specdiag.cli.common import EXIT_NO_RECOGNISED, exit_code_for, fail, read_inputs_or_stdin
+from specdiag.cli.common import (
+    EXIT_NO_RECOGNISED,
+    EXIT_USAGE,
+    Progress,
+    exit_code_for,
+    fail,
+    note,
+    read_inputs_or_stdin,
+    readable_inputs,
+    split_list,
+    write_file,
+)
+
+FORMATS = ("text", "json", "markdown")
 
 
 def register(app: typer.Typer) -> None:
     app.command("analyze", help="Diagnose vLLM/LMCache logs: root causes ranked by evidence.")(analyze_cmd)
 
 
+def _render(report, fmt: str, verbose: bool, quiet: bool, to_file: bool, fail_on: str) -> str | None:
+    """The report as text for a file or a pipe; ``None`` when it was printed to the terminal directly."""
+    if fmt == "json":
+        from specdiag.report.json_report import render_json
+
+        return render_json(report)
+    if fmt == "markdown":
+        from specdiag.report.markdown import render_markdown
+
+        return render_markdown(report, fail_on=fail_on)
+    from specdiag.report.terminal import render_terminal
+
+    if to_file:
+        import io
+
+        buf = io.StringIO()
+        render_terminal(report, verbose=verbose, color=False, file=buf, quiet=quiet)
+        return buf.getvalue()
+    render_terminal(report, verbose=verbose, color=None if not os.environ.get("NO_COLOR") else False, quiet=quiet)
+    return None
+
+
 def analyze_cmd(
     paths: list[str] = typer.Argument(None, help="Log files, folders, globs or '-' for stdin.", show_default=False),
     fmt: str = typer.Option("text", "--format", "-f", help="text | json | markdown"),
+    output: str = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout "
+                                                            "(folders are created)."),
     lmcache_config: str = typer.Option(None, "--lmcache-config", help="LMCache YAML used by the deployment."),
-    fail_on: str = typer.Option("error", "--fail-on", help="error | warning | info | never: exit 1 at or above it."),
-    select: list[str] = typer.Option(None, "--select", help="Only these rule codes or prefixes."),
-    ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes."),
+    fail_on: str = typer.Option(None, "--fail-on", help="error | warning | info | never: exit 1 at or above it "
+                                                        "(default: from the configuration, else error).",
+                                show_default=False),
+    select: list[str] = typer.Option(None, "--select", help="Only these rule codes or prefixes (comma list or "
+                                                            "repeated)."),
+    ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes (comma list or "
+                                                            "repeated)."),
+    config: str = typer.Option(None, "--config", help="Configuration file (specdiag.yaml or TOML); default: "
+                                                      "found by walking up from the working directory."),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
     html: str = typer.Option(None, "--html", help="Also write a self-contained HTML report to this file."),
     redact: bool = typer.Option(False, "--redact", help="Replace prompt and completion text in every output."),
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every cause and all evidence lines."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the verdict lines; no progress bar or notes."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin in reports."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
 ) -> None:
+    from specdiag.config import resolve
     from specdiag.engine import ConfigError, analyze
     from specdiag.ingest import InputError
 
-    if fmt not in ("text", "json", "markdown"):
-        fail(f"unknown --format {fmt!r} (text, json, markdown)")
-    if fail_on not in ("error", "warning", "info", "never"):
-        fail(f"unknown --fail-on {fail_on!r} (error, warning, info, never)")
-    inputs = read_inputs_or_stdin(paths)
+    if fmt not in FORMATS:
+        fail(f"unknown --format {fmt!r} ({', '.join(FORMATS)})")
     try:
-        report = analyze(inputs, lmcache_config=lmcache_config, select=select or None, ignore=ignore or None,
-                         stdin_name=stdin_name, jobs=jobs)
+        cfg = resolve(config, no_config=no_config, select=split_list(select), ignore=split_list(ignore),
+                      fail_on=fail_on, lmcache_config=lmcache_config)
+    except ConfigError as e:
+        fail(str(e))
+    inputs = read_inputs_or_stdin(paths)
+    good, tool_errors = readable_inputs(inputs, stdin_name)
+    if not good:
+        fail("; ".join(str(e["message"]) for e in tool_errors))
+    try:
+        with Progress(good, stdin_name, quiet=quiet) as bar:
+            report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select, ignore=cfg.ignore or None,
+                             rule_options=cfg.rule_options, severity_overrides=cfg.severity, stdin_name=stdin_name,
+                             progress=bar.callback, jobs=jobs)
     except (InputError, ConfigError) as e:
         fail(str(e))
+    report = report.with_tool_errors(tool_errors)
     if redact:
         from specdiag.redact import redact_report
 
         report = redact_report(report)
-    if fmt == "json":
-        from specdiag.report.json_report import render_json
-
-        sys.stdout.write(render_json(report))
-    elif fmt == "markdown":
-        from specdiag.report.markdown import render_markdown
-
-        sys.stdout.write(render_markdown(report))
-    else:
-        from specdiag.report.terminal import render_terminal
-
-        render_terminal(report, verbose=verbose, color=None if not os.environ.get("NO_COLOR") else False)
+    text = _render(report, fmt, verbose, quiet, bool(output), cfg.fail_on)
+    if output:
+        write_file(output, text or "", f"the {fmt} report", quiet)
+    elif text is not None:
+        sys.stdout.write(text)
     if html:
         try:
-            from specdiag.report.html import write_html
+            from specdiag.report.html import render_html
         except ImportError:
             fail("the HTML report is not available in this build")
-        try:
-            write_html(report, html)
-        except OSError as e:
-            fail(f"{html}: cannot write ({e.strerror or e})")
+        write_file(html, render_html(report), "the HTML report", quiet)
+    for e in tool_errors:
+        sys.stderr.write(f"specdiag: error: {e['message']} (the report covers the other inputs)\n")
+    if tool_errors:
+        raise typer.Exit(EXIT_USAGE)
     if report.recognized_lines == 0:
-        sys.stderr.write("specdiag: no line of the input was recognised as vLLM or LMCache output\n")
+        if not quiet:
+            note("no line of the input was recognised as vLLM or LMCache output")
         raise typer.Exit(EXIT_NO_RECOGNISED)
-    raise typer.Exit(exit_code_for(report, fail_on))
+    raise typer.Exit(exit_code_for(report, cfg.fail_on))

@@ -17,9 +17,14 @@ from specdiag.cli.common import (
     EXIT_NO_RECOGNISED,
     EXIT_OK,
     EXIT_USAGE,
+    Progress,
     exit_code_for,
     fail,
+    note,
     read_inputs_or_stdin,
+    readable_inputs,
+    split_list,
+    write_file,
 )
 
 FORMATS = ("text", "json", "github", "markdown", "sarif", "junit", "gitlab", "auto")
@@ -98,31 +103,6 @@ def _render(name: str, report, fail_on: str, summary_hint: str) -> str:
     raise AssertionError(name)  # pragma: no cover
 
 
-def _readable_inputs(inputs: list[str], stdin_name: str) -> tuple[list[str], list[dict[str, str]]]:
-    """Split the inputs into those that can be opened and tool errors for the rest (reported, exit 2)."""
-    from specdiag.ingest import InputError, expand_inputs
-
-    good: list[str] = []
-    errors: list[dict[str, str]] = []
-    for p in inputs:
-        if p == "-":
-            good.append(p)
-            continue
-        try:
-            sources = expand_inputs([p], stdin_name=stdin_name)
-            for s in sources:
-                with open(s.path, "rb"):
-                    pass
-        except InputError as e:
-            errors.append({"path": p, "message": str(e)})
-            continue
-        except OSError as e:
-            errors.append({"path": p, "message": f"{p}: cannot read ({e.strerror or e})"})
-            continue
-        good.append(p)
-    return good, errors
-
-
 def write_step_summary(markdown_for, path: str) -> str | None:
     """Append the summary to ``$GITHUB_STEP_SUMMARY`` within the 1 MiB per-step limit (minus what the step
     already wrote). ``markdown_for(max_bytes)`` renders it. Returns an error message or None."""
@@ -149,10 +129,10 @@ def check_cmd(
                                 show_default=False),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings reach --fail-on "
                                                               "(report-only jobs); errors still exit 2."),
-    select: list[str] = typer.Option(None, "--select", help="Only these rule codes or prefixes (replaces the "
-                                                            "configuration's select)."),
-    ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes (replaces the "
-                                                            "configuration's ignore)."),
+    select: list[str] = typer.Option(None, "--select", help="Only these rule codes or prefixes, comma list or "
+                                                            "repeated (replaces the configuration's select)."),
+    ignore: list[str] = typer.Option(None, "--ignore", help="Skip these rule codes or prefixes, comma list or "
+                                                            "repeated (replaces the configuration's ignore)."),
     severity: list[str] = typer.Option(None, "--severity", help="Override a rule's severity: CODE=LEVEL "
                                                                 "(code or prefix), repeatable."),
     config: str = typer.Option(None, "--config", help="Configuration file (specdiag.yaml or a TOML file); "
@@ -166,6 +146,8 @@ def check_cmd(
     lmcache_config: str = typer.Option(None, "--lmcache-config", help="LMCache YAML used by the deployment."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Path to show for stdin in annotations."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, status line or notes on stderr "
+                                                            "(errors still)."),
 ) -> None:
     from specdiag.baseline import BaselineError, apply_baseline, load_baseline, write_baseline
     from specdiag.config import resolve
@@ -175,21 +157,24 @@ def check_cmd(
 
     outputs = parse_formats(formats)
     try:
-        cfg = resolve(config, no_config=no_config, select=select or None, ignore=ignore or None,
-                      fail_on=fail_on, baseline=baseline, lmcache_config=lmcache_config, severity=severity or None)
+        cfg = resolve(config, no_config=no_config, select=split_list(select), ignore=split_list(ignore),
+                      fail_on=fail_on, baseline=baseline, lmcache_config=lmcache_config, severity=severity or None,
+                      gate=True)
     except ConfigError as e:
         fail(str(e))
     if update_baseline and not cfg.baseline:
         fail("--update-baseline needs a baseline file: --baseline FILE or 'baseline' in the configuration")
     inputs = read_inputs_or_stdin(paths)
-    good, tool_errors = _readable_inputs(inputs, stdin_name)
+    good, tool_errors = readable_inputs(inputs, stdin_name)
 
     report = None
     if good:
         try:
-            report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select, ignore=cfg.ignore or None,
-                             rule_options=cfg.rule_options, severity_overrides=cfg.severity, stdin_name=stdin_name,
-                             jobs=jobs)
+            with Progress(good, stdin_name, quiet=quiet) as bar:
+                report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select,
+                                 ignore=cfg.ignore or None, rule_options=cfg.rule_options,
+                                 severity_overrides=cfg.severity, stdin_name=stdin_name, progress=bar.callback,
+                                 jobs=jobs)
         except ConfigError as e:
             fail(str(e))
         except InputError as e:
@@ -205,7 +190,8 @@ def check_cmd(
             if tool_errors:
                 fail("not updating the baseline: some inputs could not be read")
             write_baseline(cfg.baseline, report.findings)
-            sys.stderr.write(f"specdiag: wrote {len(report.findings)} finding(s) to the baseline {cfg.baseline}\n")
+            if not quiet:
+                note(f"wrote {len(report.findings)} finding(s) to the baseline {cfg.baseline}")
         if cfg.baseline:
             report = apply_baseline(report, load_baseline(cfg.baseline))
     except BaselineError as e:
@@ -221,14 +207,7 @@ def check_cmd(
     rendered = [(name, path, _render(name, report, cfg.fail_on, hint)) for name, path in outputs]
     for name, path, text in rendered:
         if path:
-            try:
-                d = os.path.dirname(path)
-                if d:
-                    os.makedirs(d, exist_ok=True)
-                with open(path, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-            except OSError as e:
-                fail(f"{path}: cannot write the {name} report ({e.strerror or e})")
+            write_file(path, text, f"the {name} report", quiet)
     for _name, path, text in rendered:
         if not path:
             sys.stdout.write(text)
@@ -245,10 +224,10 @@ def check_cmd(
                 target)
             if err:
                 sys.stderr.write(f"specdiag: warning: {err}\n")
-        else:
-            sys.stderr.write("specdiag: note: --summary ignored: GITHUB_STEP_SUMMARY is not set\n")
+        elif not quiet:
+            note("note: --summary ignored: GITHUB_STEP_SUMMARY is not set")
 
-    if not any(name == "text" and not path for name, path in outputs):
+    if not quiet and not any(name == "text" and not path for name, path in outputs):
         from specdiag.report.text import status_line
 
         sys.stderr.write(f"specdiag: {status_line(report)}\n")
@@ -257,7 +236,8 @@ def check_cmd(
             sys.stderr.write(f"specdiag: error: {e['message']}\n")
         raise typer.Exit(EXIT_USAGE)
     if report.recognized_lines == 0:
-        sys.stderr.write("specdiag: no line of the input was recognised as vLLM or LMCache output\n")
+        if not quiet:
+            note("no line of the input was recognised as vLLM or LMCache output")
         raise typer.Exit(EXIT_NO_RECOGNISED)
     code = exit_code_for(report, cfg.fail_on)
     raise typer.Exit(EXIT_OK if exit_zero else code)

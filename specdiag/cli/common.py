@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import NoReturn
 
@@ -36,3 +37,120 @@ def exit_code_for(report, fail_on: str) -> int:
         if severity_at_least(f.severity, fail_on):
             return EXIT_FINDINGS
     return EXIT_OK
+
+
+def split_list(values: list[str] | None) -> list[str] | None:
+    """``--select KV001,KV007 --select SD`` → ``["KV001", "KV007", "SD"]`` (repeated flags and comma lists)."""
+    if not values:
+        return None
+    out = [v.strip() for item in values for v in item.replace(" ", ",").split(",") if v.strip()]
+    return out or None
+
+
+def note(message: str) -> None:
+    """A one-line note on stderr (kept off stdout so that piped reports stay clean)."""
+    sys.stderr.write(f"specdiag: {message}\n")
+
+
+def write_file(path: str, data: str | bytes, what: str, quiet: bool = False) -> None:
+    """Write an output file atomically (``specdiag.outfile``; parent folders are created) and say so on
+    stderr; an unwritable path is a one-line error and exit 2."""
+    from specdiag.outfile import OutputError, write_output
+
+    try:
+        written = write_output(path, data)
+    except OutputError as e:
+        fail(str(e))
+    if not quiet:
+        note(f"wrote {what} to {written}")
+
+
+def readable_inputs(inputs: list[str], stdin_name: str) -> tuple[list[str], list[dict[str, str | None]]]:
+    """Split the inputs into those that can be opened and one error per input that cannot (reported, and
+    the rest still analysed: a missing rank file must not hide what the others say)."""
+    from specdiag.ingest import InputError, expand_inputs
+
+    good: list[str] = []
+    errors: list[dict[str, str | None]] = []
+    from specdiag.ingest.remote import is_url
+
+    for p in inputs:
+        if p == "-" or is_url(p):  # stdin cannot be probed; a remote object is checked when it is listed
+            good.append(p)
+            continue
+        try:
+            for s in expand_inputs([p], stdin_name=stdin_name):
+                with open(s.path, "rb"):
+                    pass
+        except InputError as e:
+            errors.append({"path": p, "message": str(e)})
+            continue
+        except OSError as e:
+            errors.append({"path": p, "message": f"{p}: cannot read ({e.strerror or e})"})
+            continue
+        good.append(p)
+    return good, errors
+
+
+PROGRESS_MIN_BYTES = 50 * 1024 * 1024
+
+
+def _input_sizes(paths: list[str], stdin_name: str) -> dict[str, int]:
+    from specdiag.ingest import InputError, expand_inputs
+
+    try:
+        sources = expand_inputs([p for p in paths if p != "-"], stdin_name=stdin_name)
+    except InputError:
+        return {}
+    sizes: dict[str, int] = {}
+    for s in sources:
+        try:
+            sizes[s.display] = os.path.getsize(s.path)
+        except (OSError, TypeError):
+            continue
+    return sizes
+
+
+class Progress:
+    """A Rich progress bar on stderr for long inputs (bytes, MB/s, ETA), driven by the engine's
+    ``progress(display, bytes_read)`` callback. Off for small inputs, with ``-q``, and when stderr is not
+    a terminal (CI logs and redirected output stay clean)."""
+
+    def __init__(self, paths: list[str], stdin_name: str = "-", quiet: bool = False,
+                 min_bytes: int = PROGRESS_MIN_BYTES, force: bool = False) -> None:
+        self.callback = None
+        self._bar = None
+        if quiet or not (force or sys.stderr.isatty()):
+            return
+        self._sizes = _input_sizes(paths, stdin_name)
+        total = sum(self._sizes.values())
+        if total < min_bytes:
+            return
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            DownloadColumn,
+            TextColumn,
+            TimeRemainingColumn,
+            TransferSpeedColumn,
+        )
+        from rich.progress import Progress as RichProgress
+
+        self._bar = RichProgress(TextColumn("reading"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                                 TimeRemainingColumn(), console=Console(file=sys.stderr), transient=True)
+        self._task = self._bar.add_task("read", total=total)
+        self._done: dict[str, int] = {}
+        self.callback = self._update
+
+    def _update(self, display: str, bytes_read: int) -> None:
+        self._done[display] = min(bytes_read, self._sizes.get(display, bytes_read))
+        self._bar.update(self._task, completed=sum(self._done.values()))
+
+    def __enter__(self) -> Progress:
+        if self._bar is not None:
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()

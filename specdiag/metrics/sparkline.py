@@ -91,14 +91,65 @@ def _columns(points, t0: float, t1: float, width: int) -> list[float | None]:
 
 
 MARK_SYMBOLS = {"finding": "▲", "shortfall": "!", "load_failure": "x", "error": "E", "preemption": "p", "k0": "0"}
+MARK_NAMES = {"finding": "finding", "shortfall": "shortfall", "load_failure": "load failure", "error": "error line",
+              "preemption": "preemption", "k0": "K=0 interval"}
+LABEL_W = 23
+#: row labels that fit LABEL_W (the external prefix cache is the KV connector's, e.g. LMCache)
+SERIES_LABELS = {"external_prefix_cache_hit_rate": "external cache hit rate"}
+
+
+def _clock(t: float, with_date: bool) -> str:
+    """Log time as printed in the log. Log timestamps carry no zone, so they are shown as read (the epoch
+    value was built as if UTC) and the axis says so."""
+    import time as _time
+
+    return _time.strftime("%m-%d %H:%M:%S" if with_date else "%H:%M:%S", _time.gmtime(t))
+
+
+def axis_row(t0: float, t1: float, width: int) -> str:
+    """A time axis ``width`` wide: the first and last time at the edges, the middle one centred if it fits."""
+    if width <= 0:
+        return ""
+    with_date = t1 - t0 >= 86400 or _clock(t0, True)[:5] != _clock(t1, True)[:5]
+    a, b = _clock(t0, with_date), _clock(t1, with_date)
+    row = [" "] * width
+    if len(a) + len(b) + 1 > width:
+        return a[:width].ljust(width)
+    row[: len(a)] = a
+    row[width - len(b):] = b
+    mid = _clock((t0 + t1) / 2, with_date)
+    start = (width - len(mid)) // 2
+    if start > len(a) + 1 and start + len(mid) < width - len(b) - 1:
+        row[start:start + len(mid)] = mid
+    return "".join(row)
+
+
+def _marker_rows(timeline: dict, t0: float, t1: float, width: int) -> list[str]:
+    """One row per marker kind, so that a finding never hides a shortfall in the same column."""
+    by_kind: dict[str, list[tuple[float, str]]] = {}
+    for m in timeline.get("markers") or []:
+        t = m.get("t")
+        if isinstance(t, (int, float)) and not isinstance(t, bool) and t0 <= t <= t1:
+            kind = m.get("kind") if m.get("kind") in MARK_SYMBOLS else "other"
+            by_kind.setdefault(kind, []).append((t, MARK_SYMBOLS.get(kind, "*")))
+    rows = []
+    for kind in (*MARK_SYMBOLS, "other"):
+        marks = by_kind.get(kind)
+        if marks:
+            label = f"{MARK_SYMBOLS.get(kind, '*')} {MARK_NAMES.get(kind, 'other')} ×{len(marks)}"
+            rows.append(f"{label[:LABEL_W]:<{LABEL_W}} {marker_row(t0, t1, width, marks)}")
+    return rows
 
 
 def timeline_rows(timeline: dict, width: int = 60, names: Sequence[str] = (
         "draft_acceptance_rate", "mean_acceptance_length", "prefix_cache_hit_rate", "external_prefix_cache_hit_rate"),
         ascii_only: bool = False) -> list[str]:
-    """Lines for a terminal report: one sparkline per series present (time-aligned), then a marker row.
+    """Lines for a terminal report: one sparkline per series present (time-aligned), one row per marker
+    kind, then a time axis.
 
-    Each line is ``<label:22> <sparkline> <last value>``; empty list when the timeline has no series."""
+    A series line is ``<label:23> <sparkline> last <value>``: the labelled value is the last interval's
+    (the state when the log ends). Blank columns are intervals with no data (a gap in the log, or K=0
+    intervals without a SpecDecoding line). Empty list when the timeline has no series."""
     series = (timeline or {}).get("series") or {}
     chosen = [(n, series[n]) for n in names if n in series and series[n].get("points")]
     if not chosen:
@@ -111,10 +162,9 @@ def timeline_rows(timeline: dict, width: int = 60, names: Sequence[str] = (
         frac = s.get("unit") == "fraction"
         line = sparkline(vals, width, lo=0.0 if frac else None, hi=1.0 if frac else None, ascii_only=ascii_only)
         last = next((v for v in reversed(vals) if v is not None), None)
-        shown = "" if last is None else (f"{last:.0%}" if frac else f"{last:.2f}")
-        lines.append(f"{name.replace('_', ' ')[:22]:<22} {line} {shown}")
-    marks = [(m["t"], MARK_SYMBOLS.get(m.get("kind"), "*")) for m in (timeline.get("markers") or [])
-             if isinstance(m.get("t"), (int, float)) and t0 <= m["t"] <= t1]
-    if marks:
-        lines.append(f"{'markers':<22} {marker_row(t0, t1, width, marks)}")
+        shown = "" if last is None else "last " + (f"{last:.0%}" if frac else f"{last:.2f}")
+        label = SERIES_LABELS.get(name, name.replace("_", " "))
+        lines.append(f"{label[:LABEL_W]:<{LABEL_W}} {line.ljust(width)} {shown}".rstrip())
+    lines += _marker_rows(timeline, t0, t1, width)
+    lines.append(f"{'log time (zone unknown)'[:LABEL_W]:<{LABEL_W}} {axis_row(t0, t1, width)}".rstrip())
     return lines

@@ -28,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from specdiag import __version__
+from specdiag.report.verdict import status, verdicts
+from specdiag.values import is_schedule, schedule_rows, schedule_text
 
 ASSETS = Path(__file__).parent / "assets"
 MAX_POINTS = 2000
@@ -49,13 +51,21 @@ SERIES_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("requests", "Requests: running, waiting, preemptions", ("running_reqs", "waiting_reqs", "preemptions")),
 )
 _BASES = sorted((b for _, _, bs in SERIES_GROUPS for b in bs), key=len, reverse=True)
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#bcbd22", "#7f7f7f")
-KIND_COLORS = {"shortfall": "#d32f2f", "load_failure": "#ef6c00", "preemption": "#7b1fa2",
-               "error": "#6d0000", "k0": "#00897b", "finding": "#283593"}
-OTHER_KIND_COLOR = "#607d8b"
+#: Okabe & Ito's colour-blind-safe palette (blue, vermillion, bluish green, orange, reddish purple, sky blue,
+#: black, yellow last: it is faint on white); no two neighbours differ only in red vs green
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#E69F00", "#CC79A7", "#56B4E9", "#000000", "#F0E442")
+KIND_COLORS = {"shortfall": "#D55E00", "load_failure": "#E69F00", "preemption": "#CC79A7",
+               "error": "#000000", "k0": "#009E73", "finding": "#0072B2"}
+OTHER_KIND_COLOR = "#999999"
+#: translucent fill for K=0 stretches (dynamic K turned speculation off: no SpecDecoding line)
+K0_SHADE = "rgba(0, 158, 115, 0.13)"
+#: the time axis: log timestamps carry no zone, so none is claimed
+TIME_LABEL = "log time (zone unknown)"
+#: a gap between two points longer than this many times the series' usual spacing is a missing stretch
+GAP_FACTOR = 1.5
 KIND_WORDS = {"shortfall": "KV shortfall (retrieved < expected)", "load_failure": "KV load failure",
-              "preemption": "preemption", "error": "error", "k0": "K=0 (no drafting)", "finding": "finding"}
+              "preemption": "preemption", "error": "error", "k0": "K=0 (no drafting)", "finding": "finding",
+              "k0-shade": "K=0 stretch (shaded band)"}
 KEY_CONFIG = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
               "save_decode_cache", "save_unfull_chunk", "enable_async_loading", "use_layerwise", "pin_timeout_sec",
               "enable_p2p", "enable_pd", "pd_role", "cache_policy")
@@ -204,6 +214,43 @@ def _clean_points(raw: Any) -> list[list[Any]]:
     return out
 
 
+def with_gaps(points: list[list[Any]], factor: float = GAP_FACTOR) -> tuple[list[list[Any]], list[float]]:
+    """``points`` with a ``[t, None]`` point in the middle of every stretch longer than ``factor`` × the
+    usual (median) spacing, and the times of those points. The chart breaks its line there instead of
+    drawing it straight across intervals that were never logged (K=0 stretches, a stalled server)."""
+    none_ts = [p[0] for p in points if p[1] is None]  # an interval logged without a value is a gap too
+    if len(points) < 3:
+        return points, none_ts
+    gaps = sorted(b[0] - a[0] for a, b in zip(points, points[1:], strict=False))
+    usual = gaps[len(gaps) // 2]
+    if usual <= 0:
+        return points, none_ts
+    out: list[list[Any]] = [points[0]]
+    holes: list[float] = []
+    for a, b in zip(points, points[1:], strict=False):
+        if b[0] - a[0] > factor * usual:
+            mid = round((a[0] + b[0]) / 2, 3)
+            out.append([mid, None])
+            holes.append(mid)
+        out.append(b)
+    return out, sorted(holes + none_ts)
+
+
+def k0_stretches(markers: list[dict[str, Any]], series: dict[str, Any]) -> list[list[float]]:
+    """``[start, end]`` of each K=0 stretch: from its marker to the next SpecDecoding interval."""
+    starts = sorted(m["t"] for m in markers if m.get("kind") == "k0")
+    if not starts:
+        return []
+    spec_ts = sorted({float(p[0]) for name in ("draft_acceptance_rate", "mean_acceptance_length")
+                      for p in _clean_points((series.get(name) or {}).get("points"))})
+    out = []
+    for t in starts:
+        end = next((x for x in spec_ts if x > t), None)
+        if end is not None and (not out or t >= out[-1][1]):
+            out.append([t, end])
+    return out
+
+
 def _range_for(unit: str, values: Iterable[float]) -> list[float] | None:
     vals = [v for v in values if v is not None]
     if not vals:
@@ -254,12 +301,15 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
             width = max(len(p[1]) for p in pts if isinstance(p[1], list))
             pts = downsample(pts, max_points)
             for i in range(min(width, 16)):
-                sub = [[p[0], p[1][i] if isinstance(p[1], list) and i < len(p[1]) else None] for p in pts]
+                sub, holes = with_gaps([[p[0], p[1][i] if isinstance(p[1], list) and i < len(p[1]) else None]
+                                        for p in pts])
                 expanded.setdefault(gkey, []).append(
-                    {"name": f"{name}[{i}]", "label": f"{label} pos {i + 1}", "unit": unit, "points": sub})
+                    {"name": f"{name}[{i}]", "label": f"{label} pos {i + 1}", "unit": unit, "points": sub,
+                     "holes": holes})
         else:
+            pts, holes = with_gaps(downsample(pts, max_points))
             expanded.setdefault(gkey, []).append(
-                {"name": str(name), "label": label, "unit": unit, "points": downsample(pts, max_points)})
+                {"name": str(name), "label": label, "unit": unit, "points": pts, "holes": holes})
         if gkey not in order:
             order.append(gkey)
     group_rank = {g: i for i, (g, _, _) in enumerate(SERIES_GROUPS)}
@@ -311,6 +361,7 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
     ts = [p[0] for ss in expanded.values() for s in ss for p in s["points"]] + [m["t"] for m in markers]
     if not ts:
         return {"groups": [], "markers": [], "lanes": [], "kind_colors": KIND_COLORS, "tmin": None, "tmax": None,
+                "k0": [], "k0_shade": K0_SHADE, "time_label": TIME_LABEL,
                 "points_in": total_in, "markers_total": total_markers}
     tmin, tmax = min(ts), max(ts)
     if tmax - tmin < 1:
@@ -336,6 +387,8 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
                 for t, v in s["points"]:
                     col[idx[t]] = v
                 cols.append(col)
+            # real gaps (x indices) per series; every other null only aligns series sampled at other times
+            holes = [sorted(idx[t] for t in s.get("holes", ())) for s in members]
             title = titles.get(g) or ("Other series" + (f" ({units[0]})" if units and units[0] else ""))
             if part:
                 title += " (continued)"
@@ -352,6 +405,7 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
                 "series": [{"label": s["label"], "unit": s["unit"], "color": PALETTE[i % len(PALETTE)]}
                            for i, s in enumerate(members)],
                 "data": [xs, *cols],
+                "holes": holes,
                 "points": sum(len(s["points"]) for s in members),
             })
 
@@ -366,6 +420,9 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
     return {
         "tmin": tmin, "tmax": tmax,
         "groups": groups,
+        "k0": k0_stretches(markers, series),
+        "k0_shade": K0_SHADE,
+        "time_label": TIME_LABEL,
         "markers": markers,
         "markers_total": total_markers,
         "markers_note": note,
@@ -411,6 +468,7 @@ def _page(title: str, body: str, data: Any, scripts: list[str], extra_css: str =
 
 def _kind_css(kinds: Iterable[str]) -> str:
     out = [f".kinds .sw.k-finding{{background:transparent;border:2px solid {KIND_COLORS['finding']}}}"]
+    out.append(f".kinds .sw.k-k0-shade{{background:{K0_SHADE}}}")
     for k in kinds:
         if _SAFE_CLASS.match(k):
             out.append(f".k-{k}{{background:{KIND_COLORS.get(k, OTHER_KIND_COLOR)}}}")
@@ -427,8 +485,12 @@ def _kv_rows(rows: list[tuple[str, Any]]) -> str:
 
 
 def _fmt_value(v: Any, limit: int = 300) -> str:
-    if isinstance(v, bool) or v is None:
-        s = str(v)
+    if isinstance(v, bool):
+        s = "yes" if v else "no"
+    elif v is None:
+        s = "—"
+    elif is_schedule(v):
+        s = schedule_text(v)
     elif isinstance(v, float):
         s = f"{v:.6g}"
     elif isinstance(v, (list, tuple)):
@@ -464,7 +526,8 @@ def _context_html(c: dict[str, Any]) -> str:
         if spec.get("model"):
             s += f", draft {spec['model']}"
         if spec.get("per_batch_size"):
-            s += f", per-batch-size schedule {spec['per_batch_size']}"
+            s += ", dynamic K (schedule below)" if is_schedule(spec["per_batch_size"]) else \
+                f", per-batch-size schedule {_fmt_value(spec['per_batch_size'])}"
         if spec.get("enabled") is False:
             s += " (disabled)"
         rows.append(("speculative decoding", s))
@@ -486,12 +549,32 @@ def _context_html(c: dict[str, Any]) -> str:
     if c.get("lmcache_degraded"):
         rows.append(("LMCache state", "DEGRADED (init failed: no stores, no loads)"))
     out = _kv_rows(rows)
+    if isinstance(spec, dict) and is_schedule(spec.get("per_batch_size")):
+        out += _schedule_table(spec["per_batch_size"])
     rest = {k: v for k, v in c.items() if v not in (None, "", [], {})}
     if rest:
         full = "".join(f"<tr><th>{esc(k)}</th><td class=\"mono\">{esc(_fmt_value(v, 4000))}</td></tr>"
                        for k, v in rest.items())
         out += f"<details><summary>all context ({len(rest)} keys)</summary><table class=\"kv\">{full}</table></details>"
     return out or "<p class=\"note\">No deployment context was recognised.</p>"
+
+
+def _schedule_table(v: Any) -> str:
+    """A dynamic-K schedule (``num_speculative_tokens_per_batch_size``) as a table: batch sizes → K."""
+    rows = "".join(f"<tr><td>{esc(b)}</td><td>{esc(k)}</td><td>{'no speculation' if k == 0 else ''}</td></tr>"
+                   for b, k in schedule_rows(v))
+    return ("<table class=\"grid schedule\"><caption>dynamic-K schedule</caption><tr><th>batch size</th>"
+            f"<th>K (draft tokens)</th><th></th></tr>{rows}</table>")
+
+
+def _why_not_html(f: Any) -> str:
+    """The rejected popular suspect, always visible (not folded into "also weighed")."""
+    c = next((c for c in (f.causes or [])[1:] if c.id == "decode-cache-not-saved"), None)
+    if c is None:
+        return ""
+    conf = _num(c.confidence) or 0.0
+    return (f"<p class=\"whynot\"><b>Why not save_decode_cache:</b> confidence {conf:.2f} — "
+            f"{esc('; '.join(c.against[:3]))}</p>")
 
 
 def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
@@ -503,7 +586,7 @@ def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
     if f.count and f.count > 1:
         h.append(f"<span class=\"rule\">×{esc(f.count)}</span>")
     if getattr(f, "first_seen", None) is not None:
-        h.append(f"<span class=\"when\">first seen {esc(_fmt_time(f.first_seen))} UTC</span>")
+        h.append(f"<span class=\"when\">first seen {esc(_fmt_time(f.first_seen))} ({TIME_LABEL})</span>")
     h.append("</div>")
     if f.summary:
         h.append(f"<p>{esc(f.summary)}</p>")
@@ -511,11 +594,12 @@ def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
     if m:
         items = []
         for k, v in m.items():
-            if isinstance(v, dict) or k == "per_request":
+            if isinstance(v, dict) or k == "per_request" or is_schedule(v):
                 continue
             items.append(f"<span><b>{esc(k)}</b>={esc(_fmt_value(v, 240))}</span>")
         nested = {k: v for k, v in m.items() if isinstance(v, dict) or k == "per_request"}
         h.append(f"<div class=\"measure mono\">{''.join(items)}</div>")
+        h += [_schedule_table(v) for v in m.values() if is_schedule(v)][:1]
         if nested:
             rows = "".join(f"<tr><th>{esc(k)}</th><td class=\"mono\">{esc(_fmt_value(v, 4000))}</td></tr>"
                            for k, v in nested.items())
@@ -537,6 +621,7 @@ def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
                      f"<td class=\"conf\"><meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
                      f"<td><ul>{why}</ul></td><td>{fix}</td></tr>")
         h.append("</table>" + ("</details>" if len(f.causes) > TOP_CAUSES + 1 else ""))
+        h.append(_why_not_html(f))
     if f.evidence:
         shown = f.evidence[:verbose_evidence]
         lines = "\n".join(f"<span class=\"loc\">{esc(e.path)}:{esc(e.line)}</span>  {esc(e.text)}" for e in shown)
@@ -576,11 +661,14 @@ def _timeline_html(charts: dict[str, Any]) -> str:
     if not charts["groups"] and not charts["markers"]:
         return ("<p class=\"note\">No timestamped metrics or events in these logs, so there is no timeline "
                 "(vLLM writes its metrics lines every 10 s unless <code>--disable-log-stats</code> is set).</p>")
-    out = ["<p class=\"note\">One shared time axis (UTC, as written in the log). Drag across a chart to zoom all "
-           "of them, double-click to reset; dashed lines mark events.</p>"]
+    out = [f"<p class=\"note\">One shared time axis: {TIME_LABEL}, as written in the log. Drag across a chart to "
+           "zoom all of them, double-click to reset; dashed lines mark events, a break in a line is a stretch with "
+           "no logged interval, and shaded bands are K=0 stretches (dynamic K turned speculation off).</p>"]
     if not charts["groups"]:
         out.append("<p class=\"note\">No metric series were found in these logs; only the events are drawn.</p>")
     kinds = sorted({m["kind"] for m in charts["markers"]})
+    if charts.get("k0"):
+        kinds.append("k0-shade")
     if kinds:
         out.append("<div class=\"kinds\">" + "".join(
             f"<span><span class=\"sw k-{esc(k) if _SAFE_CLASS.match(k) else 'other'}\"></span>"
@@ -595,8 +683,41 @@ def _timeline_html(charts: dict[str, Any]) -> str:
             f"</td><td>{esc(m['rule'] or '')}</td><td>{esc(m['label'])}</td></tr>" for m in ms[:MAX_MARKER_ROWS])
         more = f", first {MAX_MARKER_ROWS}" if len(ms) > MAX_MARKER_ROWS else ""
         out.append(f"<details><summary>events ({charts['markers_total']:,}{more})</summary><table class=\"grid\">"
-                   f"<tr><th>time (UTC)</th><th>kind</th><th>rank</th><th>rule</th><th>what</th></tr>{rows}"
+                   f"<tr><th>{TIME_LABEL}</th><th>kind</th><th>rank</th><th>rule</th><th>what</th></tr>{rows}"
                    "</table></details>")
+    return "\n".join(out)
+
+
+def _rule_codes() -> list[str]:
+    from specdiag.analyzers.base import all_rules
+
+    return list(all_rules())
+
+
+def _verdict_html(st: Any, findings: list[Any]) -> str:
+    """The answer, above everything else: the status and one verdict line per finding group, each with its
+    arithmetic (the headline), the most likely cause and the next step, linked to the finding."""
+    first = {}
+    for i, f in enumerate(findings, 1):
+        first.setdefault(f.rule, i)
+    out = ["<section id=\"verdict\" class=\"verdict\"><h2>Summary</h2>",
+           f"<p class=\"status status-{esc(st.kind)}\"><b>{esc(st.text)}</b></p>"]
+    vs = verdicts(findings)
+    if vs:
+        out.append("<ul class=\"verdicts\">")
+        for v in vs:
+            sev = v.severity if v.severity in ("error", "warning", "info") else "info"
+            line = f"<b>{esc(v.rule)}</b> <span class=\"sev sev-{sev}\">{esc(sev)}</span> — {esc(v.headline)}"
+            if v.count > 1:
+                line += f" (+{v.count - 1} more)"
+            if v.cause:
+                line += f"; most likely <b>{esc(v.cause)}</b> ({v.confidence:.2f})"
+            if v.next:
+                line += f"; next: {esc(v.next)}"
+            out.append(f"<li>{line} <a href=\"#f-{first[v.rule]}\">details</a></li>")
+        out.append("</ul>")
+    out += [f"<p class=\"note\">{esc(h)}</p>" for h in st.hints]
+    out.append("</section>")
     return "\n".join(out)
 
 
@@ -613,8 +734,9 @@ def render_html(report: Any) -> str:
     lines = sum(int(i.get("lines", 0) or 0) for i in report.inputs or [])
     b.append(f"<p class=\"sub\">{esc(', '.join(paths[:6]) + (f' (+{len(paths) - 6} more)' if len(paths) > 6 else ''))}"
              f" — {lines:,} lines, {report.recognized_lines:,} recognised</p>")
+    st = status(report, list(_rule_codes()))
     b.append("<div class=\"badges\">")
-    if not findings:
+    if st.kind == "clean":
         b.append("<span class=\"badge ok\">no problem found</span>")
     for key, cls in (("errors", "error"), ("warnings", "warning"), ("infos", "info")):
         if s.get(key):
@@ -622,24 +744,16 @@ def render_html(report: Any) -> str:
     if redacted:
         b.append("<span class=\"badge redacted\">prompts and completions redacted</span>")
     b.append("</div></header>")
-
-    if findings:
-        b.append("<h2>Summary</h2><ul>")
-        for i, f in enumerate(findings, 1):
-            top = f.causes[0] if f.causes else None
-            cause = f" — most likely <b>{esc(top.id)}</b> ({(_num(top.confidence) or 0):.2f})" if top else ""
-            b.append(f"<li><span class=\"sev sev-{esc(f.severity)}\">{esc(f.severity)}</span> "
-                     f"<a href=\"#f-{i}\">{esc(f.rule)}</a> {esc(f.title)}{cause}</li>")
-        b.append("</ul>")
-    b.append("<h2>Deployment</h2>")
-    b.append(_context_html(c))
-    b.append("<h2>Timeline</h2>")
-    b.append(_timeline_html(charts))
+    b.append(_verdict_html(st, findings))
     b.append(f"<h2>Findings ({len(findings)})</h2>")
     if findings:
         b.extend(_finding_html(i, f) for i, f in enumerate(findings, 1))
     else:
-        b.append("<p>No problem found in what was read.</p>")
+        b.append(f"<p>{esc(st.text)}.</p>")
+    b.append("<h2>Deployment</h2>")
+    b.append(_context_html(c))
+    b.append("<h2>Timeline</h2>")
+    b.append(_timeline_html(charts))
     b.append("<h2>What was read</h2>")
     b.append(_inputs_html(report))
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -651,7 +765,7 @@ def render_html(report: Any) -> str:
     data = {"report": rd, "charts": charts}
     scripts = [_asset("uPlot.iife.min.js"), _asset("report.js")] if (charts["groups"] or charts["markers"]) else []
     kinds = set(KIND_COLORS) | {m["kind"] for m in charts["markers"]}
-    return _page(title, "\n".join(b), data, scripts, _kind_css(sorted(kinds)) + ".k-other{background:#607d8b}\n")
+    return _page(title, "\n".join(b), data, scripts, _kind_css(sorted(kinds)) + ".k-other{background:#999999}\n")
 
 
 def write_html(report: Any, path: str | Path) -> None:

@@ -43,9 +43,11 @@ def fence(text: str, lang: str = "text") -> str:
 def _details(f: Finding) -> str:
     ev0 = f.evidence[0] if f.evidence else None
     where = f" — `{display_path(ev0.path)}:{ev0.line}`" if ev0 else ""
-    parts = [f"<details><summary><b>{f.rule}</b> {html.escape(f.title)}{html.escape(where)}</summary>\n\n"]
+    # quote=False: element text needs no quote escaping, and GitHub shows '&#x27;' literally inside `code`
+    parts = [f"<details><summary><b>{f.rule}</b> {html.escape(f.title, quote=False)}"
+             f"{html.escape(where, quote=False)}</summary>\n\n"]
     if f.summary:
-        parts.append(f"{html.escape(f.summary)}\n\n")
+        parts.append(f"{html.escape(f.summary, quote=False)}\n\n")
     if f.causes:
         parts.append("| cause | confidence | fix |\n|---|---|---|\n")
         for c in f.causes[:5]:
@@ -53,7 +55,7 @@ def _details(f: Finding) -> str:
         parts.append("\n")
         top = f.causes[0]
         if top.confirm_with:
-            parts.append(f"Confirm with: {html.escape(top.confirm_with)}\n\n")
+            parts.append(f"Confirm with: {html.escape(top.confirm_with, quote=False)}\n\n")
     if f.evidence:
         lines = [f"{display_path(e.path)}:{e.line}: {e.text}" for e in f.evidence[:MAX_EVIDENCE]]
         if len(f.evidence) > MAX_EVIDENCE:

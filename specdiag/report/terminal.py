@@ -1,26 +1,41 @@
-"""The terminal report: readable at a glance, pasteable into an incident.
+"""The terminal report: the answer first and last, the reasoning in between.
 
-Layout: what was read → the deployment → findings by severity, each with its arithmetic, ranked causes
-(evidence for and against), the fix, the experiment that would confirm it, and the log lines as
-``path:line``. Everything from a log is printed as plain text (Rich markup is never interpreted).
+Layout: the status line and one verdict line per finding group (so the answer is on the first screen and
+still on the screen when the run ends) → what was read → the deployment → the timeline → each finding with
+its arithmetic, ranked causes (evidence for ``+`` and against ``−``), the fix, the experiment that would
+confirm it and the log lines as ``path:line`` → the verdict again.
+
+Below ``COMPACT_BELOW`` columns the layout drops boxes and tables (nothing wraps one word per line). Every
+string that came from a log goes through ``specdiag.sanitize.terminal_text``: a log line can carry escape
+sequences (OSC 52 clipboard writes, ``ESC[2J``, title sets) that must never reach the tty; Rich markup is
+never interpreted either.
 """
 
 from __future__ import annotations
 
+import os
 import sys
+from typing import Any
 
-from rich.console import Console, Group
+from rich.console import Console, Group, RenderableType
 from rich.markup import escape
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from specdiag.findings import Finding
 from specdiag.report.model import Report
+from specdiag.report.verdict import Status, status, verdicts
+from specdiag.sanitize import one_line, terminal_text
+from specdiag.values import format_value, schedule_text
 
 SEV_STYLE = {"error": "bold white on red", "warning": "bold black on yellow", "info": "bold white on blue"}
+SEV_COLOR = {"error": "red", "warning": "yellow", "info": "blue"}
 KEY_CONFIG = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "remote_url", "save_decode_cache",
               "save_unfull_chunk", "enable_async_loading", "use_layerwise", "pin_timeout_sec", "enable_p2p")
+COMPACT_BELOW = 100
+DEFAULT_WIDTH = 120  # pasted or piped reports: a fixed, readable width
 
 
 def _bar(conf: float, width: int = 10) -> str:
@@ -28,27 +43,64 @@ def _bar(conf: float, width: int = 10) -> str:
     return "█" * n + "░" * (width - n)
 
 
+def _t(s: Any, style: str = "") -> Text:
+    """Log-derived text, made safe for a terminal."""
+    return Text(terminal_text(s), style=style)
+
+
+def _all_codes() -> list[str]:
+    from specdiag.analyzers.base import all_rules
+
+    return list(all_rules())
+
+
+def _verdict_block(console: Console, st: Status, findings: list[Finding], compact: bool) -> None:
+    head = Text("specdiag: ", style="bold")
+    head.append(st.text, style="bold" if st.kind in ("findings", "clean") else "bold yellow")
+    console.print(head)
+    vs = verdicts(findings)
+    if vs and compact:  # no hanging-indent column: the full width for the words
+        for v in vs:
+            t = Text("  ")
+            t.append(v.rule, style=f"bold {SEV_COLOR[v.severity]}")
+            t.append(" ")
+            t.append(v.severity, style=SEV_COLOR[v.severity])
+            t.append(terminal_text(v.line()[len(v.rule) + len(v.severity) + 1:]))
+            console.print(t)
+    elif vs:
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(no_wrap=True)
+        grid.add_column()
+        for v in vs:
+            code = Text("  ")
+            code.append(v.rule, style=f"bold {SEV_COLOR[v.severity]}")
+            code.append(" ")
+            code.append(v.severity, style=SEV_COLOR[v.severity])
+            grid.add_row(code, _t(v.line()[len(v.rule) + len(v.severity) + 2:]))
+        console.print(grid)
+    for h in st.hints:
+        console.print(_t("  " + h, "dim"))
+
+
 def _inputs_line(report: Report) -> Text:
     lines = sum(i["lines"] for i in report.inputs)
     rec = sum(i["recognized"] for i in report.inputs)
     skipped = sum(i["skipped"] for i in report.inputs)
+    n = len(report.inputs)
     t = Text()
-    t.append(f"Read {len(report.inputs)} input(s), {lines:,} lines: {rec:,} recognised as vLLM/LMCache output")
+    t.append(f"Read {n} input{'s' if n != 1 else ''}, {lines:,} lines: {rec:,} recognised as vLLM/LMCache output")
     if skipped:
         t.append(f", {skipped:,} skipped (binary/NUL)", style="yellow")
     t.append(f" in {report.elapsed_s:.2f} s.")
     return t
 
 
-def _context_table(report: Report) -> Table:
-    c = report.context or (report.deployments[0].context.to_dict() if report.deployments else {})
-    tab = Table.grid(padding=(0, 2))
-    tab.add_column(style="bold")
-    tab.add_column()
+def _context_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
 
-    def row(k: str, v) -> None:
+    def row(k: str, v: Any) -> None:
         if v not in (None, "", [], {}):
-            tab.add_row(k, Text(str(v)))
+            rows.append((k, format_value(v) if not isinstance(v, str) else v))
 
     row("vLLM", c.get("vllm_version"))
     lv = c.get("lmcache_version")
@@ -57,159 +109,265 @@ def _context_table(report: Report) -> Table:
         note = c.get("lmcache_version_note")
         row("LMCache", f"{lv}" + (f"  (from {', '.join(ev[:4])})" if ev else "") + (f"  — {note}" if note else ""))
     row("model", c.get("model"))
-    tp = c.get("tensor_parallel_size")
-    pp = c.get("pipeline_parallel_size")
+    tp, pp = c.get("tensor_parallel_size"), c.get("pipeline_parallel_size")
     if tp or pp:
-        row("parallelism", f"TP={tp or 1}" + (f" PP={pp}" if pp and pp > 1 else "")
-            + (f"; ranks in the log: {', '.join(c.get('ranks_seen') or [])}" if c.get("ranks_seen") else ""))
+        ranks = [r for r in (c.get("ranks_seen") or []) if r]
+        size = f"TP ≥ {tp} (not stated in the log)" if c.get("tensor_parallel_size_inferred") else f"TP={tp or 1}"
+        row("parallelism", size + (f" PP={pp}" if pp and pp > 1 else "")
+            + (f"; ranks in the log: {', '.join(ranks)}" if ranks else ""))
     spec = c.get("speculative")
     if spec:
         s = f"{spec.get('method')} K={spec.get('num_speculative_tokens')}"
         if spec.get("per_batch_size"):
-            s += f", per-batch-size schedule {spec['per_batch_size']}"
+            s += f", dynamic K: {schedule_text(spec['per_batch_size']) or format_value(spec['per_batch_size'])}"
         row("speculative", s)
     row("prefix caching", c.get("prefix_caching"))
     cfg = c.get("lmcache_config") or {}
     if cfg:
-        shown = ", ".join(f"{k}={cfg[k]}" for k in KEY_CONFIG if k in cfg)
+        shown = ", ".join(f"{k}={format_value(cfg[k])}" for k in KEY_CONFIG if k in cfg)
         row("LMCache config", shown + f"  [{c.get('lmcache_config_source')}]")
     row("KV load failure policy", c.get("kv_load_failure_policy"))
     if c.get("lmcache_degraded"):
         row("LMCache state", "DEGRADED (init failed: no stores, no loads)")
-    return tab
+    return rows
 
 
-def _finding_panel(f: Finding, verbose: bool) -> Panel:
-    parts = []
+def _context(report: Report, compact: bool) -> RenderableType | None:
+    """One block per deployment (a server: its files, or one pod of a merged stream)."""
+    if report.context is not None or len(report.deployments) <= 1:
+        c = report.context or (report.deployments[0].context.to_dict() if report.deployments else {})
+        return _context_block(_context_rows(c), "deployment", compact)
+    blocks = [_context_block(_context_rows(d.context.to_dict()), f"deployment {terminal_text(d.id)}", compact)
+              for d in report.deployments]
+    shown = [b for b in blocks if b is not None]
+    return Group(*shown) if shown else None
+
+
+def _context_block(rows: list[tuple[str, str]], title: str, compact: bool) -> RenderableType | None:
+    if not rows:
+        return None
+    if compact:  # "key: value" lines use the whole width; a key column would squeeze every value
+        lines = [Text(title, style="bold underline")]
+        for k, v in rows:
+            t = Text(f"{k}: ", style="bold")
+            t.append(terminal_text(v))
+            lines.append(t)
+        return Group(*lines)
+    tab = Table.grid(padding=(0, 2))
+    tab.add_column(style="bold", no_wrap=True)
+    tab.add_column()
+    for k, v in rows:
+        tab.add_row(k, _t(v))
+    return Panel(tab, title=title, title_align="left", border_style="dim")
+
+
+def _measurements(f: Finding, verbose: bool) -> Text | None:
+    m = f.measurements
+    if not m:
+        return None
+    mt = Text()
+    limit = 20 if verbose else 3
+    for k, v in m.items():
+        if k in ("request_ids", "per_request"):
+            continue
+        shown = format_value(v, limit)
+        if not verbose and len(shown) > 160:
+            shown = shown[:157] + "…"
+        mt.append(k, style="dim")
+        mt.append("=" + terminal_text(shown) + "  ")
+    ids = m.get("request_ids")
+    if ids:
+        mt.append("request_ids", style="dim")
+        mt.append("=" + terminal_text(format_value(ids, limit)))
+    return mt
+
+
+def _causes(f: Finding, verbose: bool, compact: bool) -> list[RenderableType]:
+    """Ranked causes as lines (no table: narrow terminals must not wrap a word per line)."""
+    parts: list[RenderableType] = []
+    shown = f.causes if verbose else f.causes[: 3 if compact else 4]
+    parts.append(Text("Causes (share of belief; the rest is kept for causes nobody listed, so they add up to less than 1):", style="bold"))
+    for i, c in enumerate(shown, 1):
+        line = Text(f"{i}. ")
+        line.append(terminal_text(c.id), style="bold" if i == 1 else "")
+        line.append(f"  {_bar(c.confidence)} {c.confidence:.2f}")
+        parts.append(line)
+        why = Text()
+        for s in c.for_[: 20 if verbose else 3]:
+            why.append("+ ", style="green")
+            why.append(terminal_text(s) + "\n")
+        for s in c.against[: 20 if verbose else 2]:
+            why.append("− ", style="red")
+            why.append(terminal_text(s) + "\n")
+        if why:
+            why.rstrip()
+            parts.append(Padding(why, (0, 0, 0, 3)))
+    rest = f.causes[len(shown):]
+    if rest:
+        parts.append(Text("also weighed: " + ", ".join(f"{terminal_text(c.id)} {c.confidence:.2f}" for c in rest)
+                          + "  (-v for the reasons)", style="dim"))
+    suspect = next((c for c in f.causes[1:] if c.id == "decode-cache-not-saved"), None)
+    if suspect is not None:
+        t = Text("Why not save_decode_cache: ", style="bold")
+        t.append(terminal_text(f"confidence {suspect.confidence:.2f} — " + "; ".join(suspect.against[:2])))
+        parts.append(t)
+    top = f.causes[0]
+    for label, value, style in (("Fix: ", top.fix, "bold green"), ("Confirm: ", top.confirm_with, "bold")):
+        if value:
+            t = Text(label, style=style)
+            t.append(terminal_text(value))
+            parts.append(t)
+    return parts
+
+
+def _evidence(f: Finding, verbose: bool, compact: bool) -> Text:
+    """The evidence lines in log order; ``▸`` marks the primary one (the CI formats' location)."""
+    ev = Text("Evidence (▸ = the line CI annotations point at):\n", style="bold")
+    limit = 220 if not compact else 120
+    shown = f.evidence[: 20 if verbose else (5 if compact else 8)]
+    primary = shown[0] if shown else None
+    for e in sorted(shown, key=lambda x: (x.path, x.line)):
+        ev.append(("▸ " if e is primary else "  ") + f"{one_line(e.path)}:{e.line}", style="cyan")
+        text = one_line(e.text)
+        text = text if verbose or len(text) <= limit else text[: limit - 1] + "…"
+        ev.append(("\n    " if compact else "  ") + text + "\n")
+    ev.rstrip()
+    return ev
+
+
+def _finding(f: Finding, verbose: bool, compact: bool) -> RenderableType:
     head = Text()
     head.append(f" {f.severity.upper()} ", style=SEV_STYLE[f.severity])
     head.append(f" {f.rule} ", style="bold")
-    head.append(f.title)
+    head.append(terminal_text(f.title))
     if f.count > 1:
-        head.append(f"  ×{f.count}", style="bold")
-    parts.append(head)
+        head.append(f"  ×{f.count} occurrences", style="bold")
+    parts: list[RenderableType] = [head]
     if f.summary:
-        parts.append(Text(f.summary))
-    m = f.measurements
-    if m:
-        mt = Text()
-        for k, v in m.items():
-            if k in ("request_ids", "per_request") or isinstance(v, dict):
-                continue
-            if isinstance(v, list):
-                shown = "; ".join(map(str, v[: 20 if verbose else 3])) + (f" (+{len(v) - 3} more)" if len(v) > 3 and not verbose else "")
-            else:
-                shown = str(v)
-            if not verbose and len(shown) > 160:
-                shown = shown[:157] + "…"
-            mt.append(f"{k}", style="dim")
-            mt.append("=" + shown + "  ")
-        if m.get("request_ids"):
-            ids = m["request_ids"]
-            mt.append("request_ids", style="dim")
-            mt.append("=" + ", ".join(ids[:3]) + (f" (+{len(ids) - 3} more)" if len(ids) > 3 else ""))
+        parts.append(_t(f.summary))
+    mt = _measurements(f, verbose)
+    if mt is not None:
         parts.append(mt)
     if f.causes:
-        ct = Table(show_header=True, header_style="bold", box=None, pad_edge=False, expand=True)
-        ct.add_column("#", width=2)
-        ct.add_column("cause", no_wrap=True)
-        ct.add_column("confidence", no_wrap=True)
-        ct.add_column("why / why not", ratio=1)
-        shown = f.causes if verbose else f.causes[:4]
-        for i, c in enumerate(shown, 1):
-            why = Text()
-            for s in c.for_[:3 if not verbose else 20]:
-                why.append("+ ", style="green")
-                why.append(s + "\n")
-            for s in c.against[:2 if not verbose else 20]:
-                why.append("− ", style="red")
-                why.append(s + "\n")
-            ct.add_row(str(i), Text(c.id, style="bold" if i == 1 else ""), f"{_bar(c.confidence)} {c.confidence:.2f}", why)
-        parts.append(ct)
-        rest = f.causes[len(shown):]
-        if rest:
-            parts.append(Text("also weighed: " + ", ".join(f"{c.id} {c.confidence:.2f}" for c in rest)
-                              + "  (use -v for the reasons)", style="dim"))
-        suspect = next((c for c in f.causes[1:] if c.id == "decode-cache-not-saved"), None)
-        if suspect is not None:
-            t = Text()
-            t.append("Why not save_decode_cache: ", style="bold")
-            t.append(f"confidence {suspect.confidence:.2f} — " + "; ".join(suspect.against[:2]))
-            parts.append(t)
-        top = f.causes[0]
-        if top.fix:
-            t = Text()
-            t.append("Fix: ", style="bold green")
-            t.append(top.fix)
-            parts.append(t)
-        if top.confirm_with:
-            t = Text()
-            t.append("Confirm: ", style="bold")
-            t.append(top.confirm_with)
-            parts.append(t)
+        parts += _causes(f, verbose, compact)
     if f.evidence:
-        ev = Text()
-        ev.append("Evidence:\n", style="bold")
-        for e in f.evidence[: 20 if verbose else 8]:
-            ev.append(f"  {e.path}:{e.line}", style="cyan")
-            text = e.text if verbose or len(e.text) <= 220 else e.text[:217] + "…"
-            ev.append(f"  {text}\n")
-        parts.append(ev)
+        parts.append(_evidence(f, verbose, compact))
     if f.next_steps:
-        ns = Text()
-        ns.append("Next steps:\n", style="bold")
+        ns = Text("Next steps:\n", style="bold")
         for s in f.next_steps:
-            ns.append(f"  • {s}\n")
+            ns.append(f"  • {terminal_text(s)}\n")
+        ns.rstrip()
         parts.append(ns)
-    border = {"error": "red", "warning": "yellow", "info": "blue"}[f.severity]
-    return Panel(Group(*parts), border_style=border, expand=True)
+    if compact:
+        return Group(Text(""), *parts)
+    return Panel(Group(*parts), border_style=SEV_COLOR[f.severity], expand=True)
 
 
-def _timeline(console: Console, report: Report, findings: list[Finding]) -> None:
-    """Acceptance and cache-hit sparklines on one time axis, with findings and incidents marked."""
-    from specdiag.metrics.sparkline import timeline_rows
+def _timeline(console: Console, report: Report, compact: bool, width: int) -> None:
+    """Acceptance and cache-hit sparklines on one time axis, one marker row per kind, a time axis."""
+    from specdiag.metrics.sparkline import LABEL_W, timeline_rows
 
-    tl = dict(report.timeline or {})
-    marks = list(tl.get("markers") or [])
-    marks += [{"t": f.first_seen, "kind": "finding", "rule": f.rule} for f in findings if f.first_seen]
-    tl["markers"] = marks
-    rows = timeline_rows(tl, width=60)
+    spark_w = max(16, min(60, width - LABEL_W - (14 if compact else 18)))
+    rows = timeline_rows(report.timeline or {}, width=spark_w)
     if not rows:
         return
-    body = Text("\n".join(rows))
-    body.append("\n▲ finding  ! shortfall  x load failure  E error  p preemption  0 K=0 interval", style="dim")
-    console.print(Panel(body, title="timeline", title_align="left", border_style="dim"))
+    body = Text("\n".join(terminal_text(r) for r in rows))
+    body.append("\n'last' = the value of the last interval; blank columns: no interval logged there", style="dim")
+    if compact:
+        console.print(Group(Text("timeline", style="bold underline"), body))
+    else:
+        console.print(Panel(body, title="timeline", title_align="left", border_style="dim"))
 
 
-def render_terminal(report: Report, verbose: bool = False, color: bool | None = None, file=None) -> None:
-    out = file or sys.stdout
-    width = None if getattr(out, "isatty", lambda: False)() else 120  # pasted reports: a fixed, readable width
-    console = Console(file=out, no_color=color is False, highlight=False, soft_wrap=False, emoji=False,
-                      markup=False, width=width)
-    console.print(Text("specdiag — diagnosis", style="bold"))
-    console.print(_inputs_line(report))
-    for inp in report.inputs:
-        for err in inp.get("errors", []):
-            console.print(Text(f"  ! {inp['path']}: {err}", style="yellow"))
-    console.print(Panel(_context_table(report), title="deployment", title_align="left", border_style="dim"))
-    findings = report.sorted_findings()
-    _timeline(console, report, findings)
-    s = report.summary
-    console.print(Text(f"{len(findings)} finding(s): {s['errors']} error, {s['warnings']} warning, {s['infos']} info",
-                       style="bold"))
-    for f in findings:
-        console.print(_finding_panel(f, verbose))
-    if not findings:
-        console.print(Text("No problem found in what was read.", style="green"))
+def _unrecognised(console: Console, report: Report) -> None:
     unrec = {k: v for k, v in report.unrecognized.items() if k != "top_warnings" and v}
     if unrec:
         console.print(Text("Not recognised (kept out of the analysis): "
-                           + ", ".join(f"{v:,} {k} record(s)" for k, v in unrec.items()), style="dim"))
+                           + ", ".join(f"{v:,} {terminal_text(k)} record(s)" for k, v in unrec.items()), style="dim"))
     top = report.unrecognized.get("top_warnings") or {}
     if top:
-        console.print(Text("Unrecognised warnings/errors (most frequent):", style="dim"))
+        console.print(Text("Unrecognised warnings/errors, most frequent first (example text):", style="dim"))
         for shape, n in list(top.items())[:5]:
-            console.print(Text(f"  {n:>5} × {shape}", style="dim"))
+            console.print(_t(f"  {n:>5} × {one_line(shape)}", "dim"))
 
 
-__all__ = ["render_terminal", "escape"]
+def resolve_width(out: Any, width: int | None = None) -> int:
+    """The report width: explicit, else ``$COLUMNS``, else the terminal's, else 120 (pasted/piped)."""
+    if width:
+        return max(40, width)
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return max(40, int(env))
+    if getattr(out, "isatty", lambda: False)():
+        try:
+            return max(40, os.get_terminal_size(out.fileno()).columns)
+        except (OSError, ValueError, AttributeError):
+            pass
+    return DEFAULT_WIDTH
+
+
+class _RightStripped:
+    """A file that drops trailing blanks from each line: Rich pads table cells to the column width, which a
+    report pasted into a ticket or a chat does not need."""
+
+    def __init__(self, out: Any) -> None:
+        self._out = out
+        self._pending = ""
+
+    def write(self, s: str) -> int:
+        text = self._pending + s
+        *lines, self._pending = text.split("\n")
+        if lines:
+            self._out.write("".join(line.rstrip(" ") + "\n" for line in lines))
+        return len(s)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._out.write(self._pending.rstrip(" "))
+            self._pending = ""
+        getattr(self._out, "flush", lambda: None)()
+
+    def isatty(self) -> bool:
+        return False
+
+
+def render_terminal(report: Report, verbose: bool = False, color: bool | None = None, file: Any = None,
+                    width: int | None = None, quiet: bool = False) -> None:
+    """Print the report. ``width`` overrides the detected terminal width (tests, screenshots); ``quiet``
+    prints only the status and verdict lines."""
+    out = file or sys.stdout
+    w = resolve_width(out, width)
+    if not getattr(out, "isatty", lambda: False)():
+        out = _RightStripped(out)
+    compact = w < COMPACT_BELOW
+    console = Console(file=out, no_color=color is False, highlight=False, soft_wrap=False, emoji=False,
+                      markup=False, width=w)
+    findings = report.sorted_findings()
+    st = status(report, _all_codes())
+    _verdict_block(console, st, findings, compact)
+    if quiet:
+        out.flush()
+        return
+    console.print(_inputs_line(report), style="dim")
+    for e in getattr(report, "tool_errors", None) or []:
+        console.print(_t(f"  ! not read: {one_line(e.get('message', ''))}", "yellow"))
+    for inp in report.inputs:
+        for err in inp.get("errors", []):
+            console.print(_t(f"  ! {one_line(inp['path'])}: {one_line(err)}", "yellow"))
+    if st.kind == "nothing-recognised":
+        out.flush()
+        return
+    ctx = _context(report, compact)
+    if ctx is not None:
+        console.print(ctx)
+    _timeline(console, report, compact, w)
+    for f in findings:
+        console.print(_finding(f, verbose, compact))
+    _unrecognised(console, report)
+    console.print(Text(""))
+    console.print(Text("── verdict " + "─" * max(0, min(w, 80) - 11), style="dim"))
+    _verdict_block(console, st, findings, compact)
+    out.flush()
+
+
+__all__ = ["COMPACT_BELOW", "render_terminal", "resolve_width", "escape"]

@@ -73,15 +73,17 @@ def preflight(spec: DeviceSpec, needs_lmcache: bool, needs_redis: bool) -> None:
     if r.returncode != 0:
         raise BackendError(f"{spec.python} failed the pre-flight check: {r.stderr.strip()[-500:]}")
     found = json.loads(r.stdout.strip().splitlines()[-1])
-    extra = "repro-cpu" if spec.kind == "cpu" else "repro"
+    from specdiag import DISTRIBUTION
+
+    fix = ("run 'specdiag repro setup --device cpu'" if spec.kind == "cpu"
+           else f"install '{DISTRIBUTION}[repro]' there (see docs/repro.md)")
     if not found["vllm"]:
-        raise BackendError(f"{spec.python} has no vllm; install the '{extra}' extra there (see docs/repro.md)")
+        raise BackendError(f"{spec.python} has no vllm; {fix}")
     if needs_lmcache and not found["lmcache"]:
-        raise BackendError(f"{spec.python} has no lmcache; install the '{extra}' extra there")
+        raise BackendError(f"{spec.python} has no lmcache; {fix}")
     if spec.kind == "cpu" and needs_lmcache and not found["plugin"]:
-        raise BackendError(f"specdiag's vLLM plugin is not visible to {spec.python}: run "
-                           f"'{spec.python} -m pip install -e <specdiag checkout> --no-deps' so the LMCache CPU "
-                           f"connector can be activated")
+        raise BackendError(f"specdiag's vLLM plugin is not visible to {spec.python}: {fix} (it installs this "
+                           "specdiag there so the LMCache CPU connector can be activated)")
     if needs_redis and shutil.which(spec.redis_server) is None and not Path(spec.redis_server).exists():
         raise BackendError(f"{spec.redis_server} not found; install Redis (Debian: apt-get install -y redis-server)")
 

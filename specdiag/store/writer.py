@@ -23,7 +23,7 @@ def _pyarrow():
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as e:
-        raise RuntimeError("the events store needs pyarrow: pip install 'specdiag[parquet]'") from e
+        raise RuntimeError("the events store needs pyarrow: pip install 'specdiag-vllm[parquet]'") from e
     return pa, pq
 
 

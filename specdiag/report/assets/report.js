@@ -12,6 +12,9 @@
   var markers = tl.markers || [];
   var lanes = tl.lanes || [];
   var kindColors = tl.kind_colors || {};
+  var k0 = tl.k0 || [];
+  var k0Shade = tl.k0_shade || "rgba(0,158,115,0.13)";
+  var timeLabel = tl.time_label || "log time (zone unknown)";
   if (!groups.length && !markers.length) { return; }
 
   var plots = [];
@@ -43,6 +46,32 @@
     syncing = false;
   }
 
+  // K=0 stretches as shaded bands behind every chart: no SpecDecoding line is logged there
+  function drawK0(u) {
+    if (!k0.length) { return; }
+    var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height, left = u.bbox.left, w = u.bbox.width;
+    ctx.save();
+    ctx.fillStyle = k0Shade;
+    k0.forEach(function (r) {
+      var a = Math.max(left, u.valToPos(r[0], "x", true)), b = Math.min(left + w, u.valToPos(r[1], "x", true));
+      if (b > a) { ctx.fillRect(a, top, b - a, h); }
+    });
+    ctx.restore();
+  }
+
+  // nulls that only align series sampled at different times are joined over (undefined); the real gaps,
+  // intervals that were never logged, stay null and break the line
+  function markHoles(g) {
+    var holes = g.holes || [];
+    for (var j = 1; j < g.data.length; j++) {
+      var col = g.data[j], keep = {};
+      (holes[j - 1] || []).forEach(function (i) { keep[i] = true; });
+      for (var i = 0; i < col.length; i++) {
+        if (col[i] === null && !keep[i]) { col[i] = undefined; }
+      }
+    }
+  }
+
   function drawMarkerLines(u) {
     if (!markers.length) { return; }
     var ctx = u.ctx, top = u.bbox.top, h = u.bbox.height, left = u.bbox.left, w = u.bbox.width;
@@ -70,7 +99,8 @@
   }
   function xAxis() {
     return {
-      stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" },
+      stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" }, label: timeLabel, labelSize: LABEL,
+      size: 54,
       values: function (u, splits) {
         var span = u.scales.x.max - u.scales.x.min;
         var lastDay = null;
@@ -120,14 +150,15 @@
   groups.forEach(function (g) {
     var box = addSection(g.title, g.note);
     var units = g.units || [];
-    var series = [{ label: "time (UTC)", value: function (u, v) { return v == null ? "\u2013" : fmtTime(v); } }];
+    var series = [{ label: timeLabel, value: function (u, v) { return v == null ? "\u2013" : fmtTime(v); } }];
+    markHoles(g);
     g.series.forEach(function (s) {
       series.push({
         label: s.label,
         scale: s.unit || "_",
         stroke: s.color,
         width: 1.5,
-        spanGaps: true,
+        spanGaps: false,
         points: { size: 4 },
         value: (function (unit) { return function (u, v) { return fmt(v, unit); }; })(s.unit),
       });
@@ -161,7 +192,7 @@
       scales: scales,
       legend: { live: true },
       cursor: { sync: { key: cursorSync.key }, drag: { x: true, y: false } },
-      hooks: { draw: [drawMarkerLines], setScale: [syncScale] },
+      hooks: { drawClear: [drawK0], draw: [drawMarkerLines], setScale: [syncScale] },
     };
     var u = new uPlot(opts, g.data, box);
     u.root.setAttribute("data-points", String(g.points || 0));
@@ -253,7 +284,7 @@
         spacerAxis("y"),
       ],
       cursor: { sync: { key: cursorSync.key }, drag: { x: true, y: false }, points: { show: false } },
-      hooks: { draw: [drawDots], setScale: [syncScale], setCursor: [showTip] },
+      hooks: { drawClear: [drawK0], draw: [drawDots], setScale: [syncScale], setCursor: [showTip] },
     };
     var ev = new uPlot(opts, [xs, empty], box);
     ev.root.querySelector(".u-over").appendChild(tip);

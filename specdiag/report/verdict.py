@@ -1,0 +1,193 @@
+"""The verdict: one line per finding group that a reader at 3 a.m. can act on, plus the honest status when
+there is nothing to say.
+
+Shared by the terminal and HTML reports (pure functions, no Rich, no I/O). A verdict line reads::
+
+    KV001 error — 6144 tokens (24 × 256) missing on TP2, request failed; most likely pin-accounting-bug (0.60); next: …
+
+The headline is the rule's own ``Finding.headline`` when it set one (the number and the consequence),
+otherwise the first sentence of its summary, shortened at a clause boundary. The "nothing found" status is
+only "no problem found" when lines were recognised *and* every rule ran: a report on input nothing
+recognised, or with rules deselected, says so instead, because silence from a rule that did not run is not
+evidence of health.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from specdiag.findings import SEVERITY_RANK, Finding
+
+HEADLINE_MAX = 110
+NEXT_MAX = 90
+_TO_CONFIRM = re.compile(r"^To confirm [\w.-]+: ")  # the cause id is already on the verdict line
+_SENTENCE_END = re.compile(r"(?<![.\s][a-z])\.(?:\s|$)")  # '. ' but not after "e.g" / "i.e"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One finding group (all findings of one rule): what the verdict line says, as parts."""
+
+    rule: str
+    severity: str
+    headline: str
+    count: int
+    cause: str | None
+    confidence: float | None
+    next: str
+
+    def line(self) -> str:
+        s = f"{self.rule} {self.severity} — {self.headline}"
+        if self.count > 1:
+            s += f" (+{self.count - 1} more)"
+        if self.cause:
+            s += f"; most likely {self.cause} ({self.confidence:.2f})"
+        if self.next:
+            s += f"; next: {self.next}"
+        return s
+
+
+def _balanced(s: str) -> bool:
+    return s.count("(") <= s.count(")") and s.count("'") % 2 == 0 and s.count("[") <= s.count("]")
+
+
+def shorten(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, preferably at a clause boundary (': ', '; ', ', ') that leaves
+    no parenthesis or quote open."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    for sep in (": ", "; ", ", ", " ("):
+        cut = text.rfind(sep, 0, limit)
+        while cut >= limit // 2:
+            if _balanced(text[:cut]):
+                return text[:cut]
+            cut = text.rfind(sep, 0, cut)
+    cut = text.rfind(" ", 0, limit - 1)
+    cut = cut if cut > limit // 2 else limit - 1
+    opener = max(text.rfind(" '", 0, cut), text.rfind(" (", 0, cut))
+    if not _balanced(text[:cut]) and opener > limit // 2:
+        cut = opener  # do not end inside a quotation or a parenthesis
+    return text[:cut] + "…"
+
+
+def headline(f: Finding) -> str:
+    """The finding in one clause: the rule's headline, else the summary's first sentence, else the title."""
+    own = getattr(f, "headline", "") or ""
+    if own:
+        return shorten(own, HEADLINE_MAX + 40)
+    text = (f.summary or "").strip()
+    if text:
+        m = _SENTENCE_END.search(text)
+        first = text[: m.start()] if m else text
+        return shorten(first, HEADLINE_MAX)
+    return shorten(f.title, HEADLINE_MAX)
+
+
+def next_action(f: Finding) -> str:
+    """The first thing to do: the finding's first next step, else the top cause's check, else its fix."""
+    c = f.top_cause
+    for cand in (*(f.next_steps[:1]), c.confirm_with if c else "", c.fix if c else ""):
+        if cand:
+            return shorten(_TO_CONFIRM.sub("", cand).rstrip("."), NEXT_MAX)
+    return ""
+
+
+def verdicts(findings: list[Finding]) -> list[Verdict]:
+    """One verdict per rule, in the order of ``findings`` (already sorted most severe first); the group's
+    severity is its worst, its headline that of its first (most severe, most confident) finding."""
+    groups: dict[str, list[Finding]] = {}
+    for f in findings:
+        groups.setdefault(f.rule, []).append(f)
+    out = []
+    for rule, fs in groups.items():
+        lead = fs[0]
+        worst = max(fs, key=lambda x: SEVERITY_RANK[x.severity]).severity
+        c = lead.top_cause
+        confident = c is not None and c.confidence >= 0.05
+        out.append(Verdict(rule, worst, headline(lead), len(fs), c.id if confident else None,
+                           c.confidence if confident else None, next_action(lead)))
+    return out
+
+
+@dataclass(frozen=True)
+class Status:
+    """What the report can honestly claim when it has no finding (or before its findings)."""
+
+    kind: str  # "nothing-recognised" | "rules-skipped" | "no-rules" | "clean" | "partial" | "findings"
+    text: str
+    hints: tuple[str, ...] = ()
+
+
+def _skipped_codes(rules_run: list[str], all_codes: list[str]) -> list[str]:
+    ran = set(rules_run)
+    return [c for c in all_codes if c not in ran]
+
+
+def code_ranges(codes: list[str]) -> str:
+    """``KV001, KV002, KV003, SD001`` → ``KV001–KV003, SD001`` (consecutive codes of one family merged)."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        if run:
+            out.append(run[0] if len(run) == 1 else f"{run[0]}–{run[-1]}")
+
+    for code in codes:
+        m = re.fullmatch(r"([A-Z]+)(\d+)", code)
+        if run and m:
+            p = re.fullmatch(r"([A-Z]+)(\d+)", run[-1])
+            if p and p.group(1) == m.group(1) and int(m.group(2)) == int(p.group(2)) + 1:
+                run.append(code)
+                continue
+        flush()
+        run = [code]
+    flush()
+    return ", ".join(out)
+
+
+def status(report: Any, all_codes: list[str]) -> Status:
+    """The status line of a report: findings, or exactly why there are none; inputs that could not be
+    read are named in it, because a clean result on part of a deployment is not a clean deployment."""
+    st = _status(report, all_codes)
+    unread = [str(e.get("path") or e.get("message")) for e in getattr(report, "tool_errors", None) or []]
+    if not unread:
+        return st
+    kind = "partial" if st.kind == "clean" else st.kind
+    text = st.text.replace("no problem found:", "no problem found in what could be read:")
+    return Status(kind, f"{text}; NOT READ: {', '.join(unread[:5])}" + (" …" if len(unread) > 5 else ""), st.hints)
+
+
+def _status(report: Any, all_codes: list[str]) -> Status:
+    lines = sum(int(i.get("lines", 0)) for i in report.inputs)
+    rec = report.recognized_lines
+    n_in = len(report.inputs)
+    where = f"{n_in} input{'s' if n_in != 1 else ''}"
+    if report.findings:
+        s = report.summary
+        parts = [f"{s['errors']} error{'s' if s['errors'] != 1 else ''}",
+                 f"{s['warnings']} warning{'s' if s['warnings'] != 1 else ''}", f"{s['infos']} info"]
+        return Status("findings", f"{', '.join(parts)} in {where} ({rec:,} of {lines:,} lines recognised)")
+    if rec == 0:
+        text = (f"nothing recognised: none of the {lines:,} line{'s' if lines != 1 else ''} in {where} looks like "
+                "vLLM or LMCache output, so no rule could judge it — this is not a clean bill of health")
+        hints = ("specdiag reads the server's own log lines as vLLM and LMCache print them (e.g. 'INFO 05-06 "
+                 "15:56:03 [scheduler.py:…]' or '[2026-05-06 15:56:03,745] LMCache ERROR: …'); an indented or "
+                 "re-wrapped paste, benchmark output or another program's log is not recognised",)
+        return Status("nothing-recognised", text, hints)
+    if not report.rules_run:
+        return Status("no-rules", f"no rule ran (every rule was deselected): nothing was checked in the {rec:,} "
+                                  "recognised lines")
+    skipped = _skipped_codes(report.rules_run, all_codes)
+    if skipped:
+        return Status("rules-skipped",
+                      f"no finding from the {len(report.rules_run)} rule(s) that ran on {rec:,} recognised lines; "
+                      f"{len(skipped)} rule(s) did not run ({code_ranges(skipped)}, deselected by --select/--ignore "
+                      "or the configuration), so this is not a clean bill of health")
+    return Status("clean", f"no problem found: {rec:,} of {lines:,} lines recognised, all {len(report.rules_run)} "
+                           "rules ran")
+
+
+__all__ = ["Status", "Verdict", "code_ranges", "headline", "next_action", "shorten", "status", "verdicts"]
