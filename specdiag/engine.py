@@ -193,7 +193,7 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
         if ev is None:
             _tally_unrecognized(tally, rec)
         else:
-            text_events += rec.kind == "text"
+            text_events += rec.kind == "text" and rec.origin.pid is None  # prefixed ones ingest counted already
             current.deliver(ev)
         if progress is not None and n % PROGRESS_EVERY == 0:
             progress(src.display, src.stats.bytes_read)

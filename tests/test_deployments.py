@@ -113,3 +113,8 @@ def test_two_pods_interleaved_by_kubectl_prefix_are_two_deployments(tmp_path):
     assert by_dep["pod/vllm-a/vllm"]["measurements"]["expected_tokens"] == 512
     assert by_dep["pod/vllm-b/vllm"]["measurements"]["ranks"] == ["TP0"]
     assert all(d["sources"] == [str(log)] for d in out["deployments"])
+
+
+def test_recognised_lines_never_exceed_the_lines_read():
+    rep = analyze([str(CORPUS.parent.parent / "examples" / "tp8-shortfall" / "serve.log"), str(A)])
+    assert all(i["recognized"] <= i["lines"] for i in rep.inputs)
