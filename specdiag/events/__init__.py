@@ -17,6 +17,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from specdiag.ingest.records import Record
+from specdiag.numbers import to_float, to_int
+
+
+class FieldError(ValueError):
+    """A numeric field of a recognised message holds no usable number (``inf``, 5,000 digits, junk).
+
+    Raised by ``Template.match`` so the engine skips that one line and names it in ``inputs[].errors``;
+    a template with an unusable count would otherwise feed a wrong value (or an exception) to every rule.
+    """
 
 
 @dataclass(frozen=True)
@@ -53,14 +62,14 @@ class Template:
         for k in self.ints:
             v = d.get(k)
             if v is not None:
-                d[k] = int(v)
+                n = to_int(v)
+                if n is None:
+                    raise FieldError(f"{self.id}: field {k!r} is not a usable integer ({v[:24]!r})")
+                d[k] = n
         for k in self.floats:
             v = d.get(k)
             if v is not None:
-                try:
-                    d[k] = float(v)
-                except ValueError:
-                    d[k] = None
+                d[k] = to_float(v)  # nan/inf/junk: unknown, as vLLM itself prints nan for "no data"
         return d
 
 
