@@ -103,25 +103,37 @@ def analyze(
         window = LineWindow(src.display)
         for rule in rules:
             rule.lookback = window.find_back
-        for rec in iter_records(src, hot, window):
+        records = iter_records(src, hot, window)
+        while True:
+            try:
+                rec = next(records, None)
+            except Exception as e:  # last line of defence: ingest of this input stops, the others go on
+                _note_skipped(src, None, e, "reading stopped")
+                break
+            if rec is None:
+                break
             n += 1
-            if rec.origin is not last_origin:
-                last_origin = rec.origin
-                ctx_builder.observe_record_origin(rec.origin)
-            ev = matcher.match(rec)
-            if ev is None:
+            try:
+                if rec.origin is not last_origin:
+                    last_origin = rec.origin
+                    ctx_builder.observe_record_origin(rec.origin)
+                ev = matcher.match(rec)
+                if ev is None:
+                    unrecognized[rec.kind] += 1
+                    if rec.level in ("WARNING", "ERROR", "CRITICAL") and len(unknown_shapes) < 500:
+                        shape = _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
+                        unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
+                    continue
+                if ev.id in fp_ids and ev.id not in fp.seen and rec.kind == "lmcache":
+                    fp.observe(ev.id, rec.file, rec.src_line, rec.logger)
+                eid = ev.id
+                handlers = dispatch.get(eid)
+                if handlers:
+                    for h in handlers:
+                        h(ev)
+            except Exception as e:  # last line of defence: this record is skipped and named, the rest goes on
                 unrecognized[rec.kind] += 1
-                if rec.level in ("WARNING", "ERROR", "CRITICAL") and len(unknown_shapes) < 500:
-                    shape = _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
-                    unknown_shapes[f"{rec.kind} {rec.level}: {shape}"] += 1
-                continue
-            if ev.id in fp_ids and ev.id not in fp.seen and rec.kind == "lmcache":
-                fp.observe(ev.id, rec.file, rec.src_line, rec.logger)
-            eid = ev.id
-            handlers = dispatch.get(eid)
-            if handlers:
-                for h in handlers:
-                    h(ev)
+                _note_skipped(src, rec, e, "skipped")
             if progress is not None and n % 100000 == 0:
                 progress(src.display, src.stats.bytes_read)
         event_counts.update(src.stats.hot_counts)
@@ -133,8 +145,14 @@ def analyze(
     ctx.event_counts = dict(event_counts)
     ctx.first_events = first_counted
     findings = []
+    rules_failed: list[dict[str, str]] = []
     for rule in rules:
-        for f in rule.finish(ctx):
+        try:
+            produced = list(rule.finish(ctx))
+        except Exception as e:  # last line of defence: this rule is reported as failed, the others finish
+            rules_failed.append({"rule": rule.code, "error": _describe(e)})
+            continue
+        for f in produced:
             if rule.code in (severity_overrides or {}):
                 f.severity = severity_overrides[rule.code]
             findings.append(f)
@@ -151,9 +169,31 @@ def analyze(
         rules_run=[r.code for r in rules],
         elapsed_s=time.perf_counter() - started,
     )
+    report.rules_failed = rules_failed
     report.timeline = metrics.timeline(findings, ctx)
     report.ctx = ctx  # the live object, for renderers that want more than the JSON view
     return report
+
+
+#: notes per input about skipped records, beyond which only a count is kept (bounded report size)
+MAX_SKIP_NOTES = 20
+
+
+def _describe(e: BaseException) -> str:
+    """``FieldError: V1: field 'reqs' …`` — one line, bounded, safe to print anywhere."""
+    text = " ".join(str(e).split())[:200]
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _note_skipped(src: Any, rec: Any, e: BaseException, what: str) -> None:
+    """Name the record an unexpected exception skipped in ``inputs[].errors`` (the first few, then a count)."""
+    errs = src.stats.errors
+    src.stats.skipped += 1 if rec is not None else 0
+    where = f"line {rec.line}" if rec is not None else f"after {src.stats.bytes_read} bytes"
+    if len(errs) < MAX_SKIP_NOTES:
+        errs.append(f"{where}: {what} ({_describe(e)})")
+    elif len(errs) == MAX_SKIP_NOTES:
+        errs.append("more records skipped; only the first are listed")
 
 
 __all__ = ["ConfigError", "InputError", "analyze", "select_rules"]

@@ -22,6 +22,8 @@ class Report:
     unrecognized: dict[str, int] = field(default_factory=dict)
     #: rules that ran (codes), so CI formats can report passing checks too
     rules_run: list[str] = field(default_factory=list)
+    #: rules whose finish raised: [{"rule": code, "error": "TypeError: …"}]; the other rules' findings stand
+    rules_failed: list[dict[str, str]] = field(default_factory=list)
     elapsed_s: float = 0.0
     #: the live Context object (not serialised), for renderers that want more than the JSON view
     ctx: Any = None
@@ -61,4 +63,5 @@ class Report:
             "summary": self.summary,
             "unrecognized": self.unrecognized,
             "rules_run": self.rules_run,
+            "rules_failed": self.rules_failed,
         }
