@@ -112,7 +112,8 @@ def markdown_text(s: Any) -> str:
 
 def github_data(s: Any) -> str:
     """The message part of a GitHub workflow command."""
-    return plain_text(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    parts = [plain_text(p).replace("%", "%25").replace("\n", "%0A") for p in _as_str(s).split("\r")]
+    return "%0D".join(parts)  # CR is escaped (toolkit command.ts), not shown as a control
 
 
 def github_property(s: Any) -> str:

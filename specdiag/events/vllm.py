@@ -80,7 +80,7 @@ VLLM_TEMPLATES: list[Template] = [
     T("V_INVALIDATED_ASSERT", V, None, "memory_obj.tensor is not None", r"\s*(?P<detail>assert memory_obj\.tensor is not None)",
       "LMCache 0.5.6", "v1/cache_engine.py (retrieve → batched_to_gpu), inside a logger.exception traceback",
       "    assert memory_obj.tensor is not None", level="ERROR"),
-    T("V_EXC", V, None, "Error", r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)): (?P<detail>.*)$", "all",
+    T("V_EXC", V, None, "Error", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}[A-Za-z_]\w{0,100}(?:Error|Exception)): (?P<detail>.*)$", "all",
       "traceback lines of logger.exception (NewLineFormatter)",
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", level="ERROR"),
 ]

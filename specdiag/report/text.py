@@ -12,6 +12,7 @@ from typing import Any
 
 from specdiag.findings import SEVERITY_RANK, Finding
 from specdiag.report.model import Report
+from specdiag.sanitize import neutralise_workflow_commands
 
 # ---------------------------------------------------------------------------------------------------------
 # helpers shared by the CI renderers (github, markdown, sarif, junit, gitlab)
@@ -134,7 +135,9 @@ def render_text(report: Report, *, fail_on: str | None = None) -> str:
     out.append(f"specdiag: {line}")
     if report.recognized_lines == 0 and report.inputs:
         out.append("specdiag: no line of the input was recognised as vLLM or LMCache output")
-    return "\n".join(out) + "\n"
+    # CI logs: no escape sequence reaches the job log, and no line of log text (a file named
+    # ``::warning title=x::ok.log``) is read by the runner as a workflow command
+    return neutralise_workflow_commands("\n".join(out)) + "\n"
 
 
 __all__ = [
