@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from specdiag import __version__
+from specdiag.outfile import OutputError
 
 COMMAND_MODULES = ["analyze", "metrics", "check", "rules", "config", "repro"]
 
@@ -87,6 +88,9 @@ def _guard(callback: Callable[..., Any]) -> Callable[..., Any]:
                 sys.stdout.flush()  # a full disk or closed pipe shows here, not in the interpreter's exit
         except (typer.Exit, typer.Abort, KeyboardInterrupt):
             raise
+        except OutputError as e:  # an output file (report, export) that could not be written: its own message
+            sys.stderr.write(f"specdiag: error: {_one_line(e)}\n")
+            raise typer.Exit(EXIT_WRITE) from None
         except OSError as e:
             if _debug():
                 raise

@@ -182,6 +182,9 @@ def _timeline(console: Console, report: Report, findings: list[Finding]) -> None
 
 
 def render_terminal(report: Report, verbose: bool = False, color: bool | None = None, file=None) -> None:
+    from specdiag.sanitize import sanitized_report
+
+    report = sanitized_report(report)  # log text reaches the tty without escape sequences or bidi controls
     out = file or sys.stdout
     width = None if getattr(out, "isatty", lambda: False)() else 120  # pasted reports: a fixed, readable width
     console = Console(file=out, no_color=color is False, highlight=False, soft_wrap=False, emoji=False,

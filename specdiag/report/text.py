@@ -121,7 +121,7 @@ def render_text(report: Report, *, fail_on: str | None = None) -> str:
         ev = f.evidence[0] if f.evidence else None
         loc = f"{display_path(ev.path)}:{ev.line}: " if ev else ""
         out.append(f"{loc}{f.severity} {f.rule} {f.title}")
-        for i, line in enumerate(finding_message(f).splitlines()):
+        for i, line in enumerate(finding_message(f).split("\n")):  # \x0b in log text stays on its line
             if i == 0 and line.strip() == f.title.strip():
                 continue
             out.append(f"    {line}")
