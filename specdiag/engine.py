@@ -107,6 +107,8 @@ def analyze(
         while True:
             try:
                 rec = next(records, None)
+            except InputError:  # the input itself cannot be read: the contract's exit 2
+                raise
             except Exception as e:  # last line of defence: ingest of this input stops, the others go on
                 _note_skipped(src, None, e, "reading stopped")
                 break

@@ -111,8 +111,7 @@ def _readable_inputs(inputs: list[str], stdin_name: str) -> tuple[list[str], lis
         try:
             sources = expand_inputs([p], stdin_name=stdin_name)
             for s in sources:
-                with open(s.path, "rb"):
-                    pass
+                s.probe()  # never opens a FIFO (it could be read only once); walked files note their own errors
         except InputError as e:
             errors.append({"path": p, "message": str(e)})
             continue
