@@ -130,3 +130,16 @@ def test_json_report_of_a_good_log_with_a_bad_line_is_complete(tmp_path, run_cli
     code, out, err = run_cli("check", "--format", "sarif", str(log))
     assert code in (0, 1) and out.strip(), err
     json.loads(out)
+
+
+def test_check_writes_report_files_atomically_and_never_through_a_symlink(tmp_path, run_cli) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me\n")
+    out = tmp_path / "report.sarif"
+    os.symlink(victim, out)
+    code, _, err = run_cli("check", "--format", f"sarif:{out}", KV_LOG)
+    assert code == 1, err
+    assert victim.read_text() == "keep me\n"
+    assert not out.is_symlink() and json.loads(out.read_text())["version"] == "2.1.0"
+    code, _, err = run_cli("check", "--format", f"sarif:{tmp_path}", KV_LOG)
+    assert code == 2 and "Traceback" not in err and len(err.strip().splitlines()) == 1

@@ -218,14 +218,12 @@ def check_cmd(
     rendered = [(name, path, _render(name, report, cfg.fail_on, hint)) for name, path in outputs]
     for name, path, text in rendered:
         if path:
+            from specdiag.outfile import OutputError, write_output
+
             try:
-                d = os.path.dirname(path)
-                if d:
-                    os.makedirs(d, exist_ok=True)
-                with open(path, "w", encoding="utf-8") as fh:
-                    fh.write(text)
-            except OSError as e:
-                fail(f"{path}: cannot write the {name} report ({e.strerror or e})")
+                write_output(path, text)  # atomic; a symlink planted at the path is replaced, not followed
+            except OutputError as e:
+                fail(f"{e} (the {name} report)")
     for _name, path, text in rendered:
         if not path:
             sys.stdout.write(text)
