@@ -72,7 +72,7 @@ def test_a_decompression_bomb_stops_at_the_ratio_limit_with_bounded_memory(tmp_p
 def test_the_decompressed_size_limit_is_configurable(tmp_path) -> None:
     p = tmp_path / "big.log.gz"
     _bomb(p, member_mb=8, members=4)
-    r = _run(["analyze", "--format", "json", str(p)], env={"SPECDIAG_MAX_DECOMPRESSED": str(10 * 1024 * 1024)})
+    r = _run(["analyze", "--format", "json", str(p)], env={"SPECDIAG_MAX_DECOMPRESSED": str(10 * 1024 * 1024), "SPECDIAG_MAX_RATIO": "0"})
     doc = json.loads(r.stdout)
     assert any("decompression limit (10,485,760 bytes" in m for m in doc["inputs"][0]["errors"])
     assert doc["inputs"][0]["lines"] < 200000

@@ -38,7 +38,7 @@ MAGIC = {
 #: SPECDIAG_MAX_RATIO (0 = no limit).
 MAX_DECOMPRESSED = 64 * 1024**3
 MAX_RATIO = 200
-RATIO_AFTER = 64 * 1024**2
+RATIO_AFTER = 4 * 1024**2
 #: an input that gives this many bytes without one line break is not a text log (``/dev/zero``): stop
 MAX_NO_NEWLINE = 64 * 1024**2
 
@@ -110,6 +110,13 @@ class _GzipMembers:
     def close(self) -> None:
         self._raw.close()
 
+    def consumed(self) -> int | None:
+        """Compressed bytes actually decompressed so far (read-ahead not counted): the ratio's denominator."""
+        try:
+            return self._raw.tell() - len(self._pending)
+        except (OSError, ValueError, AttributeError):
+            return None
+
     def read(self, n: int = -1) -> bytes:
         """At most ``n`` (default 1 MiB) decompressed bytes: ``max_length`` keeps a bomb from expanding at once."""
         limit = n if n and n > 0 else BLOCK_SIZE
@@ -143,6 +150,7 @@ class Source:
         #: found by a folder or glob walk: an unreadable file is an error on this input, not on the run
         self.found = found
         self._raw = None
+        self._reader: _GzipMembers | None = None
         if error:
             self.stats.errors.append(error)
             self.found = True
@@ -188,12 +196,14 @@ class Source:
 
     def _open(self):
         raw = self._raw = self._open_raw()
+        self._reader = None
         # peek never consumes: pipes, FIFOs and process substitution cannot seek back
         head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
         kind = _detect(head)
         self.stats.compression = kind
         if kind == "gzip":
-            return _GzipMembers(raw)
+            self._reader = _GzipMembers(raw)
+            return self._reader
         if kind == "bz2":
             return bz2.BZ2File(raw)
         if kind == "xz":
@@ -275,6 +285,8 @@ class Source:
 
     def compressed_bytes(self) -> int | None:
         """Compressed bytes consumed so far (None where the stream cannot tell, e.g. a pipe)."""
+        if self._reader is not None:
+            return self._reader.consumed()
         try:
             return self._raw.tell()
         except (OSError, ValueError, AttributeError):
