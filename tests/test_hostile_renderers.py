@@ -230,3 +230,11 @@ def test_metrics_csv_from_a_log_named_like_a_formula(tmp_path, run_cli) -> None:
         for cell in r:
             if cell and cell[0] in "=+-@":
                 float(cell)  # only numbers may start with a sign
+
+
+def test_an_error_about_a_hostile_file_name_is_one_safe_line(run_cli, tmp_path) -> None:
+    name = "x\n::warning::fake\x1b]0;T\x07.log"
+    code, out, err = run_cli("analyze", name, cwd=str(tmp_path))
+    assert code == 2
+    assert len(err.strip().splitlines()) == 1 and "\x1b" not in err and "\x07" not in err
+    _no_workflow_command(err)

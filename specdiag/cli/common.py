@@ -17,7 +17,9 @@ EXIT_NO_RECOGNISED = 3
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """A clear one-line error on stderr and the contract's exit code — never a traceback."""
-    sys.stderr.write(f"specdiag: error: {message}\n")
+    from specdiag.sanitize import one_line
+
+    sys.stderr.write(f"specdiag: error: {one_line(message)}\n")  # a file name may hold escapes or newlines
     raise typer.Exit(code)
 
 
