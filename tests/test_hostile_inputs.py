@@ -19,6 +19,15 @@ from specdiag.ingest.sources import BLOCK_SIZE, MAX_RATIO, _GzipMembers
 SEED = sorted((CORPUS / "seed-minimal-variant").glob("*.log"))[0]
 
 
+#: the peak RSS of this process image: VmHWM belongs to the address space that exec creates (ru_maxrss would
+#: carry over the high-water mark of the forking pytest process)
+PEAK = ("def _peak_kb():\n"
+        "    for ln in open('/proc/self/status'):\n"
+        "        if ln.startswith('VmHWM:'):\n"
+        "            return ln.split()[1]\n"
+        "    import resource\n"
+        "    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n")
+
 def _bomb(path, member_mb: int = 64, members: int = 8) -> int:
     """A gzip of ``members`` concatenated members, each ``member_mb`` MiB of one repeated log line."""
     line = b"INFO 05-06 15:56:03 [x.py:1] " + b"a" * 90 + b"\n"
@@ -31,9 +40,9 @@ def _bomb(path, member_mb: int = 64, members: int = 8) -> int:
 
 def _run(args, env=None, timeout=120, **kw):
     e = {**os.environ, "NO_COLOR": "1", **(env or {})}
-    code = ("import resource, runpy, sys; sys.argv = ['specdiag'] + sys.argv[1:]\n"
+    code = (PEAK + "import runpy, sys; sys.argv = ['specdiag'] + sys.argv[1:]\n"
             "try:\n    runpy.run_module('specdiag', run_name='__main__')\n"
-            "finally:\n    sys.stderr.write('MAXRSS_KB=%d\\n' % resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n")
+            "finally:\n    sys.stderr.write('MAXRSS_KB=%s\\n' % _peak_kb())\n")
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, env=e, timeout=timeout, **kw)
 
 
