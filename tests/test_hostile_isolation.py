@@ -33,6 +33,9 @@ def test_a_rule_that_raises_in_finish_is_listed_as_failed_and_the_others_still_r
     assert report.rules_failed == [{"rule": victim, "error": "ZeroDivisionError: division by zero"}]
     assert {f.rule for f in report.findings} == baseline - {victim}
     assert report.to_dict()["rules_failed"][0]["rule"] == victim
+    from specdiag.report.text import render_text
+
+    assert f"rule {victim} failed (ZeroDivisionError" in render_text(report)
 
 
 def test_a_rule_that_raises_on_one_event_costs_that_record_only(monkeypatch) -> None:

@@ -11,11 +11,10 @@ import pytest
 
 from specdiag.repro.plan import PlanError, build_plan
 
-BILLION_LAUGHS = "\n".join(
-    ["a: &a [x, x, x, x, x, x, x, x, x]"]
-    + [f"{chr(98 + i)}: &{chr(98 + i)} [*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, "
-       f"*{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}, *{chr(97 + i)}]" for i in range(8)]
-    + ["toggles: {max_local_cpu_size: *i}"]) + "\n"
+#: nine levels of nine aliases inside an accepted section: 9**9 strings once expanded (plan.json, --dry-run)
+BILLION_LAUGHS = "preset: eviction\nworkload:\n  kind: distinct_prefixes\n" + "\n".join(
+    ["  a: &a [x, x, x, x, x, x, x, x, x]"]
+    + [f"  {chr(98 + i)}: &{chr(98 + i)} [" + ", ".join([f"*{chr(97 + i)}"] * 9) + "]" for i in range(8)]) + "\n"
 
 BAD_PLANS = {
     "python-object": ("!!python/object/apply:os.system ['echo pwned']\n", "not a valid plan"),
