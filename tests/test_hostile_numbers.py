@@ -98,3 +98,22 @@ def test_the_cli_exits_with_a_contract_code_and_names_the_skipped_line(tmp_path,
     doc = json.loads(out)
     assert doc["findings"], "the good part of the log still gives its findings"
     assert any("skipped" in e for e in doc["inputs"][0]["errors"])
+
+
+def test_sparklines_treat_non_finite_values_as_gaps() -> None:
+    from specdiag.metrics.sparkline import sparkline
+
+    inf, nan = float("inf"), float("nan")
+    line = sparkline([1.0, inf, 2.0, nan, 3.0, -inf], 6)
+    assert len(line) == 6 and line[1] == " " and line[3] == " " and line[0] != line[4]
+    assert len(sparkline([1.0, 2.0], 4, lo=-inf, hi=nan)) == 4
+
+
+def test_the_number_helpers_never_raise() -> None:
+    from specdiag.numbers import finite_or_none, to_float, to_int
+
+    assert to_int("9" * 5000) is None and to_int("-12") == -12 and to_int("٣") is None and to_int("1_0") is None
+    assert to_float("inf") is None and to_float("nan") is None and to_float("1e999") is None
+    assert to_float("inf", finite=False) == float("inf") and to_float("48.1%") == 48.1
+    assert finite_or_none(float("nan")) is None and finite_or_none(True) is None and finite_or_none("3") == 3
+    assert to_int("5", lo=0, hi=4) is None and to_float(b"2.5") == 2.5
