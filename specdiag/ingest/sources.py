@@ -231,7 +231,7 @@ class Source:
             return
         carry = b""
         skipping_long = False
-        guard = _Guard(self, fh)
+        guard = _Guard(self)
         try:
             while True:
                 try:
@@ -247,7 +247,7 @@ class Source:
                     break
                 self.stats.bytes_read += len(block)
                 try:
-                    guard.check(block, skipping_long)
+                    guard.check(block)
                 except LimitReached as e:
                     self.stats.errors.append(str(e))
                     break
@@ -301,13 +301,14 @@ class Source:
 class _Guard:
     """The limits of one input: decompressed size and ratio, and bytes without a line break."""
 
-    def __init__(self, src: Source, fh) -> None:
+    def __init__(self, src: Source) -> None:
         self.src = src
         self.max_total = _limit("SPECDIAG_MAX_DECOMPRESSED", MAX_DECOMPRESSED)
         self.max_ratio = _limit("SPECDIAG_MAX_RATIO", MAX_RATIO)
         self.no_newline = 0
 
-    def check(self, block: bytes, skipping_long: bool) -> None:
+    def check(self, block: bytes) -> None:
+        """Raise LimitReached when this block takes the input past a limit."""
         src, n = self.src, self.src.stats.bytes_read
         self.no_newline = self.no_newline + len(block) if b"\n" not in block else 0
         if self.no_newline > MAX_NO_NEWLINE:
