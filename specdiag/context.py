@@ -12,18 +12,21 @@ from typing import Any
 
 from specdiag.events import Event
 from specdiag.fingerprints import KEY_LINES, VersionFingerprint
+from specdiag.numbers import finite_or_none, to_int
 from specdiag.observe import Observer, RunState
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
 from specdiag.timeutil import TIME_BASIS, is_nominal_year
 from specdiag.yamlfile import read_mapping
 
 _SPEC_REPR = re.compile(
-    r"SpeculativeConfig\(method='(?P<method>[^']*)', model=(?:'(?P<model>[^']*)'|None), num_spec_tokens=(?P<k>\d+)\)"
+    r"SpeculativeConfig\(method='(?P<method>[^']*)', model=(?:'(?P<model>[^']*)'|None), num_spec_tokens=(?P<k>\d{1,19})\)"
 )
-_CFG_INT = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_parallel_size)=(\d+)")
+_CFG_INT = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_parallel_size)=(\d{1,19})")
 _CFG_BOOL = re.compile(r"\b(enable_prefix_caching)=(True|False|None)")
 _CFG_MODEL = re.compile(r"^model='([^']*)'")
-_WORLD = re.compile(r"world_size=(\d+)")
+_WORLD = re.compile(r"world_size=(\d{1,19})")
+#: no speculative method drafts more tokens per step than this; a larger (or inf/nan) K is a damaged line
+MAX_SPEC_TOKENS = 1024
 
 
 @dataclass
@@ -219,7 +222,8 @@ class ContextBuilder(Observer):
             if f.get("vllm_version") and not c.vllm_version:
                 c.vllm_version = f["vllm_version"]
             if m := _WORLD.search(f.get("metadata") or ""):
-                self.world_sizes.add(int(m.group(1)))
+                if (ws := to_int(m.group(1), lo=1, hi=1 << 20)) is not None:
+                    self.world_sizes.add(ws)
             if (f.get("metadata") or "").strip() == "None" and "WORKER" in f.get("role", ""):
                 c.lmcache_degraded = True
         elif tid == "E_BANNER":
@@ -248,7 +252,7 @@ class ContextBuilder(Observer):
             c.vllm_version = c.vllm_version or f["version"]
             cfg = f["cfg"]
             for k, v in _CFG_INT.findall(cfg):
-                setattr(c, k, getattr(c, k) or int(v))
+                setattr(c, k, getattr(c, k) or to_int(v, lo=1, hi=1 << 20))
             if m := _CFG_BOOL.search(cfg):
                 c.prefix_caching = {"True": True, "False": False}.get(m.group(2))
             if m := _CFG_MODEL.search(cfg):
@@ -306,8 +310,9 @@ class ContextBuilder(Observer):
         spec = dict(self.ctx.speculative or {})
         spec.setdefault("enabled", True)
         spec.setdefault("method", m.group("method"))
-        spec.setdefault("num_speculative_tokens", int(m.group("k")))
-        spec.setdefault("num_speculative_tokens_source", "config")
+        if (k := to_int(m.group("k"), lo=0, hi=MAX_SPEC_TOKENS)) is not None:
+            spec.setdefault("num_speculative_tokens", k)
+            spec.setdefault("num_speculative_tokens_source", "config")
         if m.group("model"):
             spec.setdefault("model", m.group("model"))
         self.ctx.speculative = spec
@@ -316,8 +321,9 @@ class ContextBuilder(Observer):
         c = self.ctx
         simple = parse_dict(args) if args.startswith("{") else parse_call_kwargs(args)
         for key in ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size"):
-            if isinstance(simple.get(key), int):
-                setattr(c, key, simple[key])
+            v = simple.get(key)
+            if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 1 << 20:
+                setattr(c, key, v)
         if isinstance(simple.get("model"), str):
             c.model = c.model or simple["model"]
         if simple.get("enable_prefix_caching") is not None and isinstance(simple["enable_prefix_caching"], bool):
@@ -334,12 +340,8 @@ class ContextBuilder(Observer):
             if "num_speculative_tokens" in spec:
                 spec.setdefault("num_speculative_tokens_source", "config")
             if sched:
-                try:
-                    import ast
-
-                    spec["per_batch_size"] = [list(x) for x in ast.literal_eval(sched)]
-                except (ValueError, SyntaxError):
-                    spec["per_batch_size"] = sched
+                spec["per_batch_size"] = _schedule(sched)
+            _clean_spec_numbers(spec)
             c.speculative = spec
         kvt = value_after(args, "kv_transfer_config")
         if kvt:
@@ -454,6 +456,40 @@ class ContextBuilder(Observer):
                 c.kv_load_failure_policy = d
                 c.kv_load_failure_policy_source = f"default for vLLM {c.vllm_version}"
         return []
+
+
+def _schedule(text: str) -> list[list[int]] | str:
+    """``num_speculative_tokens_per_batch_size`` as ``[[start, end, K], ...]`` of bounded ints; anything else
+    (a flat list, ``inf``, unclosed brackets) stays the raw text, which no rule reads as a schedule."""
+    import ast
+
+    try:
+        rows = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+    if not isinstance(rows, (list, tuple)) or not rows or len(rows) > 4096:
+        return text
+    out = []
+    for row in rows:
+        if not isinstance(row, (list, tuple)) or len(row) != 3:
+            return text
+        vals = [finite_or_none(x) for x in row]
+        if not all(isinstance(x, int) and 0 <= x < 1 << 31 for x in vals):
+            return text
+        out.append(vals)
+    return out
+
+
+def _clean_spec_numbers(spec: dict[str, Any]) -> None:
+    """K must be a bounded integer (``inf``/``nan``/5,000 digits are a damaged dump: drop it, keep the rest)."""
+    if "num_speculative_tokens" in spec:
+        k = finite_or_none(spec["num_speculative_tokens"])
+        if isinstance(k, float) and k.is_integer():
+            k = int(k)
+        if isinstance(k, int) and 0 <= k <= MAX_SPEC_TOKENS:
+            spec["num_speculative_tokens"] = k
+        else:
+            spec.pop("num_speculative_tokens")
 
 
 def _rank_sort(label: str) -> tuple:

@@ -125,17 +125,21 @@ class DeploymentRun:
         return [self.builder, *self.rules, self.metrics, *self.extra]
 
     def deliver(self, ev: Event) -> None:
-        """Hand the event to its observers; an observer that raises is dropped and reported, not fatal."""
+        """Hand the event to its observers, all of them even when one raises; then re-raise the first error.
+
+        The run loop skips that record and names it in the input's errors: a line a rule cannot read (a
+        5,000-digit count) costs that line, not the rule. A rule whose ``finish`` raises is dropped and listed.
+        """
         if ev.id in RunState.SERIES_EVENTS:
-            try:
-                self.run.series.observe(ev)
-            except Exception as e:  # noqa: BLE001 - an unreadable stats line is skipped, not fatal
-                self.failed.setdefault("series", f"{type(e).__name__} on {ev.rec.path}:{ev.rec.line}: {e}"[:300])
+            self.run.series.observe(ev)
+        error: Exception | None = None
         for obs in self.dispatch.get(ev.id, ()):
             try:
                 obs.observe(ev)
-            except Exception as e:  # noqa: BLE001 - one bad line must not end the analysis
-                self._drop(obs, f"{type(e).__name__} on {ev.rec.path}:{ev.rec.line}: {e}")
+            except Exception as e:  # noqa: BLE001 - re-raised below, after the other observers saw the event
+                error = error or e
+        if error is not None:
+            raise error
 
     def _drop(self, obs: Observer, why: str) -> None:
         name = getattr(obs, "code", None) or type(obs).__name__
@@ -170,7 +174,8 @@ class DeploymentRun:
         try:
             return list(obs.finish(self.ctx, self.run) or [])
         except Exception as e:  # noqa: BLE001 - a failing rule is reported, the others still finish
-            self._drop(obs, f"{type(e).__name__} in finish: {e}")
+            text = " ".join(str(e).split())[:200]
+            self._drop(obs, f"{type(e).__name__}: {text}" if text else type(e).__name__)
             return []
 
 

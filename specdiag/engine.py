@@ -172,7 +172,17 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
     current: DeploymentRun | None = None
     fed: dict[str, DeploymentRun] = {}
     n = text_events = 0
-    for rec in iter_records(src, hot, window):
+    records = iter_records(src, hot, window)
+    while True:
+        try:
+            rec = next(records, None)
+        except InputError:  # the input itself cannot be read: the contract's exit 2
+            raise
+        except Exception as e:  # noqa: BLE001 - last line of defence: this input stops, the others go on
+            _note_skipped(src, None, e, "reading stopped")
+            break
+        if rec is None:
+            break
         n += 1
         key = deployment_key(rec)
         if key is not None and (current is None or current.id != key):
@@ -182,19 +192,11 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
         if current.id not in fed:
             fed[current.id] = current
             current.run.begin_source(src.display, window.find_back)
-        if rec.origin is not current.last_origin:
-            current.last_origin = rec.origin
-            current.run.saw_origin(rec.origin)
         try:
-            ev = matcher.match(rec)
-        except Exception as e:  # noqa: BLE001 - a record no template can read is unrecognised, not fatal
-            _note_error(src, f"line {rec.line}: not parsed ({type(e).__name__})")
-            ev = None
-        if ev is None:
-            _tally_unrecognized(tally, rec)
-        else:
-            text_events += rec.kind == "text" and rec.origin.pid is None  # prefixed ones ingest counted already
-            current.deliver(ev)
+            text_events += _deliver(rec, matcher, current, tally)
+        except Exception as e:  # noqa: BLE001 - last line of defence: this record is skipped and named
+            tally.unrecognized[rec.kind] += 1
+            _note_skipped(src, rec, e, "skipped")
         if progress is not None and n % PROGRESS_EVERY == 0:
             progress(src.display, src.stats.bytes_read)
     # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
@@ -203,9 +205,38 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
     window.set([], 0)
 
 
-def _note_error(src: Source, msg: str) -> None:
-    if len(src.stats.errors) < 40:
-        src.stats.errors.append(msg)
+def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally) -> int:
+    """Match one record and hand its event to the deployment; 1 when it was raw text a template read."""
+    if rec.origin is not dep.last_origin:
+        dep.last_origin = rec.origin
+        dep.run.saw_origin(rec.origin)
+    ev = matcher.match(rec)
+    if ev is None:
+        _tally_unrecognized(tally, rec)
+        return 0
+    dep.deliver(ev)
+    return int(rec.kind == "text" and rec.origin.pid is None)  # prefixed raw lines ingest counted already
+
+
+MAX_SKIP_NOTES = 20
+
+
+def _describe(e: BaseException) -> str:
+    """``FieldError: V1: field 'reqs' …`` — one line, bounded, safe to print anywhere."""
+    from specdiag.sanitize import one_line
+
+    return one_line(f"{type(e).__name__}: {e}")[:200]
+
+
+def _note_skipped(src: Any, rec: Any, e: BaseException, what: str) -> None:
+    """Name the record an unexpected exception skipped in ``inputs[].errors`` (the first few, then a count)."""
+    errs = src.stats.errors
+    src.stats.skipped += 1 if rec is not None else 0
+    where = f"line {rec.line}" if rec is not None else f"after {src.stats.bytes_read} bytes"
+    if len(errs) < MAX_SKIP_NOTES:
+        errs.append(f"{where}: {what} ({_describe(e)})")
+    elif len(errs) == MAX_SKIP_NOTES:
+        errs.append("more records skipped; only the first are listed")
 
 
 def _tally_unrecognized(tally: StreamTally, rec: Any) -> None:

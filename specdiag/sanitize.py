@@ -112,7 +112,8 @@ def markdown_text(s: Any) -> str:
 
 def github_data(s: Any) -> str:
     """The message part of a GitHub workflow command."""
-    return plain_text(s).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    parts = [plain_text(p).replace("%", "%25").replace("\n", "%0A") for p in _as_str(s).split("\r")]
+    return "%0D".join(parts)  # CR is escaped (toolkit command.ts), not shown as a control
 
 
 def github_property(s: Any) -> str:
@@ -124,3 +125,34 @@ def neutralise_workflow_commands(s: Any) -> str:
     """Text printed to a CI log that must not be read as a workflow command (a line starting ``::``)."""
     t = plain_text(s)
     return re.sub(r"(?m)^(\s*)::", "\\1:\u200b:", t)
+
+
+def map_strings(obj: Any, fn: Any, _depth: int = 0) -> Any:
+    """A copy of ``obj`` with every string (also dict keys, dataclass and ``__slots__``-free object fields)
+    passed through ``fn``; other values are shared. For renderers that build output from many fields
+    (the Rich terminal view), so that no field is forgotten."""
+    if isinstance(obj, str):
+        return fn(obj)
+    if _depth > 40 or obj is None or isinstance(obj, (bool, int, float, bytes)):
+        return obj
+    if isinstance(obj, dict):
+        return {map_strings(k, fn, _depth + 1): map_strings(v, fn, _depth + 1) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(map_strings(v, fn, _depth + 1) for v in obj) if type(obj) in (list, tuple) else obj
+    state = getattr(obj, "__dict__", None)
+    if isinstance(state, dict) and getattr(type(obj), "__module__", "").startswith("specdiag."):
+        import copy
+
+        dup = copy.copy(obj)
+        for k, v in state.items():
+            try:
+                object.__setattr__(dup, k, map_strings(v, fn, _depth + 1))
+            except (AttributeError, TypeError):
+                pass
+        return dup
+    return obj
+
+
+def sanitized_report(report: Any, fn: Any = terminal_text) -> Any:
+    """The report as a channel may show it: every string from a log through that channel's sanitiser."""
+    return map_strings(report, fn)

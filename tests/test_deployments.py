@@ -59,11 +59,22 @@ def test_parallel_jobs_give_the_identical_report():
     assert _without_timing(parallel) == _without_timing(serial)
 
 
-def test_a_rule_that_raises_is_reported_and_the_others_still_finish(monkeypatch):
+def test_a_rule_that_raises_while_observing_costs_the_line_not_the_analysis(monkeypatch):
     def boom(self, ev):
         raise ValueError("synthetic failure")
 
     monkeypatch.setattr(ShortfallRule, "observe", boom)
+    rep = analyze([str(A)])
+    errors = [e for i in rep.inputs for e in i["errors"]]
+    assert errors and all("skipped (ValueError: synthetic failure)" in e or "more records" in e for e in errors)
+    assert rep.findings and all(f.rule != ShortfallRule.code for f in rep.findings)  # the other rules still report
+
+
+def test_a_rule_whose_finish_raises_is_listed_and_the_others_still_finish(monkeypatch):
+    def boom(self, ctx, run):
+        raise ValueError("synthetic failure")
+
+    monkeypatch.setattr(ShortfallRule, "finish", boom)
     rep = analyze([str(A)])
     failed = rep.to_dict()["rules_failed"]
     assert [f["rule"] for f in failed] == [ShortfallRule.code]

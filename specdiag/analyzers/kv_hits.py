@@ -9,6 +9,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.numbers import to_int
 from specdiag.observe import RunState
 
 MAX_KEYS = 100_000
@@ -22,7 +23,7 @@ def _int_after(raw: bytes, label: bytes) -> int | None:
     j = i
     while j < len(raw) and 48 <= raw[j] <= 57:
         j += 1
-    return int(raw[i:j]) if j > i else None
+    return to_int(raw[i:j]) if j > i else None  # 5,000 digits: unknown, not a ValueError
 
 
 @register

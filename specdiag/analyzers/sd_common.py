@@ -17,6 +17,7 @@ from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Evidence
 from specdiag.metrics.series import Interval
+from specdiag.numbers import finite_or_none
 from specdiag.observe import RunState
 from specdiag.timeutil import fmt_time
 
@@ -60,8 +61,8 @@ def is_eagle_family(method: str | None) -> bool:
 
 def kmax_of(ctx: Context) -> int | None:
     spec = ctx.speculative or {}
-    k = spec.get("num_speculative_tokens")
-    return int(k) if isinstance(k, (int, float)) else None
+    k = finite_or_none(spec.get("num_speculative_tokens"))  # inf/nan from a damaged dump: unknown
+    return int(k) if k is not None else None
 
 
 def schedule_of(ctx: Context) -> list[list[int]] | None:
@@ -69,7 +70,7 @@ def schedule_of(ctx: Context) -> list[list[int]] | None:
     if isinstance(s, list) and s and all(isinstance(x, (list, tuple)) and len(x) == 3 for x in s):
         try:
             return [[int(a), int(b), int(k)] for a, b, k in s]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):
             return None
     return None
 

@@ -6,13 +6,20 @@ Each module in ``COMMAND_MODULES`` exposes ``register(app)``. Keep module import
 
 from __future__ import annotations
 
+import errno
+import functools
 import importlib
 import importlib.util
+import os
 import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
 
 import typer
 
 from specdiag import __version__
+from specdiag.outfile import OutputError
 
 COMMAND_MODULES = ["analyze", "metrics", "check", "fleet", "events", "rules", "config", "repro"]
 
@@ -44,6 +51,80 @@ for _name in COMMAND_MODULES:
     if importlib.util.find_spec(f"specdiag.cli.{_name}") is not None:
         importlib.import_module(f"specdiag.cli.{_name}").register(app)
 
+#: the contract's code for "specdiag itself failed" (a bug): never 1, which means "findings present"
+EXIT_INTERNAL = 4
+EXIT_WRITE = 2
+_WRITE_ERRNOS = {errno.EPIPE, errno.ENOSPC, errno.EIO, errno.EFBIG, errno.EDQUOT, errno.EROFS}
+
+
+def _debug() -> bool:
+    return os.environ.get("SPECDIAG_DEBUG", "") not in ("", "0")
+
+
+def _silence_stdout() -> None:
+    """After EPIPE/ENOSPC on stdout, point fd 1 at /dev/null so the interpreter's final flush stays quiet."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
+def _one_line(text: str) -> str:
+    from specdiag.sanitize import one_line
+
+    return one_line(text)[:300]
+
+
+def _guard(callback: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command so that a write error is one line and exit 2, and a bug is one line and exit 4."""
+
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            try:
+                return callback(*args, **kwargs)
+            finally:
+                sys.stdout.flush()  # a full disk or closed pipe shows here, not in the interpreter's exit
+        except (typer.Exit, typer.Abort, KeyboardInterrupt):
+            raise
+        except OutputError as e:  # an output file (report, export) that could not be written: its own message
+            sys.stderr.write(f"specdiag: error: {_one_line(e)}\n")
+            raise typer.Exit(EXIT_WRITE) from None
+        except OSError as e:
+            if _debug():
+                raise
+            if e.errno in _WRITE_ERRNOS:
+                _silence_stdout()
+                sys.stderr.write(f"specdiag: error: cannot write output: {e.strerror or e}\n")
+            else:
+                name = f"{e.filename}: " if e.filename else ""
+                sys.stderr.write(f"specdiag: error: {_one_line(name + (e.strerror or str(e)))}\n")
+            raise typer.Exit(EXIT_WRITE) from None
+        except Exception as e:
+            if _debug():
+                traceback.print_exc()
+            sys.stderr.write(f"specdiag: internal error ({type(e).__name__}: {_one_line(e)}); please report it "
+                             "(run with --debug for the traceback)\n")
+            raise typer.Exit(EXIT_INTERNAL) from None
+
+    return run
+
+
+for _cmd in app.registered_commands:
+    if _cmd.callback is not None:
+        _cmd.callback = _guard(_cmd.callback)
+
+
+def _take_debug_flag(argv: list[str]) -> list[str]:
+    """``--debug`` anywhere before ``--``: show tracebacks instead of the one-line internal error."""
+    cut = argv.index("--") if "--" in argv else len(argv)
+    if "--debug" in argv[:cut]:
+        os.environ["SPECDIAG_DEBUG"] = "1"
+        return [a for i, a in enumerate(argv) if not (a == "--debug" and i < cut)]
+    return argv
+
 
 def _usage_error(e) -> int:
     """Click's usage errors in the one style every specdiag error has: ``specdiag: error: …`` on one line
@@ -69,6 +150,7 @@ def _click_errors() -> tuple[type[BaseException], type[BaseException], tuple[typ
 
 
 def main() -> None:
+    sys.argv = _take_debug_flag(sys.argv)
     usage_error, click_exception, aborts = _click_errors()
     try:
         rv = app(standalone_mode=False)
@@ -85,4 +167,17 @@ def main() -> None:
     except (KeyboardInterrupt, *aborts):
         sys.stderr.write("specdiag: interrupted\n")
         sys.exit(130)
+    except OSError as e:  # outside any command (option parsing, help output)
+        if _debug():
+            raise
+        if e.errno in _WRITE_ERRNOS:
+            _silence_stdout()
+        sys.stderr.write(f"specdiag: error: cannot write output: {e.strerror or e}\n")
+        sys.exit(EXIT_WRITE)
+    except Exception as e:
+        if _debug():
+            traceback.print_exc()
+        sys.stderr.write(f"specdiag: internal error ({type(e).__name__}); please report it "
+                         "(run with --debug for the traceback)\n")
+        sys.exit(EXIT_INTERNAL)
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -18,7 +18,9 @@ EXIT_NO_RECOGNISED = 3
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """A clear one-line error on stderr and the contract's exit code — never a traceback."""
-    sys.stderr.write(f"specdiag: error: {message}\n")
+    from specdiag.sanitize import one_line
+
+    sys.stderr.write(f"specdiag: error: {one_line(message)}\n")  # a file name may hold escapes or newlines
     raise typer.Exit(code)
 
 
@@ -80,8 +82,7 @@ def readable_inputs(inputs: list[str], stdin_name: str) -> tuple[list[str], list
             continue
         try:
             for s in expand_inputs([p], stdin_name=stdin_name):
-                with open(s.path, "rb"):
-                    pass
+                s.probe()  # never opens a FIFO (it could be read only once); walked files note their own errors
         except InputError as e:
             errors.append({"path": p, "message": str(e)})
             continue

@@ -134,7 +134,9 @@ def _bench(inputs: list[str], fmt: str, output: str | None, stdin_name: str) -> 
     if fmt == "table":
         text = (df.T.to_string(header=False) + "\n") if len(df) else "no `vllm bench serve` result block\n"
     elif fmt == "csv":
-        text = df.to_csv(index=False)
+        from specdiag.metrics.frames import csv_text
+
+        text = csv_text(df)
     elif fmt == "json":
         text = df.to_json(orient="records", indent=1) + "\n"
     else:

@@ -75,7 +75,7 @@ def repro(
     if executor not in ("local", "ray"):
         _fail("--executor must be local or ray")
     try:
-        plan = planmod.build_plan(preset, toggle, set_, plan_file.read_text() if plan_file else None, repeat)
+        plan = planmod.build_plan(preset, toggle, set_, plan_file.read_bytes() if plan_file else None, repeat)
         cache = cache_dir or backends.DEFAULT_CACHE
         dev = backends.device_spec(device, python, model, cache)
         out_dir = (out or _default_out(plan.name)).resolve()  # servers run in their temp dir
@@ -296,7 +296,12 @@ def _report_existing(run_dir: Path, fmt: str) -> None:
         _fail(f"--from-run {run_dir}: {e}")
     old = {}
     if (run_dir / "verdict.json").exists():
-        old = json.loads((run_dir / "verdict.json").read_text())
+        try:
+            old = json.loads((run_dir / "verdict.json").read_text())
+        except (OSError, ValueError) as e:
+            _fail(f"--from-run {run_dir}: verdict.json: {e}")
+        if not isinstance(old, dict):
+            _fail(f"--from-run {run_dir}: verdict.json: expected a JSON object")
     cells: list[tuple[str, dict]] = []
     for r in results:
         if (r.cell, r.toggled) not in cells:

@@ -17,6 +17,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from specdiag.ingest.records import Record
+from specdiag.numbers import to_float, to_int
+
+
+class FieldError(ValueError):
+    """A numeric field of a recognised message holds no usable number (``inf``, 5,000 digits, junk).
+
+    Raised by ``Template.match`` so the engine skips that one line and names it in ``inputs[].errors``;
+    a template with an unusable count would otherwise feed a wrong value (or an exception) to every rule.
+    """
+
+
+#: the most of a message a template regex reads (ingest already cuts lines to 64 KiB; joined records are
+#: longer): bounded work per record whatever a hostile log holds
+MAX_MATCH = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,10 @@ class Template:
     lazy: bool = False  # recognise by first word + needle; parse fields on first access
     #: "count": a high-volume INFO line that ingest only counts per process (keeping the latest), never dispatches
     volume: str | None = None
+    #: searched ("text") patterns only: the needle is the pattern's literal start, and a match is tried only at
+    #: its first 64 occurrences, each within ``near`` bytes. For patterns whose tail must scan to a far
+    #: terminator (``'…', please check``), which a line repeating their prefix would make quadratic.
+    near: int = 0
     compiled: re.Pattern = field(init=False, repr=False, compare=False)
     bneedle: bytes = field(init=False, repr=False, compare=False)
 
@@ -46,22 +64,43 @@ class Template:
     def match(self, data: bytes | str) -> dict | None:
         if isinstance(data, str):
             data = data.encode("utf-8", "replace")
-        m = self.compiled.search(data) if self.source == "text" else self.compiled.match(data)
+        if self.source != "text":
+            m = self.compiled.match(data[:MAX_MATCH])
+        elif self.near:
+            m = self._match_at_needle(data)
+        elif len(data) <= 2 * MAX_MATCH:
+            m = self.compiled.search(data)
+        else:  # a huge joined record: its head and its tail (where a traceback's exception line is)
+            m = self.compiled.search(data[:MAX_MATCH]) or self.compiled.search(data[-MAX_MATCH:])
         if m is None:
             return None
         d = {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in m.groupdict().items()}
         for k in self.ints:
             v = d.get(k)
             if v is not None:
-                d[k] = int(v)
+                n = to_int(v)
+                if n is None:
+                    raise FieldError(f"{self.id}: field {k!r} is not a usable integer ({v[:24]!r})")
+                d[k] = n
         for k in self.floats:
             v = d.get(k)
             if v is not None:
-                try:
-                    d[k] = float(v)
-                except ValueError:
-                    d[k] = None
+                d[k] = to_float(v)  # nan/inf/junk: unknown, as vLLM itself prints nan for "no data"
         return d
+
+
+    def _match_at_needle(self, data: bytes) -> re.Match | None:
+        """Anchored tries at the needle's first occurrences: bounded work whatever the line length."""
+        needle, pos = self.bneedle, 0
+        for _ in range(64):
+            i = data.find(needle, pos)
+            if i < 0:
+                return None
+            m = self.compiled.match(data, i, i + self.near)
+            if m is not None:
+                return m
+            pos = i + len(needle)
+        return None
 
 
 class Event:

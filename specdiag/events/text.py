@@ -1,6 +1,9 @@
 """Lines outside any logger envelope: exception lines of raw tracebacks, the LMCache banner.
 
-These match against a raw line or a whole joined traceback (the last exception line wins).
+These match against a raw line or a whole joined traceback (the last exception line wins). They are searched
+from every position, so none may start with ``.*`` or let a start inside a run of its own characters scan far
+(an exception name may start only at a name boundary, checked by a look-behind after its first letter,
+which keeps the engine's first-character skip); tests/test_hostile_regex.py times them.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ X = "text"
 TEXT_TEMPLATES: list[Template] = [
     T("E_ENGINE_DEAD", X, None, "EngineDeadError", r"EngineDeadError(?P<detail>.*)", "0.8.5+", "v1/engine/exceptions.py",
       "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."),
-    T("E_OOM", X, None, "out of memory", r"(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError): (?P<detail>.*out of memory.*)",
+    T("E_OOM", X, None, "out of memory", r"(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError): (?P<detail>.{0,40}?out of memory.*)",
       "torch", "torch", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
     T("E_NO_CACHE_MEM", X, None, "No available memory for the cache blocks",
       r"(?P<exc>ValueError): (?P<detail>No available memory for the cache blocks.*)", "0.8.5+",
@@ -32,20 +35,21 @@ TEXT_TEMPLATES: list[Template] = [
       "AssertionError: Mismatch in tokens to load: 256 vs 512 (tokens in lmcache) - 256 (tokens in vllm) - 0 (full lmcache hits subtracts last token to recalculate logits) for request cmpl-1"),
     T("E_IMPORT", X, None, "ImportError", r"(?P<exc>ImportError|ModuleNotFoundError): (?P<detail>.*)", "any", "python",
       "ImportError: cannot import name 'CudaIPCWrapper' from 'lmcache.v1.multiprocess.custom_types'"),
-    T("E_WORKER_FAILED", X, None, "Worker failed with error",
+    T("E_WORKER_FAILED", X, None, "RuntimeError: Worker failed with error",
       r"RuntimeError: Worker failed with error '(?P<detail>.*)', please check", "0.32.0", "v1/engine/core.py:1512",
-      "RuntimeError: Worker failed with error 'index 2 is out of bounds for dimension 1 with size 2', please check the stack trace above for the root cause"),
+      "RuntimeError: Worker failed with error 'index 2 is out of bounds for dimension 1 with size 2', please check the stack trace above for the root cause",
+      near=8192),
     T("E_INIT_FAILED", X, None, "Engine core initialization failed",
       r"RuntimeError: (?P<detail>Engine core initialization failed.*)", "0.10+", "v1/engine/utils.py",
       "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"),
     T("E_SPEC_UNSUPPORTED", X, None, "not supported", r"(?P<detail>(?:spec decode is not supported|Draft model speculative decoding is not supported yet).*)",
       "0.9.2-0.15.1", "v1/worker/cpu_model_runner.py", "AssertionError: spec decode is not supported."),
-    T("E_GENERIC", X, None, "Error", r"(?P<exc>(?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception)): (?P<detail>.*)$",
+    T("E_GENERIC", X, None, "Error", r"(?P<exc>[A-Za-z_](?<![\w.].)[\w.]{0,200}?(?:Error|Exception)): (?P<detail>.*)$",
       "any", "python", "RuntimeError: CPU Generator does not use offset"),
     # last resort for a traceback record with frames but no exception line (the excerpt ends mid-trace)
     T("E_TB_FRAMES", X, None, 'File "', r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)', "any",
       "python", '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 728, in run_busy_loop',
       ints=("line",)),
-    T("E_BANNER", X, None, "LMCache v", r".*?LMCache v(?P<version>\d+\.\d+\.\d+\S*)", "0.5.x", "lmcache/banner.py",
+    T("E_BANNER", X, None, "LMCache v", r"LMCache v(?P<version>\d+\.\d+\.\d+\S*)", "0.5.x", "lmcache/banner.py",
       "| |   |  \\/  |  / ___|__ _  ___| |__   ___      LMCache v0.5.6 (g3e11e108)"),
 ]

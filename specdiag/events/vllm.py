@@ -100,7 +100,7 @@ VLLM_TEMPLATES: list[Template] = [
       "LMCache 0.5.6", "v1/cache_engine.py (retrieve → batched_to_gpu), inside a logger.exception traceback",
       "    assert memory_obj.tensor is not None", level="ERROR"),
     # the exception line of a traceback; a bare ``AssertionError`` (a failed assert without message) has no detail
-    T("V_EXC", V, None, "Error", r"(?P<exc>(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))(?:: (?P<detail>.*))?\s*$", "all",
+    T("V_EXC", V, None, "Error", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}[A-Za-z_]\w{0,100}(?:Error|Exception))(?:: (?P<detail>.*))?\s*$", "all",
       "traceback lines of logger.exception (NewLineFormatter)",
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", level="ERROR"),
 ]

@@ -5,12 +5,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-PREFIX_RE = re.compile(rb"\((?P<proc>[^()]*?) pid=(?P<pid>\d+)(?:, ip=(?P<ip>[^)]*))?\)\s?")
-_TP = re.compile(r"_TP(\d+)|\bTP(\d+)\b")
-_PP = re.compile(r"_PP(\d+)|\bPP(\d+)")
-_DP = re.compile(r"_DP(\d+)|^EngineCore_(\d+)$")
-_EP = re.compile(r"_EP(\d+)")
-_RANK = re.compile(r"rank=(\d+)")
+from specdiag.numbers import to_int
+
+#: a process prefix is short (``(RayWorkerWrapper pid=1234, ip=10.0.0.1)``); bounded lengths keep a hostile
+#: line of ``(`` or a 5,000-digit pid from costing more than a few hundred bytes of scanning
+#: the same prefix grammar as the compiled scanner (``scan.py``): a pid of at most 18 digits (a longer one is no
+#: pid: the line keeps no process origin), names of any length (no nested quantifier: linear)
+PREFIX_RE = re.compile(rb"\((?P<proc>[^()]*?) pid=(?P<pid>\d{1,18})(?:, ip=(?P<ip>[^)]*))?\)\s?")
+_TP = re.compile(r"_TP(\d{1,6})|\bTP(\d{1,6})\b")
+_PP = re.compile(r"_PP(\d{1,6})|\bPP(\d{1,6})")
+_DP = re.compile(r"_DP(\d{1,6})|^EngineCore_(\d{1,6})$")
+_EP = re.compile(r"_EP(\d{1,6})")
+_RANK = re.compile(r"rank=(\d{1,6})")
 
 
 @dataclass(frozen=True)
@@ -97,12 +103,12 @@ def parse_origin(names: list[tuple[str, str, str | None]], deployment: str | Non
     if role == "Worker" and tp is None:
         if proc in ("Worker", "VllmWorker"):
             tp = 0  # a single worker: TP=1
-        elif proc.startswith("VllmWorker-") and proc[11:].isdigit():
-            tp = int(proc[11:])  # multiprocessing name before the worker renamed itself (0.31+)
+        elif proc.startswith("VllmWorker-") and proc[11:].isascii() and proc[11:].isdigit():
+            tp = to_int(proc[11:])  # multiprocessing name before the worker renamed itself (0.31+)
     host = ip or next((i for _n, _p, i in names if i), None)
     if len(names) > 1 and proc.startswith("RayWorkerWrapper"):
         proc = f"{names[0][0]}/{proc}"
-    return Origin(proc=proc, pid=int(pid), host=host, role=role, tp=tp, pp=pp, dp=dp, ep=ep, deployment=deployment)
+    return Origin(proc=proc, pid=to_int(pid), host=host, role=role, tp=tp, pp=pp, dp=dp, ep=ep, deployment=deployment)
 
 
 class OriginCache:

@@ -20,6 +20,7 @@ from itertools import compress
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope, looks_plain
+from specdiag.numbers import to_int
 from specdiag.timeutil import initial_year
 
 VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
@@ -147,7 +148,7 @@ def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | N
         if b > 0 and msg[a - 3 : a] == b".py":
             num = msg[a + 1 : b]
             if num.isdigit() and b < len(msg) - 2:
-                return msg[:i], msg[i + 2 : a], int(num), msg[b + 1 : -1]
+                return msg[:i], msg[i + 2 : a], to_int(num), msg[b + 1 : -1]
     return msg, None, None, None
 
 
@@ -403,7 +404,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     if prev is not None:
                         yield prev.rec
                     msg = line[m.end() :]
-                    rec = Record(path, lineno, origin, "vllm", lvl, ts, year_hint, m.group(2), int(m.group(3)), None, msg)
+                    rec = Record(path, lineno, origin, "vllm", lvl, ts, year_hint, m.group(2), to_int(m.group(3)), None, msg)
                     recognized += 1
                     if "vllm" not in formats:
                         formats.add("vllm")
@@ -480,7 +481,7 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
                     recognized += 1
                     formats.add("lmcache")
                     yield Record(path, lineno, origin, "lmcache", m.group(1).decode(), m.group(3), None,
-                                 m.group(4).rsplit(b"/", 1)[-1], int(m.group(5)), None, m.group(2))
+                                 m.group(4).rsplit(b"/", 1)[-1], to_int(m.group(5)), None, m.group(2))
                     continue
             if origin.pid is not None:
                 recognized += 1  # a vLLM process prefix: vLLM output even without a logger header

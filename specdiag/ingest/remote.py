@@ -7,6 +7,7 @@ the URL and the kind of failure only.
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Any
 
@@ -44,7 +45,9 @@ class RemoteSource(Source):
 
     def _open_raw(self):
         try:
-            return self._fs.open(self._rpath, "rb", block_size=BLOCK, cache_type="readahead")
+            fh = self._fs.open(self._rpath, "rb", block_size=BLOCK, cache_type="readahead")
+            # a BufferedReader gives ``peek``: compression is detected without consuming (as for local files)
+            return fh if hasattr(fh, "peek") else io.BufferedReader(fh, buffer_size=BLOCK)
         except FileNotFoundError as e:
             raise InputError(f"{self.display}: no such object") from e
         except Exception as e:  # noqa: BLE001 - backend errors vary; name the kind, never the credentials

@@ -8,10 +8,13 @@ file in memory.
 from __future__ import annotations
 
 import bz2
+import fnmatch
 import glob
+import io
 import lzma
 import os
 import re
+import stat
 import sys
 import zlib
 from collections.abc import Iterator
@@ -27,6 +30,29 @@ MAGIC = {
     b"\xfd7zXZ\x00": "xz",
     b"\x28\xb5\x2f\xfd": "zstd",
 }
+
+#: decompression limits (a 1 MB gzip of zeros is 1 GB): stop reading an input once its decompressed size
+#: passes ``MAX_DECOMPRESSED`` bytes, or ``MAX_RATIO`` × its compressed size once past ``RATIO_AFTER`` bytes
+#: (real logs compress 10-50×, even one line repeated with changing timestamps stays under 100×; a gzip bomb
+#: reaches 1,000×, xz/zstd far more). Override with SPECDIAG_MAX_DECOMPRESSED (bytes, 0 = no limit) and
+#: SPECDIAG_MAX_RATIO (0 = no limit).
+MAX_DECOMPRESSED = 64 * 1024**3
+MAX_RATIO = 200
+RATIO_AFTER = 4 * 1024**2
+#: an input that gives this many bytes without one line break is not a text log (``/dev/zero``): stop
+MAX_NO_NEWLINE = 64 * 1024**2
+
+
+def _limit(name: str, default: int) -> int:
+    from specdiag.numbers import to_int
+
+    v = to_int(os.environ.get(name), lo=0)
+    return default if v is None else v
+
+
+class LimitReached(Exception):
+    """Reading an input stopped at a configured limit; the message says which and how to raise it."""
+
 
 LOG_SUFFIX_SKIP = {".json", ".yaml", ".yml", ".md", ".py", ".sarif", ".html", ".parquet", ".csv", ".png"}
 
@@ -79,23 +105,34 @@ class _GzipMembers:
         self._raw = raw
         self._d = zlib.decompressobj(zlib.MAX_WBITS | 16)
         self._eof = False
+        self._pending = b""  # compressed input not yet decompressed (``max_length`` stopped early)
 
     def close(self) -> None:
         self._raw.close()
 
+    def consumed(self) -> int | None:
+        """Compressed bytes actually decompressed so far (read-ahead not counted): the ratio's denominator."""
+        try:
+            return self._raw.tell() - len(self._pending)
+        except (OSError, ValueError, AttributeError):
+            return None
+
     def read(self, n: int = -1) -> bytes:
+        """At most ``n`` (default 1 MiB) decompressed bytes: ``max_length`` keeps a bomb from expanding at once."""
+        limit = n if n and n > 0 else BLOCK_SIZE
         while not self._eof:
-            data = self._raw.read(256 * 1024)
+            data = self._pending or self._raw.read(256 * 1024)
+            self._pending = b""
             if not data:
                 if not self._d.eof:
                     raise EOFError("compressed stream ended before the end-of-stream marker")
                 self._eof = True
                 break
-            out = self._d.decompress(data)
-            while self._d.eof and self._d.unused_data:
-                rest = self._d.unused_data
+            out = self._d.decompress(data, limit)
+            self._pending = self._d.unconsumed_tail
+            if self._d.eof and self._d.unused_data:  # the next gzip member (concatenated rotation output)
+                self._pending = self._d.unused_data + self._pending
                 self._d = zlib.decompressobj(zlib.MAX_WBITS | 16)
-                out += self._d.decompress(rest)
             if out:
                 return out
         return b""
@@ -104,17 +141,50 @@ class _GzipMembers:
 class Source:
     """One input stream (a file or stdin)."""
 
-    def __init__(self, path: str, display: str | None = None, stream=None) -> None:
+    def __init__(self, path: str, display: str | None = None, stream=None, *, found: bool = False,
+                 error: str | None = None) -> None:
         self.path = path
         self.display = display or path
         self._stream = stream
         self.stats = SourceStats(self.display)
+        #: found by a folder or glob walk: an unreadable file is an error on this input, not on the run
+        self.found = found
+        self._raw = None
+        self._reader: _GzipMembers | None = None
+        if error:
+            self.stats.errors.append(error)
+            self.found = True
+            self._dead = True
+        else:
+            self._dead = False
+
+    def probe(self) -> None:
+        """Check that a regular file can be opened (a FIFO or ``<(cmd)`` is not opened here: it can be opened
+        only once, when it is read). Raises InputError for an input named on the command line; a file found
+        by a walk gets the error in its ``errors`` instead, so one unreadable file does not drop its folder.
+        """
+        if self._stream is not None or self._dead:
+            return
+        try:
+            if not stat.S_ISREG(os.stat(self.path).st_mode):
+                return
+            self._open_file().close()
+        except (InputError, OSError) as e:
+            err = e if isinstance(e, InputError) else InputError(f"{self.display}: {_why(e, 'cannot read')}")
+            if not self.found:
+                raise err from None
+            self.stats.errors.append(str(err).split(": ", 1)[-1])
+            self._dead = True
 
     def _open_raw(self):
         if self._stream is not None:
             return self._stream
+        return self._open_file()
+
+    def _open_file(self):
         try:
-            return open(self.path, "rb")
+            fh = open(self.path, "rb")
+            return fh if isinstance(fh, io.BufferedReader) else io.BufferedReader(fh)
         except FileNotFoundError as e:
             raise InputError(f"{self.display}: no such file") from e
         except IsADirectoryError as e:
@@ -125,15 +195,15 @@ class Source:
             raise InputError(f"{self.display}: cannot open ({e.strerror or e})") from e
 
     def _open(self):
-        raw = self._open_raw()
+        raw = self._raw = self._open_raw()
+        self._reader = None
+        # peek never consumes: pipes, FIFOs and process substitution cannot seek back
         head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
-        if not head and self._stream is None:
-            head = raw.read(8)
-            raw.seek(0)
         kind = _detect(head)
         self.stats.compression = kind
         if kind == "gzip":
-            return _GzipMembers(raw)
+            self._reader = _GzipMembers(raw)
+            return self._reader
         if kind == "bz2":
             return bz2.BZ2File(raw)
         if kind == "xz":
@@ -150,9 +220,18 @@ class Source:
 
     def chunks(self) -> Iterator[bytes]:
         """Raw byte blocks ending at a newline (decoded later, per record); over-long lines cut to MAX_LINE."""
-        fh = self._open()
+        if self._dead:
+            return
+        try:
+            fh = self._open()
+        except InputError as e:
+            if not self.found:
+                raise
+            self.stats.errors.append(str(e))
+            return
         carry = b""
         skipping_long = False
+        guard = _Guard(self)
         try:
             while True:
                 try:
@@ -167,6 +246,11 @@ class Source:
                 if not block:
                     break
                 self.stats.bytes_read += len(block)
+                try:
+                    guard.check(block)
+                except LimitReached as e:
+                    self.stats.errors.append(str(e))
+                    break
                 if skipping_long:
                     nl = block.find(b"\n")
                     if nl < 0:
@@ -199,10 +283,48 @@ class Source:
             if self._stream is None:
                 fh.close()
 
+    def compressed_bytes(self) -> int | None:
+        """Compressed bytes consumed so far (None where the stream cannot tell, e.g. a pipe)."""
+        if self._reader is not None:
+            return self._reader.consumed()
+        try:
+            return self._raw.tell()
+        except (OSError, ValueError, AttributeError):
+            return None
+
     def _note_long_line(self) -> None:
         if len(self.stats.errors) < 20:
             self.stats.errors.append(f"a line longer than {MAX_LINE // 1024} KiB was cut at that length")
 
+
+
+class _Guard:
+    """The limits of one input: decompressed size and ratio, and bytes without a line break."""
+
+    def __init__(self, src: Source) -> None:
+        self.src = src
+        self.max_total = _limit("SPECDIAG_MAX_DECOMPRESSED", MAX_DECOMPRESSED)
+        self.max_ratio = _limit("SPECDIAG_MAX_RATIO", MAX_RATIO)
+        self.no_newline = 0
+
+    def check(self, block: bytes) -> None:
+        """Raise LimitReached when this block takes the input past a limit."""
+        src, n = self.src, self.src.stats.bytes_read
+        self.no_newline = self.no_newline + len(block) if b"\n" not in block else 0
+        if self.no_newline > MAX_NO_NEWLINE:
+            raise LimitReached(f"stopped after {n:,} bytes: {MAX_NO_NEWLINE // 1024**2} MiB without a line "
+                               "break is not a text log")
+        if src.stats.compression is None:
+            return
+        if self.max_total and n > self.max_total:
+            raise LimitReached(f"stopped at the decompression limit ({self.max_total:,} bytes; raise it with "
+                               "SPECDIAG_MAX_DECOMPRESSED=BYTES, 0 for none)")
+        if self.max_ratio and n > RATIO_AFTER:
+            packed = src.compressed_bytes()
+            if packed and n > self.max_ratio * packed:
+                raise LimitReached(f"stopped after {n:,} decompressed bytes from {packed:,} compressed: more "
+                                   f"than {self.max_ratio}x looks like a decompression bomb (raise it with "
+                                   "SPECDIAG_MAX_RATIO=N, 0 for none)")
 
 
 def _is_probably_log(path: str) -> bool:
@@ -233,32 +355,150 @@ def _chronological(sources: list[Source]) -> list[Source]:
     return [s for _, s in sorted(enumerate(sources), key=lambda it: (groups[key(it)[0]], key(it)[1], it[0]))]
 
 
+class _Walk:
+    """Folder and glob walks that follow symbolic links but never a loop, never give one file twice (by device
+    and inode), and turn an unreadable folder or a broken link into an input with that error — not a lost
+    folder, not a traceback."""
+
+    def __init__(self) -> None:
+        self.files: set[tuple[int, int]] = set()
+        self.out: list[Source] = []
+        self.matched = 0  # files matched, also those already listed
+
+    def add_file(self, path: str, *, found: bool) -> None:
+        try:
+            st = os.stat(path)
+        except OSError as e:
+            self.out.append(Source(path, found=True, error=_why(e, "cannot read")))
+            return
+        self.matched += 1
+        key = (st.st_dev, st.st_ino)
+        if key in self.files:
+            return
+        self.files.add(key)
+        self.out.append(Source(path, found=found))
+
+    def _listdir(self, path: str) -> list[os.DirEntry] | None:
+        try:
+            with os.scandir(path) as it:
+                return sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            self.out.append(Source(path, found=True, error=_why(e, "cannot read this folder")))
+            return None
+
+    def folder(self, root: str, ancestors: frozenset = frozenset()) -> None:
+        """Every probable log below ``root`` (sorted, hidden entries skipped)."""
+        try:
+            st = os.stat(root)
+        except OSError as e:
+            self.out.append(Source(root, found=True, error=_why(e, "cannot read this folder")))
+            return
+        key = (st.st_dev, st.st_ino)
+        if key in ancestors:
+            return  # a symbolic link back up the tree
+        entries = self._listdir(root)
+        if entries is None:
+            return
+        below = ancestors | {key}
+        subdirs = []
+        for e in entries:
+            if e.name.startswith("."):
+                continue
+            full = os.path.join(root, e.name)
+            if _is_dir(e):
+                subdirs.append(full)
+            elif e.is_symlink() and not os.path.exists(full):
+                self.out.append(Source(full, found=True, error="broken symbolic link"))
+            elif _is_probably_log(full) and _is_file(e):
+                self.add_file(full, found=True)
+        for d in subdirs:
+            self.folder(d, below)
+
+    def glob(self, pattern: str) -> None:
+        """``*``/``?``/``[]`` per path part and ``**`` for any depth (links followed, loops cut)."""
+        parts = pattern.split(os.sep)
+        base = ""
+        if pattern.startswith(os.sep):
+            base, parts = os.sep, parts[1:]
+        while len(parts) > 1 and not glob.has_magic(parts[0]):
+            base, parts = os.path.join(base, parts[0]) if base else parts[0], parts[1:]
+        self._glob(base, parts, frozenset())
+
+    def _glob(self, base: str, parts: list[str], ancestors: frozenset) -> None:
+        here = base or "."
+        if not parts:
+            if os.path.isfile(here):
+                self.add_file(base, found=True)
+            return
+        part, rest = parts[0], parts[1:]
+        if not glob.has_magic(part):
+            if part == "" or os.path.lexists(os.path.join(here, part)):
+                self._glob(os.path.join(base, part) if base else part, rest, ancestors)
+            return
+        if part == "**":
+            try:
+                st = os.stat(here)
+            except OSError:
+                return
+            key = (st.st_dev, st.st_ino)
+            if key in ancestors:
+                return  # a symbolic link back up the tree
+            self._glob(base, rest, ancestors)  # zero folders
+            for e in self._listdir(here) or []:
+                if not e.name.startswith(".") and _is_dir(e):
+                    self._glob(os.path.join(base, e.name) if base else e.name, parts, ancestors | {key})
+            return
+        if not os.path.isdir(here):
+            return
+        for e in self._listdir(here) or []:
+            if e.name.startswith(".") and not part.startswith("."):
+                continue
+            if fnmatch.fnmatchcase(e.name, part) and (not rest or _is_dir(e)):
+                self._glob(os.path.join(base, e.name) if base else e.name, rest, ancestors)
+
+
+def _is_dir(e: os.DirEntry) -> bool:
+    try:
+        return e.is_dir()  # follows a symbolic link; loops are cut by the caller
+    except OSError:
+        return False
+
+
+def _is_file(e: os.DirEntry) -> bool:
+    try:
+        return e.is_file()
+    except OSError:
+        return False
+
+
+def _why(e: OSError, what: str) -> str:
+    return f"{what} ({e.strerror or e})"
+
+
 def expand_inputs(paths: list[str], stdin_name: str = "-") -> list[Source]:
-    """Files, folders (recursively, sorted), globs and ``-`` → Sources. Raises InputError."""
-    sources: list[Source] = []
+    """Files, folders (recursively, sorted), globs and ``-`` → Sources. Raises InputError.
+
+    Folders and globs follow symbolic links without looping and give each file once; what they cannot
+    read becomes an input with an error. A file named on the command line that is missing is an error.
+    """
+    walk = _Walk()
     for p in paths:
         if p == "-":
-            sources.append(Source("-", stdin_name, stream=sys.stdin.buffer))
+            walk.out.append(Source("-", stdin_name, stream=sys.stdin.buffer))
             continue
         if os.path.isdir(p):
-            found = []
-            for root, dirs, files in os.walk(p):
-                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-                for f in sorted(files):
-                    full = os.path.join(root, f)
-                    if _is_probably_log(full) and os.path.isfile(full):
-                        found.append(full)
-            if not found:
+            n, m = len(walk.out), walk.matched
+            walk.folder(p)
+            if len(walk.out) == n and walk.matched == m:
                 raise InputError(f"{p}: folder contains no log files")
-            sources.extend(Source(f) for f in found)
             continue
-        if not os.path.exists(p) and any(ch in p for ch in "*?["):
-            matches = sorted(m for m in glob.glob(p, recursive=True) if os.path.isfile(m))
-            if not matches:
+        if not os.path.exists(p) and glob.has_magic(p):
+            n, m = len(walk.out), walk.matched
+            walk.glob(p)
+            if len(walk.out) == n and walk.matched == m:
                 raise InputError(f"{p}: pattern matches no file")
-            sources.extend(Source(m) for m in matches)
             continue
         if not os.path.exists(p):
             raise InputError(f"{p}: no such file or directory")
-        sources.append(Source(p))
-    return _chronological(sources)
+        walk.add_file(p, found=False)
+    return _chronological(walk.out)

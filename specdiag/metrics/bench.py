@@ -14,10 +14,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 
-_START = re.compile(r"=+ ?Serving Benchmark Result ?=+")
+from specdiag.numbers import to_float, to_int
+
+#: the title first (a literal the engine skips to), the ``=`` before it by look-behind: a line of ``=`` is no
+#: longer scanned once per position (``=+ ?Serving…`` was quadratic: a 2 KB line took 41 s)
+_START = re.compile(r"Serving Benchmark Result(?:(?<==Serving Benchmark Result)|(?<== Serving Benchmark Result)) ?=")
 _END = re.compile(r"^=+\s*$")
-_SECTION = re.compile(r"^-{3,}\s*(.*?)\s*-{3,}\s*$")
-_KV = re.compile(r"^\s*([A-Za-z][^:]*?):\s+(-?\d+(?:\.\d+)?|nan|inf)\s*$")
+_KV = re.compile(r"^\s*([A-Za-z][^:]{0,200}?):\s+(-?\d{1,40}(?:\.\d{1,40})?|nan|inf)\s*$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _UNITS = (("(%)", "pct"), ("(ms)", "ms"), ("(s)", "s"), ("(req/s)", "req_per_s"), ("(tok/s)", "tok_per_s"))
 
@@ -33,9 +36,18 @@ def norm_key(key: str, section: str | None = None) -> str:
     return k
 
 
-def _num(v: str) -> float | int:
-    f = float(v)
-    return int(f) if re.fullmatch(r"-?\d+", v) else f
+def _num(v: str) -> float | int | None:
+    """A printed value; ``nan``/``inf`` or one too long to be a real figure is unknown (None)."""
+    i = to_int(v)
+    return i if i is not None else to_float(v)
+
+
+def _section(line: str) -> str | None:
+    """``---- Time to First Token ----`` → its title (plain string tests: a regex here was cubic on dashes)."""
+    s = line.strip()
+    if len(s) < 6 or not s.startswith("---") or not s.endswith("---"):
+        return None
+    return s.strip("-").strip()
 
 
 def parse_bench_lines(lines: Iterable[str]) -> Iterator[dict]:
@@ -52,9 +64,9 @@ def parse_bench_lines(lines: Iterable[str]) -> Iterator[dict]:
             yield cur
             cur = None
             continue
-        m = _SECTION.match(line)
-        if m:
-            section = m.group(1)
+        title = _section(line)
+        if title is not None:
+            section = title
             continue
         m = _KV.match(line)
         if m:

@@ -72,17 +72,36 @@ def to_frame(engines: list[tuple[str, list[Interval]]]):
     return normalise(df)
 
 
+def csv_text(df) -> str:
+    """CSV a spreadsheet opens without running anything: text cells (file names, engine labels, anything a
+    log supplied) that start like a formula (``=``, ``+``, ``-``, ``@``, TAB, CR) get a leading quote."""
+    from pandas.api.types import is_numeric_dtype
+
+    from specdiag.sanitize import csv_cell
+
+    out = df.copy()
+    for c in out.columns:
+        if not is_numeric_dtype(out[c].dtype):  # object or string dtype (pandas 3 infers "str")
+            out[c] = out[c].map(csv_cell, na_action="ignore")
+    return out.to_csv(index=False)
+
+
 def write_frame(df, fmt: str, path: str | None):
     """Write ``df`` as csv | json | parquet to ``path`` (``None`` = return text for csv/json)."""
+    from specdiag.outfile import write_output
+
     if fmt == "csv":
-        return df.to_csv(path, index=False)
+        text = csv_text(df)
+        if path is None:
+            return text
+        write_output(path, text)
+        return None
     if fmt == "json":
         text = json.dumps({"schema": "specdiag.metrics/1", "columns": list(df.columns),
                            "rows": json.loads(df.to_json(orient="values", double_precision=15))}, indent=None)
         if path is None:
             return text + "\n"
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(text + "\n")
+        write_output(path, text + "\n")
         return None
     if fmt == "parquet":
         if path is None:

@@ -13,9 +13,15 @@ from __future__ import annotations
 
 import re
 
-_ITEM = re.compile(r"([A-Za-z][A-Za-z -]*?): (nan|-?\d+(?:\.\d+)?)(%| tokens/s| tokens| reqs)?")
+from specdiag.numbers import to_float, to_int
+
+#: ``Key: value[unit]`` items. A key starts the body or follows ``, `` and cannot span a comma, and digit runs
+#: are bounded, so a hostile body is scanned in linear time (an unanchored key made a run of letters quadratic)
+_ITEM = re.compile(
+    r"(?:^|, )([A-Za-z][A-Za-z -]{0,80}?): (nan|-?inf|-?\d{1,30}(?:\.\d{1,30})?)(%| tokens/s| tokens| reqs)?")
 _KV_FETCH = re.compile(r"KV fetch: (\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
-_PER_POS = re.compile(r"Per-position acceptance rate: ((?:nan|\d+(?:\.\d+)?)(?:, (?:nan|\d+(?:\.\d+)?))*)")
+_PER_POS = re.compile(
+    r"Per-position acceptance rate: ((?:nan|\d{1,30}(?:\.\d{1,30})?)(?:, (?:nan|\d{1,30}(?:\.\d{1,30})?)){0,1024})")
 
 #: stats line key → normalised field
 STATS_KEYS = {
@@ -53,12 +59,13 @@ SPEC_KEYS = {
 
 
 def _num(s: str) -> float | None:
-    if s == "nan":
-        return None
-    try:
-        return float(s)
-    except ValueError:
-        return None
+    """A printed value as a finite float; ``nan`` (vLLM's "no data"), ``inf`` and junk are unknown (None)."""
+    return to_float(s)
+
+
+def _count(v: float | None) -> int | None:
+    """A count printed as a number: a non-negative integer of sane size, else unknown."""
+    return int(v) if v is not None and 0 <= v < 1e18 else None
 
 
 def parse_stats_body(body: str) -> dict:
@@ -73,7 +80,7 @@ def parse_stats_body(body: str) -> dict:
     m = _KV_FETCH.search(body)
     if m:
         out["kv_fetch_waiting"], out["kv_fetch_in_progress"], out["kv_fetch_completed_waiting"] = (
-            int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            to_int(m.group(1)), to_int(m.group(2)), to_int(m.group(3)))
         body = body[: m.start()] + body[m.end():]
     for key, val, unit in _ITEM.findall(body):
         key = key.strip()
@@ -92,7 +99,7 @@ def parse_stats_body(body: str) -> dict:
         if v is not None and (name in PERCENT_FIELDS or unit == "%"):
             v = round(v / 100.0, 6)
         elif v is not None and (unit == " reqs" or name == "preemptions"):
-            v = int(v)
+            v = _count(v)
         out[name] = v
     return out
 
@@ -121,7 +128,7 @@ def parse_spec_body(body: str) -> dict:
             if name in out and out[name] is not None:
                 continue  # a dev build printed both: keep the first
         elif name in ("accepted_tokens", "drafted_tokens", "emitted_tokens", "num_spec_tokens") and v is not None:
-            v = int(v)
+            v = _count(v)
         out[name] = v
     acc, dr = out.get("accepted_tokens"), out.get("drafted_tokens")
     if out.get("draft_acceptance_rate") is None and acc is not None and dr:

@@ -11,6 +11,7 @@ When there are more values than ``width``, neighbouring values are averaged into
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -35,12 +36,13 @@ def sparkline(values: Sequence[float | None], width: int = 40, lo: float | None 
     if width <= 0 or not values:
         return ""
     bars = "_.-=#" if ascii_only else BARS
-    vals = _bucket(list(values), width)
+    # inf/nan from a damaged line are gaps, not a scale that swallows every other value (or an OverflowError)
+    vals = _bucket([v if v is not None and math.isfinite(v) else None for v in values], width)
     present = [v for v in vals if v is not None]
     if not present:
         return " " * len(vals)
-    lo = min(present) if lo is None else lo
-    hi = max(present) if hi is None else hi
+    lo = min(present) if lo is None or not math.isfinite(lo) else lo
+    hi = max(present) if hi is None or not math.isfinite(hi) else hi
     span = hi - lo
     out = []
     for v in vals:
@@ -71,7 +73,8 @@ def _columns(points, t0: float, t1: float, width: int) -> list[float | None]:
     """Average the points falling into each of ``width`` time columns. An empty column between two points no
     further apart than 1.5× the series' usual spacing is filled with the previous value (columns narrower
     than the logging interval); real gaps (e.g. K=0 intervals without a SpecDecoding line) stay blank."""
-    pts = [(t, float(v)) for t, v in points if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    pts = [(t, float(v)) for t, v in points if isinstance(v, (int, float)) and not isinstance(v, bool)
+           and math.isfinite(v) and math.isfinite(t)]
     cols: list[list[float]] = [[] for _ in range(width)]
     colpos: list[int] = []
     for t, v in pts:

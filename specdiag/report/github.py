@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from specdiag.report.model import Report
 from specdiag.report.text import display_path, finding_message, ordered_findings, tool_problems
+from specdiag.sanitize import github_data, github_property
 
 CAP_PER_LEVEL = 10
 LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
@@ -21,11 +22,13 @@ MAX_MESSAGE = 4000  # GitHub truncates long annotation messages; keep ours reada
 
 
 def escape_data(s: str) -> str:
-    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """The message of a command: terminal controls removed, then ``%``, CR, LF escaped (one channel sanitiser)."""
+    return github_data(s)
 
 
 def escape_property(s: str) -> str:
-    return escape_data(s).replace(":", "%3A").replace(",", "%2C")
+    """A property value: as the message, plus ``:`` and ``,`` (a file named ``::warning …`` stays a value)."""
+    return github_property(s)
 
 
 def command(level: str, message: str, **props: object) -> str:

@@ -21,6 +21,7 @@ from typing import Any
 from specdiag.findings import Finding
 from specdiag.report.model import Report
 from specdiag.report.text import cause_line, display_path, finding_message, ordered_findings
+from specdiag.sanitize import json_safe
 
 SEVERITY = {"error": "major", "warning": "minor", "info": "info"}
 ENGINE_DEATH_KEYS = ("crashed", "engine_dead", "engine_died")
@@ -46,11 +47,11 @@ def issues(report: Report) -> list[dict[str, Any]]:
         ev = f.evidence[0] if f.evidence else None
         path = display_path(ev.path if ev else default_path)
         base = f"{f.fingerprint}|{path}"
-        fp = hashlib.sha1(base.encode()).hexdigest()
+        fp = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()
         n = 1
         while fp in used:
             n += 1
-            fp = hashlib.sha1(f"{base}|{n}".encode()).hexdigest()
+            fp = hashlib.sha1(f"{base}|{n}".encode("utf-8", "surrogateescape")).hexdigest()
         used.add(fp)
         desc = f"{f.rule}: {(f.summary or f.title).strip().splitlines()[0]}"
         top = cause_line(f)
@@ -71,7 +72,7 @@ def issues(report: Report) -> list[dict[str, Any]]:
 
 
 def render_gitlab(report: Report) -> str:
-    return json.dumps(issues(report), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(json_safe(issues(report)), indent=2, ensure_ascii=False) + "\n"
 
 
 __all__ = ["render_gitlab", "severity_of"]

@@ -722,7 +722,13 @@ def _verdict_html(st: Any, findings: list[Any]) -> str:
 
 
 def render_html(report: Any) -> str:
-    """The whole report page as a string."""
+    """The whole report page as a string (log text: no controls, bidi overrides or lone surrogates)."""
+    from specdiag.sanitize import plain_text
+
+    return plain_text(_render_html(report))
+
+
+def _render_html(report: Any) -> str:
     charts = build_chart_data(report)
     findings = report.sorted_findings()
     s = report.summary

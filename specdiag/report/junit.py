@@ -21,13 +21,16 @@ import xml.etree.ElementTree as ET
 from specdiag.findings import Finding, severity_at_least
 from specdiag.report.model import Report
 from specdiag.report.text import display_path, finding_message, ordered_findings
+from specdiag.sanitize import xml_text as _xml_channel
 
 _INVALID_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MAX_EVIDENCE = 20
 
 
 def xml_text(s: object) -> str:
-    return _INVALID_XML.sub("", str(s))
+    """Text for XML 1.0: the XML channel's sanitiser (no escape sequences, forbidden characters shown, lone
+    surrogates from undecodable file names replaced), then anything XML still cannot carry dropped."""
+    return _INVALID_XML.sub("", _xml_channel(s))
 
 
 def _rule_label(code: str) -> tuple[str, str]:

@@ -8,7 +8,6 @@ a step summary over 1 MiB and then shows nothing): whole blocks are dropped from
 
 from __future__ import annotations
 
-import html
 import re
 
 from specdiag.findings import Finding
@@ -20,6 +19,7 @@ from specdiag.report.text import (
     suppressed,
     tool_problems,
 )
+from specdiag.sanitize import markdown_text, neutralise_workflow_commands, plain_text
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 SEV_ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
@@ -28,13 +28,22 @@ _BACKTICKS = re.compile(r"`+")
 
 
 def cell(s: object) -> str:
-    """Text safe inside a table cell: no newlines, pipes escaped, HTML neutralised."""
-    t = html.escape(str(s), quote=False).replace("|", "\\|")
-    return " ".join(t.split())
+    """Text safe inside a table cell or a line: one line, no raw HTML, no links/images/emphasis from log text."""
+    return " ".join(markdown_text(s).split())
+
+
+def code(s: object) -> str:
+    """An inline code span the text cannot close (longer backtick run), safe in a table (``|`` escaped)."""
+    t = " ".join(plain_text(s, keep_newlines=False).split()).replace("|", "\\|")
+    longest = max((len(m.group(0)) for m in _BACKTICKS.finditer(t)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if t.startswith("`") or t.endswith("`") or not t.strip() else ""
+    return f"{ticks}{pad}{t}{pad}{ticks}"
 
 
 def fence(text: str, lang: str = "text") -> str:
     """A fenced code block that the content cannot close (fence longer than any backtick run)."""
+    text = plain_text(text)
     longest = max((len(m.group(0)) for m in _BACKTICKS.finditer(text)), default=0)
     f = "`" * max(3, longest + 1)
     return f"{f}{lang}\n{text}\n{f}\n"
@@ -42,27 +51,25 @@ def fence(text: str, lang: str = "text") -> str:
 
 def _details(f: Finding) -> str:
     ev0 = f.evidence[0] if f.evidence else None
-    where = f" — `{display_path(ev0.path)}:{ev0.line}`" if ev0 else ""
-    # quote=False: element text needs no quote escaping, and GitHub shows '&#x27;' literally inside `code`
-    parts = [f"<details><summary><b>{f.rule}</b> {html.escape(f.title, quote=False)}"
-             f"{html.escape(where, quote=False)}</summary>\n\n"]
+    where = f" — {code(f'{display_path(ev0.path)}:{ev0.line}')}" if ev0 else ""
+    parts = [f"<details><summary><b>{cell(f.rule)}</b> {cell(f.title)}{where}</summary>\n\n"]
     if f.summary:
-        parts.append(f"{html.escape(f.summary, quote=False)}\n\n")
+        parts.append(f"{cell(f.summary)}\n\n")
     if f.causes:
         parts.append("| cause | confidence | fix |\n|---|---|---|\n")
         for c in f.causes[:5]:
-            parts.append(f"| `{cell(c.id)}` | {c.confidence:.2f} | {cell(c.fix)} |\n")
+            parts.append(f"| {code(c.id)} | {c.confidence:.2f} | {cell(c.fix)} |\n")
         parts.append("\n")
         top = f.causes[0]
         if top.confirm_with:
-            parts.append(f"Confirm with: {html.escape(top.confirm_with, quote=False)}\n\n")
+            parts.append(f"Confirm with: {code(top.confirm_with)}\n\n")
     if f.evidence:
         lines = [f"{display_path(e.path)}:{e.line}: {e.text}" for e in f.evidence[:MAX_EVIDENCE]]
         if len(f.evidence) > MAX_EVIDENCE:
             lines.append(f"… {len(f.evidence) - MAX_EVIDENCE} more evidence line(s) in the JSON report")
         parts.append(fence("\n".join(lines)))
         parts.append("\n")
-    parts.append(f"Fingerprint: `{f.fingerprint}`\n\n</details>\n\n")
+    parts.append(f"Fingerprint: {code(f.fingerprint)}\n\n</details>\n\n")
     return "".join(parts)
 
 
@@ -95,9 +102,9 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
         blocks.append("| rule | severity | count | first evidence | top cause |\n|---|---|---|---|---|\n")
         for f in findings:
             ev = f.evidence[0] if f.evidence else None
-            loc = f"`{cell(display_path(ev.path))}:{ev.line}`" if ev else ""
-            top = f"`{cell(f.causes[0].id)}` ({f.causes[0].confidence:.2f})" if f.causes else ""
-            blocks.append(f"| **{f.rule}** {cell(f.title)} | {SEV_ICON[f.severity]} | {f.count} | {loc} | {top} |\n")
+            loc = code(f"{display_path(ev.path)}:{ev.line}") if ev else ""
+            top = f"{code(f.causes[0].id)} ({f.causes[0].confidence:.2f})" if f.causes else ""
+            blocks.append(f"| **{cell(f.rule)}** {cell(f.title)} | {SEV_ICON[f.severity]} | {f.count} | {loc} | {top} |\n")
         blocks.append("\n")
         for f in findings:
             blocks.append(_details(f))
@@ -107,7 +114,7 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
         footer.append(f"{len(sup)} finding(s) matched the baseline and are not shown.\n\n")
     footer.append(f"Machine-readable details: {artifact_hint}.\n")
 
-    text = "".join(header) + "".join(blocks) + "".join(footer)
+    text = _safe("".join(header) + "".join(blocks) + "".join(footer))
     if max_bytes is None or len(text.encode()) <= max_bytes:
         return text
     # keep as many whole blocks as fit, then say what was cut
@@ -124,10 +131,15 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
         kept.append(b)
         used += size
     note = note_tpl.format(n=len(blocks) - len(kept), t=len(blocks), k=max_bytes // 1024)
-    text = "".join(header) + "".join(kept) + note + "".join(footer)
+    text = _safe("".join(header) + "".join(kept) + note + "".join(footer))
     if len(text.encode()) > max_bytes:  # pathological header (thousands of input problems): hard cut
         text = text.encode()[: max_bytes - 64].decode("utf-8", "ignore") + "\n\n> **Truncated.**\n"
     return text
 
 
-__all__ = ["STEP_SUMMARY_LIMIT", "cell", "fence", "render_markdown"]
+def _safe(text: str) -> str:
+    """Printed to a CI log too: no line may read as a workflow command; valid UTF-8 only."""
+    return neutralise_workflow_commands(text).encode("utf-8", "replace").decode("utf-8")
+
+
+__all__ = ["STEP_SUMMARY_LIMIT", "cell", "code", "fence", "render_markdown"]

@@ -24,6 +24,7 @@ from specdiag import __version__
 from specdiag.findings import Finding
 from specdiag.report.model import Report
 from specdiag.report.text import display_path, execution_failed, ordered_findings, suppressed, tool_problems
+from specdiag.sanitize import json_safe
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -35,11 +36,12 @@ def artifact_uri(path: str | None) -> str:
     """A URI reference for a log path: relative paths stay relative (forward slashes, percent-encoded),
     absolute paths outside the working directory become ``file://`` URIs."""
     p = display_path(path or "-")
+    # a file name that is not valid UTF-8 arrives with lone surrogates (surrogateescape): percent-encode its
+    # original bytes, so the URI names the real file and the JSON stays valid UTF-8
+    raw = p.encode("utf-8", "surrogateescape")
     if os.path.isabs(p):
-        from pathlib import Path
-
-        return Path(p).as_uri()
-    return quote(p, safe="/")
+        return "file://" + quote(raw, safe="/")
+    return quote(raw, safe="/")
 
 
 def _location(path: str, line: int | None, text: str | None = None) -> dict[str, Any]:
@@ -143,7 +145,7 @@ def sarif_log(report: Report) -> dict[str, Any]:
 
 
 def render_sarif(report: Report) -> str:
-    return json.dumps(sarif_log(report), indent=2, ensure_ascii=False) + "\n"
+    return json.dumps(json_safe(sarif_log(report)), indent=2, ensure_ascii=False) + "\n"
 
 
 __all__ = ["FINGERPRINT_KEY", "artifact_uri", "render_sarif", "sarif_log"]

@@ -335,6 +335,9 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
                     width: int | None = None, quiet: bool = False) -> None:
     """Print the report. ``width`` overrides the detected terminal width (tests, screenshots); ``quiet``
     prints only the status and verdict lines."""
+    from specdiag.sanitize import sanitized_report
+
+    report = sanitized_report(report)  # log text reaches the tty without escape sequences or bidi controls
     out = file or sys.stdout
     w = resolve_width(out, width)
     if not getattr(out, "isatty", lambda: False)():

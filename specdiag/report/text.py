@@ -12,6 +12,7 @@ from typing import Any
 
 from specdiag.findings import SEVERITY_RANK, Finding
 from specdiag.report.model import Report
+from specdiag.sanitize import neutralise_workflow_commands
 
 # ---------------------------------------------------------------------------------------------------------
 # helpers shared by the CI renderers (github, markdown, sarif, junit, gitlab)
@@ -54,6 +55,9 @@ def tool_problems(report: Report) -> list[dict[str, Any]]:
     for inp in report.inputs:
         for msg in inp.get("errors") or []:
             out.append({"level": "warning", "path": inp.get("path"), "message": f"{inp.get('path')}: {msg}"})
+    for r in getattr(report, "rules_failed", None) or []:  # a bug in specdiag: say so, the rest stands
+        out.append({"level": "warning", "path": None,
+                    "message": f"rule {r['rule']} failed ({r['error']}); its findings are missing - please report it"})
     return out
 
 
@@ -120,7 +124,7 @@ def render_text(report: Report, *, fail_on: str | None = None) -> str:
         ev = f.evidence[0] if f.evidence else None
         loc = f"{display_path(ev.path)}:{ev.line}: " if ev else ""
         out.append(f"{loc}{f.severity} {f.rule} {f.title}")
-        for i, line in enumerate(finding_message(f).splitlines()):
+        for i, line in enumerate(finding_message(f).split("\n")):  # \x0b in log text stays on its line
             if i == 0 and line.strip() == f.title.strip():
                 continue
             out.append(f"    {line}")
@@ -134,7 +138,9 @@ def render_text(report: Report, *, fail_on: str | None = None) -> str:
     out.append(f"specdiag: {line}")
     if report.recognized_lines == 0 and report.inputs:
         out.append("specdiag: no line of the input was recognised as vLLM or LMCache output")
-    return "\n".join(out) + "\n"
+    # CI logs: no escape sequence reaches the job log, and no line of log text (a file named
+    # ``::warning title=x::ok.log``) is read by the runner as a workflow command
+    return neutralise_workflow_commands("\n".join(out)) + "\n"
 
 
 __all__ = [

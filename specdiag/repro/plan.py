@@ -45,6 +45,89 @@ class PlanError(ValueError):
     """A plan the user wrote cannot be understood; the message says which part and why."""
 
 
+# --------------------------------------------------------------------------------------------- schema limits
+#: a plan is a few dozen settings: anything far larger is a mistake or an attack (billion laughs)
+MAX_PLAN_BYTES = 256 * 1024
+MAX_TOGGLES = 16
+MAX_VALUES = 64
+MAX_CELLS = 512
+MAX_REPEAT = 1000
+MAX_TEXT = 4096
+MAX_LIST = 4096
+SCALARS = (str, int, float, bool, type(None))
+
+
+def _scalar(value: Any, where: str) -> Any:
+    """A YAML scalar of bounded size; a list, mapping or object is an error naming ``where``."""
+    if isinstance(value, float) and value != value:
+        raise PlanError(f"{where}: nan is not a value")
+    if not isinstance(value, SCALARS):
+        raise PlanError(f"{where}: expected a single value, got a {type(value).__name__}")
+    if isinstance(value, str) and len(value) > MAX_TEXT:
+        raise PlanError(f"{where}: value longer than {MAX_TEXT} characters")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**18:
+        raise PlanError(f"{where}: number out of range")
+    return value
+
+
+def _schedule(value: Any, where: str) -> str:
+    """``dynamic_k`` given as a YAML list: ``[[start, end, K], ...]`` of small integers, stored as JSON."""
+    import json
+
+    if (not isinstance(value, list) or not value or len(value) > MAX_LIST
+            or not all(isinstance(r, list) and len(r) == 3 for r in value)):
+        raise PlanError(f"{where}: a schedule is a list of [start, end, K] triples")
+    for row in value:
+        for x in row:
+            if isinstance(x, bool) or not isinstance(x, int) or not 0 <= x < 1 << 31:
+                raise PlanError(f"{where}: schedule entries must be non-negative integers, got {x!r}")
+    return json.dumps(value)
+
+
+def _setting_value(key: str, value: Any, where: str) -> str:
+    if key == "dynamic_k" and isinstance(value, list):
+        return _schedule(value, where)
+    return normalise_value(_scalar(value, where))
+
+
+def _mapping(value: Any, where: str, limit: int = MAX_LIST) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise PlanError(f"{where}: expected a mapping (key: value), got {type(value).__name__}")
+    if len(value) > limit:
+        raise PlanError(f"{where}: more than {limit} entries")
+    return value
+
+
+def _load_yaml(text: str | bytes) -> Any:
+    """``yaml.safe_load`` without aliases (a 473-byte plan of nested aliases expands to gigabytes), size-bounded,
+    every YAML error as one line."""
+    import yaml
+
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PlanError(f"plan file: not UTF-8 text (byte {e.start})") from None
+    if len(text) > MAX_PLAN_BYTES:
+        raise PlanError(f"plan file: larger than {MAX_PLAN_BYTES // 1024} KiB")
+
+    class _NoAliases(yaml.SafeLoader):
+        def compose_node(self, parent, index):  # type: ignore[no-untyped-def]
+            if self.check_event(yaml.AliasEvent):
+                raise PlanError("plan file: YAML aliases (*name) are not supported in plans")
+            return super().compose_node(parent, index)
+
+    try:
+        return yaml.load(text, Loader=_NoAliases)  # noqa: S506 - a SafeLoader subclass
+    except PlanError:
+        raise
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError) as e:  # ValueError: a 5,000-digit integer
+        first = " ".join(str(e).split())[:200]
+        raise PlanError(f"plan file: not a valid plan ({first})") from None
+
+
 def as_bool(value: str, key: str) -> bool:
     v = str(value).strip().lower()
     if v in TRUE_WORDS:
@@ -65,6 +148,8 @@ def normalise_value(value: Any) -> str:
 
 def check_key(key: str) -> str:
     key = key.strip()
+    if len(key) > 200:
+        raise PlanError("a setting name longer than 200 characters")
     if key in SETTINGS or (key.startswith(PASSTHROUGH_PREFIXES) and len(key.split(".", 1)[1]) > 0):
         return key
     known = ", ".join(sorted(SETTINGS))
@@ -234,7 +319,18 @@ def parse_assignment(text: str) -> tuple[str, list[str]]:
     raw = raw.strip()
     if not raw:
         raise PlanError(f"{key}: no value given")
+    if len(raw) > MAX_TEXT:
+        raise PlanError(f"{key}: value longer than {MAX_TEXT} characters")
+    if raw.startswith(("[", "{")):
+        import json
+
+        try:
+            json.loads(raw)
+        except ValueError as e:
+            raise PlanError(f"{key}: {raw[:40]!r} is not valid JSON ({e.msg})") from None
     values = [raw] if raw.startswith(("[", "{")) else [v.strip() for v in raw.split(",")]
+    if len(values) > MAX_VALUES:
+        raise PlanError(f"{key}: more than {MAX_VALUES} values")
     if any(not v for v in values):
         raise PlanError(f"{key}: empty value in {raw!r}")
     if len(set(values)) != len(values):
@@ -251,6 +347,14 @@ def _workload_from(data: Any, where: str) -> WorkloadSpec:
     params = data.get("params", {k: v for k, v in data.items() if k != "kind"})
     if not isinstance(params, dict):
         raise PlanError(f"{where}: workload params must be a mapping")
+    for k, v in _mapping(params, f"{where}: workload params", 64).items():
+        if isinstance(v, list):
+            if len(v) > MAX_LIST:
+                raise PlanError(f"{where}: workload {k}: more than {MAX_LIST} entries")
+            for x in v:
+                _scalar(x, f"{where}: workload {k}")
+        else:
+            _scalar(v, f"{where}: workload {k}")
     return WorkloadSpec(kind, dict(params))
 
 
@@ -258,7 +362,7 @@ def build_plan(
     preset: str | None = None,
     toggles: list[str] | None = None,
     sets: list[str] | None = None,
-    plan_yaml: str | None = None,
+    plan_yaml: str | bytes | None = None,
     repeat: int | None = None,
 ) -> Plan:
     """Combine a preset, a YAML plan file's text and command-line toggles (applied in that order).
@@ -285,30 +389,36 @@ def build_plan(
     if preset:
         apply_preset(preset)
     if plan_yaml is not None:
-        import yaml  # pyyaml is a core dependency; imported here to keep CLI start-up cheap
-
-        data = yaml.safe_load(plan_yaml)
+        data = _load_yaml(plan_yaml)
         if not isinstance(data, dict):
             raise PlanError("plan file: expected a mapping at the top level")
-        unknown = set(data) - {"preset", "name", "description", "base", "set", "toggles", "workload", "repeat"}
+        unknown = {str(k) for k in data} - {"preset", "name", "description", "base", "set", "toggles", "workload",
+                                            "repeat"}
         if unknown:
             raise PlanError(f"plan file: unknown top-level keys {sorted(unknown)}")
         if data.get("preset"):
-            apply_preset(str(data["preset"]))
-        name = str(data.get("name", name))
-        description = str(data.get("description", description))
+            apply_preset(str(_scalar(data["preset"], "plan file: preset")))
+        name = str(_scalar(data.get("name", name), "plan file: name"))
+        description = str(_scalar(data.get("description", description), "plan file: description"))
         for section in ("base", "set"):
-            for k, v in (data.get(section) or {}).items():
-                base[check_key(str(k))] = normalise_value(v)
-        for k, vs in (data.get("toggles") or {}).items():
-            vals = vs if isinstance(vs, list) else [vs]
+            for k, v in _mapping(data.get(section), f"plan file: {section}").items():
+                key = check_key(str(_scalar(k, f"plan file: {section} key")))
+                base[key] = _setting_value(key, v, f"plan file: {section}.{key}")
+        for k, vs in _mapping(data.get("toggles"), "plan file: toggles", MAX_TOGGLES).items():
+            key = check_key(str(_scalar(k, "plan file: toggles key")))
+            vals = vs if isinstance(vs, list) and not (key == "dynamic_k" and vs and isinstance(vs[0], int)) else [vs]
             if not vals:
-                raise PlanError(f"plan file: toggle {k!r} has no values")
-            tog[check_key(str(k))] = [normalise_value(v) for v in vals]
+                raise PlanError(f"plan file: toggle {key!r} has no values")
+            if len(vals) > MAX_VALUES:
+                raise PlanError(f"plan file: toggle {key!r} has more than {MAX_VALUES} values")
+            tog[key] = [_setting_value(key, v, f"plan file: toggles.{key}") for v in vals]
         if "workload" in data:
             workload = _workload_from(data["workload"], "plan file")
         if "repeat" in data:
-            rep = int(data["repeat"])
+            r = data["repeat"]
+            if isinstance(r, bool) or not isinstance(r, int):
+                raise PlanError(f"plan file: repeat must be a whole number, got {r!r}")
+            rep = r
     for s in sets or []:
         k, vs = parse_assignment(s)
         if len(vs) != 1:
@@ -321,8 +431,28 @@ def build_plan(
         base.pop(k, None)
     if repeat is not None:
         rep = repeat
-    if rep < 1:
-        raise PlanError("repeat must be >= 1")
+    if rep < 1 or rep > MAX_REPEAT:
+        raise PlanError(f"repeat must be between 1 and {MAX_REPEAT}")
+    if len(tog) > MAX_TOGGLES:
+        raise PlanError(f"at most {MAX_TOGGLES} toggles")
+    cells = 1
+    for vs in tog.values():
+        cells *= len(vs)
+    if cells > MAX_CELLS:
+        raise PlanError(f"the matrix has {cells} cells; at most {MAX_CELLS} (fewer toggles or values)")
     if not preset and plan_yaml is None and not toggles and not sets:
         raise PlanError("nothing to run: give --preset, --plan FILE or --toggle key=v1,v2")
     return Plan(name=name, base=base, toggles=tog, workload=workload, repeat=rep, description=description)
+
+
+def check_plan_dict(data: Any, where: str) -> dict[str, Any]:
+    """A ``plan.json`` read back (``--from-run``): the shape ``Plan.to_dict`` writes, else one PlanError."""
+    if not isinstance(data, dict):
+        raise PlanError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    for key, kind in (("name", str), ("base", dict), ("toggles", dict), ("workload", dict)):
+        if key in data and not isinstance(data[key], kind):
+            raise PlanError(f"{where}: {key!r} must be a {kind.__name__}")
+    for k, vs in (data.get("toggles") or {}).items():
+        if not isinstance(vs, list) or not all(isinstance(v, SCALARS) for v in vs):
+            raise PlanError(f"{where}: toggle {k!r} must be a list of values")
+    return data

@@ -484,7 +484,9 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[CellResult]]:
     """Read a run folder back (plan.json + every cells/*/cell.json) so its verdict can be recomputed."""
     import json
 
-    plan = json.loads((run_dir / "plan.json").read_text())
+    from specdiag.repro.plan import check_plan_dict
+
+    plan = check_plan_dict(json.loads((run_dir / "plan.json").read_text()), "plan.json")
     results = []
     fields = set(CellResult.__dataclass_fields__)
     for p in sorted((run_dir / "cells").glob("*/cell.json")):
