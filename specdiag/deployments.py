@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specdiag.context import Context, ContextBuilder
@@ -154,10 +154,9 @@ class DeploymentRun:
         self._finish_one(self.builder)
         findings: list[Finding] = []
         for rule in list(self.rules):
+            severity = self.severity_overrides.get(rule.code)
             for f in self._finish_one(rule):
-                if rule.code in self.severity_overrides:
-                    f.severity = self.severity_overrides[rule.code]
-                findings.append(f)
+                findings.append(replace(f, deployment=self.id, severity=severity or f.severity))
         self._finish_one(self.metrics)
         for obs in self.extra:
             self._finish_one(obs)

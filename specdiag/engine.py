@@ -271,6 +271,9 @@ def _pool(jobs: int) -> Any:
         if _POOL is not None:
             _POOL.shutdown(wait=False, cancel_futures=True)
         _POOL = ProcessPoolExecutor(max_workers=jobs)
+        import atexit
+
+        atexit.register(_POOL.shutdown, wait=False, cancel_futures=True)  # before the interpreter tears down
     return _POOL
 
 

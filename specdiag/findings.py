@@ -84,6 +84,8 @@ class Finding:
     #: the finding in one clause for the verdict line (the number and the consequence); optional, the
     #: verdict falls back to the summary's first sentence (see ``specdiag.report.verdict``)
     headline: str = ""
+    #: the deployment (server) the finding belongs to; set by the engine, which knows it (rules do not)
+    deployment: str | None = None
 
     @property
     def fingerprint(self) -> str:

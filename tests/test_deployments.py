@@ -129,3 +129,21 @@ def test_two_pods_interleaved_by_kubectl_prefix_are_two_deployments(tmp_path):
 def test_recognised_lines_never_exceed_the_lines_read():
     rep = analyze([str(CORPUS.parent.parent / "examples" / "tp8-shortfall" / "serve.log"), str(A)])
     assert all(i["recognized"] <= i["lines"] for i in rep.inputs)
+
+
+def test_verdicts_of_two_pods_are_two_lines_naming_each_pod(tmp_path):
+    import io
+
+    from specdiag.report.terminal import render_terminal
+
+    a = _pod_lines("vllm-a", "0.11.0", "model-a", 1, 512)
+    b = _pod_lines("vllm-b", "0.20.1", "model-b", 0, 768)
+    log = tmp_path / "all.log"
+    log.write_text("\n".join(x for pair in zip(a, b, strict=True) for x in pair) + "\n")
+    rep = analyze([str(log)])
+    assert {f.deployment for f in rep.findings} == {"pod/vllm-a/vllm", "pod/vllm-b/vllm"}
+    buf = io.StringIO()
+    render_terminal(rep, color=False, file=buf, width=140)
+    head = buf.getvalue().splitlines()[:4]
+    assert any("pod/vllm-a/vllm: 512 tokens" in line for line in head)
+    assert any("pod/vllm-b/vllm: 768 tokens" in line for line in head)

@@ -694,7 +694,7 @@ def _rule_codes() -> list[str]:
     return list(all_rules())
 
 
-def _verdict_html(st: Any, findings: list[Any]) -> str:
+def _verdict_html(st: Any, findings: list[Any], where: Any = None) -> str:
     """The answer, above everything else: the status and one verdict line per finding group, each with its
     arithmetic (the headline), the most likely cause and the next step, linked to the finding."""
     first = {}
@@ -702,7 +702,7 @@ def _verdict_html(st: Any, findings: list[Any]) -> str:
         first.setdefault(f.rule, i)
     out = ["<section id=\"verdict\" class=\"verdict\"><h2>Summary</h2>",
            f"<p class=\"status status-{esc(st.kind)}\"><b>{esc(st.text)}</b></p>"]
-    vs = verdicts(findings)
+    vs = verdicts(findings, where)
     if vs:
         out.append("<ul class=\"verdicts\">")
         for v in vs:
@@ -750,7 +750,7 @@ def _render_html(report: Any) -> str:
     if redacted:
         b.append("<span class=\"badge redacted\">prompts and completions redacted</span>")
     b.append("</div></header>")
-    b.append(_verdict_html(st, findings))
+    b.append(_verdict_html(st, findings, report.deployment_of if len(report.deployments) > 1 else None))
     b.append(f"<h2>Findings ({len(findings)})</h2>")
     if findings:
         b.extend(_finding_html(i, f) for i, f in enumerate(findings, 1))

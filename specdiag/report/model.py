@@ -80,10 +80,7 @@ class Report:
         return 1 if any(SEVERITY_RANK[f.severity] >= threshold for f in self.findings) else 0
 
     def deployment_of(self, finding: Finding) -> str | None:
-        for d in self.deployments:
-            if any(f is finding for f in d.findings):
-                return d.id
-        return None
+        return finding.deployment
 
     def sorted_findings(self) -> list[Finding]:
         def key(f: Finding):

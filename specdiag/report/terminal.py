@@ -54,11 +54,16 @@ def _all_codes() -> list[str]:
     return list(all_rules())
 
 
-def _verdict_block(console: Console, st: Status, findings: list[Finding], compact: bool) -> None:
+def _deployment_of(report: Report) -> Any:
+    """Names each finding's deployment when the report holds several (else None: nothing to tell apart)."""
+    return report.deployment_of if len(report.deployments) > 1 else None
+
+
+def _verdict_block(console: Console, st: Status, findings: list[Finding], compact: bool, where: Any = None) -> None:
     head = Text("specdiag: ", style="bold")
     head.append(st.text, style="bold" if st.kind in ("findings", "clean") else "bold yellow")
     console.print(head)
-    vs = verdicts(findings)
+    vs = verdicts(findings, where)
     if vs and compact:  # no hanging-indent column: the full width for the words
         for v in vs:
             t = Text("  ")
@@ -347,7 +352,7 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
                       markup=False, width=w)
     findings = report.sorted_findings()
     st = status(report, _all_codes())
-    _verdict_block(console, st, findings, compact)
+    _verdict_block(console, st, findings, compact, _deployment_of(report))
     if quiet:
         out.flush()
         return
@@ -369,7 +374,7 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     _unrecognised(console, report)
     console.print(Text(""))
     console.print(Text("── verdict " + "─" * max(0, min(w, 80) - 11), style="dim"))
-    _verdict_block(console, st, findings, compact)
+    _verdict_block(console, st, findings, compact, _deployment_of(report))
     out.flush()
 
 

@@ -15,6 +15,7 @@ evidence of health.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,19 +96,24 @@ def next_action(f: Finding) -> str:
     return ""
 
 
-def verdicts(findings: list[Finding]) -> list[Verdict]:
+def verdicts(findings: list[Finding], where: Callable[[Finding], str | None] | None = None) -> list[Verdict]:
     """One verdict per rule, in the order of ``findings`` (already sorted most severe first); the group's
-    severity is its worst, its headline that of its first (most severe, most confident) finding."""
-    groups: dict[str, list[Finding]] = {}
+    severity is its worst, its headline that of its first (most severe, most confident) finding.
+
+    ``where`` names a finding's deployment when the report holds several: then one verdict per deployment
+    and rule, its headline led by the deployment, so two pods' incidents are never folded into one line.
+    """
+    groups: dict[tuple[str | None, str], list[Finding]] = {}
     for f in findings:
-        groups.setdefault(f.rule, []).append(f)
+        groups.setdefault((where(f) if where else None, f.rule), []).append(f)
     out = []
-    for rule, fs in groups.items():
+    for (dep, rule), fs in groups.items():
         lead = fs[0]
         worst = max(fs, key=lambda x: SEVERITY_RANK[x.severity]).severity
         c = lead.top_cause
         confident = c is not None and c.confidence >= 0.05
-        out.append(Verdict(rule, worst, headline(lead), len(fs), c.id if confident else None,
+        head = f"{dep}: {headline(lead)}" if dep else headline(lead)
+        out.append(Verdict(rule, worst, head, len(fs), c.id if confident else None,
                            c.confidence if confident else None, next_action(lead)))
     return out
 
