@@ -1,4 +1,10 @@
-"""Every corpus case (copied from the shared corpus) must meet its expected.json."""
+"""Every corpus case (copied from the shared corpus) and every pasted-fragment case must meet its expected.json.
+
+``tests/fragments/`` holds short excerpts written from the upstream message formats (not from any one log):
+the user's two-line paste with and without its prefix, indented, behind ``grep -n``/``-H``, wrapped by a
+terminal, in journald with German month names, behind kubectl and docker wrappers, and one per mechanism
+that a single line names (staging exhausted, Redis eviction, pin timeout, LMCache 0.3.1 on every rank, …).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ from expectations import check_report
 
 from specdiag.engine import analyze
 
-CASES = sorted(p.parent for p in (Path(__file__).parent / "corpus").glob("*/expected.json"))
+HERE = Path(__file__).parent
+CASES = sorted(p.parent for folder in ("corpus", "fragments") for p in (HERE / folder).glob("*/expected.json"))
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c.name for c in CASES])
