@@ -141,19 +141,10 @@ class DeploymentRun:
         if error is not None:
             raise error
 
-    def _drop(self, obs: Observer, why: str) -> None:
-        name = getattr(obs, "code", None) or type(obs).__name__
-        self.failed.setdefault(name, why[:300])
-        for handlers in self.dispatch.values():
-            if obs in handlers:
-                handlers.remove(obs)
-        if obs in self.rules:
-            self.rules.remove(obs)
-
     def finish(self) -> DeploymentResult:
         self._finish_one(self.builder)
         findings: list[Finding] = []
-        for rule in list(self.rules):
+        for rule in self.rules:
             severity = self.severity_overrides.get(rule.code)
             for f in self._finish_one(rule):
                 findings.append(replace(f, deployment=self.id, severity=severity or f.severity))
@@ -174,7 +165,8 @@ class DeploymentRun:
             return list(obs.finish(self.ctx, self.run) or [])
         except Exception as e:  # noqa: BLE001 - a failing rule is reported, the others still finish
             text = " ".join(str(e).split())[:200]
-            self._drop(obs, f"{type(e).__name__}: {text}" if text else type(e).__name__)
+            name = getattr(obs, "code", None) or type(obs).__name__
+            self.failed.setdefault(name, f"{type(e).__name__}: {text}" if text else type(e).__name__)
             return []
 
 
