@@ -269,6 +269,9 @@ def iter_records(source: Source, hot: dict[bytes, str] | None = None,
         return o.rec if o else None
 
     for chunk in source.chunks():
+        if not chunk.strip(b"\n"):  # a block of nothing but line breaks (a newline flood): no list of empties
+            lineno += chunk.count(b"\n")
+            continue
         lines = chunk.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
