@@ -19,11 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 with atheris.instrument_imports(include=["specdiag"]):
-    from specdiag.context import ContextBuilder
+    from specdiag.context import Context, ContextBuilder
     from specdiag.engine import analyze
     from specdiag.events import FieldError, default_matcher
     from specdiag.ingest import InputError
     from specdiag.metrics.parse import parse_spec_body, parse_stats_body
+    from specdiag.observe import RunState
     from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
     from specdiag.report.json_report import render_json
 
@@ -42,10 +43,11 @@ def _parsers(data: bytes) -> None:
     parse_dict(text)
     parse_call_kwargs(text)
     value_after(text, "speculative_config")
-    b = ContextBuilder()
+    ctx = Context()
+    b = ContextBuilder(ctx)
     b._from_args(text)
     b._spec_from_repr(text)
-    b.finish()
+    b.finish(ctx, RunState("fuzz"))
     for t in TEMPLATES:
         try:
             t.match(data)
