@@ -286,7 +286,7 @@ def test_example_control_log_has_no_warning(tmp_path: Path) -> None:
 
 
 def test_zero_acceptance_with_lmcache_retrieves_counts_them(tmp_path: Path) -> None:
-    """Retrieve lines are only counted by ingest (high volume): SD002 reads ctx.event_counts."""
+    """Retrieve lines are only counted by ingest (high volume): SD002 reads run.count("R4")."""
     from logbuilder import retrieve
 
     sc = sdgen.Scenario(era="0.20", method="eagle3", draft="/models/eagle3", rates=[0.0] * 6, running=[1] * 6)
