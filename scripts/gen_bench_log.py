@@ -53,18 +53,21 @@ def suffix(tree: str, key: str) -> str:
     return f" {LMC_ITALIC}({f}:{n}:{LMC_LOGGER[key]}){LMC_RESET}"
 
 
+def _startup(out, server, rng: random.Random):
+    """Write the server's startup block (built with the example generator); (format, start time, bytes)."""
+    fmt = Fmt(2026, color_prefix=True, lmc_tree=server.lmc_tree)
+    ev = Events()
+    t0 = emit_startup(ev, fmt, server, dt.datetime(2026, 5, 6, 8, 0, 0), rng)
+    head = ev.render().encode()
+    out.write(head)
+    return fmt, t0, len(head)
+
+
 def generate(out, size_bytes: int, seed: int, incidents: int) -> dict:
     rng = random.Random(seed)
     s = tp8_server()
     tree = s.lmc_tree
-    fmt = Fmt(2026, color_prefix=True, lmc_tree=tree)
-
-    # ---- startup (small, built with the example generator) ----
-    ev = Events()
-    t0 = emit_startup(ev, fmt, s, dt.datetime(2026, 5, 6, 8, 0, 0), rng)
-    head = ev.render().encode()
-    out.write(head)
-    written = len(head)
+    fmt, t0, written = _startup(out, s, rng)
 
     api = fmt.prefix("APIServer", s.api_pid)
     core = fmt.prefix("EngineCore", s.core_pid)
@@ -275,12 +278,7 @@ def generate_tp1(out, size_bytes: int, seed: int, incidents: int, kubectl_from: 
     rng = random.Random(seed)
     s = tp1_server()
     tree = s.lmc_tree
-    fmt = Fmt(2026, color_prefix=True, lmc_tree=tree)
-    ev = Events()
-    t0 = emit_startup(ev, fmt, s, dt.datetime(2026, 5, 6, 8, 0, 0), rng)
-    head = ev.render().encode()
-    out.write(head)
-    written = len(head)
+    fmt, t0, written = _startup(out, s, rng)
     api = fmt.prefix("APIServer", s.api_pid)
     core = fmt.prefix("EngineCore", s.core_pid)
     worker = fmt.prefix("Worker", s.worker_pids[0])

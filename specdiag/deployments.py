@@ -25,7 +25,8 @@ from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
-from specdiag.observe import Observer, RunState
+from specdiag.observe import SERIES_CAP, Observer, RunState
+from specdiag.sanitize import error_text
 
 
 @dataclass(frozen=True)
@@ -101,7 +102,7 @@ class DeploymentRun:
     """One deployment's observers (context builder, rules, metrics) and its run state, while reading."""
 
     def __init__(self, dep_id: str, rule_factory: Callable[[], list], user_cfg: dict | None,
-                 user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = 10000,
+                 user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = SERIES_CAP,
                  keep_metrics: bool = False, extra: list[Observer] | None = None) -> None:
         self.id = dep_id
         self.run = RunState(dep_id, series_cap=metrics_cap)
@@ -164,9 +165,7 @@ class DeploymentRun:
         try:
             return list(obs.finish(self.ctx, self.run) or [])
         except Exception as e:  # noqa: BLE001 - a failing rule is reported, the others still finish
-            text = " ".join(str(e).split())[:200]
-            name = getattr(obs, "code", None) or type(obs).__name__
-            self.failed.setdefault(name, f"{type(e).__name__}: {text}" if text else type(e).__name__)
+            self.failed.setdefault(getattr(obs, "code", None) or type(obs).__name__, error_text(e))
             return []
 
 

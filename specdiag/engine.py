@@ -30,7 +30,9 @@ from specdiag.events import Event, default_matcher, hot_first_words, template
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records
 from specdiag.ingest.records import LineWindow, record_from_hot
+from specdiag.observe import SERIES_CAP
 from specdiag.report.model import Report
+from specdiag.sanitize import error_text
 
 _DIGITS = re.compile(r"\d+")
 _HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
@@ -59,7 +61,7 @@ class AnalyzeOptions:
     #: run the rules (``specdiag metrics`` needs only the context and the series)
     rules: bool = True
     #: intervals kept per engine by the metrics collector; ``keep_metrics`` returns the collector itself
-    metrics_cap: int = 10000
+    metrics_cap: int = SERIES_CAP
     keep_metrics: bool = False
     #: more observers per deployment: factories called with the deployment id (picklable for ``-j``)
     observers: tuple[Callable[[str], Any], ...] = ()
@@ -221,20 +223,13 @@ def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally) -> 
 MAX_SKIP_NOTES = 20
 
 
-def _describe(e: BaseException) -> str:
-    """``FieldError: V1: field 'reqs' …`` — one line, bounded, safe to print anywhere."""
-    from specdiag.sanitize import one_line
-
-    return one_line(f"{type(e).__name__}: {e}")[:200]
-
-
 def _note_skipped(src: Any, rec: Any, e: BaseException, what: str) -> None:
     """Name the record an unexpected exception skipped in ``inputs[].errors`` (the first few, then a count)."""
     errs = src.stats.errors
     src.stats.skipped += 1 if rec is not None else 0
     where = f"line {rec.line}" if rec is not None else f"after {src.stats.bytes_read} bytes"
     if len(errs) < MAX_SKIP_NOTES:
-        errs.append(f"{where}: {what} ({_describe(e)})")
+        errs.append(f"{where}: {what} ({error_text(e)})")
     elif len(errs) == MAX_SKIP_NOTES:
         errs.append("more records skipped; only the first are listed")
 

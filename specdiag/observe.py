@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: ``(before_line, needle, process_key) -> Record | None`` for the input being read
 LookBack = Callable[[int, bytes, str], "Record | None"]
 MAX_ORIGINS = 4096
+#: intervals kept per engine before neighbours merge (27 hours of 10 s intervals)
+SERIES_CAP = 10_000
 
 
 def _no_lookback(before: int, needle: bytes, key: str) -> None:
@@ -46,7 +48,7 @@ class RunState:
     #: the periodic stats / SpecDecoding events: the run builds their interval series itself
     SERIES_EVENTS = STATS_EVENTS | SPEC_EVENTS
 
-    def __init__(self, deployment: str, series_cap: int = 10000) -> None:
+    def __init__(self, deployment: str, series_cap: int = SERIES_CAP) -> None:
         self.deployment = deployment
         #: per-engine interval series of the stats and SpecDecoding lines, one copy for every observer
         self.series = SeriesTracker(cap=series_cap)

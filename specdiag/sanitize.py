@@ -54,6 +54,12 @@ def plain_text(s: Any, *, keep_newlines: bool = True) -> str:
     return t
 
 
+def error_text(e: BaseException, limit: int = 200) -> str:
+    """An exception as one bounded line (``FieldError: V1: field 'reqs' …``), safe for any channel."""
+    text = " ".join(str(e).split())[:limit]
+    return plain_text(f"{type(e).__name__}: {text}" if text else type(e).__name__, keep_newlines=False)
+
+
 def terminal_text(s: Any) -> str:
     """For a terminal (Rich or plain stdout/stderr): no escape sequence or control reaches the tty."""
     return plain_text(s)

@@ -11,8 +11,7 @@ import os
 
 from specdiag.deployments import InputGroup
 from specdiag.ingest.remote import is_url, list_pods
-from specdiag.ingest.sources import InputError
-from specdiag.ingest.sources import _is_probably_log as is_probably_log
+from specdiag.ingest.sources import InputError, is_probably_log
 
 
 def discover(roots: list[str]) -> list[InputGroup]:

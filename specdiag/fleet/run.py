@@ -17,6 +17,7 @@ from specdiag.deployments import InputGroup
 from specdiag.engine import AnalyzeOptions, GroupResult, analyze_group
 from specdiag.fleet.discover import discover
 from specdiag.fleet.model import FleetReport, build_fleet_report, row_id
+from specdiag.sanitize import error_text
 
 RETRIES = 1
 Outcome = tuple[InputGroup, GroupResult | None, str | None]
@@ -34,11 +35,6 @@ def run_fleet(roots: list[str], opts: AnalyzeOptions, *, executor: str = "local"
     return build_fleet_report(outcomes)
 
 
-def _describe(e: BaseException) -> str:
-    text = str(e).splitlines()[0] if str(e) else ""
-    return f"{type(e).__name__}: {text}"[:300]
-
-
 def _run_local(groups: list[InputGroup], opts: AnalyzeOptions, jobs: int) -> list[Outcome]:
     if jobs <= 1 or len(groups) == 1:
         return [_serial(g, opts) for g in groups]
@@ -54,10 +50,10 @@ def _run_local(groups: list[InputGroup], opts: AnalyzeOptions, jobs: int) -> lis
                 try:
                     results[i] = (groups[i], fut.result(), None)
                 except BrokenProcessPool as e:
-                    results[i] = (groups[i], None, f"worker died: {_describe(e)}")
+                    results[i] = (groups[i], None, f"worker died: {error_text(e, 300)}")
                     failed.append(i)
                 except Exception as e:  # noqa: BLE001 - one deployment's failure is its row, not the fleet's
-                    results[i] = (groups[i], None, _describe(e))
+                    results[i] = (groups[i], None, error_text(e, 300))
                     failed.append(i)
         pending = failed
     return [results[i] for i in range(len(groups))]
@@ -69,7 +65,7 @@ def _serial(group: InputGroup, opts: AnalyzeOptions) -> Outcome:
         try:
             return group, analyze_group(group, opts), None
         except Exception as e:  # noqa: BLE001
-            err = _describe(e)
+            err = error_text(e, 300)
     return group, None, err
 
 
@@ -103,7 +99,7 @@ def _run_ray(groups: list[InputGroup], opts: AnalyzeOptions, address: str | None
         try:
             out.append((g, ray.get(ref), None))
         except Exception as e:  # noqa: BLE001 - reported as the deployment's row
-            out.append((g, None, _describe(e)))
+            out.append((g, None, error_text(e, 300)))
     return out
 
 
@@ -120,7 +116,7 @@ def run_fleet_from_events(store: str, opts: AnalyzeOptions) -> FleetReport:
         try:
             result = replay(store, dep_id, make(dep_id))
         except Exception as e:  # noqa: BLE001 - a damaged partition is that deployment's row
-            outcomes.append((group, None, _describe(e)))
+            outcomes.append((group, None, error_text(e, 300)))
             continue
         stats = {"path": f"{store}:{dep_id}", "recognized": 1 if result.context or result.findings else 0}
         outcomes.append((group, GroupResult([result], [stats], StreamTally()), None))

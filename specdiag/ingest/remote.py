@@ -11,8 +11,7 @@ import io
 import os
 from typing import Any
 
-from specdiag.ingest.sources import InputError, Source
-from specdiag.ingest.sources import _is_probably_log as is_probably_log
+from specdiag.ingest.sources import InputError, Source, is_probably_log
 
 #: bytes fetched per range request: big enough for throughput, small enough for flat memory
 BLOCK = 4 * 1024 * 1024

@@ -327,7 +327,7 @@ class _Guard:
                                    "SPECDIAG_MAX_RATIO=N, 0 for none)")
 
 
-def _is_probably_log(path: str) -> bool:
+def is_probably_log(path: str) -> bool:
     base = os.path.basename(path)
     if base.startswith("."):
         return False
@@ -409,7 +409,7 @@ class _Walk:
                 subdirs.append(full)
             elif e.is_symlink() and not os.path.exists(full):
                 self.out.append(Source(full, found=True, error="broken symbolic link"))
-            elif _is_probably_log(full) and _is_file(e):
+            elif is_probably_log(full) and _is_file(e):
                 self.add_file(full, found=True)
         for d in subdirs:
             self.folder(d, below)
