@@ -146,6 +146,12 @@ def default_failure_policy(vllm_version: str | None) -> str | None:
     return "fail"
 
 
+#: fingerprint key lines the scanner reads as columns, taken from ``run.first``. Only the lookup line: it
+#: reached the builder as an event before the scanner existed; stores and retrieves never did, and a
+#: stored-events replay (``specdiag events``) must give the same context as the run that wrote it.
+SCANNED_KEY_LINES = ("L1",)
+
+
 class ContextBuilder(Observer):
     """Observes configuration/startup events and fills the deployment's Context in ``finish``.
 
@@ -200,10 +206,13 @@ class ContextBuilder(Observer):
     def observe(self, ev: Event) -> None:
         tid = ev.id
         if tid in KEY_LINES and tid not in self.fp.seen and ev.rec.kind == "lmcache":
-            r = ev.rec
-            self.fp.observe(tid, r.file, r.src_line, r.logger, r.ts)
+            self._fingerprint(ev)
         if tid in self.EVENTS:
             self._observe_config(ev)
+
+    def _fingerprint(self, ev: Event) -> None:
+        r = ev.rec
+        self.fp.observe(ev.id, r.file, r.src_line, r.logger, r.ts)
 
     def _observe_config(self, ev: Event) -> None:
         c = self.ctx
@@ -403,6 +412,10 @@ class ContextBuilder(Observer):
     def finish(self, ctx: Context, run: RunState) -> list:
         """Complete ``ctx`` (the one given at construction) from what was observed; no findings."""
         c = self.ctx
+        for tid in SCANNED_KEY_LINES:  # the scanner's first lookup row places the build as its event did
+            ev = run.first(tid)
+            if ev is not None and tid not in self.fp.seen and ev.rec.kind == "lmcache":
+                self._fingerprint(ev)
         for origin in run.origins:
             if origin.role == "Worker" and origin.rank_label:
                 self.ranks.add(origin.rank_label)

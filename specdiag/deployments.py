@@ -23,6 +23,7 @@ from specdiag.context import Context, ContextBuilder
 from specdiag.events import Event
 from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
+from specdiag.ingest.hot import LookupRows
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
 from specdiag.observe import SERIES_CAP, Observer, RunState
@@ -120,6 +121,8 @@ class DeploymentRun:
             obs.start(self.run)
             for eid in obs.events:
                 self.dispatch.setdefault(eid, []).append(obs)
+        #: observers of the scanner's lookup columns (``tables = {"lookups"}``)
+        self.row_observers = [obs for obs in self.observers if "lookups" in obs.tables]
 
     @property
     def observers(self) -> list[Observer]:
@@ -138,6 +141,19 @@ class DeploymentRun:
             try:
                 obs.observe(ev)
             except Exception as e:  # noqa: BLE001 - re-raised below, after the other observers saw the event
+                error = error or e
+        if error is not None:
+            raise error
+        if ev.id == "L1" and self.row_observers:  # a lookup the Python path read: to the row observers as one row
+            self.deliver_rows(LookupRows.from_event(ev))
+
+    def deliver_rows(self, rows: LookupRows) -> None:
+        """Hand a run of lookup rows to their observers (all of them, then re-raise the first error)."""
+        error: Exception | None = None
+        for obs in self.row_observers:
+            try:
+                obs.observe_rows(rows)
+            except Exception as e:  # noqa: BLE001 - re-raised below, after the other observers saw the rows
                 error = error or e
         if error is not None:
             raise error

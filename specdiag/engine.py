@@ -26,10 +26,10 @@ from specdiag.deployments import (
     group_inputs,
     sources_of,
 )
-from specdiag.events import Event, default_matcher, hot_first_words, template
+from specdiag.events import Event, default_matcher, template
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records
-from specdiag.ingest.records import LineWindow, record_from_hot
+from specdiag.ingest.hot import EVIDENCE_TIDS, HotWindow, LookupRows
 from specdiag.observe import SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.sanitize import error_text
@@ -167,26 +167,26 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
 
 def _read_source(src: Source, default_id: str, run_for: Callable[[str], DeploymentRun], tally: StreamTally,
                  progress: Callable[[str, int], None] | None) -> None:
-    """Stream one input's records to the deployment each belongs to."""
+    """Stream one input's records (and lookup rows) to the deployment each belongs to."""
     matcher = default_matcher()
-    hot = hot_first_words(matcher.templates)
-    window = LineWindow(src.display)
+    window = HotWindow(src.display)
     current: DeploymentRun | None = None
     fed: dict[str, DeploymentRun] = {}
     n = text_events = 0
-    records = iter_records(src, hot, window)
+    items = iter_records(src, hot=True, window=window)
     while True:
         try:
-            rec = next(records, None)
+            item = next(items, None)
         except InputError:  # the input itself cannot be read: the contract's exit 2
             raise
         except Exception as e:  # noqa: BLE001 - last line of defence: this input stops, the others go on
             _note_skipped(src, None, e, "reading stopped")
             break
-        if rec is None:
+        if item is None:
             break
         n += 1
-        key = deployment_key(rec)
+        rows = type(item) is LookupRows
+        key = None if rows else deployment_key(item)
         if key is not None and (current is None or current.id != key):
             current = run_for(key)
         elif current is None:
@@ -195,19 +195,27 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             fed[current.id] = current
             current.run.begin_source(src.display, window.find_back)
         try:
-            text_events += _deliver(rec, matcher, current, tally)
+            if rows:
+                current.deliver_rows(item)
+            else:
+                text_events += _deliver(item, matcher, current, tally, window)
         except Exception as e:  # noqa: BLE001 - last line of defence: this record is skipped and named
-            tally.unrecognized[rec.kind] += 1
-            _note_skipped(src, rec, e, "skipped")
+            if not rows:
+                tally.unrecognized[item.kind] += 1
+            _note_skipped(src, None if rows else item, e, "skipped")
         if progress is not None and n % PROGRESS_EVERY == 0:
             progress(src.display, src.stats.bytes_read)
     # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
     src.stats.recognized += text_events
-    _hand_counts(src, list(fed.values()) or [run_for(default_id)], window.year)
-    window.set([], 0)
+    _hand_counts(src, list(fed.values()) or [run_for(default_id)], src.stats.year)
+    window.clear()
 
 
-def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally) -> int:
+#: the scanner's templates: when the Python path reads one (a wrapped line), the look-back keeps it too
+_HOT_EVENTS = frozenset({"S1", "R4", "L1"})
+
+
+def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, window: HotWindow | None = None) -> int:
     """Match one record and hand its event to the deployment; 1 when it was raw text a template read."""
     if rec.origin is not dep.last_origin:
         dep.last_origin = rec.origin
@@ -216,6 +224,8 @@ def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally) -> 
     if ev is None:
         _tally_unrecognized(tally, rec)
         return 0
+    if window is not None and ev.id in _HOT_EVENTS:
+        window.note(rec, ev.id)
     dep.deliver(ev)
     return int(rec.kind == "text" and rec.origin.pid is None)  # prefixed raw lines ingest counted already
 
@@ -245,11 +255,12 @@ def _tally_unrecognized(tally: StreamTally, rec: Any) -> None:
 
 def _hand_counts(src: Source, fed: list[DeploymentRun], year: int | None) -> None:
     """Give the lines ingest only counted to the deployment(s) this input fed."""
-    first = {eid: Event(eid, record_from_hot(item), None, template(eid)) for eid, item in src.stats.hot_first.items()}
+    hot = src.stats.hot
+    first = {tid: Event(tid, rec, None, template(tid)) for tid, rec in hot.first.items() if tid in EVIDENCE_TIDS}
     for dep in fed:
-        dep.run.add_counts(dict(src.stats.hot_counts), first)
+        dep.run.add_counts(dict(hot.counts), first)
         dep.run.end_source(year)
-        if len(fed) > 1 and src.stats.hot_counts:
+        if len(fed) > 1 and any(hot.counts.values()):
             dep.run.shared_count_sources.append(src.display)
 
 

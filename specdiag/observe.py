@@ -7,9 +7,11 @@ Rules, the context builder and the metrics collector are all observers of one de
 * ``finish(ctx, run)`` — once, after the last input; the context builder fills ``ctx``, rules return
   findings, the metrics collector returns none.
 
-Ingest handles the high-volume lines (stores, retrieves) without turning each into an event. Observers do
-not know that: they ask the run state for ``count(tid)``, ``first(tid)`` and ``event_before(...)``, which
-answer from ingest's counters and its look-back window, wherever those live.
+Ingest handles the high-volume lines (stores, retrieves, lookups) without turning each into an event.
+Observers do not know how: they ask the run state for ``count(tid)``, ``first(tid)`` and
+``event_before(...)``, which answer from ingest's counters and its look-back window, and an observer that
+needs every lookup line declares ``tables = {"lookups"}`` and reads them as columns in ``observe_rows``
+(``specdiag.ingest.hot.LookupRows``), in line order between its events, whichever path read them.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from specdiag.context import Context
     from specdiag.events import Event
     from specdiag.findings import Finding
+    from specdiag.ingest.hot import LookupRows
     from specdiag.ingest.origin import Origin
     from specdiag.ingest.records import Record
 
@@ -113,12 +116,18 @@ class Observer:
     """Base of every observer; subclasses list the template ids they want in ``events``."""
 
     events: ClassVar[frozenset[str]] = frozenset()
+    #: scanner tables this observer reads as columns (``{"lookups"}``: ``observe_rows`` gets ``LookupRows``)
+    tables: ClassVar[frozenset[str]] = frozenset()
     run: RunState
 
     def start(self, run: RunState) -> None:
         self.run = run
 
     def observe(self, ev: Event) -> None:  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def observe_rows(self, rows: LookupRows) -> None:  # pragma: no cover - interface
+        """A run of lookup lines, in line order between the events; keep bounded state, never the rows."""
         raise NotImplementedError
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:

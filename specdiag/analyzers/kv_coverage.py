@@ -11,9 +11,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from specdiag.context import Context
+from specdiag.ingest.origin import OriginCache
+from specdiag.ingest.scan import hot_record
 from specdiag.timeutil import rec_time
 
 if TYPE_CHECKING:
+    from specdiag.ingest.hot import LookupRows
     from specdiag.ingest.records import Record
 
 #: at most this many lines and no startup: a paste, not a log
@@ -47,14 +50,34 @@ class CoverageTracker:
     def __init__(self) -> None:
         self.max_line = 0
         self.first: Record | None = None
-        self.last: Record | None = None
+        self._last: Record | None = None
+        self._last_rows: tuple | None = None  # (rows, row) of the newest lookup rows, built only if asked
 
     def see(self, rec: Record) -> None:
         if rec.line > self.max_line:
             self.max_line = rec.line
         if self.first is None:
             self.first = rec
-        self.last = rec
+        self._last, self._last_rows = rec, None
+
+    def see_rows(self, rows: LookupRows) -> None:
+        """A run of lookup rows: only its last one can be the input's last line seen (kept lazily)."""
+        if not len(rows):
+            return
+        last = rows.hi - 1
+        if rows.line[last] > self.max_line:
+            self.max_line = rows.line[last]
+        if self.first is None:
+            self.first = rows.record(rows.lo)
+        self._last, self._last_rows = None, (rows.path, rows.line[last], rows.keep(last))
+
+    @property
+    def last(self) -> Record | None:
+        if self._last_rows is not None:
+            path, line, kept = self._last_rows
+            self._last = kept if not isinstance(kept, bytes) else hot_record(kept, 0, len(kept), line, path, OriginCache())
+            self._last_rows = None
+        return self._last
 
     def assess(self, ctx: Context) -> Coverage:
         """Classify the input from what the context found (startup lines, config dump) and the lines seen."""

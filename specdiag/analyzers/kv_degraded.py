@@ -7,6 +7,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.ingest.hot import LookupRows
 from specdiag.observe import RunState
 
 
@@ -40,7 +41,8 @@ class LMCacheDegraded(Rule):
     severity = "warning"
     family = "KV"
     cause_ids = ("no-device-connector", "init-failure", "health-monitor", "vendored-adapter-import")
-    events = frozenset({"C32", "C33", "C33b", "C34", "R8", "P3", "Z1", "L7", "E_NO_CONNECTOR", "E_IMPORT", "L1"})
+    events = frozenset({"C32", "C33", "C33b", "C34", "R8", "P3", "Z1", "L7", "E_NO_CONNECTOR", "E_IMPORT"})
+    tables = frozenset({"lookups"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -76,12 +78,10 @@ class LMCacheDegraded(Rule):
         elif tid == "E_IMPORT":
             if "lmcache" in ev.rec.text.lower() and self.import_err is None:
                 self.import_err = ev
-        elif tid == "L1":
-            self.lookups += 1  # one per request: checked on the raw bytes, never parsed
-            raw = ev.rec.raw
-            i = raw.find(b"hit tokens: ")
-            if i >= 0 and raw[i + 12 : i + 13] == b"0" and not raw[i + 13 : i + 14].isdigit():
-                self.zero += 1
+
+    def observe_rows(self, rows: LookupRows) -> None:
+        self.lookups += len(rows)  # one per request
+        self.zero += rows.hit[rows.lo : rows.hi].count(0)
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not (self.init_fail or self.unhealthy or self.no_connector or self.import_err):

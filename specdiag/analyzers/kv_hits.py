@@ -9,21 +9,10 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
-from specdiag.numbers import to_int
+from specdiag.ingest.hot import NA, LookupRows
 from specdiag.observe import RunState
 
 MAX_KEYS = 100_000
-
-
-def _int_after(raw: bytes, label: bytes) -> int | None:
-    i = raw.find(label)
-    if i < 0:
-        return None
-    i += len(label)
-    j = i
-    while j < len(raw) and 48 <= raw[j] <= 57:
-        j += 1
-    return to_int(raw[i:j]) if j > i else None  # 5,000 digits: unknown, not a ValueError
 
 
 @register
@@ -58,7 +47,8 @@ class ZeroHitsOnRepeats(Rule):
     cause_ids = ("hash-inconsistency", "lookup-timeout", "capacity-eviction", "prompt-shorter-than-chunk",
                  "prefix-served-by-vllm")
     defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3}
-    events = frozenset({"L1", "C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5"})
+    events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5", "S1"})
+    tables = frozenset({"lookups"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -75,31 +65,31 @@ class ZeroHitsOnRepeats(Rule):
         self.pressure = 0
         self.computed_full = 0
 
+    def observe_rows(self, rows: LookupRows) -> None:
+        """Lookups with a known hit count; for a miss, the prompt length (repeats) and vLLM's own hit."""
+        hit, total, computed = rows.hit, rows.total, rows.computed
+        for i in range(rows.lo, rows.hi):
+            h = hit[i]
+            if h == NA:
+                continue  # "LMCache hit tokens: None": the lookup did not answer
+            self.lookups += 1
+            if h:
+                self.hits += 1
+                continue
+            t = total[i]
+            if len(self.zero_totals) < MAX_KEYS or t in self.zero_totals:
+                self.zero_totals[t] += 1
+                if self.zero_totals[t] == 2 and self.repeat_example is None:
+                    self.repeat_example = rows.event(i)
+            if self.first_zero is None:
+                self.first_zero = rows.event(i)
+            c = computed[i]
+            if c != NA and c >= t - 1 > 0:
+                self.computed_full += 1
+
     def observe(self, ev: Event) -> None:
         tid = ev.id
-        if tid == "L1":
-            raw = ev.rec.raw
-            i = raw.find(b"hit tokens: ")
-            if i < 0 or raw.startswith(b"None", i + 12):
-                return
-            self.lookups += 1
-            if raw[i + 12 : i + 13] != b"0" or raw[i + 13 : i + 14].isdigit():
-                self.hits += 1  # a hit: nothing more to parse
-                return
-            # a miss: only the prompt length (and vLLM's own hit) are needed, sliced from the raw line
-            total = _int_after(raw, b"Total tokens ")
-            if total is None:
-                return
-            if len(self.zero_totals) < MAX_KEYS or total in self.zero_totals:
-                self.zero_totals[total] += 1
-                if self.zero_totals[total] == 2 and self.repeat_example is None:
-                    self.repeat_example = ev
-            if self.first_zero is None:
-                self.first_zero = ev
-            comp = _int_after(raw, b"computed tokens: ")
-            if comp is not None and comp >= total - 1 > 0:
-                self.computed_full += 1
-        elif tid == "S1":
+        if tid == "S1":
             # counted without parsing: stores are the most frequent line of a busy log
             self.stores += 1
             if self.first_store is None and ev.f.get("stored"):

@@ -16,11 +16,47 @@ from specdiag.context import Context
 from specdiag.events import Event, template
 from specdiag.findings import CauseBoard, Evidence, Finding, with_primary
 from specdiag.fingerprints import version_tuple
+from specdiag.ingest.hot import LookupRows, revive
+from specdiag.ingest.origin import OriginCache
+from specdiag.ingest.scan import rid_hash
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:tp|rank)[_-]?(\d+)(?!\d)", re.I)
 MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
+
+
+class RecentMap:
+    """The most recent entries of a stream of keys, in two generations of at most ``cap // 2`` each.
+
+    O(1) per put with no reordering (a busy server's unique request ids arrive millions of times):
+    when the young generation is full it becomes the old one and the old one is dropped, so between
+    ``cap // 2`` and ``cap`` of the newest keys are always kept.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.half = max(cap // 2, 1)
+        self.young: dict = {}
+        self.old: dict = {}
+
+    def put(self, key, value) -> None:
+        young = self.young
+        young[key] = value
+        if len(young) >= self.half:
+            self.old, self.young = young, {}
+
+    def get(self, key, default=None):
+        v = self.young.get(key, default)
+        return v if key in self.young else self.old.get(key, default)
+
+    def newest_first(self):
+        yield from reversed(self.young.items())
+        for k, v in reversed(self.old.items()):
+            if k not in self.young:
+                yield k, v
+
+    def __len__(self) -> int:
+        return len(self.young) + sum(1 for k in self.old if k not in self.young)
 MAX_OCCURRENCES = 20_000
 
 #: the causes KV001 weighs (their texts live in the shared catalog, analyzers/causes.py)
@@ -140,16 +176,19 @@ class RetrievalShortfall(Rule):
     cause_ids = KV001_CAUSES
     defaults = {"window_s": 60.0}
     events = frozenset({
-        "L1", "L6", "L8", "R1", "R2", "R3", "R4", "V1", "V2",
+        "L6", "L8", "R1", "R2", "R3", "R4", "V1", "V2",
         "M1", "M3", "M4", "S4", "S5", "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
         "X7", "X8", "X9", "D3", "D4", "D5", "D6", "Z1", "L7", "M13", "R8", "C34",
     })
+    tables = frozenset({"lookups"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
-        self.lookups: OrderedDict[str, Event] = OrderedDict()
+        #: the last lookups, by request-id hash: (path, line, kept row, hit)
+        self.lookups = RecentMap(MAX_TRACKED)
+        self.origins = OriginCache()
         self.pending_l6: dict[str, Event] = {}
-        self.l6_for: OrderedDict[str, Event] = OrderedDict()
+        self.l6_for = RecentMap(MAX_TRACKED)  # request-id hash → the L6 line just before its lookup
         self.pending_r1: dict[str, Event] = {}
         self.r3: OrderedDict[str, Event] = OrderedDict()
         self.outcomes: list[Event] = []
@@ -178,17 +217,7 @@ class RetrievalShortfall(Rule):
         rec = ev.rec
         key = rec.origin.key
         self.seen.see(rec)
-        if tid == "L1":
-            raw = ev.rec.raw  # "Reqid: <id>, Total tokens …": the id is all we need until a shortfall
-            end = raw.find(b",", 7)
-            if end < 0:
-                return
-            req_id = raw[7:end].decode("utf-8", "replace")
-            self._remember(self.lookups, req_id, ev)
-            l6 = self.pending_l6.pop(key, None) if self.pending_l6 else None
-            if l6 is not None:
-                self._remember(self.l6_for, req_id, l6)
-        elif tid == "L6":
+        if tid == "L6":
             self.pending_l6[key] = ev
             self.l6_count += 1
         elif tid == "L8":
@@ -207,6 +236,22 @@ class RetrievalShortfall(Rule):
                 self.outcomes.append(ev)
         else:
             self.signals.add(ev)
+
+    def observe_rows(self, rows: LookupRows) -> None:
+        """Remember each lookup (bounded) until a shortfall of its request asks for it; pair a pending L6."""
+        put = self.lookups.put
+        path, line, hit, rid = rows.path, rows.line, rows.hit, rows.rid_hash
+        for i, kept in enumerate(rows.kept_rows(), rows.lo):
+            put(rid[i], (path, line[i], kept, hit[i]))
+            if self.pending_l6:
+                l6 = self.pending_l6.pop(rows.origin(i).key, None)
+                if l6 is not None:
+                    self.l6_for.put(rid[i], l6)
+        self.seen.see_rows(rows)
+
+    def _lookup_event(self, kept: tuple) -> Event | None:
+        path, line, row, _hit = kept
+        return revive(row, path, line, self.origins)
 
     def _on_r4(self, ev: Event) -> None:
         """A short retrieve line (ingest only dispatches those): a shortfall even if its error pair never comes."""
@@ -297,16 +342,22 @@ class RetrievalShortfall(Rule):
     def _attach_lookup(self, occ: Shortfall) -> None:
         """Join the scheduler's lookup: by request id, or (no id before 0.3.12) by hit == the retrieve's total."""
         if occ.req_id:
-            occ.lookup = self._lookup_fields(self.lookups.get(occ.req_id))
-            occ.l6 = self.l6_for.get(occ.req_id)
+            h = rid_hash(occ.req_id.encode())
+            kept = self.lookups.get(h)
+            ev = self._lookup_event(kept) if kept is not None else None
+            if ev is not None and ev.f.get("req_id") == occ.req_id:  # not a hash collision
+                occ.lookup = self._lookup_fields(ev)
+                occ.l6 = self.l6_for.get(h)
             return
         if occ.r4 is None or occ.r4.get("total") is None:
             return
-        for n, (rid, lev) in enumerate(reversed(self.lookups.items())):
-            lk = self._lookup_fields(lev)
-            if lk is not None and lk["hit"] == occ.r4["total"]:
-                occ.req_id, occ.lookup, occ.l6 = rid, lk, self.l6_for.get(rid)
-                return
+        for n, (h, kept) in enumerate(self.lookups.newest_first()):
+            if kept[3] == occ.r4["total"]:
+                ev = self._lookup_event(kept)
+                lk = self._lookup_fields(ev)
+                if lk is not None:
+                    occ.req_id, occ.lookup, occ.l6 = ev.f.get("req_id"), lk, self.l6_for.get(h)
+                    return
             if n > 2000:
                 return
 

@@ -6,20 +6,24 @@ recognise the logger envelope (LMCache's formatter, its legacy form, vLLM's form
 uvicorn); and join continuation lines (multi-line LMCache messages, raw Python tracebacks, hard-wrapped
 dumps, rows cut by a terminal) into one record. Knows nothing about KV caches.
 
-The hot loop works on bytes: a record's text is decoded only when something reads it, which on a
-multi-GB log is a small minority of lines.
+Three stages, one line at a time (``_Reader``): the cleaner, the envelope parsers and the continuation
+joiner. In front of them, per block, the scanner (``scan.py``) takes the high-volume lines out: they are
+counted, lookups are handed on as columns (``hot.LookupRows``), and only the rest reaches the stages. The
+stages work on bytes: a record's text is decoded only when something reads it, which on a multi-GB log
+is a small minority of lines.
 """
 
 from __future__ import annotations
 
-import operator
 import re
+from bisect import bisect_left
 from collections.abc import Iterator
-from itertools import compress
 
+from specdiag.ingest.hot import BlockView, HotWindow, LookupRows
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
+from specdiag.ingest.scan import scan_block
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope, looks_plain
+from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope
 from specdiag.numbers import to_int
 from specdiag.timeutil import initial_year
 
@@ -33,12 +37,6 @@ LMC_LEGACY = re.compile(
     rb"(DEBUG|INFO|WARNING|ERROR|CRITICAL) LMCache: (.*) \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] -- (\S+\.py):(\d+)$"
 )
 EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
-#: the high-volume LMCache INFO lines (stores, retrieves), tested at C speed on each raw (coloured) line
-#: a retrieve line is only hot when it loaded everything it was asked for (``Retrieved N out of N …``, or the
-#: layerwise ``Retrieved N tokens``): one that came up short is a shortfall on its own and must reach the rules
-HOT_LINE = re.compile(rb"\] LMCache INFO:\S* (?:\[req_id=[^\]]*\] )?(?:Stored \d|Retrieved (?:(\d+) out of (?:total )?\1 |\d+ tokens))")
-#: uvicorn access lines that are not server errors (one per request; only 5xx ones matter)
-ACCESS_OK = re.compile(rb'INFO: +\S+ - "[^"\n]*" [1-4]\d\d ')
 ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 ANSI_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
 MAX_JOIN_LINES = 400
@@ -152,360 +150,376 @@ def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | N
     return msg, None, None, None
 
 
-def _clean_chunk(chunk: bytes) -> bytes:
-    # colour codes (also the residue left when a collector dropped the ESC byte) and CRs, on the whole
-    # block at C speed; line numbers stay those of '\n' (as grep -n and editors count)
-    if b"\x1b" in chunk:
-        chunk = ANSI_ESC.sub(b"", chunk)
-        if b"\x1b" in chunk:
-            chunk = chunk.replace(b"\x1b", b"")
-    elif b"[0m" in chunk or b"[0;0m" in chunk or b";20m" in chunk or b"[1;36m" in chunk:
-        chunk = ANSI_RESIDUE.sub(b"", chunk)
-    if b"\r" in chunk:
-        chunk = chunk.replace(b"\r", b"")
-    return chunk
+class _Reader:
+    """The per-line stages for the lines the scanner left (or every line, without it), in line order.
 
-
-class LineWindow:
-    """The raw lines of the current block (and the tail of the previous one), for looking back.
-
-    High-volume lines are blanked before the line loop; a rule that needs the one just before an
-    incident (the retrieve line before a shortfall) asks ``find_back`` while that incident is read.
+    ``feed`` runs, for one physical line: the cleaner (colour, CR, binary junk, over-long lines), the
+    wrapper and process-prefix peeling, the envelope parsers (LMCache, vLLM, uvicorn, legacy, raw text)
+    and the continuation joiner (multi-line LMCache messages, tracebacks, hard-wrapped dumps, terminal
+    rows). Finished records are appended to ``out``; the block loop hands them on in order.
     """
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, stats) -> None:
         self.path = path
-        self.lines: list[bytes] = []
-        self.first = 1
-        self.prev: list[bytes] = []
-        self.prev_first = 1
+        self.stats = stats
+        self.out: list = []
         self.origins = OriginCache()
-        self.year: int | None = None
-        self.unwrap = LineUnwrapper()
+        self.unwrapper = LineUnwrapper()
+        self.open_recs: dict[str, _Open] = {}
+        self.last_cut: _Open | None = None  # the LMCache record most recently left open (no suffix yet)
+        self.held: Record | None = None  # a long vLLM record held for one line, in case a terminal wrapped it
+        self.held_width = self.held_last = 0
+        self.widths = set(TERMINAL_WIDTHS)
+        self.year_hint: int | None = None
+        self.last_month = 0
+        self.last_y = b""
+        self.recognized = 0
+        self.skipped = 0
+        self.esc = self.residue = self.cr = self.suspicious = False
+        self.line_at = _no_line
 
-    def set(self, lines: list[bytes], first: int) -> None:
-        if self.lines:
-            self.prev, self.prev_first = self.lines[-2000:], self.first + max(len(self.lines) - 2000, 0)
-        self.lines, self.first = lines, first
+    def begin_block(self, chunk: bytes, line_at) -> None:
+        """Block-level prechecks (C-speed ``in`` tests) that let most lines skip the per-line ones."""
+        self.esc = b"\x1b" in chunk
+        self.residue = not self.esc and (b"[0m" in chunk or b"[0;0m" in chunk or b";20m" in chunk or b"[1;36m" in chunk)
+        self.cr = b"\r" in chunk
+        self.suspicious = b"\x00" in chunk or not chunk.isascii()
+        self.line_at = line_at
 
-    def _line(self, n: int) -> bytes | None:
-        i = n - self.first
-        if 0 <= i < len(self.lines):
-            return self.lines[i]
-        i = n - self.prev_first
-        if 0 <= i < len(self.prev):
-            return self.prev[i]
-        return None
-
-    def find_back(self, before: int, needle: bytes, origin_key: str, limit: int = 2000) -> Record | None:
-        """The nearest LMCache record before line ``before`` of process ``origin_key`` containing ``needle``."""
-        for n in range(before - 1, max(before - limit, 0), -1):
-            line = self._line(n)
-            if line is None:
+    # ---- the cleaner ------------------------------------------------------------------------------
+    def clean(self, lineno: int, line: bytes) -> bytes | None:
+        if self.esc and b"\x1b" in line:
+            line = ANSI_ESC.sub(b"", line)
+            if b"\x1b" in line:
+                line = line.replace(b"\x1b", b"")
+        elif self.residue:
+            line = ANSI_RESIDUE.sub(b"", line)
+        if self.cr:
+            line = line.replace(b"\r", b"")
+            if not line:
                 return None
-            if needle not in line:
-                continue
-            origin, rest = split_line(line, self.unwrap, self.origins)
-            if origin.key != origin_key or not rest.startswith(b"] LMCache ", 24):
-                continue
-            return record_from_hot((self.path, n, origin, rest, self.year))
-        return None
+        if self.suspicious and (b"\x00" in line or not line.isascii() and _mostly_binary(line)):
+            self.skipped += 1
+            return None
+        if len(line) > MAX_PARSE_LINE:
+            if len(self.stats.errors) < 20:
+                self.stats.errors.append(f"line {lineno}: {len(line):,} bytes long, cut to {MAX_PARSE_LINE:,} for parsing")
+            line = line[:MAX_PARSE_LINE]
+        return line
+
+    def peel(self, line: bytes) -> tuple[Origin, bytes] | None:
+        """Collector / paste wrappers, then process prefixes; the first bytes of an unwrapped line prove it has none."""
+        c0 = line[:1]
+        if c0 == b"(":
+            return self.origins.peel(line)
+        if (c0 == b"[" and line[1:5] != b"pod/") or line.startswith(PLAIN_STARTS):
+            return NO_ORIGIN, line
+        line = self.unwrapper.strip(line)
+        if self.unwrapper.year:
+            self.year_hint = self.unwrapper.year
+            self.last_month = 0  # the wrapper dated this line: no Dec→Jan inference on top of it
+        if not line:
+            return None
+        return self.origins.peel_for(self.unwrapper.deployment, line)
+
+    # ---- one physical line ------------------------------------------------------------------------
+    def feed(self, lineno: int, line: bytes) -> None:
+        if not line:
+            return
+        line = self.clean(lineno, line)
+        if line is None:
+            return
+        plen = len(line)
+        peeled = self.peel(line)
+        if peeled is None:
+            return
+        origin, line = peeled
+        if self.held is not None and self._continue_held(lineno, origin, line):
+            return
+        if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
+            line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
+        if self._lmcache(lineno, origin, line, plen) or self._vllm(lineno, origin, line, plen):
+            return
+        if self.open_recs and self._continuation(lineno, origin, line, plen):
+            return
+        self._other(lineno, origin, line)
+
+    def _continue_held(self, lineno: int, origin: Origin, line: bytes) -> bool:
+        """The long vLLM record on the line before may have been cut by a terminal: this row is its rest."""
+        held = self.held
+        if (lineno == self.held_last + 1 and origin.pid is None
+                and (origin.deployment is None or origin.deployment == held.origin.deployment)
+                and _continues_row(line, self.held_width)):
+            held.raw += line
+            held._msg = None
+            held.end_line = self.held_last = lineno
+            self.recognized += 1
+            if len(line) < self.held_width:  # a short row is the last one
+                self.out.append(held)
+                self.held = None
+            return True
+        self.out.append(held)
+        self.held = None
+        return False
+
+    def _close_open(self, key: str) -> None:
+        prev = self.open_recs.pop(key, None) if self.open_recs else None
+        if prev is not None:
+            self.out.append(prev.rec)
+
+    # ---- envelope parsers -------------------------------------------------------------------------
+    def _lmcache(self, lineno: int, origin: Origin, line: bytes, plen: int) -> bool:
+        """LMCache's formatter: ``[YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)``."""
+        if line[:1] != b"[" or not line.startswith(b"] LMCache ", 24):
+            return False
+        colon = line.find(b":", 34)
+        level = LMC_LEVELS.get(line[34:colon]) if colon > 0 else None
+        if level is None:
+            return False
+        msg = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
+        ts = line[1:24]
+        y = ts[:4]
+        if y != self.last_y and y.isdigit():
+            self.last_y = y
+            self.year_hint, self.last_month = int(y), 0  # a dated line: no New Year wrap to infer across it
+        msg, file, src_line, logger = split_suffix(msg)
+        self._close_open(origin.key)
+        rec = Record(self.path, lineno, origin, "lmcache", level, ts, None, file, src_line, logger, msg)
+        self.recognized += 1
+        self.stats.formats.add("lmcache")
+        if file is not None:
+            self.out.append(rec)
+        else:
+            rec.raw = msg.rstrip()
+            self.last_cut = self.open_recs[origin.key] = _Open(rec, "lmcache", line[-1:] == b" ", plen)
+        return True
+
+    def _vllm(self, lineno: int, origin: Origin, line: bytes, plen: int) -> bool:
+        """vLLM's formatter: ``LEVEL MM-DD HH:MM:SS [file:line] msg`` (no year: inferred)."""
+        sp = line.find(b" ", 3, 10)
+        lvl = VLLM_LEVELS.get(line[:sp]) if sp > 0 else None
+        if lvl is None:
+            return False
+        m = VLLM_REST.match(line, sp + 1)
+        if not m:
+            return False
+        ts = m.group(1)
+        month = int(ts[:2])
+        if self.year_hint and self.last_month == 12 and month == 1:
+            self.year_hint += 1
+        self.last_month = month
+        self._close_open(origin.key)
+        msg = line[m.end() :]
+        rec = Record(self.path, lineno, origin, "vllm", lvl, ts, self.year_hint, m.group(2), to_int(m.group(3)), None, msg)
+        self.recognized += 1
+        self.stats.formats.add("vllm")
+        if _opens_wrap(msg):
+            self.open_recs[origin.key] = _Open(rec, "wrap")
+        elif plen in self.widths:
+            self.held, self.held_width, self.held_last = rec, plen, lineno  # handed on with the next line
+        else:
+            self.out.append(rec)
+        return True
+
+    # ---- the continuation joiner ------------------------------------------------------------------
+    def _continuation(self, lineno: int, origin: Origin, line: bytes, plen: int) -> bool:
+        """A line that continues an open record of its process (or, prefixless, a terminal-cut one)."""
+        okey = origin.key
+        o = self.open_recs.get(okey)
+        wrapped = False
+        if o is None and self.last_cut is not None and origin.pid is None:
+            o = _wrapped_continuation(self.last_cut, self.open_recs, origin, line, self.line_at, lineno)
+            if o is not None:
+                okey = o.rec.origin.key
+                wrapped = True
+        if o is None:
+            return False
+        if o.mode == "lmcache":
+            self._join_lmcache(o, okey, wrapped, lineno, line, plen)
+            return True
+        rec = o.rec
+        if o.mode == "traceback":
+            if (not line.strip() or line.startswith((b" ", b"\t", b"Traceback", b"During handling",
+                                                     b"The above exception")) or EXC_LINE.match(line)):
+                _append(o, line, lineno)
+                self.recognized += 1
+                if len(rec.cont) > MAX_JOIN_LINES:
+                    self._close_open(okey)
+                return True
+            self._close_open(okey)
+            return False
+        _append(o, line, lineno)  # mode 'wrap': a hard-wrapped config dump
+        self.recognized += 1
+        if not _opens_wrap(rec.raw_text) or o.chars > MAX_JOIN_CHARS:
+            self._close_open(okey)
+        return True
+
+    def _join_lmcache(self, o: _Open, okey: str, wrapped: bool, lineno: int, line: bytes, plen: int) -> None:
+        rec = o.rec
+        if wrapped or _looks_wrapped(o.plen, line):
+            width = o.plen
+            file, src_line, logger = _concat(o, line, lineno)  # the suffix may have been cut too
+            if file is not None and len(self.widths) < 64:
+                self.widths.add(width)  # proven: this input was wrapped at that width
+        else:
+            body, file, src_line, logger = split_suffix(line)
+            _append(o, body, lineno)
+            o.space = line[-1:] == b" "
+        o.plen = plen
+        self.recognized += 1
+        if file is not None:
+            rec._file, rec.src_line, rec._logger = file, src_line, logger
+            self._close_open(okey)
+        elif o.chars > MAX_JOIN_CHARS or len(rec.cont or ()) > MAX_JOIN_LINES:
+            self._close_open(okey)
+
+    # ---- other recognisable lines -----------------------------------------------------------------
+    def _other(self, lineno: int, origin: Origin, line: bytes) -> None:
+        path, year = self.path, self.year_hint
+        # a frame line outside any open traceback: the excerpt starts below the "Traceback" header
+        if line.startswith((b"Traceback (most recent call last)", b'  File "')):
+            self._close_open(origin.key)
+            rec = Record(path, lineno, origin, "traceback", "ERROR", None, year, None, None, None, line)
+            self.open_recs[origin.key] = _Open(rec, "traceback")
+            self.recognized += 1
+            return
+        if line.startswith((b"INFO:", b"WARNING:", b"ERROR:")):
+            self.recognized += 1
+            self.stats.formats.add("uvicorn")
+            if b'" 5' in line or line.startswith(b"ERROR:"):
+                self.out.append(Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, line))
+            return
+        if b"LMCache:" in line[:16]:
+            m = LMC_LEGACY.match(line)
+            if m:
+                self.recognized += 1
+                self.stats.formats.add("lmcache")
+                self.out.append(Record(path, lineno, origin, "lmcache", m.group(1).decode(), m.group(3), None,
+                                       m.group(4).rsplit(b"/", 1)[-1], to_int(m.group(5)), None, m.group(2)))
+                return
+        if origin.pid is not None:
+            self.recognized += 1  # a vLLM process prefix: vLLM output even without a logger header
+        # raw text: keep only what may matter (exceptions, banners, versions)
+        if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
+            self.out.append(Record(path, lineno, origin, "text", "", None, year, None, None, None, line))
+
+    def end(self) -> None:
+        """The input ended: hand on the held record and every record still open."""
+        if self.held is not None:
+            self.out.append(self.held)
+            self.held = None
+        for key in list(self.open_recs):
+            self._close_open(key)
 
 
-def split_line(line: bytes, unwrap: LineUnwrapper, origins: OriginCache) -> tuple[Origin, bytes]:
-    """One raw physical line → (origin, the rest after colours, wrappers and process prefixes).
-
-    The slow, complete path for the few lines looked at out of the main loop (the first of each
-    high-volume template, a line looked back at).
-    """
-    line = _clean_chunk(line)
-    dep = None
-    if line and not looks_plain(line):
-        line = unwrap.strip(line)
-        dep = unwrap.deployment
-    return origins.peel_for(dep, line)
+def _no_line(n: int) -> bytes | None:
+    return None
 
 
-def iter_records(source: Source, hot: dict[bytes, str] | None = None,
-                 window: LineWindow | None = None) -> Iterator[Record]:
+def iter_records(source: Source, hot: object = None, window: HotWindow | None = None) -> Iterator[Record | LookupRows]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
-    ``hot`` maps the first word of high-volume LMCache INFO messages (after an optional ``[req_id=…]``
-    tag) to a template id. Those lines — most of a busy server's log — are not yielded: they are
-    counted (``stats.hot_counts``), the first is kept (``stats.hot_first``), and ``window`` keeps the
-    raw block so that a rule can still look back at the one just before an incident.
+    With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
+    lookup and access lines are counted (``stats.hot``), lookups are yielded as :class:`LookupRows`
+    between the records (in line order), ``window`` keeps the blocks' rows for look-back, and only the
+    other lines (and the flagged ones: short retrieves, 5xx) reach the per-line stages. Without ``hot``
+    every line does (what tests of the per-line stages use).
     """
-    hot_words = hot or {}
-    store_id = hot_words.get(b"Stored")
-    retrieve_id = hot_words.get(b"Retrieved")
-    hot_counts = source.stats.hot_counts
-    hot_first = source.stats.hot_first
     stats = source.stats
-    path = source.display
-    origins = OriginCache()
-    peel = origins.peel
-    peel_for = origins.peel_for
-    open_recs: dict[str, _Open] = {}
-    unwrapper = LineUnwrapper()
-    unwrap = unwrapper.strip
-    plain_starts = PLAIN_STARTS
-    last_cut: _Open | None = None  # the LMCache record most recently left open (no suffix yet)
-    held: Record | None = None  # a long vLLM record held for one line, in case a terminal wrapped it
-    held_width = held_last = 0
-    widths = set(TERMINAL_WIDTHS)
-    year_hint: int | None = None
-    last_month = 0
+    reader = _Reader(source.display, stats)
     lineno = 0
-    last_y = b""
-    recognized = 0
-    skipped = 0
-    formats = stats.formats
-    lmc_levels = LMC_LEVELS
-    vllm_levels = VLLM_LEVELS
-    vllm_rest = VLLM_REST.match
-
-    def close(key: str) -> Record | None:
-        o = open_recs.pop(key, None)
-        return o.rec if o else None
-
     for chunk in source.chunks():
-        if not chunk.strip(b"\n"):  # a block of nothing but line breaks (a newline flood): no list of empties
+        if chunk[:1] == b"\n" and not chunk.strip(b"\n"):  # only line breaks (a newline flood): no list of empties
             lineno += chunk.count(b"\n")
             continue
-        lines = chunk.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
         base = lineno
-        if year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
-            year_hint = initial_year(chunk)
-        if window is not None:
-            window.set(lines, base + 1)
-            window.year = year_hint
-        if hot_words:
-            # drop the high-volume lines before any per-line work: one `in` test each, in a comprehension
-            kept = list(compress(enumerate(lines), map(operator.not_, map(HOT_LINE.search, lines))))
-            nhot = len(lines) - len(kept)
-            n_kept = len(kept)
-            kept = [k for k in kept if not ACCESS_OK.search(k[1])]  # access lines: recognised, nothing to parse
-            recognized += n_kept - len(kept)
-            if n_kept != len(kept):
-                formats.add("uvicorn")
-            if nhot:
-                recognized += nhot
-                formats.add("lmcache")
-                stored = chunk.count(b" Stored ")
-                for tid, n in ((store_id, min(stored, nhot)), (retrieve_id, nhot - min(stored, nhot))):
-                    if tid and n:
-                        hot_counts[tid] = hot_counts.get(tid, 0) + n
-                for tid, word in ((store_id, b" Stored "), (retrieve_id, b" Retrieved ")):
-                    if tid and tid not in hot_first:
-                        for i, ln in enumerate(lines):
-                            if word in ln and HOT_LINE.search(ln):
-                                origin, rest = split_line(ln, LineUnwrapper(), origins)
-                                hot_first[tid] = (path, base + i + 1, origin, rest, year_hint)
-                                break
+        if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
+            reader.year_hint = initial_year(chunk)
+        if hot:
+            lineno = base + _scanned_block(reader, chunk, base, stats, window)
         else:
-            kept = enumerate(lines)
-        # colours (also the residue left when a collector dropped the ESC byte) and CRs, per kept line;
-        # line numbers stay those of '\n' (as grep -n and editors count)
-        esc = b"\x1b" in chunk
-        residue = not esc and (b"[0m" in chunk or b"[0;0m" in chunk or b";20m" in chunk or b"[1;36m" in chunk)
-        cr = b"\r" in chunk
-        # binary checks per line only when the block has NUL bytes or non-ASCII bytes at all
-        suspicious = b"\x00" in chunk or not chunk.isascii()
-        for i, line in kept:
-            lineno = base + i + 1
-            if not line:
-                continue
-            if esc and b"\x1b" in line:
-                line = ANSI_ESC.sub(b"", line)
-                if b"\x1b" in line:
-                    line = line.replace(b"\x1b", b"")
-            elif residue:
-                line = ANSI_RESIDUE.sub(b"", line)
-            if cr:
-                line = line.replace(b"\r", b"")
-                if not line:
-                    continue
-            if suspicious and (b"\x00" in line or not line.isascii() and _mostly_binary(line)):
-                skipped += 1
-                continue
-            if len(line) > MAX_PARSE_LINE:
-                if len(stats.errors) < 20:
-                    stats.errors.append(f"line {lineno}: {len(line):,} bytes long, cut to {MAX_PARSE_LINE:,} for parsing")
-                line = line[:MAX_PARSE_LINE]
-            # collector / paste wrappers, per line; the first bytes of an unwrapped line prove it has none
-            plen = len(line)
-            c0 = line[:1]
-            if c0 == b"(":
-                origin, line = peel(line)
-            elif (c0 == b"[" and line[1:5] != b"pod/") or line.startswith(plain_starts):
-                origin = NO_ORIGIN
-            else:
-                line = unwrap(line)
-                if unwrapper.year:
-                    year_hint = unwrapper.year
-                    last_month = 0  # the wrapper dated this line: no Dec→Jan inference on top of it
-                if not line:
-                    continue
-                origin, line = peel_for(unwrapper.deployment, line)
-            okey = origin.key
-            if held is not None:
-                # the long vLLM record on the line before may have been cut by a terminal: this row is its rest
-                if (lineno == held_last + 1 and origin.pid is None
-                        and (origin.deployment is None or origin.deployment == held.origin.deployment)
-                        and _continues_row(line, held_width)):
-                    held.raw += line
-                    held._msg = None
-                    held.end_line = held_last = lineno
-                    recognized += 1
-                    if len(line) < held_width:  # a short row is the last one
-                        yield held
-                        held = None
-                    continue
-                yield held
-                held = None
-            # ---- LMCache formatter: [YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file:line:logger)
-            if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
-                line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
-            if line[:1] == b"[" and line.startswith(b"] LMCache ", 24):
-                colon = line.find(b":", 34)
-                level = lmc_levels.get(line[34:colon]) if colon > 0 else None
-                if level is not None:
-                    msg = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
-                    ts = line[1:24]
-                    y = ts[:4]
-                    if y != last_y and y.isdigit():
-                        last_y = y
-                        year_hint, last_month = int(y), 0  # a dated line: no New Year wrap to infer across it
-                    msg, file, src_line, logger = split_suffix(msg)
-                    prev = open_recs.pop(okey, None) if open_recs else None
-                    if prev is not None:
-                        yield prev.rec
-                    rec = Record(path, lineno, origin, "lmcache", level, ts, None, file, src_line, logger, msg)
-                    recognized += 1
-                    if "lmcache" not in formats:
-                        formats.add("lmcache")
-                    if file is not None:
-                        yield rec
-                    else:
-                        rec.raw = msg.rstrip()
-                        last_cut = open_recs[okey] = _Open(rec, "lmcache", line[-1:] == b" ", plen)
-                    continue
-            # ---- vLLM formatter: LEVEL MM-DD HH:MM:SS [file:line] msg
-            sp = line.find(b" ", 3, 10)
-            lvl = vllm_levels.get(line[:sp]) if sp > 0 else None
-            if lvl is not None:
-                m = vllm_rest(line, sp + 1)
-                if m:
-                    ts = m.group(1)
-                    month = int(ts[:2])
-                    if year_hint and last_month == 12 and month == 1:
-                        year_hint += 1
-                    last_month = month
-                    prev = open_recs.pop(okey, None) if open_recs else None
-                    if prev is not None:
-                        yield prev.rec
-                    msg = line[m.end() :]
-                    rec = Record(path, lineno, origin, "vllm", lvl, ts, year_hint, m.group(2), to_int(m.group(3)), None, msg)
-                    recognized += 1
-                    if "vllm" not in formats:
-                        formats.add("vllm")
-                    if _opens_wrap(msg):
-                        open_recs[okey] = _Open(rec, "wrap")
-                    elif plen in widths:
-                        held, held_width, held_last = rec, plen, lineno  # yielded with the next line
-                    else:
-                        yield rec
-                    continue
-            # ---- continuation of an open record ------------------------------------------------
-            if open_recs:
-                o = open_recs.get(okey)
-                wrapped = False
-                if o is None and last_cut is not None and origin.pid is None:
-                    o = _wrapped_continuation(last_cut, open_recs, origin, line, lines, i, lineno)
-                    if o is not None:
-                        okey = o.rec.origin.key
-                        wrapped = True
-                if o is not None:
-                    rec = o.rec
-                    if o.mode == "lmcache":
-                        if wrapped or _looks_wrapped(o.plen, line):
-                            width = o.plen
-                            file, src_line, logger = _concat(o, line, lineno)  # the suffix may have been cut too
-                            if file is not None and len(widths) < 64:
-                                widths.add(width)  # proven: this input was wrapped at that width
-                        else:
-                            body, file, src_line, logger = split_suffix(line)
-                            _append(o, body, lineno)
-                            o.space = line[-1:] == b" "
-                        o.plen = plen
-                        recognized += 1
-                        if file is not None:
-                            rec._file, rec.src_line, rec._logger = file, src_line, logger
-                            yield close(okey)
-                        elif o.chars > MAX_JOIN_CHARS or len(rec.cont or ()) > MAX_JOIN_LINES:
-                            yield close(okey)
-                        continue
-                    if o.mode == "traceback":
-                        if (not line.strip() or line.startswith((b" ", b"\t", b"Traceback", b"During handling",
-                                                                 b"The above exception")) or EXC_LINE.match(line)):
-                            _append(o, line, lineno)
-                            recognized += 1
-                            if len(rec.cont) > MAX_JOIN_LINES:
-                                yield close(okey)
-                            continue
-                        yield close(okey)
-                    elif o.mode == "wrap":
-                        _append(o, line, lineno)
-                        recognized += 1
-                        if not _opens_wrap(rec.raw_text) or o.chars > MAX_JOIN_CHARS:
-                            yield close(okey)
-                        continue
-            # ---- other recognisable lines ------------------------------------------------------
-            # a frame line outside any open traceback: the excerpt starts below the "Traceback" header
-            if line.startswith((b"Traceback (most recent call last)", b'  File "')):
-                prev = open_recs.pop(okey, None)
-                if prev is not None:
-                    yield prev.rec
-                rec = Record(path, lineno, origin, "traceback", "ERROR", None, year_hint, None, None, None, line)
-                open_recs[okey] = _Open(rec, "traceback")
-                recognized += 1
-                continue
-            if line.startswith((b"INFO:", b"WARNING:", b"ERROR:")):
-                recognized += 1
-                formats.add("uvicorn")
-                if b'" 5' in line or line.startswith(b"ERROR:"):
-                    yield Record(path, lineno, origin, "uvicorn", "INFO", None, year_hint, None, None, None, line)
-                continue
-            if b"LMCache:" in line[:16]:
-                m = LMC_LEGACY.match(line)
-                if m:
-                    recognized += 1
-                    formats.add("lmcache")
-                    yield Record(path, lineno, origin, "lmcache", m.group(1).decode(), m.group(3), None,
-                                 m.group(4).rsplit(b"/", 1)[-1], to_int(m.group(5)), None, m.group(2))
-                    continue
-            if origin.pid is not None:
-                recognized += 1  # a vLLM process prefix: vLLM output even without a logger header
-            # raw text: keep only what may matter (exceptions, banners, versions)
-            if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
-                yield Record(path, lineno, origin, "text", "", None, year_hint, None, None, None, line)
-        lineno = base + len(lines)
-    if held is not None:
-        yield held
-    for key in list(open_recs):
-        rec = close(key)
-        if rec is not None:
-            yield rec
+            lineno = base + _plain_block(reader, chunk, base)
+        if reader.out:
+            yield from reader.out
+            reader.out.clear()
+    reader.end()
+    yield from reader.out
     stats.lines = lineno
-    stats.recognized = recognized
-    formats.update(unwrapper.seen)
-    stats.skipped += skipped
-    if skipped and len(stats.errors) < 21:
-        stats.errors.append(f"{skipped} line(s) skipped: binary data or NUL bytes")
+    stats.year = reader.year_hint
+    stats.recognized = reader.recognized
+    stats.formats.update(reader.unwrapper.seen)
+    stats.skipped += reader.skipped
+    if reader.skipped and len(stats.errors) < 21:
+        stats.errors.append(f"{reader.skipped} line(s) skipped: binary data or NUL bytes")
     if lineno == 0 and stats.bytes_read == 0 and not stats.errors:
         stats.errors.append("empty input")
+
+
+def _plain_block(reader: _Reader, chunk: bytes, base: int) -> int:
+    lines = chunk.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+
+    def line_at(n: int) -> bytes | None:
+        i = n - base - 1
+        return lines[i] if 0 <= i < len(lines) else None
+
+    reader.begin_block(chunk, line_at)
+    feed = reader.feed
+    for i, line in enumerate(lines, base + 1):
+        feed(i, line)
+    return len(lines)
+
+
+def _scanned_block(reader: _Reader, chunk: bytes, base: int, stats, window: HotWindow | None) -> int:
+    """One block through the scanner; the lines it left go to the per-line stages, lookups out as rows."""
+    res = scan_block(chunk, base)
+    view = BlockView(reader.path, chunk, res, reader.origins, reader.year_hint)
+    n_hot = stats.hot.add(view)
+    if n_hot:
+        reader.recognized += n_hot
+        _note_formats(stats, res)
+    if window is not None:
+        window.push(view)
+    rare, flagged = res.columns["rare"], res.columns["flagged"]
+    todo = _merge_rows(rare, flagged) if flagged["line"] else zip(rare["line"], rare["start"], rare["end"], strict=True)
+    lk_lines = res.columns["lookups"]["line"]
+    n_lk = len(lk_lines)
+    reader.begin_block(chunk, _rare_line_at(chunk, rare))
+    out, feed = reader.out, reader.feed
+    j = 0
+    for n, s, e in todo:
+        if j < n_lk and lk_lines[j] < n:
+            k = bisect_left(lk_lines, n, j)
+            out.append(LookupRows.from_view(view, j, k))
+            j = k
+        feed(n, chunk[s:e])
+    if j < n_lk:
+        out.append(LookupRows.from_view(view, j, n_lk))
+    return res.lines
+
+
+def _merge_rows(rare: dict, flagged: dict) -> list[tuple[int, int, int]]:
+    return sorted([*zip(rare["line"], rare["start"], rare["end"], strict=True),
+                   *zip(flagged["line"], flagged["start"], flagged["end"], strict=True)])
+
+
+def _note_formats(stats, res) -> None:
+    for _prefix, tid in res.counts:
+        stats.formats.add("uvicorn" if tid.startswith("U") else "lmcache")
+
+
+def _rare_line_at(chunk: bytes, rare: dict):
+    """``line_at`` for the joiner's look back over blank lines: a rare line's bytes; a hot line is not blank."""
+    lines, starts, ends = rare["line"], rare["start"], rare["end"]
+
+    def line_at(n: int) -> bytes | None:
+        i = bisect_left(lines, n)
+        if i < len(lines) and lines[i] == n:
+            return chunk[starts[i] : ends[i]]
+        return b"hot"
+
+    return line_at
 
 
 _TS_PARTS = re.compile(rb"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?")
@@ -522,7 +536,7 @@ def _canonical_lmcache_ts(line: bytes) -> bytes:
 
 
 def record_from_hot(item: tuple) -> Record | None:
-    """Turn a line that ingest only counted (``stats.hot_first``, ``LineWindow``) into its Record."""
+    """Turn a line that ingest only counted (a scanner row: evidence, look-back) into its Record."""
     path, lineno, origin, line, year = item
     colon = line.find(b":", 34)
     level = LMC_LEVELS.get(line[34:colon])
@@ -541,23 +555,26 @@ TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 24
 
 
 def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origin, line: bytes,
-                          block: list[bytes], index: int, lineno: int) -> _Open | None:
+                          line_at, lineno: int) -> _Open | None:
     """The cut LMCache record a headerless, prefixless line continues, if it is one.
 
     A terminal (or a chat box) that wraps a long line inserts a newline but none of the prefixes the
     writer put on each physical line, so the continuation cannot be found by its process key. It is
     joined only to the record on the line just before (blank lines aside), which must still be open (no
     ``(file:line:logger)`` suffix yet: LMCache prints it last, so its absence proves the record was cut),
-    must have been long enough to wrap, and must come from the same deployment. ``block[index]`` is this
-    line (number ``lineno``) in its block.
+    must have been long enough to wrap, and must come from the same deployment. ``line_at(n)`` gives the
+    raw line ``n`` of the current block (None outside it).
     """
     rec = cut.rec
     if cut.plen < WRAP_MIN_WIDTH or open_recs.get(rec.origin.key) is not cut:
         return None
-    prev = index - 1
-    while prev >= 0 and index - prev < 8 and not block[prev].strip():
+    prev = lineno - 1
+    while lineno - prev < 8:
+        raw = line_at(prev)
+        if raw is None or raw.strip():
+            break
         prev -= 1
-    if rec.end_line != lineno - (index - prev):
+    if rec.end_line != prev:
         return None
     if origin.deployment is not None and origin.deployment != rec.origin.deployment:
         return None

@@ -20,6 +20,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from specdiag.ingest.hot import HotTally
+
 BLOCK_SIZE = 1024 * 1024
 #: physical lines longer than this are cut; the rest of the line is skipped and reported
 MAX_LINE = 1024 * 1024
@@ -71,10 +73,10 @@ class SourceStats:
     formats: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
     compression: str | None = None
-    #: high-volume records that were only counted: {template id: n}
-    hot_counts: dict = field(default_factory=dict)
-    #: the first such record of each template id
-    hot_first: dict = field(default_factory=dict)
+    #: the high-volume lines the scanner only counted, and the first of each (``hot.HotTally``)
+    hot: HotTally = field(default_factory=HotTally)
+    #: the year ingest settled on for this input's undated (vLLM) lines, None if no line carries one
+    year: int | None = None
 
     def to_dict(self) -> dict:
         return {

@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from specdiag.events import Event
+from specdiag.ingest.hot import LookupRows
 from specdiag.metrics.frames import interval_row
 from specdiag.metrics.series import SPEC_EVENTS, STATS_EVENTS, SeriesTracker
 from specdiag.observe import Observer, RunState
@@ -44,8 +45,10 @@ def record_row(ev: Event) -> dict[str, Any]:
 class EventSink(Observer):
     """Every event → ``records``; at the end the counted lines → ``counts`` and the intervals → ``series``."""
 
+    tables = frozenset({"lookups"})
+
     def __init__(self, deployment: str, out_dir: str, all_events: frozenset[str]) -> None:
-        self.events = all_events
+        self.events = all_events - {"L1"}  # lookup lines arrive as rows (``observe_rows``), whichever path read them
         self.deployment = deployment
         self.base = out_dir
         self.rows: dict[str, list[dict[str, Any]]] = {}
@@ -62,6 +65,10 @@ class EventSink(Observer):
             self.series.observe(ev)
         if len(bucket) >= FLUSH_ROWS:
             self._flush(day)
+
+    def observe_rows(self, rows: LookupRows) -> None:
+        for i in range(rows.lo, rows.hi):
+            self.observe(rows.event(i))
 
     def _flush(self, day: str) -> None:
         pa, pq = _pyarrow()
