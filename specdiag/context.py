@@ -146,10 +146,8 @@ def default_failure_policy(vllm_version: str | None) -> str | None:
     return "fail"
 
 
-#: fingerprint key lines the scanner reads as columns, taken from ``run.first``. Only the lookup line: it
-#: reached the builder as an event before the scanner existed; stores and retrieves never did, and a
-#: stored-events replay (``specdiag events``) must give the same context as the run that wrote it.
-SCANNED_KEY_LINES = ("L1",)
+#: fingerprint key lines the scanner only counts: their first row (``run.first``) places the build too
+SCANNED_KEY_LINES = ("S1", "R4", "L1")
 
 
 class ContextBuilder(Observer):

@@ -26,7 +26,7 @@ from specdiag.ingest import Source, expand_inputs
 from specdiag.ingest.hot import LookupRows
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
-from specdiag.observe import SERIES_CAP, Observer, RunState
+from specdiag.observe import COUNTED, SERIES_CAP, Observer, RunState
 from specdiag.sanitize import error_text
 
 
@@ -136,6 +136,8 @@ class DeploymentRun:
         """
         if ev.id in RunState.SERIES_EVENTS:
             self.run.series.observe(ev)
+        elif ev.id in COUNTED:
+            self.run.count_event(ev)
         error: Exception | None = None
         for obs in self.dispatch.get(ev.id, ()):
             try:

@@ -69,7 +69,8 @@ class RunState:
 
     # --- asked by observers ------------------------------------------------------------------------------
     def count(self, tid: str) -> int:
-        """How many lines of template ``tid`` ingest counted without dispatching them as events."""
+        """How many lines of a counted template (``COUNTED``: stores, retrieves, lookups) the inputs had,
+        whether the scanner counted them or they reached the observers as events."""
         return self._counts.get(tid, 0)
 
     def first(self, tid: str) -> Event | None:
@@ -87,6 +88,11 @@ class RunState:
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
 
+    @property
+    def firsts(self) -> dict[str, Event]:
+        """``first(tid)`` of every counted template that has one."""
+        return dict(self._first)
+
     # --- fed by the run loop ---------------------------------------------------------------------------
     def begin_source(self, name: str, lookback: LookBack | None) -> None:
         if name not in self.sources:
@@ -100,6 +106,13 @@ class RunState:
         self._current = None
         self._lookback = _no_lookback
 
+    def count_event(self, ev: Event) -> None:
+        """A line of a counted template that reached the observers as an event (the Python path read it)."""
+        tid = ev.id
+        self._counts[tid] = self._counts.get(tid, 0) + 1
+        if tid not in self._first and (tid != "R4" or _full_retrieve(ev)):
+            self._first[tid] = ev
+
     def add_counts(self, counts: dict[str, int], first: dict[str, Event]) -> None:
         for tid, n in counts.items():
             self._counts[tid] = self._counts.get(tid, 0) + n
@@ -110,6 +123,17 @@ class RunState:
         if origin.key not in self._origin_keys and len(self.origins) < MAX_ORIGINS:
             self._origin_keys.add(origin.key)
             self.origins.append(origin)
+
+
+def _full_retrieve(ev: Event) -> bool:
+    """A retrieve that loaded all it was asked for: the kind ``first("R4")`` shows (as the scanner's first row)."""
+    f = ev.f
+    required = f.get("required") if f.get("required") is not None else f.get("required2")
+    return required is None or (f.get("retrieved") or 0) >= required
+
+
+#: templates whose lines the run state counts, whichever path read them (scanner rows or events)
+COUNTED = frozenset({"S1", "R4", "L1"})
 
 
 class Observer:
@@ -134,4 +158,4 @@ class Observer:
         return []
 
 
-__all__ = ["LookBack", "Observer", "RunState"]
+__all__ = ["COUNTED", "LookBack", "Observer", "RunState"]

@@ -47,7 +47,7 @@ class ZeroHitsOnRepeats(Rule):
     cause_ids = ("hash-inconsistency", "lookup-timeout", "capacity-eviction", "prompt-shorter-than-chunk",
                  "prefix-served-by-vllm")
     defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3}
-    events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5", "S1"})
+    events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5"})
     tables = frozenset({"lookups"})
 
     def __init__(self, options=None) -> None:
@@ -89,12 +89,7 @@ class ZeroHitsOnRepeats(Rule):
 
     def observe(self, ev: Event) -> None:
         tid = ev.id
-        if tid == "S1":
-            # counted without parsing: stores are the most frequent line of a busy log
-            self.stores += 1
-            if self.first_store is None and ev.f.get("stored"):
-                self.first_store = ev
-        elif tid in ("C21b", "C22", "C23", "C24"):
+        if tid in ("C21b", "C22", "C23", "C24"):
             if len(self.hash_warnings) < 8:
                 self.hash_warnings.append(ev)
         elif tid in ("Z1", "L7"):
@@ -105,8 +100,8 @@ class ZeroHitsOnRepeats(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
-        self.stores = run.count("S1") + self.stores  # stores are counted by the engine
-        self.first_store = self.first_store or run.first("S1")
+        self.stores = run.count("S1")  # the most frequent line of a busy log: counted, never parsed
+        self.first_store = run.first("S1")
         if self.lookups < o["min_lookups"] or self.stores == 0:
             return []
         ratio = self.hits / self.lookups

@@ -41,13 +41,12 @@ CONFIRM_MISMATCH = ("serve the same prompts with the connector and prefix cachin
 
 
 class _ConnectorSignals:
-    """LMCache restore evidence the acceptance rules weigh. Counts ``Retrieved … out of …`` lines without
-    parsing them (their fields are lazy and there is one per request and rank)."""
+    """LMCache restore evidence the acceptance rules weigh: the first ``Retrieved … out of …`` line that
+    loaded something (the run state counts them all, ``run.count("R4")``)."""
 
     EVENTS = frozenset({"R4"})
 
     def __init__(self) -> None:
-        self.retrieves = 0
         self.first_retrieve: Event | None = None
 
     def observe_first(self, ev: Event) -> None:
@@ -234,9 +233,8 @@ class ZeroAcceptance(SpecSeriesRule):
         self.conn = _ConnectorSignals()
 
     def observe(self, ev: Event) -> None:
-        if ev.id == "R4":  # only when ingest dispatches it; normally counted (run.count)
+        if ev.id == "R4":  # only when ingest dispatches it (short, or read by the Python path)
             conn = self.conn
-            conn.retrieves += 1
             if conn.first_retrieve is None:
                 conn.observe_first(ev)
 
@@ -282,7 +280,7 @@ class ZeroAcceptance(SpecSeriesRule):
                 b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)} in the "
                           "zero-acceptance intervals")
                 restored = True
-            retrieves = self.conn.retrieves + run.count("R4")
+            retrieves = run.count("R4")
             first_retrieve = self.conn.first_retrieve or run.first("R4")
             if retrieves:
                 b.support("draft-state-not-restored", 2, f"{retrieves} LMCache retrieve line(s) "

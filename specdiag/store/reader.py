@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from specdiag.deployments import DeploymentResult, DeploymentRun
-from specdiag.events import default_matcher
+from specdiag.events import Event, default_matcher, template
 from specdiag.ingest.origin import NO_ORIGIN, Origin
 from specdiag.ingest.records import Record
 from specdiag.store.schema import SCHEMA, dep_from_partition, partition
@@ -47,10 +47,20 @@ def _origin(row: dict[str, Any], cache: dict[tuple, Origin]) -> Origin:
     return cache[key]
 
 
-def _records(store: str, dep_id: str) -> Iterator[Record]:
+def _records(store: str, dep_id: str, table_name: str = "records") -> Iterator[Record]:
+    for _template, rec in _stored(store, dep_id, table_name):
+        yield rec
+
+
+def _firsts(store: str, dep_id: str) -> dict[str, Event]:
+    """The first counted line of each template (evidence the run state gives as ``first(tid)``)."""
+    return {tid: Event(tid, rec, None, template(tid)) for tid, rec in _stored(store, dep_id, "firsts") if tid}
+
+
+def _stored(store: str, dep_id: str, table_name: str) -> Iterator[tuple[str | None, Record]]:
     import pyarrow.dataset as ds
 
-    folder = os.path.join(store, "records", partition(dep_id))
+    folder = os.path.join(store, table_name, partition(dep_id))
     if not os.path.isdir(folder):
         return
     table = ds.dataset(folder, format="parquet", partitioning="hive").to_table()
@@ -65,7 +75,7 @@ def _records(store: str, dep_id: str) -> Iterator[Record]:
         if rest:
             rec.cont = [x.encode("utf-8", "replace") for x in rest.split("\n")]
         rec.end_line = int(row.get("end_line") or rec.line)
-        yield rec
+        yield row.get("template"), rec
 
 
 def _counts(store: str, dep_id: str) -> dict[str, int]:
@@ -99,7 +109,7 @@ def replay(store: str, dep_id: str, run: DeploymentRun) -> DeploymentResult:
         ev = matcher.match(rec)
         if ev is not None:
             run.deliver(ev)
-    run.run.add_counts(_counts(store, dep_id), {})
+    run.run.add_counts(_counts(store, dep_id), _firsts(store, dep_id))
     run.run.end_source(year)
     return run.finish()
 

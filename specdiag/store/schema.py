@@ -2,6 +2,7 @@
 
     DIR/records/deployment=<id>/day=<YYYY-MM-DD|unknown>/part-<n>.parquet   one row per event
     DIR/counts/deployment=<id>/part-0.parquet                               counted lines per template
+    DIR/firsts/deployment=<id>/part-0.parquet                               the first counted line of each
     DIR/series/deployment=<id>/part-0.parquet                               stats/SpecDecoding intervals
     DIR/store.json                                                          schema id and deployments
 

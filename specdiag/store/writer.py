@@ -88,6 +88,8 @@ class EventSink(Observer):
             self._flush(day)
         counts = [{"template": k, "count": v} for k, v in sorted(run.counts.items())]
         self._table("counts", counts, pa.schema([("template", pa.string()), ("count", pa.int64())]))
+        record_schema = pa.schema([(name, getattr(pa, typ)()) for name, typ in RECORD_COLUMNS])
+        self._table("firsts", [record_row(ev) for ev in run.firsts.values()], record_schema)
         self._write_series(pa)
         return []
 
