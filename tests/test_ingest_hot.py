@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from specdiag import engine
+from specdiag.analyzers.kv_shortfall import RecentMap
 from specdiag.engine import analyze
-from specdiag.ingest import hot, scan
+from specdiag.ingest import scan, sources
+from specdiag.ingest.hot import HotWindow, LookupRows
+from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.records import iter_records
 from specdiag.ingest.sources import expand_inputs
 from specdiag.report.json_report import render_json
@@ -45,8 +48,12 @@ def _without_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "iter_records", every_line)
 
 
+@pytest.mark.parametrize("block_size", [sources.BLOCK_SIZE, 2048], ids=["1MiB-blocks", "2KiB-blocks"])
 @pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_report_is_the_same_with_compiled_python_and_no_scanner(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_report_is_the_same_with_compiled_python_and_no_scanner(path: Path, block_size: int,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Small blocks put lookups, look-backs and joined records across block boundaries."""
+    monkeypatch.setattr(sources, "BLOCK_SIZE", block_size)
     compiled = _report(path)
     with monkeypatch.context() as m:
         m.setattr(scan, "_compiled", None)
@@ -54,3 +61,72 @@ def test_report_is_the_same_with_compiled_python_and_no_scanner(path: Path, monk
     with monkeypatch.context() as m:
         _without_scanner(m)
         assert _report(path) == compiled, "no scanner"
+
+
+def test_recent_map_keeps_between_half_and_all_of_the_newest_keys() -> None:
+    m = RecentMap(10)
+    for k in range(1000):
+        m.put(k, k * 2)
+    kept = [k for k, _v in m.newest_first()]
+    assert 5 <= len(kept) <= 10 and kept == sorted(kept, reverse=True) and kept[0] == 999
+    assert m.get(999) == 1998 and m.get(3) is None
+    m.put(kept[-1], -1)  # a key seen again is the newest
+    assert next(iter(m.newest_first())) == (kept[-1], -1)
+
+
+LOOKUP = (b"(EngineCore pid=7) [2026-05-06 10:00:%02d,000] LMCache INFO: Reqid: req-%d, Total tokens 600, "
+          b"LMCache hit tokens: 512, need to load: 512 (vllm_v1_adapter.py:1476:lmcache.integration.vllm.vllm_v1_adapter)\n")
+RETRIEVE = (b"(Worker pid=9) [2026-05-06 10:00:%02d,000] LMCache INFO: [req_id=req-%d] Retrieved 512 out of 512 required "
+            b"tokens (from 600 total tokens) (cache_engine.py:985:lmcache.v1.cache_engine)\n")
+
+
+def _items(tmp_path: Path, data: bytes, hot: bool = True) -> tuple[list, HotWindow]:
+    log = tmp_path / "x.log"
+    log.write_bytes(data)
+    src = expand_inputs([str(log)])[0]
+    window = HotWindow(src.display)
+    return list(iter_records(src, hot or None, window)), window
+
+
+def test_lookups_come_out_as_rows_between_the_records_in_line_order(tmp_path: Path) -> None:
+    text = b"INFO 05-06 10:00:00 [api_server.py:1] start\n" + LOOKUP % (1, 1) + LOOKUP % (2, 2)
+    text += b"INFO 05-06 10:00:03 [api_server.py:1] between\n" + LOOKUP % (4, 3)
+    items, _ = _items(tmp_path, text)
+    kinds = [(type(i).__name__, i.line if hasattr(i, "kind") else list(i.line[i.lo:i.hi])) for i in items]
+    assert kinds == [("Record", 1), ("LookupRows", [2, 3]), ("Record", 4), ("LookupRows", [5])]
+    rows = items[1]
+    assert list(rows.hit[rows.lo:rows.hi]) == [512, 512] and rows.event(rows.lo).f["req_id"] == "req-1"
+    assert rows.rid_hash[rows.lo] == scan.rid_hash(b"req-1")
+
+
+def test_look_back_finds_the_retrieve_row_of_the_same_process_in_the_previous_block(tmp_path: Path,
+                                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 1024)
+    other = RETRIEVE.replace(b"Worker pid=9", b"Worker pid=8")
+    text = RETRIEVE % (1, 1) + other % (2, 2) + b"".join(b"INFO 05-06 10:00:03 [x.py:1] filler %d\n" % i for i in range(25))
+    _, window = _items(tmp_path, text)
+    assert len(window.views) == 2 and not window.views[-1].res.columns["retrieves"]["line"]
+    before = text.count(b"\n") + 1
+    key_9 = OriginCache().peel(b"(Worker pid=9) x")[0].key
+    hit = window.find_back(before, b"Retrieved ", key_9)
+    assert hit is not None and hit.line == 1 and b"req-1" in hit.raw and hit.origin.key == key_9
+    assert window.find_back(before, b"Stored ", key_9) is None
+    assert window.find_back(before, b"Retrieved ", key_9, limit=before - 1) is None  # out of reach
+
+
+def test_look_back_also_answers_from_lines_the_python_path_read(tmp_path: Path) -> None:
+    wrapped = b"2026-05-06T10:00:01.000000000Z " + RETRIEVE % (1, 1)  # kubectl --timestamps: not for the scanner
+    items, window = _items(tmp_path, wrapped)
+    assert len(items) == 1 and items[0].kind == "lmcache"
+    window.note(items[0], "R4")
+    assert window.find_back(2, b"Retrieved ", items[0].origin.key).line == 1
+    assert window.find_back(1, b"Retrieved ", items[0].origin.key) is None
+
+
+def test_a_lookup_read_by_the_python_path_is_one_row_with_the_same_values(tmp_path: Path) -> None:
+    items, _ = _items(tmp_path, LOOKUP % (1, 1), hot=False)
+    from specdiag.events import default_matcher
+
+    rows = LookupRows.from_event(default_matcher().match(items[0]))
+    assert (len(rows), rows.total[0], rows.hit[0], rows.need[0], rows.computed[0]) == (1, 600, 512, 512, scan.NA)
+    assert rows.rid_hash[0] == scan.rid_hash(b"req-1") and rows.record(0) is items[0]
