@@ -105,7 +105,7 @@ def test_look_back_finds_the_retrieve_row_of_the_same_process_in_the_previous_bl
     other = RETRIEVE.replace(b"Worker pid=9", b"Worker pid=8")
     text = RETRIEVE % (1, 1) + other % (2, 2) + b"".join(b"INFO 05-06 10:00:03 [x.py:1] filler %d\n" % i for i in range(25))
     _, window = _items(tmp_path, text)
-    assert len(window.views) == 2 and not window.views[-1].res.columns["retrieves"]["line"]
+    assert not window.views[-1].res.columns["retrieves"]["line"]  # the retrieves are in an earlier block
     before = text.count(b"\n") + 1
     key_9 = OriginCache().peel(b"(Worker pid=9) x")[0].key
     hit = window.find_back(before, b"Retrieved ", key_9)

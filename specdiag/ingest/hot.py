@@ -38,11 +38,13 @@ EVIDENCE_TIDS = ("S1", "R4", "L1", "U5XX")
 class BlockView:
     """One scanned block of one input, shared by the rows cut from it: its bytes, result and origins."""
 
-    __slots__ = ("path", "block", "res", "year", "_origins", "_by_proc")
+    __slots__ = ("path", "block", "off", "res", "year", "_origins", "_by_proc")
 
-    def __init__(self, path: str, block: bytes, res: scan.ScanResult, origins: OriginCache, year: int | None):
+    def __init__(self, path: str, block: bytes, off: int, res: scan.ScanResult, origins: OriginCache,
+                 year: int | None) -> None:
         self.path = path
-        self.block = block
+        self.block = block  # the bytes read; the scanned lines start at ``off`` (row offsets are relative to it)
+        self.off = off
         self.res = res
         self.year = year
         self._origins = origins
@@ -55,13 +57,13 @@ class BlockView:
         return o
 
     def record(self, table: str, i: int) -> Record:
-        cols = self.res.columns[table]
-        return scan.hot_record(self.block, cols["start"][i], cols["end"][i], cols["line"][i], self.path,
+        cols, off = self.res.columns[table], self.off
+        return scan.hot_record(self.block, off + cols["start"][i], off + cols["end"][i], cols["line"][i], self.path,
                                self._origins, self.year)
 
     def raw(self, table: str, i: int) -> bytes:
-        cols = self.res.columns[table]
-        return self.block[cols["start"][i] : cols["end"][i]]
+        cols, off = self.res.columns[table], self.off
+        return self.block[off + cols["start"][i] : off + cols["end"][i]]
 
 
 class LookupRows:
@@ -135,8 +137,8 @@ class LookupRows:
         if self._event is not None:
             return [self._event.rec]
         cols = self._view.res.columns["lookups"]
-        block, lo, hi = self._view.block, self.lo, self.hi
-        return [block[s:e] for s, e in zip(cols["start"][lo:hi], cols["end"][lo:hi], strict=True)]
+        block, off, lo, hi = self._view.block, self._view.off, self.lo, self.hi
+        return [block[off + s : off + e] for s, e in zip(cols["start"][lo:hi], cols["end"][lo:hi], strict=True)]
 
     def origin(self, i: int) -> Origin:
         if self._event is not None:
@@ -199,7 +201,8 @@ class HotWindow:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.views: deque[BlockView] = deque(maxlen=2)
+        # the last blocks read: two full reads, and the one-line blocks that join a line cut between reads
+        self.views: deque[BlockView] = deque(maxlen=4)
         self.noted: dict[tuple[str, str], deque[Record]] = {}
 
     def push(self, view: BlockView) -> None:

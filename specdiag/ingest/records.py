@@ -21,7 +21,7 @@ from collections.abc import Iterator
 
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
-from specdiag.ingest.scan import scan_block
+from specdiag.ingest.scan import scan_range
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope
 from specdiag.numbers import to_int
@@ -428,17 +428,17 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     stats = source.stats
     reader = _Reader(source.display, stats)
     lineno = 0
-    for chunk in source.chunks():
-        if chunk[:1] == b"\n" and not chunk.strip(b"\n"):  # only line breaks (a newline flood): no list of empties
-            lineno += chunk.count(b"\n")
+    for data, start, end in source.blocks():
+        if data[start] == 10 and data.count(b"\n", start, end) == end - start:  # a newline flood: no list of empties
+            lineno += end - start
             continue
         base = lineno
         if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
-            reader.year_hint = initial_year(chunk)
+            reader.year_hint = initial_year(data[start:end])
         if hot:
-            lineno = base + _scanned_block(reader, chunk, base, stats, window)
+            lineno = base + _scanned_block(reader, data, start, end, base, stats, window)
         else:
-            lineno = base + _plain_block(reader, chunk, base)
+            lineno = base + _plain_block(reader, data[start:end], base)
         if reader.out:
             yield from reader.out
             reader.out.clear()
@@ -471,10 +471,11 @@ def _plain_block(reader: _Reader, chunk: bytes, base: int) -> int:
     return len(lines)
 
 
-def _scanned_block(reader: _Reader, chunk: bytes, base: int, stats, window: HotWindow | None) -> int:
-    """One block through the scanner; the lines it left go to the per-line stages, lookups out as rows."""
-    res = scan_block(chunk, base)
-    view = BlockView(reader.path, chunk, res, reader.origins, reader.year_hint)
+def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, base: int, stats,
+                   window: HotWindow | None) -> int:
+    """``data[start:end]`` through the scanner; the lines it left go to the per-line stages, lookups out as rows."""
+    res = scan_range(data, start, end, base)
+    view = BlockView(reader.path, data, start, res, reader.origins, reader.year_hint)
     n_hot = stats.hot.add(view)
     if n_hot:
         reader.recognized += n_hot
@@ -485,7 +486,7 @@ def _scanned_block(reader: _Reader, chunk: bytes, base: int, stats, window: HotW
     todo = _merge_rows(rare, flagged) if flagged["line"] else zip(rare["line"], rare["start"], rare["end"], strict=True)
     lk_lines = res.columns["lookups"]["line"]
     n_lk = len(lk_lines)
-    reader.begin_block(chunk, _rare_line_at(chunk, rare))
+    reader.begin_block(data, _rare_line_at(data, start, rare))
     out, feed = reader.out, reader.feed
     j = 0
     for n, s, e in todo:
@@ -493,7 +494,7 @@ def _scanned_block(reader: _Reader, chunk: bytes, base: int, stats, window: HotW
             k = bisect_left(lk_lines, n, j)
             out.append(LookupRows.from_view(view, j, k))
             j = k
-        feed(n, chunk[s:e])
+        feed(n, data[start + s : start + e])
     if j < n_lk:
         out.append(LookupRows.from_view(view, j, n_lk))
     return res.lines
@@ -509,14 +510,14 @@ def _note_formats(stats, res) -> None:
         stats.formats.add("uvicorn" if tid.startswith("U") else "lmcache")
 
 
-def _rare_line_at(chunk: bytes, rare: dict):
+def _rare_line_at(data: bytes, off: int, rare: dict):
     """``line_at`` for the joiner's look back over blank lines: a rare line's bytes; a hot line is not blank."""
     lines, starts, ends = rare["line"], rare["start"], rare["end"]
 
     def line_at(n: int) -> bytes | None:
         i = bisect_left(lines, n)
         if i < len(lines) and lines[i] == n:
-            return chunk[starts[i] : ends[i]]
+            return data[off + starts[i] : off + ends[i]]
         return b"hot"
 
     return line_at

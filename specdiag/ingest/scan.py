@@ -457,3 +457,13 @@ def scan_block(block: bytes, base_line: int) -> ScanResult:
     from specdiag.ingest.scan_fast import scan_block_fast
 
     return scan_block_fast(block, base_line)
+
+
+def scan_range(data: bytes, start: int, end: int, base_line: int) -> ScanResult:
+    """:func:`scan_block` of ``data[start:end]`` without copying it where the compiled scanner runs
+    (it reads a buffer view); offsets in the result are relative to ``start``."""
+    if start == 0 and end == len(data):
+        return scan_block(data, base_line)
+    if _compiled is not None:
+        return scan_block_c(memoryview(data)[start:end], base_line)
+    return scan_block(data[start:end], base_line)
