@@ -159,21 +159,23 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
 
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
+    threaded = (opts.jobs or os.cpu_count() or 1) > 1  # in this process: a second core reads and scans ahead
     for src in sources:
-        _read_source(src, group.id, run_for, tally, progress)
+        _read_source(src, group.id, run_for, tally, progress, threaded)
     deployments = [r.finish() for r in runs.values()] or [run_for(group.id).finish()]
     return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
 
 
 def _read_source(src: Source, default_id: str, run_for: Callable[[str], DeploymentRun], tally: StreamTally,
-                 progress: Callable[[str, int], None] | None) -> None:
-    """Stream one input's records (and lookup rows) to the deployment each belongs to."""
+                 progress: Callable[[str, int], None] | None, threaded: bool = False) -> None:
+    """Stream one input's records (and lookup rows) to the deployment each belongs to; ``threaded`` reads
+    and scans ahead on a second thread."""
     matcher = default_matcher()
     window = HotWindow(src.display)
     current: DeploymentRun | None = None
     fed: dict[str, DeploymentRun] = {}
     n = text_events = 0
-    items = iter_records(src, hot=True, window=window)
+    items = iter_records(src, hot=True, window=window, threaded=threaded)
     while True:
         try:
             item = next(items, None)

@@ -31,9 +31,9 @@ INPUTS = sorted(
 VOLATILE = ("elapsed_s", "generated_at", "tool")
 
 
-def _report(path: Path) -> dict:
+def _report(path: Path, jobs: int = 1) -> dict:
     logs = sorted(str(p) for p in path.iterdir() if p.is_file() and p.name != "expected.json" and p.suffix != ".md")
-    doc = json.loads(render_json(analyze(logs, jobs=1)))
+    doc = json.loads(render_json(analyze(logs, jobs=jobs)))
     for key in VOLATILE:
         doc.pop(key, None)
     return doc
@@ -42,7 +42,7 @@ def _report(path: Path) -> dict:
 def _without_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
     real = engine.iter_records
 
-    def every_line(src, hot=None, window=None):  # noqa: ARG001 - the engine's call, minus the scanner
+    def every_line(src, hot=None, window=None, threaded=False):  # noqa: ARG001 - the engine's call, minus the scanner
         return real(src, None, window)
 
     monkeypatch.setattr(engine, "iter_records", every_line)
@@ -55,6 +55,8 @@ def test_report_is_the_same_with_compiled_python_and_no_scanner(path: Path, bloc
     """Small blocks put lookups, look-backs and joined records across block boundaries."""
     monkeypatch.setattr(sources, "BLOCK_SIZE", block_size)
     compiled = _report(path)
+    if scan.IMPLEMENTATION == "c" and len([p for p in path.iterdir() if p.name != "expected.json"]) == 1:
+        assert _report(path, jobs=2) == compiled, "read and scanned ahead on a second thread"
     with monkeypatch.context() as m:
         m.setattr(scan, "_compiled", None)
         assert _report(path) == compiled, "pure-Python scanner"
@@ -130,3 +132,34 @@ def test_a_lookup_read_by_the_python_path_is_one_row_with_the_same_values(tmp_pa
     rows = LookupRows.from_event(default_matcher().match(items[0]))
     assert (len(rows), rows.total[0], rows.hit[0], rows.need[0], rows.computed[0]) == (1, 600, 512, 512, scan.NA)
     assert rows.rid_hash[0] == scan.rid_hash(b"req-1") and rows.record(0) is items[0]
+
+
+def test_scan_ahead_thread_stops_and_closes_the_input_when_the_reader_stops_early(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    if scan.IMPLEMENTATION != "c":
+        pytest.skip("the scan-ahead thread runs only with the compiled scanner")
+    import threading
+
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 512)
+    log = tmp_path / "x.log"
+    log.write_bytes(b"".join(LOOKUP % (i % 60, i) for i in range(400)))
+    src = expand_inputs([str(log)])[0]
+    items = iter_records(src, True, HotWindow(src.display), threaded=True)
+    assert isinstance(next(items), LookupRows)
+    assert any(t.name == "specdiag-scan-ahead" for t in threading.enumerate())
+    items.close()
+    assert not any(t.name == "specdiag-scan-ahead" for t in threading.enumerate())
+    assert src._raw is None or src._raw.closed  # noqa: SLF001 - the file the thread read is closed
+
+
+def test_scan_ahead_thread_hands_an_input_error_to_the_reader(tmp_path: Path) -> None:
+    from specdiag.ingest import ahead
+
+    def broken():
+        yield b"x\n", 0, 2
+        raise OSError("disk went away")
+
+    got = ahead._on_thread(ahead.scanned(broken(), True))  # noqa: SLF001
+    assert next(got)[3].lines == 1
+    with pytest.raises(OSError, match="disk went away"):
+        next(got)

@@ -19,9 +19,10 @@ import re
 from bisect import bisect_left
 from collections.abc import Iterator
 
+from specdiag.ingest.ahead import is_flood, scan_ahead
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
-from specdiag.ingest.scan import scan_range
+from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope
 from specdiag.numbers import to_int
@@ -416,27 +417,29 @@ def _no_line(n: int) -> bytes | None:
     return None
 
 
-def iter_records(source: Source, hot: object = None, window: HotWindow | None = None) -> Iterator[Record | LookupRows]:
+def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
+                 threaded: bool = False) -> Iterator[Record | LookupRows]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
     lookup and access lines are counted (``stats.hot``), lookups are yielded as :class:`LookupRows`
     between the records (in line order), ``window`` keeps the blocks' rows for look-back, and only the
     other lines (and the flagged ones: short retrieves, 5xx) reach the per-line stages. Without ``hot``
-    every line does (what tests of the per-line stages use).
+    every line does (what tests of the per-line stages use). ``threaded`` reads and scans ahead on a
+    second thread (``ahead.py``); the records are the same.
     """
     stats = source.stats
     reader = _Reader(source.display, stats)
     lineno = 0
-    for data, start, end in source.blocks():
-        if data[start] == 10 and data.count(b"\n", start, end) == end - start:  # a newline flood: no list of empties
+    for data, start, end, res in scan_ahead(source.blocks(), bool(hot), threaded):
+        if res is None and is_flood(data, start, end):  # a newline flood: no list of empties
             lineno += end - start
             continue
         base = lineno
         if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
             reader.year_hint = initial_year(data[start:end])
-        if hot:
-            lineno = base + _scanned_block(reader, data, start, end, base, stats, window)
+        if res is not None:
+            lineno = base + _scanned_block(reader, data, start, res, stats, window)
         else:
             lineno = base + _plain_block(reader, data[start:end], base)
         if reader.out:
@@ -471,10 +474,10 @@ def _plain_block(reader: _Reader, chunk: bytes, base: int) -> int:
     return len(lines)
 
 
-def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, base: int, stats,
+def _scanned_block(reader: _Reader, data: bytes, start: int, res: ScanResult, stats,
                    window: HotWindow | None) -> int:
-    """``data[start:end]`` through the scanner; the lines it left go to the per-line stages, lookups out as rows."""
-    res = scan_range(data, start, end, base)
+    """A scanned block (``res``, offsets from ``start``): the lines the scanner left go to the per-line
+    stages, the lookups out as rows, in line order."""
     view = BlockView(reader.path, data, start, res, reader.origins, reader.year_hint)
     n_hot = stats.hot.add(view)
     if n_hot:
