@@ -174,11 +174,6 @@ class Matcher:
         return None
 
 
-def hot_first_words(templates: Iterable[Template]) -> dict[bytes, str]:
-    """First word → template id for the rows that ingest only counts (see ``Template.volume``)."""
-    return {t.first.encode(): t.id for t in templates if t.volume == "count" and t.first}
-
-
 def template(tid: str) -> Template:
     return next(t for t in default_matcher().templates if t.id == tid)
 
