@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specdiag import engine
-from specdiag.analyzers.kv_shortfall import RecentMap
+from specdiag.analyzers.kv_shortfall import LookupHistory, RecentMap
 from specdiag.engine import analyze
 from specdiag.ingest import scan, sources
 from specdiag.ingest.hot import HotWindow, LookupRows
@@ -163,3 +163,21 @@ def test_scan_ahead_thread_hands_an_input_error_to_the_reader(tmp_path: Path) ->
     assert next(got)[3].lines == 1
     with pytest.raises(OSError, match="disk went away"):
         next(got)
+
+
+def test_lookup_history_keeps_the_newest_batches_and_finds_the_newest_row_of_an_id() -> None:
+    from specdiag.ingest.hot import BlockView
+
+    hist = LookupHistory(10)
+    base = 0
+    for start in range(0, 100, 7):
+        ids = range(start, min(start + 7, 100))
+        block = b"".join(LOOKUP % (i % 60, i % 50) for i in ids)  # ids repeat: req-0 .. req-49
+        res = scan.scan_block(block, base)
+        hist.add(LookupRows.from_view(BlockView("x.log", block, 0, res, OriginCache(), None), 0, len(ids)))
+        base += res.lines
+    lines = [row[1] for _h, row in hist.newest_first()]
+    assert lines[0] == 100 and 10 <= len(lines) <= 10 + 7 and lines == sorted(lines, reverse=True)
+    path, line, kept, hit = hist.get(scan.rid_hash(b"req-49"))
+    assert (path, line, hit) == ("x.log", 100, 512) and b"Reqid: req-49," in kept  # the newest of req-49
+    assert hist.get(scan.rid_hash(b"req-1")) is None  # lines 2 and 52: both older than the window

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import operator
 from collections import Counter
+from itertools import compress
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
@@ -66,7 +68,14 @@ class ZeroHitsOnRepeats(Rule):
         self.computed_full = 0
 
     def observe_rows(self, rows: LookupRows) -> None:
-        """Lookups with a known hit count; for a miss, the prompt length (repeats) and vLLM's own hit."""
+        """Lookups with a known hit count; for a miss, the prompt length (repeats) and vLLM's own hit.
+
+        Once the first miss and the first repeat are kept, whole batches are counted with C-level
+        operations (``array.count``, ``compress``): a busy log has a lookup per request.
+        """
+        if self.repeat_example is not None and self.first_zero is not None:
+            self._count_rows(rows)
+            return
         hit, total, computed = rows.hit, rows.total, rows.computed
         for i in range(rows.lo, rows.hi):
             h = hit[i]
@@ -86,6 +95,26 @@ class ZeroHitsOnRepeats(Rule):
             c = computed[i]
             if c != NA and c >= t - 1 > 0:
                 self.computed_full += 1
+
+    def _count_rows(self, rows: LookupRows) -> None:
+        lo, hi = rows.lo, rows.hi
+        hit = rows.hit[lo:hi]
+        answered = len(hit) - hit.count(NA)
+        misses = list(compress(range(lo, hi), map(operator.not_, hit)))  # hit == 0 (NA is not 0)
+        self.lookups += answered
+        self.hits += answered - len(misses)
+        if not misses:
+            return
+        total, computed = rows.total, rows.computed
+        totals = [total[i] for i in misses]
+        if len(self.zero_totals) + len(totals) <= MAX_KEYS:
+            self.zero_totals.update(totals)
+        else:
+            for t in totals:
+                if len(self.zero_totals) < MAX_KEYS or t in self.zero_totals:
+                    self.zero_totals[t] += 1
+        self.computed_full += sum(1 for i, t in zip(misses, totals, strict=True)
+                                  if (c := computed[i]) != NA and c >= t - 1 > 0)
 
     def observe(self, ev: Event) -> None:
         tid = ev.id

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from specdiag.analyzers.base import Rule, register
@@ -57,6 +57,41 @@ class RecentMap:
 
     def __len__(self) -> int:
         return len(self.young) + sum(1 for k in self.old if k not in self.young)
+
+
+class LookupHistory:
+    """The newest lookups as the column batches they arrived in (at least ``cap`` rows once that many came).
+
+    Per row it keeps a 64-bit request-id hash, the line, the hit count and the raw line (for evidence):
+    a few array slices and one list per batch, no per-row Python objects beyond the line itself. A
+    shortfall finds its lookup with ``array.index`` (C) over at most ``cap`` hashes, newest batch first.
+    """
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.rows = 0
+        self.batches: deque[tuple] = deque()
+
+    def add(self, rows: LookupRows) -> None:
+        lo, hi = rows.lo, rows.hi
+        self.batches.append((rows.rid_hash[lo:hi], rows.line[lo:hi], rows.hit[lo:hi], rows.kept_rows(), rows.path))
+        self.rows += hi - lo
+        while self.rows - len(self.batches[0][0]) >= self.cap:
+            self.rows -= len(self.batches.popleft()[0])
+
+    def get(self, h: int) -> tuple | None:
+        """(path, line, kept row, hit) of the newest lookup with this hash."""
+        for rid, line, hit, kept, path in reversed(self.batches):
+            if h in rid:
+                i = len(rid) - 1 - rid[::-1].index(h)
+                return path, line[i], kept[i], hit[i]
+        return None
+
+    def newest_first(self):
+        """``(hash, (path, line, kept row, hit))``, newest first."""
+        for rid, line, hit, kept, path in reversed(self.batches):
+            for i in range(len(rid) - 1, -1, -1):
+                yield rid[i], (path, line[i], kept[i], hit[i])
 MAX_OCCURRENCES = 20_000
 
 #: the causes KV001 weighs (their texts live in the shared catalog, analyzers/causes.py)
@@ -185,7 +220,7 @@ class RetrievalShortfall(Rule):
     def __init__(self, options=None) -> None:
         super().__init__(options)
         #: the last lookups, by request-id hash: (path, line, kept row, hit)
-        self.lookups = RecentMap(MAX_TRACKED)
+        self.lookups = LookupHistory(MAX_TRACKED)
         self.origins = OriginCache()
         self.pending_l6: dict[str, Event] = {}
         self.l6_for = RecentMap(MAX_TRACKED)  # request-id hash → the L6 line just before its lookup
@@ -239,14 +274,15 @@ class RetrievalShortfall(Rule):
 
     def observe_rows(self, rows: LookupRows) -> None:
         """Remember each lookup (bounded) until a shortfall of its request asks for it; pair a pending L6."""
-        put = self.lookups.put
-        path, line, hit, rid = rows.path, rows.line, rows.hit, rows.rid_hash
-        for i, kept in enumerate(rows.kept_rows(), rows.lo):
-            put(rid[i], (path, line[i], kept, hit[i]))
-            if self.pending_l6:
+        lo, hi = rows.lo, rows.hi
+        if self.pending_l6:
+            for i in range(lo, hi):
                 l6 = self.pending_l6.pop(rows.origin(i).key, None)
                 if l6 is not None:
-                    self.l6_for.put(rid[i], l6)
+                    self.l6_for.put(rows.rid_hash[i], l6)
+                    if not self.pending_l6:
+                        break
+        self.lookups.add(rows)
         self.seen.see_rows(rows)
 
     def _lookup_event(self, kept: tuple) -> Event | None:
