@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
+from specdiag.numbers import to_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.records import Record
@@ -607,6 +608,12 @@ def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origi
     origin, rest = origins.peel(line) if line[:1] == b"(" else (NO_ORIGIN, line)
     if rest.startswith(b"INFO:"):
         return Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, rest)
+    if rest.startswith(b"INFO "):  # V_STATS / V_SPEC: the vLLM header as the records path reads it
+        from specdiag.ingest.records import VLLM_REST
+
+        m = VLLM_REST.match(rest, 5)
+        return Record(path, lineno, origin, "vllm", "INFO", m.group(1), year, m.group(2), to_int(m.group(3)), None,
+                      rest[m.end():])
     return record_from_hot((path, lineno, origin, rest, year))
 
 
