@@ -8,6 +8,7 @@ built the differential tests skip, unless ``SPECDIAG_REQUIRE_EXT=1`` (CI) makes 
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -480,3 +481,35 @@ def test_many_positions_are_one_flat_table_per_block() -> None:
     cols = res.columns["spec"]
     assert list(cols["pos_n"]) == [1, 1024, 5] and list(cols["pos_off"]) == [0, 1, 1025]
     assert len(res.columns["positions"]["rate"]) == 1030 and res.columns["positions"]["rate"][1 + 1023] == 0.1023
+
+
+def _random_decimal(rng: random.Random) -> bytes:
+    """A decimal as printf might print it, or one built to be hard: long runs, exact binary ties."""
+    r = rng.random()
+    if r < 0.2:  # k / 2^n, printed exactly: ends on 5, so X / 100 rounded to 6 places can be an exact tie
+        text = b"%.18f" % (rng.randrange(1, 1 << 20) / (1 << rng.randint(1, 18)))
+        return text.rstrip(b"0").rstrip(b".")
+    whole = b"%d" % rng.randrange(10 ** rng.randint(1, 18))
+    if r < 0.35:
+        return whole
+    return whole + b"." + b"".join(b"%d" % rng.randrange(10) for _ in range(rng.randint(1, 18)))
+
+
+def test_compiled_numbers_equal_python_float_and_round_on_random_decimals() -> None:
+    """Throughputs, percents (``round(X / 100, 6)``) and rates of thousands of random printed decimals: the
+    C fast paths (integer mantissa over an exact power of ten) and its strtod/printf fallback equal Python."""
+    _need_compiled()
+    rng = random.Random(9)
+    lines = []
+    for _ in range(4000):
+        d = [_random_decimal(rng) for _ in range(6)]
+        lines.append(VLLM_HEAD["stats"] + b"Engine 000: Avg prompt throughput: " + d[0] + b" tokens/s, Avg generation "
+                     b"throughput: " + d[1] + b" tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: " + d[2]
+                     + b"%, Prefix cache hit rate: " + d[3] + b"%, External prefix cache hit rate: " + d[4] + b"%")
+        lines.append(VLLM_HEAD["spec"] + b"SpecDecoding metrics: Mean acceptance length: " + d[5] + b", Accepted throughput: "
+                     b"1.0 tokens/s, Drafted throughput: 2.0 tokens/s, Accepted: %d tokens, Drafted: %d tokens, "
+                     b"Per-position acceptance rate: " % (rng.randrange(10 ** 17), rng.randrange(1, 10 ** 17))
+                     + b", ".join(d[:3]) + b", Avg Draft acceptance rate: " + rng.choice([d[4], b"nan"]) + b"%")
+    block = b"\n".join(line for line in lines if len(line) not in scan.TERMINAL_WIDTHS) + b"\n"
+    res = _assert_same(block, 0)
+    assert len(res.columns["stats"]["line"]) + len(res.columns["spec"]["line"]) == block.count(b"\n")

@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <locale.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -465,53 +466,121 @@ static double to_double(const state *st, const u8 *s, size_t p, size_t q) {
     return strtod(buf, NULL);
 }
 
-/* scan._decimal: "nan" or D{1,18}[.D{1,18}] -> *v (NaN for nan); -1 = reject */
-static int decimal(const state *st, const u8 *s, size_t *pos, size_t end, double *v) {
+/* 10^k for k <= 22: every one is exactly a double */
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+/* the fast paths below rely on one IEEE double division being correctly rounded: not so where the
+   compiler evaluates in x87 extended precision (then every value goes through strtod) */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+#define EXACT_DIVISION 1
+#else
+#define EXACT_DIVISION 0
+#endif
+
+/* A printed decimal: its value, and its digits as an integer mantissa over 10^frac when that is exact */
+typedef struct {
+    double v;
+    int64_t mant; /* the digits as an integer (< 10^15), -1 when nan or longer */
+    int frac;
+} dec_t;
+
+/* scan._decimal: "nan" or D{1,18}[.D{1,18}] -> its value (NaN for nan); -1 = reject.
+   The value is float(text), exactly: with at most 15 significant digits (mantissa < 2^53) and an exact
+   power of ten, one IEEE division is the correctly rounded result (Clinger's fast path, the one strtod
+   takes itself); anything longer goes through strtod. */
+static int decimal_ex(const state *st, const u8 *s, size_t *pos, size_t end, dec_t *d) {
     size_t p = *pos;
     if (STARTS(s, p, end, "nan")) {
-        *v = nan_value();
+        d->v = nan_value();
+        d->mant = -1;
         *pos = p + 3;
         return 0;
     }
     size_t q = p;
-    while (q < end && is_digit(s[q])) q++;
-    if (q == p || q - p > MAX_DIGITS) return -1;
+    int64_t m = 0;
+    while (q < end && is_digit(s[q])) {
+        if (q - p >= MAX_DIGITS) return -1;
+        m = m * 10 + (s[q++] - '0');
+    }
+    if (q == p) return -1;
+    size_t ndig = q - p;
+    int frac = 0;
     if (q < end && s[q] == '.') {
         size_t r = q + 1;
-        while (r < end && is_digit(s[r])) r++;
-        if (r == q + 1 || r - q - 1 > MAX_DIGITS) return -1;
+        while (r < end && is_digit(s[r]) && r - q <= MAX_DIGITS) {
+            if (ndig + (r - q - 1) < MAX_DIGITS) m = m * 10 + (s[r] - '0');
+            r++;
+        }
+        if (r == q + 1 || (r < end && is_digit(s[r])) || r - q - 1 > MAX_DIGITS) return -1;
+        frac = (int)(r - q - 1);
+        ndig += (size_t)frac;
         q = r;
     }
-    *v = to_double(st, s, p, q);
+    if (EXACT_DIVISION && ndig <= 15) { /* m < 10^15 < 2^53, frac <= 15 */
+        d->v = (double)m / POW10[frac];
+        d->mant = m;
+        d->frac = frac;
+    } else {
+        d->v = to_double(st, s, p, q);
+        d->mant = -1;
+    }
     *pos = q;
     return 0;
 }
 
-/* scan._count: int(float(digits)) below 1e18, else NA (metrics.parse._count of the parsed float) */
+static int decimal(const state *st, const u8 *s, size_t *pos, size_t end, double *v) {
+    dec_t d;
+    if (decimal_ex(st, s, pos, end, &d) < 0) return -1;
+    *v = d.v;
+    return 0;
+}
+
+/* scan._count: int(float(digits)) below 1e18, else NA (metrics.parse._count of the parsed float);
+   up to 15 digits the float is the integer itself */
 static int count(const state *st, const u8 *s, size_t *pos, size_t end, int64_t *v) {
     size_t p = *pos, q = p;
-    while (q < end && is_digit(s[q])) q++;
-    if (q == p || q - p > MAX_DIGITS) return -1;
-    double d = to_double(st, s, p, q);
-    *v = d < 1e18 ? (int64_t)d : NA;
+    int64_t m = 0;
+    while (q < end && is_digit(s[q])) {
+        if (q - p >= MAX_DIGITS) return -1;
+        m = m * 10 + (s[q++] - '0');
+    }
+    if (q == p) return -1;
+    if (q - p <= 15) {
+        *v = m;
+    } else {
+        double x = to_double(st, s, p, q);
+        *v = x < 1e18 ? (int64_t)x : NA;
+    }
     *pos = q;
     return 0;
 }
 
 /* Python's round(x, 6) for a finite x below 1e16: the correctly rounded 6-decimal text (ties to even, as
    dtoa's mode 3), read back */
-static double round6(const state *st, double x) {
+static double round6(double x) {
     char buf[64];
     snprintf(buf, sizeof(buf), "%.6f", x);
-    (void)st;
     return strtod(buf, NULL);
 }
 
-/* scan._percent: "X%" -> round(X / 100, 6), NaN stays */
+/* scan._percent: "X%" -> round(X / 100, 6), NaN stays.
+   Fast and exact when X was printed with at most 4 decimals (vLLM prints 1) and X < 10^10: then
+   X / 100 has at most 6 decimals, the double x = fl(fl(X) / 100) lies within 3 ulp (< 10^-7 for x < 10^8)
+   of it, so the 6-decimal number nearest x is mant * 10^(4 - frac) / 10^6 exactly, and that integer over
+   10^6 is one correctly rounded division. Everything else goes through printf/strtod. */
 static int percent(const state *st, const u8 *s, size_t *pos, size_t end, double *v) {
-    if (decimal(st, s, pos, end, v) < 0 || !STARTS(s, *pos, end, "%")) return -1;
+    dec_t d;
+    if (decimal_ex(st, s, pos, end, &d) < 0 || !STARTS(s, *pos, end, "%")) return -1;
     *pos += 1;
-    if (*v == *v) *v = round6(st, *v / 100.0);
+    *v = d.v;
+    if (d.v != d.v) return 0;
+    if (d.mant >= 0 && d.frac <= 4 && d.v < 1e10) {
+        int64_t r = d.mant;
+        for (int k = d.frac; k < 4; k++) r *= 10;
+        *v = (double)r / 1e6;
+    } else {
+        *v = round6(d.v / 100.0);
+    }
     return 0;
 }
 
