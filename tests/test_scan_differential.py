@@ -403,6 +403,15 @@ def test_spec_line_becomes_one_row_and_its_per_position_rates() -> None:
     assert list(rates) == [0.702, 0.455, 0.253] * 2
 
 
+def test_spec_line_of_0_8_5_to_0_10_1_fills_the_same_columns() -> None:
+    line = VLLM_HEAD["spec"] + (b"SpecDecoding metrics: Draft acceptance rate: 48.1%, Mean acceptance length: 2.41, "
+                                b"Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455")
+    res = _one(line + b"\n" + line.replace(b"48.1%", b"nan%"))
+    cols = res.columns["spec"]
+    assert list(cols["rate"]) == [0.481, 582 / 1211] and list(cols["mal"]) == [2.41, 2.41]
+    assert list(cols["pos_n"]) == [2, 2] and list(res.columns["positions"]["rate"]) == [0.702, 0.455] * 2
+
+
 def test_counts_are_read_as_the_key_value_parser_reads_them() -> None:
     """``Running: N reqs`` goes through a float there: 18 digits round, and 10^18 or more is unknown."""
     line = STATS_LINE.replace(b"Running: 3", b"Running: 123456789012345678").replace(b"Waiting: 5", b"Waiting: " + b"9" * 18)
@@ -452,7 +461,9 @@ def test_coloured_prefixed_and_cr_metric_lines_are_hot(line: bytes) -> None:
     SPEC_LINE.replace(b"0.702, 0.455, 0.253", b""),
     SPEC_LINE.replace(b"0.702, 0.455, 0.253", b", ".join([b"0.5"] * 1025)),
     VLLM_HEAD["spec"] + b"SpecDecoding metrics: Draft acceptance rate: 48.1%, Mean acceptance length: 2.41, "
-    b"Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, 0.253",  # 0.8.5-0.10.1
+    b"Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, 0.253, ",
+    VLLM_HEAD["spec"] + b"SpecDecoding metrics: Draft acceptance rate: 48.1%, Accepted: 582 tokens, "
+    b"Drafted: 1211 tokens",  # 0.8.3 dev
     b"Speculative metrics: Draft acceptance rate: 0.481, Number of accepted tokens: 582, Number of draft tokens: 1211, ",
     b"(APIServer pid=1) INFO 05-06 08:00:00 [logger.py:39] Received request: prompt: '" + STATS_LINE + b"'",
     STATS_MSG,  # no header

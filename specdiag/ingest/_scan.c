@@ -645,31 +645,52 @@ typedef struct {
     int64_t accepted, drafted, npos;
 } spec_t;
 
-/* scan.parse_spec; the per-position rates go to st->pos_tmp */
+/* scan._positions: 1..MAX_POSITIONS rates into st->pos_tmp, up to ", Avg Draft acceptance rate: " or the end */
+static int positions(state *st, const u8 *s, size_t *at, size_t end, int avg_follows, int64_t *npos) {
+    size_t pos = *at;
+    *npos = 0;
+    for (;;) {
+        if (*npos >= MAX_POSITIONS) return -1;
+        NUM(decimal, &st->pos_tmp[*npos]);
+        ++*npos;
+        if (avg_follows ? STARTS(s, pos, end, ", Avg Draft acceptance rate: ") : pos == end) break;
+        EXPECT(", ");
+    }
+    *at = pos;
+    return 0;
+}
+
+/* scan.parse_spec: both shapes; the per-position rates go to st->pos_tmp */
 static int parse_spec(state *st, const u8 *s, size_t msg, size_t end, spec_t *P) {
     size_t pos = msg;
     double ignored;
-    EXPECT("SpecDecoding metrics: Mean acceptance length: ");
-    NUM(decimal, &P->mal);
-    EXPECT(", Accepted throughput: ");
-    NUM(decimal, &ignored);
-    EXPECT(" tokens/s, Drafted throughput: ");
-    NUM(decimal, &ignored);
-    EXPECT(" tokens/s, Accepted: ");
-    NUM(count, &P->accepted);
-    EXPECT(" tokens, Drafted: ");
-    NUM(count, &P->drafted);
-    EXPECT(" tokens, Per-position acceptance rate: ");
-    P->npos = 0;
-    for (;;) {
-        if (P->npos >= MAX_POSITIONS) return -1;
-        NUM(decimal, &st->pos_tmp[P->npos]);
-        P->npos++;
-        if (STARTS(s, pos, end, ", Avg Draft acceptance rate: ")) break;
-        EXPECT(", ");
+    if (STARTS(s, pos, end, "SpecDecoding metrics: Draft acceptance rate: ")) { /* 0.8.5 - 0.10.1 */
+        pos += sizeof("SpecDecoding metrics: Draft acceptance rate: ") - 1;
+        NUM(percent, &P->rate);
+        EXPECT(", Mean acceptance length: ");
+        NUM(decimal, &P->mal);
+        EXPECT(", Accepted: ");
+        NUM(count, &P->accepted);
+        EXPECT(" tokens, Drafted: ");
+        NUM(count, &P->drafted);
+        EXPECT(" tokens, Per-position acceptance rate: ");
+        if (positions(st, s, &pos, end, 0, &P->npos) < 0) return -1;
+    } else { /* 0.10.2 - 0.32.0 */
+        EXPECT("SpecDecoding metrics: Mean acceptance length: ");
+        NUM(decimal, &P->mal);
+        EXPECT(", Accepted throughput: ");
+        NUM(decimal, &ignored);
+        EXPECT(" tokens/s, Drafted throughput: ");
+        NUM(decimal, &ignored);
+        EXPECT(" tokens/s, Accepted: ");
+        NUM(count, &P->accepted);
+        EXPECT(" tokens, Drafted: ");
+        NUM(count, &P->drafted);
+        EXPECT(" tokens, Per-position acceptance rate: ");
+        if (positions(st, s, &pos, end, 1, &P->npos) < 0) return -1;
+        pos += sizeof(", Avg Draft acceptance rate: ") - 1;
+        NUM(percent, &P->rate);
     }
-    pos += 29;
-    NUM(percent, &P->rate);
     if (pos != end) return -1;
     if (P->rate != P->rate && P->accepted != NA && P->drafted != NA && P->drafted)
         P->rate = (double)P->accepted / (double)P->drafted;

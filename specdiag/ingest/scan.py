@@ -406,37 +406,57 @@ def parse_stats(s: bytes, msg: int) -> tuple:
     return engine, prompt, gen, running, waiting, preempt, kv, dev, prefix, ext
 
 
-def parse_spec(s: bytes, msg: int) -> tuple[float, int, int, float, list[float]]:
-    """V_SPEC, the 0.10.2-0.32.0 shape (``v1/spec_decode/metrics.py``, 0.10.2 :96 to 0.32.0 :120) →
-    (mal, accepted, drafted, rate, per-position rates).
+_SPEC_OLD = b"SpecDecoding metrics: Draft acceptance rate: "
+_AVG_RATE = b", Avg Draft acceptance rate: "
 
-    ``Mean acceptance length: X, Accepted throughput: X tokens/s, Drafted throughput: X tokens/s,
-    Accepted: N tokens, Drafted: N tokens, Per-position acceptance rate: X, X, ..., Avg Draft acceptance
-    rate: X%``, then the end of the line. The rate is ``parse_spec_body``'s: the printed percent as a
-    fraction, or accepted / drafted when vLLM printed ``nan%`` and something was drafted.
+
+def parse_spec(s: bytes, msg: int) -> tuple[float, int, int, float, list[float]]:
+    """V_SPEC → (mal, accepted, drafted, rate, per-position rates), in the two shapes of
+    ``v1/spec_decode/metrics.py`` (then the end of the line):
+
+    * 0.10.2-0.32.0 (:96 to :120): ``Mean acceptance length: X, Accepted throughput: X tokens/s, Drafted
+      throughput: X tokens/s, Accepted: N tokens, Drafted: N tokens, Per-position acceptance rate: X, X, ...,
+      Avg Draft acceptance rate: X%``;
+    * 0.8.5-0.10.1 (:82, :87): ``Draft acceptance rate: X%, Mean acceptance length: X, Accepted: N tokens,
+      Drafted: N tokens, Per-position acceptance rate: X, X, ...``.
+
+    The rate is ``parse_spec_body``'s: the printed percent as a fraction, or accepted / drafted when vLLM
+    printed ``nan%`` and something was drafted. The 0.8.0-0.8.3 and V0 shapes stay rare.
     """
     end = len(s)
-    mal, pos = _decimal(s, _expect(s, msg, end, b"SpecDecoding metrics: Mean acceptance length: "), end)
-    _, pos = _decimal(s, _expect(s, pos, end, b", Accepted throughput: "), end)
-    _, pos = _decimal(s, _expect(s, pos, end, b" tokens/s, Drafted throughput: "), end)
-    accepted, pos = _count(s, _expect(s, pos, end, b" tokens/s, Accepted: "), end)
-    drafted, pos = _count(s, _expect(s, pos, end, b" tokens, Drafted: "), end)
-    pos = _expect(s, pos, end, b" tokens, Per-position acceptance rate: ")
+    if s.startswith(_SPEC_OLD, msg):
+        rate, pos = _percent(s, msg + len(_SPEC_OLD), end)
+        mal, pos = _decimal(s, _expect(s, pos, end, b", Mean acceptance length: "), end)
+        accepted, pos = _count(s, _expect(s, pos, end, b", Accepted: "), end)
+        drafted, pos = _count(s, _expect(s, pos, end, b" tokens, Drafted: "), end)
+        positions, pos = _positions(s, _expect(s, pos, end, b" tokens, Per-position acceptance rate: "), False)
+    else:
+        mal, pos = _decimal(s, _expect(s, msg, end, b"SpecDecoding metrics: Mean acceptance length: "), end)
+        _, pos = _decimal(s, _expect(s, pos, end, b", Accepted throughput: "), end)
+        _, pos = _decimal(s, _expect(s, pos, end, b" tokens/s, Drafted throughput: "), end)
+        accepted, pos = _count(s, _expect(s, pos, end, b" tokens/s, Accepted: "), end)
+        drafted, pos = _count(s, _expect(s, pos, end, b" tokens, Drafted: "), end)
+        positions, pos = _positions(s, _expect(s, pos, end, b" tokens, Per-position acceptance rate: "), True)
+        rate, pos = _percent(s, pos + len(_AVG_RATE), end)
+    if pos != end:
+        raise _Reject
+    if rate != rate and accepted != NA and drafted != NA and drafted:
+        rate = accepted / drafted
+    return mal, accepted, drafted, rate, positions
+
+
+def _positions(s: bytes, pos: int, avg_follows: bool) -> tuple[list[float], int]:
+    """``X, X, ...`` (1 to MAX_POSITIONS rates) up to ``, Avg Draft acceptance rate: `` or the end of the line."""
+    end = len(s)
     positions: list[float] = []
     while True:
         v, pos = _decimal(s, pos, end)
         positions.append(v)
         if len(positions) > MAX_POSITIONS:
             raise _Reject
-        if s.startswith(b", Avg Draft acceptance rate: ", pos):
-            break
+        if (s.startswith(_AVG_RATE, pos) if avg_follows else pos == end):
+            return positions, pos
         pos = _expect(s, pos, end, b", ")
-    rate, pos = _percent(s, pos + 29, end)
-    if pos != end:
-        raise _Reject
-    if rate != rate and accepted != NA and drafted != NA and drafted:
-        rate = accepted / drafted
-    return mal, accepted, drafted, rate, positions
 
 
 class _Acc:
