@@ -332,6 +332,10 @@ def _check_metric_rows(data: bytes, res: scan.ScanResult) -> int:
             d = parse(ev)
             for col, key in names.items():
                 assert _same(cols[col][i], _as_column(d.get(key), codes[table][col])), (rec.raw, col, d.get(key))
+            mine = (scan.stats_fields if table == "stats" else scan.spec_fields)(res, i)
+            theirs = {k: v for k, v in d.items() if k in mine}
+            assert {k: v for k, v in mine.items() if v is not None} == {k: v for k, v in theirs.items() if v is not None}
+            assert all(_same(x, y) for x, y in zip(mine.get("per_position", []), d.get("per_position", []), strict=True))
             if table == "stats":
                 assert scan.KV_DEVICES[cols["kv_dev"][i]] == d["kv_device"]
                 assert cols["engine"][i] == (NA if ev.f["engine"] is None else int(ev.f["engine"]))

@@ -613,6 +613,36 @@ def assemble(lines: int, prefixes: list[bytes], counts: bytes, raw_columns: list
     return ScanResult(lines, list(prefixes), tally, columns)
 
 
+def _opt(v: float | int) -> float | int | None:
+    return None if v != v or v == NA else v
+
+
+def stats_fields(res: ScanResult, i: int) -> dict:
+    """Row ``i`` of ``columns["stats"]`` as the dict ``metrics.parse.parse_stats_body`` makes of its body
+    (NaN/NA → None; the same keys, except that a field the line did not print is None rather than absent),
+    so an interval series can be filled from the columns with the code that reads events today."""
+    c = res.columns["stats"]
+    return {"prompt_throughput": _opt(c["prompt_tps"][i]), "generation_throughput": _opt(c["gen_tps"][i]),
+            "running_reqs": _opt(c["running"][i]), "waiting_reqs": _opt(c["waiting"][i]),
+            "preemptions": _opt(c["preempt"][i]), "kv_cache_usage": _opt(c["kv"][i]),
+            "kv_device": KV_DEVICES[c["kv_dev"][i]], "prefix_cache_hit_rate": _opt(c["prefix"][i]),
+            "external_prefix_cache_hit_rate": _opt(c["ext"][i])}
+
+
+def spec_fields(res: ScanResult, i: int) -> dict:
+    """Row ``i`` of ``columns["spec"]`` as ``metrics.parse.parse_spec_body`` makes it (the throughputs
+    aside), ``num_drafts`` derived as there: ``accepted / (mal - 1)`` when mal > 1.005."""
+    c = res.columns["spec"]
+    off, n = c["pos_off"][i], c["pos_n"][i]
+    acc, mal = _opt(c["accepted"][i]), _opt(c["mal"][i])
+    out = {"mean_acceptance_length": mal, "accepted_tokens": acc, "drafted_tokens": _opt(c["drafted"][i]),
+           "draft_acceptance_rate": _opt(c["rate"][i]),
+           "per_position": [_opt(v) for v in res.columns["positions"]["rate"][off : off + n]]}
+    if acc is not None and mal is not None and mal > 1.005:
+        out["num_drafts"] = acc / (mal - 1.0)
+    return out
+
+
 def origin_of(prefix: bytes, origins: OriginCache) -> Origin:
     """The Origin a ``ScanResult.prefixes`` entry stands for (``b""``: no prefix), cached per prefix."""
     return origins.peel(prefix)[0] if prefix else NO_ORIGIN
