@@ -1,7 +1,7 @@
 """The scan contract: one block of whole lines in, hot-line counts and columns plus the rare lines out.
 
 Most of a busy server's log is a handful of LMCache INFO templates (stores, retrieves, scheduler
-lookups) and uvicorn access lines. ``scan_block`` recognises exactly those, per line, and keeps them as
+lookups), uvicorn access lines and, on a metric-dense server, vLLM's periodic stats and SpecDecoding lines. ``scan_block`` recognises exactly those, per line, and keeps them as
 counters per (process prefix, template) and as compact numeric columns; every other line is handed back
 as ``(line number, start, end)`` for the Python records → events path. Nothing here decodes text.
 
@@ -22,7 +22,10 @@ Per line, in this order (every step is per line, never sniffed per file or per b
    nests them) is the process key, as printed;
 5. then either LMCache's envelope ``[YYYY-MM-DD HH:MM:SS,mmm] LMCache INFO: `` with the
    ``(file.py:N:logger)`` suffix and a store (S1), retrieve (R4, every variant) or lookup (L1) message,
-   or a uvicorn access line ``INFO:  client - "request" NNN `` (1xx–4xx counted, 5xx counted and flagged).
+   or a uvicorn access line ``INFO:  client - "request" NNN `` (1xx–4xx counted, 5xx counted and flagged),
+   or vLLM's ``INFO MM-DD HH:MM:SS [file:N] `` header and a stats (V_STATS) or SpecDecoding (V_SPEC) message
+   in one of its canonical shapes, read key by key into numeric columns that mean exactly what
+   ``metrics.parse.parse_stats_body`` / ``parse_spec_body`` read (:func:`parse_stats`, :func:`parse_spec`).
 
 Numbers longer than :data:`MAX_DIGITS` digits make the line rare (never an overflow).
 """
