@@ -716,7 +716,7 @@ static int proc_index(state *st, const u8 *p, size_t n) {
         int slot = st->slots[k];
         if (slot == 0) break;
         int i = slot - 1;
-        if (st->pre_len[i] == n && memcmp(st->arena.p + st->pre_off[i], p, n) == 0) return i;
+        if (st->pre_len[i] == n && (n == 0 || memcmp(st->arena.p + st->pre_off[i], p, n) == 0)) return i;
     }
     if (st->npre >= MAX_PREFIXES) return -1;
     int i = st->npre++;
