@@ -57,12 +57,15 @@ def _assert_same(block: bytes, base: int) -> scan.ScanResult:
 def _check_invariants(res: scan.ScanResult, block: bytes, base: int = 0) -> None:
     """Every line is hot (counted once) or rare; flagged lines are hot lines; offsets are that line's bytes."""
     assert sum(res.counts.values()) + len(res.rare["line"]) == res.lines
-    hot_lines = set(res.columns["lookups"]["line"]) | set(res.columns["retrieves"]["line"]) | set(res.columns["stores"]["line"])
-    assert not hot_lines & set(res.rare["line"])
+    hot_lines = [ln for t in ("lookups", "retrieves", "stores", "stats", "spec") for ln in res.columns[t]["line"]]
+    assert len(set(hot_lines)) == len(hot_lines) and not set(hot_lines) & set(res.rare["line"])
+    spec = res.columns["spec"]
+    assert sum(spec["pos_n"]) == len(res.columns["positions"]["rate"])
+    assert list(spec["pos_off"]) == [sum(spec["pos_n"][:i]) for i in range(len(spec["pos_n"]))]
     short = {ln for ln, got, req in zip(*(res.columns["retrieves"][k] for k in ("line", "retrieved", "required")), strict=True)
              if got < req}
     assert short == {ln for ln, tid in zip(res.flagged["line"], res.flagged["tid"], strict=True) if tid == scan.RETRIEVE}
-    for table in ("lookups", "retrieves", "stores", "flagged", "rare"):
+    for table in ("lookups", "retrieves", "stores", "stats", "spec", "flagged", "rare"):
         cols = res.columns[table]
         for line, start, end in list(zip(cols["line"], cols["start"], cols["end"], strict=True))[:60]:
             assert block.count(b"\n", 0, start) == line - base - 1
