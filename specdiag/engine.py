@@ -187,8 +187,10 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
         if item is None:
             break
         n += 1
-        rows = type(item) is LookupRows
-        key = None if rows else deployment_key(item)
+        kind = type(item)
+        rows = kind is LookupRows
+        rec = item.rec if kind is Event else item  # a metric line the scanner parsed comes as its event
+        key = None if rows else deployment_key(rec)
         if key is not None and (current is None or current.id != key):
             current = run_for(key)
         elif current is None:
@@ -199,12 +201,14 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
         try:
             if rows:
                 current.deliver_rows(item)
+            elif kind is Event:
+                _deliver_event(item, current)
             else:
                 text_events += _deliver(item, matcher, current, tally, window)
         except Exception as e:  # noqa: BLE001 - last line of defence: this record is skipped and named
             if not rows:
-                tally.unrecognized[item.kind] += 1
-            _note_skipped(src, None if rows else item, e, "skipped")
+                tally.unrecognized[rec.kind] += 1
+            _note_skipped(src, None if rows else rec, e, "skipped")
         if progress is not None and n % PROGRESS_EVERY == 0:
             progress(src.display, src.stats.bytes_read)
     # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
@@ -215,6 +219,13 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
 
 #: the scanner's templates: when the Python path reads one (a wrapped line), the look-back keeps it too
 _HOT_EVENTS = frozenset({"S1", "R4", "L1"})
+
+
+def _deliver_event(ev: Event, dep: DeploymentRun) -> None:
+    if ev.rec.origin is not dep.last_origin:
+        dep.last_origin = ev.rec.origin
+        dep.run.saw_origin(ev.rec.origin)
+    dep.deliver(ev)
 
 
 def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, window: HotWindow | None = None) -> int:

@@ -1,7 +1,7 @@
 """Generated adversarial log blocks for the scanner tests and the fuzz target (deterministic per seed).
 
-Real hot lines (stores, retrieves in every shape, lookups, access lines) behind real and broken process
-prefixes and colour codes, then mutated: odd bytes, invalid UTF-8, NULs, CRs, stray ESC and residue,
+Real hot lines (stores, retrieves in every shape, lookups, access lines, vLLM stats and SpecDecoding lines,
+near-miss variants of those) behind real and broken process prefixes and colour codes, then mutated: odd bytes, invalid UTF-8, NULs, CRs, stray ESC and residue,
 truncation, digit runs thousands long, over-long lines, and free-text prompts that quote a hot line.
 """
 
@@ -33,6 +33,37 @@ MESSAGES = [
     ("lookup", b"Reqid: r, Total tokens 9, LMCache hit tokens: 5, need to load: -1234567890123456789"),
     ("lookup", b"Reqid: r, Total tokens 9, LMCache hit tokens: 5, need to load: 123456789012345678"),
 ]
+#: vLLM's formatter header (``vllm/logger.py``) and the stats / SpecDecoding messages behind it
+VLLM_HEAD = {"stats": b"INFO 03-14 09:15:02 [loggers.py:335] ", "spec": b"INFO 03-14 09:15:02 [metrics.py:120] "}
+VLLM = [
+    ("stats", b"Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation throughput: 96.0 tokens/s, Running: 3 reqs, "
+              b"Waiting: 5 reqs, Preemptions: 2, CPU KV cache usage: 97.3%, Prefix cache hit rate: 41.8%, "
+              b"External prefix cache hit rate: 22.5%"),
+    ("stats", b"Engine 000: Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 12.3 tokens/s, Running: 1 reqs, "
+              b"Waiting: 0 reqs, GPU KV cache usage: 0.78125%, Prefix cache hit rate: 0.0%"),
+    ("stats", b"Engine 001: Avg prompt throughput: 1234.5 tokens/s, Avg generation throughput: 345.6 tokens/s, "
+              b"Running: 12 reqs, Waiting: 0 reqs, GPU KV cache usage: 55.5%"),
+    ("stats", b"3 Engines Aggregated: Avg prompt throughput: nan tokens/s, Avg generation throughput: 9.0 tokens/s, "
+              b"Running: 999999999999999999 reqs, Waiting: 123456789012345678 reqs, GPU KV cache usage: nan%, "
+              b"Prefix cache hit rate: 100.0%, External prefix cache hit rate: 0.0%"),
+    ("stats", b"Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, "
+              b"Waiting: 2 reqs, Deferred: 1 reqs, GPU KV cache usage: 3.0%, Prefix cache hit rate: 4.0%"),
+    ("stats", b"Engine 000: Avg prompt throughput: 1.0 tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, "
+              b"Waiting: 2 reqs, GPU KV cache usage: 3.0%, Prefix cache hit rate: 4.0%, Corrupted: 1 reqs"),
+    ("stats", b"Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.1 tokens/s, Running: 1 reqs, Swapped: 0 reqs, "
+              b"Pending: 0 reqs, GPU KV cache usage: 0.4%, CPU KV cache usage: 0.0%."),
+    ("spec", b"SpecDecoding metrics: Mean acceptance length: 2.41, Accepted throughput: 58.20 tokens/s, Drafted throughput: "
+             b"121.10 tokens/s, Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, "
+             b"0.253, Avg Draft acceptance rate: 48.1%"),
+    ("spec", b"SpecDecoding metrics: Mean acceptance length: 1.00, Accepted throughput: 0.00 tokens/s, Drafted throughput: "
+             b"0.00 tokens/s, Accepted: 0 tokens, Drafted: 0 tokens, Per-position acceptance rate: nan, nan, "
+             b"Avg Draft acceptance rate: nan%"),
+    ("spec", b"SpecDecoding metrics: Mean acceptance length: nan, Accepted throughput: 1.50 tokens/s, Drafted throughput: "
+             b"3.00 tokens/s, Accepted: 15 tokens, Drafted: 30 tokens, Per-position acceptance rate: 0.500, "
+             b"Avg Draft acceptance rate: nan%"),
+    ("spec", b"SpecDecoding metrics: Draft acceptance rate: 48.1%, Mean acceptance length: 2.41, Accepted: 582 tokens, "
+             b"Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, 0.253"),
+]
 ACCESS = [
     b'INFO:     10.42.0.17:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     b'INFO:     127.0.0.1:58634 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
@@ -57,15 +88,29 @@ OTHER = [
 ]
 INSERTS = [b"\x00", b"\xff", b"\xc3\xa9", b"\x1b", b"\x1b[", b"\x1b[0m", b"\x1b[32;20m", b"[0m", b"[32;20m", b"[1234m",
            b"[1;m", b"\r", b"\t", b"(", b")", b" (", b":", b"]", b"] ", b"-", b" ", b",", b"\x7f", b"\x80", b"9" * 5000,
-           b"1" * 18, b"1" * 19, b"\x01", b"\x1f", b"\x0b", b".py", b" pid=", b"INFO: "]
+           b"1" * 18, b"1" * 19, b"\x01", b"\x1f", b"\x0b", b".py", b" pid=", b"INFO: ", b"nan", b"inf", b"%", b"1e5",
+           b".", b", ", b"0.5, ", b"Preemptions: 3, ", b"Waiting: 1 reqs, ", b"9" * 17 + b".", b"."+ b"9" * 19, b"x: 1%"]
 
 
 def hot_line(rng: random.Random) -> bytes:
     """One well-formed hot line (or near-hot variant), optionally coloured as LMCache/vLLM print it."""
     prefix = rng.choice(PREFIXES)
-    if rng.random() < 0.25:
+    r = rng.random()
+    if r < 0.2:
         body = rng.choice(ACCESS)
         line = prefix + body
+    elif r < 0.4:
+        kind, msg = rng.choice(VLLM)
+        head = VLLM_HEAD[kind]
+        colour = rng.random()
+        if colour < 0.2:  # ColoredFormatter (0.15+): the level and the file info coloured
+            head = b"\x1b[32mINFO\x1b[0m" + head[4:20] + b"\x1b[2m" + head[20:-1] + b"\x1b[0m "
+        elif colour < 0.3:  # a colour code (or its residue) in the middle of the message
+            cut = rng.randint(0, len(msg))
+            msg = msg[:cut] + rng.choice([b"\x1b[0m", b"[0m", b"\x1b[1;31m"]) + msg[cut:]
+        elif colour < 0.4:
+            head = head[:19] + b"." + b"123456"[: rng.randint(1, 6)] + head[19:]
+        line = prefix + head + msg
     else:
         kind, msg = rng.choice(MESSAGES)
         suffix = SUFFIX[kind]

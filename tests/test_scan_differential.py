@@ -8,6 +8,7 @@ built the differential tests skip, unless ``SPECDIAG_REQUIRE_EXT=1`` (CI) makes 
 from __future__ import annotations
 
 import os
+import random
 import re
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from scan_cases import ENV, SUFFIX, adversarial_block
+from scan_cases import ENV, SUFFIX, VLLM_HEAD, adversarial_block
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import NA, scan_block, scan_block_c, scan_block_py
@@ -56,12 +57,15 @@ def _assert_same(block: bytes, base: int) -> scan.ScanResult:
 def _check_invariants(res: scan.ScanResult, block: bytes, base: int = 0) -> None:
     """Every line is hot (counted once) or rare; flagged lines are hot lines; offsets are that line's bytes."""
     assert sum(res.counts.values()) + len(res.rare["line"]) == res.lines
-    hot_lines = set(res.columns["lookups"]["line"]) | set(res.columns["retrieves"]["line"]) | set(res.columns["stores"]["line"])
-    assert not hot_lines & set(res.rare["line"])
+    hot_lines = [ln for t in ("lookups", "retrieves", "stores", "stats", "spec") for ln in res.columns[t]["line"]]
+    assert len(set(hot_lines)) == len(hot_lines) and not set(hot_lines) & set(res.rare["line"])
+    spec = res.columns["spec"]
+    assert sum(spec["pos_n"]) == len(res.columns["positions"]["rate"])
+    assert list(spec["pos_off"]) == [sum(spec["pos_n"][:i]) for i in range(len(spec["pos_n"]))]
     short = {ln for ln, got, req in zip(*(res.columns["retrieves"][k] for k in ("line", "retrieved", "required")), strict=True)
              if got < req}
     assert short == {ln for ln, tid in zip(res.flagged["line"], res.flagged["tid"], strict=True) if tid == scan.RETRIEVE}
-    for table in ("lookups", "retrieves", "stores", "flagged", "rare"):
+    for table in ("lookups", "retrieves", "stores", "stats", "spec", "flagged", "rare"):
         cols = res.columns[table]
         for line, start, end in list(zip(cols["line"], cols["start"], cols["end"], strict=True))[:60]:
             assert block.count(b"\n", 0, start) == line - base - 1
@@ -283,6 +287,7 @@ def _cross_check(data: bytes, name: str) -> None:
                     value = NA
                 assert int(value) == cols[col][i], (rec.msg, key)
             assert rec.origin == scan.origin_of(res.prefixes[cols["proc"][i]], OriginCache())
+    _check_metric_rows(data, res)
     for start, end, line, tid in zip(*(res.flagged[k] for k in ("start", "end", "line", "tid")), strict=True):
         rec = scan.hot_record(data, start, end, line, path.name, origins)
         ev = matcher.match(rec)
@@ -291,3 +296,238 @@ def _cross_check(data: bytes, name: str) -> None:
         else:  # the U5XX template also wants "METHOD PATH" inside the quotes; the records path decides
             assert rec.kind == "uvicorn" and (ev is None or ev.id == "U5XX")
             assert ev is not None or not re.search(rb'"\w+ \S+ [^"]*" 5', rec.raw)
+
+
+_STATS_FIELDS = {"prompt_tps": "prompt_throughput", "gen_tps": "generation_throughput", "running": "running_reqs",
+                 "waiting": "waiting_reqs", "preempt": "preemptions", "kv": "kv_cache_usage", "prefix": "prefix_cache_hit_rate",
+                 "ext": "external_prefix_cache_hit_rate"}
+_SPEC_FIELDS = {"mal": "mean_acceptance_length", "accepted": "accepted_tokens", "drafted": "drafted_tokens",
+                "rate": "draft_acceptance_rate"}
+
+
+def _as_column(value: object, code: str) -> object:
+    """What a column holds for a parsed value: None (or an absent key) is NaN in ``d``, NA in ``q``."""
+    if value is None:
+        return float("nan") if code == "d" else NA
+    return float(value) if code == "d" else value
+
+
+def _same(a: object, b: object) -> bool:
+    return (a != a and b != b) or a == b
+
+
+def _check_metric_rows(data: bytes, res: scan.ScanResult) -> int:
+    """Every V_STATS / V_SPEC row is the event the records path makes, and its columns are exactly what
+    ``parse_stats_body`` / ``parse_spec_body`` read from that event's body. Returns the rows checked."""
+    from specdiag.events import default_matcher
+    from specdiag.ingest.origin import OriginCache
+    from specdiag.metrics.parse import spec_fields, stats_fields
+
+    origins, matcher, rows = OriginCache(), default_matcher(), 0
+    codes = {t: dict(cols) for t, cols in scan.SCHEMA.items()}
+    for table, tid, names, parse in (("stats", "V_STATS", _STATS_FIELDS, stats_fields),
+                                     ("spec", "V_SPEC", _SPEC_FIELDS, spec_fields)):
+        cols = res.columns[table]
+        for i in range(len(cols["line"])):
+            rec = scan.hot_record(data, cols["start"][i], cols["end"][i], cols["line"][i], "x.log", origins)
+            ev = matcher.match(rec)
+            assert ev is not None and ev.id == tid, (rec.raw, ev)
+            d = parse(ev)
+            for col, key in names.items():
+                assert _same(cols[col][i], _as_column(d.get(key), codes[table][col])), (rec.raw, col, d.get(key))
+            mine = (scan.stats_fields if table == "stats" else scan.spec_fields)(res, i)
+            theirs = {k: v for k, v in d.items() if k in mine}
+            assert {k: v for k, v in mine.items() if v is not None} == {k: v for k, v in theirs.items() if v is not None}
+            assert all(_same(x, y) for x, y in zip(mine.get("per_position", []), d.get("per_position", []), strict=True))
+            if table == "stats":
+                assert scan.KV_DEVICES[cols["kv_dev"][i]] == d["kv_device"]
+                assert cols["engine"][i] == (NA if ev.f["engine"] is None else int(ev.f["engine"]))
+            else:
+                off, n = cols["pos_off"][i], cols["pos_n"][i]
+                got = list(res.columns["positions"]["rate"][off:off + n])
+                want = [_as_column(v, "d") for v in d["per_position"]]
+                assert len(got) == len(want) and all(map(_same, got, want)), (rec.raw, got, want)
+            assert rec.origin == scan.origin_of(res.prefixes[cols["proc"][i]], OriginCache())
+            rows += 1
+    return rows
+
+
+def test_stats_and_spec_columns_mean_what_the_key_value_parser_reads() -> None:
+    """The cross-check over the adversarial blocks (hundreds of stats and SpecDecoding rows, NaN, huge
+    counts, colours, prefixes): column by column equal to ``parse_stats_body`` / ``parse_spec_body``."""
+    data = b"".join(adversarial_block(s) for s in range(40))
+    res = scan_block_py(data, 0)
+    assert _check_metric_rows(data, res) > 400
+
+
+def test_bench_log_metric_rows_mean_what_the_key_value_parser_reads(tmp_path: Path) -> None:
+    """The benchmark generator's metric-dense shape: its stats and SpecDecoding lines are all hot, and exact."""
+    out = tmp_path / "tp1.log"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_bench_log.py"), str(out), "--size-mb", "1",
+                    "--shape", "tp1"], check=True, capture_output=True, timeout=120)
+    data = out.read_bytes()
+    res = _assert_same(data, 0)
+    n_stats, n_spec = data.count(b"Avg prompt throughput"), data.count(b"SpecDecoding metrics")
+    assert n_stats and n_spec
+    assert (len(res.columns["stats"]["line"]), len(res.columns["spec"]["line"])) == (n_stats, n_spec)
+    assert _check_metric_rows(data, res) == n_stats + n_spec
+
+
+STATS_MSG = (b"Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation throughput: 96.0 tokens/s, Running: 3 reqs, "
+             b"Waiting: 5 reqs, Preemptions: 2, GPU KV cache usage: 97.3%, Prefix cache hit rate: 41.8%, "
+             b"External prefix cache hit rate: 22.5%")
+SPEC_MSG = (b"SpecDecoding metrics: Mean acceptance length: 2.41, Accepted throughput: 58.20 tokens/s, Drafted throughput: "
+            b"121.10 tokens/s, Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, "
+            b"0.253, Avg Draft acceptance rate: 48.1%")
+STATS_LINE = VLLM_HEAD["stats"] + STATS_MSG
+SPEC_LINE = VLLM_HEAD["spec"] + SPEC_MSG
+
+
+def test_stats_line_becomes_one_row_of_numbers() -> None:
+    res = _one(b"(APIServer pid=4410) " + STATS_LINE)
+    assert res.counts == {(b"(APIServer pid=4410) ", "V_STATS"): 1} and not res.rare["line"]
+    row = {k: v[0] for k, v in res.columns["stats"].items()}
+    assert row["engine"] == 0 and (row["prompt_tps"], row["gen_tps"]) == (812.4, 96.0)
+    assert (row["running"], row["waiting"], row["preempt"]) == (3, 5, 2)
+    assert (row["kv"], row["prefix"], row["ext"], row["kv_dev"]) == (0.973, 0.418, 0.225, 0)
+
+
+def test_optional_stats_fields_are_missing_values_and_aggregated_engines_have_no_index() -> None:
+    line = VLLM_HEAD["stats"] + (b"2 Engines Aggregated: Avg prompt throughput: nan tokens/s, Avg generation throughput: "
+                                 b"1.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.78125%")
+    row = {k: v[0] for k, v in _one(line).columns["stats"].items()}
+    assert row["engine"] == NA and row["preempt"] == NA and row["kv_dev"] == 1
+    assert row["prompt_tps"] != row["prompt_tps"] and row["prefix"] != row["prefix"] and row["ext"] != row["ext"]
+    assert row["kv"] == round(0.78125 / 100, 6) == 0.007812  # an exact tie, rounded to even as Python does
+
+
+def test_spec_line_becomes_one_row_and_its_per_position_rates() -> None:
+    res = _one(b"(APIServer pid=1) " + SPEC_LINE + b"\n" + SPEC_LINE.replace(b"48.1%", b"nan%"))
+    cols, rates = res.columns["spec"], res.columns["positions"]["rate"]
+    assert list(cols["accepted"]) == [582, 582] and list(cols["drafted"]) == [1211, 1211] and cols["mal"][0] == 2.41
+    assert cols["rate"][0] == 0.481 and cols["rate"][1] == 582 / 1211  # nan% printed: accepted / drafted
+    assert list(cols["pos_off"]) == [0, 3] and list(cols["pos_n"]) == [3, 3]
+    assert list(rates) == [0.702, 0.455, 0.253] * 2
+
+
+def test_spec_line_of_0_8_5_to_0_10_1_fills_the_same_columns() -> None:
+    line = VLLM_HEAD["spec"] + (b"SpecDecoding metrics: Draft acceptance rate: 48.1%, Mean acceptance length: 2.41, "
+                                b"Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455")
+    res = _one(line + b"\n" + line.replace(b"48.1%", b"nan%"))
+    cols = res.columns["spec"]
+    assert list(cols["rate"]) == [0.481, 582 / 1211] and list(cols["mal"]) == [2.41, 2.41]
+    assert list(cols["pos_n"]) == [2, 2] and list(res.columns["positions"]["rate"]) == [0.702, 0.455] * 2
+
+
+def test_counts_are_read_as_the_key_value_parser_reads_them() -> None:
+    """``Running: N reqs`` goes through a float there: 18 digits round, and 10^18 or more is unknown."""
+    line = STATS_LINE.replace(b"Running: 3", b"Running: 123456789012345678").replace(b"Waiting: 5", b"Waiting: " + b"9" * 18)
+    row = {k: v[0] for k, v in _one(line).columns["stats"].items()}
+    assert row["running"] == int(float("123456789012345678")) != 123456789012345678
+    assert row["waiting"] == NA
+
+
+@pytest.mark.parametrize("line", [
+    b"(APIServer pid=1) \x1b[32mINFO\x1b[0m 03-14 09:15:02 \x1b[2m[loggers.py:335]\x1b[0m " + STATS_MSG,
+    STATS_LINE.replace(b"97.3%", b"97.\x1b[1;31m3%\x1b[0m"),
+    STATS_LINE.replace(b"97.3%", b"97.[0m3%"),
+    SPEC_LINE + b"\r",
+    STATS_LINE.replace(b"09:15:02", b"09:15:02.123456"),
+    STATS_LINE.replace(b"[loggers.py:335]", b"[v1/metrics/loggers.py:335]"),
+    b"(EngineCore_DP0 pid=2210) (RayWorkerWrapper pid=731, ip=10.4.0.17) " + SPEC_LINE,
+    STATS_LINE.replace(b", Prefix cache hit rate: 41.8%", b""),  # 0.31+: no prefix-cache queries yet
+])
+def test_coloured_prefixed_and_cr_metric_lines_are_hot(line: bytes) -> None:
+    res = _one(line)
+    assert sum(res.counts.values()) == 1 and not res.rare["line"]
+
+
+@pytest.mark.parametrize("line", [
+    STATS_LINE.replace(b"Avg prompt throughput", b"Avg prompt thruput"),
+    STATS_LINE.replace(b"97.3%", b"97.3"),  # percent without %
+    STATS_LINE.replace(b"97.3%", b"inf%"),
+    STATS_LINE.replace(b"812.4", b"-812.4"),
+    STATS_LINE.replace(b"812.4", b"1e3"),
+    STATS_LINE.replace(b"812.4", b"1234567890123456789.5"),  # 19 digits
+    STATS_LINE.replace(b"812.4", b"812." + b"4" * 19),
+    STATS_LINE.replace(b"Running: 3", b"Running: 3.5"),
+    STATS_LINE + b", MM cache hit rate: 1.0%",  # an extra field
+    STATS_LINE + b" ",
+    STATS_LINE.replace(b"Waiting: 5 reqs, ", b"Waiting: 5 reqs, Deferred: 1 reqs, "),
+    STATS_LINE.replace(b"Waiting: 5 reqs, ", b"Waiting: 5 reqs, KV fetch: 1 waiting to start, 0 in progress, 0 completed waiting, "),
+    STATS_LINE.replace(b"Engine 000", b"Engine"),
+    STATS_LINE.replace(b"INFO", b"DEBUG"),
+    STATS_LINE.replace(b"INFO", b"WARNING"),
+    STATS_LINE.replace(b" [loggers.py:335]", b" loggers.py:335]"),
+    STATS_LINE.replace(b"09:15:02", b"09:15:02.1234567890"),
+    STATS_LINE.replace(b"09:15", b"09:1x"),
+    VLLM_HEAD["stats"] + b"Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.1 tokens/s, Running: 1 reqs, "
+    b"Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.4%, CPU KV cache usage: 0.0%.",  # V0
+    SPEC_LINE.replace(b"Avg Draft", b"Draft"),
+    SPEC_LINE.replace(b"0.455, ", b"").replace(b"0.253", b"0.253,"),
+    SPEC_LINE.replace(b"0.702, 0.455, 0.253", b""),
+    SPEC_LINE.replace(b"0.702, 0.455, 0.253", b", ".join([b"0.5"] * 1025)),
+    VLLM_HEAD["spec"] + b"SpecDecoding metrics: Draft acceptance rate: 48.1%, Mean acceptance length: 2.41, "
+    b"Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, 0.253, ",
+    VLLM_HEAD["spec"] + b"SpecDecoding metrics: Draft acceptance rate: 48.1%, Accepted: 582 tokens, "
+    b"Drafted: 1211 tokens",  # 0.8.3 dev
+    b"Speculative metrics: Draft acceptance rate: 0.481, Number of accepted tokens: 582, Number of draft tokens: 1211, ",
+    b"(APIServer pid=1) INFO 05-06 08:00:00 [logger.py:39] Received request: prompt: '" + STATS_LINE + b"'",
+    STATS_MSG,  # no header
+])
+def test_metric_lines_outside_the_canonical_shapes_go_to_rare(line: bytes) -> None:
+    res = _one(line)
+    assert res.counts == {} and list(res.rare["line"]) == [11]
+
+
+def test_metric_lines_as_long_as_a_terminal_stay_rare() -> None:
+    """A terminal-cut row of that width may continue on the next line; the records path joins it."""
+    from specdiag.ingest.records import TERMINAL_WIDTHS
+
+    assert scan.TERMINAL_WIDTHS == TERMINAL_WIDTHS
+    short = VLLM_HEAD["stats"] + STATS_MSG.split(b", Preemptions")[0].replace(b"Waiting: 5 reqs", b"Waiting: 5 reqs, GPU KV "
+                                                                               b"cache usage: 1.0%")
+    pad = 200 - len(short)
+    line = short.replace(b"812.4", b"8" * (pad + 3) + b".4")
+    assert len(line) == 200 and _one(line).counts == {}
+    assert _one(line.replace(b"88.4", b"88.45")).counts == {(b"", "V_STATS"): 1}
+
+
+def test_many_positions_are_one_flat_table_per_block() -> None:
+    lines = [SPEC_LINE.replace(b"0.702, 0.455, 0.253", b", ".join(b"0.%03d" % i for i in range(k))) for k in (1, 1024, 5)]
+    res = _one(b"\n".join(lines))
+    cols = res.columns["spec"]
+    assert list(cols["pos_n"]) == [1, 1024, 5] and list(cols["pos_off"]) == [0, 1, 1025]
+    assert len(res.columns["positions"]["rate"]) == 1030 and res.columns["positions"]["rate"][1 + 1023] == 0.1023
+
+
+def _random_decimal(rng: random.Random) -> bytes:
+    """A decimal as printf might print it, or one built to be hard: long runs, exact binary ties."""
+    r = rng.random()
+    if r < 0.2:  # k / 2^n, printed exactly: ends on 5, so X / 100 rounded to 6 places can be an exact tie
+        text = b"%.18f" % (rng.randrange(1, 1 << 20) / (1 << rng.randint(1, 18)))
+        return text.rstrip(b"0").rstrip(b".")
+    whole = b"%d" % rng.randrange(10 ** rng.randint(1, 18))
+    if r < 0.35:
+        return whole
+    return whole + b"." + b"".join(b"%d" % rng.randrange(10) for _ in range(rng.randint(1, 18)))
+
+
+def test_compiled_numbers_equal_python_float_and_round_on_random_decimals() -> None:
+    """Throughputs, percents (``round(X / 100, 6)``) and rates of thousands of random printed decimals: the
+    C fast paths (integer mantissa over an exact power of ten) and its strtod/printf fallback equal Python."""
+    _need_compiled()
+    rng = random.Random(9)
+    lines = []
+    for _ in range(4000):
+        d = [_random_decimal(rng) for _ in range(6)]
+        lines.append(VLLM_HEAD["stats"] + b"Engine 000: Avg prompt throughput: " + d[0] + b" tokens/s, Avg generation "
+                     b"throughput: " + d[1] + b" tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache usage: " + d[2]
+                     + b"%, Prefix cache hit rate: " + d[3] + b"%, External prefix cache hit rate: " + d[4] + b"%")
+        lines.append(VLLM_HEAD["spec"] + b"SpecDecoding metrics: Mean acceptance length: " + d[5] + b", Accepted throughput: "
+                     b"1.0 tokens/s, Drafted throughput: 2.0 tokens/s, Accepted: %d tokens, Drafted: %d tokens, "
+                     b"Per-position acceptance rate: " % (rng.randrange(10 ** 17), rng.randrange(1, 10 ** 17))
+                     + b", ".join(d[:3]) + b", Avg Draft acceptance rate: " + rng.choice([d[4], b"nan"]) + b"%")
+    block = b"\n".join(line for line in lines if len(line) not in scan.TERMINAL_WIDTHS) + b"\n"
+    res = _assert_same(block, 0)
+    assert len(res.columns["stats"]["line"]) + len(res.columns["spec"]["line"]) == block.count(b"\n")

@@ -73,7 +73,7 @@ class ZeroHitsOnRepeats(Rule):
         Once the first miss and the first repeat are kept, whole batches are counted with C-level
         operations (``array.count``, ``compress``): a busy log has a lookup per request.
         """
-        if self.repeat_example is not None and self.first_zero is not None:
+        if self.repeat_example is not None and self.first_zero is not None and len(rows) > 16:
             self._count_rows(rows)
             return
         hit, total, computed = rows.hit, rows.total, rows.computed

@@ -175,7 +175,19 @@ class Matcher:
 
 
 def template(tid: str) -> Template:
-    return next(t for t in default_matcher().templates if t.id == tid)
+    """The template with id ``tid`` (StopIteration for an unknown id, as callers expect)."""
+    global _BY_ID
+    if _BY_ID is None:
+        _BY_ID = {}
+        for t in default_matcher().templates:
+            _BY_ID.setdefault(t.id, t)
+    t = _BY_ID.get(tid)
+    if t is None:
+        raise StopIteration(tid)
+    return t
+
+
+_BY_ID: dict[str, Template] | None = None
 
 
 _MATCHER: Matcher | None = None

@@ -10,7 +10,10 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
+#include <locale.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,14 +21,15 @@
 #define MAX_PREFIX_DEPTH 4
 #define MAX_PREFIXES 256
 #define MAX_DIGITS 18
-#define NTPL 5
+#define NTPL 7
+#define MAX_POSITIONS 1024
 #define NA INT64_MIN
 #define HASH_SLOTS 1024 /* > 2 * MAX_PREFIXES: open addressing never fills */
 #define ENVELOPE_LEN 40
 
 typedef unsigned char u8;
 
-enum { T_STORE, T_RETRIEVE, T_LOOKUP, T_ACCESS, T_5XX };
+enum { T_STORE, T_RETRIEVE, T_LOOKUP, T_ACCESS, T_5XX, T_STATS, T_SPEC };
 
 /* columns, in scan.SCHEMA order */
 enum {
@@ -34,6 +38,10 @@ enum {
     S_LINE, S_START, S_END, S_PROC, S_STORED, S_TOTAL,
     F_LINE, F_START, F_END, F_TID,
     X_LINE, X_START, X_END,
+    V_LINE, V_START, V_END, V_PROC, V_ENGINE, V_PROMPT, V_GEN, V_RUNNING, V_WAITING, V_PREEMPT, V_KV, V_KVDEV, V_PREFIX,
+    V_EXT,
+    P_LINE, P_START, P_END, P_PROC, P_MAL, P_ACCEPTED, P_DRAFTED, P_RATE, P_OFF, P_N,
+    Q_RATE,
     NCOLS
 };
 
@@ -50,6 +58,9 @@ typedef struct {
     int npre;
     uint16_t slots[HASH_SLOTS]; /* prefix index + 1, 0 = empty */
     int64_t counts[MAX_PREFIXES][NTPL];
+    char decimal_point; /* the C library's, for strtod/snprintf under the current LC_NUMERIC */
+    int64_t npos;       /* rates in the positions column so far */
+    double pos_tmp[MAX_POSITIONS];
     u8 scratch[MAX_HOT_LINE];
 } state;
 
@@ -97,6 +108,15 @@ static void put_i64(state *st, int col, int64_t x) { vec_put(st, &st->col[col], 
 static void put_u64(state *st, int col, uint64_t x) { vec_put(st, &st->col[col], &x, 8); }
 static void put_u32(state *st, int col, uint32_t x) { vec_put(st, &st->col[col], &x, 4); }
 static void put_u8(state *st, int col, u8 x) { vec_put(st, &st->col[col], &x, 1); }
+static void put_f64(state *st, int col, double x) { vec_put(st, &st->col[col], &x, 8); }
+
+/* the NaN Python's float("nan") is (a quiet NaN, sign clear): the columns compare bit for bit */
+static double nan_value(void) {
+    const uint64_t bits = 0x7ff8000000000000ULL;
+    double d;
+    memcpy(&d, &bits, 8);
+    return d;
+}
 
 static inline int is_digit(u8 c) { return c >= '0' && c <= '9'; }
 static inline int is_alpha(u8 c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
@@ -395,6 +415,288 @@ static int parse_access(const u8 *s, size_t pos, size_t end) {
     return (s[pos] - '0') * 100 + (s[pos + 1] - '0') * 10 + (s[pos + 2] - '0');
 }
 
+/* -------------------------------------------------------------------------------- vLLM stats lines */
+
+/* scan.TERMINAL_WIDTHS: a vLLM line this long may be a terminal-cut row the records path joins */
+static int terminal_width(size_t n) {
+    switch (n) {
+    case 80: case 100: case 120: case 132: case 140: case 150: case 160: case 180: case 200: case 220: case 240:
+    case 250:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+/* scan.vllm_head: "INFO MM-DD HH:MM:SS[.f{1,9}] [file:N] " at pos -> message start, or -1 */
+static long vllm_head(const u8 *s, size_t pos, size_t n) {
+    static const char pat[] = "INFO dd-dd dd:dd:dd";
+    const size_t plen = sizeof(pat) - 1;
+    if (pos + plen > n) return -1;
+    for (size_t i = 0; i < plen; i++) {
+        u8 c = s[pos + i];
+        if (pat[i] == 'd' ? !is_digit(c) : c != (u8)pat[i]) return -1;
+    }
+    pos += plen;
+    if (pos < n && s[pos] == '.') {
+        size_t q = pos + 1;
+        while (q < n && is_digit(s[q])) q++;
+        if (q == pos + 1 || q - pos - 1 > 9) return -1;
+        pos = q;
+    }
+    if (!STARTS(s, pos, n, " [")) return -1;
+    pos += 2;
+    size_t f = pos;
+    while (pos < n && s[pos] != ':' && s[pos] != ']' && s[pos] != ' ') pos++;
+    if (pos == f || pos >= n || s[pos] != ':') return -1;
+    pos++;
+    int64_t src_line;
+    if (number(s, &pos, n, &src_line) < 0) return -1;
+    if (!STARTS(s, pos, n, "] ")) return -1;
+    return (long)(pos + 2);
+}
+
+/* the digits s[p..q) as Python's float() reads them: strtod on a NUL-terminated copy is correctly rounded */
+static double to_double(const state *st, const u8 *s, size_t p, size_t q) {
+    char buf[2 * MAX_DIGITS + 2];
+    memcpy(buf, s + p, q - p);
+    buf[q - p] = 0;
+    char *dot = memchr(buf, '.', q - p);
+    if (dot) *dot = st->decimal_point;
+    return strtod(buf, NULL);
+}
+
+/* 10^k for k <= 22: every one is exactly a double */
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+/* the fast paths below rely on one IEEE double division being correctly rounded: not so where the
+   compiler evaluates in x87 extended precision (then every value goes through strtod) */
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+#define EXACT_DIVISION 1
+#else
+#define EXACT_DIVISION 0
+#endif
+
+/* A printed decimal: its value, and its digits as an integer mantissa over 10^frac when that is exact */
+typedef struct {
+    double v;
+    int64_t mant; /* the digits as an integer (< 10^15), -1 when nan or longer */
+    int frac;
+} dec_t;
+
+/* scan._decimal: "nan" or D{1,18}[.D{1,18}] -> its value (NaN for nan); -1 = reject.
+   The value is float(text), exactly: with at most 15 significant digits (mantissa < 2^53) and an exact
+   power of ten, one IEEE division is the correctly rounded result (Clinger's fast path, the one strtod
+   takes itself); anything longer goes through strtod. */
+static int decimal_ex(const state *st, const u8 *s, size_t *pos, size_t end, dec_t *d) {
+    size_t p = *pos;
+    if (STARTS(s, p, end, "nan")) {
+        d->v = nan_value();
+        d->mant = -1;
+        *pos = p + 3;
+        return 0;
+    }
+    size_t q = p;
+    int64_t m = 0;
+    while (q < end && is_digit(s[q])) {
+        if (q - p >= MAX_DIGITS) return -1;
+        m = m * 10 + (s[q++] - '0');
+    }
+    if (q == p) return -1;
+    size_t ndig = q - p;
+    int frac = 0;
+    if (q < end && s[q] == '.') {
+        size_t r = q + 1;
+        while (r < end && is_digit(s[r]) && r - q <= MAX_DIGITS) {
+            if (ndig + (r - q - 1) < MAX_DIGITS) m = m * 10 + (s[r] - '0');
+            r++;
+        }
+        if (r == q + 1 || (r < end && is_digit(s[r])) || r - q - 1 > MAX_DIGITS) return -1;
+        frac = (int)(r - q - 1);
+        ndig += (size_t)frac;
+        q = r;
+    }
+    if (EXACT_DIVISION && ndig <= 15) { /* m < 10^15 < 2^53, frac <= 15 */
+        d->v = (double)m / POW10[frac];
+        d->mant = m;
+        d->frac = frac;
+    } else {
+        d->v = to_double(st, s, p, q);
+        d->mant = -1;
+    }
+    *pos = q;
+    return 0;
+}
+
+static int decimal(const state *st, const u8 *s, size_t *pos, size_t end, double *v) {
+    dec_t d;
+    if (decimal_ex(st, s, pos, end, &d) < 0) return -1;
+    *v = d.v;
+    return 0;
+}
+
+/* scan._count: int(float(digits)) below 1e18, else NA (metrics.parse._count of the parsed float);
+   up to 15 digits the float is the integer itself */
+static int count(const state *st, const u8 *s, size_t *pos, size_t end, int64_t *v) {
+    size_t p = *pos, q = p;
+    int64_t m = 0;
+    while (q < end && is_digit(s[q])) {
+        if (q - p >= MAX_DIGITS) return -1;
+        m = m * 10 + (s[q++] - '0');
+    }
+    if (q == p) return -1;
+    if (q - p <= 15) {
+        *v = m;
+    } else {
+        double x = to_double(st, s, p, q);
+        *v = x < 1e18 ? (int64_t)x : NA;
+    }
+    *pos = q;
+    return 0;
+}
+
+/* Python's round(x, 6) for a finite x below 1e16: the correctly rounded 6-decimal text (ties to even, as
+   dtoa's mode 3), read back */
+static double round6(double x) {
+    char buf[64];
+    snprintf(buf, sizeof(buf), "%.6f", x);
+    return strtod(buf, NULL);
+}
+
+/* scan._percent: "X%" -> round(X / 100, 6), NaN stays.
+   Fast and exact when X was printed with at most 4 decimals (vLLM prints 1) and X < 10^10: then
+   X / 100 has at most 6 decimals, the double x = fl(fl(X) / 100) lies within 3 ulp (< 10^-7 for x < 10^8)
+   of it, so the 6-decimal number nearest x is mant * 10^(4 - frac) / 10^6 exactly, and that integer over
+   10^6 is one correctly rounded division. Everything else goes through printf/strtod. */
+static int percent(const state *st, const u8 *s, size_t *pos, size_t end, double *v) {
+    dec_t d;
+    if (decimal_ex(st, s, pos, end, &d) < 0 || !STARTS(s, *pos, end, "%")) return -1;
+    *pos += 1;
+    *v = d.v;
+    if (d.v != d.v) return 0;
+    if (d.mant >= 0 && d.frac <= 4 && d.v < 1e10) {
+        int64_t r = d.mant;
+        for (int k = d.frac; k < 4; k++) r *= 10;
+        *v = (double)r / 1e6;
+    } else {
+        *v = round6(d.v / 100.0);
+    }
+    return 0;
+}
+
+typedef struct {
+    int64_t engine, running, waiting, preempt;
+    double prompt, gen, kv, prefix, ext;
+    u8 dev;
+} stats_t;
+
+#define NUM(fn, out)                                         \
+    do {                                                     \
+        if (fn(st, s, &pos, end, (out)) < 0) return -1;      \
+    } while (0)
+
+/* scan.parse_stats */
+static int parse_stats(const state *st, const u8 *s, size_t msg, size_t end, stats_t *V) {
+    size_t pos = msg;
+    if (STARTS(s, pos, end, "Engine ")) {
+        pos += 7;
+        if (number(s, &pos, end, &V->engine) < 0) return -1;
+    } else {
+        int64_t n_engines;
+        if (number(s, &pos, end, &n_engines) < 0) return -1;
+        EXPECT(" Engines Aggregated");
+        V->engine = NA;
+    }
+    EXPECT(": Avg prompt throughput: ");
+    NUM(decimal, &V->prompt);
+    EXPECT(" tokens/s, Avg generation throughput: ");
+    NUM(decimal, &V->gen);
+    EXPECT(" tokens/s, Running: ");
+    NUM(count, &V->running);
+    EXPECT(" reqs, Waiting: ");
+    NUM(count, &V->waiting);
+    EXPECT(" reqs, ");
+    V->preempt = NA;
+    if (STARTS(s, pos, end, "Preemptions: ")) {
+        pos += 13;
+        NUM(count, &V->preempt);
+        EXPECT(", ");
+    }
+    if (STARTS(s, pos, end, "GPU")) V->dev = 0;
+    else if (STARTS(s, pos, end, "CPU")) V->dev = 1;
+    else return -1;
+    pos += 3;
+    EXPECT(" KV cache usage: ");
+    NUM(percent, &V->kv);
+    V->prefix = V->ext = nan_value();
+    if (STARTS(s, pos, end, ", Prefix cache hit rate: ")) {
+        pos += 25;
+        NUM(percent, &V->prefix);
+    }
+    if (STARTS(s, pos, end, ", External prefix cache hit rate: ")) {
+        pos += 34;
+        NUM(percent, &V->ext);
+    }
+    return pos == end ? 0 : -1;
+}
+
+typedef struct {
+    double mal, rate;
+    int64_t accepted, drafted, npos;
+} spec_t;
+
+/* scan._positions: 1..MAX_POSITIONS rates into st->pos_tmp, up to ", Avg Draft acceptance rate: " or the end */
+static int positions(state *st, const u8 *s, size_t *at, size_t end, int avg_follows, int64_t *npos) {
+    size_t pos = *at;
+    *npos = 0;
+    for (;;) {
+        if (*npos >= MAX_POSITIONS) return -1;
+        NUM(decimal, &st->pos_tmp[*npos]);
+        ++*npos;
+        if (avg_follows ? STARTS(s, pos, end, ", Avg Draft acceptance rate: ") : pos == end) break;
+        EXPECT(", ");
+    }
+    *at = pos;
+    return 0;
+}
+
+/* scan.parse_spec: both shapes; the per-position rates go to st->pos_tmp */
+static int parse_spec(state *st, const u8 *s, size_t msg, size_t end, spec_t *P) {
+    size_t pos = msg;
+    double ignored;
+    if (STARTS(s, pos, end, "SpecDecoding metrics: Draft acceptance rate: ")) { /* 0.8.5 - 0.10.1 */
+        pos += sizeof("SpecDecoding metrics: Draft acceptance rate: ") - 1;
+        NUM(percent, &P->rate);
+        EXPECT(", Mean acceptance length: ");
+        NUM(decimal, &P->mal);
+        EXPECT(", Accepted: ");
+        NUM(count, &P->accepted);
+        EXPECT(" tokens, Drafted: ");
+        NUM(count, &P->drafted);
+        EXPECT(" tokens, Per-position acceptance rate: ");
+        if (positions(st, s, &pos, end, 0, &P->npos) < 0) return -1;
+    } else { /* 0.10.2 - 0.32.0 */
+        EXPECT("SpecDecoding metrics: Mean acceptance length: ");
+        NUM(decimal, &P->mal);
+        EXPECT(", Accepted throughput: ");
+        NUM(decimal, &ignored);
+        EXPECT(" tokens/s, Drafted throughput: ");
+        NUM(decimal, &ignored);
+        EXPECT(" tokens/s, Accepted: ");
+        NUM(count, &P->accepted);
+        EXPECT(" tokens, Drafted: ");
+        NUM(count, &P->drafted);
+        EXPECT(" tokens, Per-position acceptance rate: ");
+        if (positions(st, s, &pos, end, 1, &P->npos) < 0) return -1;
+        pos += sizeof(", Avg Draft acceptance rate: ") - 1;
+        NUM(percent, &P->rate);
+    }
+    if (pos != end) return -1;
+    if (P->rate != P->rate && P->accepted != NA && P->drafted != NA && P->drafted)
+        P->rate = (double)P->accepted / (double)P->drafted;
+    return 0;
+}
+
 /* -------------------------------------------------------------------------------- prefixes */
 
 /* index of the prefix bytes (registered on first sight), or -1 when MAX_PREFIXES are taken */
@@ -414,7 +716,7 @@ static int proc_index(state *st, const u8 *p, size_t n) {
         int slot = st->slots[k];
         if (slot == 0) break;
         int i = slot - 1;
-        if (st->pre_len[i] == n && memcmp(st->arena.p + st->pre_off[i], p, n) == 0) return i;
+        if (st->pre_len[i] == n && (n == 0 || memcmp(st->arena.p + st->pre_off[i], p, n) == 0)) return i;
     }
     if (st->npre >= MAX_PREFIXES) return -1;
     int i = st->npre++;
@@ -489,6 +791,55 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t li
     return 1;
 }
 
+/* scan._scan_vllm: the stats or SpecDecoding line after the prefixes (raw_len: the line before cleaning) */
+static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_len, int64_t lineno, int64_t start,
+                     int64_t end) {
+    if (terminal_width(raw_len) || terminal_width(n)) return 0;
+    long msg_l = vllm_head(s, pre, n);
+    if (msg_l < 0) return 0;
+    size_t msg = (size_t)msg_l;
+    if (STARTS(s, msg, n, "SpecDecoding metrics: ")) {
+        spec_t P;
+        if (parse_spec(st, s, msg, n, &P) < 0) return 0;
+        int proc = proc_index(st, s, pre);
+        if (proc < 0) return 0;
+        put_i64(st, P_LINE, lineno);
+        put_i64(st, P_START, start);
+        put_i64(st, P_END, end);
+        put_u32(st, P_PROC, (uint32_t)proc);
+        put_f64(st, P_MAL, P.mal);
+        put_i64(st, P_ACCEPTED, P.accepted);
+        put_i64(st, P_DRAFTED, P.drafted);
+        put_f64(st, P_RATE, P.rate);
+        put_i64(st, P_OFF, st->npos);
+        put_i64(st, P_N, P.npos);
+        vec_put(st, &st->col[Q_RATE], st->pos_tmp, (size_t)P.npos * sizeof(double));
+        st->npos += P.npos;
+        st->counts[proc][T_SPEC]++;
+        return 1;
+    }
+    stats_t V;
+    if (parse_stats(st, s, msg, n, &V) < 0) return 0;
+    int proc = proc_index(st, s, pre);
+    if (proc < 0) return 0;
+    put_i64(st, V_LINE, lineno);
+    put_i64(st, V_START, start);
+    put_i64(st, V_END, end);
+    put_u32(st, V_PROC, (uint32_t)proc);
+    put_i64(st, V_ENGINE, V.engine);
+    put_f64(st, V_PROMPT, V.prompt);
+    put_f64(st, V_GEN, V.gen);
+    put_i64(st, V_RUNNING, V.running);
+    put_i64(st, V_WAITING, V.waiting);
+    put_i64(st, V_PREEMPT, V.preempt);
+    put_f64(st, V_KV, V.kv);
+    put_u8(st, V_KVDEV, V.dev);
+    put_f64(st, V_PREFIX, V.prefix);
+    put_f64(st, V_EXT, V.ext);
+    st->counts[proc][T_STATS]++;
+    return 1;
+}
+
 /* 1 = a hot line (recorded), 0 = rare */
 static int scan_line(state *st, const u8 *raw, size_t len, int64_t lineno, int64_t start, int64_t end) {
     if (len > MAX_HOT_LINE) return 0;
@@ -498,6 +849,7 @@ static int scan_line(state *st, const u8 *raw, size_t len, int64_t lineno, int64
     long pre = peel(s, n);
     if (pre < 0) return 0;
     if (envelope(s, (size_t)pre, n)) return scan_lmcache(st, s, n, (size_t)pre, lineno, start, end);
+    if (STARTS(s, (size_t)pre, n, "INFO ")) return scan_vllm(st, s, n, (size_t)pre, len, lineno, start, end);
     int status = parse_access(s, (size_t)pre, n);
     if (status < 0) return 0;
     int proc = proc_index(st, s, (size_t)pre);
@@ -574,6 +926,8 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
     }
+    const char *dp = localeconv()->decimal_point;
+    st->decimal_point = dp && dp[0] ? dp[0] : '.';
     int64_t lines;
     Py_BEGIN_ALLOW_THREADS
     lines = scan_all(st, (const u8 *)view.buf, (size_t)view.len, (int64_t)base);

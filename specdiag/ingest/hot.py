@@ -57,9 +57,23 @@ class BlockView:
         return o
 
     def record(self, table: str, i: int) -> Record:
+        if table in ("stats", "spec"):
+            return self._vllm_record(table, i)
         cols, off = self.res.columns[table], self.off
         return scan.hot_record(self.block, off + cols["start"][i], off + cols["end"][i], cols["line"][i], self.path,
                                self._origins, self.year)
+
+    def _vllm_record(self, table: str, i: int) -> Record:
+        """A metric row's Record: its process is the row's (no prefix to peel again), then vLLM's header."""
+        from specdiag.ingest.records import VLLM_REST, Record
+        from specdiag.numbers import to_int
+
+        cols = self.res.columns[table]
+        proc = cols["proc"][i]
+        rest = scan.clean_line(self.raw(table, i))[len(self.res.prefixes[proc]) :]
+        m = VLLM_REST.match(rest, 5)
+        return Record(self.path, cols["line"][i], self.origin(proc), "vllm", "INFO", m.group(1), self.year,
+                      m.group(2), to_int(m.group(3)), None, rest[m.end() :])
 
     def raw(self, table: str, i: int) -> bytes:
         cols, off = self.res.columns[table], self.off
@@ -155,6 +169,25 @@ def revive(kept: Record | bytes, path: str, line: int, origins: OriginCache) -> 
     return default_matcher().match(rec)
 
 
+_METRIC_TIDS = {"stats": "V_STATS", "spec": "V_SPEC"}
+
+
+def metric_event(view: BlockView, table: str, i: int, rec: Record) -> Event:
+    """The V_STATS / V_SPEC event of a metric row: the template's own fields, and the parsed body
+    (``metrics.parse`` caches it as ``_kv``) taken from the columns instead of parsed again."""
+    from specdiag.events import Event, template
+
+    tid = _METRIC_TIDS[table]
+    t = template(tid)
+    fields = t.match(rec.raw) or {}
+    fields["_kv"] = scan.stats_fields(view.res, i) if table == "stats" else scan.spec_fields(view.res, i)
+    return Event(tid, rec, fields, t)
+
+
+#: metric rows become events (``metric_event``): counted as events, not as scanner counts
+_NOT_COUNTED = ("V_STATS", "V_SPEC")
+
+
 class HotTally:
     """Per input: lines per scanner template (summed over processes) and the first row of each."""
 
@@ -168,6 +201,8 @@ class HotTally:
         counts = self.counts
         n = 0
         for (_prefix, tid), k in res.counts.items():
+            if tid in _NOT_COUNTED:
+                continue
             counts[tid] = counts.get(tid, 0) + k
             n += k
         flagged = res.columns["flagged"]["tid"]

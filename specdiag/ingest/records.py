@@ -18,9 +18,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterator
+from itertools import repeat
 
 from specdiag.ingest.ahead import is_flood, scan_ahead
-from specdiag.ingest.hot import BlockView, HotWindow, LookupRows
+from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, metric_event
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.sources import Source
@@ -404,6 +405,32 @@ class _Reader:
         if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
             self.out.append(Record(path, lineno, origin, "text", "", None, year, None, None, None, line))
 
+    # ---- metric rows the scanner parsed ----------------------------------------------------------
+    def metric_row(self, view: BlockView, table: str, i: int) -> None:
+        """A stats / SpecDecoding line the scanner parsed: an event with its fields from the columns.
+
+        It still does what any vLLM-header line does to the line state (the per-line stages would have
+        read it): it hands on a held record, closes the open record of its process, moves the Dec→Jan
+        year roll. A line whose width this input proved to be a terminal's could be the first row of a
+        cut line: it goes through the per-line stages instead.
+        """
+        rec = view.record(table, i)
+        if len(self.widths) > len(TERMINAL_WIDTHS) and _cleaned_width(view, table, i) in self.widths:
+            self.feed(rec.line, view.raw(table, i))
+            return
+        if self.held is not None:
+            self.out.append(self.held)
+            self.held = None
+        month = int(rec._ts[:2])
+        if self.year_hint and self.last_month == 12 and month == 1:
+            self.year_hint += 1
+        self.last_month = month
+        rec.year = self.year_hint
+        self._close_open(rec.origin.key)
+        self.recognized += 1
+        self.stats.formats.add("vllm")
+        self.out.append(metric_event(view, table, i, rec))
+
     def end(self) -> None:
         """The input ended: hand on the held record and every record still open."""
         if self.held is not None:
@@ -415,6 +442,12 @@ class _Reader:
 
 def _no_line(n: int) -> bytes | None:
     return None
+
+
+def _cleaned_width(view: BlockView, table: str, i: int) -> int:
+    from specdiag.ingest.scan import clean_line
+
+    return len(clean_line(view.raw(table, i)))
 
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
@@ -485,14 +518,16 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, res: ScanResult, st
         _note_formats(stats, res)
     if window is not None:
         window.push(view)
-    rare, flagged = res.columns["rare"], res.columns["flagged"]
-    todo = _merge_rows(rare, flagged) if flagged["line"] else zip(rare["line"], rare["start"], rare["end"], strict=True)
+    rare = res.columns["rare"]
     lk_lines = res.columns["lookups"]["line"]
     n_lk = len(lk_lines)
     reader.begin_block(data, _rare_line_at(data, start, rare))
-    out, feed = reader.out, reader.feed
+    out, feed, metric = reader.out, reader.feed, reader.metric_row
     j = 0
-    for n, s, e in todo:
+    for n, s, e, table, i in _line_order(res):
+        if table is not None:  # a metric event: no lookup observer reads those, so lookups need not stop here
+            metric(view, table, i)
+            continue
         if j < n_lk and lk_lines[j] < n:
             k = bisect_left(lk_lines, n, j)
             out.append(LookupRows.from_view(view, j, k))
@@ -503,14 +538,32 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, res: ScanResult, st
     return res.lines
 
 
-def _merge_rows(rare: dict, flagged: dict) -> list[tuple[int, int, int]]:
-    return sorted([*zip(rare["line"], rare["start"], rare["end"], strict=True),
-                   *zip(flagged["line"], flagged["start"], flagged["end"], strict=True)])
+def _line_order(res: ScanResult):
+    """``(line, start, end, table, row)`` of what the per-line stages must see, in line order: the rare and
+    flagged lines (``table`` None: fed as bytes) and the metric rows (``table`` "stats"/"spec": events)."""
+    rare, flagged = res.columns["rare"], res.columns["flagged"]
+    stats, spec = res.columns["stats"], res.columns["spec"]
+    if not (flagged["line"] or stats["line"] or spec["line"]):
+        return zip(rare["line"], rare["start"], rare["end"], repeat(None), repeat(0))
+    todo = [*zip(rare["line"], rare["start"], rare["end"], repeat(None), repeat(0)),
+            *zip(flagged["line"], flagged["start"], flagged["end"], repeat(None), repeat(0))]
+    for table, cols in (("stats", stats), ("spec", spec)):
+        if cols["line"]:
+            todo += zip(cols["line"], cols["start"], cols["end"], repeat(table), range(len(cols["line"])))
+    todo.sort(key=_first)
+    return todo
+
+
+def _first(row: tuple) -> int:
+    return row[0]
+
+
+_FORMAT_OF = {"UACCESS": "uvicorn", "U5XX": "uvicorn", "V_STATS": "vllm", "V_SPEC": "vllm"}
 
 
 def _note_formats(stats, res) -> None:
     for _prefix, tid in res.counts:
-        stats.formats.add("uvicorn" if tid.startswith("U") else "lmcache")
+        stats.formats.add(_FORMAT_OF.get(tid, "lmcache"))
 
 
 def _rare_line_at(data: bytes, off: int, rare: dict):

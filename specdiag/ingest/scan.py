@@ -1,7 +1,7 @@
 """The scan contract: one block of whole lines in, hot-line counts and columns plus the rare lines out.
 
 Most of a busy server's log is a handful of LMCache INFO templates (stores, retrieves, scheduler
-lookups) and uvicorn access lines. ``scan_block`` recognises exactly those, per line, and keeps them as
+lookups), uvicorn access lines and, on a metric-dense server, vLLM's periodic stats and SpecDecoding lines. ``scan_block`` recognises exactly those, per line, and keeps them as
 counters per (process prefix, template) and as compact numeric columns; every other line is handed back
 as ``(line number, start, end)`` for the Python records → events path. Nothing here decodes text.
 
@@ -22,7 +22,10 @@ Per line, in this order (every step is per line, never sniffed per file or per b
    nests them) is the process key, as printed;
 5. then either LMCache's envelope ``[YYYY-MM-DD HH:MM:SS,mmm] LMCache INFO: `` with the
    ``(file.py:N:logger)`` suffix and a store (S1), retrieve (R4, every variant) or lookup (L1) message,
-   or a uvicorn access line ``INFO:  client - "request" NNN `` (1xx–4xx counted, 5xx counted and flagged).
+   or a uvicorn access line ``INFO:  client - "request" NNN `` (1xx–4xx counted, 5xx counted and flagged),
+   or vLLM's ``INFO MM-DD HH:MM:SS [file:N] `` header and a stats (V_STATS) or SpecDecoding (V_SPEC) message
+   in one of its canonical shapes, read key by key into numeric columns that mean exactly what
+   ``metrics.parse.parse_stats_body`` / ``parse_spec_body`` read (:func:`parse_stats`, :func:`parse_spec`).
 
 Numbers longer than :data:`MAX_DIGITS` digits make the line rare (never an overflow).
 """
@@ -36,13 +39,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
+from specdiag.numbers import to_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.records import Record
 
-#: template ids, in the order the compiled scanner numbers them (S1, R4, L1 as in ``specdiag.events``)
-TEMPLATES: tuple[str, ...] = ("S1", "R4", "L1", "UACCESS", "U5XX")
-STORE, RETRIEVE, LOOKUP, ACCESS, ACCESS_5XX = range(5)
+#: template ids, in the order the compiled scanner numbers them (S1, R4, L1, V_STATS, V_SPEC as in ``specdiag.events``)
+TEMPLATES: tuple[str, ...] = ("S1", "R4", "L1", "UACCESS", "U5XX", "V_STATS", "V_SPEC")
+STORE, RETRIEVE, LOOKUP, ACCESS, ACCESS_5XX, STATS, SPEC = range(7)
 #: raw lines longer than this are never hot (real store/retrieve/lookup lines are a few hundred bytes)
 MAX_HOT_LINE = 16384
 MAX_PREFIX_DEPTH = 4
@@ -61,7 +65,22 @@ SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
     "stores": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("stored", "q"), ("total", "q")),
     "flagged": (("line", "q"), ("start", "q"), ("end", "q"), ("tid", "B")),
     "rare": (("line", "q"), ("start", "q"), ("end", "q")),
+    "stats": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("engine", "q"), ("prompt_tps", "d"),
+              ("gen_tps", "d"), ("running", "q"), ("waiting", "q"), ("preempt", "q"), ("kv", "d"), ("kv_dev", "B"),
+              ("prefix", "d"), ("ext", "d")),
+    "spec": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("mal", "d"), ("accepted", "q"),
+             ("drafted", "q"), ("rate", "d"), ("pos_off", "q"), ("pos_n", "q")),
+    "positions": (("rate", "d"),),
 }
+#: ``kv_dev`` of a stats row: which KV cache the usage is of (``GPU KV cache usage`` / ``CPU KV cache usage``)
+KV_DEVICES: tuple[str, ...] = ("GPU", "CPU")
+_KV_DEV = {d.encode(): i for i, d in enumerate(KV_DEVICES)}
+#: at most this many per-position rates on a hot SpecDecoding line (one per draft position)
+MAX_POSITIONS = 1024
+#: a vLLM line exactly this long may be a terminal-cut row whose rest follows on the next line, which the
+#: records path joins onto it (``records.TERMINAL_WIDTHS``, kept equal by a test): such lines stay rare
+TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250})
+NAN = float("nan")
 
 _ESC_SEQ = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 _RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
@@ -69,13 +88,15 @@ _NOT_PRINTABLE = re.compile(rb"[^\x20-\x7f]")
 _ENVELOPE = re.compile(rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache INFO: ")
 _DIGITS = re.compile(rb"\d*")
 _ENVELOPE_LEN = 40
+_VLLM_HEAD = re.compile(rb"INFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? \[")
+_FILE = re.compile(rb"[^:\] ]*")
 
 
 class _Reject(Exception):
     """Raised inside the per-line parser: the line is not hot (it goes to ``rare``)."""
 
 
-@dataclass(eq=True)
+@dataclass(eq=False)
 class ScanResult:
     """What one block scan found. Line numbers are absolute (``base_line`` + 1 is the block's first line).
 
@@ -89,6 +110,16 @@ class ScanResult:
     counts: dict[tuple[bytes, str], int]
     columns: dict[str, dict[str, array]] = field(default_factory=dict)
 
+    def __eq__(self, other: object) -> bool:
+        """Equal down to the bits of every column: NaN (a missing float) equals NaN, and ``-0.0`` is not ``0.0``
+        (``array`` equality would say NaN != NaN, so two identical scans of a stats line would differ)."""
+        if not isinstance(other, ScanResult):
+            return NotImplemented
+        return (self.lines, self.prefixes, self.counts) == (other.lines, other.prefixes, other.counts) and \
+            _column_bits(self.columns) == _column_bits(other.columns)
+
+    __hash__ = None  # type: ignore[assignment]
+
     @property
     def rare(self) -> dict[str, array]:
         return self.columns["rare"]
@@ -96,6 +127,10 @@ class ScanResult:
     @property
     def flagged(self) -> dict[str, array]:
         return self.columns["flagged"]
+
+
+def _column_bits(columns: dict[str, dict[str, array]]) -> dict[str, dict[str, tuple[str, bytes]]]:
+    return {t: {c: (a.typecode, a.tobytes()) for c, a in cols.items()} for t, cols in columns.items()}
 
 
 def rid_hash(rid: bytes) -> int:
@@ -283,6 +318,150 @@ def parse_access(s: bytes, pos: int) -> int:
     return int(status)
 
 
+def vllm_head(s: bytes, pos: int) -> int:
+    """Start of the message after vLLM's ``INFO MM-DD HH:MM:SS[.f] [file:N] `` header at ``pos``; raises _Reject.
+
+    The header ``records.VLLM_REST`` reads (``vllm/logger.py``), narrowed: the level is INFO, the bracket and
+    the space after it are present, a fraction has 1-9 digits and the file (``loggers.py``, or a relative path
+    under ``VLLM_LOGGING_LEVEL=DEBUG``) holds no ``:``, ``]`` or space.
+    """
+    m = _VLLM_HEAD.match(s, pos)
+    if m is None:
+        raise _Reject
+    stop = _FILE.match(s, m.end()).end()
+    if stop == m.end() or s[stop : stop + 1] != b":":
+        raise _Reject
+    _, stop = _number(s, stop + 1, len(s))
+    return _expect(s, stop, len(s), b"] ")
+
+
+def _decimal(s: bytes, pos: int, end: int) -> tuple[float, int]:
+    """``nan`` or ``D[.D]`` (1-MAX_DIGITS digits each) at ``pos`` → (``float(text)``, NaN for nan; end).
+
+    ``float`` of the printed digits is what ``numbers.to_float`` gives for them (finite at these lengths);
+    vLLM prints ``nan`` for "no data", which the Python path turns into None.
+    """
+    if s.startswith(b"nan", pos, end):
+        return NAN, pos + 3
+    stop = _DIGITS.match(s, pos, end).end()
+    if stop == pos or stop - pos > MAX_DIGITS:
+        raise _Reject
+    if s[stop : stop + 1] == b"." and stop < end:
+        frac = _DIGITS.match(s, stop + 1, end).end()
+        if frac == stop + 1 or frac - stop - 1 > MAX_DIGITS:
+            raise _Reject
+        stop = frac
+    return float(s[pos:stop]), stop
+
+
+def _count(s: bytes, pos: int, end: int) -> tuple[int, int]:
+    """A ``%d`` count as ``metrics.parse`` reads it: ``int(float(text))`` when below 10^18, else NA."""
+    stop = _DIGITS.match(s, pos, end).end()
+    if stop == pos or stop - pos > MAX_DIGITS:
+        raise _Reject
+    v = float(s[pos:stop])
+    return (int(v) if v < 1e18 else NA), stop
+
+
+def _percent(s: bytes, pos: int, end: int) -> tuple[float, int]:
+    """``X%`` → the fraction exactly as ``parse_stats_body`` rounds it: ``round(X / 100, 6)`` (NaN stays)."""
+    v, pos = _decimal(s, pos, end)
+    pos = _expect(s, pos, end, b"%")
+    return (v if v != v else round(v / 100.0, 6)), pos
+
+
+def parse_stats(s: bytes, msg: int) -> tuple:
+    """V_STATS, the modern shapes (``v1/metrics/loggers.py``, 0.8.5 :111 to 0.32.0 :335) → the stats row values
+    (engine, prompt_tps, gen_tps, running, waiting, preempt, kv, kv_dev, prefix, ext).
+
+    ``Engine N: `` or ``N Engines Aggregated: `` (engine NA), both throughputs, Running, Waiting,
+    ``[Preemptions: N, ]`` (0.11.2+, only once > 0), ``GPU|CPU KV cache usage: X%`` (CPU backend 0.30+),
+    ``[, Prefix cache hit rate: X%]`` (omitted without queries in 0.31+) and
+    ``[, External prefix cache hit rate: X%]`` (a KV connector), then the end of the line. Any other key
+    (Deferred, KV fetch, Corrupted, MM cache, the V0 line) leaves the line to the key/value parser.
+    """
+    end = len(s)
+    if s.startswith(b"Engine ", msg):
+        engine, pos = _number(s, msg + 7, end)
+    else:
+        _, pos = _number(s, msg, end)
+        pos, engine = _expect(s, pos, end, b" Engines Aggregated"), NA
+    prompt, pos = _decimal(s, _expect(s, pos, end, b": Avg prompt throughput: "), end)
+    gen, pos = _decimal(s, _expect(s, pos, end, b" tokens/s, Avg generation throughput: "), end)
+    running, pos = _count(s, _expect(s, pos, end, b" tokens/s, Running: "), end)
+    waiting, pos = _count(s, _expect(s, pos, end, b" reqs, Waiting: "), end)
+    pos = _expect(s, pos, end, b" reqs, ")
+    preempt = NA
+    if s.startswith(b"Preemptions: ", pos):
+        preempt, pos = _count(s, pos + 13, end)
+        pos = _expect(s, pos, end, b", ")
+    dev = _KV_DEV.get(s[pos : pos + 3])
+    if dev is None:
+        raise _Reject
+    kv, pos = _percent(s, _expect(s, pos + 3, end, b" KV cache usage: "), end)
+    prefix = ext = NAN
+    if s.startswith(b", Prefix cache hit rate: ", pos):
+        prefix, pos = _percent(s, pos + 25, end)
+    if s.startswith(b", External prefix cache hit rate: ", pos):
+        ext, pos = _percent(s, pos + 34, end)
+    if pos != end:
+        raise _Reject
+    return engine, prompt, gen, running, waiting, preempt, kv, dev, prefix, ext
+
+
+_SPEC_OLD = b"SpecDecoding metrics: Draft acceptance rate: "
+_AVG_RATE = b", Avg Draft acceptance rate: "
+
+
+def parse_spec(s: bytes, msg: int) -> tuple[float, int, int, float, list[float]]:
+    """V_SPEC → (mal, accepted, drafted, rate, per-position rates), in the two shapes of
+    ``v1/spec_decode/metrics.py`` (then the end of the line):
+
+    * 0.10.2-0.32.0 (:96 to :120): ``Mean acceptance length: X, Accepted throughput: X tokens/s, Drafted
+      throughput: X tokens/s, Accepted: N tokens, Drafted: N tokens, Per-position acceptance rate: X, X, ...,
+      Avg Draft acceptance rate: X%``;
+    * 0.8.5-0.10.1 (:82, :87): ``Draft acceptance rate: X%, Mean acceptance length: X, Accepted: N tokens,
+      Drafted: N tokens, Per-position acceptance rate: X, X, ...``.
+
+    The rate is ``parse_spec_body``'s: the printed percent as a fraction, or accepted / drafted when vLLM
+    printed ``nan%`` and something was drafted. The 0.8.0-0.8.3 and V0 shapes stay rare.
+    """
+    end = len(s)
+    if s.startswith(_SPEC_OLD, msg):
+        rate, pos = _percent(s, msg + len(_SPEC_OLD), end)
+        mal, pos = _decimal(s, _expect(s, pos, end, b", Mean acceptance length: "), end)
+        accepted, pos = _count(s, _expect(s, pos, end, b", Accepted: "), end)
+        drafted, pos = _count(s, _expect(s, pos, end, b" tokens, Drafted: "), end)
+        positions, pos = _positions(s, _expect(s, pos, end, b" tokens, Per-position acceptance rate: "), False)
+    else:
+        mal, pos = _decimal(s, _expect(s, msg, end, b"SpecDecoding metrics: Mean acceptance length: "), end)
+        _, pos = _decimal(s, _expect(s, pos, end, b", Accepted throughput: "), end)
+        _, pos = _decimal(s, _expect(s, pos, end, b" tokens/s, Drafted throughput: "), end)
+        accepted, pos = _count(s, _expect(s, pos, end, b" tokens/s, Accepted: "), end)
+        drafted, pos = _count(s, _expect(s, pos, end, b" tokens, Drafted: "), end)
+        positions, pos = _positions(s, _expect(s, pos, end, b" tokens, Per-position acceptance rate: "), True)
+        rate, pos = _percent(s, pos + len(_AVG_RATE), end)
+    if pos != end:
+        raise _Reject
+    if rate != rate and accepted != NA and drafted != NA and drafted:
+        rate = accepted / drafted
+    return mal, accepted, drafted, rate, positions
+
+
+def _positions(s: bytes, pos: int, avg_follows: bool) -> tuple[list[float], int]:
+    """``X, X, ...`` (1 to MAX_POSITIONS rates) up to ``, Avg Draft acceptance rate: `` or the end of the line."""
+    end = len(s)
+    positions: list[float] = []
+    while True:
+        v, pos = _decimal(s, pos, end)
+        positions.append(v)
+        if len(positions) > MAX_POSITIONS:
+            raise _Reject
+        if (s.startswith(_AVG_RATE, pos) if avg_follows else pos == end):
+            return positions, pos
+        pos = _expect(s, pos, end, b", ")
+
+
 class _Acc:
     """Accumulates one block's result in plain arrays (the layout the C scanner fills)."""
 
@@ -315,12 +494,14 @@ def _scan_hot(acc: _Acc, raw: bytes, lineno: int, start: int, end: int) -> bool:
     if len(raw) > MAX_HOT_LINE:
         return False
     s = clean_line(raw)
-    if b"INFO: " not in s or _NOT_PRINTABLE.search(s):
+    if b"INFO" not in s or _NOT_PRINTABLE.search(s):
         return False
     try:
         pos = peel_prefixes(s)
         if _ENVELOPE.match(s, pos):
             return _scan_lmcache(acc, s, pos, lineno, start, end)
+        if s.startswith(b"INFO ", pos):
+            return _scan_vllm(acc, s, pos, len(raw), lineno, start, end)
         status = parse_access(s, pos)
     except _Reject:
         return False
@@ -357,6 +538,30 @@ def _scan_lmcache(acc: _Acc, s: bytes, pos: int, lineno: int, start: int, end: i
     acc.count(acc.index[s[:pos]], RETRIEVE)
     if got < required:
         acc.row("flagged", lineno, start, end, RETRIEVE)
+    return True
+
+
+def _scan_vllm(acc: _Acc, s: bytes, pos: int, raw_len: int, lineno: int, start: int, end: int) -> bool:
+    """A vLLM-formatted line after the prefixes at ``pos``: the stats or SpecDecoding line (or _Reject).
+
+    A line as long as a common terminal is left rare (raw or cleaned): the records path may join the next
+    physical row onto it as the rest of a terminal-cut line, and a hot row would lose that rest.
+    """
+    if raw_len in TERMINAL_WIDTHS or len(s) in TERMINAL_WIDTHS:
+        raise _Reject
+    msg = vllm_head(s, pos)
+    if s.startswith(b"SpecDecoding metrics: ", msg):
+        mal, accepted, drafted, rate, positions = parse_spec(s, msg)
+        proc = acc.proc(s[:pos])
+        rates = acc.cols["positions"][0]
+        acc.row("spec", lineno, start, end, proc, mal, accepted, drafted, rate, len(rates), len(positions))
+        rates.extend(positions)
+        acc.count(proc, SPEC)
+        return True
+    values = parse_stats(s, msg)
+    proc = acc.proc(s[:pos])
+    acc.row("stats", lineno, start, end, proc, *values)
+    acc.count(proc, STATS)
     return True
 
 
@@ -411,6 +616,36 @@ def assemble(lines: int, prefixes: list[bytes], counts: bytes, raw_columns: list
     return ScanResult(lines, list(prefixes), tally, columns)
 
 
+def _opt(v: float | int) -> float | int | None:
+    return None if v != v or v == NA else v
+
+
+def stats_fields(res: ScanResult, i: int) -> dict:
+    """Row ``i`` of ``columns["stats"]`` as the dict ``metrics.parse.parse_stats_body`` makes of its body
+    (NaN/NA → None; the same keys, except that a field the line did not print is None rather than absent),
+    so an interval series can be filled from the columns with the code that reads events today."""
+    c = res.columns["stats"]
+    return {"prompt_throughput": _opt(c["prompt_tps"][i]), "generation_throughput": _opt(c["gen_tps"][i]),
+            "running_reqs": _opt(c["running"][i]), "waiting_reqs": _opt(c["waiting"][i]),
+            "preemptions": _opt(c["preempt"][i]), "kv_cache_usage": _opt(c["kv"][i]),
+            "kv_device": KV_DEVICES[c["kv_dev"][i]], "prefix_cache_hit_rate": _opt(c["prefix"][i]),
+            "external_prefix_cache_hit_rate": _opt(c["ext"][i])}
+
+
+def spec_fields(res: ScanResult, i: int) -> dict:
+    """Row ``i`` of ``columns["spec"]`` as ``metrics.parse.parse_spec_body`` makes it (the throughputs
+    aside), ``num_drafts`` derived as there: ``accepted / (mal - 1)`` when mal > 1.005."""
+    c = res.columns["spec"]
+    off, n = c["pos_off"][i], c["pos_n"][i]
+    acc, mal = _opt(c["accepted"][i]), _opt(c["mal"][i])
+    out = {"mean_acceptance_length": mal, "accepted_tokens": acc, "drafted_tokens": _opt(c["drafted"][i]),
+           "draft_acceptance_rate": _opt(c["rate"][i]),
+           "per_position": [_opt(v) for v in res.columns["positions"]["rate"][off : off + n]]}
+    if acc is not None and mal is not None and mal > 1.005:
+        out["num_drafts"] = acc / (mal - 1.0)
+    return out
+
+
 def origin_of(prefix: bytes, origins: OriginCache) -> Origin:
     """The Origin a ``ScanResult.prefixes`` entry stands for (``b""``: no prefix), cached per prefix."""
     return origins.peel(prefix)[0] if prefix else NO_ORIGIN
@@ -426,6 +661,12 @@ def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origi
     origin, rest = origins.peel(line) if line[:1] == b"(" else (NO_ORIGIN, line)
     if rest.startswith(b"INFO:"):
         return Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, rest)
+    if rest.startswith(b"INFO "):  # V_STATS / V_SPEC: the vLLM header as the records path reads it
+        from specdiag.ingest.records import VLLM_REST
+
+        m = VLLM_REST.match(rest, 5)
+        return Record(path, lineno, origin, "vllm", "INFO", m.group(1), year, m.group(2), to_int(m.group(3)), None,
+                      rest[m.end():])
     return record_from_hot((path, lineno, origin, rest, year))
 
 

@@ -31,8 +31,9 @@ def _pyarrow():
 def record_row(ev: Event) -> dict[str, Any]:
     rec = ev.rec
     o = rec.origin
-    try:
-        fields = json.dumps(json_safe(ev.f), ensure_ascii=False, default=str)
+    try:  # the template's fields; keys with "_" are caches of the pipeline (a parsed body, an interval)
+        fields = json.dumps(json_safe({k: v for k, v in ev.f.items() if not k.startswith("_")}),
+                            ensure_ascii=False, default=str)
     except Exception:  # noqa: BLE001 - a field that cannot be parsed is stored as unparsed
         fields = None
     return {"t": rec_time(rec), "path": rec.path, "line": rec.line, "end_line": rec.end_line, "proc": o.proc or None,

@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ for scan_cases
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository, when run from a checkout
 
-from scan_cases import adversarial_block, hot_line, mutate  # noqa: E402
+from scan_cases import VLLM, VLLM_HEAD, adversarial_block, hot_line, mutate  # noqa: E402
 
 try:
     import atheris
@@ -36,7 +36,8 @@ else:
     from specdiag.ingest import scan
     from specdiag.ingest.scan_fast import scan_block_fast
 
-SEEDS = [hot_line(random.Random(i)) for i in range(64)]
+#: generated hot lines, plus every vLLM stats / SpecDecoding shape of the cases (the V_STATS / V_SPEC grammar)
+SEEDS = [hot_line(random.Random(i)) for i in range(64)] + [VLLM_HEAD[kind] + msg for kind, msg in VLLM]
 
 
 def check(block: bytes, base: int) -> None:
