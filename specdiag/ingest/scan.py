@@ -65,7 +65,7 @@ SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
     "stores": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("stored", "q"), ("total", "q")),
     "flagged": (("line", "q"), ("start", "q"), ("end", "q"), ("tid", "B")),
     "rare": (("line", "q"), ("start", "q"), ("end", "q")),
-    "stats": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("engine", "q"), ("prompt_tps", "d"),
+    "stats": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("engine", "q"), ("n_engines", "q"), ("prompt_tps", "d"),
               ("gen_tps", "d"), ("running", "q"), ("waiting", "q"), ("preempt", "q"), ("kv", "d"), ("kv_dev", "B"),
               ("prefix", "d"), ("ext", "d")),
     "spec": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("mal", "d"), ("accepted", "q"),
@@ -372,19 +372,20 @@ def _percent(s: bytes, pos: int, end: int) -> tuple[float, int]:
 
 def parse_stats(s: bytes, msg: int) -> tuple:
     """V_STATS, the modern shapes (``v1/metrics/loggers.py``, 0.8.5 :111 to 0.32.0 :335) → the stats row values
-    (engine, prompt_tps, gen_tps, running, waiting, preempt, kv, kv_dev, prefix, ext).
+    (engine, n_engines, prompt_tps, gen_tps, running, waiting, preempt, kv, kv_dev, prefix, ext).
 
-    ``Engine N: `` or ``N Engines Aggregated: `` (engine NA), both throughputs, Running, Waiting,
+    ``Engine N: `` (n_engines NA) or ``N Engines Aggregated: `` (engine NA; the event's ``n_engines``), both throughputs, Running, Waiting,
     ``[Preemptions: N, ]`` (0.11.2+, only once > 0), ``GPU|CPU KV cache usage: X%`` (CPU backend 0.30+),
     ``[, Prefix cache hit rate: X%]`` (omitted without queries in 0.31+) and
     ``[, External prefix cache hit rate: X%]`` (a KV connector), then the end of the line. Any other key
     (Deferred, KV fetch, Corrupted, MM cache, the V0 line) leaves the line to the key/value parser.
     """
     end = len(s)
+    n_engines = NA
     if s.startswith(b"Engine ", msg):
         engine, pos = _number(s, msg + 7, end)
     else:
-        _, pos = _number(s, msg, end)
+        n_engines, pos = _number(s, msg, end)
         pos, engine = _expect(s, pos, end, b" Engines Aggregated"), NA
     prompt, pos = _decimal(s, _expect(s, pos, end, b": Avg prompt throughput: "), end)
     gen, pos = _decimal(s, _expect(s, pos, end, b" tokens/s, Avg generation throughput: "), end)
@@ -406,7 +407,7 @@ def parse_stats(s: bytes, msg: int) -> tuple:
         ext, pos = _percent(s, pos + 34, end)
     if pos != end:
         raise _Reject
-    return engine, prompt, gen, running, waiting, preempt, kv, dev, prefix, ext
+    return engine, n_engines, prompt, gen, running, waiting, preempt, kv, dev, prefix, ext
 
 
 _SPEC_OLD = b"SpecDecoding metrics: Draft acceptance rate: "
