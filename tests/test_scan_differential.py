@@ -335,7 +335,7 @@ def _check_metric_rows(data: bytes, res: scan.ScanResult) -> int:
             d = parse(ev)
             for col, key in names.items():
                 assert _same(cols[col][i], _as_column(d.get(key), codes[table][col])), (rec.raw, col, d.get(key))
-            mine = (scan.stats_fields if table == "stats" else scan.spec_fields)(res, i)
+            mine = (scan.stats_row if table == "stats" else scan.spec_row)(res, i)
             theirs = {k: v for k, v in d.items() if k in mine}
             assert {k: v for k, v in mine.items() if v is not None} == {k: v for k, v in theirs.items() if v is not None}
             assert all(_same(x, y) for x, y in zip(mine.get("per_position", []), d.get("per_position", []), strict=True))
@@ -393,7 +393,7 @@ def test_stats_line_becomes_one_row_of_numbers() -> None:
     assert (row["kv"], row["prefix"], row["ext"], row["kv_dev"]) == (0.973, 0.418, 0.225, 0)
 
 
-def test_optional_stats_fields_are_missing_values_and_aggregated_engines_have_no_index() -> None:
+def test_optional_stats_fields_are_missing_values_and_aggregated_engines_have_a_count_not_an_index() -> None:
     line = VLLM_HEAD["stats"] + (b"2 Engines Aggregated: Avg prompt throughput: nan tokens/s, Avg generation throughput: "
                                  b"1.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.78125%")
     row = {k: v[0] for k, v in _one(line).columns["stats"].items()}
