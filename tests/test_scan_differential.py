@@ -335,13 +335,14 @@ def _check_metric_rows(data: bytes, res: scan.ScanResult) -> int:
             d = parse(ev)
             for col, key in names.items():
                 assert _same(cols[col][i], _as_column(d.get(key), codes[table][col])), (rec.raw, col, d.get(key))
-            mine = (scan.stats_fields if table == "stats" else scan.spec_fields)(res, i)
+            mine = (scan.stats_row if table == "stats" else scan.spec_row)(res, i)
             theirs = {k: v for k, v in d.items() if k in mine}
             assert {k: v for k, v in mine.items() if v is not None} == {k: v for k, v in theirs.items() if v is not None}
             assert all(_same(x, y) for x, y in zip(mine.get("per_position", []), d.get("per_position", []), strict=True))
             if table == "stats":
                 assert scan.KV_DEVICES[cols["kv_dev"][i]] == d["kv_device"]
                 assert cols["engine"][i] == (NA if ev.f["engine"] is None else int(ev.f["engine"]))
+                assert cols["n_engines"][i] == (NA if ev.f["n_engines"] is None else int(ev.f["n_engines"]))
             else:
                 off, n = cols["pos_off"][i], cols["pos_n"][i]
                 got = list(res.columns["positions"]["rate"][off:off + n])
@@ -387,16 +388,16 @@ def test_stats_line_becomes_one_row_of_numbers() -> None:
     res = _one(b"(APIServer pid=4410) " + STATS_LINE)
     assert res.counts == {(b"(APIServer pid=4410) ", "V_STATS"): 1} and not res.rare["line"]
     row = {k: v[0] for k, v in res.columns["stats"].items()}
-    assert row["engine"] == 0 and (row["prompt_tps"], row["gen_tps"]) == (812.4, 96.0)
+    assert (row["engine"], row["n_engines"]) == (0, NA) and (row["prompt_tps"], row["gen_tps"]) == (812.4, 96.0)
     assert (row["running"], row["waiting"], row["preempt"]) == (3, 5, 2)
     assert (row["kv"], row["prefix"], row["ext"], row["kv_dev"]) == (0.973, 0.418, 0.225, 0)
 
 
-def test_optional_stats_fields_are_missing_values_and_aggregated_engines_have_no_index() -> None:
+def test_optional_stats_fields_are_missing_values_and_aggregated_engines_have_a_count_not_an_index() -> None:
     line = VLLM_HEAD["stats"] + (b"2 Engines Aggregated: Avg prompt throughput: nan tokens/s, Avg generation throughput: "
                                  b"1.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, CPU KV cache usage: 0.78125%")
     row = {k: v[0] for k, v in _one(line).columns["stats"].items()}
-    assert row["engine"] == NA and row["preempt"] == NA and row["kv_dev"] == 1
+    assert row["engine"] == NA and row["n_engines"] == 2 and row["preempt"] == NA and row["kv_dev"] == 1
     assert row["prompt_tps"] != row["prompt_tps"] and row["prefix"] != row["prefix"] and row["ext"] != row["ext"]
     assert row["kv"] == round(0.78125 / 100, 6) == 0.007812  # an exact tie, rounded to even as Python does
 

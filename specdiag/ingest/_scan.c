@@ -38,7 +38,7 @@ enum {
     S_LINE, S_START, S_END, S_PROC, S_STORED, S_TOTAL,
     F_LINE, F_START, F_END, F_TID,
     X_LINE, X_START, X_END,
-    V_LINE, V_START, V_END, V_PROC, V_ENGINE, V_PROMPT, V_GEN, V_RUNNING, V_WAITING, V_PREEMPT, V_KV, V_KVDEV, V_PREFIX,
+    V_LINE, V_START, V_END, V_PROC, V_ENGINE, V_NENGINES, V_PROMPT, V_GEN, V_RUNNING, V_WAITING, V_PREEMPT, V_KV, V_KVDEV, V_PREFIX,
     V_EXT,
     P_LINE, P_START, P_END, P_PROC, P_MAL, P_ACCEPTED, P_DRAFTED, P_RATE, P_OFF, P_N,
     Q_RATE,
@@ -585,7 +585,7 @@ static int percent(const state *st, const u8 *s, size_t *pos, size_t end, double
 }
 
 typedef struct {
-    int64_t engine, running, waiting, preempt;
+    int64_t engine, n_engines, running, waiting, preempt;
     double prompt, gen, kv, prefix, ext;
     u8 dev;
 } stats_t;
@@ -598,12 +598,12 @@ typedef struct {
 /* scan.parse_stats */
 static int parse_stats(const state *st, const u8 *s, size_t msg, size_t end, stats_t *V) {
     size_t pos = msg;
+    V->n_engines = NA;
     if (STARTS(s, pos, end, "Engine ")) {
         pos += 7;
         if (number(s, &pos, end, &V->engine) < 0) return -1;
     } else {
-        int64_t n_engines;
-        if (number(s, &pos, end, &n_engines) < 0) return -1;
+        if (number(s, &pos, end, &V->n_engines) < 0) return -1;
         EXPECT(" Engines Aggregated");
         V->engine = NA;
     }
@@ -827,6 +827,7 @@ static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_le
     put_i64(st, V_END, end);
     put_u32(st, V_PROC, (uint32_t)proc);
     put_i64(st, V_ENGINE, V.engine);
+    put_i64(st, V_NENGINES, V.n_engines);
     put_f64(st, V_PROMPT, V.prompt);
     put_f64(st, V_GEN, V.gen);
     put_i64(st, V_RUNNING, V.running);

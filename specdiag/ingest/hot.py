@@ -180,7 +180,7 @@ def metric_event(view: BlockView, table: str, i: int, rec: Record) -> Event:
     tid = _METRIC_TIDS[table]
     t = template(tid)
     fields = t.match(rec.raw) or {}
-    fields["_kv"] = scan.stats_fields(view.res, i) if table == "stats" else scan.spec_fields(view.res, i)
+    fields["_kv"] = scan.stats_row(view.res, i) if table == "stats" else scan.spec_row(view.res, i)
     return Event(tid, rec, fields, t)
 
 

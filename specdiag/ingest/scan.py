@@ -1,9 +1,10 @@
 """The scan contract: one block of whole lines in, hot-line counts and columns plus the rare lines out.
 
 Most of a busy server's log is a handful of LMCache INFO templates (stores, retrieves, scheduler
-lookups), uvicorn access lines and, on a metric-dense server, vLLM's periodic stats and SpecDecoding lines. ``scan_block`` recognises exactly those, per line, and keeps them as
-counters per (process prefix, template) and as compact numeric columns; every other line is handed back
-as ``(line number, start, end)`` for the Python records → events path. Nothing here decodes text.
+lookups), uvicorn access lines and, on a metric-dense server, vLLM's periodic stats and SpecDecoding
+lines. ``scan_block`` recognises exactly those, per line, and keeps them as counters per (process
+prefix, template) and as compact numeric columns; every other line is handed back as
+``(line number, start, end)`` for the Python records → events path. Nothing here decodes text.
 
 Behind :func:`scan_block`: the pure-Python reference below (the definition), ``specdiag.ingest._scan``
 (C, releases the GIL) and, where no compiler was available at install time, ``scan_fast`` (this
@@ -65,9 +66,9 @@ SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
     "stores": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("stored", "q"), ("total", "q")),
     "flagged": (("line", "q"), ("start", "q"), ("end", "q"), ("tid", "B")),
     "rare": (("line", "q"), ("start", "q"), ("end", "q")),
-    "stats": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("engine", "q"), ("prompt_tps", "d"),
-              ("gen_tps", "d"), ("running", "q"), ("waiting", "q"), ("preempt", "q"), ("kv", "d"), ("kv_dev", "B"),
-              ("prefix", "d"), ("ext", "d")),
+    "stats": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("engine", "q"), ("n_engines", "q"),
+              ("prompt_tps", "d"), ("gen_tps", "d"), ("running", "q"), ("waiting", "q"), ("preempt", "q"), ("kv", "d"),
+              ("kv_dev", "B"), ("prefix", "d"), ("ext", "d")),
     "spec": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("mal", "d"), ("accepted", "q"),
              ("drafted", "q"), ("rate", "d"), ("pos_off", "q"), ("pos_n", "q")),
     "positions": (("rate", "d"),),
@@ -372,19 +373,20 @@ def _percent(s: bytes, pos: int, end: int) -> tuple[float, int]:
 
 def parse_stats(s: bytes, msg: int) -> tuple:
     """V_STATS, the modern shapes (``v1/metrics/loggers.py``, 0.8.5 :111 to 0.32.0 :335) → the stats row values
-    (engine, prompt_tps, gen_tps, running, waiting, preempt, kv, kv_dev, prefix, ext).
+    (engine, n_engines, prompt_tps, gen_tps, running, waiting, preempt, kv, kv_dev, prefix, ext).
 
-    ``Engine N: `` or ``N Engines Aggregated: `` (engine NA), both throughputs, Running, Waiting,
-    ``[Preemptions: N, ]`` (0.11.2+, only once > 0), ``GPU|CPU KV cache usage: X%`` (CPU backend 0.30+),
+    ``Engine N: `` (n_engines NA) or ``N Engines Aggregated: `` (engine NA; the event's ``n_engines``), both
+    throughputs, Running, Waiting, ``[Preemptions: N, ]`` (0.11.2+, only once > 0), ``GPU|CPU KV cache usage: X%`` (CPU backend 0.30+),
     ``[, Prefix cache hit rate: X%]`` (omitted without queries in 0.31+) and
     ``[, External prefix cache hit rate: X%]`` (a KV connector), then the end of the line. Any other key
     (Deferred, KV fetch, Corrupted, MM cache, the V0 line) leaves the line to the key/value parser.
     """
     end = len(s)
+    n_engines = NA
     if s.startswith(b"Engine ", msg):
         engine, pos = _number(s, msg + 7, end)
     else:
-        _, pos = _number(s, msg, end)
+        n_engines, pos = _number(s, msg, end)
         pos, engine = _expect(s, pos, end, b" Engines Aggregated"), NA
     prompt, pos = _decimal(s, _expect(s, pos, end, b": Avg prompt throughput: "), end)
     gen, pos = _decimal(s, _expect(s, pos, end, b" tokens/s, Avg generation throughput: "), end)
@@ -406,7 +408,7 @@ def parse_stats(s: bytes, msg: int) -> tuple:
         ext, pos = _percent(s, pos + 34, end)
     if pos != end:
         raise _Reject
-    return engine, prompt, gen, running, waiting, preempt, kv, dev, prefix, ext
+    return engine, n_engines, prompt, gen, running, waiting, preempt, kv, dev, prefix, ext
 
 
 _SPEC_OLD = b"SpecDecoding metrics: Draft acceptance rate: "
@@ -620,7 +622,7 @@ def _opt(v: float | int) -> float | int | None:
     return None if v != v or v == NA else v
 
 
-def stats_fields(res: ScanResult, i: int) -> dict:
+def stats_row(res: ScanResult, i: int) -> dict:
     """Row ``i`` of ``columns["stats"]`` as the dict ``metrics.parse.parse_stats_body`` makes of its body
     (NaN/NA → None; the same keys, except that a field the line did not print is None rather than absent),
     so an interval series can be filled from the columns with the code that reads events today."""
@@ -632,7 +634,7 @@ def stats_fields(res: ScanResult, i: int) -> dict:
             "external_prefix_cache_hit_rate": _opt(c["ext"][i])}
 
 
-def spec_fields(res: ScanResult, i: int) -> dict:
+def spec_row(res: ScanResult, i: int) -> dict:
     """Row ``i`` of ``columns["spec"]`` as ``metrics.parse.parse_spec_body`` makes it (the throughputs
     aside), ``num_drafts`` derived as there: ``accepted / (mal - 1)`` when mal > 1.005."""
     c = res.columns["spec"]
