@@ -1,27 +1,39 @@
-"""The pure-Python fallback of ``scan_block``: the reference with a regex fast path in front of it.
+"""The pure-Python fallback of ``scan_block``: the reference's decisions, made once per line *shape*.
 
-The reference (``scan.scan_block_py``) spends a dozen Python calls on every hot line. Here one compiled
-regex per block shape is applied to every line at C speed (``map(pattern.fullmatch, lines)``); it accepts
-only the canonical shapes that vLLM, LMCache and uvicorn print — plain, ESC-coloured or with ESC-less
-residue, simple process names — and for those its groups are exactly what the reference would parse.
-Every line the regex does not accept goes through the reference's own per-line code, so the result is
-the reference's by construction; ``tests/test_scan_differential.py`` checks it on the same inputs as
-the compiled scanner.
+The reference (``scan.scan_block_py``) spends a dozen Python calls on every line, and even one regex
+match per line runs at ~100 MB/s. Canonical hot lines, however, repeat a handful of shapes: the same
+process prefix, envelope, template and suffix, differing only in digits and in the request id. So the
+block is turned into one *key* per line with three whole-block C passes -- every digit becomes ``1``
+(``bytes.translate``, length-preserving), the content of a ``[req_id=…]`` tag and of a lookup's
+``Reqid: …`` id is emptied (``re.sub`` with literal-led patterns) -- and the reference is asked once per
+distinct key, on the key itself (a key is itself a line of its class). A module-level cache maps key →
+decision plus the offsets of the fields, and the columns are then built with ``map``/``compress`` over
+the lines (``int(line[slice])``), with no per-line Python statement on the common path.
 
-Why the fast shapes are safe (each is a strict subset of the grammar in ``scan.py``):
-* colour codes may sit only where LMCache/vLLM put them, and only of the one kind the block allows
-  (ESC sequences when the block holds ESC, residue otherwise), so cleaning removes exactly them;
-* the classes exclude control bytes, non-ASCII, ``[`` outside the envelope and tag, and parentheses in
-  the free text before the suffix, so the suffix found is the reference's and cleaning changes nothing
-  that is parsed;
-* every number is 1–18 digits and is followed by a literal (or, in a lookup, by the suffix), so a
-  longer run fails the fast regex and the reference decides.
+Why one decision per key is exact (the argument behind every shortcut, ``docs/scanner.md``):
+* the reference looks at digits only as "a digit is here" (envelope, pid, 1–18-digit numbers, suffix
+  line number, colour codes and residue ``[N;Nm``) -- except the uvicorn status, whose first digit must
+  be 1–5: that one is checked per line from its slice, as are every value and ``retrieved < required``;
+* an emptied id holds only printable bytes other than space, ``"``, ``(``, ``)``, ``:``, ``]`` (and ``[``
+  for a lookup id): no colour, CR or control byte, nothing that moves the suffix (`` (``, ``:``), the
+  access line's client/request/quote parse, the tag's ``]`` or the prefix's ``(``/``)``/`` pid=``; so every
+  line of one key is cleaned, checked and parsed the same way, at the same offsets from the line's start
+  (before the first emptied id) and from its end (after the last one);
+* what the key cannot see is checked apart: a raw line over ``MAX_HOT_LINE`` bytes is rare, and a block
+  with more than ``MAX_PREFIXES`` process prefixes is scanned by the reference itself.
+Fields are located once per key with the regex below (a strict subset of the grammar, whose groups are
+what the reference parses); a key the reference accepts but the regex does not, or whose fields straddle
+an emptied id, is "slow": its lines go through the reference's own per-line code, as today.
+``tests/test_scan_differential.py`` and the fuzz target compare the result with the reference.
 """
 
 from __future__ import annotations
 
 import re
-from itertools import accumulate
+from array import array
+from collections import Counter
+from itertools import accumulate, compress, repeat
+from operator import add, eq, getitem, is_, itemgetter, lt
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import (
@@ -29,14 +41,15 @@ from specdiag.ingest.scan import (
     ACCESS_5XX,
     LOOKUP,
     MAX_HOT_LINE,
+    MAX_PREFIXES,
     NA,
     RETRIEVE,
+    SCHEMA,
     STORE,
+    TEMPLATES,
     _Acc,
-    _Reject,
     _scan_hot,
     clean_line,
-    rid_hash,
 )
 
 _NUM = rb"(\d{1,18})(?![0-9])"
@@ -66,59 +79,253 @@ _FAST_ESC = _pattern(rb"\x1b\[[0-9;]*m")
 _FAST_PLAIN = _pattern(rb"\[\d{1,3}(?:;\d{1,3})*m")
 
 
-def _record(acc: _Acc, g: tuple, prefix: bytes, lineno: int, start: int, end: int) -> None:
-    """Record one fast-path match (groups as numbered in ``_pattern``); raises _Reject past the prefix cap."""
-    proc = acc.proc(prefix)
-    if g[1] is not None:
-        acc.row("stores", lineno, start, end, proc, int(g[1]), int(g[2]))
-        acc.count(proc, STORE)
-    elif g[3] is not None or g[6] is not None:
-        got, required, total = (g[3], g[4], g[5]) if g[3] is not None else (g[6], g[7], g[8])
-        got, required = int(got), int(required)
-        acc.row("retrieves", lineno, start, end, proc, got, required, int(total))
-        acc.count(proc, RETRIEVE)
-        if got < required:
-            acc.row("flagged", lineno, start, end, RETRIEVE)
-    elif g[9] is not None:
-        need = NA if g[15] is None else int(g[15])
-        acc.row("lookups", lineno, start, end, proc, rid_hash(g[9]), int(g[10]),
-                NA if g[11] is None else int(g[11]), NA if g[12] is None else int(g[12]), need,
-                1 if g[14] is not None and g[15] is not None else 0)
-        acc.count(proc, LOOKUP)
-    else:
-        status = int(g[16])
-        acc.count(proc, ACCESS_5XX if status >= 500 else ACCESS)
-        if status >= 500:
-            acc.row("flagged", lineno, start, end, ACCESS_5XX)
+#: every digit becomes "1": the key keeps where digits are (all the reference checks), not their values
+_ONES = bytes.maketrans(b"0123456789", b"1111111111")
+#: what an emptied id may hold: printable, no space, '"', '(', ')', ':' or ']' (see the module docstring)
+_ID = rb"[\x21\x23-\x27\x2a-\x39\x3b-\x5c\x5e-\x7f]"
+_TAG_ID = re.compile(rb"\[req_id=" + _ID + rb"+\]")
+_RID_ID = re.compile(rb"Reqid: " + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
+_TAG_HOLE, _RID_HOLE = b"[req_id=]", b"Reqid: ~"
+#: pseudo template ids of a key's decision: every line of the key is rare / goes to the reference per line
+_RARE, _SLOW = len(TEMPLATES), len(TEMPLATES) + 1
+_REJECT_INFO, _SLOW_INFO = (_RARE,), (_SLOW,)
+#: key → decision; bounded (a log of unique shapes only refills it) and shared by every block
+_CACHE: dict[bytes, tuple] = {}
+_CACHE_MAX = 1 << 14
+_PREFIX_CLEAN: dict[bytes, bytes] = {}
+
+
+def line_keys(block: bytes, n: int) -> list[bytes]:
+    """One key per line of ``block`` (``n`` lines): digits → ``1``, tag and lookup-id contents emptied."""
+    k = block.translate(_ONES)
+    if b"[req_id=" in k:
+        k = _TAG_ID.sub(_TAG_HOLE, k)
+    if b"Reqid: " in k:
+        k = _RID_ID.sub(_RID_HOLE, k)
+    keys = k.split(b"\n")
+    del keys[n:]
+    return keys
+
+
+def _holes(key: bytes) -> tuple[int, int]:
+    """(start of the first, end of the last) emptied id in ``key``; (len, 0) when there is none."""
+    first, last = len(key), 0
+    for hole, at in ((_TAG_HOLE, 8), (_RID_HOLE, 7)):
+        i = key.find(hole)
+        if i >= 0:
+            first = min(first, i + at)
+            last = max(last, key.rfind(hole) + len(hole))
+    return first, last
+
+
+def _place(span: tuple[int, int], first: int, last: int, n: int) -> slice:
+    """The slice of a field at ``span`` in a key, valid on every raw line of that key (or ValueError)."""
+    a, b = span
+    if b <= first:
+        return slice(a, b)
+    if a >= last:
+        return slice(a - n, b - n or None)
+    if a <= first and b >= last:  # the lookup id: its start from the line's start, its end from the end
+        return slice(a, b - n or None)
+    raise ValueError(span)
+
+
+def _fields(m: re.Match, key: bytes) -> tuple:
+    """The decision of an accepted key: template id, prefix slice and the template's field slices."""
+    first, last = _holes(key)
+    n = len(key)
+
+    def at(g: int) -> slice | None:
+        return None if m.group(g) is None else _place(m.span(g), first, last, n)
+
+    prefix = at(1)
+    if m.group(2) is not None:
+        return STORE, prefix, at(2), at(3)
+    if m.group(4) is not None:
+        return RETRIEVE, prefix, at(4), at(5), at(6)
+    if m.group(7) is not None:
+        return RETRIEVE, prefix, at(7), at(8), at(9)
+    if m.group(10) is not None:
+        below = 1 if m.group(15) is not None and m.group(16) is not None else 0
+        return LOOKUP, prefix, at(10), at(11), at(12), at(13), at(16), below
+    return ACCESS, prefix, at(17)
+
+
+def key_decision(key: bytes) -> tuple:
+    """What the reference decides for every line of ``key`` (the key is a line of its own class)."""
+    fast = _FAST_ESC if b"\x1b" in key else _FAST_PLAIN
+    m = fast.fullmatch(key) if len(key) <= MAX_HOT_LINE else None
+    if m is not None:
+        try:
+            return _fields(m, key)
+        except ValueError:
+            return _SLOW_INFO
+    return _SLOW_INFO if _scan_hot(_Acc(), key, 1, 0, len(key)) else _REJECT_INFO
+
+
+def _decide(keys: list[bytes]) -> list[tuple]:
+    """The cached decision of every key, asking the reference for the keys not seen before."""
+    infos = list(map(_CACHE.get, keys))
+    if None in infos:
+        for i in list(compress(range(len(infos)), map(is_, infos, repeat(None)))):
+            key = keys[i]
+            info = _CACHE.get(key)
+            if info is None:
+                if len(_CACHE) >= _CACHE_MAX:
+                    _CACHE.clear()
+                info = _CACHE[key] = key_decision(key)
+            infos[i] = info
+    return infos
+
+
+class _Block:
+    """One block's lines with their decisions; builds the columns table by table with C-level maps."""
+
+    def __init__(self, block: bytes, base_line: int) -> None:
+        lines = block.split(b"\n") if block else []
+        if block.endswith(b"\n"):
+            lines.pop()
+        self.lines = lines
+        self.n = n = len(lines)
+        self.base1 = base_line + 1
+        self.infos = _decide(line_keys(block, n))
+        self.lens = lens = list(map(len, lines))
+        if n and max(lens) > MAX_HOT_LINE:  # the key cannot see the raw length
+            for i in compress(range(n), map(lt, repeat(MAX_HOT_LINE), lens)):
+                self.infos[i] = _REJECT_INFO
+        self.starts = list(accumulate(map(add, lens, repeat(1)), initial=0))
+        self.tids = list(map(itemgetter(0), self.infos))
+        self.first: dict[bytes, int] = {}  # process prefix → first hot line index
+        self.counts: Counter = Counter()
+        self.rare: list[int] = []
+        self.flagged: list[tuple[int, int]] = []  # (line index, template id)
+
+    def select(self, tid: int) -> list[int]:
+        return list(compress(range(self.n), map(eq, self.tids, repeat(tid))))
+
+    def field(self, sel_lines: list[bytes], sel_infos: list[tuple], k: int):
+        return map(getitem, sel_lines, map(itemgetter(k), sel_infos))
+
+    def ints(self, sel_lines: list[bytes], sel_infos: list[tuple], k: int) -> array:
+        """Column ``k`` of the decisions as int64; a field a key lacks (``None`` slice) is NA."""
+        slices = list(map(itemgetter(k), sel_infos))
+        if None not in slices:
+            return array("q", map(int, map(getitem, sel_lines, slices)))
+        return array("q", (NA if s is None else int(line[s]) for line, s in zip(sel_lines, slices, strict=True)))
+
+    def prefixes(self, sel_lines: list[bytes], sel_infos: list[tuple]) -> list[bytes]:
+        """The cleaned process prefix of each selected line (cleaned once per distinct raw prefix)."""
+        raw = list(self.field(sel_lines, sel_infos, 1))
+        for r in set(raw).difference(_PREFIX_CLEAN):
+            if len(_PREFIX_CLEAN) >= _CACHE_MAX:
+                _PREFIX_CLEAN.clear()
+            _PREFIX_CLEAN[r] = clean_line(r)
+        return list(map(_PREFIX_CLEAN.__getitem__, raw))
+
+    def note(self, clean: list[bytes], sel: list[int], tids) -> None:
+        """Count the lines per (prefix, template) and note each prefix's first line."""
+        for key, c in Counter(zip(clean, tids, strict=False)).items():
+            self.counts[key] += c
+        for p, i in dict(zip(reversed(clean), reversed(sel), strict=True)).items():
+            if i < self.first.get(p, self.n):
+                self.first[p] = i
+
+    def positions(self, sel: list[int]) -> tuple[array, array, array]:
+        starts = array("q", map(self.starts.__getitem__, sel))
+        return (array("q", map(add, sel, repeat(self.base1))), starts,
+                array("q", map(add, starts, map(self.lens.__getitem__, sel))))
+
+    def take(self, tid: int) -> tuple[list[int], list[bytes], list[tuple]]:
+        """The line indices, lines and decisions of one template's lines."""
+        sel = self.select(tid)
+        return sel, list(map(self.lines.__getitem__, sel)), list(map(self.infos.__getitem__, sel))
+
+
+def _stores(b: _Block) -> list:
+    sel, lines, infos = b.take(STORE)
+    proc = b.prefixes(lines, infos)
+    b.note(proc, sel, repeat(STORE))
+    return [*b.positions(sel), proc, b.ints(lines, infos, 2), b.ints(lines, infos, 3)]
+
+
+def _retrieves(b: _Block) -> list:
+    sel, lines, infos = b.take(RETRIEVE)
+    proc = b.prefixes(lines, infos)
+    b.note(proc, sel, repeat(RETRIEVE))
+    got, required = b.ints(lines, infos, 2), b.ints(lines, infos, 3)
+    b.flagged.extend(zip(compress(sel, map(lt, got, required)), repeat(RETRIEVE)))
+    return [*b.positions(sel), proc, got, required, b.ints(lines, infos, 4)]
+
+
+def _lookups(b: _Block) -> list:
+    sel, lines, infos = b.take(LOOKUP)
+    proc = b.prefixes(lines, infos)
+    b.note(proc, sel, repeat(LOOKUP))
+    rids = array("Q", map(scan.rid_hash, b.field(lines, infos, 2)))
+    return [*b.positions(sel), proc, rids, *(b.ints(lines, infos, k) for k in (3, 4, 5, 6)),
+            array("b", map(itemgetter(7), infos))]
+
+
+def _access(b: _Block) -> None:
+    """uvicorn lines are only counted (5xx also flagged); a status outside 100–599 makes the line rare."""
+    sel, lines, infos = b.take(ACCESS)
+    status = b.ints(lines, infos, 2)
+    if any(s < 100 or s > 599 for s in status):
+        keep = [100 <= s <= 599 for s in status]
+        b.rare.extend(compress(sel, map(is_, keep, repeat(False))))
+        sel, lines, infos, status = (list(compress(x, keep)) for x in (sel, lines, infos, status))
+    tids = [ACCESS_5XX if s >= 500 else ACCESS for s in status]
+    b.note(b.prefixes(lines, infos), sel, tids)
+    b.flagged.extend((i, ACCESS_5XX) for i, t in zip(sel, tids, strict=True) if t == ACCESS_5XX)
+
+
+def _slow(b: _Block, tables: dict[str, list]) -> None:
+    """Lines whose key the fast decision cannot place: the reference's per-line code, merged in line order."""
+    slow_rows: dict[str, list] = {}
+    for i in b.select(_SLOW):
+        acc = _Acc()
+        start = b.starts[i]
+        if not _scan_hot(acc, b.lines[i], b.base1 + i, start, start + b.lens[i]):
+            b.rare.append(i)
+            continue
+        prefix = acc.prefixes[0]
+        ((_proc, tid),) = acc.counts
+        b.note([prefix], [i], [tid])
+        for name in tables:
+            cols = acc.cols[name]
+            if cols[0]:
+                row = [c[0] for c in cols]
+                row[3] = prefix
+                slow_rows.setdefault(name, []).append(row)
+        if acc.cols["flagged"][0]:
+            b.flagged.append((i, tid))
+    for name, rows in slow_rows.items():
+        merged = sorted([*zip(*tables[name], strict=True), *rows], key=itemgetter(0))
+        tables[name] = [list(c) for c in zip(*merged, strict=True)] if merged else tables[name]
 
 
 def scan_block_fast(block: bytes, base_line: int) -> scan.ScanResult:
-    """``scan_block`` in pure Python: same result as ``scan.scan_block_py``, several times faster."""
-    acc = _Acc()
-    rare_line, rare_start, rare_end = acc.cols["rare"]
-    lines = block.split(b"\n") if block else []
-    if block.endswith(b"\n"):
-        lines.pop()
-    fast = _FAST_ESC if b"\x1b" in block else _FAST_PLAIN
-    prefixes: dict[bytes, bytes] = {}
-    starts = accumulate(lines, lambda pos, line: pos + len(line) + 1, initial=0)
-    lineno = base_line
-    for line, m, start in zip(lines, map(fast.fullmatch, lines), starts, strict=False):  # starts: one longer
-        lineno += 1
-        end = start + len(line)
-        if m is not None and len(line) <= MAX_HOT_LINE:
-            g = m.groups()
-            prefix = prefixes.get(g[0])
-            if prefix is None:
-                prefix = prefixes[g[0]] = clean_line(g[0])
-            try:
-                _record(acc, g, prefix, lineno, start, end)
-                continue
-            except _Reject:
-                pass
-        elif _scan_hot(acc, line, lineno, start, end):
-            continue
-        rare_line.append(lineno)
-        rare_start.append(start)
-        rare_end.append(end)
-    return scan.finish(acc, lineno - base_line)
+    """``scan_block`` in pure Python: exactly ``scan.scan_block_py``'s result, decided once per line shape."""
+    b = _Block(block, base_line)
+    present = set(b.tids)
+    tables = {"lookups": _lookups(b), "retrieves": _retrieves(b), "stores": _stores(b)}
+    if ACCESS in present:
+        _access(b)
+    if _SLOW in present:
+        _slow(b, tables)
+    if len(b.first) > MAX_PREFIXES:  # the reference drops the lines of the 257th prefix on: let it decide
+        return scan.scan_block_py(block, base_line)
+    prefixes = sorted(b.first, key=b.first.__getitem__)
+    index = {p: i for i, p in enumerate(prefixes)}
+    columns: dict[str, dict[str, array]] = {}
+    for name, cols in tables.items():
+        cols[3] = list(map(index.__getitem__, cols[3]))
+        columns[name] = {c: array(code, v) for (c, code), v in zip(SCHEMA[name], cols, strict=True)}
+    flagged = sorted(b.flagged)
+    rows = [i for i, _t in flagged]
+    columns["flagged"] = dict(zip(("line", "start", "end"), b.positions(rows), strict=True))
+    columns["flagged"]["tid"] = array("B", map(itemgetter(1), flagged))
+    rare = sorted([*b.rare, *b.select(_RARE)])
+    columns["rare"] = dict(zip(("line", "start", "end"), b.positions(rare), strict=True))
+    counts = {(p, TEMPLATES[t]): c for (p, t), c in b.counts.items()}
+    return scan.ScanResult(b.n, prefixes, counts, columns)
