@@ -30,10 +30,11 @@ an emptied id, is "slow": its lines go through the reference's own per-line code
 from __future__ import annotations
 
 import re
+import zlib
 from array import array
 from collections import Counter
 from itertools import accumulate, compress, repeat
-from operator import add, eq, getitem, is_, itemgetter, lt
+from operator import add, eq, getitem, is_, itemgetter, lshift, lt, or_
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import (
@@ -85,6 +86,7 @@ _ONES = bytes.maketrans(b"0123456789", b"1111111111")
 _ID = rb"[\x21\x23-\x27\x2a-\x39\x3b-\x5c\x5e-\x7f]"
 _TAG_ID = re.compile(rb"\[req_id=" + _ID + rb"+\]")
 _RID_ID = re.compile(rb"Reqid: " + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
+_NOT_NUMBER = bytes(c for c in range(256) if c not in b"0123456789- ")
 _TAG_HOLE, _RID_HOLE = b"[req_id=]", b"Reqid: ~"
 #: pseudo template ids of a key's decision: every line of the key is rare / goes to the reference per line
 _RARE, _SLOW = len(TEMPLATES), len(TEMPLATES) + 1
@@ -131,24 +133,28 @@ def _place(span: tuple[int, int], first: int, last: int, n: int) -> slice:
 
 
 def _fields(m: re.Match, key: bytes) -> tuple:
-    """The decision of an accepted key: template id, prefix slice and the template's field slices."""
+    """The decision of an accepted key: template id, prefix slice, and the *region* from the template's
+    first number to its last (only literal text without digits between them), plus for a lookup the id
+    slice, which optional numbers are present (computed, hit, need) and ``below_min``."""
     first, last = _holes(key)
     n = len(key)
 
-    def at(g: int) -> slice | None:
-        return None if m.group(g) is None else _place(m.span(g), first, last, n)
+    def region(*groups: int) -> slice:
+        spans = [m.span(g) for g in groups if m.group(g) is not None]
+        return _place((spans[0][0], spans[-1][1]), first, last, n)
 
-    prefix = at(1)
+    prefix = _place(m.span(1), first, last, n)
     if m.group(2) is not None:
-        return STORE, prefix, at(2), at(3)
+        return STORE, prefix, region(2, 3)
     if m.group(4) is not None:
-        return RETRIEVE, prefix, at(4), at(5), at(6)
+        return RETRIEVE, prefix, region(4, 6)
     if m.group(7) is not None:
-        return RETRIEVE, prefix, at(7), at(8), at(9)
+        return RETRIEVE, prefix, region(7, 9)
     if m.group(10) is not None:
+        shape = (m.group(12) is not None, m.group(13) is not None, m.group(16) is not None)
         below = 1 if m.group(15) is not None and m.group(16) is not None else 0
-        return LOOKUP, prefix, at(10), at(11), at(12), at(13), at(16), below
-    return ACCESS, prefix, at(17)
+        return LOOKUP, prefix, region(11, 12, 13, 16), _place(m.span(10), first, last, n), shape, below
+    return ACCESS, prefix, _place(m.span(17), first, last, n)
 
 
 def key_decision(key: bytes) -> tuple:
@@ -206,12 +212,17 @@ class _Block:
     def field(self, sel_lines: list[bytes], sel_infos: list[tuple], k: int):
         return map(getitem, sel_lines, map(itemgetter(k), sel_infos))
 
-    def ints(self, sel_lines: list[bytes], sel_infos: list[tuple], k: int) -> array:
-        """Column ``k`` of the decisions as int64; a field a key lacks (``None`` slice) is NA."""
-        slices = list(map(itemgetter(k), sel_infos))
-        if None not in slices:
-            return array("q", map(int, map(getitem, sel_lines, slices)))
-        return array("q", (NA if s is None else int(line[s]) for line, s in zip(sel_lines, slices, strict=True)))
+    def numbers(self, sel_lines: list[bytes], sel_infos: list[tuple], count: int) -> array:
+        """The ``count`` numbers of every selected line's region, in order, as one int64 array.
+
+        The regions are joined and everything but digits, ``-`` and spaces is deleted in one C pass: what
+        is left splits into exactly the template's numbers (the text between them holds no digit).
+        """
+        joined = b" ".join(self.field(sel_lines, sel_infos, 2)).translate(None, _NOT_NUMBER)
+        values = array("q", map(int, joined.split()))
+        if len(values) != count * len(sel_lines):  # cannot happen for a verified key; never guess
+            raise AssertionError("number regions did not split into the template's numbers")
+        return values
 
     def prefixes(self, sel_lines: list[bytes], sel_infos: list[tuple]) -> list[bytes]:
         """The cleaned process prefix of each selected line (cleaned once per distinct raw prefix)."""
@@ -245,31 +256,46 @@ def _stores(b: _Block) -> list:
     sel, lines, infos = b.take(STORE)
     proc = b.prefixes(lines, infos)
     b.note(proc, sel, repeat(STORE))
-    return [*b.positions(sel), proc, b.ints(lines, infos, 2), b.ints(lines, infos, 3)]
+    values = b.numbers(lines, infos, 2)
+    return [*b.positions(sel), proc, values[0::2], values[1::2]]
 
 
 def _retrieves(b: _Block) -> list:
     sel, lines, infos = b.take(RETRIEVE)
     proc = b.prefixes(lines, infos)
     b.note(proc, sel, repeat(RETRIEVE))
-    got, required = b.ints(lines, infos, 2), b.ints(lines, infos, 3)
+    values = b.numbers(lines, infos, 3)
+    got, required = values[0::3], values[1::3]
     b.flagged.extend(zip(compress(sel, map(lt, got, required)), repeat(RETRIEVE)))
-    return [*b.positions(sel), proc, got, required, b.ints(lines, infos, 4)]
+    return [*b.positions(sel), proc, got, required, values[2::3]]
 
 
 def _lookups(b: _Block) -> list:
     sel, lines, infos = b.take(LOOKUP)
     proc = b.prefixes(lines, infos)
     b.note(proc, sel, repeat(LOOKUP))
-    rids = array("Q", map(scan.rid_hash, b.field(lines, infos, 2)))
-    return [*b.positions(sel), proc, rids, *(b.ints(lines, infos, k) for k in (3, 4, 5, 6)),
-            array("b", map(itemgetter(7), infos))]
+    rids = list(b.field(lines, infos, 3))
+    hashes = array("Q", map(or_, map(lshift, map(zlib.crc32, rids), repeat(32)), map(zlib.adler32, rids)))
+    shapes = list(map(itemgetter(4), infos))
+    columns = [array("q", repeat(NA, len(sel))) for _ in range(4)]  # total, computed, hit, need
+    for shape in set(shapes):
+        rows = list(compress(range(len(sel)), map(eq, shapes, repeat(shape))))
+        present = [0, *(k + 1 for k, on in enumerate(shape) if on)]
+        values = b.numbers(list(map(lines.__getitem__, rows)), list(map(infos.__getitem__, rows)), len(present))
+        for j, k in enumerate(present):
+            if len(rows) == len(sel):
+                columns[k] = values[j::len(present)]
+            else:
+                col = columns[k]
+                for row, v in zip(rows, values[j::len(present)], strict=True):
+                    col[row] = v
+    return [*b.positions(sel), proc, hashes, *columns, array("b", map(itemgetter(5), infos))]
 
 
 def _access(b: _Block) -> None:
     """uvicorn lines are only counted (5xx also flagged); a status outside 100–599 makes the line rare."""
     sel, lines, infos = b.take(ACCESS)
-    status = b.ints(lines, infos, 2)
+    status = array("q", map(int, b.field(lines, infos, 2)))
     if any(s < 100 or s > 599 for s in status):
         keep = [100 <= s <= 599 for s in status]
         b.rare.extend(compress(sel, map(is_, keep, repeat(False))))
