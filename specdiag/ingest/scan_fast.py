@@ -200,14 +200,21 @@ class _Block:
             for i in compress(range(n), map(lt, repeat(MAX_HOT_LINE), lens)):
                 self.infos[i] = _REJECT_INFO
         self.starts = list(accumulate(map(add, lens, repeat(1)), initial=0))
-        self.tids = list(map(itemgetter(0), self.infos))
+        self.tids = tids = list(map(itemgetter(0), self.infos))
+        # one stable sort groups the line indices by decision, each group in line order
+        order = sorted(range(n), key=tids.__getitem__)
+        self.groups: dict[int, list[int]] = {}
+        at = 0
+        for tid, count in sorted(Counter(tids).items()):
+            self.groups[tid] = order[at:at + count]
+            at += count
         self.first: dict[bytes, int] = {}  # process prefix → first hot line index
         self.counts: Counter = Counter()
         self.rare: list[int] = []
         self.flagged: list[tuple[int, int]] = []  # (line index, template id)
 
     def select(self, tid: int) -> list[int]:
-        return list(compress(range(self.n), map(eq, self.tids, repeat(tid))))
+        return self.groups.get(tid, [])
 
     def field(self, sel_lines: list[bytes], sel_infos: list[tuple], k: int):
         return map(getitem, sel_lines, map(itemgetter(k), sel_infos))
@@ -278,17 +285,20 @@ def _lookups(b: _Block) -> list:
     hashes = array("Q", map(or_, map(lshift, map(zlib.crc32, rids), repeat(32)), map(zlib.adler32, rids)))
     shapes = list(map(itemgetter(4), infos))
     columns = [array("q", repeat(NA, len(sel))) for _ in range(4)]  # total, computed, hit, need
-    for shape in set(shapes):
-        rows = list(compress(range(len(sel)), map(eq, shapes, repeat(shape))))
+    kinds = set(shapes)
+    for shape in kinds:  # one shape (one set of optional fields) per block is the common case
         present = [0, *(k + 1 for k, on in enumerate(shape) if on)]
+        if len(kinds) == 1:
+            values = b.numbers(lines, infos, len(present))
+            for j, k in enumerate(present):
+                columns[k] = values[j::len(present)]
+            continue
+        rows = list(compress(range(len(sel)), map(eq, shapes, repeat(shape))))
         values = b.numbers(list(map(lines.__getitem__, rows)), list(map(infos.__getitem__, rows)), len(present))
         for j, k in enumerate(present):
-            if len(rows) == len(sel):
-                columns[k] = values[j::len(present)]
-            else:
-                col = columns[k]
-                for row, v in zip(rows, values[j::len(present)], strict=True):
-                    col[row] = v
+            col = columns[k]
+            for row, v in zip(rows, values[j::len(present)], strict=True):
+                col[row] = v
     return [*b.positions(sel), proc, hashes, *columns, array("b", map(itemgetter(5), infos))]
 
 
