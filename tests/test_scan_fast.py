@@ -129,3 +129,10 @@ def test_blocks_without_a_final_newline_and_empty_lines_count_like_the_reference
     for block in (b"", b"\n", b"\n\n", STORE, STORE + b"\n\n" + ACCESS, b"\r\n" + ACCESS + b"\r"):
         scan_fast._CACHE.clear()
         assert scan_block_fast(block, 3) == scan_block_py(block, 3)
+
+
+def test_long_keys_are_decided_but_not_kept() -> None:
+    long_store = STORE.replace(b"size: 0.0890 GB", b"size: " + b"x" * 2000)
+    scan_fast._CACHE.clear()
+    _same(long_store, long_store)
+    assert all(len(k) <= scan_fast._CACHE_KEY_MAX for k in scan_fast._CACHE)

@@ -48,7 +48,6 @@ from specdiag.ingest.scan import (
     SCHEMA,
     STORE,
     TEMPLATES,
-    _Acc,
     _scan_hot,
     clean_line,
 )
@@ -91,9 +90,11 @@ _TAG_HOLE, _RID_HOLE = b"[req_id=]", b"Reqid: ~"
 #: pseudo template ids of a key's decision: every line of the key is rare / goes to the reference per line
 _RARE, _SLOW = len(TEMPLATES), len(TEMPLATES) + 1
 _REJECT_INFO, _SLOW_INFO = (_RARE,), (_SLOW,)
-#: key → decision; bounded (a log of unique shapes only refills it) and shared by every block
+#: key → decision, shared by every block; bounded in entries and in key length (a log of unique shapes
+#: only refills it: at most 8,192 keys of ≤ 1 KiB, ~10 MB; canonical hot keys are ~300 bytes, ~30 a block)
 _CACHE: dict[bytes, tuple] = {}
-_CACHE_MAX = 1 << 14
+_CACHE_MAX = 1 << 13
+_CACHE_KEY_MAX = 1024
 _PREFIX_CLEAN: dict[bytes, bytes] = {}
 
 
@@ -157,16 +158,44 @@ def _fields(m: re.Match, key: bytes) -> tuple:
     return ACCESS, prefix, _place(m.span(17), first, last, n)
 
 
+class _One:
+    """What ``_scan_hot`` records for one line (its prefix, template and rows), without the block-wide
+    tables of ``scan._Acc``: the fallback asks the reference about single lines, and building a full
+    accumulator per question cost more than the question."""
+
+    def __init__(self) -> None:
+        self.index: dict[bytes, int] = {}
+        self.prefix = b""
+        self.tid = -1
+        self.rows: list[tuple[str, tuple[int, ...]]] = []
+
+    def proc(self, prefix: bytes) -> int:
+        self.index[prefix] = 0
+        self.prefix = prefix
+        return 0
+
+    def count(self, proc: int, tid: int) -> None:
+        self.tid = tid
+
+    def row(self, table: str, *values: int) -> None:
+        self.rows.append((table, values))
+
+
 def key_decision(key: bytes) -> tuple:
-    """What the reference decides for every line of ``key`` (the key is a line of its own class)."""
-    fast = _FAST_ESC if b"\x1b" in key else _FAST_PLAIN
-    m = fast.fullmatch(key) if len(key) <= MAX_HOT_LINE else None
-    if m is not None:
-        try:
-            return _fields(m, key)
-        except ValueError:
-            return _SLOW_INFO
-    return _SLOW_INFO if _scan_hot(_Acc(), key, 1, 0, len(key)) else _REJECT_INFO
+    """What the reference decides for every line of ``key`` (the key is a line of its own class).
+
+    The reference runs first: most keys it sees are rare lines, which it rejects in a few steps, before
+    the field regex (slower on a line it does not match) is tried.
+    """
+    if not _scan_hot(_One(), key, 1, 0, len(key)):  # type: ignore[arg-type]
+        return _REJECT_INFO
+    m = (_FAST_ESC if b"\x1b" in key else _FAST_PLAIN).fullmatch(key)
+    if m is None:
+        return _SLOW_INFO
+    try:
+        return _fields(m, key)
+    except ValueError:  # a field between two emptied ids: no offset holds for every line of the key
+        return _SLOW_INFO
 
 
 def _decide(keys: list[bytes]) -> list[tuple]:
@@ -177,9 +206,11 @@ def _decide(keys: list[bytes]) -> list[tuple]:
             key = keys[i]
             info = _CACHE.get(key)
             if info is None:
-                if len(_CACHE) >= _CACHE_MAX:
-                    _CACHE.clear()
-                info = _CACHE[key] = key_decision(key)
+                info = key_decision(key)
+                if len(key) <= _CACHE_KEY_MAX:
+                    if len(_CACHE) >= _CACHE_MAX:
+                        _CACHE.clear()
+                    _CACHE[key] = info
             infos[i] = info
     return infos
 
@@ -319,25 +350,20 @@ def _slow(b: _Block, tables: dict[str, list]) -> None:
     """Lines whose key the fast decision cannot place: the reference's per-line code, merged in line order."""
     slow_rows: dict[str, list] = {}
     for i in b.select(_SLOW):
-        acc = _Acc()
+        one = _One()
         start = b.starts[i]
-        if not _scan_hot(acc, b.lines[i], b.base1 + i, start, start + b.lens[i]):
+        if not _scan_hot(one, b.lines[i], b.base1 + i, start, start + b.lens[i]):  # type: ignore[arg-type]
             b.rare.append(i)
             continue
-        prefix = acc.prefixes[0]
-        ((_proc, tid),) = acc.counts
-        b.note([prefix], [i], [tid])
-        for name in tables:
-            cols = acc.cols[name]
-            if cols[0]:
-                row = [c[0] for c in cols]
-                row[3] = prefix
-                slow_rows.setdefault(name, []).append(row)
-        if acc.cols["flagged"][0]:
-            b.flagged.append((i, tid))
+        b.note([one.prefix], [i], [one.tid])
+        for table, values in one.rows:
+            if table == "flagged":
+                b.flagged.append((i, values[3]))
+            else:
+                slow_rows.setdefault(table, []).append([*values[:3], one.prefix, *values[4:]])
     for name, rows in slow_rows.items():
         merged = sorted([*zip(*tables[name], strict=True), *rows], key=itemgetter(0))
-        tables[name] = [list(c) for c in zip(*merged, strict=True)] if merged else tables[name]
+        tables[name] = [list(c) for c in zip(*merged, strict=True)]
 
 
 def scan_block_fast(block: bytes, base_line: int) -> scan.ScanResult:
