@@ -136,3 +136,10 @@ def test_long_keys_are_decided_but_not_kept() -> None:
     scan_fast._CACHE.clear()
     _same(long_store, long_store)
     assert all(len(k) <= scan_fast._CACHE_KEY_MAX for k in scan_fast._CACHE)
+
+
+def test_a_block_whose_numbers_do_not_split_as_promised_is_left_to_the_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The region shortcut checks its own premise; should it ever fail, the block is the reference's."""
+    monkeypatch.setattr(scan_fast, "_NOT_NUMBER", scan_fast._NOT_NUMBER + b" ")  # numbers run together
+    block = b"\n".join((STORE, RETRIEVE, LOOKUP, STORE)) + b"\n"
+    assert scan_block_fast(block, 0) == scan_block_py(block, 0)

@@ -215,6 +215,22 @@ def _decide(keys: list[bytes]) -> list[tuple]:
     return infos
 
 
+class _Mismatch(Exception):
+    """A shortcut's premise failed on this block (it should not happen): the reference scans it instead."""
+
+
+def _clean_prefix(raw: bytes) -> bytes:
+    """``clean_line`` of a raw process prefix, cached (prefixes over 1 KiB are cleaned, not kept)."""
+    clean = _PREFIX_CLEAN.get(raw)
+    if clean is None:
+        clean = clean_line(raw)
+        if len(raw) <= _CACHE_KEY_MAX:
+            if len(_PREFIX_CLEAN) >= _CACHE_MAX:
+                _PREFIX_CLEAN.clear()
+            _PREFIX_CLEAN[raw] = clean
+    return clean
+
+
 class _Block:
     """One block's lines with their decisions; builds the columns table by table with C-level maps."""
 
@@ -259,17 +275,14 @@ class _Block:
         joined = b" ".join(self.field(sel_lines, sel_infos, 2)).translate(None, _NOT_NUMBER)
         values = array("q", map(int, joined.split()))
         if len(values) != count * len(sel_lines):  # cannot happen for a verified key; never guess
-            raise AssertionError("number regions did not split into the template's numbers")
+            raise _Mismatch
         return values
 
     def prefixes(self, sel_lines: list[bytes], sel_infos: list[tuple]) -> list[bytes]:
         """The cleaned process prefix of each selected line (cleaned once per distinct raw prefix)."""
         raw = list(self.field(sel_lines, sel_infos, 1))
-        for r in set(raw).difference(_PREFIX_CLEAN):
-            if len(_PREFIX_CLEAN) >= _CACHE_MAX:
-                _PREFIX_CLEAN.clear()
-            _PREFIX_CLEAN[r] = clean_line(r)
-        return list(map(_PREFIX_CLEAN.__getitem__, raw))
+        table = {r: _clean_prefix(r) for r in set(raw)}  # local: another thread may empty the cache
+        return list(map(table.__getitem__, raw))
 
     def note(self, clean: list[bytes], sel: list[int], tids) -> None:
         """Count the lines per (prefix, template) and note each prefix's first line."""
@@ -370,7 +383,10 @@ def scan_block_fast(block: bytes, base_line: int) -> scan.ScanResult:
     """``scan_block`` in pure Python: exactly ``scan.scan_block_py``'s result, decided once per line shape."""
     b = _Block(block, base_line)
     present = set(b.tids)
-    tables = {"lookups": _lookups(b), "retrieves": _retrieves(b), "stores": _stores(b)}
+    try:
+        tables = {"lookups": _lookups(b), "retrieves": _retrieves(b), "stores": _stores(b)}
+    except _Mismatch:
+        return scan.scan_block_py(block, base_line)
     if ACCESS in present:
         _access(b)
     if _SLOW in present:
