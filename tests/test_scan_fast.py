@@ -143,3 +143,15 @@ def test_a_block_whose_numbers_do_not_split_as_promised_is_left_to_the_reference
     monkeypatch.setattr(scan_fast, "_NOT_NUMBER", scan_fast._NOT_NUMBER + b" ")  # numbers run together
     block = b"\n".join((STORE, RETRIEVE, LOOKUP, STORE)) + b"\n"
     assert scan_block_fast(block, 0) == scan_block_py(block, 0)
+
+
+def test_seeded_mutations_of_hot_lines_find_no_difference_with_a_warm_cache() -> None:
+    """The fuzz target's property for the fallback alone (no extension needed): the cache carries over
+    from input to input, as it does from block to block."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location("fuzz_scan", Path(__file__).parent / "fuzz" / "fuzz_scan.py")
+    fuzz_scan = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fuzz_scan)
+    fuzz_scan.smoke(600, seed=11)
