@@ -5,7 +5,7 @@
     python scripts/bench_scan.py /tmp/tp1.log --write-lookup-heavy 250   # writes the TP=1 shape first
 
 Figures are MB (10^6 bytes) per CPU-second of the scan calls alone (``time.thread_time`` around each
-call; reading the file is not counted), the median of ``--repeat`` runs. ``grep -c`` runs as a child
+call; reading the file is not counted), the median of ``--repeat`` runs (one run for the reference). ``grep -c`` runs as a child
 whose user+sys CPU comes from ``os.wait4``; its stdout goes to a pipe (GNU grep short-circuits when
 stdout is /dev/null). ``--threads N`` also scans the blocks on N threads at once and reports wall-clock
 MB/s, which only scales if the compiled loop really releases the GIL. The file is read once first so
@@ -104,7 +104,7 @@ def run(args: argparse.Namespace) -> dict:
     for name, fn in impls:
         sub = blocks if name == "c" or args.python_mb is None else _first_mb(blocks, args.python_mb)
         nbytes = sum(len(b) for b, _ in sub)
-        runs = [time_scan(fn, sub) for _ in range(args.repeat if name == "c" else 1)]
+        runs = [time_scan(fn, sub) for _ in range(1 if name == "reference" else args.repeat)]
         res[name] = {"bytes": nbytes, "hot_lines": runs[0][2],
                      "mb_per_cpu_s": statistics.median(nbytes / 1e6 / c for c, _w, _h in runs),
                      "mb_per_s": statistics.median(nbytes / 1e6 / w for _c, w, _h in runs)}

@@ -8,7 +8,7 @@ prefix, template) and as compact numeric columns; every other line is handed bac
 
 Behind :func:`scan_block`: the pure-Python reference below (the definition), ``specdiag.ingest._scan``
 (C, releases the GIL) and, where no compiler was available at install time, ``scan_fast`` (this
-reference behind a regex fast path). ``tests/test_scan_differential.py`` requires identical results. The grammar both accept is written out
+reference's decisions, taken once per line shape). ``tests/test_scan_differential.py`` requires identical results. The grammar both accept is written out
 in ``docs/scanner.md``; it is deliberately narrow: a line it does not accept in full goes to ``rare``,
 where the full Python path decides, so being conservative is never wrong, only slower.
 
@@ -693,7 +693,7 @@ def scan_block(block: bytes, base_line: int) -> ScanResult:
     """Scan one block of whole lines (it should end on ``\\n``; a final partial line counts as a line).
 
     ``base_line`` is the number of lines before this block. Uses the compiled scanner when present,
-    else the pure-Python fallback (``scan_fast``: this reference behind a regex fast path).
+    else the pure-Python fallback (``scan_fast``: this reference's decisions, once per line shape).
     """
     if _compiled is not None:
         return scan_block_c(block, base_line)

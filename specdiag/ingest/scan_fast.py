@@ -1,27 +1,40 @@
-"""The pure-Python fallback of ``scan_block``: the reference with a regex fast path in front of it.
+"""The pure-Python fallback of ``scan_block``: the reference's decisions, made once per line *shape*.
 
-The reference (``scan.scan_block_py``) spends a dozen Python calls on every hot line. Here one compiled
-regex per block shape is applied to every line at C speed (``map(pattern.fullmatch, lines)``); it accepts
-only the canonical shapes that vLLM, LMCache and uvicorn print — plain, ESC-coloured or with ESC-less
-residue, simple process names — and for those its groups are exactly what the reference would parse.
-Every line the regex does not accept goes through the reference's own per-line code, so the result is
-the reference's by construction; ``tests/test_scan_differential.py`` checks it on the same inputs as
-the compiled scanner.
+The reference (``scan.scan_block_py``) spends a dozen Python calls on every line, and even one regex
+match per line runs at ~100 MB/s. Canonical hot lines, however, repeat a handful of shapes: the same
+process prefix, envelope, template and suffix, differing only in digits and in the request id. So the
+block is turned into one *key* per line with three whole-block C passes -- every digit becomes ``1``
+(``bytes.translate``, length-preserving), the content of a ``[req_id=…]`` tag and of a lookup's
+``Reqid: …`` id is emptied (``re.sub`` with literal-led patterns) -- and the reference is asked once per
+distinct key, on the key itself (a key is itself a line of its class). A module-level cache maps key →
+decision plus the offsets of the fields, and the columns are then built with ``map``/``compress`` over
+the lines (``int(line[slice])``), with no per-line Python statement on the common path.
 
-Why the fast shapes are safe (each is a strict subset of the grammar in ``scan.py``):
-* colour codes may sit only where LMCache/vLLM put them, and only of the one kind the block allows
-  (ESC sequences when the block holds ESC, residue otherwise), so cleaning removes exactly them;
-* the classes exclude control bytes, non-ASCII, ``[`` outside the envelope and tag, and parentheses in
-  the free text before the suffix, so the suffix found is the reference's and cleaning changes nothing
-  that is parsed;
-* every number is 1–18 digits and is followed by a literal (or, in a lookup, by the suffix), so a
-  longer run fails the fast regex and the reference decides.
+Why one decision per key is exact (the argument behind every shortcut, ``docs/scanner.md``):
+* the reference looks at digits only as "a digit is here" (envelope, pid, 1–18-digit numbers, suffix
+  line number, colour codes and residue ``[N;Nm``) -- except the uvicorn status, whose first digit must
+  be 1–5: that one is checked per line from its slice, as are every value and ``retrieved < required``;
+* an emptied id holds only printable bytes other than space, ``"``, ``(``, ``)``, ``:``, ``]`` (and ``[``
+  for a lookup id): no colour, CR or control byte, nothing that moves the suffix (`` (``, ``:``), the
+  access line's client/request/quote parse, the tag's ``]`` or the prefix's ``(``/``)``/`` pid=``; so every
+  line of one key is cleaned, checked and parsed the same way, at the same offsets from the line's start
+  (before the first emptied id) and from its end (after the last one);
+* what the key cannot see is checked apart: a raw line over ``MAX_HOT_LINE`` bytes is rare, and a block
+  with more than ``MAX_PREFIXES`` process prefixes is scanned by the reference itself.
+Fields are located once per key with the regex below (a strict subset of the grammar, whose groups are
+what the reference parses); a key the reference accepts but the regex does not, or whose fields straddle
+an emptied id, is "slow": its lines go through the reference's own per-line code, as today.
+``tests/test_scan_differential.py`` and the fuzz target compare the result with the reference.
 """
 
 from __future__ import annotations
 
 import re
-from itertools import accumulate
+import zlib
+from array import array
+from collections import Counter
+from itertools import accumulate, compress, repeat
+from operator import add, eq, getitem, is_, itemgetter, lshift, lt, or_
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import (
@@ -29,14 +42,14 @@ from specdiag.ingest.scan import (
     ACCESS_5XX,
     LOOKUP,
     MAX_HOT_LINE,
+    MAX_PREFIXES,
     NA,
     RETRIEVE,
+    SCHEMA,
     STORE,
-    _Acc,
-    _Reject,
+    TEMPLATES,
     _scan_hot,
     clean_line,
-    rid_hash,
 )
 
 _NUM = rb"(\d{1,18})(?![0-9])"
@@ -66,59 +79,341 @@ _FAST_ESC = _pattern(rb"\x1b\[[0-9;]*m")
 _FAST_PLAIN = _pattern(rb"\[\d{1,3}(?:;\d{1,3})*m")
 
 
-def _record(acc: _Acc, g: tuple, prefix: bytes, lineno: int, start: int, end: int) -> None:
-    """Record one fast-path match (groups as numbered in ``_pattern``); raises _Reject past the prefix cap."""
-    proc = acc.proc(prefix)
-    if g[1] is not None:
-        acc.row("stores", lineno, start, end, proc, int(g[1]), int(g[2]))
-        acc.count(proc, STORE)
-    elif g[3] is not None or g[6] is not None:
-        got, required, total = (g[3], g[4], g[5]) if g[3] is not None else (g[6], g[7], g[8])
-        got, required = int(got), int(required)
-        acc.row("retrieves", lineno, start, end, proc, got, required, int(total))
-        acc.count(proc, RETRIEVE)
-        if got < required:
-            acc.row("flagged", lineno, start, end, RETRIEVE)
-    elif g[9] is not None:
-        need = NA if g[15] is None else int(g[15])
-        acc.row("lookups", lineno, start, end, proc, rid_hash(g[9]), int(g[10]),
-                NA if g[11] is None else int(g[11]), NA if g[12] is None else int(g[12]), need,
-                1 if g[14] is not None and g[15] is not None else 0)
-        acc.count(proc, LOOKUP)
-    else:
-        status = int(g[16])
-        acc.count(proc, ACCESS_5XX if status >= 500 else ACCESS)
-        if status >= 500:
-            acc.row("flagged", lineno, start, end, ACCESS_5XX)
+#: every digit becomes "1": the key keeps where digits are (all the reference checks), not their values
+_ONES = bytes.maketrans(b"0123456789", b"1111111111")
+#: what an emptied id may hold: printable, no space, '"', '(', ')', ':' or ']' (see the module docstring)
+_ID = rb"[\x21\x23-\x27\x2a-\x39\x3b-\x5c\x5e-\x7f]"
+_TAG_ID = re.compile(rb"\[req_id=" + _ID + rb"+\]")
+_RID_ID = re.compile(rb"Reqid: " + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
+_NOT_NUMBER = bytes(c for c in range(256) if c not in b"0123456789- ")
+_TAG_HOLE, _RID_HOLE = b"[req_id=]", b"Reqid: ~"
+#: pseudo template ids of a key's decision: every line of the key is rare / goes to the reference per line
+_RARE, _SLOW = len(TEMPLATES), len(TEMPLATES) + 1
+_REJECT_INFO, _SLOW_INFO = (_RARE,), (_SLOW,)
+#: key → decision, shared by every block; bounded in entries and in key length (a log of unique shapes
+#: only refills it: at most 8,192 keys of ≤ 1 KiB, ~10 MB; canonical hot keys are ~300 bytes, ~30 a block)
+_CACHE: dict[bytes, tuple] = {}
+_CACHE_MAX = 1 << 13
+_CACHE_KEY_MAX = 1024
+_PREFIX_CLEAN: dict[bytes, bytes] = {}
+
+
+def line_keys(block: bytes, n: int) -> list[bytes]:
+    """One key per line of ``block`` (``n`` lines): digits → ``1``, tag and lookup-id contents emptied."""
+    k = block.translate(_ONES)
+    if b"[req_id=" in k:
+        k = _TAG_ID.sub(_TAG_HOLE, k)
+    if b"Reqid: " in k:
+        k = _RID_ID.sub(_RID_HOLE, k)
+    keys = k.split(b"\n")
+    del keys[n:]
+    return keys
+
+
+def _holes(key: bytes) -> tuple[int, int]:
+    """(start of the first, end of the last) emptied id in ``key``; (len, 0) when there is none."""
+    first, last = len(key), 0
+    for hole, at in ((_TAG_HOLE, 8), (_RID_HOLE, 7)):
+        i = key.find(hole)
+        if i >= 0:
+            first = min(first, i + at)
+            last = max(last, key.rfind(hole) + len(hole))
+    return first, last
+
+
+def _place(span: tuple[int, int], first: int, last: int, n: int) -> slice:
+    """The slice of a field at ``span`` in a key, valid on every raw line of that key (or ValueError)."""
+    a, b = span
+    if b <= first:
+        return slice(a, b)
+    if a >= last:
+        return slice(a - n, b - n or None)
+    if a <= first and b >= last:  # the lookup id: its start from the line's start, its end from the end
+        return slice(a, b - n or None)
+    raise ValueError(span)
+
+
+def _fields(m: re.Match, key: bytes) -> tuple:
+    """The decision of an accepted key: template id, prefix slice, and the *region* from the template's
+    first number to its last (only literal text without digits between them), plus for a lookup the id
+    slice, which optional numbers are present (computed, hit, need) and ``below_min``."""
+    first, last = _holes(key)
+    n = len(key)
+
+    def region(*groups: int) -> slice:
+        spans = [m.span(g) for g in groups if m.group(g) is not None]
+        return _place((spans[0][0], spans[-1][1]), first, last, n)
+
+    prefix = _place(m.span(1), first, last, n)
+    if m.group(2) is not None:
+        return STORE, prefix, region(2, 3)
+    if m.group(4) is not None:
+        return RETRIEVE, prefix, region(4, 6)
+    if m.group(7) is not None:
+        return RETRIEVE, prefix, region(7, 9)
+    if m.group(10) is not None:
+        shape = (m.group(12) is not None, m.group(13) is not None, m.group(16) is not None)
+        below = 1 if m.group(15) is not None and m.group(16) is not None else 0
+        return LOOKUP, prefix, region(11, 12, 13, 16), _place(m.span(10), first, last, n), shape, below
+    return ACCESS, prefix, _place(m.span(17), first, last, n)
+
+
+class _One:
+    """What ``_scan_hot`` records for one line (its prefix, template and rows), without the block-wide
+    tables of ``scan._Acc``: the fallback asks the reference about single lines, and building a full
+    accumulator per question cost more than the question."""
+
+    def __init__(self) -> None:
+        self.index: dict[bytes, int] = {}
+        self.prefix = b""
+        self.tid = -1
+        self.rows: list[tuple[str, tuple[int, ...]]] = []
+        self.cols = {"positions": [array("d")]}  # a SpecDecoding line's per-position rates land here
+
+    def proc(self, prefix: bytes) -> int:
+        self.index[prefix] = 0
+        self.prefix = prefix
+        return 0
+
+    def count(self, proc: int, tid: int) -> None:
+        self.tid = tid
+
+    def row(self, table: str, *values: int) -> None:
+        self.rows.append((table, values))
+
+
+def key_decision(key: bytes) -> tuple:
+    """What the reference decides for every line of ``key`` (the key is a line of its own class).
+
+    The reference runs first: most keys it sees are rare lines, which it rejects in a few steps, before
+    the field regex (slower on a line it does not match) is tried.
+    """
+    if not _scan_hot(_One(), key, 1, 0, len(key)):  # type: ignore[arg-type]
+        return _REJECT_INFO
+    m = (_FAST_ESC if b"\x1b" in key else _FAST_PLAIN).fullmatch(key)
+    if m is None:
+        return _SLOW_INFO
+    try:
+        return _fields(m, key)
+    except ValueError:  # a field between two emptied ids: no offset holds for every line of the key
+        return _SLOW_INFO
+
+
+def _decide(keys: list[bytes]) -> list[tuple]:
+    """The cached decision of every key, asking the reference for the keys not seen before."""
+    infos = list(map(_CACHE.get, keys))
+    if None in infos:
+        for i in list(compress(range(len(infos)), map(is_, infos, repeat(None)))):
+            key = keys[i]
+            info = _CACHE.get(key)
+            if info is None:
+                info = key_decision(key)
+                if len(key) <= _CACHE_KEY_MAX:
+                    if len(_CACHE) >= _CACHE_MAX:
+                        _CACHE.clear()
+                    _CACHE[key] = info
+            infos[i] = info
+    return infos
+
+
+class _Mismatch(Exception):
+    """A shortcut's premise failed on this block (it should not happen): the reference scans it instead."""
+
+
+def _clean_prefix(raw: bytes) -> bytes:
+    """``clean_line`` of a raw process prefix, cached (prefixes over 1 KiB are cleaned, not kept)."""
+    clean = _PREFIX_CLEAN.get(raw)
+    if clean is None:
+        clean = clean_line(raw)
+        if len(raw) <= _CACHE_KEY_MAX:
+            if len(_PREFIX_CLEAN) >= _CACHE_MAX:
+                _PREFIX_CLEAN.clear()
+            _PREFIX_CLEAN[raw] = clean
+    return clean
+
+
+class _Block:
+    """One block's lines with their decisions; builds the columns table by table with C-level maps."""
+
+    def __init__(self, block: bytes, base_line: int) -> None:
+        lines = block.split(b"\n") if block else []
+        if block.endswith(b"\n"):
+            lines.pop()
+        self.lines = lines
+        self.n = n = len(lines)
+        self.base1 = base_line + 1
+        self.infos = _decide(line_keys(block, n))
+        self.lens = lens = list(map(len, lines))
+        if n and max(lens) > MAX_HOT_LINE:  # the key cannot see the raw length
+            for i in compress(range(n), map(lt, repeat(MAX_HOT_LINE), lens)):
+                self.infos[i] = _REJECT_INFO
+        self.starts = list(accumulate(map(add, lens, repeat(1)), initial=0))
+        self.tids = tids = list(map(itemgetter(0), self.infos))
+        # one stable sort groups the line indices by decision, each group in line order
+        order = sorted(range(n), key=tids.__getitem__)
+        self.groups: dict[int, list[int]] = {}
+        at = 0
+        for tid, count in sorted(Counter(tids).items()):
+            self.groups[tid] = order[at:at + count]
+            at += count
+        self.first: dict[bytes, int] = {}  # process prefix → first hot line index
+        self.counts: Counter = Counter()
+        self.rare: list[int] = []
+        self.flagged: list[tuple[int, int]] = []  # (line index, template id)
+
+    def select(self, tid: int) -> list[int]:
+        return self.groups.get(tid, [])
+
+    def field(self, sel_lines: list[bytes], sel_infos: list[tuple], k: int):
+        return map(getitem, sel_lines, map(itemgetter(k), sel_infos))
+
+    def numbers(self, sel_lines: list[bytes], sel_infos: list[tuple], count: int) -> array:
+        """The ``count`` numbers of every selected line's region, in order, as one int64 array.
+
+        The regions are joined and everything but digits, ``-`` and spaces is deleted in one C pass: what
+        is left splits into exactly the template's numbers (the text between them holds no digit).
+        """
+        joined = b" ".join(self.field(sel_lines, sel_infos, 2)).translate(None, _NOT_NUMBER)
+        values = array("q", map(int, joined.split()))
+        if len(values) != count * len(sel_lines):  # cannot happen for a verified key; never guess
+            raise _Mismatch
+        return values
+
+    def prefixes(self, sel_lines: list[bytes], sel_infos: list[tuple]) -> list[bytes]:
+        """The cleaned process prefix of each selected line (cleaned once per distinct raw prefix)."""
+        raw = list(self.field(sel_lines, sel_infos, 1))
+        table = {r: _clean_prefix(r) for r in set(raw)}  # local: another thread may empty the cache
+        return list(map(table.__getitem__, raw))
+
+    def note(self, clean: list[bytes], sel: list[int], tids) -> None:
+        """Count the lines per (prefix, template) and note each prefix's first line."""
+        for key, c in Counter(zip(clean, tids, strict=False)).items():
+            self.counts[key] += c
+        for p, i in dict(zip(reversed(clean), reversed(sel), strict=True)).items():
+            if i < self.first.get(p, self.n):
+                self.first[p] = i
+
+    def positions(self, sel: list[int]) -> tuple[array, array, array]:
+        starts = array("q", map(self.starts.__getitem__, sel))
+        return (array("q", map(add, sel, repeat(self.base1))), starts,
+                array("q", map(add, starts, map(self.lens.__getitem__, sel))))
+
+    def take(self, tid: int) -> tuple[list[int], list[bytes], list[tuple]]:
+        """The line indices, lines and decisions of one template's lines."""
+        sel = self.select(tid)
+        return sel, list(map(self.lines.__getitem__, sel)), list(map(self.infos.__getitem__, sel))
+
+
+def _stores(b: _Block) -> list:
+    sel, lines, infos = b.take(STORE)
+    proc = b.prefixes(lines, infos)
+    b.note(proc, sel, repeat(STORE))
+    values = b.numbers(lines, infos, 2)
+    return [*b.positions(sel), proc, values[0::2], values[1::2]]
+
+
+def _retrieves(b: _Block) -> list:
+    sel, lines, infos = b.take(RETRIEVE)
+    proc = b.prefixes(lines, infos)
+    b.note(proc, sel, repeat(RETRIEVE))
+    values = b.numbers(lines, infos, 3)
+    got, required = values[0::3], values[1::3]
+    b.flagged.extend(zip(compress(sel, map(lt, got, required)), repeat(RETRIEVE)))
+    return [*b.positions(sel), proc, got, required, values[2::3]]
+
+
+def _lookups(b: _Block) -> list:
+    sel, lines, infos = b.take(LOOKUP)
+    proc = b.prefixes(lines, infos)
+    b.note(proc, sel, repeat(LOOKUP))
+    rids = list(b.field(lines, infos, 3))
+    hashes = array("Q", map(or_, map(lshift, map(zlib.crc32, rids), repeat(32)), map(zlib.adler32, rids)))
+    shapes = list(map(itemgetter(4), infos))
+    columns = [array("q", repeat(NA, len(sel))) for _ in range(4)]  # total, computed, hit, need
+    kinds = set(shapes)
+    for shape in kinds:  # one shape (one set of optional fields) per block is the common case
+        present = [0, *(k + 1 for k, on in enumerate(shape) if on)]
+        if len(kinds) == 1:
+            values = b.numbers(lines, infos, len(present))
+            for j, k in enumerate(present):
+                columns[k] = values[j::len(present)]
+            continue
+        rows = list(compress(range(len(sel)), map(eq, shapes, repeat(shape))))
+        values = b.numbers(list(map(lines.__getitem__, rows)), list(map(infos.__getitem__, rows)), len(present))
+        for j, k in enumerate(present):
+            col = columns[k]
+            for row, v in zip(rows, values[j::len(present)], strict=True):
+                col[row] = v
+    return [*b.positions(sel), proc, hashes, *columns, array("b", map(itemgetter(5), infos))]
+
+
+def _access(b: _Block) -> None:
+    """uvicorn lines are only counted (5xx also flagged); a status outside 100–599 makes the line rare."""
+    sel, lines, infos = b.take(ACCESS)
+    status = array("q", map(int, b.field(lines, infos, 2)))
+    if any(s < 100 or s > 599 for s in status):
+        keep = [100 <= s <= 599 for s in status]
+        b.rare.extend(compress(sel, map(is_, keep, repeat(False))))
+        sel, lines, infos, status = (list(compress(x, keep)) for x in (sel, lines, infos, status))
+    tids = [ACCESS_5XX if s >= 500 else ACCESS for s in status]
+    b.note(b.prefixes(lines, infos), sel, tids)
+    b.flagged.extend((i, ACCESS_5XX) for i, t in zip(sel, tids, strict=True) if t == ACCESS_5XX)
+
+
+def _slow(b: _Block, tables: dict[str, list], positions: array) -> None:
+    """Lines whose key the fast decision cannot place (the metric lines among them): the reference's
+    per-line code, merged in line order; a SpecDecoding row's per-position rates go to ``positions``."""
+    slow_rows: dict[str, list] = {}
+    for i in b.select(_SLOW):
+        one = _One()
+        start = b.starts[i]
+        if not _scan_hot(one, b.lines[i], b.base1 + i, start, start + b.lens[i]):  # type: ignore[arg-type]
+            b.rare.append(i)
+            continue
+        b.note([one.prefix], [i], [one.tid])
+        for table, values in one.rows:
+            if table == "flagged":
+                b.flagged.append((i, values[3]))
+                continue
+            row = [*values[:3], one.prefix, *values[4:]]
+            if table == "spec":  # pos_off is into this line's own rates: re-base it on the block's table
+                row[-2] = len(positions)
+                positions.extend(one.cols["positions"][0])
+            slow_rows.setdefault(table, []).append(row)
+    for name, rows in slow_rows.items():
+        merged = sorted([*zip(*tables[name], strict=True), *rows], key=itemgetter(0))
+        tables[name] = [list(c) for c in zip(*merged, strict=True)]
 
 
 def scan_block_fast(block: bytes, base_line: int) -> scan.ScanResult:
-    """``scan_block`` in pure Python: same result as ``scan.scan_block_py``, several times faster."""
-    acc = _Acc()
-    rare_line, rare_start, rare_end = acc.cols["rare"]
-    lines = block.split(b"\n") if block else []
-    if block.endswith(b"\n"):
-        lines.pop()
-    fast = _FAST_ESC if b"\x1b" in block else _FAST_PLAIN
-    prefixes: dict[bytes, bytes] = {}
-    starts = accumulate(lines, lambda pos, line: pos + len(line) + 1, initial=0)
-    lineno = base_line
-    for line, m, start in zip(lines, map(fast.fullmatch, lines), starts, strict=False):  # starts: one longer
-        lineno += 1
-        end = start + len(line)
-        if m is not None and len(line) <= MAX_HOT_LINE:
-            g = m.groups()
-            prefix = prefixes.get(g[0])
-            if prefix is None:
-                prefix = prefixes[g[0]] = clean_line(g[0])
-            try:
-                _record(acc, g, prefix, lineno, start, end)
-                continue
-            except _Reject:
-                pass
-        elif _scan_hot(acc, line, lineno, start, end):
-            continue
-        rare_line.append(lineno)
-        rare_start.append(start)
-        rare_end.append(end)
-    return scan.finish(acc, lineno - base_line)
+    """``scan_block`` in pure Python: exactly ``scan.scan_block_py``'s result, decided once per line shape."""
+    b = _Block(block, base_line)
+    present = set(b.tids)
+    try:
+        tables = {"lookups": _lookups(b), "retrieves": _retrieves(b), "stores": _stores(b),
+                  "stats": [[] for _ in SCHEMA["stats"]], "spec": [[] for _ in SCHEMA["spec"]]}
+    except _Mismatch:
+        return scan.scan_block_py(block, base_line)
+    positions = array("d")
+    if ACCESS in present:
+        _access(b)
+    if _SLOW in present:
+        _slow(b, tables, positions)
+    if len(b.first) > MAX_PREFIXES:  # the reference drops the lines of the 257th prefix on: let it decide
+        return scan.scan_block_py(block, base_line)
+    prefixes = sorted(b.first, key=b.first.__getitem__)
+    index = {p: i for i, p in enumerate(prefixes)}
+    columns: dict[str, dict[str, array]] = {}
+    for name, cols in tables.items():
+        cols[3] = list(map(index.__getitem__, cols[3]))
+        columns[name] = {c: array(code, v) for (c, code), v in zip(SCHEMA[name], cols, strict=True)}
+    flagged = sorted(b.flagged)
+    rows = [i for i, _t in flagged]
+    columns["flagged"] = dict(zip(("line", "start", "end"), b.positions(rows), strict=True))
+    columns["flagged"]["tid"] = array("B", map(itemgetter(1), flagged))
+    rare = sorted([*b.rare, *b.select(_RARE)])
+    columns["rare"] = dict(zip(("line", "start", "end"), b.positions(rare), strict=True))
+    columns["positions"] = {"rate": positions}
+    columns = {name: columns[name] for name in SCHEMA}  # the reference's table order
+    counts = {(p, TEMPLATES[t]): c for (p, t), c in b.counts.items()}
+    return scan.ScanResult(b.n, prefixes, counts, columns)

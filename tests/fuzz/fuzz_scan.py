@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Coverage-guided fuzz target: the compiled scanner and the Python fallback must agree with the reference.
+"""Coverage-guided fuzz target: the compiled scanner (when built) and the Python fallback must agree with
+the reference.
 
     pip install atheris                      # optional; the target skips cleanly without it
     python tests/fuzz/fuzz_scan.py -runs=20000 -max_len=4096 [corpus_dir]
@@ -43,7 +44,7 @@ SEEDS = [hot_line(random.Random(i)) for i in range(64)] + [VLLM_HEAD[kind] + msg
 def check(block: bytes, base: int) -> None:
     """The one property: both implementations return the same ScanResult (and neither raises)."""
     ref = scan.scan_block_py(block, base)
-    if scan.scan_block_c(block, base) != ref:
+    if scan.IMPLEMENTATION == "c" and scan.scan_block_c(block, base) != ref:
         raise AssertionError(f"compiled scanner differs from the reference on {block[:300]!r}")
     if scan_block_fast(block, base) != ref:
         raise AssertionError(f"Python fallback differs from the reference on {block[:300]!r}")
@@ -75,11 +76,9 @@ def smoke(n: int, seed: int = 0) -> int:
 
 
 def main(argv: list[str]) -> int:
-    if scan.IMPLEMENTATION != "c":
-        print("fuzz_scan: the compiled scanner is not built; nothing to fuzz", file=sys.stderr)
-        return 0
-    if len(argv) > 2 and argv[1] == "--smoke":
-        print(f"fuzz_scan: {smoke(int(argv[2]))} inputs, compiled == reference", file=sys.stderr)
+    if len(argv) > 2 and argv[1] == "--smoke":  # without the extension the fallback is still compared
+        same = "compiled == reference" if scan.IMPLEMENTATION == "c" else "fallback == reference"
+        print(f"fuzz_scan: {smoke(int(argv[2]))} inputs, {same}", file=sys.stderr)
         return 0
     if atheris is None:
         print("fuzz_scan: atheris is not installed; skipping (use --smoke N for a random run)", file=sys.stderr)
