@@ -181,3 +181,25 @@ def test_lookup_history_keeps_the_newest_batches_and_finds_the_newest_row_of_an_
     path, line, kept, hit = hist.get(scan.rid_hash(b"req-49"))
     assert (path, line, hit) == ("x.log", 100, 512) and b"Reqid: req-49," in kept  # the newest of req-49
     assert hist.get(scan.rid_hash(b"req-1")) is None  # lines 2 and 52: both older than the window
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_metric_fields_are_what_the_template_match_gives(seed: int) -> None:
+    """Sliced instead of matched: equal, on every metric row of the adversarial blocks and the corpus."""
+    from scan_cases import adversarial_block
+
+    from specdiag.events import template
+    from specdiag.ingest.hot import BlockView, metric_fields
+
+    blocks = [adversarial_block(seed)]
+    if seed == 0:
+        blocks += [p.read_bytes() for d in INPUTS for p in d.iterdir() if p.name != "expected.json" and p.suffix != ".md"]
+    seen = 0
+    for block in blocks:
+        view = BlockView("x", block, 0, scan.scan_block(block, 0), OriginCache(), None)
+        for table, tid in (("stats", "V_STATS"), ("spec", "V_SPEC")):
+            for i in range(len(view.res.columns[table]["line"])):
+                rec = view.record(table, i)
+                assert metric_fields(table, rec.raw) == template(tid).match(rec.raw)
+                seen += 1
+    assert seed != 0 or seen > 100

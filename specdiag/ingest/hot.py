@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from specdiag.ingest import scan
 from specdiag.ingest.origin import Origin, OriginCache
+from specdiag.numbers import to_int
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.events import Event
@@ -65,9 +66,7 @@ class BlockView:
 
     def _vllm_record(self, table: str, i: int) -> Record:
         """A metric row's Record: its process is the row's (no prefix to peel again), then vLLM's header."""
-        from specdiag.ingest.records import VLLM_REST, Record
-        from specdiag.numbers import to_int
-
+        _event_cls, _templates, VLLM_REST, Record = _late()  # noqa: N806 - the imported names
         cols = self.res.columns[table]
         proc = cols["proc"][i]
         rest = scan.clean_line(self.raw(table, i))[len(self.res.prefixes[proc]) :]
@@ -169,19 +168,43 @@ def revive(kept: Record | bytes, path: str, line: int, origins: OriginCache) -> 
     return default_matcher().match(rec)
 
 
-_METRIC_TIDS = {"stats": "V_STATS", "spec": "V_SPEC"}
+_LATE: tuple | None = None
+
+
+def _late() -> tuple:
+    """``(Event, {table: (tid, template)}, VLLM_REST, Record)``, imported once on first use: records and
+    events import this module, so it cannot import them at load time."""
+    global _LATE
+    if _LATE is None:
+        from specdiag.events import Event, template
+        from specdiag.ingest.records import VLLM_REST, Record
+
+        _LATE = (Event, {t: (tid, template(tid)) for t, tid in (("stats", "V_STATS"), ("spec", "V_SPEC"))},
+                 VLLM_REST, Record)
+    return _LATE
+
+
+def metric_fields(table: str, msg: bytes) -> dict:
+    """The V_STATS / V_SPEC template's fields of a message the scanner accepted, sliced instead of matched:
+    the scanner checked the shape (``Engine N: `` / ``N Engines Aggregated: `` then ``Avg prompt
+    throughput: …``; ``SpecDecoding metrics: …``), printable ASCII; a test holds it equal to the match."""
+    if table == "spec":
+        return {"body": msg[22:].decode()}
+    if msg.startswith(b"Engine "):
+        colon = msg.index(b": ", 7)
+        return {"engine": msg[7:colon].decode(), "n_engines": None, "body": msg[colon + 2 :].decode()}
+    cut = msg.index(b" Engines Aggregated: ")
+    return {"engine": None, "n_engines": msg[:cut].decode(), "body": msg[cut + 21 :].decode()}
 
 
 def metric_event(view: BlockView, table: str, i: int, rec: Record) -> Event:
     """The V_STATS / V_SPEC event of a metric row: the template's own fields, and the parsed body
     (``metrics.parse`` caches it as ``_kv``) taken from the columns instead of parsed again."""
-    from specdiag.events import Event, template
-
-    tid = _METRIC_TIDS[table]
-    t = template(tid)
-    fields = t.match(rec.raw) or {}
+    event_cls, templates, _rest, _rec = _late()
+    tid, t = templates[table]
+    fields = metric_fields(table, rec.raw)
     fields["_kv"] = scan.stats_row(view.res, i) if table == "stats" else scan.spec_row(view.res, i)
-    return Event(tid, rec, fields, t)
+    return event_cls(tid, rec, fields, t)
 
 
 #: metric rows become events (``metric_event``): counted as events, not as scanner counts
