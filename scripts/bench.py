@@ -208,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size-mb", type=float, default=200.0, help="--suite: MiB per generated file (default 200)")
     ap.add_argument("--stream-gb", type=float, default=2.0, help="--suite: GiB streamed through a pipe (0: none)")
     ap.add_argument("--data-dir", default=None, help="--suite: where generated files are cached (bench-data/)")
+    ap.add_argument("--only", default=None, metavar="ROWS",
+                    help="--suite: comma-separated row names to run (default all; e.g. stream-tp1)")
     args = ap.parse_args(argv)
     if args.suite:
         import bench_suite

@@ -350,15 +350,15 @@ def _ids_named(finding: dict) -> set[str]:
 
 
 def targets(rows: list[Row], stream_gib: float) -> list[dict]:
-    """Each of the issue's done-when targets with the figure it was judged on."""
+    """Each of the issue's done-when targets with the figure it was judged on (``met`` None: not run)."""
     by = {r.name: r for r in rows}
     out = []
     for rid, key, limit, text in TARGETS:
         r = by.get(rid)
         v = r.analyze.get(key) if r else None
         cpu = r.analyze.get("mb_per_cpu_s") if r else None
-        out.append({"target": text, "row": rid, "figure": v, "mb_per_cpu_s": cpu,
-                    "met": v is not None and v >= limit and r.analyze.get("rc") in (0, 1)})
+        met = None if r is None else v is not None and v >= limit and r.analyze.get("rc") in (0, 1)
+        out.append({"target": text, "row": rid, "figure": v, "mb_per_cpu_s": cpu, "met": met})
     ran = [r for r in rows if r.analyze.get("peak_rss_mib") is not None]
     worst = max(ran, key=lambda r: r.analyze["peak_rss_mib"], default=None)
     out.append({"target": f"peak RSS < {RSS_LIMIT_MIB:g} MiB on every input", "row": worst.name if worst else None,
@@ -373,7 +373,7 @@ def targets(rows: list[Row], stream_gib: float) -> list[dict]:
     if ids is not None and 0 < stream_gib < 10:
         note = f"a {stream_gib:g} GiB stream was run: {ids / stream_gib * 10:,.0f} ids per 10 GiB at this rate"
     out.append({"target": f"stream of >= {STREAM_IDS_TARGET:,} unique request ids (10 GB)", "row": "stream-tp1",
-                "figure": ids, "met": ids is not None and ids >= STREAM_IDS_TARGET, "note": note})
+                "figure": ids, "met": None if ids is None else ids >= STREAM_IDS_TARGET, "note": note})
     return out
 
 
@@ -428,36 +428,51 @@ def compressed_rows(tp8: Input, tp1: Input, cmd: list[str]) -> tuple[list[tuple]
     return plan, skipped
 
 
-def run_suite(size_mib: float, stream_gib: float, data_dir: Path, cmd: list[str], *, seed: int = 7,
-              incidents: int = 5, force: bool = False, timeout: float = 1800.0,
-              use_time: bool | None = None) -> dict:
-    """Generate (or reuse) the inputs, run every row, judge the targets; the whole result as one dict."""
-    if use_time is None:
-        use_time = bench.has_gnu_time()
+ROW_NAMES = ("tp8-j1", "tp8-j2", "tp1-j1", "tp8-python", "tp1-python", "tp8-gz", "tp1-gz", "tp8-zst", "tp1-zst",
+             "stream-tp1")
+
+
+def run_file_rows(size_mib: float, data_dir: Path, cmd: list[str], only: frozenset[str], seed: int,
+                  incidents: int, force: bool, timeout: float, use_time: bool) -> list[Row]:
+    """Generate (or reuse) both shapes and their compressed variants; run the selected file rows."""
     tp8 = generated(data_dir, "tp8", size_mib, seed, incidents, force)
     tp1 = generated(data_dir, "tp1", size_mib, seed, incidents, force)
-    plan = plan_file_rows(tp8, tp1, cmd)
-    more, rows = compressed_rows(tp8, tp1, cmd)
-    plan += more
-    scanners: dict[str, str] = {}
+    plan = [p for p in plan_file_rows(tp8, tp1, cmd) if p[0] in only]
     done: list[Row] = []
+    if only & {n for n in ROW_NAMES if n.endswith(("-gz", "-zst"))}:
+        more, skipped = compressed_rows(tp8, tp1, cmd)
+        plan += [p for p in more if p[0] in only]
+        done += [r for r in skipped if r.name in only]
+    scanners: dict[str, str] = {}
     for name, what, inp, argv, forced in plan:
-        env = dict(os.environ)
-        env.pop("SPECDIAG_SCANNER", None)
+        env = {k: v for k, v in os.environ.items() if k != "SPECDIAG_SCANNER"}
         if forced:
             env["SPECDIAG_SCANNER"] = forced
         scanner = scanners.setdefault(forced, scanner_of(cmd, env))
         print(f"running {name} …", file=sys.stderr)
         done.append(file_row(name, what, inp, argv, env, timeout, use_time, scanner))
-    done += rows
-    if stream_gib > 0:
+    order = {n: i for i, n in enumerate(ROW_NAMES)}
+    return sorted(done, key=lambda r: order[r.name])
+
+
+def run_suite(size_mib: float, stream_gib: float, data_dir: Path, cmd: list[str], *, seed: int = 7,
+              incidents: int = 5, force: bool = False, timeout: float = 1800.0,
+              use_time: bool | None = None, only: tuple[str, ...] | None = None) -> dict:
+    """Run the selected rows (``only``: row names, default all), judge the targets; one result dict."""
+    if use_time is None:
+        use_time = bench.has_gnu_time()
+    chosen = frozenset(only or ROW_NAMES)
+    load0 = list(os.getloadavg())
+    done: list[Row] = []
+    if chosen - {"stream-tp1"}:
+        done = run_file_rows(size_mib, data_dir, cmd, chosen, seed, incidents, force, timeout, use_time)
+    if stream_gib > 0 and "stream-tp1" in chosen:
         env = {k: v for k, v in os.environ.items() if k != "SPECDIAG_SCANNER"}
         print(f"running stream-tp1 ({stream_gib:g} GiB) …", file=sys.stderr)
-        done.append(stream_row(stream_gib, seed, incidents, cmd, env, timeout, use_time,
-                               scanners.setdefault("", scanner_of(cmd, env))))
+        done.append(stream_row(stream_gib, seed, incidents, cmd, env, timeout, use_time, scanner_of(cmd, env)))
     return {"schema": "specdiag.bench-suite/1", "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": _commit(), "load_average": list(os.getloadavg()), "size_mib": size_mib,
-            "stream_gib": stream_gib, "rss_measured_by": "gnu-time" if use_time else "wait4",
+            "commit": _commit(), "load_average_start": load0, "load_average": list(os.getloadavg()),
+            "size_mib": size_mib, "stream_gib": stream_gib, "rss_measured_by": "gnu-time" if use_time else "wait4",
             "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
                      "system": platform.platform()},
             "rows": [_row_dict(r) for r in done], "targets": targets(done, stream_gib)}
@@ -495,6 +510,10 @@ def _f(v, fmt: str = ".1f") -> str:
     return "—" if v is None else format(v, fmt)
 
 
+def _verdict(met: bool | None) -> str:
+    return "not run" if met is None else "met" if met else "NOT met"
+
+
 def table(result: dict) -> str:
     """The rows and targets as Markdown tables (what docs/benchmark.md records)."""
     head = ("| row | input | MB | specdiag wall s | MB/s | CPU s | MB per CPU-s | peak RSS MiB | rc | scanner "
@@ -517,10 +536,11 @@ def table(result: dict) -> str:
         extra = f" ({_f(t['mb_per_cpu_s'])} MB per CPU-s)" if t.get("mb_per_cpu_s") is not None else ""
         note = f"; {t['note']}" if t.get("note") else ""
         where = f" [{t['row']}]" if t.get("row") else ""
-        lines.append(f"| {t['target']} | {shown}{extra}{where}{note} | {'met' if t['met'] else 'NOT met'} |")
+        lines.append(f"| {t['target']} | {shown}{extra}{where}{note} | {_verdict(t['met'])} |")
     lines.append("")
     lines.append(f"{result['when']}, commit {result['commit']}, load average "
-                 f"{' '.join(f'{x:.2f}' for x in result['load_average'])}, {result['host']['cpus']} CPUs, "
+                 f"{' '.join(f'{x:.2f}' for x in result['load_average_start'])} at the start, "
+                 f"{' '.join(f'{x:.2f}' for x in result['load_average'])} at the end, {result['host']['cpus']} CPUs, "
                  f"Python {result['host']['python']}; MB = 10^6 bytes; peak RSS via {result['rss_measured_by']}")
     return "\n".join(lines)
 
@@ -530,8 +550,13 @@ def main(args) -> int:
     cmd = bench.shlex.split(args.cmd) if args.cmd else [bench.default_cmd()]
     data_dir = Path(args.data_dir) if args.data_dir else bench.BENCH_DIR
     use_time = None if not args.no_gnu_time else False
+    only = tuple(n.strip() for n in args.only.split(",") if n.strip()) if args.only else None
+    unknown = sorted(set(only or ()) - set(ROW_NAMES))
+    if unknown:
+        print(f"error: --only: unknown row(s) {', '.join(unknown)}; rows: {', '.join(ROW_NAMES)}", file=sys.stderr)
+        return 2
     result = run_suite(args.size_mb, args.stream_gb, data_dir, cmd, seed=args.seed, incidents=args.incidents,
-                       force=args.force, timeout=args.timeout, use_time=use_time)
+                       force=args.force, timeout=args.timeout, use_time=use_time, only=only)
     text = table(result)
     if args.json:
         print(text, file=sys.stderr)

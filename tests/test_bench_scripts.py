@@ -141,6 +141,20 @@ def test_targets_are_met_only_at_their_thresholds() -> None:
     assert not next(t for t in over if t["target"].startswith("peak RSS"))["met"]
 
 
+def test_targets_of_rows_not_run_are_not_judged() -> None:
+    out = bench_suite.targets([_row("tp1-j1", 400, 50)], 0)
+    speed = {t["row"]: t["met"] for t in out[:len(bench_suite.TARGETS)]}
+    assert speed == {"tp8-j1": None, "tp8-j2": None, "tp1-j1": True, "tp8-python": None, "tp1-python": None}
+    assert out[-1]["met"] is None   # no stream row
+
+
+def test_only_rejects_an_unknown_row_with_one_line(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, str(SCRIPTS / "bench.py"), "--suite", "--only", "tp8-j1,nope",
+                        "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "nope" in r.stderr
+    assert not list(tmp_path.iterdir())   # nothing generated
+
+
 def test_generator_counts_every_distinct_request_id_it_writes(tmp_path: Path) -> None:
     log, side = tmp_path / "tp1.log", tmp_path / "tp1.json"
     subprocess.run([sys.executable, str(SCRIPTS / "gen_bench_log.py"), str(log), "--size-mb", "1", "--shape", "tp1",
