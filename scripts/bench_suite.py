@@ -30,6 +30,7 @@ import gzip
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -37,6 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -160,7 +162,7 @@ class Child:
 
     popen: subprocess.Popen
     t0: float
-    err: object
+    err: IO[bytes]
     timefile: str | None
 
 
@@ -238,7 +240,7 @@ def grep_file(inp: Input, timeout: float, use_time: bool) -> dict:
     """``grep -c LMCache`` on the same bytes: the file itself, or its decompressor piped into grep."""
     assert inp.path is not None
     if inp.compression:
-        script = f'{" ".join(decompress_argv(inp.compression))} "$1" | grep -c LMCache'
+        script = f'{shlex.join(decompress_argv(inp.compression))} "$1" | grep -c LMCache'
         argv = ["sh", "-c", script, "sh", str(inp.path)]
     else:
         argv = ["grep", "-c", "LMCache", str(inp.path)]
@@ -547,7 +549,7 @@ def table(result: dict) -> str:
 
 def main(args) -> int:
     """``bench.py --suite``: run it, print the Markdown table (stderr with --json) and JSON."""
-    cmd = bench.shlex.split(args.cmd) if args.cmd else [bench.default_cmd()]
+    cmd = shlex.split(args.cmd) if args.cmd else [bench.default_cmd()]
     data_dir = Path(args.data_dir) if args.data_dir else bench.BENCH_DIR
     use_time = None if not args.no_gnu_time else False
     only = tuple(n.strip() for n in args.only.split(",") if n.strip()) if args.only else None

@@ -155,6 +155,25 @@ def test_only_rejects_an_unknown_row_with_one_line(tmp_path: Path) -> None:
     assert not list(tmp_path.iterdir())   # nothing generated
 
 
+def test_compressed_rows_work_without_the_gzip_and_zstd_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No ``gzip``/``zstd`` on PATH: the python modules compress and decompress; grep counts the same."""
+    log = tmp_path / "x.log"
+    log.write_bytes(b"LMCache INFO: a\nvLLM b\nLMCache c\n" * 1000)
+    plain = bench_suite.Input("tp8", log, {"bytes": log.stat().st_size})
+    monkeypatch.setattr(bench_suite.shutil, "which", lambda name: None)
+    kinds = ["gz"]
+    try:
+        import zstandard  # noqa: F401
+        kinds.append("zst")
+    except ImportError:
+        inp, why = bench_suite.compressed(plain, "zst")
+        assert inp is None and why.startswith("skipped")
+    for kind in kinds:
+        inp, why = bench_suite.compressed(plain, kind)
+        assert inp is not None and not why and inp.path.suffix == "." + kind
+        assert bench_suite.grep_file(inp, 60, False)["count"] == 2000, kind
+
+
 def test_generator_counts_every_distinct_request_id_it_writes(tmp_path: Path) -> None:
     log, side = tmp_path / "tp1.log", tmp_path / "tp1.json"
     subprocess.run([sys.executable, str(SCRIPTS / "gen_bench_log.py"), str(log), "--size-mb", "1", "--shape", "tp1",
