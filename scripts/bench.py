@@ -208,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size-mb", type=float, default=200.0, help="--suite: MiB per generated file (default 200)")
     ap.add_argument("--stream-gb", type=float, default=2.0, help="--suite: GiB streamed through a pipe (0: none)")
     ap.add_argument("--data-dir", default=None, help="--suite: where generated files are cached (bench-data/)")
+    ap.add_argument("--stream-feed", choices=("generator", "file"), default="generator",
+                    help="--suite: feed the stream from the generator (default) or from the same stream "
+                         "generated once into --data-dir and read by cat (beyond the generator's ~40 MB/s)")
     ap.add_argument("--only", default=None, metavar="ROWS",
                     help="--suite: comma-separated row names to run (default all; e.g. stream-tp1)")
     args = ap.parse_args(argv)

@@ -293,31 +293,47 @@ def stream_pair(gen_argv: list[str], consumer: list[str], consumer_out, env: dic
     return g, k, captured
 
 
+def _generator_argv(mib: float, seed: int, incidents: int, side: Path) -> list[str]:
+    return [sys.executable, str(GENERATOR), "-", "--size-mb", f"{mib:g}", "--shape", "tp1", "--seed", str(seed),
+            "--incidents", str(incidents), "--count-ids", "--stats-json", str(side)]
+
+
 def stream_row(gib: float, seed: int, incidents: int, cmd: list[str], env: dict, timeout: float,
-               use_time: bool, scanner: str) -> Row:
-    """The TP=1 generator streamed through a pipe into ``specdiag analyze -``, then into ``grep -c``."""
+               use_time: bool, scanner: str, data_dir: Path | None = None) -> Row:
+    """The TP=1 stream through a pipe into ``specdiag analyze -``, then the same stream into ``grep -c``.
+
+    The feeder is the generator itself, or (``data_dir`` given) ``cat`` of the same stream generated
+    once into a cached file there: the Python generator writes only ≈ 40 MB per CPU-second, which bounds
+    both sides of the pipe once the analyzer is faster than that.
+    """
     mib = gib * 1024
-    row = Row("stream-tp1", f"tp1 {gib:g} GiB, generator piped into specdiag analyze - (-j 1)", scanner=scanner)
+    feed = "file" if data_dir else "generator"
+    row = Row("stream-tp1", f"tp1 {gib:g} GiB, {'cached file (cat)' if data_dir else 'generator'} piped into specdiag analyze - (-j 1)", scanner=scanner)
     with tempfile.TemporaryDirectory() as td:
-        side, side2 = Path(td) / "gen.json", Path(td) / "gen2.json"
-        gen = [sys.executable, str(GENERATOR), "-", "--size-mb", f"{mib:g}", "--shape", "tp1", "--seed",
-               str(seed), "--incidents", str(incidents), "--count-ids", "--stats-json", str(side)]
+        sides = [Path(td) / "gen.json", Path(td) / "gen2.json"]
+        stats = None
+        if data_dir:
+            cached = generated(data_dir, "tp1", mib, seed, incidents, False)
+            feeders, stats = [["cat", str(cached.path)]] * 2, cached.stats
+        else:
+            feeders = [_generator_argv(mib, seed, incidents, side) for side in sides]
         out = Path(td) / "report.json"
         argv = analyze_argv(cmd, "-", 1)
         with open(out, "wb") as fh:
-            g, fig, _ = stream_pair(gen, argv, fh, env, timeout, use_time)
-        stats = json.loads(side.read_text(encoding="utf-8")) if side.is_file() else {"bytes": 0}
+            g, fig, _ = stream_pair(feeders[0], argv, fh, env, timeout, use_time)
+        if stats is None:
+            stats = json.loads(sides[0].read_text(encoding="utf-8")) if sides[0].is_file() else {"bytes": 0}
         row.bytes = int(stats.get("bytes", 0))
         row.report, row.incidents = digest(out, stats.get("incidents", []))
-        gen2 = [*gen[:-1], str(side2)]
-        g2, gfig, count = stream_pair(gen2, ["grep", "-c", "LMCache"], subprocess.PIPE, None, timeout, use_time)
-    row.analyze = dict(with_rates(fig, row.bytes), argv=["generator", "|", *argv])
-    row.grep = dict(with_rates(gfig, row.bytes), count=_int(count), argv=["generator", "|", "grep", "-c", "LMCache"])
-    row.generator = {"with_specdiag": with_rates(g, row.bytes), "with_grep": with_rates(g2, row.bytes),
+        g2, gfig, count = stream_pair(feeders[1], ["grep", "-c", "LMCache"], subprocess.PIPE, None, timeout, use_time)
+    row.analyze = dict(with_rates(fig, row.bytes), argv=[feed, "|", *argv])
+    row.grep = dict(with_rates(gfig, row.bytes), count=_int(count), argv=[feed, "|", "grep", "-c", "LMCache"])
+    row.generator = {"feed": feed, "with_specdiag": with_rates(g, row.bytes), "with_grep": with_rates(g2, row.bytes),
                      "requests": stats.get("requests"), "distinct_request_ids": stats.get("distinct_request_ids")}
+    who = "cat" if data_dir else "generator"
     bound = g["cpu_s"] >= 0.9 * fig["wall_s"]
-    row.note = (f"{stats.get('distinct_request_ids')} distinct request ids; generator CPU {g['cpu_s']:.1f} s "
-                f"(not charged to specdiag)" + ("; wall time bounded by the generator" if bound else ""))
+    row.note = (f"{stats.get('distinct_request_ids')} distinct request ids; {who} CPU {g['cpu_s']:.1f} s "
+                f"(not charged to specdiag)" + (f"; wall time bounded by the {who}" if bound else ""))
     return row
 
 
@@ -459,21 +475,24 @@ def run_file_rows(size_mib: float, data_dir: Path, cmd: list[str], only: frozens
 
 def run_suite(size_mib: float, stream_gib: float, data_dir: Path, cmd: list[str], *, seed: int = 7,
               incidents: int = 5, force: bool = False, timeout: float = 1800.0,
-              use_time: bool | None = None, only: tuple[str, ...] | None = None) -> dict:
+              use_time: bool | None = None, only: tuple[str, ...] | None = None,
+              stream_feed: str = "generator") -> dict:
     """Run the selected rows (``only``: row names, default all), judge the targets; one result dict."""
     if use_time is None:
         use_time = bench.has_gnu_time()
     chosen = frozenset(only or ROW_NAMES)
     load0 = list(os.getloadavg())
+    commit = _commit()   # before the runs: what was measured, not what was committed meanwhile
     done: list[Row] = []
     if chosen - {"stream-tp1"}:
         done = run_file_rows(size_mib, data_dir, cmd, chosen, seed, incidents, force, timeout, use_time)
     if stream_gib > 0 and "stream-tp1" in chosen:
         env = {k: v for k, v in os.environ.items() if k != "SPECDIAG_SCANNER"}
         print(f"running stream-tp1 ({stream_gib:g} GiB) …", file=sys.stderr)
-        done.append(stream_row(stream_gib, seed, incidents, cmd, env, timeout, use_time, scanner_of(cmd, env)))
+        done.append(stream_row(stream_gib, seed, incidents, cmd, env, timeout, use_time, scanner_of(cmd, env),
+                               data_dir if stream_feed == "file" else None))
     return {"schema": "specdiag.bench-suite/1", "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": _commit(), "load_average_start": load0, "load_average": list(os.getloadavg()),
+            "commit": commit, "load_average_start": load0, "load_average": list(os.getloadavg()),
             "size_mib": size_mib, "stream_gib": stream_gib, "rss_measured_by": "gnu-time" if use_time else "wait4",
             "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
                      "system": platform.platform()},
@@ -558,7 +577,8 @@ def main(args) -> int:
         print(f"error: --only: unknown row(s) {', '.join(unknown)}; rows: {', '.join(ROW_NAMES)}", file=sys.stderr)
         return 2
     result = run_suite(args.size_mb, args.stream_gb, data_dir, cmd, seed=args.seed, incidents=args.incidents,
-                       force=args.force, timeout=args.timeout, use_time=use_time, only=only)
+                       force=args.force, timeout=args.timeout, use_time=use_time, only=only,
+                       stream_feed=args.stream_feed)
     text = table(result)
     if args.json:
         print(text, file=sys.stderr)

@@ -148,6 +148,17 @@ def test_targets_of_rows_not_run_are_not_judged() -> None:
     assert out[-1]["met"] is None   # no stream row
 
 
+def test_stream_from_a_cached_file_reports_the_same_incidents(tmp_path: Path) -> None:
+    r = subprocess.run([sys.executable, str(SCRIPTS / "bench.py"), "--suite", "--only", "stream-tp1", "--stream-gb",
+                        "0.002", "--stream-feed", "file", "--data-dir", str(tmp_path), "--cmd", _specdiag(), "--json"],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    (row,) = json.loads(r.stdout)["rows"]
+    assert row["generator"]["feed"] == "file" and row["generator"]["with_grep"]["rc"] == 0
+    assert row["incidents"]["found"] == row["incidents"]["expected"] == 5
+    assert row["grep"]["count"] > 0 and row["bytes"] == sum(p.stat().st_size for p in tmp_path.glob("*.log"))
+
+
 def test_only_rejects_an_unknown_row_with_one_line(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(SCRIPTS / "bench.py"), "--suite", "--only", "tp8-j1,nope",
                         "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
