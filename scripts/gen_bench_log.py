@@ -386,13 +386,19 @@ def generate_tp1(out, size_bytes: int, seed: int, incidents: int, kubectl_from: 
 
 def distinct(ids: array) -> int:
     """How many distinct values ``ids`` holds: a lower bound on the distinct request ids written (an id is
-    its 64-bit head plus 32 more random bits), exact when it equals the request count. Sorting a copy
-    costs 8 bytes per request (80 MB at 10 M), in this process, never in the analyzer's."""
+    its 64-bit head plus 32 more random bits), exact when it equals the request count.
+
+    Sorts ``ids`` in place (its order is not needed afterwards), so the count costs the 8 bytes per
+    request already held plus 1 byte per request for the comparison: 117 MB at 13 M requests, in this
+    process, never in the analyzer's. (``numpy.unique`` peaked at ~770 MB more on the same 13 M.)
+    """
     try:
         import numpy as np
     except ImportError:  # pragma: no cover - numpy comes with pandas, a specdiag dependency
         return len(set(ids))
-    return int(np.unique(np.frombuffer(ids, dtype=np.uint64)).size)
+    a = np.frombuffer(ids, dtype=np.uint64)   # a writable view of the array's own buffer: no copy
+    a.sort()
+    return int(a.size and 1 + np.count_nonzero(a[1:] != a[:-1]))
 
 
 def main(argv: list[str] | None = None) -> int:

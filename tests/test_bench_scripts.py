@@ -185,6 +185,15 @@ def test_compressed_rows_work_without_the_gzip_and_zstd_tools(tmp_path: Path, mo
         assert bench_suite.grep_file(inp, 60, False)["count"] == 2000, kind
 
 
+def test_distinct_id_count_sees_repeats() -> None:
+    from array import array
+
+    import gen_bench_log
+
+    assert gen_bench_log.distinct(array("Q", [2**64 - 1, 7, 7, 0, 2**64 - 1, 3])) == 4
+    assert gen_bench_log.distinct(array("Q")) == 0 and gen_bench_log.distinct(array("Q", [9])) == 1
+
+
 def test_generator_counts_every_distinct_request_id_it_writes(tmp_path: Path) -> None:
     log, side = tmp_path / "tp1.log", tmp_path / "tp1.json"
     subprocess.run([sys.executable, str(SCRIPTS / "gen_bench_log.py"), str(log), "--size-mb", "1", "--shape", "tp1",
