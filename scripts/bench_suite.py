@@ -567,7 +567,8 @@ def table(result: dict) -> str:
 
 
 def main(args) -> int:
-    """``bench.py --suite``: run it, print the Markdown table (stderr with --json) and JSON."""
+    """``bench.py --suite``: run it, print the Markdown table (stderr with --json) and JSON; exit 1 when an
+    analyze run failed or lost an incident (a fast wrong answer is a failed benchmark)."""
     cmd = shlex.split(args.cmd) if args.cmd else [bench.default_cmd()]
     data_dir = Path(args.data_dir) if args.data_dir else bench.BENCH_DIR
     use_time = None if not args.no_gnu_time else False
@@ -585,5 +586,9 @@ def main(args) -> int:
         print(json.dumps(result, indent=2))
     else:
         print(text)
-    bad = [r["name"] for r in result["rows"] if r["analyze"].get("rc") not in (0, 1, None)]
-    return 1 if bad else 0
+    failed = [r["name"] for r in result["rows"] if r["analyze"].get("rc") not in (0, 1, None)]
+    lost = [r["name"] for r in result["rows"] if r["incidents"] and r["incidents"]["found"] != r["incidents"]["expected"]]
+    for what, names in (("analyze failed", failed), ("incidents not reported as KV001", lost)):
+        if names:
+            print(f"error: {what}: {', '.join(names)}", file=sys.stderr)
+    return 1 if failed or lost else 0

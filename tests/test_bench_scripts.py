@@ -159,6 +159,19 @@ def test_stream_from_a_cached_file_reports_the_same_incidents(tmp_path: Path) ->
     assert row["grep"]["count"] > 0 and row["bytes"] == sum(p.stat().st_size for p in tmp_path.glob("*.log"))
 
 
+def test_an_analyzer_that_loses_the_incidents_fails_the_suite(tmp_path: Path) -> None:
+    """A fast analyzer that reports nothing must not pass: exit 1, the row named, the target not met."""
+    fake = tmp_path / "fake_analyzer.py"
+    fake.write_text("import sys\nsys.stdout.write('{\"findings\": []}')\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, str(SCRIPTS / "bench.py"), "--suite", "--only", "tp8-j1", "--size-mb", "1.5",
+                        "--data-dir", str(tmp_path), "--cmd", f"{sys.executable} {fake}", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "incidents not reported as KV001: tp8-j1" in r.stderr
+    result = json.loads(r.stdout)
+    assert result["rows"][0]["incidents"]["found"] == 0 < result["rows"][0]["incidents"]["expected"]
+    assert not next(t for t in result["targets"] if t["target"].startswith("every incident"))["met"]
+
+
 def test_only_rejects_an_unknown_row_with_one_line(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, str(SCRIPTS / "bench.py"), "--suite", "--only", "tp8-j1,nope",
                         "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=60)
