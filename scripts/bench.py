@@ -5,6 +5,7 @@
     python scripts/bench.py --generate 1024            # writes bench-data/bench-1024mb-seed7.log first
     python scripts/bench.py --generate 1024 --json > bench-data/result.json
     python scripts/bench.py --generate 256 --shape tp1   # lookup-heavy, metric-dense TP=1 shape
+    python scripts/bench.py --suite --size-mb 200 --stream-gb 2 [--json]   # every row of issue 9, item 7
 
 For each tool the child process is started with `subprocess.Popen` and reaped with `os.wait4`, which
 returns the resource usage of exactly that child (wall time, user+sys CPU seconds, peak RSS incl. its
@@ -201,7 +202,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-analyze", action="store_true", help="skip specdiag (e.g. to time grep alone)")
     ap.add_argument("--no-gnu-time", action="store_true", help="measure with os.wait4 even if /usr/bin/time exists")
     ap.add_argument("--json", action="store_true", help="print a JSON object instead of the table")
+    ap.add_argument("--suite", action="store_true",
+                    help="run the whole suite of issue 9 (both shapes, -j 1/-j 2, Python fallback, gz, zst, a "
+                         "stream) beside grep; see scripts/bench_suite.py")
+    ap.add_argument("--size-mb", type=float, default=200.0, help="--suite: MiB per generated file (default 200)")
+    ap.add_argument("--stream-gb", type=float, default=2.0, help="--suite: GiB streamed through a pipe (0: none)")
+    ap.add_argument("--data-dir", default=None, help="--suite: where generated files are cached (bench-data/)")
+    ap.add_argument("--stream-feed", choices=("generator", "file"), default="generator",
+                    help="--suite: feed the stream from the generator (default) or from the same stream "
+                         "generated once into --data-dir and read by cat (beyond the generator's ~40 MB/s)")
+    ap.add_argument("--only", default=None, metavar="ROWS",
+                    help="--suite: comma-separated row names to run (default all; e.g. stream-tp1)")
     args = ap.parse_args(argv)
+    if args.suite:
+        import bench_suite
+
+        return bench_suite.main(args)
 
     if args.generate:
         log = generate(args.generate, args.seed, args.incidents, args.force, args.shape, args.kubectl_from)

@@ -33,6 +33,7 @@ Numbers longer than :data:`MAX_DIGITS` digits make the line rare (never an overf
 
 from __future__ import annotations
 
+import os
 import re
 import zlib
 from array import array
@@ -677,8 +678,16 @@ try:  # the compiled scanner, when the optional extension was built at install t
 except ImportError:  # pragma: no cover - exercised by the CC=false build test
     _compiled = None
 
-#: "c" when the compiled scanner is in use, "python" for the pure-Python fallback
-IMPLEMENTATION = "c" if _compiled is not None else "python"
+
+
+def _python_forced() -> bool:
+    """``SPECDIAG_SCANNER=python`` forces the pure-Python fallback even where the extension was built, so
+    the benchmark (``scripts/bench.py --suite``) can measure the fallback path on the same install."""
+    return os.environ.get("SPECDIAG_SCANNER", "").strip().lower() == "python"
+
+
+#: "c" when the compiled scanner is in use, "python" for the pure-Python fallback (none built, or forced)
+IMPLEMENTATION = "c" if _compiled is not None and not _python_forced() else "python"
 
 
 def scan_block_c(block: bytes, base_line: int) -> ScanResult:
@@ -693,9 +702,10 @@ def scan_block(block: bytes, base_line: int) -> ScanResult:
     """Scan one block of whole lines (it should end on ``\\n``; a final partial line counts as a line).
 
     ``base_line`` is the number of lines before this block. Uses the compiled scanner when present,
-    else the pure-Python fallback (``scan_fast``: this reference's decisions, once per line shape).
+    else the pure-Python fallback (``scan_fast``: this reference's decisions, once per line shape), which
+    ``SPECDIAG_SCANNER=python`` also forces (read per block: one dict lookup per MiB-sized block).
     """
-    if _compiled is not None:
+    if _compiled is not None and not _python_forced():
         return scan_block_c(block, base_line)
     from specdiag.ingest.scan_fast import scan_block_fast
 
@@ -707,6 +717,6 @@ def scan_range(data: bytes, start: int, end: int, base_line: int) -> ScanResult:
     (it reads a buffer view); offsets in the result are relative to ``start``."""
     if start == 0 and end == len(data):
         return scan_block(data, base_line)
-    if _compiled is not None:
+    if _compiled is not None and not _python_forced():
         return scan_block_c(memoryview(data)[start:end], base_line)
     return scan_block(data[start:end], base_line)
