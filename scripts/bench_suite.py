@@ -233,7 +233,10 @@ def with_rates(fig: dict, nbytes: int) -> dict:
 
 
 def analyze_argv(cmd: list[str], target: str, jobs: int) -> list[str]:
-    return [*cmd, "analyze", target, "--format", "json", "-j", str(jobs)]
+    """One core is ``-j 1``; two are ``-j 2`` with one scan thread beside the reading one (``-j`` alone
+    spreads deployments over processes, and one file is one deployment)."""
+    extra = ["--scan-threads", str(jobs - 1)] if jobs > 1 else []
+    return [*cmd, "analyze", target, "--format", "json", "-j", str(jobs), *extra]
 
 
 def grep_file(inp: Input, timeout: float, use_time: bool) -> dict:
@@ -421,7 +424,7 @@ def zstd_readable(cmd: list[str]) -> bool:
 def plan_file_rows(tp8: Input, tp1: Input, cmd: list[str]) -> list[tuple[str, str, Input, list[str], str]]:
     """(name, description, input, argv, scanner env) of every file row, in table order."""
     rows = [("tp8-j1", "tp8 file, -j 1", tp8, analyze_argv(cmd, str(tp8.path), 1), ""),
-            ("tp8-j2", "tp8 file, -j 2", tp8, analyze_argv(cmd, str(tp8.path), 2), ""),
+            ("tp8-j2", "tp8 file, -j 2 --scan-threads 1", tp8, analyze_argv(cmd, str(tp8.path), 2), ""),
             ("tp1-j1", "tp1 file, -j 1", tp1, analyze_argv(cmd, str(tp1.path), 1), ""),
             ("tp8-python", "tp8 file, -j 1, SPECDIAG_SCANNER=python", tp8, analyze_argv(cmd, str(tp8.path), 1),
              "python"),

@@ -58,6 +58,8 @@ class AnalyzeOptions:
     stdin_name: str = "-"
     #: parallel worker processes across input groups (1: in this process; 0: one per core)
     jobs: int = 1
+    #: threads scanning the blocks of one input beside the reading thread (0: none; ``ingest/ahead.py``)
+    scan_threads: int = 0
     #: run the rules (``specdiag metrics`` needs only the context and the series)
     rules: bool = True
     #: intervals kept per engine by the metrics collector; ``keep_metrics`` returns the collector itself
@@ -159,23 +161,22 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
 
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
-    threaded = (opts.jobs or os.cpu_count() or 1) > 1  # in this process: a second core reads and scans ahead
     for src in sources:
-        _read_source(src, group.id, run_for, tally, progress, threaded)
+        _read_source(src, group.id, run_for, tally, progress, opts.scan_threads)
     deployments = [r.finish() for r in runs.values()] or [run_for(group.id).finish()]
     return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
 
 
 def _read_source(src: Source, default_id: str, run_for: Callable[[str], DeploymentRun], tally: StreamTally,
-                 progress: Callable[[str, int], None] | None, threaded: bool = False) -> None:
-    """Stream one input's records (and lookup rows) to the deployment each belongs to; ``threaded`` reads
-    and scans ahead on a second thread."""
+                 progress: Callable[[str, int], None] | None, scan_threads: int = 0) -> None:
+    """Stream one input's records (and lookup rows) to the deployment each belongs to; with
+    ``scan_threads`` the blocks are scanned on that many threads while this one reads them."""
     matcher = default_matcher()
     window = HotWindow(src.display)
     current: DeploymentRun | None = None
     fed: dict[str, DeploymentRun] = {}
     n = text_events = 0
-    items = iter_records(src, hot=True, window=window, threaded=threaded)
+    items = iter_records(src, hot=True, window=window, scan_threads=scan_threads)
     while True:
         try:
             item = next(items, None)

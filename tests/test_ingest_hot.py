@@ -31,9 +31,9 @@ INPUTS = sorted(
 VOLATILE = ("elapsed_s", "generated_at", "tool")
 
 
-def _report(path: Path, jobs: int = 1) -> dict:
+def _report(path: Path, scan_threads: int = 0) -> dict:
     logs = sorted(str(p) for p in path.iterdir() if p.is_file() and p.name != "expected.json" and p.suffix != ".md")
-    doc = json.loads(render_json(analyze(logs, jobs=jobs)))
+    doc = json.loads(render_json(analyze(logs, jobs=1, scan_threads=scan_threads)))
     for key in VOLATILE:
         doc.pop(key, None)
     return doc
@@ -42,7 +42,7 @@ def _report(path: Path, jobs: int = 1) -> dict:
 def _without_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
     real = engine.iter_records
 
-    def every_line(src, hot=None, window=None, threaded=False):  # noqa: ARG001 - the engine's call, minus the scanner
+    def every_line(src, hot=None, window=None, scan_threads=0):  # noqa: ARG001 - the engine's call, minus the scanner
         return real(src, None, window)
 
     monkeypatch.setattr(engine, "iter_records", every_line)
@@ -55,8 +55,8 @@ def test_report_is_the_same_with_compiled_python_and_no_scanner(path: Path, bloc
     """Small blocks put lookups, look-backs and joined records across block boundaries."""
     monkeypatch.setattr(sources, "BLOCK_SIZE", block_size)
     compiled = _report(path)
-    if scan.IMPLEMENTATION == "c" and len([p for p in path.iterdir() if p.name != "expected.json"]) == 1:
-        assert _report(path, jobs=2) == compiled, "read and scanned ahead on a second thread"
+    if scan.IMPLEMENTATION == "c":
+        assert _report(path, scan_threads=2) == compiled, "scanned on two threads"
     with monkeypatch.context() as m:
         m.setattr(scan, "_compiled", None)
         assert _report(path) == compiled, "pure-Python scanner"
@@ -134,53 +134,37 @@ def test_a_lookup_read_by_the_python_path_is_one_row_with_the_same_values(tmp_pa
     assert rows.rid_hash[0] == scan.rid_hash(b"req-1") and rows.record(0) is items[0]
 
 
-def test_scan_ahead_thread_stops_and_closes_the_input_when_the_reader_stops_early(tmp_path: Path,
-                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_scan_threads_stop_and_the_input_closes_when_the_reader_stops_early(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     if scan.IMPLEMENTATION != "c":
-        pytest.skip("the scan-ahead thread runs only with the compiled scanner")
+        pytest.skip("scan threads run only with the compiled scanner")
     import threading
 
     monkeypatch.setattr(sources, "BLOCK_SIZE", 512)
     log = tmp_path / "x.log"
     log.write_bytes(b"".join(LOOKUP % (i % 60, i) for i in range(400)))
     src = expand_inputs([str(log)])[0]
-    items = iter_records(src, True, HotWindow(src.display), threaded=True)
+    items = iter_records(src, True, HotWindow(src.display), scan_threads=2)
     assert isinstance(next(items), LookupRows)
-    assert any(t.name == "specdiag-scan-ahead" for t in threading.enumerate())
+    assert any(t.name.startswith("specdiag-scan") for t in threading.enumerate())
     items.close()
-    assert not any(t.name == "specdiag-scan-ahead" for t in threading.enumerate())
-    assert src._raw is None or src._raw.closed  # noqa: SLF001 - the file the thread read is closed
+    assert not any(t.name.startswith("specdiag-scan") for t in threading.enumerate())
+    assert src._raw is None or src._raw.closed  # noqa: SLF001 - the file is closed
 
 
-def test_scan_ahead_thread_hands_an_input_error_to_the_reader(tmp_path: Path) -> None:
-    from specdiag.ingest import ahead
+def test_scanned_on_threads_the_rows_carry_their_absolute_line_numbers(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    if scan.IMPLEMENTATION != "c":
+        pytest.skip("scan threads run only with the compiled scanner")
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 700)
+    log = tmp_path / "x.log"
+    log.write_bytes(b"".join(LOOKUP % (i % 60, i) + b"\n" * (i % 3) for i in range(300)))
 
-    def broken():
-        yield b"x\n", 0, 2
-        raise OSError("disk went away")
+    def lines(threads: int) -> list[int]:
+        src = expand_inputs([str(log)])[0]
+        return [n for r in iter_records(src, True, None, scan_threads=threads) for n in r.line[r.lo:r.hi]]
 
-    got = ahead._on_thread(ahead.scanned(broken(), True))  # noqa: SLF001
-    assert next(got)[3].lines == 1
-    with pytest.raises(OSError, match="disk went away"):
-        next(got)
-
-
-def test_lookup_history_keeps_the_newest_batches_and_finds_the_newest_row_of_an_id() -> None:
-    from specdiag.ingest.hot import BlockView
-
-    hist = LookupHistory(10)
-    base = 0
-    for start in range(0, 100, 7):
-        ids = range(start, min(start + 7, 100))
-        block = b"".join(LOOKUP % (i % 60, i % 50) for i in ids)  # ids repeat: req-0 .. req-49
-        res = scan.scan_block(block, base)
-        hist.add(LookupRows.from_view(BlockView("x.log", block, 0, res, OriginCache(), None), 0, len(ids)))
-        base += res.lines
-    lines = [row[1] for _h, row in hist.newest_first()]
-    assert lines[0] == 100 and 10 <= len(lines) <= 10 + 7 and lines == sorted(lines, reverse=True)
-    path, line, kept, hit = hist.get(scan.rid_hash(b"req-49"))
-    assert (path, line, hit) == ("x.log", 100, 512) and b"Reqid: req-49," in kept  # the newest of req-49
-    assert hist.get(scan.rid_hash(b"req-1")) is None  # lines 2 and 52: both older than the window
+    assert lines(3) == lines(0) and len(lines(0)) == 300
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -203,3 +187,21 @@ def test_metric_fields_are_what_the_template_match_gives(seed: int) -> None:
                 assert metric_fields(table, rec.raw) == template(tid).match(rec.raw)
                 seen += 1
     assert seed != 0 or seen > 100
+def test_lookup_history_keeps_the_newest_batches_and_finds_the_newest_row_of_an_id() -> None:
+    from specdiag.ingest.hot import BlockView
+
+    hist = LookupHistory(10)
+    base = 0
+    for start in range(0, 100, 7):
+        ids = range(start, min(start + 7, 100))
+        block = b"".join(LOOKUP % (i % 60, i % 50) for i in ids)  # ids repeat: req-0 .. req-49
+        res = scan.scan_block(block, base)
+        hist.add(LookupRows.from_view(BlockView("x.log", block, 0, res, OriginCache(), None), 0, len(ids)))
+        base += res.lines
+    lines = [row[1] for _h, row in hist.newest_first()]
+    assert lines[0] == 100 and 10 <= len(lines) <= 10 + 7 and lines == sorted(lines, reverse=True)
+    path, line, kept, hit = hist.get(scan.rid_hash(b"req-49"))
+    assert (path, line, hit) == ("x.log", 100, 512) and b"Reqid: req-49," in kept  # the newest of req-49
+    assert hist.get(scan.rid_hash(b"req-1")) is None  # lines 2 and 52: both older than the window
+
+

@@ -77,6 +77,9 @@ def analyze_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the verdict lines; no progress bar or notes."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin in reports."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
+    scan_threads: int = typer.Option(0, "--scan-threads", help="Threads that scan the blocks of one input while "
+                                     "the main thread reads them (0: none; the compiled scanner only). "
+                                     "Helps where idle physical cores exist; see docs/benchmark.md."),
 ) -> None:
     from specdiag.config import resolve
     from specdiag.engine import ConfigError, analyze
@@ -97,7 +100,7 @@ def analyze_cmd(
         with Progress(good, stdin_name, quiet=quiet) as bar:
             report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select, ignore=cfg.ignore or None,
                              rule_options=cfg.rule_options, severity_overrides=cfg.severity, stdin_name=stdin_name,
-                             progress=bar.callback, jobs=jobs)
+                             progress=bar.callback, jobs=jobs, scan_threads=scan_threads)
     except (InputError, ConfigError) as e:
         fail(str(e))
     report = report.with_tool_errors(tool_errors)

@@ -146,6 +146,9 @@ def check_cmd(
     lmcache_config: str = typer.Option(None, "--lmcache-config", help="LMCache YAML used by the deployment."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Path to show for stdin in annotations."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
+    scan_threads: int = typer.Option(0, "--scan-threads", help="Threads that scan the blocks of one input while "
+                                     "the main thread reads them (0: none; the compiled scanner only). "
+                                     "Helps where idle physical cores exist; see docs/benchmark.md."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, status line or notes on stderr "
                                                             "(errors still)."),
 ) -> None:
@@ -174,7 +177,7 @@ def check_cmd(
                 report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select,
                                  ignore=cfg.ignore or None, rule_options=cfg.rule_options,
                                  severity_overrides=cfg.severity, stdin_name=stdin_name, progress=bar.callback,
-                                 jobs=jobs)
+                                 jobs=jobs, scan_threads=scan_threads)
         except ConfigError as e:
             fail(str(e))
         except InputError as e:

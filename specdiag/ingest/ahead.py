@@ -1,22 +1,22 @@
-"""Read and scan ahead: the blocks of one input with their scan results, optionally from a second thread.
+"""Scan ahead: the blocks of one input with their scan results, optionally scanned on other threads.
 
-Reading (``os.read``, decompression) and the compiled scanner release the GIL, so a thread that reads
-and scans block N+1 while the main thread runs the per-line stages and the observers on block N uses a
-second core for the byte work. The queue between them is bounded (``DEPTH`` blocks), so memory stays that
-of a few blocks; results arrive in file order. The Python scanner holds the GIL, so without the compiled
-one the thread would only add switching: ``scan_ahead`` then runs inline.
+The compiled scanner releases the GIL, so threads that scan blocks N+1… while this thread reads and runs
+the per-line stages and the observers on block N can use other cores for the byte work. At most
+``DEPTH + threads`` blocks are in flight, so memory stays that of a few blocks; results arrive in file
+order. The Python scanner holds the GIL, so without the compiled one threads would only add switching:
+``scan_ahead`` then runs inline. Opt-in (``--scan-threads``): on the 2-vCPU machines measured here two
+threads in parallel each ran at ~60 % of one alone, and the pipeline got slower (``docs/benchmark.md``).
 """
 
 from __future__ import annotations
 
-import queue
-import threading
+from collections import deque
 from collections.abc import Iterator
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import ScanResult, scan_range
 
-#: blocks read and scanned ahead of the consumer
+#: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
 Item = tuple[bytes, int, int, "ScanResult | None"]
 
@@ -39,61 +39,48 @@ def scanned(blocks: Iterator[tuple[bytes, int, int]], hot: bool) -> Iterator[Ite
         yield data, start, end, res
 
 
-def scan_ahead(blocks: Iterator[tuple[bytes, int, int]], hot: bool, threaded: bool) -> Iterator[Item]:
-    """:func:`scanned`, on a reader thread when ``threaded`` and the compiled scanner is in use."""
-    if not (threaded and hot and scan.IMPLEMENTATION == "c"):
+def scan_ahead(blocks: Iterator[tuple[bytes, int, int]], hot: bool, threads: int = 0) -> Iterator[Item]:
+    """:func:`scanned`, with the scans on ``threads`` pool threads when the compiled scanner is in use."""
+    if not (threads > 0 and hot and scan.IMPLEMENTATION == "c"):
         return scanned(blocks, hot)
-    return _on_thread(scanned(blocks, hot))
+    return _pooled(blocks, threads)
 
 
-class _Failed:
-    __slots__ = ("error",)
+def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[Item]:
+    """Scans on a thread pool, results in file order.
 
-    def __init__(self, error: BaseException) -> None:
-        self.error = error
+    Line numbers need the lines before a block: a block is scanned with base 0 and its rows are shifted
+    when it is handed on (``ScanResult.shifted``), so blocks can be scanned in any order. Reading stays on
+    this thread, so an input error surfaces here as without threads; closing the generator cancels the
+    scans not started and waits for the running ones.
+    """
+    from concurrent.futures import ThreadPoolExecutor
 
-
-_END = object()
-
-
-def _on_thread(items: Iterator[Item]) -> Iterator[Item]:
-    """Run ``items`` on a daemon thread; its exceptions re-raise here; closing this generator stops it."""
-    q: queue.Queue = queue.Queue(maxsize=DEPTH)
-    stop = threading.Event()
-
-    def put(x: object) -> bool:
-        while not stop.is_set():
-            try:
-                q.put(x, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def work() -> None:
+    pending: deque = deque()
+    base = 0
+    with ThreadPoolExecutor(threads, thread_name_prefix="specdiag-scan") as pool:
         try:
-            for item in items:
-                if not put(item):
-                    return
-            put(_END)
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer, which re-raises it
-            put(_Failed(e))
+            for data, start, end in blocks:
+                fut = None if is_flood(data, start, end) else pool.submit(scan_range, data, start, end, 0)
+                pending.append((data, start, end, fut))
+                if len(pending) > DEPTH + threads:
+                    base = yield from _hand_on(pending.popleft(), base)
+            while pending:
+                base = yield from _hand_on(pending.popleft(), base)
         finally:
-            items.close()  # the source's file is closed by the thread that read it
+            for *_rest, fut in pending:
+                if fut is not None:
+                    fut.cancel()
 
-    worker = threading.Thread(target=work, name="specdiag-scan-ahead", daemon=True)
-    worker.start()
-    try:
-        while True:
-            x = q.get()
-            if x is _END:
-                return
-            if isinstance(x, _Failed):
-                raise x.error
-            yield x
-    finally:
-        stop.set()
-        worker.join(timeout=5)
+
+def _hand_on(item: tuple, base: int):
+    data, start, end, fut = item
+    if fut is None:
+        yield data, start, end, None
+        return base + data.count(b"\n", start, end)
+    res = fut.result().shifted(base)
+    yield data, start, end, res
+    return base + res.lines
 
 
 __all__ = ["DEPTH", "is_flood", "scan_ahead", "scanned"]

@@ -451,20 +451,20 @@ def _cleaned_width(view: BlockView, table: str, i: int) -> int:
 
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
-                 threaded: bool = False) -> Iterator[Record | LookupRows]:
+                 scan_threads: int = 0) -> Iterator[Record | LookupRows]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
     lookup and access lines are counted (``stats.hot``), lookups are yielded as :class:`LookupRows`
     between the records (in line order), ``window`` keeps the blocks' rows for look-back, and only the
     other lines (and the flagged ones: short retrieves, 5xx) reach the per-line stages. Without ``hot``
-    every line does (what tests of the per-line stages use). ``threaded`` reads and scans ahead on a
-    second thread (``ahead.py``); the records are the same.
+    every line does (what tests of the per-line stages use). ``scan_threads`` scans the blocks on that
+    many threads while this one reads them (``ahead.py``); the records are the same.
     """
     stats = source.stats
     reader = _Reader(source.display, stats)
     lineno = 0
-    for data, start, end, res in scan_ahead(source.blocks(), bool(hot), threaded):
+    for data, start, end, res in scan_ahead(source.blocks(), bool(hot), scan_threads):
         if res is None and is_flood(data, start, end):  # a newline flood: no list of empties
             lineno += end - start
             continue

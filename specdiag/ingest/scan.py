@@ -38,6 +38,8 @@ import re
 import zlib
 from array import array
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import add
 from typing import TYPE_CHECKING
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
@@ -125,6 +127,18 @@ class ScanResult:
     @property
     def rare(self) -> dict[str, array]:
         return self.columns["rare"]
+
+    def shifted(self, base: int) -> ScanResult:
+        """The same scan with every line number ``base`` higher: a block scanned before the lines in front
+        of it were counted (on a scan thread), numbered when it is handed on in file order."""
+        if not base:
+            return self
+        columns = {}
+        for name, cols in self.columns.items():
+            if "line" in cols:
+                cols = {**cols, "line": array("q", map(add, cols["line"], repeat(base)))}
+            columns[name] = cols
+        return ScanResult(self.lines, self.prefixes, self.counts, columns)
 
     @property
     def flagged(self) -> dict[str, array]:
