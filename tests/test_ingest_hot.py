@@ -205,3 +205,20 @@ def test_lookup_history_keeps_the_newest_batches_and_finds_the_newest_row_of_an_
     assert hist.get(scan.rid_hash(b"req-1")) is None  # lines 2 and 52: both older than the window
 
 
+
+
+def test_block_prechecks_look_only_at_the_lines_of_the_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A read holds a line cut at its end; colour in that cut piece must not change how the block's own
+    lines are cleaned (residue is stripped only in blocks without ESC), with the scanner or without."""
+    residue_line = b"[0;0mINFO 05-06 10:00:01 [api_server.py:1] ready [0m with residue, version 1\n"
+    coloured = b"\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO 05-06 10:00:02 [api_server.py:2] Error later\n"
+    monkeypatch.setattr(sources, "BLOCK_SIZE", len(residue_line) + 20)  # the read ends inside the coloured line
+    log = tmp_path / "x.log"
+    log.write_bytes(residue_line + coloured)
+
+    def texts(hot: bool) -> list[tuple[int, str]]:
+        src = expand_inputs([str(log)])[0]
+        return [(r.line, r.msg) for r in iter_records(src, hot or None, None) if hasattr(r, "msg")]
+
+    assert texts(True) == texts(False)
+    assert texts(False)[0] == (1, "ready  with residue, version 1")

@@ -180,12 +180,19 @@ class _Reader:
         self.esc = self.residue = self.cr = self.suspicious = False
         self.line_at = _no_line
 
-    def begin_block(self, chunk: bytes, line_at) -> None:
-        """Block-level prechecks (C-speed ``in`` tests) that let most lines skip the per-line ones."""
-        self.esc = b"\x1b" in chunk
-        self.residue = not self.esc and (b"[0m" in chunk or b"[0;0m" in chunk or b";20m" in chunk or b"[1;36m" in chunk)
-        self.cr = b"\r" in chunk
-        self.suspicious = b"\x00" in chunk or not chunk.isascii()
+    def begin_block(self, chunk: bytes, line_at, few_lines: bool = False, start: int = 0, end: int | None = None) -> None:
+        """Block-level prechecks (C-speed searches of ``chunk[start:end]``) that let most lines skip the
+        per-line ones.
+
+        With ``few_lines`` (the scanner took the rest) the CR and binary checks run on each line fed
+        instead, which gives the same answers; whether colour residue is stripped stays a block-level
+        decision (a block holding ESC keeps bracket text that merely looks like residue)."""
+        end = len(chunk) if end is None else end
+        find = chunk.find
+        self.esc = find(b"\x1b", start, end) >= 0
+        self.residue = not self.esc and any(find(r, start, end) >= 0 for r in (b"[0m", b"[0;0m", b";20m", b"[1;36m"))
+        self.cr = few_lines or find(b"\r", start, end) >= 0
+        self.suspicious = few_lines or find(b"\x00", start, end) >= 0 or not chunk.isascii()
         self.line_at = line_at
 
     # ---- the cleaner ------------------------------------------------------------------------------
@@ -472,7 +479,7 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
         if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
             reader.year_hint = initial_year(data[start:end])
         if res is not None:
-            lineno = base + _scanned_block(reader, data, start, res, stats, window)
+            lineno = base + _scanned_block(reader, data, start, end, res, stats, window)
         else:
             lineno = base + _plain_block(reader, data[start:end], base)
         if reader.out:
@@ -507,10 +514,10 @@ def _plain_block(reader: _Reader, chunk: bytes, base: int) -> int:
     return len(lines)
 
 
-def _scanned_block(reader: _Reader, data: bytes, start: int, res: ScanResult, stats,
+def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: ScanResult, stats,
                    window: HotWindow | None) -> int:
-    """A scanned block (``res``, offsets from ``start``): the lines the scanner left go to the per-line
-    stages, the lookups out as rows, in line order."""
+    """A scanned block (``data[start:end]``, ``res`` with offsets from ``start``): the lines the scanner
+    left go to the per-line stages, the lookups out as rows, in line order."""
     view = BlockView(reader.path, data, start, res, reader.origins, reader.year_hint)
     n_hot = stats.hot.add(view)
     if n_hot:
@@ -521,7 +528,7 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, res: ScanResult, st
     rare = res.columns["rare"]
     lk_lines = res.columns["lookups"]["line"]
     n_lk = len(lk_lines)
-    reader.begin_block(data, _rare_line_at(data, start, rare))
+    reader.begin_block(data, _rare_line_at(data, start, rare), few_lines=True, start=start, end=end)
     out, feed, metric = reader.out, reader.feed, reader.metric_row
     j = 0
     for n, s, e, table, i in _line_order(res):
