@@ -48,7 +48,7 @@ def _without_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(engine, "iter_records", every_line)
 
 
-@pytest.mark.parametrize("block_size", [sources.BLOCK_SIZE, 2048], ids=["1MiB-blocks", "2KiB-blocks"])
+@pytest.mark.parametrize("block_size", [sources.BLOCK_SIZE, 2048], ids=["default-blocks", "2KiB-blocks"])
 @pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_report_is_the_same_with_compiled_python_and_no_scanner(path: Path, block_size: int,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:

@@ -259,12 +259,16 @@ class HotWindow:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        # the last blocks read: two full reads, and the one-line blocks that join a line cut between reads
-        self.views: deque[BlockView] = deque(maxlen=4)
+        # the block being read and the fewest blocks before it that hold LOOKBACK_LINES lines (a one-line
+        # block that joins a line cut between reads counts for one)
+        self.views: deque[BlockView] = deque(maxlen=8)
         self.noted: dict[tuple[str, str], deque[Record]] = {}
 
     def push(self, view: BlockView) -> None:
-        self.views.append(view)
+        views = self.views
+        views.append(view)
+        while len(views) > 2 and sum(v.res.lines for v in list(views)[1:-1]) >= LOOKBACK_LINES:
+            views.popleft()
 
     def note(self, rec: Record, tid: str) -> None:
         """A store/retrieve/lookup line that reached the rules as a record (not scanned)."""

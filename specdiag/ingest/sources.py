@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 
 from specdiag.ingest.hot import HotTally
 
+#: bytes per read. 4 MiB was measured 5 % faster than 1 MiB on the TP=8 shape (whole process, median of
+#: five alternating pairs) for 14 MiB more peak memory: not worth the margin below the 100 MiB target
 BLOCK_SIZE = 1024 * 1024
 #: physical lines longer than this are cut; the rest of the line is skipped and reported
 MAX_LINE = 1024 * 1024
