@@ -72,7 +72,11 @@ def deployment_key(rec: Any) -> str | None:
     shown as ``pod/<pod>/<container>``, as ``kubectl logs --prefix`` prints it. A Ray node (``ip=``) is not a
     deployment: one server's workers span several nodes.
     """
-    name = rec.origin.deployment
+    return deployment_key_of(rec.origin.deployment)
+
+
+def deployment_key_of(name: str | None) -> str | None:
+    """``deployment_key`` of an ingest deployment name (``Origin.deployment``)."""
     if name is None:
         return None
     return name[4:] if name.startswith("k8s:") else name

@@ -23,6 +23,7 @@ from specdiag.deployments import (
     InputGroup,
     StreamTally,
     deployment_key,
+    deployment_key_of,
     group_inputs,
     sources_of,
 )
@@ -270,12 +271,22 @@ def _tally_unrecognized(tally: StreamTally, rec: Any) -> None:
 def _hand_counts(src: Source, fed: list[DeploymentRun], year: int | None) -> None:
     """Give the lines ingest only counted to the deployment(s) this input fed."""
     hot = src.stats.hot
-    first = {tid: Event(tid, rec, None, template(tid)) for tid, rec in hot.first.items() if tid in EVIDENCE_TIDS}
+    shared, shared_first = _merged(hot.counts, hot.first, hot.named.get(None, {}), hot.named_first.get(None, {}))
+    named = {deployment_key_of(k): (v, hot.named_first.get(k, {})) for k, v in hot.named.items() if k is not None}
     for dep in fed:
-        dep.run.add_counts(dict(hot.counts), first)
+        counts, firsts = _merged(shared, shared_first, *named.get(dep.id, ({}, {})))
+        dep.run.add_counts(counts, {tid: Event(tid, rec, None, template(tid)) for tid, rec in firsts.items()
+                                    if tid in EVIDENCE_TIDS})
         dep.run.end_source(year)
-        if len(fed) > 1 and any(hot.counts.values()):
+        if len(fed) > 1 and any(shared.values()):
             dep.run.shared_count_sources.append(src.display)
+
+
+def _merged(counts: dict, first: dict, more: dict, more_first: dict) -> tuple[dict, dict]:
+    out = dict(counts)
+    for tid, n in more.items():
+        out[tid] = out.get(tid, 0) + n
+    return out, {**more_first, **first}
 
 
 # ------------------------------------------------------------------------------------------ parallel

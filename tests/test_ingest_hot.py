@@ -116,13 +116,20 @@ def test_look_back_finds_the_retrieve_row_of_the_same_process_in_the_previous_bl
     assert window.find_back(before, b"Retrieved ", key_9, limit=before - 1) is None  # out of reach
 
 
-def test_look_back_also_answers_from_lines_the_python_path_read(tmp_path: Path) -> None:
-    wrapped = b"2026-05-06T10:00:01.000000000Z " + RETRIEVE % (1, 1)  # kubectl --timestamps: not for the scanner
-    items, window = _items(tmp_path, wrapped)
-    assert len(items) == 1 and items[0].kind == "lmcache"
-    window.note(items[0], "R4")
-    assert window.find_back(2, b"Retrieved ", items[0].origin.key).line == 1
-    assert window.find_back(1, b"Retrieved ", items[0].origin.key) is None
+def test_a_wrapped_complete_retrieve_is_counted_and_kept_for_the_look_back(tmp_path: Path) -> None:
+    """kubectl --timestamps puts its wrapper in front: not for the scanner; the per-line stages unwrap it,
+    then count it as the scanner would (no event) and keep it for ``event_before``."""
+    wrapped = b"2026-05-06T10:00:01.000000000Z " + RETRIEVE % (1, 1)
+    log = tmp_path / "x.log"
+    log.write_bytes(wrapped + wrapped.replace(b"Retrieved 512 out of 512", b"Retrieved 256 out of 512"))
+    src = expand_inputs([str(log)])[0]
+    window = HotWindow(src.display)
+    items = list(iter_records(src, True, window))
+    assert [(r.line, r.kind) for r in items] == [(2, "lmcache")]  # only the short one is a record
+    assert src.stats.hot.named == {None: {"R4": 1}} and src.stats.hot.named_first[None]["R4"].line == 1
+    key = items[0].origin.key
+    assert window.find_back(2, b"Retrieved ", key).line == 1
+    assert window.find_back(1, b"Retrieved ", key) is None
 
 
 def test_a_lookup_read_by_the_python_path_is_one_row_with_the_same_values(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from specdiag.findings import CauseBoard, Evidence, Finding, with_primary
 from specdiag.fingerprints import version_tuple
 from specdiag.ingest.hot import LookupRows, revive
 from specdiag.ingest.origin import OriginCache
-from specdiag.ingest.scan import rid_hash
+from specdiag.ingest.scan import message_values, rid_hash
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -290,7 +290,11 @@ class RetrievalShortfall(Rule):
         return revive(row, path, line, self.origins)
 
     def _on_r4(self, ev: Event) -> None:
-        """A short retrieve line (ingest only dispatches those): a shortfall even if its error pair never comes."""
+        """A short retrieve line: a shortfall even if its error pair never comes. (The scanner hands on only
+        short ones; a wrapped line the Python path read may be complete: its numbers say so cheaply.)"""
+        vals = message_values("R4", ev.rec.raw)
+        if vals is not None and vals[0] >= vals[1]:
+            return
         r4 = self._r4_fields(ev)
         if r4 is None or r4.get("required") is None or r4["retrieved"] >= r4["required"]:
             return

@@ -103,7 +103,17 @@ class LookupRows:
 
     @classmethod
     def from_event(cls, ev: Event) -> LookupRows:
-        """One lookup line the Python path read (no scanner, or a wrapped line): a batch of one row."""
+        """One lookup line the Python path read (no scanner, or a wrapped line): a batch of one row.
+
+        Its numbers come from the scanner's grammar on the message (what a scanned row would hold); only
+        a message that grammar rejects is parsed by the template."""
+        vals = scan.message_values("L1", ev.rec.raw)
+        if vals is not None:
+            rid, total, computed, hit, need, _below = vals
+            cols = {"line": array("q", [ev.rec.line]), "total": array("q", [total]),
+                    "computed": array("q", [computed]), "hit": array("q", [hit]), "need": array("q", [need]),
+                    "rid_hash": array("Q", [scan.rid_hash(rid)]), "proc": array("I", [0])}
+            return cls(ev.rec.path, 0, 1, cols, None, ev)
         f = ev.f
         rid = (f.get("req_id") or "").encode()
 
@@ -217,6 +227,23 @@ class HotTally:
     def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.first: dict[str, Record] = {}
+        #: lines of counted templates the per-line stages read (a wrapped line), by the deployment their
+        #: wrapper names (``Origin.deployment``; None: unnamed, shared like the scanner's counts)
+        self.named: dict[str | None, dict[str, int]] = {}
+        self.named_first: dict[str | None, dict[str, Record]] = {}
+
+    def add_line(self, tid: str, rec: Record) -> None:
+        """One counted line (a complete store or retrieve) that the per-line stages read."""
+        dep = rec.origin.deployment
+        counts = self.named.get(dep)
+        if counts is None:
+            if len(self.named) >= 4096:
+                dep = None
+                counts = self.named.setdefault(None, {})
+            else:
+                counts = self.named[dep] = {}
+        counts[tid] = counts.get(tid, 0) + 1
+        self.named_first.setdefault(dep, {}).setdefault(tid, rec)
 
     def add(self, view: BlockView) -> int:
         """Count one block's hot lines (flagged ones excepted: those become events); returns how many."""

@@ -20,6 +20,7 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import repeat
 
+from specdiag.ingest import scan
 from specdiag.ingest.ahead import is_flood, scan_ahead
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, metric_event
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
@@ -161,9 +162,12 @@ class _Reader:
     rows). Finished records are appended to ``out``; the block loop hands them on in order.
     """
 
-    def __init__(self, path: str, stats) -> None:
+    def __init__(self, path: str, stats, window: HotWindow | None = None, count_hot: bool = False) -> None:
         self.path = path
         self.stats = stats
+        self.window = window
+        #: count complete store/retrieve lines the scanner could not take (a wrapper) instead of yielding them
+        self.count_hot = count_hot
         self.out: list = []
         self.origins = OriginCache()
         self.unwrapper = LineUnwrapper()
@@ -296,12 +300,35 @@ class _Reader:
         rec = Record(self.path, lineno, origin, "lmcache", level, ts, None, file, src_line, logger, msg)
         self.recognized += 1
         self.stats.formats.add("lmcache")
+        if file is not None and self.count_hot and level == "INFO" and self._counted(rec):
+            return True
         if file is not None:
             self.out.append(rec)
         else:
             rec.raw = msg.rstrip()
             self.last_cut = self.open_recs[origin.key] = _Open(rec, "lmcache", line[-1:] == b" ", plen)
         return True
+
+    def _counted(self, rec: Record) -> bool:
+        """A complete store or retrieve line the scanner could not take (behind a wrapper): counted as
+        the scanner would count it, kept for the look-back, never an event. The scanner's grammar
+        decides (``scan.message_values``): what it rejects stays a record for the templates."""
+        msg = rec.raw
+        tag = msg.find(b"] ") + 2 if msg[:8] == b"[req_id=" else 0
+        if msg.startswith(b"Stored ", tag):
+            if scan.message_values("S1", msg) is None:
+                return False
+            self.stats.hot.add_line("S1", rec)
+            return True
+        if msg.startswith(b"Retrieved ", tag):
+            vals = scan.message_values("R4", msg)
+            if vals is None or vals[0] < vals[1]:
+                return False  # a short retrieve is a shortfall: it reaches the rules
+            self.stats.hot.add_line("R4", rec)
+            if self.window is not None:
+                self.window.note(rec, "R4")
+            return True
+        return False
 
     def _vllm(self, lineno: int, origin: Origin, line: bytes, plen: int) -> bool:
         """vLLM's formatter: ``LEVEL MM-DD HH:MM:SS [file:line] msg`` (no year: inferred)."""
@@ -469,7 +496,7 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     many threads while this one reads them (``ahead.py``); the records are the same.
     """
     stats = source.stats
-    reader = _Reader(source.display, stats)
+    reader = _Reader(source.display, stats, window, count_hot=bool(hot))
     lineno = 0
     for data, start, end, res in scan_ahead(source.blocks(), bool(hot), scan_threads):
         if res is None and is_flood(data, start, end):  # a newline flood: no list of empties

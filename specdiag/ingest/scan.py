@@ -293,6 +293,18 @@ def parse_lookup(s: bytes, pos: int, end: int) -> tuple[bytes, int, int, int, in
     return rid, total, computed, hit, need, below
 
 
+def message_values(tid: str, msg: bytes) -> tuple | None:
+    """The scanner's numbers of one message the Python path read (a wrapped line): ``parse_lookup`` for
+    ``L1``, ``parse_retrieve`` for ``R4``, ``parse_store`` for ``S1``; None where the grammar rejects it
+    (the template decides then).
+    ``msg`` is the message after the envelope, without LMCache's suffix."""
+    parse = {"L1": parse_lookup, "R4": parse_retrieve, "S1": parse_store}[tid]
+    try:
+        return parse(msg, 0, len(msg))
+    except _Reject:
+        return None
+
+
 def _need_to_load(s: bytes, pos: int, end: int) -> tuple[int, int]:
     """The optional ``, [but ]need to load: [-]N`` tail; absent (or malformed) → (NA, 0)."""
     if not s.startswith(b", ", pos, end):
