@@ -116,17 +116,25 @@ def test_look_back_finds_the_retrieve_row_of_the_same_process_in_the_previous_bl
     assert window.find_back(before, b"Retrieved ", key_9, limit=before - 1) is None  # out of reach
 
 
-def test_a_wrapped_complete_retrieve_is_counted_and_kept_for_the_look_back(tmp_path: Path) -> None:
-    """kubectl --timestamps puts its wrapper in front: not for the scanner; the per-line stages unwrap it,
-    then count it as the scanner would (no event) and keep it for ``event_before``."""
-    wrapped = b"2026-05-06T10:00:01.000000000Z " + RETRIEVE % (1, 1)
+@pytest.mark.parametrize("wrapper, counted_by", [
+    (b"2026-05-06T10:00:01.000000000Z ", "scanner"),  # kubectl --timestamps: the scanner reads a copy without it
+    (b"[pod/p1/c] ", "per-line stages"),  # kubectl --prefix: unwrapped line by line, counted per pod
+])
+def test_a_wrapped_complete_retrieve_is_counted_and_kept_for_the_look_back(tmp_path: Path, wrapper: bytes,
+                                                                           counted_by: str) -> None:
+    """Only the short retrieve becomes a record; the complete one is counted and found by ``event_before``."""
+    full = wrapper + RETRIEVE % (1, 1)
     log = tmp_path / "x.log"
-    log.write_bytes(wrapped + wrapped.replace(b"Retrieved 512 out of 512", b"Retrieved 256 out of 512"))
+    log.write_bytes(full + full.replace(b"Retrieved 512 out of 512", b"Retrieved 256 out of 512"))
     src = expand_inputs([str(log)])[0]
     window = HotWindow(src.display)
     items = list(iter_records(src, True, window))
-    assert [(r.line, r.kind) for r in items] == [(2, "lmcache")]  # only the short one is a record
-    assert src.stats.hot.named == {None: {"R4": 1}} and src.stats.hot.named_first[None]["R4"].line == 1
+    assert [(r.line, r.kind) for r in items] == [(2, "lmcache")]
+    hot = src.stats.hot
+    if counted_by == "scanner":
+        assert hot.counts.get("R4") == 1 and not hot.named
+    else:
+        assert hot.named == {"k8s:pod/p1/c": {"R4": 1}} and not hot.counts.get("R4")
     key = items[0].origin.key
     assert window.find_back(2, b"Retrieved ", key).line == 1
     assert window.find_back(1, b"Retrieved ", key) is None
@@ -229,3 +237,28 @@ def test_block_prechecks_look_only_at_the_lines_of_the_block(tmp_path: Path, mon
 
     assert texts(True) == texts(False)
     assert texts(False)[0] == (1, "ready  with residue, version 1")
+
+
+@pytest.mark.parametrize("shape, kubectl_from", [("tp1", 0.3), ("tp1", 0.0), ("tp8", None)])
+def test_generated_logs_give_the_same_report_with_and_without_the_scanner(tmp_path: Path, shape: str,
+                                                                          kubectl_from: float | None,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Busy-server logs (lookups with unique ids, metric lines, incidents), plain and kubectl-timestamped
+    from a point on, in small blocks so the timestamped copy meets block edges and a wrapper change."""
+    import subprocess
+    import sys
+
+    log = tmp_path / "gen.log"
+    argv = [sys.executable, str(ROOT / "scripts" / "gen_bench_log.py"), str(log), "--size-mb", "1.5", "--shape", shape]
+    if kubectl_from is not None:
+        argv += ["--kubectl-from", str(kubectl_from)]
+    subprocess.run(argv, check=True, capture_output=True)
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 64 * 1024)
+    compiled = _report(tmp_path)
+    assert any(f["rule"] == "KV001" for f in compiled["findings"])
+    with monkeypatch.context() as m:
+        m.setattr(scan, "_compiled", None)
+        assert _report(tmp_path) == compiled, "pure-Python scanner"
+    with monkeypatch.context() as m:
+        _without_scanner(m)
+        assert _report(tmp_path) == compiled, "no scanner"

@@ -440,7 +440,7 @@ class _Reader:
             self.out.append(Record(path, lineno, origin, "text", "", None, year, None, None, None, line))
 
     # ---- metric rows the scanner parsed ----------------------------------------------------------
-    def metric_row(self, view: BlockView, table: str, i: int) -> None:
+    def metric_row(self, view: BlockView, table: str, i: int, original: bytes | None = None) -> None:
         """A stats / SpecDecoding line the scanner parsed: an event with its fields from the columns.
 
         It still does what any vLLM-header line does to the line state (the per-line stages would have
@@ -449,7 +449,13 @@ class _Reader:
         cut line: it goes through the per-line stages instead.
         """
         rec = view.record(table, i)
-        if len(self.widths) > len(TERMINAL_WIDTHS) and _cleaned_width(view, table, i) in self.widths:
+        if original is not None:  # scanned from the block's copy without kubectl timestamps: as read decides
+            if len(self.clean(rec.line, original) or b"") in self.widths:
+                self.feed(rec.line, original)
+                return
+            if original[4:5] == b"-" and original[10:11] == b"T" and original[:4].isdigit():
+                self.year_hint, self.last_month = int(original[:4]), 0  # what the wrapper's timestamp does
+        elif len(self.widths) > len(TERMINAL_WIDTHS) and _cleaned_width(view, table, i) in self.widths:
             self.feed(rec.line, view.raw(table, i))
             return
         if self.held is not None:
@@ -479,9 +485,8 @@ def _no_line(n: int) -> bytes | None:
 
 
 def _cleaned_width(view: BlockView, table: str, i: int) -> int:
-    from specdiag.ingest.scan import clean_line
+    return len(scan.clean_line(view.raw(table, i)))
 
-    return len(clean_line(view.raw(table, i)))
 
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
@@ -498,7 +503,7 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     stats = source.stats
     reader = _Reader(source.display, stats, window, count_hot=bool(hot))
     lineno = 0
-    for data, start, end, res in scan_ahead(source.blocks(), bool(hot), scan_threads):
+    for data, start, end, res, copy in scan_ahead(source.blocks(), bool(hot), scan_threads):
         if res is None and is_flood(data, start, end):  # a newline flood: no list of empties
             lineno += end - start
             continue
@@ -506,7 +511,7 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
         if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
             reader.year_hint = initial_year(data[start:end])
         if res is not None:
-            lineno = base + _scanned_block(reader, data, start, end, res, stats, window)
+            lineno = base + _scanned_block(reader, data, start, end, res, stats, window, copy, base)
         else:
             lineno = base + _plain_block(reader, data[start:end], base)
         if reader.out:
@@ -542,10 +547,12 @@ def _plain_block(reader: _Reader, chunk: bytes, base: int) -> int:
 
 
 def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: ScanResult, stats,
-                   window: HotWindow | None) -> int:
-    """A scanned block (``data[start:end]``, ``res`` with offsets from ``start``): the lines the scanner
-    left go to the per-line stages, the lookups out as rows, in line order."""
-    view = BlockView(reader.path, data, start, res, reader.origins, reader.year_hint)
+                   window: HotWindow | None, copy: bytes | None = None, base: int = 0) -> int:
+    """A scanned block (``data[start:end]``; ``res`` with offsets from ``start``, or into ``copy``, the block
+    without its kubectl timestamps): the lines the scanner left go to the per-line stages as they were
+    read, the lookups out as rows, in line order."""
+    view = BlockView(reader.path, data, start, res, reader.origins, reader.year_hint) if copy is None else \
+        BlockView(reader.path, copy, 0, res, reader.origins, reader.year_hint)
     n_hot = stats.hot.add(view)
     if n_hot:
         reader.recognized += n_hot
@@ -555,21 +562,39 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: Scan
     rare = res.columns["rare"]
     lk_lines = res.columns["lookups"]["line"]
     n_lk = len(lk_lines)
-    reader.begin_block(data, _rare_line_at(data, start, rare), few_lines=True, start=start, end=end)
+    original = _OriginalLines(data, start, end, base) if copy is not None else None
+    if original is not None:
+        reader.unwrapper.seen.add("iso-timestamp")
+        line_at = original.line_at
+    else:
+        line_at = _rare_line_at(data, start, rare)
+    reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
     out, feed, metric = reader.out, reader.feed, reader.metric_row
     j = 0
     for n, s, e, table, i in _line_order(res):
         if table is not None:  # a metric event: no lookup observer reads those, so lookups need not stop here
-            metric(view, table, i)
+            metric(view, table, i, original.line_at(n) if original is not None else None)
             continue
         if j < n_lk and lk_lines[j] < n:
             k = bisect_left(lk_lines, n, j)
             out.append(LookupRows.from_view(view, j, k))
             j = k
-        feed(n, data[start + s : start + e])
+        feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
     if j < n_lk:
         out.append(LookupRows.from_view(view, j, n_lk))
     return res.lines
+
+
+class _OriginalLines:
+    """The lines of a block as read, by number (for a block whose scan ran on a copy without timestamps)."""
+
+    def __init__(self, data: bytes, start: int, end: int, base: int) -> None:
+        self.lines = data[start:end].split(b"\n")
+        self.base = base
+
+    def line_at(self, n: int) -> bytes | None:
+        i = n - self.base - 1
+        return self.lines[i] if 0 <= i < len(self.lines) else None
 
 
 def _line_order(res: ScanResult):
