@@ -50,6 +50,16 @@ from gen_example_logs import (  # noqa: E402
 BATCH_BYTES = 8 << 20
 
 
+
+def _drain(out, buf: list[str], at: int = 1) -> int:
+    """Write and empty ``buf`` once it holds ``at`` lines or more; the bytes written (the generator's one writer)."""
+    if len(buf) < at or not buf:
+        return 0
+    data = "".join(buf).encode()
+    buf.clear()
+    out.write(data)
+    return len(data)
+
 def suffix(tree: str, key: str) -> str:
     f, n = LMC_LINES[tree][key]
     return f" {LMC_ITALIC}({f}:{n}:{LMC_LOGGER[key]}){LMC_RESET}"
@@ -253,15 +263,8 @@ def generate(out, size_bytes: int, seed: int, incidents: int, ids: array | None 
             buf.append(f"{api}INFO:     {ips[n_req & 511]}:{rng.randint(32768, 60999)} - "
                        "\"POST /v1/chat/completions HTTP/1.1\" 200 OK\n")
             n_lines += 1
-        if len(buf) >= 4096:
-            chunk_text = "".join(buf).encode()
-            buf.clear()
-            out.write(chunk_text)
-            written += len(chunk_text)
-    if buf:
-        chunk_text = "".join(buf).encode()
-        out.write(chunk_text)
-        written += len(chunk_text)
+        written += _drain(out, buf, 4096)
+    written += _drain(out, buf)
     return {"bytes": written, "requests": n_req, "lines_approx": n_lines, "incidents": incident_ids}
 
 
@@ -372,15 +375,8 @@ def generate_tp1(out, size_bytes: int, seed: int, incidents: int, kubectl_from: 
             stamp = d.strftime("%Y-%m-%dT%H:%M:%S.") + f"{d.microsecond:06d}123Z "
             req = [stamp + ln for ln in req]
         buf += req
-        if len(buf) >= 4096:
-            data = "".join(buf).encode()
-            buf.clear()
-            out.write(data)
-            written += len(data)
-    if buf:
-        data = "".join(buf).encode()
-        out.write(data)
-        written += len(data)
+        written += _drain(out, buf, 4096)
+    written += _drain(out, buf)
     return {"bytes": written, "requests": n_req, "lines_approx": 0, "incidents": incident_ids}
 
 

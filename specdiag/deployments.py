@@ -142,25 +142,15 @@ class DeploymentRun:
             self.run.series.observe(ev)
         elif ev.id in COUNTED:
             self.run.count_event(ev)
-        error: Exception | None = None
-        for obs in self.dispatch.get(ev.id, ()):
-            try:
-                obs.observe(ev)
-            except Exception as e:  # noqa: BLE001 - re-raised below, after the other observers saw the event
-                error = error or e
+        error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev)
+        if ev.id == "L1" and self.row_observers:  # a lookup the Python path read: to the row observers as one row
+            error = _to_all(self.row_observers, "observe_rows", LookupRows.from_event(ev)) or error
         if error is not None:
             raise error
-        if ev.id == "L1" and self.row_observers:  # a lookup the Python path read: to the row observers as one row
-            self.deliver_rows(LookupRows.from_event(ev))
 
     def deliver_rows(self, rows: LookupRows) -> None:
         """Hand a run of lookup rows to their observers (all of them, then re-raise the first error)."""
-        error: Exception | None = None
-        for obs in self.row_observers:
-            try:
-                obs.observe_rows(rows)
-            except Exception as e:  # noqa: BLE001 - re-raised below, after the other observers saw the rows
-                error = error or e
+        error = _to_all(self.row_observers, "observe_rows", rows)
         if error is not None:
             raise error
 
@@ -189,6 +179,17 @@ class DeploymentRun:
         except Exception as e:  # noqa: BLE001 - a failing rule is reported, the others still finish
             self.failed.setdefault(getattr(obs, "code", None) or type(obs).__name__, error_text(e))
             return []
+
+
+def _to_all(observers: Iterable[Observer], method: str, arg: object) -> Exception | None:
+    """Call ``method(arg)`` on every observer, even after one raised; the first error, for the caller."""
+    error: Exception | None = None
+    for obs in observers:
+        try:
+            getattr(obs, method)(arg)
+        except Exception as e:  # noqa: BLE001 - returned, after the other observers saw it
+            error = error or e
+    return error
 
 
 @dataclass

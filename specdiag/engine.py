@@ -30,8 +30,8 @@ from specdiag.deployments import (
 from specdiag.events import Event, default_matcher, template
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records
-from specdiag.ingest.hot import EVIDENCE_TIDS, HotWindow, LookupRows
-from specdiag.observe import SERIES_CAP
+from specdiag.ingest.hot import HotWindow, LookupRows
+from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.sanitize import error_text
 
@@ -40,6 +40,10 @@ _HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
 #: every 4096 records, recognised or not (high-volume lines never become records, so a coarser step
 #: would leave a progress bar still on logs made mostly of them)
 PROGRESS_EVERY = 4096
+
+
+#: scan threads beside the reading one: each holds a block in flight (1 MiB), so a bound keeps memory flat
+MAX_SCAN_THREADS = 64
 
 
 class ConfigError(Exception):
@@ -122,6 +126,8 @@ def _validate(opts: AnalyzeOptions) -> None:
         if sev not in SEVERITIES:
             raise ConfigError(f"severity for {code} must be one of {', '.join(SEVERITIES)}, not {sev!r}")
     select_rules(opts.select, opts.ignore)
+    if not 0 <= opts.scan_threads <= MAX_SCAN_THREADS:
+        raise ConfigError(f"scan_threads must be 0 to {MAX_SCAN_THREADS}, not {opts.scan_threads}")
 
 
 @dataclass
@@ -219,8 +225,6 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
     window.clear()
 
 
-#: the scanner's templates: when the Python path reads one (a wrapped line), the look-back keeps it too
-_HOT_EVENTS = frozenset({"S1", "R4", "L1"})
 
 
 def _deliver_event(ev: Event, dep: DeploymentRun) -> None:
@@ -239,7 +243,7 @@ def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, win
     if ev is None:
         _tally_unrecognized(tally, rec)
         return 0
-    if window is not None and ev.id in _HOT_EVENTS:
+    if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)
     dep.deliver(ev)
     return int(rec.kind == "text" and rec.origin.pid is None)  # prefixed raw lines ingest counted already
@@ -275,8 +279,7 @@ def _hand_counts(src: Source, fed: list[DeploymentRun], year: int | None) -> Non
     named = {deployment_key_of(k): (v, hot.named_first.get(k, {})) for k, v in hot.named.items() if k is not None}
     for dep in fed:
         counts, firsts = _merged(shared, shared_first, *named.get(dep.id, ({}, {})))
-        dep.run.add_counts(counts, {tid: Event(tid, rec, None, template(tid)) for tid, rec in firsts.items()
-                                    if tid in EVIDENCE_TIDS})
+        dep.run.add_counts(counts, {tid: Event(tid, rec, None, template(tid)) for tid, rec in firsts.items()})
         dep.run.end_source(year)
         if len(fed) > 1 and any(shared.values()):
             dep.run.shared_count_sources.append(src.display)

@@ -6,27 +6,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import subprocess
-import sys
 import threading
 
 import pytest
 from corpus_paths import CORPUS
+from peak_rss import run_cli
 
 from specdiag.ingest import expand_inputs
 from specdiag.ingest.sources import BLOCK_SIZE, MAX_RATIO, _GzipMembers
 
 SEED = sorted((CORPUS / "seed-minimal-variant").glob("*.log"))[0]
 
-
-#: the peak RSS of this process image: VmHWM belongs to the address space that exec creates (ru_maxrss would
-#: carry over the high-water mark of the forking pytest process)
-PEAK = ("def _peak_kb():\n"
-        "    for ln in open('/proc/self/status'):\n"
-        "        if ln.startswith('VmHWM:'):\n"
-        "            return ln.split()[1]\n"
-        "    import resource\n"
-        "    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n")
 
 def _bomb(path, member_mb: int = 64, members: int = 8) -> int:
     """A gzip of ``members`` concatenated members, each ``member_mb`` MiB of one repeated log line."""
@@ -39,11 +29,7 @@ def _bomb(path, member_mb: int = 64, members: int = 8) -> int:
 
 
 def _run(args, env=None, timeout=120, **kw):
-    e = {**os.environ, "NO_COLOR": "1", **(env or {})}
-    code = (PEAK + "import runpy, sys; sys.argv = ['specdiag'] + sys.argv[1:]\n"
-            "try:\n    runpy.run_module('specdiag', run_name='__main__')\n"
-            "finally:\n    sys.stderr.write('MAXRSS_KB=%s\\n' % _peak_kb())\n")
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, env=e, timeout=timeout, **kw)
+    return run_cli(list(args), env=env, timeout=timeout, **kw)
 
 
 def test_gzip_reads_are_bounded_by_max_length(tmp_path) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 
 import pytest
+from peak_rss import run_cli
 
 from specdiag.repro.plan import PlanError, build_plan
 
@@ -73,21 +73,8 @@ def test_good_plans_still_build() -> None:
     assert [c.toggled for c in plan.cells()] == [{"max_local_cpu_size": "0.004"}, {"max_local_cpu_size": "1.0"}]
 
 
-#: the peak RSS of this process image: VmHWM belongs to the address space that exec creates (ru_maxrss would
-#: carry over the high-water mark of the forking pytest process)
-PEAK = ("def _peak_kb():\n"
-        "    for ln in open('/proc/self/status'):\n"
-        "        if ln.startswith('VmHWM:'):\n"
-        "            return ln.split()[1]\n"
-        "    import resource\n"
-        "    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n")
-
 def _repro(*args: str, cwd: str | None = None) -> subprocess.CompletedProcess:
-    code = (PEAK + "import runpy, sys; sys.argv = ['specdiag'] + sys.argv[1:]\n"
-            "try:\n    runpy.run_module('specdiag', run_name='__main__')\n"
-            "finally:\n    sys.stderr.write('MAXRSS_KB=%s\\n' % _peak_kb())\n")
-    return subprocess.run([sys.executable, "-c", code, "repro", *args], capture_output=True, text=True, timeout=120,
-                          cwd=cwd)
+    return run_cli(["repro", *args], text=True, cwd=cwd)
 
 
 @pytest.mark.parametrize("name", ["billion-laughs", "python-object", "repeat-word", "toggles-string"])

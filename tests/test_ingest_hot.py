@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from specdiag import engine
-from specdiag.analyzers.kv_shortfall import LookupHistory, RecentMap
+from specdiag.analyzers.kv_shortfall import LookupHistory
 from specdiag.engine import analyze
 from specdiag.ingest import scan, sources
 from specdiag.ingest.hot import HotWindow, LookupRows
@@ -29,6 +29,8 @@ INPUTS = sorted(
     + [p for p in (ROOT / "tests" / "fragments").glob("*/") if p.is_dir()]
 )
 VOLATILE = ("elapsed_s", "generated_at", "tool")
+#: scan threads are used only with the compiled scanner (the Python one holds the GIL)
+COMPILED_ONLY = pytest.mark.skipif(scan.IMPLEMENTATION != "c", reason="scan threads run only with the compiled scanner")
 
 
 def _report(path: Path, scan_threads: int = 0) -> dict:
@@ -63,17 +65,6 @@ def test_report_is_the_same_with_compiled_python_and_no_scanner(path: Path, bloc
     with monkeypatch.context() as m:
         _without_scanner(m)
         assert _report(path) == compiled, "no scanner"
-
-
-def test_recent_map_keeps_between_half_and_all_of_the_newest_keys() -> None:
-    m = RecentMap(10)
-    for k in range(1000):
-        m.put(k, k * 2)
-    kept = [k for k, _v in m.newest_first()]
-    assert 5 <= len(kept) <= 10 and kept == sorted(kept, reverse=True) and kept[0] == 999
-    assert m.get(999) == 1998 and m.get(3) is None
-    m.put(kept[-1], -1)  # a key seen again is the newest
-    assert next(iter(m.newest_first())) == (kept[-1], -1)
 
 
 LOOKUP = (b"(EngineCore pid=7) [2026-05-06 10:00:%02d,000] LMCache INFO: Reqid: req-%d, Total tokens 600, "
@@ -149,10 +140,9 @@ def test_a_lookup_read_by_the_python_path_is_one_row_with_the_same_values(tmp_pa
     assert rows.rid_hash[0] == scan.rid_hash(b"req-1") and rows.record(0) is items[0]
 
 
+@COMPILED_ONLY
 def test_scan_threads_stop_and_the_input_closes_when_the_reader_stops_early(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    if scan.IMPLEMENTATION != "c":
-        pytest.skip("scan threads run only with the compiled scanner")
     import threading
 
     monkeypatch.setattr(sources, "BLOCK_SIZE", 512)
@@ -164,13 +154,12 @@ def test_scan_threads_stop_and_the_input_closes_when_the_reader_stops_early(tmp_
     assert any(t.name.startswith("specdiag-scan") for t in threading.enumerate())
     items.close()
     assert not any(t.name.startswith("specdiag-scan") for t in threading.enumerate())
-    assert src._raw is None or src._raw.closed  # noqa: SLF001 - the file is closed
+    assert src._raw is not None and src._raw.closed  # noqa: SLF001 - the file the reader opened is closed
 
 
+@COMPILED_ONLY
 def test_scanned_on_threads_the_rows_carry_their_absolute_line_numbers(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    if scan.IMPLEMENTATION != "c":
-        pytest.skip("scan threads run only with the compiled scanner")
     monkeypatch.setattr(sources, "BLOCK_SIZE", 700)
     log = tmp_path / "x.log"
     log.write_bytes(b"".join(LOOKUP % (i % 60, i) + b"\n" * (i % 3) for i in range(300)))

@@ -26,39 +26,6 @@ _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:tp|rank)[_-]?(\d+)(?!\d)", re.I)
 MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
 
 
-class RecentMap:
-    """The most recent entries of a stream of keys, in two generations of at most ``cap // 2`` each.
-
-    O(1) per put with no reordering (a busy server's unique request ids arrive millions of times):
-    when the young generation is full it becomes the old one and the old one is dropped, so between
-    ``cap // 2`` and ``cap`` of the newest keys are always kept.
-    """
-
-    def __init__(self, cap: int) -> None:
-        self.half = max(cap // 2, 1)
-        self.young: dict = {}
-        self.old: dict = {}
-
-    def put(self, key, value) -> None:
-        young = self.young
-        young[key] = value
-        if len(young) >= self.half:
-            self.old, self.young = young, {}
-
-    def get(self, key, default=None):
-        v = self.young.get(key, default)
-        return v if key in self.young else self.old.get(key, default)
-
-    def newest_first(self):
-        yield from reversed(self.young.items())
-        for k, v in reversed(self.old.items()):
-            if k not in self.young:
-                yield k, v
-
-    def __len__(self) -> int:
-        return len(self.young) + sum(1 for k in self.old if k not in self.young)
-
-
 class LookupHistory:
     """The newest lookups as the column batches they arrived in (at least ``cap`` rows once that many came).
 
@@ -223,7 +190,7 @@ class RetrievalShortfall(Rule):
         self.lookups = LookupHistory(MAX_TRACKED)
         self.origins = OriginCache()
         self.pending_l6: dict[str, Event] = {}
-        self.l6_for = RecentMap(MAX_TRACKED)  # request-id hash → the L6 line just before its lookup
+        self.l6_for: OrderedDict[int, Event] = OrderedDict()  # request-id hash → the L6 line just before its lookup
         self.pending_r1: dict[str, Event] = {}
         self.r3: OrderedDict[str, Event] = OrderedDict()
         self.outcomes: list[Event] = []
@@ -279,7 +246,7 @@ class RetrievalShortfall(Rule):
             for i in range(lo, hi):
                 l6 = self.pending_l6.pop(rows.origin(i).key, None)
                 if l6 is not None:
-                    self.l6_for.put(rows.rid_hash[i], l6)
+                    self._remember(self.l6_for, rows.rid_hash[i], l6)
                     if not self.pending_l6:
                         break
         self.lookups.add(rows)

@@ -16,6 +16,7 @@ import typer
 from specdiag.cli.common import (
     EXIT_NO_RECOGNISED,
     EXIT_USAGE,
+    SCAN_THREADS_OPTION,
     Progress,
     exit_code_for,
     fail,
@@ -77,9 +78,7 @@ def analyze_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the verdict lines; no progress bar or notes."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin in reports."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
-    scan_threads: int = typer.Option(0, "--scan-threads", help="Threads that scan the blocks of one input while "
-                                     "the main thread reads them (0: none; the compiled scanner only). "
-                                     "Helps where idle physical cores exist; see docs/benchmark.md."),
+    scan_threads: int = SCAN_THREADS_OPTION,
 ) -> None:
     from specdiag.config import resolve
     from specdiag.engine import ConfigError, analyze

@@ -17,6 +17,7 @@ from specdiag.cli.common import (
     EXIT_NO_RECOGNISED,
     EXIT_OK,
     EXIT_USAGE,
+    SCAN_THREADS_OPTION,
     Progress,
     exit_code_for,
     fail,
@@ -146,9 +147,7 @@ def check_cmd(
     lmcache_config: str = typer.Option(None, "--lmcache-config", help="LMCache YAML used by the deployment."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Path to show for stdin in annotations."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
-    scan_threads: int = typer.Option(0, "--scan-threads", help="Threads that scan the blocks of one input while "
-                                     "the main thread reads them (0: none; the compiled scanner only). "
-                                     "Helps where idle physical cores exist; see docs/benchmark.md."),
+    scan_threads: int = SCAN_THREADS_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, status line or notes on stderr "
                                                             "(errors still)."),
 ) -> None:

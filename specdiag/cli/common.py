@@ -15,6 +15,12 @@ EXIT_FINDINGS = 1
 EXIT_USAGE = 2
 EXIT_NO_RECOGNISED = 3
 
+#: ``--scan-threads`` of ``analyze`` and ``check`` (one definition: the same words and bounds in both)
+SCAN_THREADS_OPTION = typer.Option(
+    0, "--scan-threads", min=0, max=64,
+    help="Threads that scan the blocks of one input while the main thread reads them (0: none; the compiled "
+         "scanner only). Helps where idle physical cores exist; see docs/benchmark.md.")
+
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """A clear one-line error on stderr and the contract's exit code — never a traceback."""

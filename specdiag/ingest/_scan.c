@@ -108,6 +108,21 @@ static void put_i64(state *st, int col, int64_t x) { vec_put(st, &st->col[col], 
 static void put_u64(state *st, int col, uint64_t x) { vec_put(st, &st->col[col], &x, 8); }
 static void put_u32(state *st, int col, uint32_t x) { vec_put(st, &st->col[col], &x, 4); }
 static void put_u8(state *st, int col, u8 x) { vec_put(st, &st->col[col], &x, 1); }
+/* where a row is: every table starts with line, start, end (consecutive columns from `first`) */
+static void put_where(state *st, int first, int64_t lineno, int64_t start, int64_t end) {
+    put_i64(st, first, lineno);
+    put_i64(st, first + 1, start);
+    put_i64(st, first + 2, end);
+}
+/* ... and the hot tables go on with the row's process */
+static void put_head(state *st, int first, int64_t lineno, int64_t start, int64_t end, int proc) {
+    put_where(st, first, lineno, start, end);
+    put_u32(st, first + 3, (uint32_t)proc);
+}
+static void put_flag(state *st, int64_t lineno, int64_t start, int64_t end, int tid) {
+    put_where(st, F_LINE, lineno, start, end);
+    put_u8(st, F_TID, (u8)tid);
+}
 static void put_f64(state *st, int col, double x) { vec_put(st, &st->col[col], &x, 8); }
 
 /* the NaN Python's float("nan") is (a quiet NaN, sign clear): the columns compare bit for bit */
@@ -741,10 +756,7 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t li
         if (parse_lookup(s, msg, stop, &L) < 0) return 0;
         int proc = proc_index(st, s, pre);
         if (proc < 0) return 0;
-        put_i64(st, L_LINE, lineno);
-        put_i64(st, L_START, start);
-        put_i64(st, L_END, end);
-        put_u32(st, L_PROC, (uint32_t)proc);
+        put_head(st, L_LINE, lineno, start, end, proc);
         put_u64(st, L_HASH, rid_hash(s + L.rid, L.rid_len));
         put_i64(st, L_TOTAL, L.total);
         put_i64(st, L_COMPUTED, L.computed);
@@ -761,10 +773,7 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t li
         if (parse_store(s, msg, stop, &stored, &total) < 0) return 0;
         int proc = proc_index(st, s, pre);
         if (proc < 0) return 0;
-        put_i64(st, S_LINE, lineno);
-        put_i64(st, S_START, start);
-        put_i64(st, S_END, end);
-        put_u32(st, S_PROC, (uint32_t)proc);
+        put_head(st, S_LINE, lineno, start, end, proc);
         put_i64(st, S_STORED, stored);
         put_i64(st, S_TOTAL, total);
         st->counts[proc][T_STORE]++;
@@ -774,19 +783,13 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t li
     if (parse_retrieve(s, msg, stop, &got, &required, &total) < 0) return 0;
     int proc = proc_index(st, s, pre);
     if (proc < 0) return 0;
-    put_i64(st, R_LINE, lineno);
-    put_i64(st, R_START, start);
-    put_i64(st, R_END, end);
-    put_u32(st, R_PROC, (uint32_t)proc);
+    put_head(st, R_LINE, lineno, start, end, proc);
     put_i64(st, R_GOT, got);
     put_i64(st, R_REQUIRED, required);
     put_i64(st, R_TOTAL, total);
     st->counts[proc][T_RETRIEVE]++;
     if (got < required) {
-        put_i64(st, F_LINE, lineno);
-        put_i64(st, F_START, start);
-        put_i64(st, F_END, end);
-        put_u8(st, F_TID, T_RETRIEVE);
+        put_flag(st, lineno, start, end, T_RETRIEVE);
     }
     return 1;
 }
@@ -803,10 +806,7 @@ static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_le
         if (parse_spec(st, s, msg, n, &P) < 0) return 0;
         int proc = proc_index(st, s, pre);
         if (proc < 0) return 0;
-        put_i64(st, P_LINE, lineno);
-        put_i64(st, P_START, start);
-        put_i64(st, P_END, end);
-        put_u32(st, P_PROC, (uint32_t)proc);
+        put_head(st, P_LINE, lineno, start, end, proc);
         put_f64(st, P_MAL, P.mal);
         put_i64(st, P_ACCEPTED, P.accepted);
         put_i64(st, P_DRAFTED, P.drafted);
@@ -822,10 +822,7 @@ static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_le
     if (parse_stats(st, s, msg, n, &V) < 0) return 0;
     int proc = proc_index(st, s, pre);
     if (proc < 0) return 0;
-    put_i64(st, V_LINE, lineno);
-    put_i64(st, V_START, start);
-    put_i64(st, V_END, end);
-    put_u32(st, V_PROC, (uint32_t)proc);
+    put_head(st, V_LINE, lineno, start, end, proc);
     put_i64(st, V_ENGINE, V.engine);
     put_i64(st, V_NENGINES, V.n_engines);
     put_f64(st, V_PROMPT, V.prompt);
@@ -857,10 +854,7 @@ static int scan_line(state *st, const u8 *raw, size_t len, int64_t lineno, int64
     if (proc < 0) return 0;
     if (status >= 500) {
         st->counts[proc][T_5XX]++;
-        put_i64(st, F_LINE, lineno);
-        put_i64(st, F_START, start);
-        put_i64(st, F_END, end);
-        put_u8(st, F_TID, T_5XX);
+        put_flag(st, lineno, start, end, T_5XX);
     } else {
         st->counts[proc][T_ACCESS]++;
     }
@@ -875,9 +869,7 @@ static int64_t scan_all(state *st, const u8 *block, size_t n, int64_t base) {
         size_t end = nl ? (size_t)(nl - block) : n;
         lineno++;
         if (!scan_line(st, block + pos, end - pos, lineno, (int64_t)pos, (int64_t)end)) {
-            put_i64(st, X_LINE, lineno);
-            put_i64(st, X_START, (int64_t)pos);
-            put_i64(st, X_END, (int64_t)end);
+            put_where(st, X_LINE, lineno, (int64_t)pos, (int64_t)end);
         }
         pos = end + 1;
     }

@@ -32,8 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 NA = scan.NA
 #: look-back reach in lines (as the raw-line window it replaces)
 LOOKBACK_LINES = 2000
-#: template ids of the scanner whose first row becomes evidence (``specdiag.events`` has templates for them)
-EVIDENCE_TIDS = ("S1", "R4", "L1", "U5XX")
 
 
 class BlockView:
@@ -343,4 +341,4 @@ class HotWindow:
         return None
 
 
-__all__ = ["BlockView", "EVIDENCE_TIDS", "HotTally", "HotWindow", "LookupRows", "revive"]
+__all__ = ["BlockView", "HotTally", "HotWindow", "LookupRows", "revive"]

@@ -589,12 +589,16 @@ class _OriginalLines:
     """The lines of a block as read, by number (for a block whose scan ran on a copy without timestamps)."""
 
     def __init__(self, data: bytes, start: int, end: int, base: int) -> None:
-        self.lines = data[start:end].split(b"\n")
+        self._range = (data, start, end)
+        self._lines: list[bytes] | None = None  # split on the first line asked for (often none is)
         self.base = base
 
     def line_at(self, n: int) -> bytes | None:
+        if self._lines is None:
+            data, start, end = self._range
+            self._lines = data[start:end].split(b"\n")
         i = n - self.base - 1
-        return self.lines[i] if 0 <= i < len(self.lines) else None
+        return self._lines[i] if 0 <= i < len(self._lines) else None
 
 
 def _line_order(res: ScanResult):

@@ -207,11 +207,7 @@ def _decide(keys: list[bytes]) -> list[tuple]:
             key = keys[i]
             info = _CACHE.get(key)
             if info is None:
-                info = key_decision(key)
-                if len(key) <= _CACHE_KEY_MAX:
-                    if len(_CACHE) >= _CACHE_MAX:
-                        _CACHE.clear()
-                    _CACHE[key] = info
+                info = _remember(_CACHE, key, key_decision(key))
             infos[i] = info
     return infos
 
@@ -223,13 +219,16 @@ class _Mismatch(Exception):
 def _clean_prefix(raw: bytes) -> bytes:
     """``clean_line`` of a raw process prefix, cached (prefixes over 1 KiB are cleaned, not kept)."""
     clean = _PREFIX_CLEAN.get(raw)
-    if clean is None:
-        clean = clean_line(raw)
-        if len(raw) <= _CACHE_KEY_MAX:
-            if len(_PREFIX_CLEAN) >= _CACHE_MAX:
-                _PREFIX_CLEAN.clear()
-            _PREFIX_CLEAN[raw] = clean
-    return clean
+    return clean if clean is not None else _remember(_PREFIX_CLEAN, raw, clean_line(raw))
+
+
+def _remember(cache: dict, key: bytes, value):
+    """``value``, kept in ``cache`` when the key is short (bounded: emptied when full, so junk only refills it)."""
+    if len(key) <= _CACHE_KEY_MAX:
+        if len(cache) >= _CACHE_MAX:
+            cache.clear()
+        cache[key] = value
+    return value
 
 
 class _Block:

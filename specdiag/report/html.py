@@ -707,13 +707,8 @@ def _verdict_html(st: Any, findings: list[Any], where: Any = None) -> str:
         out.append("<ul class=\"verdicts\">")
         for v in vs:
             sev = v.severity if v.severity in ("error", "warning", "info") else "info"
-            line = f"<b>{esc(v.rule)}</b> <span class=\"sev sev-{sev}\">{esc(sev)}</span> — {esc(v.headline)}"
-            if v.count > 1:
-                line += f" (+{v.count - 1} more)"
-            if v.cause:
-                line += f"; most likely <b>{esc(v.cause)}</b> ({v.confidence:.2f})"
-            if v.next:
-                line += f"; next: {esc(v.next)}"
+            line = (f"<b>{esc(v.rule)}</b> <span class=\"sev sev-{sev}\">{esc(sev)}</span> — {esc(v.headline)}"
+                    + v.tail(esc, lambda s: f"<b>{s}</b>"))
             out.append(f"<li>{line} <a href=\"#f-{first[v.rule]}\">details</a></li>")
         out.append("</ul>")
     out += [f"<p class=\"note\">{esc(h)}</p>" for h in st.hints]

@@ -40,13 +40,16 @@ class Verdict:
     next: str
 
     def line(self) -> str:
-        s = f"{self.rule} {self.severity} — {self.headline}"
-        if self.count > 1:
-            s += f" (+{self.count - 1} more)"
+        return f"{self.rule} {self.severity} — {self.headline}" + self.tail()
+
+    def tail(self, esc: Callable[[str], str] = str, strong: Callable[[str], str] = str) -> str:
+        """What follows the headline: more of the same rule, the top cause, the next step. ``esc`` and
+        ``strong`` let a renderer escape the text and mark the cause (HTML)."""
+        s = f" (+{self.count - 1} more)" if self.count > 1 else ""
         if self.cause:
-            s += f"; most likely {self.cause} ({self.confidence:.2f})"
+            s += f"; most likely {strong(esc(self.cause))} ({self.confidence:.2f})"
         if self.next:
-            s += f"; next: {self.next}"
+            s += f"; next: {esc(self.next)}"
         return s
 
 
