@@ -251,3 +251,11 @@ def test_generated_logs_give_the_same_report_with_and_without_the_scanner(tmp_pa
     with monkeypatch.context() as m:
         _without_scanner(m)
         assert _report(tmp_path) == compiled, "no scanner"
+
+
+@pytest.mark.parametrize("threads", [-1, 65])
+def test_scan_threads_out_of_bounds_are_a_config_error(threads: int) -> None:
+    from specdiag.engine import ConfigError
+
+    with pytest.raises(ConfigError, match="scan_threads must be 0 to 64"):
+        analyze([str(ROOT / "examples" / "tp8-shortfall" / "serve.log")], scan_threads=threads)
