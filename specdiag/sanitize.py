@@ -133,6 +133,9 @@ def neutralise_workflow_commands(s: Any) -> str:
     return re.sub(r"(?m)^(\s*)::", "\\1:\u200b:", t)
 
 
+_SHARED = frozenset({int, float, bool, type(None), bytes})
+
+
 def map_strings(obj: Any, fn: Any, _depth: int = 0) -> Any:
     """A copy of ``obj`` with every string (also dict keys, dataclass and ``__slots__``-free object fields)
     passed through ``fn``; other values are shared. For renderers that build output from many fields
@@ -143,8 +146,11 @@ def map_strings(obj: Any, fn: Any, _depth: int = 0) -> Any:
         return obj
     if isinstance(obj, dict):
         return {map_strings(k, fn, _depth + 1): map_strings(v, fn, _depth + 1) for k, v in obj.items()}
+    if type(obj) in (list, tuple):
+        # numbers are the bulk of a long series (a metrics timeline): kept without a call each
+        return type(obj)(v if type(v) in _SHARED else map_strings(v, fn, _depth + 1) for v in obj)
     if isinstance(obj, (list, tuple)):
-        return type(obj)(map_strings(v, fn, _depth + 1) for v in obj) if type(obj) in (list, tuple) else obj
+        return obj
     state = getattr(obj, "__dict__", None)
     if isinstance(state, dict) and getattr(type(obj), "__module__", "").startswith("specdiag."):
         import copy
