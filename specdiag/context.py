@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdiag.events import Event
 from specdiag.fingerprints import KEY_LINES, VersionFingerprint
@@ -16,6 +16,9 @@ from specdiag.numbers import finite_or_none, to_int
 from specdiag.observe import Observer, RunState
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
 from specdiag.timeutil import TIME_BASIS, is_nominal_year
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ingest.hot import MetricRows
 from specdiag.yamlfile import read_mapping
 
 _SPEC_REPR = re.compile(
@@ -160,12 +163,13 @@ class ContextBuilder(Observer):
     EVENTS = {
         "C10", "C11", "C12", "C13", "C16", "C18", "C20", "C21", "C21b", "C22", "C23", "C24", "C32", "C33", "C37",
         "V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_CONNECTOR", "V_CREATE_CONNECTOR",
-        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE", "V_DUMP_INPUT", "V_SPEC",
+        "V1", "V2", "E_BANNER", "E_NO_CONNECTOR", "V_KV_SIZE", "V_DUMP_INPUT",
     }
     #: lines vLLM prints only while the server starts
     STARTUP = frozenset({"V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_KV_SIZE"})
 
     events = frozenset(EVENTS) | frozenset(KEY_LINES)
+    tables = frozenset({"metrics"})  # the SpecDecoding lines: how many intervals, and K from their positions
 
     def __init__(self, ctx: Context, lmcache_config_file: dict[str, Any] | None = None,
                  lmcache_config_path: str | None = None):
@@ -215,9 +219,6 @@ class ContextBuilder(Observer):
     def _observe_config(self, ev: Event) -> None:
         c = self.ctx
         tid = ev.id
-        if tid == "V_SPEC":
-            self._observe_spec(ev)
-            return
         if tid in self.STARTUP:
             c.startup_seen = True
         f = ev.f
@@ -292,19 +293,21 @@ class ContextBuilder(Observer):
         elif tid == "V_KV_SIZE":
             c.device = c.device or f["device"].lower().replace("gpu", "cuda")
 
-    def _observe_spec(self, ev: Event) -> None:
-        """Count the interval; the first ones also give K when no config line says it.
+    def observe_metrics(self, rows: MetricRows) -> None:
+        """Count the SpecDecoding intervals; the first ones also give K when no config line says it.
 
         vLLM prints one per-position acceptance rate per draft position, i.e. ``num_speculative_tokens``
         of them (``v1/spec_decode/metrics.py``: ``num_accepted_tokens_per_pos`` has K entries); the V0 line
         prints ``Number of speculative tokens`` itself.
         """
-        self.ctx.spec_intervals += 1
-        if self.k_from_positions is not None and self.ctx.spec_intervals > 16:
-            return
-        from specdiag.metrics.parse import spec_fields
+        for k, kind in enumerate(rows.kinds):
+            if kind != "spec":
+                continue
+            self.ctx.spec_intervals += 1
+            if self.k_from_positions is None or self.ctx.spec_intervals <= 16:
+                self._k_from_spec(rows.spec(k))
 
-        d = spec_fields(ev)
+    def _k_from_spec(self, d: dict) -> None:
         pos = d.get("per_position")
         k = len(pos) if pos else d.get("num_spec_tokens")
         if isinstance(k, int) and 0 < k <= 64:

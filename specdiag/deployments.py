@@ -23,10 +23,10 @@ from specdiag.context import Context, ContextBuilder
 from specdiag.events import Event
 from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
-from specdiag.ingest.hot import LookupRows
+from specdiag.ingest.hot import LookupRows, MetricRows
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
-from specdiag.observe import COUNTED, SERIES_CAP, Observer, RunState
+from specdiag.observe import COUNTED, METRIC_ROW_EVENTS, SERIES_CAP, Observer, RunState
 from specdiag.sanitize import error_text
 
 
@@ -127,6 +127,8 @@ class DeploymentRun:
                 self.dispatch.setdefault(eid, []).append(obs)
         #: observers of the scanner's lookup columns (``tables = {"lookups"}``)
         self.row_observers = [obs for obs in self.observers if "lookups" in obs.tables]
+        #: observers of the stats / SpecDecoding rows (``tables = {"metrics"}``)
+        self.metric_observers = [obs for obs in self.observers if "metrics" in obs.tables]
 
     @property
     def observers(self) -> list[Observer]:
@@ -138,13 +140,31 @@ class DeploymentRun:
         The run loop skips that record and names it in the input's errors: a line a rule cannot read (a
         5,000-digit count) costs that line, not the rule. A rule whose ``finish`` raises is dropped and listed.
         """
+        error = None
         if ev.id in RunState.SERIES_EVENTS:
             self.run.series.observe(ev)
+            if ev.id in METRIC_ROW_EVENTS and self.metric_observers:  # read by the Python path: a batch of one
+                error = _to_all(self.metric_observers, "observe_metrics", MetricRows.from_event(ev))
         elif ev.id in COUNTED:
             self.run.count_event(ev)
-        error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev)
+        error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev) or error
         if ev.id == "L1" and self.row_observers:  # a lookup the Python path read: to the row observers as one row
             error = _to_all(self.row_observers, "observe_rows", LookupRows.from_event(ev)) or error
+        if error is not None:
+            raise error
+
+    def deliver_metrics(self, rows: MetricRows) -> None:
+        """Hand a batch of stats / SpecDecoding rows on: to the run's interval series, the observers of the
+        rows, and as Events to any observer of those events (all of them, then re-raise the first error)."""
+        for origin in rows.origins:
+            if origin is not self.last_origin:
+                self.last_origin = origin
+                self.run.saw_origin(origin)
+        self.run.series.observe_rows(rows)
+        error = _to_all(self.metric_observers, "observe_metrics", rows)
+        if self.dispatch.get("V_STATS") or self.dispatch.get("V_SPEC"):
+            for ev in rows.events():
+                error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev) or error
         if error is not None:
             raise error
 

@@ -30,7 +30,7 @@ from specdiag.deployments import (
 from specdiag.events import Event, default_matcher, template
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records
-from specdiag.ingest.hot import HotWindow, LookupRows
+from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.sanitize import error_text
@@ -39,7 +39,6 @@ _DIGITS = re.compile(r"\d+")
 _HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
 #: every 4096 records, recognised or not (high-volume lines never become records, so a coarser step
 #: would leave a progress bar still on logs made mostly of them)
-PROGRESS_EVERY = 4096
 
 
 #: scan threads beside the reading one: each holds a block in flight (1 MiB), so a bound keeps memory flat
@@ -182,7 +181,7 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
     window = HotWindow(src.display)
     current: DeploymentRun | None = None
     fed: dict[str, DeploymentRun] = {}
-    n = text_events = 0
+    text_events = reported = 0
     items = iter_records(src, hot=True, window=window, scan_threads=scan_threads)
     while True:
         try:
@@ -194,11 +193,9 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             break
         if item is None:
             break
-        n += 1
         kind = type(item)
-        rows = kind is LookupRows
-        rec = item.rec if kind is Event else item  # a metric line the scanner parsed comes as its event
-        key = None if rows else deployment_key(rec)
+        rows = kind is LookupRows or kind is MetricRows  # scanned rows carry no wrapper: the current deployment's
+        key = None if rows else deployment_key(item)
         if key is not None and (current is None or current.id != key):
             current = run_for(key)
         elif current is None:
@@ -207,31 +204,23 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             fed[current.id] = current
             current.run.begin_source(src.display, window.find_back)
         try:
-            if rows:
+            if kind is MetricRows:
+                current.deliver_metrics(item)
+            elif rows:
                 current.deliver_rows(item)
-            elif kind is Event:
-                _deliver_event(item, current)
             else:
                 text_events += _deliver(item, matcher, current, tally, window)
         except Exception as e:  # noqa: BLE001 - last line of defence: this record is skipped and named
             if not rows:
-                tally.unrecognized[rec.kind] += 1
-            _note_skipped(src, None if rows else rec, e, "skipped")
-        if progress is not None and n % PROGRESS_EVERY == 0:
-            progress(src.display, src.stats.bytes_read)
+                tally.unrecognized[item.kind] += 1
+            _note_skipped(src, None if rows else item, e, "skipped")
+        if progress is not None and src.stats.bytes_read != reported:  # once per block read
+            reported = src.stats.bytes_read
+            progress(src.display, reported)
     # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
     src.stats.recognized += text_events
     _hand_counts(src, list(fed.values()) or [run_for(default_id)], src.stats.year)
     window.clear()
-
-
-
-
-def _deliver_event(ev: Event, dep: DeploymentRun) -> None:
-    if ev.rec.origin is not dep.last_origin:
-        dep.last_origin = ev.rec.origin
-        dep.run.saw_origin(ev.rec.origin)
-    dep.deliver(ev)
 
 
 def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, window: HotWindow | None = None) -> int:

@@ -7,11 +7,14 @@ Rules, the context builder and the metrics collector are all observers of one de
 * ``finish(ctx, run)`` — once, after the last input; the context builder fills ``ctx``, rules return
   findings, the metrics collector returns none.
 
-Ingest handles the high-volume lines (stores, retrieves, lookups) without turning each into an event.
-Observers do not know how: they ask the run state for ``count(tid)``, ``first(tid)`` and
-``event_before(...)``, which answer from ingest's counters and its look-back window, and an observer that
-needs every lookup line declares ``tables = {"lookups"}`` and reads them as columns in ``observe_rows``
-(``specdiag.ingest.hot.LookupRows``), in line order between its events, whichever path read them.
+Ingest handles the high-volume lines (stores, retrieves, lookups, the periodic stats and SpecDecoding
+lines) without turning each into an event. Observers do not know how: they ask the run state for
+``count(tid)``, ``first(tid)``, ``event_before(...)`` and ``series`` (the per-engine intervals), which answer
+from ingest's counters, its look-back window and the metric rows. An observer that needs every lookup line
+declares ``tables = {"lookups"}`` and reads them as columns in ``observe_rows``
+(``specdiag.ingest.hot.LookupRows``); one that needs every stats / SpecDecoding line declares
+``tables = {"metrics"}`` and reads them in batches in ``observe_metrics`` (``MetricRows``). Both come in
+line order between its events, whichever path read the lines.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from specdiag.context import Context
     from specdiag.events import Event
     from specdiag.findings import Finding
-    from specdiag.ingest.hot import LookupRows
+    from specdiag.ingest.hot import LookupRows, MetricRows
     from specdiag.ingest.origin import Origin
     from specdiag.ingest.records import Record
 
@@ -134,13 +137,16 @@ def _full_retrieve(ev: Event) -> bool:
 
 #: templates whose lines the run state counts, whichever path read them (scanner rows or events)
 COUNTED = frozenset({"S1", "R4", "L1"})
+#: templates that reach ``tables = {"metrics"}`` observers as ``MetricRows``, not as events
+METRIC_ROW_EVENTS = frozenset({"V_STATS", "V_SPEC"})
 
 
 class Observer:
     """Base of every observer; subclasses list the template ids they want in ``events``."""
 
     events: ClassVar[frozenset[str]] = frozenset()
-    #: scanner tables this observer reads as columns (``{"lookups"}``: ``observe_rows`` gets ``LookupRows``)
+    #: scanner tables this observer reads as rows (``"lookups"``: ``observe_rows`` gets ``LookupRows``;
+    #: ``"metrics"``: ``observe_metrics`` gets ``MetricRows``)
     tables: ClassVar[frozenset[str]] = frozenset()
     run: RunState
 
@@ -154,8 +160,12 @@ class Observer:
         """A run of lookup lines, in line order between the events; keep bounded state, never the rows."""
         raise NotImplementedError
 
+    def observe_metrics(self, rows: MetricRows) -> None:  # pragma: no cover - interface
+        """A batch of stats / SpecDecoding lines (``METRIC_ROW_EVENTS``), in line order between the events."""
+        raise NotImplementedError
+
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         return []
 
 
-__all__ = ["COUNTED", "LookBack", "Observer", "RunState"]
+__all__ = ["COUNTED", "METRIC_ROW_EVENTS", "LookBack", "Observer", "RunState"]

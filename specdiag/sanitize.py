@@ -147,8 +147,9 @@ def map_strings(obj: Any, fn: Any, _depth: int = 0) -> Any:
     if isinstance(obj, dict):
         return {map_strings(k, fn, _depth + 1): map_strings(v, fn, _depth + 1) for k, v in obj.items()}
     if type(obj) in (list, tuple):
-        # numbers are the bulk of a long series (a metrics timeline): kept without a call each
-        return type(obj)(v if type(v) in _SHARED else map_strings(v, fn, _depth + 1) for v in obj)
+        if _SHARED.issuperset(map(type, obj)):  # numbers only (a point of a long series): one C-level pass
+            return obj if type(obj) is tuple else list(obj)
+        return type(obj)(map_strings(v, fn, _depth + 1) for v in obj)
     if isinstance(obj, (list, tuple)):
         return obj
     state = getattr(obj, "__dict__", None)

@@ -158,8 +158,9 @@ class EngineDeath(Rule):
     family = "SRV"
     cause_ids = tuple(CAUSE_FIX)
     defaults = {"window_s": 300.0, "max_candidates": 256}
-    events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS", "V_STATS_V0",
+    events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0",
                                               "E_NO_CONNECTOR", "V_TB_FRAME", "E_TB_FRAMES"})
+    tables = frozenset({"metrics"})  # the V1 stats lines: the engine was alive then
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -184,16 +185,32 @@ class EngineDeath(Rule):
         self.last_t[ev.rec.path] = t
         return t
 
+    def observe_metrics(self, rows) -> None:
+        """Stats lines (``ingest.hot.MetricRows``): each one is the engine alive at its time."""
+        last_t, path = self.last_t, rows.path
+        for kind, t in zip(rows.kinds, rows.times(), strict=True):
+            if kind != "stats":
+                continue
+            self.seq += 1
+            if t is None:
+                t = last_t.get(path)
+            else:
+                last_t[path] = t
+            self._stats_line(t)
+
+    def _stats_line(self, t: float | None) -> None:
+        if self.death is None:
+            self.last_stats_t = t
+        else:
+            self.stats_after_death += 1
+
     def observe(self, ev: Event) -> None:
         self.seq += 1
         tid = ev.id
         t = self._t(ev)
         key = (t, self.seq, ev)
-        if tid in ("V_STATS", "V_STATS_V0"):
-            if self.death is None:
-                self.last_stats_t = t
-            else:
-                self.stats_after_death += 1
+        if tid == "V_STATS_V0":
+            self._stats_line(t)
             return
         if tid == "V_SHUTDOWN_STEP":
             what = ev.f.get("what", "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import gc
 import importlib
 import importlib.util
 import os
@@ -149,7 +150,18 @@ def _click_errors() -> tuple[type[BaseException], type[BaseException], tuple[typ
         return click.UsageError, click.ClickException, (click.Abort,)
 
 
+def _tune_gc() -> None:
+    """An analysis allocates millions of short-lived, acyclic objects (records, intervals, tuples) while it
+    holds long-lived ones (the interval series, caches). At the default threshold (700 allocations) the
+    cyclic collector walks those over and over: a quarter of the CPU time of a metric-dense log. What is
+    loaded at start is frozen out of its reach and the young generation collected every 50,000
+    allocations instead; reference counting still frees all the rest at once, so memory stays flat."""
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
+
+
 def main() -> None:
+    _tune_gc()
     sys.argv = _take_debug_flag(sys.argv)
     usage_error, click_exception, aborts = _click_errors()
     try:

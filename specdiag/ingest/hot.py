@@ -37,7 +37,7 @@ LOOKBACK_LINES = 2000
 class BlockView:
     """One scanned block of one input, shared by the rows cut from it: its bytes, result and origins."""
 
-    __slots__ = ("path", "block", "off", "res", "year", "_origins", "_by_proc")
+    __slots__ = ("path", "block", "off", "res", "year", "_origins", "_by_proc", "_values")
 
     def __init__(self, path: str, block: bytes, off: int, res: scan.ScanResult, origins: OriginCache,
                  year: int | None) -> None:
@@ -48,6 +48,14 @@ class BlockView:
         self.year = year
         self._origins = origins
         self._by_proc: list[Origin | None] = [None] * len(res.prefixes)
+        self._values: dict[str, list[tuple]] = {}
+
+    def values(self, table: str) -> list[tuple]:
+        """The ``stats`` / ``spec`` rows' parsed values (``scan.stats_values``/``spec_values``), once per block."""
+        v = self._values.get(table)
+        if v is None:
+            v = self._values[table] = scan.stats_values(self.res) if table == "stats" else scan.spec_values(self.res)
+        return v
 
     def origin(self, proc: int) -> Origin:
         o = self._by_proc[proc]
@@ -64,13 +72,10 @@ class BlockView:
 
     def _vllm_record(self, table: str, i: int) -> Record:
         """A metric row's Record: its process is the row's (no prefix to peel again), then vLLM's header."""
-        _event_cls, _templates, VLLM_REST, Record = _late()  # noqa: N806 - the imported names
         cols = self.res.columns[table]
         proc = cols["proc"][i]
         rest = scan.clean_line(self.raw(table, i))[len(self.res.prefixes[proc]) :]
-        m = VLLM_REST.match(rest, 5)
-        return Record(self.path, cols["line"][i], self.origin(proc), "vllm", "INFO", m.group(1), self.year,
-                      m.group(2), to_int(m.group(3)), None, rest[m.end() :])
+        return metric_record(self.path, cols["line"][i], self.origin(proc), rest, self.year)
 
     def raw(self, table: str, i: int) -> bytes:
         cols, off = self.res.columns[table], self.off
@@ -165,6 +170,170 @@ class LookupRows:
         if self._event is not None:
             return self._event.rec.origin
         return self._view.origin(self.proc[i])
+
+
+def metric_record(path: str, line: int, origin: Origin, rest: bytes, year: int | None) -> Record:
+    """The Record of a stats / SpecDecoding line the scanner accepted (``rest``: the cleaned line after its
+    process prefix, ``INFO MM-DD hh:mm:ss [file:line] …``), as the per-line stages make it."""
+    _event_cls, _templates, VLLM_REST, Record = _late()  # noqa: N806 - the imported names
+    m = VLLM_REST.match(rest, 5)
+    return Record(path, line, origin, "vllm", "INFO", m.group(1), year, m.group(2), to_int(m.group(3)), None,
+                  rest[m.end() :])
+
+
+class RowRecord:
+    """A metric row's Record, built when first called for. An interval series keeps one per row (bounded
+    by its cap) and shows a handful as evidence, so most are never built; it holds the row's cleaned bytes,
+    not the block they came in."""
+
+    __slots__ = ("path", "line", "origin", "rest", "year", "_rec")
+
+    def __init__(self, path: str, line: int, origin: Origin, rest: bytes, year: int | None) -> None:
+        self.path, self.line, self.origin, self.rest, self.year = path, line, origin, rest, year
+        self._rec: Record | None = None
+
+    def __call__(self) -> Record:
+        if self._rec is None:
+            self._rec = metric_record(self.path, self.line, self.origin, self.rest, self.year)
+        return self._rec
+
+
+#: (``MM-DD hh:mm`` bytes, year) → epoch seconds of that minute (``timeutil.parse_ts``), None if it has none
+_MINUTES: dict[tuple[bytes, int | None], float | None] = {}
+
+
+def _stamp_time(stamp: bytes, year: int | None) -> float | None:
+    """``timeutil.parse_ts`` of a vLLM ``MM-DD hh:mm:ss`` stamp the scanner checked (digits where digits
+    belong), cached per minute: the same float, without decoding and five ``int`` calls per line."""
+    key = (stamp[:11], year)
+    base = _MINUTES.get(key, _MINUTES)
+    if base is _MINUTES:
+        from specdiag.timeutil import parse_ts
+
+        if len(_MINUTES) >= 65536:
+            _MINUTES.clear()
+        base = _MINUTES[key] = parse_ts(stamp[:11].decode() + ":00", year)
+    return None if base is None else base + float(stamp[12:14])
+
+
+class MetricRows:
+    """Consecutive stats / SpecDecoding lines of one input with no other record between them, for the
+    observers that declare ``tables = {"metrics"}`` (``observe_metrics``).
+
+    vLLM prints one such pair per engine every logging interval; on a busy metric-dense log they are a
+    tenth of the lines, and an Event per line cost more than all the rest of the analysis. Row ``k``:
+    ``kinds[k]`` (``"stats"`` / ``"spec"``), ``lines[k]``, ``origins[k]``; its time, parsed fields and
+    Record on demand. A line the Python path read comes as a batch of one (``from_event``). Valid only
+    while ``observe_metrics`` runs: keep ``record_ref(k)`` or numbers, never the batch.
+    """
+
+    __slots__ = ("path", "year", "kinds", "lines", "origins", "_rows", "_rests", "_view", "_events", "_times")
+
+    def __init__(self, path: str, year: int | None, view: BlockView | None = None) -> None:
+        self.path = path
+        self.year = year
+        self.kinds: list[str] = []
+        self.lines: list[int] = []
+        self.origins: list[Origin] = []
+        self._rows: list[int] = []
+        self._rests: list[bytes] = []
+        self._view = view
+        self._events: list[Event] | None = None
+        self._times: list[float | None] | None = None
+
+    def add(self, kind: str, row: int, line: int, origin: Origin, rest: bytes) -> None:
+        """Row ``row`` of the view's ``kind`` table (``rest``: its cleaned line after the process prefix)."""
+        self.kinds.append(kind)
+        self._rows.append(row)
+        self.lines.append(line)
+        self.origins.append(origin)
+        self._rests.append(rest)
+
+    @classmethod
+    def from_event(cls, ev: Event) -> MetricRows:
+        """A V_STATS / V_SPEC line the per-line stages read (no scanner, a wrapped line): a batch of one."""
+        rec = ev.rec
+        rows = cls(rec.path, rec.year)
+        rows.kinds.append("stats" if ev.id == "V_STATS" else "spec")
+        rows.lines.append(rec.line)
+        rows.origins.append(rec.origin)
+        rows._events = [ev]
+        return rows
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def times(self) -> list[float | None]:
+        """Every row's log time (epoch seconds, ``timeutil``), computed once per batch."""
+        if self._times is None:
+            if self._view is None:
+                from specdiag.timeutil import rec_time
+
+                self._times = [rec_time(ev.rec) for ev in self._events or ()]
+            else:
+                year = self.year
+                self._times = [_stamp_time(rest[5:19], year) for rest in self._rests]
+        return self._times
+
+    def stats(self, k: int) -> dict:
+        """A stats row's parsed body (``metrics.parse.stats_fields``' keys; a field not printed is None)."""
+        if self._view is None:
+            from specdiag.metrics.parse import stats_fields
+
+            return stats_fields(self._events[0])
+        return scan.stats_row(self._view.res, self._rows[k])
+
+    def spec(self, k: int) -> dict:
+        """A SpecDecoding row's parsed body (``metrics.parse.spec_fields``' keys)."""
+        if self._view is None:
+            from specdiag.metrics.parse import spec_fields
+
+            return spec_fields(self._events[0])
+        return scan.spec_row(self._view.res, self._rows[k])
+
+    def stats_values(self, k: int) -> tuple:
+        """A stats row's fields in ``metrics.parse.STATS_ORDER`` order."""
+        if self._view is None:
+            from specdiag.metrics.parse import STATS_ORDER
+
+            return tuple(map(self.stats(k).get, STATS_ORDER))
+        return self._view.values("stats")[self._rows[k]]
+
+    def spec_values(self, k: int) -> tuple:
+        """A SpecDecoding row's fields in ``metrics.parse.SPEC_ORDER`` order."""
+        if self._view is None:
+            from specdiag.metrics.parse import SPEC_ORDER
+
+            return tuple(map(self.spec(k).get, SPEC_ORDER))
+        return self._view.values("spec")[self._rows[k]]
+
+    def engine(self, k: int) -> tuple[int | None, int | None]:
+        """A stats row's ``Engine N`` and ``N Engines Aggregated`` numbers (None where not printed)."""
+        if self._view is None:
+            f = self._events[0].f
+            return (None if f.get("engine") is None else int(f["engine"]),
+                    None if f.get("n_engines") is None else int(f["n_engines"]))
+        cols, i = self._view.res.columns["stats"], self._rows[k]
+        engine, n_engines = cols["engine"][i], cols["n_engines"][i]
+        return (None if engine == NA else engine, None if n_engines == NA else n_engines)
+
+    def record_ref(self, k: int) -> RowRecord | Record:
+        """What to keep of row ``k`` for evidence: its Record, or a ``RowRecord`` that builds it when called."""
+        if self._view is None:
+            return self._events[0].rec
+        return RowRecord(self.path, self.lines[k], self.origins[k], self._rests[k], self.year)
+
+    def record(self, k: int) -> Record:
+        ref = self.record_ref(k)
+        return ref() if isinstance(ref, RowRecord) else ref
+
+    def events(self) -> list[Event]:
+        """The rows as the V_STATS / V_SPEC Events the per-line stages make (for observers of those events)."""
+        if self._events is None:
+            view = self._view
+            self._events = [metric_event(view, kind, row, self.record(k))
+                            for k, (kind, row) in enumerate(zip(self.kinds, self._rows, strict=True))]
+        return self._events
 
 
 def revive(kept: Record | bytes, path: str, line: int, origins: OriginCache) -> Event | None:
@@ -341,4 +510,4 @@ class HotWindow:
         return None
 
 
-__all__ = ["BlockView", "HotTally", "HotWindow", "LookupRows", "revive"]
+__all__ = ["BlockView", "HotTally", "HotWindow", "LookupRows", "MetricRows", "RowRecord", "revive"]

@@ -22,7 +22,7 @@ from itertools import repeat
 
 from specdiag.ingest import scan
 from specdiag.ingest.ahead import is_flood, scan_ahead
-from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, metric_event
+from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.sources import Source
@@ -440,36 +440,60 @@ class _Reader:
             self.out.append(Record(path, lineno, origin, "text", "", None, year, None, None, None, line))
 
     # ---- metric rows the scanner parsed ----------------------------------------------------------
-    def metric_row(self, view: BlockView, table: str, i: int, original: bytes | None = None) -> None:
-        """A stats / SpecDecoding line the scanner parsed: an event with its fields from the columns.
+    def metric_rows(self, view: BlockView, todo: list[tuple[int, str, int]], original: _OriginalLines | None) -> None:
+        """Stats / SpecDecoding lines the scanner parsed (``todo``: ``(line, table, row)`` in line order, no
+        other line between them) → ``MetricRows`` batches in ``out``, cut where anything else must come
+        between two rows.
 
-        It still does what any vLLM-header line does to the line state (the per-line stages would have
-        read it): it hands on a held record, closes the open record of its process, moves the Dec→Jan
-        year roll. A line whose width this input proved to be a terminal's could be the first row of a
-        cut line: it goes through the per-line stages instead.
+        Each row still does what any vLLM-header line does to the line state (the per-line stages would
+        have read it): it hands on a held record, closes the open record of its process, moves the Dec→Jan
+        year roll (a batch has one year). A line whose width this input proved to be a terminal's could
+        be the first row of a cut line: it goes through the per-line stages instead.
         """
-        rec = view.record(table, i)
-        if original is not None:  # scanned from the block's copy without kubectl timestamps: as read decides
-            if len(self.clean(rec.line, original) or b"") in self.widths:
-                self.feed(rec.line, original)
-                return
-            if original[4:5] == b"-" and original[10:11] == b"T" and original[:4].isdigit():
-                self.year_hint, self.last_month = int(original[:4]), 0  # what the wrapper's timestamp does
-        elif len(self.widths) > len(TERMINAL_WIDTHS) and _cleaned_width(view, table, i) in self.widths:
-            self.feed(rec.line, view.raw(table, i))
-            return
-        if self.held is not None:
-            self.out.append(self.held)
-            self.held = None
-        month = int(rec._ts[:2])
-        if self.year_hint and self.last_month == 12 and month == 1:
-            self.year_hint += 1
-        self.last_month = month
-        rec.year = self.year_hint
-        self._close_open(rec.origin.key)
-        self.recognized += 1
-        self.stats.formats.add("vllm")
-        self.out.append(metric_event(view, table, i, rec))
+        batch: MetricRows | None = None
+        prefixes, columns = view.res.prefixes, view.res.columns
+        learned = len(self.widths) > len(TERMINAL_WIDTHS)
+        for n, table, i in todo:
+            raw = view.raw(table, i)
+            line = scan.clean_line(raw)
+            if original is not None:  # scanned from the block's copy without kubectl timestamps: as read decides
+                as_read = original.line_at(n)
+                if len(self.clean(n, as_read) or b"") in self.widths:
+                    batch = self._flush(batch)
+                    self.feed(n, as_read)
+                    continue
+                if as_read[4:5] == b"-" and as_read[10:11] == b"T" and as_read[:4].isdigit():
+                    self.year_hint, self.last_month = int(as_read[:4]), 0  # what the wrapper's timestamp does
+            elif learned and len(line) in self.widths:
+                batch = self._flush(batch)
+                self.feed(n, raw)
+                continue
+            if self.held is not None:
+                batch = self._flush(batch)
+                self.out.append(self.held)
+                self.held = None
+            proc = columns[table]["proc"][i]
+            rest = line[len(prefixes[proc]) :]
+            month = int(rest[5:7])
+            if self.year_hint and self.last_month == 12 and month == 1:
+                self.year_hint += 1
+            self.last_month = month
+            origin = view.origin(proc)
+            if self.open_recs and origin.key in self.open_recs:
+                batch = self._flush(batch)
+                self._close_open(origin.key)
+            if batch is None or batch.year != self.year_hint:
+                self._flush(batch)
+                batch = MetricRows(self.path, self.year_hint, view)
+            batch.add(table, i, n, origin, rest)
+        self._flush(batch)
+
+    def _flush(self, batch: MetricRows | None) -> None:
+        """Hand on a batch of metric rows (before whatever must follow it)."""
+        if batch is not None and len(batch):
+            self.recognized += len(batch)
+            self.stats.formats.add("vllm")
+            self.out.append(batch)
 
     def end(self) -> None:
         """The input ended: hand on the held record and every record still open."""
@@ -484,13 +508,9 @@ def _no_line(n: int) -> bytes | None:
     return None
 
 
-def _cleaned_width(view: BlockView, table: str, i: int) -> int:
-    return len(scan.clean_line(view.raw(table, i)))
-
-
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
-                 scan_threads: int = 0) -> Iterator[Record | LookupRows]:
+                 scan_threads: int = 0) -> Iterator[Record | LookupRows | MetricRows]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
@@ -569,17 +589,23 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: Scan
     else:
         line_at = _rare_line_at(data, start, rare)
     reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
-    out, feed, metric = reader.out, reader.feed, reader.metric_row
+    out, feed = reader.out, reader.feed
     j = 0
+    metric: list[tuple[int, str, int]] = []
     for n, s, e, table, i in _line_order(res):
-        if table is not None:  # a metric event: no lookup observer reads those, so lookups need not stop here
-            metric(view, table, i, original.line_at(n) if original is not None else None)
+        if table is not None:  # a metric row: no lookup observer reads those, so lookups need not stop here
+            metric.append((n, table, i))
             continue
+        if metric:
+            reader.metric_rows(view, metric, original)
+            metric = []
         if j < n_lk and lk_lines[j] < n:
             k = bisect_left(lk_lines, n, j)
             out.append(LookupRows.from_view(view, j, k))
             j = k
         feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
+    if metric:
+        reader.metric_rows(view, metric, original)
     if j < n_lk:
         out.append(LookupRows.from_view(view, j, n_lk))
     return res.lines

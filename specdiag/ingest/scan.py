@@ -654,11 +654,18 @@ def stats_row(res: ScanResult, i: int) -> dict:
     (NaN/NA → None; the same keys, except that a field the line did not print is None rather than absent),
     so an interval series can be filled from the columns with the code that reads events today."""
     c = res.columns["stats"]
-    return {"prompt_throughput": _opt(c["prompt_tps"][i]), "generation_throughput": _opt(c["gen_tps"][i]),
-            "running_reqs": _opt(c["running"][i]), "waiting_reqs": _opt(c["waiting"][i]),
-            "preemptions": _opt(c["preempt"][i]), "kv_cache_usage": _opt(c["kv"][i]),
-            "kv_device": KV_DEVICES[c["kv_dev"][i]], "prefix_cache_hit_rate": _opt(c["prefix"][i]),
-            "external_prefix_cache_hit_rate": _opt(c["ext"][i])}
+    out = {key: c[col][i] for key, col in _STATS_COLUMNS}
+    for key, v in out.items():
+        if v != v or v == NA:
+            out[key] = None
+    out["kv_device"] = KV_DEVICES[out["kv_device"]]  # a code 0..n, never NA
+    return out
+
+
+#: ``stats_row``'s keys, in ``parse_stats_body``'s order, and the columns they come from (``kv_dev``: a code)
+_STATS_COLUMNS = (("prompt_throughput", "prompt_tps"), ("generation_throughput", "gen_tps"), ("running_reqs", "running"),
+               ("waiting_reqs", "waiting"), ("preemptions", "preempt"), ("kv_cache_usage", "kv"), ("kv_device", "kv_dev"),
+               ("prefix_cache_hit_rate", "prefix"), ("external_prefix_cache_hit_rate", "ext"))
 
 
 def spec_row(res: ScanResult, i: int) -> dict:
@@ -669,9 +676,37 @@ def spec_row(res: ScanResult, i: int) -> dict:
     acc, mal = _opt(c["accepted"][i]), _opt(c["mal"][i])
     out = {"mean_acceptance_length": mal, "accepted_tokens": acc, "drafted_tokens": _opt(c["drafted"][i]),
            "draft_acceptance_rate": _opt(c["rate"][i]),
-           "per_position": [_opt(v) for v in res.columns["positions"]["rate"][off : off + n]]}
+           "per_position": [None if v != v or v == NA else v for v in res.columns["positions"]["rate"][off : off + n]]}
     if acc is not None and mal is not None and mal > 1.005:
         out["num_drafts"] = acc / (mal - 1.0)
+    return out
+
+
+def _na_none(col) -> list:
+    """A column as a list, its missing values (NaN, ``NA``) as None."""
+    return [None if v != v or v == NA else v for v in col]
+
+
+def stats_values(res: ScanResult) -> list[tuple]:
+    """Every stats row as the values of ``metrics.parse.STATS_ORDER``, in that order (what ``stats_row``
+    holds under those keys), for a whole block at once."""
+    c = res.columns["stats"]
+    devices = [KV_DEVICES[d] for d in c["kv_dev"]]
+    return list(zip(_na_none(c["running"]), _na_none(c["waiting"]), _na_none(c["kv"]), devices,
+                    _na_none(c["prefix"]), _na_none(c["ext"]), _na_none(c["preempt"]), _na_none(c["prompt_tps"]),
+                    _na_none(c["gen_tps"]), strict=True))
+
+
+def spec_values(res: ScanResult) -> list[tuple]:
+    """Every SpecDecoding row as the values of ``metrics.parse.SPEC_ORDER`` (``spec_row``'s, ``num_drafts``
+    None where it has none)."""
+    c = res.columns["spec"]
+    rates = _na_none(res.columns["positions"]["rate"])
+    out = []
+    for acc, dr, mal, rate, off, n in zip(_na_none(c["accepted"]), _na_none(c["drafted"]), _na_none(c["mal"]),
+                                          _na_none(c["rate"]), c["pos_off"], c["pos_n"], strict=True):
+        drafts = acc / (mal - 1.0) if acc is not None and mal is not None and mal > 1.005 else None
+        out.append((acc, dr, mal, rate, rates[off : off + n], drafts))
     return out
 
 

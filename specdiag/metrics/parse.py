@@ -139,6 +139,15 @@ def parse_spec_body(body: str) -> dict:
     return out
 
 
+#: the stats body's keys an interval keeps, in its field order (``series.Interval.fill_stats``; a scanned
+#: row's ``MetricRows.stats_values`` gives them in this order)
+STATS_ORDER = ("running_reqs", "waiting_reqs", "kv_cache_usage", "kv_device", "prefix_cache_hit_rate",
+              "external_prefix_cache_hit_rate", "preemptions", "prompt_throughput", "generation_throughput")
+#: the same for the SpecDecoding body (``fill_spec``, ``spec_values``)
+SPEC_ORDER = ("accepted_tokens", "drafted_tokens", "mean_acceptance_length", "draft_acceptance_rate", "per_position",
+             "num_drafts")
+
+
 def stats_fields(ev) -> dict:
     """Parsed stats fields of a V_STATS/V_STATS_V0 event, cached on the event (many rules read them)."""
     f = ev.f

@@ -13,10 +13,12 @@ neighbouring intervals (sums for token counts, max for gauges), so GB logs keep 
 
 from __future__ import annotations
 
-from specdiag.metrics.parse import spec_fields, stats_fields
+from specdiag.metrics.parse import SPEC_ORDER, STATS_ORDER, spec_fields, stats_fields
 from specdiag.timeutil import rec_time
 
 STATS_EVENTS = frozenset({"V_STATS", "V_STATS_V0"})
+#: (engine, n_engines) → label (few distinct: one per engine)
+_LABELS: dict[tuple, str] = {}
 SPEC_EVENTS = frozenset({"V_SPEC"})
 
 
@@ -24,43 +26,51 @@ class Interval:
     """One logging interval of one engine. ``acc``/``dr`` are None when no SpecDecoding line followed."""
 
     __slots__ = (
-        "t", "path", "line", "rec", "engine", "running", "waiting", "kv", "kv_device", "prefix", "ext", "preempt",
-        "prompt_tps", "gen_tps", "acc", "dr", "mal", "rate", "pos", "ndrafts", "spec_rec", "n",
+        "t", "path", "line", "_rec", "engine", "running", "waiting", "kv", "kv_device", "prefix", "ext", "preempt",
+        "prompt_tps", "gen_tps", "acc", "dr", "mal", "rate", "pos", "ndrafts", "_spec_rec", "n",
     )
 
     def __init__(self, t, path, line, rec, engine) -> None:
         self.t = t
         self.path = path
         self.line = line
-        self.rec = rec
+        self._rec = rec  # a Record, or a callable that builds it (a scanned row's ``hot.RowRecord``)
         self.engine = engine
         self.running = self.waiting = self.kv = self.kv_device = self.prefix = self.ext = self.preempt = None
         self.prompt_tps = self.gen_tps = None
-        self.acc = self.dr = self.mal = self.rate = self.pos = self.ndrafts = self.spec_rec = None
+        self.acc = self.dr = self.mal = self.rate = self.pos = self.ndrafts = self._spec_rec = None
         self.n = 1
+
+    @property
+    def rec(self):
+        """The stats line's Record (for evidence; built on first use for a scanned row)."""
+        return _resolved(self._rec)
+
+    @property
+    def spec_rec(self):
+        """The SpecDecoding line's Record, None when none followed."""
+        return _resolved(self._spec_rec)
 
     # ------------------------------------------------------------------ filling
     def set_stats(self, d: dict) -> None:
-        self.running = d.get("running_reqs")
-        self.waiting = d.get("waiting_reqs")
-        self.kv = d.get("kv_cache_usage")
-        self.kv_device = d.get("kv_device")
-        self.prefix = d.get("prefix_cache_hit_rate")
-        self.ext = d.get("external_prefix_cache_hit_rate")
-        self.preempt = d.get("preemptions")
-        self.prompt_tps = d.get("prompt_throughput")
-        self.gen_tps = d.get("generation_throughput")
+        """The stats line's parsed body (``metrics.parse.stats_fields``)."""
+        self.fill_stats(tuple(map(d.get, STATS_ORDER)))
 
-    def set_spec(self, d: dict, rec) -> None:
-        self.acc = d.get("accepted_tokens")
-        self.dr = d.get("drafted_tokens")
-        self.mal = d.get("mean_acceptance_length")
-        self.rate = d.get("draft_acceptance_rate")
-        self.pos = d.get("per_position")
-        self.ndrafts = d.get("num_drafts")
-        self.spec_rec = rec
+    def fill_stats(self, v: tuple) -> None:
+        """The stats fields in ``STATS_ORDER`` order (what ``ingest.hot.MetricRows.stats_values`` gives)."""
+        (self.running, self.waiting, self.kv, self.kv_device, self.prefix, self.ext, self.preempt, self.prompt_tps,
+         self.gen_tps) = v
+
+    def set_spec(self, d: dict, rec, t: float | None = None) -> None:
+        """The SpecDecoding line's parsed body (``t``: its time, when ``rec`` is not yet a Record)."""
+        self.fill_spec(tuple(map(d.get, SPEC_ORDER)), rec, t)
+
+    def fill_spec(self, v: tuple, rec, t: float | None = None) -> None:
+        """The SpecDecoding fields in ``SPEC_ORDER`` order."""
+        self.acc, self.dr, self.mal, self.rate, self.pos, self.ndrafts = v
+        self._spec_rec = rec
         if self.t is None:
-            self.t = rec_time(rec)
+            self.t = rec_time(rec) if t is None else t
 
     # ------------------------------------------------------------------ views
     @property
@@ -82,17 +92,23 @@ class Interval:
         return self.spec_rec or self.rec
 
 
+def _resolved(rec):
+    return rec() if callable(rec) else rec
+
+
+def _max(x, y):
+    return y if x is None else x if y is None else max(x, y)
+
+
+def _mean(x, y):
+    return y if x is None else x if y is None else (x + y) / 2
+
+
 def merge(a: Interval, b: Interval) -> Interval:
     """A new interval covering a and b (a first); shared objects are never mutated."""
-    m = Interval(a.t, a.path, a.line, a.rec, a.engine)
+    m = Interval(a.t, a.path, a.line, a._rec, a.engine)
     m.n = a.n + b.n
-
-    def mx(x, y):
-        return y if x is None else x if y is None else max(x, y)
-
-    def mean(x, y):
-        return y if x is None else x if y is None else (x + y) / 2
-
+    mx, mean = _max, _mean
     m.running, m.waiting, m.kv = mx(a.running, b.running), mx(a.waiting, b.waiting), mx(a.kv, b.kv)
     m.kv_device = a.kv_device or b.kv_device
     m.prefix, m.ext = mean(a.prefix, b.prefix), mean(a.ext, b.ext)
@@ -112,7 +128,7 @@ def merge(a: Interval, b: Interval) -> Interval:
             m.pos = [None if x is None or y is None else (x * wa + y * wb) / (wa + wb) for x, y in zip(a.pos, b.pos, strict=False)]
         else:
             m.pos = a.pos or b.pos
-        m.spec_rec = a.spec_rec or b.spec_rec
+        m._spec_rec = a._spec_rec or b._spec_rec
     return m
 
 
@@ -127,10 +143,16 @@ def compact(items: list[Interval]) -> list[Interval]:
 
 def engine_label(ev) -> str:
     f = ev.f
-    if f.get("engine") is not None:
-        return f"engine {int(f['engine'])}"
-    if f.get("n_engines") is not None:
-        return f"{int(f['n_engines'])} engines aggregated"
+    return _label(None if f.get("engine") is None else int(f["engine"]),
+                  None if f.get("n_engines") is None else int(f["n_engines"]))
+
+
+def _label(engine: int | None, n_engines: int | None) -> str:
+    """``engine 0`` (vLLM's ``Engine 000:``), ``2 engines aggregated``, or ``engine`` (no label printed)."""
+    if engine is not None:
+        return f"engine {engine}"
+    if n_engines is not None:
+        return f"{n_engines} engines aggregated"
     return "engine"
 
 
@@ -173,6 +195,31 @@ class SeriesTracker:
             self.last[pkey] = iv
             return iv
         return None
+
+    def observe_rows(self, rows) -> None:
+        """A batch of stats / SpecDecoding rows (``ingest.hot.MetricRows``): what ``observe`` does per event,
+        without an Event per line; each interval keeps a ``RowRecord`` and builds its Record only if shown."""
+        path, kinds, lines, origins, times = rows.path, rows.kinds, rows.lines, rows.origins, rows.times()
+        last, labels = self.last, _LABELS
+        for k in range(len(kinds)):
+            pkey = origins[k].key
+            if kinds[k] == "stats":
+                engine = rows.engine(k)
+                label = labels.get(engine) or labels.setdefault(engine, _label(*engine))
+                iv = Interval(times[k], path, lines[k], rows.record_ref(k), label)
+                iv.fill_stats(rows.stats_values(k))
+                last[(path, pkey)] = iv
+                self._append((path, pkey, label), iv)
+                continue
+            prev = last.get((path, pkey))
+            ref = rows.record_ref(k)
+            if prev is not None and not prev.has_spec and prev._spec_rec is None:
+                prev.fill_spec(rows.spec_values(k), ref, times[k])
+                continue
+            iv = Interval(times[k], path, lines[k], ref, prev.engine if prev else "engine")
+            iv.fill_spec(rows.spec_values(k), ref, times[k])
+            self._append((path, pkey, iv.engine), iv)
+            last[(path, pkey)] = iv
 
     def _append(self, key: tuple, iv: Interval) -> None:
         lst = self.engines.get(key)
