@@ -106,29 +106,34 @@ def _mean(x, y):
 
 def merge(a: Interval, b: Interval) -> Interval:
     """A new interval covering a and b (a first); shared objects are never mutated."""
-    m = Interval(a.t, a.path, a.line, a._rec, a.engine)
-    m.n = a.n + b.n
+    m = Interval.__new__(Interval)  # every field is set below, once (compaction merges about once per line)
+    m.t, m.path, m.line, m._rec, m.engine, m.n = a.t, a.path, a.line, a._rec, a.engine, a.n + b.n
     mx, mean = _max, _mean
     m.running, m.waiting, m.kv = mx(a.running, b.running), mx(a.waiting, b.waiting), mx(a.kv, b.kv)
     m.kv_device = a.kv_device or b.kv_device
     m.prefix, m.ext = mean(a.prefix, b.prefix), mean(a.ext, b.ext)
     m.preempt = mx(a.preempt, b.preempt)
     m.prompt_tps, m.gen_tps = mean(a.prompt_tps, b.prompt_tps), mean(a.gen_tps, b.gen_tps)
-    if a.has_spec or b.has_spec:
-        m.acc = (a.acc or 0) + (b.acc or 0)
-        m.dr = (a.dr or 0) + (b.dr or 0)
-        m.rate = m.acc / m.dr if m.dr else None
-        if a.ndrafts is not None or b.ndrafts is not None:
-            m.ndrafts = (a.ndrafts or 0) + (b.ndrafts or 0)
-            m.mal = 1 + m.acc / m.ndrafts if m.ndrafts else (a.mal or b.mal)
-        else:
-            m.mal = mean(a.mal, b.mal)
-        if a.pos and b.pos and len(a.pos) == len(b.pos):
-            wa, wb = a.ndrafts or a.dr or 1, b.ndrafts or b.dr or 1
-            m.pos = [None if x is None or y is None else (x * wa + y * wb) / (wa + wb) for x, y in zip(a.pos, b.pos, strict=False)]
-        else:
-            m.pos = a.pos or b.pos
-        m._spec_rec = a._spec_rec or b._spec_rec
+    if a.dr is None and b.dr is None:  # neither has a SpecDecoding line
+        m.acc = m.dr = m.mal = m.rate = m.pos = m.ndrafts = m._spec_rec = None
+        return m
+    m.acc = acc = (a.acc or 0) + (b.acc or 0)
+    m.dr = dr = (a.dr or 0) + (b.dr or 0)
+    m.rate = acc / dr if dr else None
+    if a.ndrafts is not None or b.ndrafts is not None:
+        m.ndrafts = nd = (a.ndrafts or 0) + (b.ndrafts or 0)
+        m.mal = 1 + acc / nd if nd else (a.mal or b.mal)
+    else:
+        m.ndrafts = None
+        m.mal = mean(a.mal, b.mal)
+    pa, pb = a.pos, b.pos
+    if pa and pb and len(pa) == len(pb):
+        wa, wb = a.ndrafts or a.dr or 1, b.ndrafts or b.dr or 1
+        w = wa + wb
+        m.pos = [None if x is None or y is None else (x * wa + y * wb) / w for x, y in zip(pa, pb, strict=True)]
+    else:
+        m.pos = pa or pb
+    m._spec_rec = a._spec_rec or b._spec_rec
     return m
 
 
