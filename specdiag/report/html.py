@@ -22,12 +22,13 @@ import html
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from specdiag import __version__
+from specdiag.report.layout import WHY_NOT_SETTING, CauseView, FindingView, finding_view
 from specdiag.report.verdict import status, verdicts
 from specdiag.values import is_schedule, schedule_rows, schedule_text
 
@@ -567,68 +568,90 @@ def _schedule_table(v: Any) -> str:
             f"<th>K (draft tokens)</th><th></th></tr>{rows}</table>")
 
 
-def _why_not_html(f: Any) -> str:
+def _why_not_html(v: FindingView) -> str:
     """The rejected popular suspect, always visible (not folded into "also weighed")."""
-    c = next((c for c in (f.causes or [])[1:] if c.id == "decode-cache-not-saved"), None)
+    c = v.why_not
     if c is None:
         return ""
     conf = _num(c.confidence) or 0.0
-    return (f"<p class=\"whynot\"><b>Why not save_decode_cache:</b> confidence {conf:.2f} — "
+    return (f"<p class=\"whynot\"><b>Why not {WHY_NOT_SETTING}:</b> confidence {conf:.2f} — "
             f"{esc('; '.join(c.against[:3]))}</p>")
 
 
-def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
-    sev = f.severity if f.severity in ("error", "warning", "info") else "info"
-    h = [f"<section class=\"finding {sev}\" id=\"f-{i}\">"]
-    h.append("<div class=\"head\">")
-    h.append(f"<span class=\"sev sev-{sev}\">{esc(sev)}</span><span class=\"rule\">{esc(f.rule)}</span>")
-    h.append(f"<span class=\"title\">{esc(f.title)}</span>")
-    if f.count and f.count > 1:
-        h.append(f"<span class=\"rule\">×{esc(f.count)}</span>")
-    if getattr(f, "first_seen", None) is not None:
-        h.append(f"<span class=\"when\">first seen {esc(_fmt_time(f.first_seen))} ({TIME_LABEL})</span>")
+def _head_html(v: FindingView) -> str:
+    h = ["<div class=\"head\">"]
+    h.append(f"<span class=\"sev sev-{v.severity}\">{esc(v.severity)}</span><span class=\"rule\">{esc(v.rule)}</span>")
+    h.append(f"<span class=\"title\">{esc(v.title)}</span>")
+    if v.count and v.count > 1:
+        h.append(f"<span class=\"rule\">×{esc(v.count)}</span>")
+    if v.first_seen is not None:
+        h.append(f"<span class=\"when\">first seen {esc(_fmt_time(v.first_seen))} ({TIME_LABEL})</span>")
     h.append("</div>")
-    if f.summary:
-        h.append(f"<p>{esc(f.summary)}</p>")
-    m = f.measurements or {}
-    if m:
-        items = []
-        for k, v in m.items():
-            if isinstance(v, dict) or k == "per_request" or is_schedule(v):
-                continue
-            items.append(f"<span><b>{esc(k)}</b>={esc(_fmt_value(v, 240))}</span>")
-        nested = {k: v for k, v in m.items() if isinstance(v, dict) or k == "per_request"}
-        h.append(f"<div class=\"measure mono\">{''.join(items)}</div>")
-        h += [_schedule_table(v) for v in m.values() if is_schedule(v)][:1]
-        if nested:
-            rows = "".join(f"<tr><th>{esc(k)}</th><td class=\"mono\">{esc(_fmt_value(v, 4000))}</td></tr>"
-                           for k, v in nested.items())
-            h.append(f"<details><summary>more measurements</summary><table class=\"kv\">{rows}</table></details>")
-    if f.causes:
-        h.append("<h3>Causes, ranked by the evidence</h3><table class=\"grid causes\"><tr><th>#</th><th>cause</th>"
-                 "<th>confidence</th><th>for / against</th><th>fix · confirm with</th></tr>")
-        for j, c in enumerate(f.causes, 1):
-            if j == TOP_CAUSES + 1 and len(f.causes) > TOP_CAUSES + 1:
-                h.append("</table>")
-                h.append(f"<details><summary>also weighed: {len(f.causes) - TOP_CAUSES} less likely causes</summary>"
-                         "<table class=\"grid causes\">")
-            conf = _num(c.confidence) or 0.0
-            why = "".join(f"<li class=\"for\">{esc(s)}</li>" for s in c.for_)
-            why += "".join(f"<li class=\"against\">{esc(s)}</li>" for s in c.against)
-            fix = (f"<div class=\"fix\"><b>Fix:</b> {esc(c.fix)}</div>" if c.fix else "") + (
-                f"<div><b>Confirm:</b> <code>{esc(c.confirm_with)}</code></div>" if c.confirm_with else "")
-            h.append(f"<tr class=\"{'top' if j == 1 else ''}\"><td>{j}</td><td><b>{esc(c.id)}</b></td>"
-                     f"<td class=\"conf\"><meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
-                     f"<td><ul>{why}</ul></td><td>{fix}</td></tr>")
-        h.append("</table>" + ("</details>" if len(f.causes) > TOP_CAUSES + 1 else ""))
-        h.append(_why_not_html(f))
-    if f.evidence:
-        shown = f.evidence[:verbose_evidence]
+    return "\n".join(h)
+
+
+def _measurements_html(m: Mapping[str, Any]) -> list[str]:
+    """Scalars inline; a dynamic-K schedule as its table; nested values (per-request rows) folded away."""
+    items = []
+    for k, v in m.items():
+        if isinstance(v, dict) or k == "per_request" or is_schedule(v):
+            continue
+        items.append(f"<span><b>{esc(k)}</b>={esc(_fmt_value(v, 240))}</span>")
+    nested = {k: v for k, v in m.items() if isinstance(v, dict) or k == "per_request"}
+    h = [f"<div class=\"measure mono\">{''.join(items)}</div>"]
+    h += [_schedule_table(v) for v in m.values() if is_schedule(v)][:1]
+    if nested:
+        rows = "".join(f"<tr><th>{esc(k)}</th><td class=\"mono\">{esc(_fmt_value(v, 4000))}</td></tr>"
+                       for k, v in nested.items())
+        h.append(f"<details><summary>more measurements</summary><table class=\"kv\">{rows}</table></details>")
+    return h
+
+
+def _cause_row_html(c: CauseView) -> str:
+    """One ranked cause: confidence meter, reasons for and against, its fix and confirming experiment."""
+    conf = _num(c.confidence) or 0.0
+    why = "".join(f"<li class=\"for\">{esc(s)}</li>" for s in c.for_)
+    why += "".join(f"<li class=\"against\">{esc(s)}</li>" for s in c.against)
+    fix = (f"<div class=\"fix\"><b>Fix:</b> {esc(c.fix)}</div>" if c.fix else "") + (
+        f"<div><b>Confirm:</b> <code>{esc(c.confirm_with)}</code></div>" if c.confirm_with else "")
+    return (f"<tr class=\"{'top' if c.rank == 1 else ''}\"><td>{c.rank}</td><td><b>{esc(c.id)}</b></td>"
+            f"<td class=\"conf\"><meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
+            f"<td><ul>{why}</ul></td><td>{fix}</td></tr>")
+
+
+def _causes_html(v: FindingView) -> list[str]:
+    """The top causes in a table; the less likely ones in a folded second table (unless only one is left)."""
+    shown, rest = v.split_causes(TOP_CAUSES if len(v.causes) > TOP_CAUSES + 1 else None)
+    h = ["<h3>Causes, ranked by the evidence</h3><table class=\"grid causes\"><tr><th>#</th><th>cause</th>"
+         "<th>confidence</th><th>for / against</th><th>fix · confirm with</th></tr>"]
+    h += [_cause_row_html(c) for c in shown]
+    if rest:
+        h.append("</table>")
+        h.append(f"<details><summary>also weighed: {len(rest)} less likely causes</summary>"
+                 "<table class=\"grid causes\">")
+        h += [_cause_row_html(c) for c in rest]
+    h.append("</table>" + ("</details>" if rest else ""))
+    h.append(_why_not_html(v))
+    return h
+
+
+def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
+    """The shared layout (``report.layout``): head, arithmetic, numbers, causes, evidence, next steps."""
+    v = finding_view(f)
+    h = [f"<section class=\"finding {v.severity}\" id=\"f-{i}\">", _head_html(v)]
+    if v.summary:
+        h.append(f"<p>{esc(v.summary)}</p>")
+    if v.measurements:
+        h += _measurements_html(v.measurements)
+    if v.causes:
+        h += _causes_html(v)
+    if v.evidence:
+        shown = v.evidence[:verbose_evidence]
         lines = "\n".join(f"<span class=\"loc\">{esc(e.path)}:{esc(e.line)}</span>  {esc(e.text)}" for e in shown)
-        more = f" (first {len(shown)} of {len(f.evidence)})" if len(f.evidence) > len(shown) else ""
+        more = f" (first {len(shown)} of {len(v.evidence)})" if len(v.evidence) > len(shown) else ""
         h.append(f"<h3>Evidence{more}</h3><pre class=\"ev\">{lines}</pre>")
-    if f.next_steps:
-        h.append("<h3>Next steps</h3><ul>" + "".join(f"<li>{esc(s)}</li>" for s in f.next_steps) + "</ul>")
+    if v.next_steps:
+        h.append("<h3>Next steps</h3><ul>" + "".join(f"<li>{esc(s)}</li>" for s in v.next_steps) + "</ul>")
     h.append("</section>")
     return "\n".join(h)
 
