@@ -75,7 +75,7 @@ def _startup(out, server, rng: random.Random):
     return fmt, t0, len(head)
 
 
-def generate(out, size_bytes: int, seed: int, incidents: int, ids: array | None = None) -> dict:
+def generate(out, size_bytes: int, seed: int, incidents: int, ids: array | None = None) -> dict:  # noqa: PLR0915 - predates the 60-statement limit (pyproject); a log generator written as one sequence
     """The TP=8 shape; ``ids`` (when given) collects the 64-bit random head of every request id."""
     rng = random.Random(seed)
     s = tp8_server()
@@ -276,7 +276,7 @@ def tp1_server():
                    kv_heads_per_gpu=8, worker_pids=[765])
 
 
-def generate_tp1(out, size_bytes: int, seed: int, incidents: int, kubectl_from: float | None = None,
+def generate_tp1(out, size_bytes: int, seed: int, incidents: int, kubectl_from: float | None = None,  # noqa: PLR0915 - predates the 60-statement limit (pyproject); a log generator written as one sequence
                  ids: array | None = None) -> dict:
     """The lookup-heavy, metric-dense TP=1 shape: ~30 % ``Reqid:`` lookups with unique request ids, ~10 %
     stats / ``SpecDecoding metrics`` lines (a short ``VLLM_LOG_STATS_INTERVAL`` on a busy server), one

@@ -361,7 +361,7 @@ def client_ip(rng: random.Random) -> str:
     return f"10.42.{rng.randint(0, 15)}.{rng.randint(2, 250)}:{rng.randint(32768, 60999)}"
 
 
-def emit_startup(ev: Events, f: Fmt, s: Server, t0: dt.datetime, rng: random.Random) -> dt.datetime:
+def emit_startup(ev: Events, f: Fmt, s: Server, t0: dt.datetime, rng: random.Random) -> dt.datetime:  # noqa: PLR0915 - predates the 60-statement limit (pyproject); the startup lines in print order
     api = f.prefix("APIServer", s.api_pid)
     core = f.prefix("EngineCore", s.core_pid)
     workers = [f.prefix(f"Worker_TP{r}" if s.tp > 1 else "Worker", p) for r, p in enumerate(s.worker_pids)]

@@ -51,6 +51,9 @@ class ZeroHitsOnRepeats(Rule):
     defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3}
     events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5"})
     tables = frozenset({"lookups"})
+    #: each cause's weight before any evidence (the board keeps this order)
+    PRIORS = {"hash-inconsistency": 1.0, "lookup-timeout": 0.3, "capacity-eviction": 0.3,
+              "prompt-shorter-than-chunk": 0.2, "prefix-served-by-vllm": 0.1}
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -128,6 +131,8 @@ class ZeroHitsOnRepeats(Rule):
             self.pressure += 1
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        """A finding only when enough lookups were answered, workers stored, almost none hit, and the same
+        prompt lengths missed again and again (a cold cache misses once per prompt, not on every repeat)."""
         o = self.options
         self.stores = run.count("S1")  # the most frequent line of a busy log: counted, never parsed
         self.first_store = run.first("S1")
@@ -138,13 +143,53 @@ class ZeroHitsOnRepeats(Rule):
         repeats = sum(n - 1 for n in repeated.values())
         if ratio > o["max_hit_ratio"] or repeats < o["min_repeats"]:
             return []
-        chunk = ctx.chunk_size or 256
+        board = self._rank_causes(ctx, repeated)
+        top_totals = sorted(repeated.items(), key=lambda kv: -kv[1])[:5]
+        meas = {
+            "lookups": self.lookups, "lookups_with_hits": self.hits, "hit_ratio": round(ratio, 4),
+            "stores": self.stores, "repeated_prompt_lengths": [t for t, _ in top_totals],
+            "repeat_lookups_with_zero_hits": repeats,
+        }
+        summary = (f"{self.lookups} lookups, {self.hits} with any hit ({ratio:.1%}), while workers stored {self.stores} times; "
+                   f"prompts of the same length ({', '.join(f'{t} tokens ×{n}' for t, n in top_totals[:3])}) missed every time.")
+        return [Finding(
+            rule=self.code, severity="warning", title=self.title, summary=summary, count=repeats,
+            evidence=self._evidence(), measurements=meas, causes=board.ranked(ceiling=0.85),
+            identity=f"{sorted(repeated)[:5]}",
+            next_steps=["Check that every vLLM process (API server, engine core, each worker) sees the same PYTHONHASHSEED.",
+                        "Replay one prompt twice and look for 'LMCache hit tokens' > 0 on the second lookup."],
+            first_seen=None,
+        )]
+
+    def _rank_causes(self, ctx: Context, repeated: dict[int, int]) -> CauseBoard:
+        """Weigh the causes of misses on repeated prompts; hash inconsistency leads unless a line says otherwise."""
         b = CauseBoard()
-        b.add("hash-inconsistency", 1.0, **fix_and_confirm("hash-inconsistency"))
-        b.add("lookup-timeout", 0.3, **fix_and_confirm("lookup-timeout"))
-        b.add("capacity-eviction", 0.3, **fix_and_confirm("capacity-eviction"))
-        b.add("prompt-shorter-than-chunk", 0.2, **fix_and_confirm("prompt-shorter-than-chunk"))
-        b.add("prefix-served-by-vllm", 0.1, **fix_and_confirm("prefix-served-by-vllm"))
+        for cid, prior in self.PRIORS.items():
+            b.add(cid, prior, **fix_and_confirm(cid))
+        self._weigh_hashing(b, ctx)
+        if self.timeouts:
+            b.support("lookup-timeout", 4 if self.timeouts >= self.lookups / 2 else 1.5,
+                      f"{self.timeouts} lookup timeout(s) (line {self.timeout_ev.rec.line})")
+        else:
+            b.oppose("lookup-timeout", 5, "no lookup timeout in the log")
+        if self.pressure:
+            b.support("capacity-eviction", 3, f"{self.pressure} memory-pressure line(s)")
+        else:
+            b.oppose("capacity-eviction", 4, "no memory-pressure line: stored chunks had room to stay")
+        chunk = ctx.chunk_size or 256
+        if max(repeated) < chunk:
+            b.support("prompt-shorter-than-chunk", 10, f"the repeated prompts are shorter than chunk_size {chunk}")
+        else:
+            b.rule_out("prompt-shorter-than-chunk", f"repeated prompts of {max(repeated)} tokens span full {chunk}-token chunks")
+        if self.computed_full:
+            b.support("prefix-served-by-vllm", 3, f"{self.computed_full} lookup(s) where vLLM had already computed the prompt")
+        else:
+            b.oppose("prefix-served-by-vllm", 3, "vLLM's own prefix cache did not cover these prompts either")
+        return b
+
+    def _weigh_hashing(self, b: CauseBoard, ctx: Context) -> None:
+        """Chunk hashes that differ between processes: hash warnings at startup, several NONE_HASH values,
+        lookups hashed in another process than the stores (TP > 1 or builtin ``hash()``)."""
         if self.hash_warnings:
             w = self.hash_warnings[0]
             b.support("hash-inconsistency", 6, f"startup warning at line {w.rec.line}: {w.rec.msg[:110]}")
@@ -155,40 +200,11 @@ class ZeroHitsOnRepeats(Rule):
                        + (f" (hash algorithm {ctx.hash_algorithm})" if ctx.hash_algorithm else ""))
         b.support("hash-inconsistency", 2, f"workers stored {self.stores} times, yet prompts of the same length "
                   "missed on every later lookup: stored chunks are never found")
-        if self.timeouts:
-            b.support("lookup-timeout", 4 if self.timeouts >= self.lookups / 2 else 1.5,
-                      f"{self.timeouts} lookup timeout(s) (line {self.timeout_ev.rec.line})")
-        else:
-            b.oppose("lookup-timeout", 5, "no lookup timeout in the log")
-        if self.pressure:
-            b.support("capacity-eviction", 3, f"{self.pressure} memory-pressure line(s)")
-        else:
-            b.oppose("capacity-eviction", 4, "no memory-pressure line: stored chunks had room to stay")
-        if max(repeated) < chunk:
-            b.support("prompt-shorter-than-chunk", 10, f"the repeated prompts are shorter than chunk_size {chunk}")
-        else:
-            b.rule_out("prompt-shorter-than-chunk", f"repeated prompts of {max(repeated)} tokens span full {chunk}-token chunks")
-        if self.computed_full:
-            b.support("prefix-served-by-vllm", 3, f"{self.computed_full} lookup(s) where vLLM had already computed the prompt")
-        else:
-            b.oppose("prefix-served-by-vllm", 3, "vLLM's own prefix cache did not cover these prompts either")
-        top_totals = sorted(repeated.items(), key=lambda kv: -kv[1])[:5]
-        ev = [self.first_zero, self.repeat_example, self.first_store, *self.hash_warnings[:2]]
-        evidence = []
-        for e in ev:
+
+    def _evidence(self) -> list[Evidence]:
+        """The first miss, the first repeated miss, the first store and up to two hash warnings, each line once."""
+        evidence: list[Evidence] = []
+        for e in (self.first_zero, self.repeat_example, self.first_store, *self.hash_warnings[:2]):
             if e is not None and all(x.line != e.rec.line or x.path != e.rec.path for x in evidence):
                 evidence.append(Evidence(e.rec.path, e.rec.line, e.rec.display()))
-        meas = {
-            "lookups": self.lookups, "lookups_with_hits": self.hits, "hit_ratio": round(ratio, 4),
-            "stores": self.stores, "repeated_prompt_lengths": [t for t, _ in top_totals],
-            "repeat_lookups_with_zero_hits": repeats,
-        }
-        summary = (f"{self.lookups} lookups, {self.hits} with any hit ({ratio:.1%}), while workers stored {self.stores} times; "
-                   f"prompts of the same length ({', '.join(f'{t} tokens ×{n}' for t, n in top_totals[:3])}) missed every time.")
-        return [Finding(
-            rule=self.code, severity="warning", title=self.title, summary=summary, count=repeats, evidence=evidence,
-            measurements=meas, causes=b.ranked(ceiling=0.85), identity=f"{sorted(repeated)[:5]}",
-            next_steps=["Check that every vLLM process (API server, engine core, each worker) sees the same PYTHONHASHSEED.",
-                        "Replay one prompt twice and look for 'LMCache hit tokens' > 0 on the second lookup."],
-            first_seen=None,
-        )]
+        return evidence

@@ -128,6 +128,30 @@ def _loss_words(v: LossViews) -> str:
     return f"{tokens} tokens missing"
 
 
+def _chunk_measurements(ctx: Context, views: list[LossViews]) -> dict:
+    """The chunk size and where it came from, and whether the loss is whole chunks (on which view's numbers)."""
+    v0 = views[0]
+    chunk = ctx.chunk_size or 256
+    return {
+        "chunk_size": chunk,
+        "chunk_size_source": "log" if ctx.chunk_size is not None else "assumed default 256 (no config line in the input)",
+        "missing_chunks": v0.lost_chunks,
+        "chunk_aligned": all(v.aligned is not False for v in views),
+        "chunk_alignment_basis": ("retrieve view (required − retrieved)" if v0.not_loaded is not None
+                                  else "undecidable: nothing loaded and no retrieve line" if v0.aligned is None
+                                  else "adapter view (expected − retrieved)"),
+    }
+
+
+def _headline(v0: LossViews, where: str, outcome: Event | None, requests: int) -> str:
+    """The verdict line's clause: the loss, the ranks, vLLM's consequence, how many requests."""
+    consequence = {"V2": "request failed", "V1": "recomputed"}.get(outcome.id if outcome else "", "")
+    headline = f"{_loss_words(v0)} on {where}" + (f", {consequence}" if consequence else "")
+    if requests > 1:
+        headline += f", {requests} requests"
+    return headline
+
+
 @register
 class RetrievalShortfall(Rule):
     """LMCache retrieved fewer KV tokens than its lookup promised.
@@ -494,77 +518,101 @@ class RetrievalShortfall(Rule):
         return loss_views(chunk, o.expected, o.retrieved, o.r4, o.lookup, o.r3.f if o.r3 is not None else None)
 
     def _finding(self, ctx: Context, incidents: list[list[Shortfall]], single_rank: bool) -> Finding:
+        """One finding for incidents reported by the same set of ranks: numbers of the first, causes of all."""
         first = incidents[0][0]
         all_occ = [o for inc in incidents for o in inc]
         chunk = ctx.chunk_size or 256
-        chunk_known = ctx.chunk_size is not None
         views = [self._views(o, chunk) for o in all_occ]
-        v0 = views[0]
-        aligned_each = [v.aligned for v in views]
-        aligned = all(a is not False for a in aligned_each)
         ranks = sorted({self._rank(o, single_rank, ctx) for o in all_occ})
-        req_ids = [inc[0].req_id for inc in incidents if inc[0].req_id][:20]
-        meas = measurements(v0)
-        meas.update({
-            "chunk_size": chunk,
-            "chunk_size_source": "log" if chunk_known else "assumed default 256 (no config line in the input)",
-            "missing_chunks": v0.lost_chunks,
-            "chunk_aligned": aligned,
-            "chunk_alignment_basis": ("retrieve view (required − retrieved)" if v0.not_loaded is not None
-                                      else "undecidable: nothing loaded and no retrieve line" if v0.aligned is None
-                                      else "adapter view (expected − retrieved)"),
-            "ranks": ranks,
-            "request_ids": req_ids,
-            "occurrences": len(incidents),
-            "error_lines": len(all_occ),
-            "evidence_source": first.source,
-        })
-        if not chunk_known and v0.chunk_consistent() is not None:
-            meas["chunk_size_consistent_with_retrieve_line"] = v0.chunk_consistent()
-        if len({(o.expected, o.retrieved) for o in all_occ}) > 1:
-            miss = [v.missing or 0 for v in views]
-            meas["missing_tokens_range"] = [min(miss), max(miss)]
-            meas["total_missing_tokens"] = sum(miss)
-            meas["per_request"] = [
-                {"request_id": o.req_id, "rank": self._rank(o, single_rank, ctx), "expected": v.expected, "retrieved": v.retrieved}
-                for o, v in list(zip(all_occ, views, strict=True))[:20]
-            ]
-        if first.lookup:
-            meas["lookup_hit_tokens"] = first.lookup["hit"]
-            meas["lookup_total_tokens"] = first.lookup["total"]
-            if first.lookup.get("t") and first.t:
-                meas["lookup_to_retrieve_s"] = round(first.t - first.lookup["t"], 3)
-        tp_stated = self._tp_stated(ctx)
-        if tp_stated:
-            meas["tensor_parallel_size"] = ctx.tensor_parallel_size
-        elif ctx.tensor_parallel_size and ctx.tensor_parallel_size > 1:
-            meas["tensor_parallel_size_at_least"] = ctx.tensor_parallel_size
-        if self.dropped:
-            meas["occurrences_not_tracked"] = self.dropped
         cov = self.coverage(ctx)
-        meas["input_coverage"] = cov.kind
-
+        meas = self._measurements(ctx, incidents, views, ranks, single_rank, cov)
         board = self._rank_causes(ctx, all_occ, views, chunk, cov)
         # the line that proves it (the ERROR "Num retrieved tokens: …" when present) is the primary location,
         # not the scheduler's INFO lookup
         anchor = first.anchor.rec
         evidence = with_primary(self._evidence(incidents), Evidence(anchor.path, anchor.line, anchor.display()))
         outcome = next((o.outcome for o in all_occ if o.outcome is not None), None)
-        severity = "error" if any(o.source == "pair" for o in all_occ) else "warning"
-        impact = self._impact(ctx, all_occ, outcome)
-        if outcome is not None and outcome.id == "V1" and all(o.outcome is not None and o.outcome.id == "V1" for o in all_occ):
-            severity = "warning"
-        if severity == "warning" and ctx.cfg("enable_blending") is True and all(o.source == "retrieve" for o in all_occ):
-            severity = "info"  # CacheBlend retrieves reusable segments, not a promised prefix: a short retrieve is normal
         where = ", ".join(ranks)
-        chunk_note = "" if chunk_known else " (assuming the default chunk_size 256: no config line in the input)"
+        summary = self._summary(ctx, incidents, views[0], ranks, meas, cov, self._impact(ctx, all_occ, outcome))
+        causes = board.ranked(ceiling=self._ceiling(all_occ, ctx, cov), cap={"decode-cache-not-saved": 0.05})
+        return Finding(
+            rule=self.code, severity=self._severity(ctx, all_occ, outcome), title=self.title, summary=summary,
+            count=len(incidents), evidence=evidence, measurements=meas, causes=causes,
+            next_steps=self._next_steps(ctx, all_occ, causes, single_rank, cov, board),
+            identity=f"{where}|{first.expected}|{first.retrieved}|{first.req_id or ''}",
+            first_seen=first.t, headline=_headline(views[0], where, outcome, len(incidents)),
+        )
+
+    def _measurements(self, ctx: Context, incidents: list[list[Shortfall]], views: list[LossViews],
+                      ranks: list[str], single_rank: bool, cov: Coverage) -> dict:
+        """The finding's numbers (report contract keys, in their documented order): the first occurrence's
+        arithmetic, the chunk basis, who and how many, then the spread, the lookup and the parallelism."""
+        first = incidents[0][0]
+        all_occ = [o for inc in incidents for o in inc]
+        v0 = views[0]
+        meas = measurements(v0)
+        meas.update(_chunk_measurements(ctx, views))
+        meas.update({
+            "ranks": ranks,
+            "request_ids": [inc[0].req_id for inc in incidents if inc[0].req_id][:20],
+            "occurrences": len(incidents),
+            "error_lines": len(all_occ),
+            "evidence_source": first.source,
+        })
+        if ctx.chunk_size is None and v0.chunk_consistent() is not None:
+            meas["chunk_size_consistent_with_retrieve_line"] = v0.chunk_consistent()
+        if len({(o.expected, o.retrieved) for o in all_occ}) > 1:
+            meas.update(self._spread(ctx, all_occ, views, single_rank))
+        if first.lookup:
+            meas["lookup_hit_tokens"] = first.lookup["hit"]
+            meas["lookup_total_tokens"] = first.lookup["total"]
+            if first.lookup.get("t") and first.t:
+                meas["lookup_to_retrieve_s"] = round(first.t - first.lookup["t"], 3)
+        if self._tp_stated(ctx):
+            meas["tensor_parallel_size"] = ctx.tensor_parallel_size
+        elif ctx.tensor_parallel_size and ctx.tensor_parallel_size > 1:
+            meas["tensor_parallel_size_at_least"] = ctx.tensor_parallel_size
+        if self.dropped:
+            meas["occurrences_not_tracked"] = self.dropped
+        meas["input_coverage"] = cov.kind
+        return meas
+
+    def _spread(self, ctx: Context, occs: list[Shortfall], views: list[LossViews], single_rank: bool) -> dict:
+        """When the occurrences' numbers differ: the range and total of missing tokens, and the first 20 rows."""
+        miss = [v.missing or 0 for v in views]
+        return {
+            "missing_tokens_range": [min(miss), max(miss)],
+            "total_missing_tokens": sum(miss),
+            "per_request": [
+                {"request_id": o.req_id, "rank": self._rank(o, single_rank, ctx), "expected": v.expected, "retrieved": v.retrieved}
+                for o, v in list(zip(occs, views, strict=True))[:20]
+            ],
+        }
+
+    @staticmethod
+    def _severity(ctx: Context, occs: list[Shortfall], outcome: Event | None) -> str:
+        """Error for the adapter's error pair; warning for a short retrieve line alone or when vLLM recomputed
+        every affected request; info for a short CacheBlend retrieve (segments, not a promised prefix)."""
+        severity = "error" if any(o.source == "pair" for o in occs) else "warning"
+        if outcome is not None and outcome.id == "V1" and all(o.outcome is not None and o.outcome.id == "V1" for o in occs):
+            severity = "warning"
+        if severity == "warning" and ctx.cfg("enable_blending") is True and all(o.source == "retrieve" for o in occs):
+            severity = "info"  # CacheBlend retrieves reusable segments, not a promised prefix: a short retrieve is normal
+        return severity
+
+    def _summary(self, ctx: Context, incidents: list[list[Shortfall]], v0: LossViews, ranks: list[str], meas: dict,
+                 cov: Coverage, impact: str) -> str:
+        """The arithmetic in words, where it happened, what it cost; then the other requests and the coverage."""
+        first = incidents[0][0]
+        chunk_note = "" if ctx.chunk_size is not None else " (assuming the default chunk_size 256: no config line in the input)"
         arith = describe(v0, chunk_note)
         if first.source == "retrieve":
             arith = "a retrieve line loaded less than it was asked for (the adapter's error pair is not in the input): " + arith
         elif first.source == "failed-blocks":
             arith = "a failed-block report without its error pair: " + arith
         rank_word = "rank" if len(ranks) == 1 else "ranks"
-        summary = f"{arith[:1].upper()}{arith[1:]}, on {rank_word} {where}{self._tp_words(ctx, ranks, tp_stated)}. {impact}"
+        where = ", ".join(ranks)
+        summary = f"{arith[:1].upper()}{arith[1:]}, on {rank_word} {where}{self._tp_words(ctx, ranks, self._tp_stated(ctx))}. {impact}"
         if len(incidents) > 1:
             summary += (f" {len(incidents)} requests affected on the same rank(s); numbers above are the first "
                         f"(missing {meas['missing_tokens_range'][0]}–{meas['missing_tokens_range'][1]} tokens, "
@@ -572,18 +620,7 @@ class RetrievalShortfall(Rule):
                         else f" {len(incidents)} requests affected, all with the same numbers.")
         if cov.partial:
             summary += f" {cov.sentence()}"
-        causes = board.ranked(ceiling=self._ceiling(all_occ, ctx, cov), cap={"decode-cache-not-saved": 0.05})
-        next_steps = self._next_steps(ctx, all_occ, causes, single_rank, cov, board)
-        identity = f"{where}|{first.expected}|{first.retrieved}|{first.req_id or ''}"
-        consequence = {"V2": "request failed", "V1": "recomputed"}.get(outcome.id if outcome else "", "")
-        headline = f"{_loss_words(v0)} on {where}" + (f", {consequence}" if consequence else "")
-        if len(incidents) > 1:
-            headline += f", {len(incidents)} requests"
-        return Finding(
-            rule=self.code, severity=severity, title=self.title, summary=summary, count=len(incidents),
-            evidence=evidence, measurements=meas, causes=causes, next_steps=next_steps, identity=identity,
-            first_seen=first.t, headline=headline,
-        )
+        return summary
 
     def _impact(self, ctx: Context, occs: list[Shortfall], outcome: Event | None) -> str:
         if outcome is not None and outcome.id == "V2":
@@ -684,32 +721,52 @@ class RetrievalShortfall(Rule):
         return {(o.req_id or f"~{o.expected}|{o.retrieved}|{int(o.t) if o.t is not None else id(o)}") for o in occs}
 
     # ---- cause ranking ----------------------------------------------------------------------------
+    #: each cause's weight before any evidence: how often it explains a shortfall in practice
+    PRIORS = {
+        "lookup-retrieve-eviction": 1.0, "pin-accounting-bug": 0.45, "pin-timeout": 0.4,
+        "remote-backend-loss": 0.3, "backend-read-failure": 0.45, "cpu-staging-exhausted": 0.2,
+        "adapter-token-accounting-bug": 0.15, "p2p-retrieve-bug": 0.05, "rank-disagreement": 0.45,
+        "hash-inconsistency": 0.06, "async-loading-partial": 0.1, "unfull-chunk-mismatch": 0.1,
+        "decode-cache-not-saved": 0.02,
+    }
+
     def _rank_causes(self, ctx: Context, occs: list[Shortfall], views: list[LossViews], chunk: int,
                      cov: Coverage) -> CauseBoard:
-        b = CauseBoard()
-        b.observable = not cov.partial
-        priors = {
-            "lookup-retrieve-eviction": 1.0, "pin-accounting-bug": 0.45, "pin-timeout": 0.4,
-            "remote-backend-loss": 0.3, "backend-read-failure": 0.45, "cpu-staging-exhausted": 0.2,
-            "adapter-token-accounting-bug": 0.15, "p2p-retrieve-bug": 0.05, "rank-disagreement": 0.45,
-            "hash-inconsistency": 0.06, "async-loading-partial": 0.1, "unfull-chunk-mismatch": 0.1,
-            "decode-cache-not-saved": 0.02,
-        }
-        for cid, prior in priors.items():
-            c = cause(cid)
-            b.add(cid, prior, fix=c.fix, confirm_with=c.confirm)
-        cfg = ctx.lmcache_config
-        fams: dict[str, list[Event]] = {}
-        for o in occs:
-            for s in o.signals:
-                fams.setdefault(_family(s), []).append(s)
-        ranks = sorted({self._rank(o, self._single_rank(ctx), ctx) for o in occs})
-        where = "/".join(ranks)
-        lmc_v = version_tuple(ctx.lmcache_version)
+        """Weigh every KV001 cause against the lines of these occurrences.
 
+        The weighing steps run in a fixed order: a board multiplies weights as evidence comes in, and the
+        order of its reasons is the order a reader sees them in.
+        """
+        b = self._prior_board(cov)
+        fams = _signal_families(occs)
+        where = "/".join(sorted({self._rank(o, self._single_rank(ctx), ctx) for o in occs}))
         self._weigh_alignment(b, views, chunk, bool(fams.get("read-miss")))
         self._weigh_ranks(b, ctx, occs)
-        # memory pressure: circumstantial. A line that names the mechanism explains the pressure too.
+        self._weigh_pressure(b, ctx, fams, occs, where)
+        self._weigh_pins(b, ctx.lmcache_config, fams, occs, where)
+        remote_cfg = self._weigh_backends(b, ctx.lmcache_config, fams)
+        self._weigh_staging(b, ctx.lmcache_config, fams, where, remote_cfg)
+        self._weigh_rank_disagreement(b, ctx, occs)
+        self._weigh_features(b, ctx, occs)
+        self._weigh_decode_cache(b, ctx, occs)  # the user's usual hunch
+        return b
+
+    def _prior_board(self, cov: Coverage) -> CauseBoard:
+        """A board with every cause at its prior; on partial input a missing line is not counted against one."""
+        b = CauseBoard()
+        b.observable = not cov.partial
+        for cid, prior in self.PRIORS.items():
+            c = cause(cid)
+            b.add(cid, prior, fix=c.fix, confirm_with=c.confirm)
+        return b
+
+    def _weigh_pressure(self, b: CauseBoard, ctx: Context, fams: dict[str, list[Event]], occs: list[Shortfall],
+                        where: str) -> None:
+        """Memory pressure is circumstantial for eviction; a line that names the mechanism explains it too.
+
+        Before LMCache 0.3.3 only rank 0 pinned its looked-up chunks (PR #1101), so the other ranks' chunks
+        could be evicted between lookup and retrieve; later versions pin on every rank.
+        """
         pressure = fams.get("pressure", [])
         specific = self._specific_mechanism(fams, occs)
         if pressure and specific:
@@ -729,12 +786,16 @@ class RetrievalShortfall(Rule):
                      "(eviction itself is only logged at DEBUG)")
         else:
             b.note_for("lookup-retrieve-eviction", "the most common cause; the log shows too little of this rank to confirm or exclude it")
+        lmc_v = version_tuple(ctx.lmcache_version)
         if lmc_v is not None and lmc_v < (0, 3, 3):
             b.support("lookup-retrieve-eviction", 4, f"LMCache {ctx.lmcache_version} < 0.3.3: only rank 0 pinned at lookup (fixed by PR #1101)")
             b.note_for("lookup-retrieve-eviction", "upgrade LMCache to ≥ 0.3.3 so every rank pins its looked-up chunks")
         elif lmc_v is not None and not (fams.get("pin-negative") or fams.get("pin-timeout")):
             b.oppose("lookup-retrieve-eviction", 1.3, f"LMCache {ctx.lmcache_version} pins looked-up chunks on every rank; eviction needs a lost pin")
-        # pins
+
+    def _weigh_pins(self, b: CauseBoard, cfg: dict | None, fams: dict[str, list[Event]], occs: list[Shortfall],
+                    where: str) -> None:
+        """A double unpin (negative pin count) or the pin monitor's forced unpin made looked-up chunks evictable."""
         neg = fams.get("pin-negative", []) + fams.get("ref-negative", [])
         pto = fams.get("pin-timeout", [])
         if neg and pto and min((e.rec.path, e.rec.line) for e in pto) < max((e.rec.path, e.rec.line) for e in neg):
@@ -751,6 +812,11 @@ class RetrievalShortfall(Rule):
             b.support("pin-accounting-bug", 2, f"{self.signals.totals['pin-negative']} negative pin-count warning(s) elsewhere in the log")
         elif not pto:
             b.absent("pin-accounting-bug", 2, "no 'Pin count of MemoryObj … is negative' warning in the log")
+        self._weigh_pin_timeout(b, cfg, pto, occs, where)
+
+    @staticmethod
+    def _weigh_pin_timeout(b: CauseBoard, cfg: dict | None, pto: list[Event], occs: list[Shortfall], where: str) -> None:
+        """The pin monitor's forced unpin, or the lookup-to-retrieve gap against ``pin_timeout_sec``."""
         gap = next((o.t - o.lookup["t"] for o in occs if o.lookup and o.lookup.get("t") and o.t), None)
         pin_timeout = (cfg or {}).get("pin_timeout_sec")
         if pto:
@@ -765,25 +831,15 @@ class RetrievalShortfall(Rule):
             b.oppose("pin-timeout", 5, f"only {gap:.2f} s between lookup and retrieve (default pin_timeout_sec is 300)")
         else:
             b.absent("pin-timeout", 1.5, "no 'Pin timeout detected' warning in the log")
-        # backends
-        remote_cfg = None
-        if cfg is not None:
-            remote_cfg = bool(cfg.get("remote_url") or cfg.get("storage_plugins") or cfg.get("external_backends"))
+
+    def _weigh_backends(self, b: CauseBoard, cfg: dict | None, fams: dict[str, list[Event]]) -> bool | None:
+        """Remote-store loss and backend read failures; returns whether a remote tier is configured (None: no config)."""
+        remote_cfg = self._weigh_remote_config(b, cfg)
         read_miss = fams.get("read-miss", [])
         redis_ev = fams.get("redis-evicted", [])
         remote_err = fams.get("remote-error", []) + fams.get("remote-timeout", [])
         api_err = fams.get("backend-api-error", [])
         disk_err = fams.get("disk-error", [])
-        staging = fams.get("staging-exhausted", [])
-        if remote_cfg is False:
-            b.rule_out("remote-backend-loss", "no remote_url or storage plugin in the LMCache config")
-        elif remote_cfg:
-            b.support("remote-backend-loss", 2, f"remote backend configured ({cfg.get('remote_url') or 'storage plugin'}); remote backends cannot pin")
-            if cfg.get("local_cpu") is False and not cfg.get("local_disk"):
-                b.oppose("lookup-retrieve-eviction", 6, "no local tier: chunks live only in the remote store, whose "
-                         "evictions are remote-backend-loss")
-            if cfg.get("local_cpu") is True:
-                b.oppose("remote-backend-loss", 2, "a local CPU tier sits in front of the remote store")
         if not redis_ev and self.signals.totals.get("redis-evicted"):
             b.support("remote-backend-loss", 4, f"{self.signals.totals['redis-evicted']} Redis 'Key exists but KV cache "
                       "does not exist' warning(s) elsewhere in the log")
@@ -802,6 +858,29 @@ class RetrievalShortfall(Rule):
             b.support("backend-read-failure", 6, f"disk read error before the retrieve (line {disk_err[-1].rec.line})")
         if not (read_miss or api_err or remote_err or disk_err):
             b.absent("backend-read-failure", 2, "no 'can't be retrieved' or backend error line before it")
+        return remote_cfg
+
+    @staticmethod
+    def _weigh_remote_config(b: CauseBoard, cfg: dict | None) -> bool | None:
+        """What the LMCache config says of a remote tier: none rules remote loss out; remote backends cannot pin."""
+        if cfg is None:
+            return None
+        remote_cfg = bool(cfg.get("remote_url") or cfg.get("storage_plugins") or cfg.get("external_backends"))
+        if not remote_cfg:
+            b.rule_out("remote-backend-loss", "no remote_url or storage plugin in the LMCache config")
+            return remote_cfg
+        b.support("remote-backend-loss", 2, f"remote backend configured ({cfg.get('remote_url') or 'storage plugin'}); remote backends cannot pin")
+        if cfg.get("local_cpu") is False and not cfg.get("local_disk"):
+            b.oppose("lookup-retrieve-eviction", 6, "no local tier: chunks live only in the remote store, whose "
+                     "evictions are remote-backend-loss")
+        if cfg.get("local_cpu") is True:
+            b.oppose("remote-backend-loss", 2, "a local CPU tier sits in front of the remote store")
+        return remote_cfg
+
+    def _weigh_staging(self, b: CauseBoard, cfg: dict | None, fams: dict[str, list[Event]], where: str,
+                       remote_cfg: bool | None) -> None:
+        """A disk or remote load needs a CPU staging buffer; without one the load returns partial results."""
+        staging = fams.get("staging-exhausted", [])
         if staging:
             b.support("cpu-staging-exhausted", 30, f"no CPU staging buffer for a disk/remote load on {where} just before "
                       f"(line {staging[-1].rec.line}): the load returned partial results")
@@ -810,7 +889,9 @@ class RetrievalShortfall(Rule):
                       "elsewhere in the log")
         elif cfg is not None and not (cfg.get("local_disk") or remote_cfg):
             b.rule_out("cpu-staging-exhausted", "no disk or remote tier configured (staging is only needed for those)")
-        # rank disagreement
+
+    def _weigh_rank_disagreement(self, b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
+        """The scheduler's 'Lookup results … differ across ranks' warning, for this request or anywhere."""
         l6 = [o.l6 for o in occs if o.l6 is not None]
         if l6:
             b.support("rank-disagreement", 10, f"the lookup of this request warned that ranks disagree: {l6[0].f['results']} (line {l6[0].rec.line})")
@@ -821,7 +902,10 @@ class RetrievalShortfall(Rule):
                      observable=b.observable and any(o.lookup for o in occs))
         else:
             b.rule_out("rank-disagreement", "a single rank cannot disagree with itself")
-        # p2p, async, hash, adapter
+
+    def _weigh_features(self, b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
+        """Causes tied to an LMCache feature or version: P2P, async loading, hashing, adapter accounting."""
+        cfg = ctx.lmcache_config
         if cfg is not None:
             if cfg.get("enable_p2p") is True:
                 b.support("p2p-retrieve-bug", 10 if any(o.retrieved == 0 for o in occs) else 3, "enable_p2p: True")
@@ -841,15 +925,13 @@ class RetrievalShortfall(Rule):
         if len(set(ctx.none_hashes)) > 1:
             b.support("hash-inconsistency", 3, "processes initialised different NONE_HASH values")
         b.oppose("hash-inconsistency", 3, "hash mismatches make lookups miss (0 hits); they do not make a promised chunk disappear")
+        lmc_v = version_tuple(ctx.lmcache_version)
         if lmc_v is not None and lmc_v <= (0, 3, 1):
             b.support("adapter-token-accounting-bug", 8, f"LMCache {ctx.lmcache_version} ≤ 0.3.1 had token-accounting bugs (issues #889, #910)")
         elif ctx.lmcache_version_note:
             b.support("adapter-token-accounting-bug", 1.5, "LMCache build matches no release (development or patched build)")
         if any(o.retrieved == 0 for o in occs):
             b.support("backend-read-failure", 1.5, "retrieved 0: the very first chunk failed")
-        # the user's usual hunch
-        self._weigh_decode_cache(b, ctx, occs)
-        return b
 
     def _async_shorter(self, occs: list[Shortfall]) -> list[Shortfall]:
         return [o for o in occs if o.req_id in self.async_lengths and o.expected is not None
@@ -962,3 +1044,12 @@ def _family(ev: Event) -> str:
     from specdiag.analyzers.signals import SIGNAL_FAMILY
 
     return SIGNAL_FAMILY.get(ev.id, "other")
+
+
+def _signal_families(occs: list[Shortfall]) -> dict[str, list[Event]]:
+    """The signal lines before these occurrences, by family (pressure, pin-timeout, …), in occurrence order."""
+    fams: dict[str, list[Event]] = {}
+    for o in occs:
+        for s in o.signals:
+            fams.setdefault(_family(s), []).append(s)
+    return fams

@@ -122,7 +122,7 @@ def write_step_summary(markdown_for, path: str) -> str | None:
     return None
 
 
-def check_cmd(
+def check_cmd(  # noqa: PLR0915 - predates the 60-statement limit (pyproject): options, baseline, analysis and outputs in one command; to be split
     paths: list[str] = typer.Argument(None, help="Log files, folders, globs or '-' for stdin.", show_default=False),
     formats: list[str] = typer.Option(None, "--format", "-f", help=FORMAT_HELP, show_default=False),
     fail_on: str = typer.Option(None, "--fail-on", help="error | warning | info | never: exit 1 at or above it "

@@ -22,12 +22,13 @@ import html
 import json
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from specdiag import __version__
+from specdiag.report.layout import WHY_NOT_SETTING, CauseView, FindingView, finding_view
 from specdiag.report.verdict import status, verdicts
 from specdiag.values import is_schedule, schedule_rows, schedule_text
 
@@ -272,13 +273,30 @@ def _marker_rank(f: Any) -> list[str | None]:
     return [r] if isinstance(r, str) and r else [None]
 
 
-def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any]:
-    """The chart model the page's script draws: aligned, downsampled series per group, and event markers."""
-    timeline = getattr(report, "timeline", None) or {}
-    series = timeline.get("series") if isinstance(timeline, dict) else None
-    series = series if isinstance(series, dict) else {}
+def _series_entries(name: str, s: dict[str, Any], pts: list[list[Any]], max_points: int) -> list[dict[str, Any]]:
+    """One drawable series per value (a per-position series, e.g. acceptance by draft position, gives one per
+    position, at most 16), downsampled, with its real gaps."""
+    unit = str(s.get("unit") or "")
+    label = str(s.get("label") or name)
+    by = s.get("by")
+    if by:
+        label += f" [{by}]"
+    if not any(isinstance(p[1], list) for p in pts):
+        pts, holes = with_gaps(downsample(pts, max_points))
+        return [{"name": str(name), "label": label, "unit": unit, "points": pts, "holes": holes}]
+    width = max(len(p[1]) for p in pts if isinstance(p[1], list))
+    pts = downsample(pts, max_points)
+    out = []
+    for i in range(min(width, 16)):
+        sub, holes = with_gaps([[p[0], p[1][i] if isinstance(p[1], list) and i < len(p[1]) else None] for p in pts])
+        out.append({"name": f"{name}[{i}]", "label": f"{label} pos {i + 1}", "unit": unit, "points": sub,
+                    "holes": holes})
+    return out
 
-    # ---- series → (group, unit) charts
+
+def _grouped_series(series: dict[str, Any], max_points: int) -> tuple[dict[str, list[dict[str, Any]]], list[str], int]:
+    """The timeline's series by chart group (known groups first, in ``SERIES_GROUPS`` order), the group
+    order, and how many points came in."""
     expanded: dict[str, list[dict[str, Any]]] = {}
     order: list[str] = []
     total_in = 0
@@ -291,25 +309,8 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
             continue
         base = _base_name(str(name))
         gid = next((g for g, _, bs in SERIES_GROUPS if base in bs), None) if base else None
-        unit = str(s.get("unit") or "")
-        gkey = gid or f"other:{unit}"
-        label = str(s.get("label") or name)
-        by = s.get("by")
-        if by:
-            label += f" [{by}]"
-        if any(isinstance(p[1], list) for p in pts):
-            width = max(len(p[1]) for p in pts if isinstance(p[1], list))
-            pts = downsample(pts, max_points)
-            for i in range(min(width, 16)):
-                sub, holes = with_gaps([[p[0], p[1][i] if isinstance(p[1], list) and i < len(p[1]) else None]
-                                        for p in pts])
-                expanded.setdefault(gkey, []).append(
-                    {"name": f"{name}[{i}]", "label": f"{label} pos {i + 1}", "unit": unit, "points": sub,
-                     "holes": holes})
-        else:
-            pts, holes = with_gaps(downsample(pts, max_points))
-            expanded.setdefault(gkey, []).append(
-                {"name": str(name), "label": label, "unit": unit, "points": pts, "holes": holes})
+        gkey = gid or f"other:{str(s.get('unit') or '')}"
+        expanded.setdefault(gkey, []).extend(_series_entries(name, s, pts, max_points))
         if gkey not in order:
             order.append(gkey)
     group_rank = {g: i for i, (g, _, _) in enumerate(SERIES_GROUPS)}
@@ -317,8 +318,11 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
     base_rank = {b: i for _, _, bs in SERIES_GROUPS for i, b in enumerate(bs)}
     for g in order:
         expanded[g].sort(key=lambda s: base_rank.get(_base_name(s["name"]) or "", 99))
+    return expanded, order, total_in
 
-    # ---- markers: the timeline's, plus one per finding with a first occurrence
+
+def _raw_markers(timeline: Any, report: Any) -> list[dict[str, Any]]:
+    """The timeline's markers, plus one per finding with a first occurrence (on the lanes of its ranks)."""
     raw_markers: list[dict[str, Any]] = []
     tm = timeline.get("markers") if isinstance(timeline, dict) else None
     for m in tm if isinstance(tm, list) else []:
@@ -340,9 +344,15 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
         for rank in ranks:
             raw_markers.append({"t": round(t, 3), "kind": "finding", "label": f"{f.rule}: {f.title}",
                                 "rank": rank, "rule": f.rule})
+    return raw_markers
+
+
+def _chart_markers(timeline: Any, report: Any) -> tuple[list[dict[str, Any]], int]:
+    """The markers in time order, each once, with its lane; sampled down to ``MAX_MARKERS`` (findings kept).
+    Also returns how many there were before sampling (including those the timeline dropped)."""
     seen = set()
     markers = []
-    for m in sorted(raw_markers, key=lambda m: m["t"]):
+    for m in sorted(_raw_markers(timeline, report), key=lambda m: m["t"]):
         m["rank"] = str(m["rank"]) if m["rank"] is not None else None
         m["rule"] = str(m["rule"]) if m["rule"] is not None else None
         key = (m["t"], m["kind"], m["rank"], m["rule"], m["label"])
@@ -356,7 +366,67 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
         step = total_markers / MAX_MARKERS
         keep = {round(i * step) for i in range(MAX_MARKERS)}
         markers = [m for i, m in enumerate(markers) if i in keep or m["kind"] == "finding"]
+    return markers, total_markers
 
+
+def _group_chart(g: str, part: int, ss: list[dict[str, Any]], units: list[str], tmin: float,
+                 tmax: float) -> dict[str, Any]:
+    """One chart: the group's series of (at most) two units on one x axis, nulls where a series has no point."""
+    us = units[part:part + 2]
+    members = [s for s in ss if s["unit"] in us]
+    xs = sorted({p[0] for s in members for p in s["points"]} | {tmin, tmax})
+    idx = {t: i for i, t in enumerate(xs)}
+    cols = []
+    for s in members:
+        col: list[float | None] = [None] * len(xs)
+        for t, v in s["points"]:
+            col[idx[t]] = v
+        cols.append(col)
+    # real gaps (x indices) per series; every other null only aligns series sampled at other times
+    holes = [sorted(idx[t] for t in s.get("holes", ())) for s in members]
+    title = {g: t for g, t, _ in SERIES_GROUPS}.get(g) or ("Other series" + (f" ({units[0]})" if units and units[0] else ""))
+    if part:
+        title += " (continued)"
+    ranges = {}
+    for u in us:
+        r = _range_for(u, (p[1] for s in members if s["unit"] == u for p in s["points"]))
+        if r:
+            ranges[u] = r
+    return {
+        "id": f"{g}-{part // 2}" if part else g,
+        "title": title,
+        "units": us,
+        "ranges": ranges,
+        "series": [{"label": s["label"], "unit": s["unit"], "color": PALETTE[i % len(PALETTE)]}
+                   for i, s in enumerate(members)],
+        "data": [xs, *cols],
+        "holes": holes,
+        "points": sum(len(s["points"]) for s in members),
+    }
+
+
+def _chart_groups(expanded: dict[str, list[dict[str, Any]]], order: list[str], tmin: float,
+                  tmax: float) -> list[dict[str, Any]]:
+    """The charts, group by group; a group with more than two units continues in a second chart."""
+    groups = []
+    for g in order:
+        ss = expanded[g]
+        units: list[str] = []
+        for s in ss:
+            if s["unit"] not in units:
+                units.append(s["unit"])
+        # at most two units (left and right axis) per chart
+        groups += [_group_chart(g, part, ss, units, tmin, tmax) for part in range(0, len(units), 2)]
+    return groups
+
+
+def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any]:
+    """The chart model the page's script draws: aligned, downsampled series per group, and event markers."""
+    timeline = getattr(report, "timeline", None) or {}
+    series = timeline.get("series") if isinstance(timeline, dict) else None
+    series = series if isinstance(series, dict) else {}
+    expanded, order, total_in = _grouped_series(series, max_points)
+    markers, total_markers = _chart_markers(timeline, report)
     # ---- the shared time axis
     ts = [p[0] for ss in expanded.values() for s in ss for p in s["points"]] + [m["t"] for m in markers]
     if not ts:
@@ -366,49 +436,6 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
     tmin, tmax = min(ts), max(ts)
     if tmax - tmin < 1:
         tmin, tmax = tmin - 30, tmax + 30
-
-    groups = []
-    titles = {g: t for g, t, _ in SERIES_GROUPS}
-    for g in order:
-        ss = expanded[g]
-        units: list[str] = []
-        for s in ss:
-            if s["unit"] not in units:
-                units.append(s["unit"])
-        # at most two units (left and right axis) per chart
-        for part in range(0, len(units), 2):
-            us = units[part:part + 2]
-            members = [s for s in ss if s["unit"] in us]
-            xs = sorted({p[0] for s in members for p in s["points"]} | {tmin, tmax})
-            idx = {t: i for i, t in enumerate(xs)}
-            cols = []
-            for s in members:
-                col: list[float | None] = [None] * len(xs)
-                for t, v in s["points"]:
-                    col[idx[t]] = v
-                cols.append(col)
-            # real gaps (x indices) per series; every other null only aligns series sampled at other times
-            holes = [sorted(idx[t] for t in s.get("holes", ())) for s in members]
-            title = titles.get(g) or ("Other series" + (f" ({units[0]})" if units and units[0] else ""))
-            if part:
-                title += " (continued)"
-            ranges = {}
-            for u in us:
-                r = _range_for(u, (p[1] for s in members if s["unit"] == u for p in s["points"]))
-                if r:
-                    ranges[u] = r
-            groups.append({
-                "id": f"{g}-{part // 2}" if part else g,
-                "title": title,
-                "units": us,
-                "ranges": ranges,
-                "series": [{"label": s["label"], "unit": s["unit"], "color": PALETTE[i % len(PALETTE)]}
-                           for i, s in enumerate(members)],
-                "data": [xs, *cols],
-                "holes": holes,
-                "points": sum(len(s["points"]) for s in members),
-            })
-
     lanes = ["all"] if any(m["lane"] == "all" for m in markers) else []
     lanes += sorted({m["lane"] for m in markers if m["lane"] != "all"}, key=_natural)
     note = ""
@@ -419,7 +446,7 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
         kind_colors.setdefault(m["kind"], OTHER_KIND_COLOR)
     return {
         "tmin": tmin, "tmax": tmax,
-        "groups": groups,
+        "groups": _chart_groups(expanded, order, tmin, tmax),
         "k0": k0_stretches(markers, series),
         "k0_shade": K0_SHADE,
         "time_label": TIME_LABEL,
@@ -567,68 +594,90 @@ def _schedule_table(v: Any) -> str:
             f"<th>K (draft tokens)</th><th></th></tr>{rows}</table>")
 
 
-def _why_not_html(f: Any) -> str:
+def _why_not_html(v: FindingView) -> str:
     """The rejected popular suspect, always visible (not folded into "also weighed")."""
-    c = next((c for c in (f.causes or [])[1:] if c.id == "decode-cache-not-saved"), None)
+    c = v.why_not
     if c is None:
         return ""
     conf = _num(c.confidence) or 0.0
-    return (f"<p class=\"whynot\"><b>Why not save_decode_cache:</b> confidence {conf:.2f} — "
+    return (f"<p class=\"whynot\"><b>Why not {WHY_NOT_SETTING}:</b> confidence {conf:.2f} — "
             f"{esc('; '.join(c.against[:3]))}</p>")
 
 
-def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
-    sev = f.severity if f.severity in ("error", "warning", "info") else "info"
-    h = [f"<section class=\"finding {sev}\" id=\"f-{i}\">"]
-    h.append("<div class=\"head\">")
-    h.append(f"<span class=\"sev sev-{sev}\">{esc(sev)}</span><span class=\"rule\">{esc(f.rule)}</span>")
-    h.append(f"<span class=\"title\">{esc(f.title)}</span>")
-    if f.count and f.count > 1:
-        h.append(f"<span class=\"rule\">×{esc(f.count)}</span>")
-    if getattr(f, "first_seen", None) is not None:
-        h.append(f"<span class=\"when\">first seen {esc(_fmt_time(f.first_seen))} ({TIME_LABEL})</span>")
+def _head_html(v: FindingView) -> str:
+    h = ["<div class=\"head\">"]
+    h.append(f"<span class=\"sev sev-{v.severity}\">{esc(v.severity)}</span><span class=\"rule\">{esc(v.rule)}</span>")
+    h.append(f"<span class=\"title\">{esc(v.title)}</span>")
+    if v.count and v.count > 1:
+        h.append(f"<span class=\"rule\">×{esc(v.count)}</span>")
+    if v.first_seen is not None:
+        h.append(f"<span class=\"when\">first seen {esc(_fmt_time(v.first_seen))} ({TIME_LABEL})</span>")
     h.append("</div>")
-    if f.summary:
-        h.append(f"<p>{esc(f.summary)}</p>")
-    m = f.measurements or {}
-    if m:
-        items = []
-        for k, v in m.items():
-            if isinstance(v, dict) or k == "per_request" or is_schedule(v):
-                continue
-            items.append(f"<span><b>{esc(k)}</b>={esc(_fmt_value(v, 240))}</span>")
-        nested = {k: v for k, v in m.items() if isinstance(v, dict) or k == "per_request"}
-        h.append(f"<div class=\"measure mono\">{''.join(items)}</div>")
-        h += [_schedule_table(v) for v in m.values() if is_schedule(v)][:1]
-        if nested:
-            rows = "".join(f"<tr><th>{esc(k)}</th><td class=\"mono\">{esc(_fmt_value(v, 4000))}</td></tr>"
-                           for k, v in nested.items())
-            h.append(f"<details><summary>more measurements</summary><table class=\"kv\">{rows}</table></details>")
-    if f.causes:
-        h.append("<h3>Causes, ranked by the evidence</h3><table class=\"grid causes\"><tr><th>#</th><th>cause</th>"
-                 "<th>confidence</th><th>for / against</th><th>fix · confirm with</th></tr>")
-        for j, c in enumerate(f.causes, 1):
-            if j == TOP_CAUSES + 1 and len(f.causes) > TOP_CAUSES + 1:
-                h.append("</table>")
-                h.append(f"<details><summary>also weighed: {len(f.causes) - TOP_CAUSES} less likely causes</summary>"
-                         "<table class=\"grid causes\">")
-            conf = _num(c.confidence) or 0.0
-            why = "".join(f"<li class=\"for\">{esc(s)}</li>" for s in c.for_)
-            why += "".join(f"<li class=\"against\">{esc(s)}</li>" for s in c.against)
-            fix = (f"<div class=\"fix\"><b>Fix:</b> {esc(c.fix)}</div>" if c.fix else "") + (
-                f"<div><b>Confirm:</b> <code>{esc(c.confirm_with)}</code></div>" if c.confirm_with else "")
-            h.append(f"<tr class=\"{'top' if j == 1 else ''}\"><td>{j}</td><td><b>{esc(c.id)}</b></td>"
-                     f"<td class=\"conf\"><meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
-                     f"<td><ul>{why}</ul></td><td>{fix}</td></tr>")
-        h.append("</table>" + ("</details>" if len(f.causes) > TOP_CAUSES + 1 else ""))
-        h.append(_why_not_html(f))
-    if f.evidence:
-        shown = f.evidence[:verbose_evidence]
+    return "\n".join(h)
+
+
+def _measurements_html(m: Mapping[str, Any]) -> list[str]:
+    """Scalars inline; a dynamic-K schedule as its table; nested values (per-request rows) folded away."""
+    items = []
+    for k, v in m.items():
+        if isinstance(v, dict) or k == "per_request" or is_schedule(v):
+            continue
+        items.append(f"<span><b>{esc(k)}</b>={esc(_fmt_value(v, 240))}</span>")
+    nested = {k: v for k, v in m.items() if isinstance(v, dict) or k == "per_request"}
+    h = [f"<div class=\"measure mono\">{''.join(items)}</div>"]
+    h += [_schedule_table(v) for v in m.values() if is_schedule(v)][:1]
+    if nested:
+        rows = "".join(f"<tr><th>{esc(k)}</th><td class=\"mono\">{esc(_fmt_value(v, 4000))}</td></tr>"
+                       for k, v in nested.items())
+        h.append(f"<details><summary>more measurements</summary><table class=\"kv\">{rows}</table></details>")
+    return h
+
+
+def _cause_row_html(c: CauseView) -> str:
+    """One ranked cause: confidence meter, reasons for and against, its fix and confirming experiment."""
+    conf = _num(c.confidence) or 0.0
+    why = "".join(f"<li class=\"for\">{esc(s)}</li>" for s in c.for_)
+    why += "".join(f"<li class=\"against\">{esc(s)}</li>" for s in c.against)
+    fix = (f"<div class=\"fix\"><b>Fix:</b> {esc(c.fix)}</div>" if c.fix else "") + (
+        f"<div><b>Confirm:</b> <code>{esc(c.confirm_with)}</code></div>" if c.confirm_with else "")
+    return (f"<tr class=\"{'top' if c.rank == 1 else ''}\"><td>{c.rank}</td><td><b>{esc(c.id)}</b></td>"
+            f"<td class=\"conf\"><meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
+            f"<td><ul>{why}</ul></td><td>{fix}</td></tr>")
+
+
+def _causes_html(v: FindingView) -> list[str]:
+    """The top causes in a table; the less likely ones in a folded second table (unless only one is left)."""
+    shown, rest = v.split_causes(TOP_CAUSES if len(v.causes) > TOP_CAUSES + 1 else None)
+    h = ["<h3>Causes, ranked by the evidence</h3><table class=\"grid causes\"><tr><th>#</th><th>cause</th>"
+         "<th>confidence</th><th>for / against</th><th>fix · confirm with</th></tr>"]
+    h += [_cause_row_html(c) for c in shown]
+    if rest:
+        h.append("</table>")
+        h.append(f"<details><summary>also weighed: {len(rest)} less likely causes</summary>"
+                 "<table class=\"grid causes\">")
+        h += [_cause_row_html(c) for c in rest]
+    h.append("</table>" + ("</details>" if rest else ""))
+    h.append(_why_not_html(v))
+    return h
+
+
+def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
+    """The shared layout (``report.layout``): head, arithmetic, numbers, causes, evidence, next steps."""
+    v = finding_view(f)
+    h = [f"<section class=\"finding {v.severity}\" id=\"f-{i}\">", _head_html(v)]
+    if v.summary:
+        h.append(f"<p>{esc(v.summary)}</p>")
+    if v.measurements:
+        h += _measurements_html(v.measurements)
+    if v.causes:
+        h += _causes_html(v)
+    if v.evidence:
+        shown = v.evidence[:verbose_evidence]
         lines = "\n".join(f"<span class=\"loc\">{esc(e.path)}:{esc(e.line)}</span>  {esc(e.text)}" for e in shown)
-        more = f" (first {len(shown)} of {len(f.evidence)})" if len(f.evidence) > len(shown) else ""
+        more = f" (first {len(shown)} of {len(v.evidence)})" if len(v.evidence) > len(shown) else ""
         h.append(f"<h3>Evidence{more}</h3><pre class=\"ev\">{lines}</pre>")
-    if f.next_steps:
-        h.append("<h3>Next steps</h3><ul>" + "".join(f"<li>{esc(s)}</li>" for s in f.next_steps) + "</ul>")
+    if v.next_steps:
+        h.append("<h3>Next steps</h3><ul>" + "".join(f"<li>{esc(s)}</li>" for s in v.next_steps) + "</ul>")
     h.append("</section>")
     return "\n".join(h)
 
@@ -819,23 +868,13 @@ def _nonempty(v: Any) -> bool:
     return v not in (None, "", [], {})
 
 
-def render_repro_html(verdict: dict[str, Any]) -> str:
-    """The repro run's page: the verdict, the cell matrix, the per-toggle differential, the plan."""
-    v = verdict if isinstance(verdict, dict) else {}
-    plan = v.get("plan") if isinstance(v.get("plan"), dict) else {}
-    cells = [c for c in (v.get("cells") or []) if isinstance(c, dict)] if isinstance(v.get("cells"), list) else []
-    rows = [_cell_fields(c) for c in cells]
-    name = plan.get("name") or v.get("name") or v.get("preset") or "repro run"
-    b = [f"<header><h1>specdiag repro — {esc(name)}</h1>"]
-    if plan.get("description"):
-        b.append(f"<p class=\"sub\">{esc(plan['description'])}</p>")
-    b.append("</header>")
-
+def _repro_verdict_html(v: dict[str, Any]) -> list[str]:
+    """The conclusions (or why there is none) and the run's notes."""
     concl = v.get("conclusion")
     concls = [concl] if isinstance(concl, str) and concl else []
     if isinstance(v.get("conclusions"), list):
         concls += [str(x) for x in v["conclusions"] if x]
-    b.append("<h2>Verdict</h2>")
+    b = ["<h2>Verdict</h2>"]
     if concls:
         b.append("<div class=\"verdict\">" + "".join(f"<p>{esc(x)}</p>" for x in concls) + "</div>")
     else:
@@ -843,8 +882,11 @@ def render_repro_html(verdict: dict[str, Any]) -> str:
     notes = v.get("notes")
     if isinstance(notes, list) and notes:
         b.append("<ul>" + "".join(f"<li class=\"note\">{esc(n)}</li>" for n in notes) + "</ul>")
+    return b
 
-    # ---- the matrix: a grid when two toggles were crossed, else one row per cell
+
+def _matrix_keys(rows: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]]) -> tuple[list[str], list[str]]:
+    """The toggles the cells set, and the symptoms any cell measured (the verdict's symptoms first)."""
     keys: list[str] = []
     for _, tg, _, _ in rows:
         for k in tg:
@@ -857,56 +899,72 @@ def render_repro_html(verdict: dict[str, Any]) -> str:
                 sym_keys.append(str(k))
     # the verdict's symptoms first, then whatever else varies
     sym_keys.sort(key=lambda k: (_SYMPTOM_ORDER.index(k) if k in _SYMPTOM_ORDER else len(_SYMPTOM_ORDER)))
-    b.append(f"<h2>Cells ({len(rows)})</h2>")
-    if len(keys) == 2 and rows:
-        a_vals = list(dict.fromkeys(str(tg.get(keys[0])) for _, tg, _, _ in rows))
-        b_vals = list(dict.fromkeys(str(tg.get(keys[1])) for _, tg, _, _ in rows))
-        grid = [f"<table class=\"grid matrix\"><tr><th>{esc(keys[0])} ↓ / {esc(keys[1])} →</th>"
-                + "".join(f"<th>{esc(x)}</th>" for x in b_vals) + "</tr>"]
-        for av in a_vals:
-            grid.append(f"<tr><th>{esc(av)}</th>")
-            for bv in b_vals:
-                hit = [r for r in rows if str(r[1].get(keys[0])) == av and str(r[1].get(keys[1])) == bv]
-                if not hit:
-                    grid.append("<td class=\"cell note\">not run</td>")
-                    continue
-                _, _, sym, st = hit[0]
-                shown = sym_keys[:4]
-                detail = "".join(f"<div class=\"mono\">{esc(k)}: {esc(_sym_value(sym.get(k)))}</div>" for k in shown)
-                grid.append(f"<td class=\"cell\">{_status_html(st)}{detail}</td>")
-            grid.append("</tr>")
-        grid.append("</table>")
-        b.append("".join(grid))
-    if rows:
-        head = "<tr><th>cell</th>" + "".join(f"<th>{esc(k)}</th>" for k in keys) + "<th>status</th>" + "".join(
-            f"<th>{esc(k)}</th>" for k in sym_keys) + "</tr>"
-        body = []
-        for nm, tg, sym, st in rows:
-            body.append(f"<tr><td class=\"mono\">{esc(nm)}</td>" + "".join(
-                f"<td>{esc(_fmt_value(tg.get(k, '–'), 80))}</td>" for k in keys) + f"<td>{_status_html(st)}</td>"
-                + "".join(f"<td class=\"mono\">{esc(_sym_value(sym.get(k)))}</td>" for k in sym_keys) + "</tr>")
-        b.append(("<details><summary>every cell and symptom</summary>" if len(keys) == 2 else "")
-                 + f"<table class=\"grid\">{head}{''.join(body)}</table>" + ("</details>" if len(keys) == 2 else ""))
-        errs = [(c.get("name") or c.get("cell"), e) for c in cells
-                for e in (c.get("errors") if isinstance(c.get("errors"), list) else [c.get("error")]) if e]
-        if errs:
-            b.append("<h3>Errors</h3><pre class=\"ev\">" + "\n".join(f"{esc(n)}: {esc(e)}" for n, e in errs) + "</pre>")
-    else:
-        b.append("<p class=\"note\">No cell has finished.</p>")
+    return keys, sym_keys
 
-    diff = v.get("differential")
-    if isinstance(diff, list) and diff:
-        b.append("<h2>Differential</h2><table class=\"grid\"><tr><th>toggle</th><th>symptom</th><th>by value</th>"
-                 "<th>conclusion</th></tr>")
-        for d in diff:
-            if not isinstance(d, dict):
+
+def _matrix_grid_html(rows: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]], keys: list[str],
+                      sym_keys: list[str]) -> str:
+    """Two crossed toggles as a grid: one toggle's values down, the other's across, a cell's status inside."""
+    a_vals = list(dict.fromkeys(str(tg.get(keys[0])) for _, tg, _, _ in rows))
+    b_vals = list(dict.fromkeys(str(tg.get(keys[1])) for _, tg, _, _ in rows))
+    grid = [f"<table class=\"grid matrix\"><tr><th>{esc(keys[0])} ↓ / {esc(keys[1])} →</th>"
+            + "".join(f"<th>{esc(x)}</th>" for x in b_vals) + "</tr>"]
+    for av in a_vals:
+        grid.append(f"<tr><th>{esc(av)}</th>")
+        for bv in b_vals:
+            hit = [r for r in rows if str(r[1].get(keys[0])) == av and str(r[1].get(keys[1])) == bv]
+            if not hit:
+                grid.append("<td class=\"cell note\">not run</td>")
                 continue
-            bv = d.get("by_value")
-            by = "; ".join(f"{k}: {_fmt_value(x, 120)}" for k, x in bv.items()) if isinstance(bv, dict) else ""
-            b.append(f"<tr><td>{esc(d.get('toggle', ''))}</td><td>{esc(d.get('symptom', ''))}</td>"
-                     f"<td class=\"mono\">{esc(by)}</td><td>{esc(d.get('conclusion', ''))}</td></tr>")
-        b.append("</table>")
+            _, _, sym, st = hit[0]
+            shown = sym_keys[:4]
+            detail = "".join(f"<div class=\"mono\">{esc(k)}: {esc(_sym_value(sym.get(k)))}</div>" for k in shown)
+            grid.append(f"<td class=\"cell\">{_status_html(st)}{detail}</td>")
+        grid.append("</tr>")
+    grid.append("</table>")
+    return "".join(grid)
 
+
+def _cells_html(cells: list[dict[str, Any]], rows: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]],
+                keys: list[str], sym_keys: list[str]) -> list[str]:
+    """Every cell and symptom as a table (folded under a grid), then the cells' errors."""
+    if not rows:
+        return ["<p class=\"note\">No cell has finished.</p>"]
+    head = "<tr><th>cell</th>" + "".join(f"<th>{esc(k)}</th>" for k in keys) + "<th>status</th>" + "".join(
+        f"<th>{esc(k)}</th>" for k in sym_keys) + "</tr>"
+    body = []
+    for nm, tg, sym, st in rows:
+        body.append(f"<tr><td class=\"mono\">{esc(nm)}</td>" + "".join(
+            f"<td>{esc(_fmt_value(tg.get(k, '–'), 80))}</td>" for k in keys) + f"<td>{_status_html(st)}</td>"
+            + "".join(f"<td class=\"mono\">{esc(_sym_value(sym.get(k)))}</td>" for k in sym_keys) + "</tr>")
+    b = [("<details><summary>every cell and symptom</summary>" if len(keys) == 2 else "")
+         + f"<table class=\"grid\">{head}{''.join(body)}</table>" + ("</details>" if len(keys) == 2 else "")]
+    errs = [(c.get("name") or c.get("cell"), e) for c in cells
+            for e in (c.get("errors") if isinstance(c.get("errors"), list) else [c.get("error")]) if e]
+    if errs:
+        b.append("<h3>Errors</h3><pre class=\"ev\">" + "\n".join(f"{esc(n)}: {esc(e)}" for n, e in errs) + "</pre>")
+    return b
+
+
+def _differential_html(diff: Any) -> list[str]:
+    """Per toggle and symptom: the symptom's value under each setting, and what that shows."""
+    if not (isinstance(diff, list) and diff):
+        return []
+    b = ["<h2>Differential</h2><table class=\"grid\"><tr><th>toggle</th><th>symptom</th><th>by value</th>"
+         "<th>conclusion</th></tr>"]
+    for d in diff:
+        if not isinstance(d, dict):
+            continue
+        bv = d.get("by_value")
+        by = "; ".join(f"{k}: {_fmt_value(x, 120)}" for k, x in bv.items()) if isinstance(bv, dict) else ""
+        b.append(f"<tr><td>{esc(d.get('toggle', ''))}</td><td>{esc(d.get('symptom', ''))}</td>"
+                 f"<td class=\"mono\">{esc(by)}</td><td>{esc(d.get('conclusion', ''))}</td></tr>")
+    b.append("</table>")
+    return b
+
+
+def _run_info_html(v: dict[str, Any], plan: dict[str, Any]) -> list[str]:
+    """The plan, the device and anything else the verdict carries that no section above shows."""
     info = []
     if plan:
         info.append(("plan", {k: x for k, x in plan.items() if k not in ("description",)}))
@@ -915,8 +973,29 @@ def render_repro_html(verdict: dict[str, Any]) -> str:
     extra = {k: x for k, x in v.items() if k not in ("plan", "device", "cells", "differential", "conclusions",
                                                      "conclusion", "notes", "results", "schema")}
     info += list(extra.items())
-    if info:
-        b.append("<h2>Run</h2>" + _kv_rows([(k, x) for k, x in info]))
+    return ["<h2>Run</h2>" + _kv_rows([(k, x) for k, x in info])] if info else []
+
+
+def render_repro_html(verdict: dict[str, Any]) -> str:
+    """The repro run's page: the verdict, the cell matrix, the per-toggle differential, the plan."""
+    v = verdict if isinstance(verdict, dict) else {}
+    plan = v.get("plan") if isinstance(v.get("plan"), dict) else {}
+    cells = [c for c in (v.get("cells") or []) if isinstance(c, dict)] if isinstance(v.get("cells"), list) else []
+    rows = [_cell_fields(c) for c in cells]
+    name = plan.get("name") or v.get("name") or v.get("preset") or "repro run"
+    b = [f"<header><h1>specdiag repro — {esc(name)}</h1>"]
+    if plan.get("description"):
+        b.append(f"<p class=\"sub\">{esc(plan['description'])}</p>")
+    b.append("</header>")
+    b += _repro_verdict_html(v)
+    # ---- the matrix: a grid when two toggles were crossed, else one row per cell
+    keys, sym_keys = _matrix_keys(rows)
+    b.append(f"<h2>Cells ({len(rows)})</h2>")
+    if len(keys) == 2 and rows:
+        b.append(_matrix_grid_html(rows, keys, sym_keys))
+    b += _cells_html(cells, rows, keys, sym_keys)
+    b += _differential_html(v.get("differential"))
+    b += _run_info_html(v, plan)
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     b.append(f"<footer>specdiag {esc(__version__)} · generated {esc(now)} · self-contained page: no network access"
              "</footer>")

@@ -19,6 +19,7 @@ import re
 import xml.etree.ElementTree as ET
 
 from specdiag.findings import Finding, severity_at_least
+from specdiag.report.layout import finding_view
 from specdiag.report.model import Report
 from specdiag.report.text import display_path, finding_message, ordered_findings
 from specdiag.sanitize import xml_text as _xml_channel
@@ -43,17 +44,20 @@ def _rule_label(code: str) -> tuple[str, str]:
 
 
 def _finding_text(f: Finding) -> str:
+    """The CI message, then the evidence lines with their source and the fingerprint (``report.layout``)."""
+    v = finding_view(f)
     lines = [finding_message(f)]
-    for e in f.evidence[:MAX_EVIDENCE]:
+    for e in v.evidence[:MAX_EVIDENCE]:
         lines.append(f"{display_path(e.path)}:{e.line}: {e.text}")
-    if len(f.evidence) > MAX_EVIDENCE:
-        lines.append(f"... {len(f.evidence) - MAX_EVIDENCE} more evidence line(s)")
-    lines.append(f"fingerprint: {f.fingerprint}")
+    if len(v.evidence) > MAX_EVIDENCE:
+        lines.append(f"... {len(v.evidence) - MAX_EVIDENCE} more evidence line(s)")
+    lines.append(f"fingerprint: {v.fingerprint}")
     return "\n".join(lines)
 
 
-def render_junit(report: Report, *, fail_on: str = "error") -> str:
-    findings = ordered_findings(report)
+def _findings_by_suite(report: Report, findings: list[Finding]) -> tuple[list[str], dict[str, dict[str, list[Finding]]]]:
+    """One suite per input (``specdiag`` without inputs); each finding in the suite of its first evidence
+    line's log (else the first suite), grouped by rule."""
     inputs = [i.get("path", "") for i in report.inputs]
     suites_order = list(inputs) or ["specdiag"]
     by_suite: dict[str, dict[str, list[Finding]]] = {s: {} for s in suites_order}
@@ -61,6 +65,43 @@ def render_junit(report: Report, *, fail_on: str = "error") -> str:
         path = f.evidence[0].path if f.evidence else None
         suite = path if path in by_suite else suites_order[0]
         by_suite[suite].setdefault(f.rule, []).append(f)
+    return suites_order, by_suite
+
+
+def _rule_case(suite: ET.Element, code: str, fs: list[Finding], fail_on: str) -> int:
+    """The test case of one rule in one suite: a failure listing the findings at or above ``fail_on``, the
+    others in ``<system-out>``. Returns the number of failures (0 or 1)."""
+    classname, name = _rule_label(code)
+    case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
+    failing = [f for f in fs if fail_on != "never" and severity_at_least(f.severity, fail_on)]
+    if failing:
+        worst = failing[0]
+        msg = (worst.summary or worst.title).strip().splitlines()[0]
+        if len(failing) > 1:
+            msg += f" (+{len(failing) - 1} more finding(s))"
+        fail = ET.SubElement(case, "failure", message=xml_text(msg[:500]), type=worst.severity)
+        fail.text = xml_text("\n\n".join(_finding_text(f) for f in failing))
+    passing = [f for f in fs if f not in failing]
+    if passing:
+        out = ET.SubElement(case, "system-out")
+        out.text = xml_text("\n\n".join(f"[{f.severity}, below fail-on {fail_on}] {_finding_text(f)}"
+                                        for f in passing))
+    return 1 if failing else 0
+
+
+def _tool_error_suite(root: ET.Element, err: dict) -> None:
+    """An input that could not be read: a suite with one ``read input`` case that errors."""
+    path = err.get("path") or "specdiag"
+    suite = ET.SubElement(root, "testsuite", name=xml_text(display_path(path)), tests="1", failures="0",
+                          errors="1", skipped="0", time="0")
+    case = ET.SubElement(suite, "testcase", classname="specdiag.input", name="read input", time="0")
+    e = ET.SubElement(case, "error", message=xml_text(err["message"][:500]), type="input-error")
+    e.text = xml_text(err["message"])
+
+
+def render_junit(report: Report, *, fail_on: str = "error") -> str:
+    findings = ordered_findings(report)
+    suites_order, by_suite = _findings_by_suite(report, findings)
     partial = {i.get("path", ""): list(i.get("errors") or []) for i in report.inputs}
 
     root = ET.Element("testsuites", name="specdiag")
@@ -70,26 +111,9 @@ def render_junit(report: Report, *, fail_on: str = "error") -> str:
 
     for suite_name in suites_order:
         suite = ET.SubElement(root, "testsuite", name=xml_text(display_path(suite_name)))
-        n = {"tests": 0, "failures": 0, "errors": 0}
+        n = {"tests": len(codes), "failures": 0, "errors": 0}
         for code in codes:
-            classname, name = _rule_label(code)
-            case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
-            n["tests"] += 1
-            fs = by_suite[suite_name].get(code, [])
-            failing = [f for f in fs if fail_on != "never" and severity_at_least(f.severity, fail_on)]
-            if failing:
-                worst = failing[0]
-                msg = (worst.summary or worst.title).strip().splitlines()[0]
-                if len(failing) > 1:
-                    msg += f" (+{len(failing) - 1} more finding(s))"
-                fail = ET.SubElement(case, "failure", message=xml_text(msg[:500]), type=worst.severity)
-                fail.text = xml_text("\n\n".join(_finding_text(f) for f in failing))
-                n["failures"] += 1
-            passing = [f for f in fs if f not in failing]
-            if passing:
-                out = ET.SubElement(case, "system-out")
-                out.text = xml_text("\n\n".join(f"[{f.severity}, below fail-on {fail_on}] {_finding_text(f)}"
-                                                for f in passing))
+            n["failures"] += _rule_case(suite, code, by_suite[suite_name].get(code, []), fail_on)
         errs = partial.get(suite_name) or []
         if errs:
             se = ET.SubElement(suite, "system-err")
@@ -103,12 +127,7 @@ def render_junit(report: Report, *, fail_on: str = "error") -> str:
             tot[k] += n[k]
 
     for err in getattr(report, "tool_errors", None) or []:
-        path = err.get("path") or "specdiag"
-        suite = ET.SubElement(root, "testsuite", name=xml_text(display_path(path)), tests="1", failures="0",
-                              errors="1", skipped="0", time="0")
-        case = ET.SubElement(suite, "testcase", classname="specdiag.input", name="read input", time="0")
-        e = ET.SubElement(case, "error", message=xml_text(err["message"][:500]), type="input-error")
-        e.text = xml_text(err["message"])
+        _tool_error_suite(root, err)
         tot["tests"] += 1
         tot["errors"] += 1
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from specdiag.findings import Finding
+from specdiag.report.layout import finding_view
 from specdiag.report.model import Report
 from specdiag.report.text import (
     display_path,
@@ -50,27 +51,37 @@ def fence(text: str, lang: str = "text") -> str:
 
 
 def _details(f: Finding) -> str:
-    ev0 = f.evidence[0] if f.evidence else None
+    """The shared layout (``report.layout``) folded into one ``<details>`` block: the arithmetic, the top
+    causes with their fixes, the experiment that would confirm the top one, the evidence lines."""
+    v = finding_view(f)
+    ev0 = v.primary
     where = f" — {code(f'{display_path(ev0.path)}:{ev0.line}')}" if ev0 else ""
-    parts = [f"<details><summary><b>{cell(f.rule)}</b> {cell(f.title)}{where}</summary>\n\n"]
-    if f.summary:
-        parts.append(f"{cell(f.summary)}\n\n")
-    if f.causes:
+    parts = [f"<details><summary><b>{cell(v.rule)}</b> {cell(v.title)}{where}</summary>\n\n"]
+    if v.summary:
+        parts.append(f"{cell(v.summary)}\n\n")
+    if v.causes:
         parts.append("| cause | confidence | fix |\n|---|---|---|\n")
-        for c in f.causes[:5]:
+        for c in v.causes[:5]:
             parts.append(f"| {code(c.id)} | {c.confidence:.2f} | {cell(c.fix)} |\n")
         parts.append("\n")
-        top = f.causes[0]
-        if top.confirm_with:
-            parts.append(f"Confirm with: {code(top.confirm_with)}\n\n")
-    if f.evidence:
-        lines = [f"{display_path(e.path)}:{e.line}: {e.text}" for e in f.evidence[:MAX_EVIDENCE]]
-        if len(f.evidence) > MAX_EVIDENCE:
-            lines.append(f"… {len(f.evidence) - MAX_EVIDENCE} more evidence line(s) in the JSON report")
+        if v.confirm_with:
+            parts.append(f"Confirm with: {code(v.confirm_with)}\n\n")
+    if v.evidence:
+        lines = [f"{display_path(e.path)}:{e.line}: {e.text}" for e in v.evidence[:MAX_EVIDENCE]]
+        if len(v.evidence) > MAX_EVIDENCE:
+            lines.append(f"… {len(v.evidence) - MAX_EVIDENCE} more evidence line(s) in the JSON report")
         parts.append(fence("\n".join(lines)))
         parts.append("\n")
-    parts.append(f"Fingerprint: {code(f.fingerprint)}\n\n</details>\n\n")
+    parts.append(f"Fingerprint: {code(v.fingerprint)}\n\n</details>\n\n")
     return "".join(parts)
+
+
+def _table_row(f: Finding) -> str:
+    """The finding in the summary table: rule and title, severity, count, primary location, top cause."""
+    v = finding_view(f)
+    loc = code(f"{display_path(v.primary.path)}:{v.primary.line}") if v.primary else ""
+    top = f"{code(v.top.id)} ({v.top.confidence:.2f})" if v.top else ""
+    return f"| **{cell(v.rule)}** {cell(v.title)} | {SEV_ICON[v.severity]} | {v.count} | {loc} | {top} |\n"
 
 
 def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: str | None = None,
@@ -100,11 +111,7 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
     blocks: list[str] = []
     if findings:
         blocks.append("| rule | severity | count | first evidence | top cause |\n|---|---|---|---|---|\n")
-        for f in findings:
-            ev = f.evidence[0] if f.evidence else None
-            loc = code(f"{display_path(ev.path)}:{ev.line}") if ev else ""
-            top = f"{code(f.causes[0].id)} ({f.causes[0].confidence:.2f})" if f.causes else ""
-            blocks.append(f"| **{cell(f.rule)}** {cell(f.title)} | {SEV_ICON[f.severity]} | {f.count} | {loc} | {top} |\n")
+        blocks += [_table_row(f) for f in findings]
         blocks.append("\n")
         for f in findings:
             blocks.append(_details(f))

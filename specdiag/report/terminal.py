@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -25,6 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specdiag.findings import Finding
+from specdiag.report.layout import WHY_NOT_SETTING, CauseView, FindingView, finding_view
 from specdiag.report.model import Report
 from specdiag.report.verdict import Status, status, verdicts
 from specdiag.sanitize import one_line, terminal_text
@@ -166,8 +168,8 @@ def _context_block(rows: list[tuple[str, str]], title: str, compact: bool) -> Re
     return Panel(tab, title=title, title_align="left", border_style="dim")
 
 
-def _measurements(f: Finding, verbose: bool) -> Text | None:
-    m = f.measurements
+def _measurements(m: Mapping[str, Any], verbose: bool) -> Text | None:
+    """The numbers on one wrapped line; request ids last (they are long), per-request rows only in JSON."""
     if not m:
         return None
     mt = Text()
@@ -187,37 +189,40 @@ def _measurements(f: Finding, verbose: bool) -> Text | None:
     return mt
 
 
-def _causes(f: Finding, verbose: bool, compact: bool) -> list[RenderableType]:
+def _cause_lines(c: CauseView, verbose: bool) -> list[RenderableType]:
+    """``N. id  ████░░ 0.40`` and, indented, the evidence for (``+``) and against (``−``)."""
+    line = Text(f"{c.rank}. ")
+    line.append(terminal_text(c.id), style="bold" if c.rank == 1 else "")
+    line.append(f"  {_bar(c.confidence)} {c.confidence:.2f}")
+    why = Text()
+    for s in c.for_[: 20 if verbose else 3]:
+        why.append("+ ", style="green")
+        why.append(terminal_text(s) + "\n")
+    for s in c.against[: 20 if verbose else 2]:
+        why.append("− ", style="red")
+        why.append(terminal_text(s) + "\n")
+    if not why:
+        return [line]
+    why.rstrip()
+    return [line, Padding(why, (0, 0, 0, 3))]
+
+
+def _causes(v: FindingView, verbose: bool, compact: bool) -> list[RenderableType]:
     """Ranked causes as lines (no table: narrow terminals must not wrap a word per line)."""
     parts: list[RenderableType] = []
-    shown = f.causes if verbose else f.causes[: 3 if compact else 4]
+    shown, rest = v.split_causes(None if verbose else 3 if compact else 4)
     parts.append(Text("Causes (share of belief; the rest is kept for causes nobody listed, so they add up to less than 1):", style="bold"))
-    for i, c in enumerate(shown, 1):
-        line = Text(f"{i}. ")
-        line.append(terminal_text(c.id), style="bold" if i == 1 else "")
-        line.append(f"  {_bar(c.confidence)} {c.confidence:.2f}")
-        parts.append(line)
-        why = Text()
-        for s in c.for_[: 20 if verbose else 3]:
-            why.append("+ ", style="green")
-            why.append(terminal_text(s) + "\n")
-        for s in c.against[: 20 if verbose else 2]:
-            why.append("− ", style="red")
-            why.append(terminal_text(s) + "\n")
-        if why:
-            why.rstrip()
-            parts.append(Padding(why, (0, 0, 0, 3)))
-    rest = f.causes[len(shown):]
+    for c in shown:
+        parts += _cause_lines(c, verbose)
     if rest:
         parts.append(Text("also weighed: " + ", ".join(f"{terminal_text(c.id)} {c.confidence:.2f}" for c in rest)
                           + "  (-v for the reasons)", style="dim"))
-    suspect = next((c for c in f.causes[1:] if c.id == "decode-cache-not-saved"), None)
+    suspect = v.why_not
     if suspect is not None:
-        t = Text("Why not save_decode_cache: ", style="bold")
+        t = Text(f"Why not {WHY_NOT_SETTING}: ", style="bold")
         t.append(terminal_text(f"confidence {suspect.confidence:.2f} — " + "; ".join(suspect.against[:2])))
         parts.append(t)
-    top = f.causes[0]
-    for label, value, style in (("Fix: ", top.fix, "bold green"), ("Confirm: ", top.confirm_with, "bold")):
+    for label, value, style in (("Fix: ", v.fix, "bold green"), ("Confirm: ", v.confirm_with, "bold")):
         if value:
             t = Text(label, style=style)
             t.append(terminal_text(value))
@@ -225,14 +230,12 @@ def _causes(f: Finding, verbose: bool, compact: bool) -> list[RenderableType]:
     return parts
 
 
-def _evidence(f: Finding, verbose: bool, compact: bool) -> Text:
+def _evidence(v: FindingView, verbose: bool, compact: bool) -> Text:
     """The evidence lines in log order; ``▸`` marks the primary one (the CI formats' location)."""
     ev = Text("Evidence (▸ = the line CI annotations point at):\n", style="bold")
     limit = 220 if not compact else 120
-    shown = f.evidence[: 20 if verbose else (5 if compact else 8)]
-    primary = shown[0] if shown else None
-    for e in sorted(shown, key=lambda x: (x.path, x.line)):
-        ev.append(("▸ " if e is primary else "  ") + f"{one_line(e.path)}:{e.line}", style="cyan")
+    for e in v.evidence_in_log_order(20 if verbose else (5 if compact else 8)):
+        ev.append(("▸ " if e.primary else "  ") + f"{one_line(e.path)}:{e.line}", style="cyan")
         text = one_line(e.text)
         text = text if verbose or len(text) <= limit else text[: limit - 1] + "…"
         ev.append(("\n    " if compact else "  ") + text + "\n")
@@ -240,32 +243,38 @@ def _evidence(f: Finding, verbose: bool, compact: bool) -> Text:
     return ev
 
 
-def _finding(f: Finding, verbose: bool, compact: bool) -> RenderableType:
+def _head(v: FindingView) -> Text:
     head = Text()
-    head.append(f" {f.severity.upper()} ", style=SEV_STYLE[f.severity])
-    head.append(f" {f.rule} ", style="bold")
-    head.append(terminal_text(f.title))
-    if f.count > 1:
-        head.append(f"  ×{f.count} occurrences", style="bold")
-    parts: list[RenderableType] = [head]
-    if f.summary:
-        parts.append(_t(f.summary))
-    mt = _measurements(f, verbose)
+    head.append(f" {v.severity.upper()} ", style=SEV_STYLE[v.severity])
+    head.append(f" {v.rule} ", style="bold")
+    head.append(terminal_text(v.title))
+    if v.count > 1:
+        head.append(f"  ×{v.count} occurrences", style="bold")
+    return head
+
+
+def _finding(f: Finding, verbose: bool, compact: bool) -> RenderableType:
+    """The shared layout (``report.layout``): head, arithmetic, numbers, causes, evidence, next steps."""
+    v = finding_view(f)
+    parts: list[RenderableType] = [_head(v)]
+    if v.summary:
+        parts.append(_t(v.summary))
+    mt = _measurements(v.measurements, verbose)
     if mt is not None:
         parts.append(mt)
-    if f.causes:
-        parts += _causes(f, verbose, compact)
-    if f.evidence:
-        parts.append(_evidence(f, verbose, compact))
-    if f.next_steps:
+    if v.causes:
+        parts += _causes(v, verbose, compact)
+    if v.evidence:
+        parts.append(_evidence(v, verbose, compact))
+    if v.next_steps:
         ns = Text("Next steps:\n", style="bold")
-        for s in f.next_steps:
+        for s in v.next_steps:
             ns.append(f"  • {terminal_text(s)}\n")
         ns.rstrip()
         parts.append(ns)
     if compact:
         return Group(Text(""), *parts)
-    return Panel(Group(*parts), border_style=SEV_COLOR[f.severity], expand=True)
+    return Panel(Group(*parts), border_style=SEV_COLOR[v.severity], expand=True)
 
 
 def _timeline(console: Console, report: Report, compact: bool, width: int) -> None:

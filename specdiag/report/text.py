@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 from specdiag.findings import SEVERITY_RANK, Finding
+from specdiag.report.layout import finding_view
 from specdiag.report.model import Report
 from specdiag.sanitize import neutralise_workflow_commands
 
@@ -77,17 +78,18 @@ def cause_line(f: Finding) -> str:
 
 
 def finding_message(f: Finding, *, with_fix: bool = True) -> str:
-    """A short multi-line message: what happened, the likely cause, the fix."""
-    lines = [(f.summary or f.title).strip()]
-    if f.count > 1:
-        lines[0] += f" [{f.count} occurrences]"
-    c = f.top_cause
-    if c is not None:
-        lines.append(f"Likely cause: {c.id} ({c.confidence:.2f})")
-        if with_fix and c.fix:
-            lines.append(f"Fix: {c.fix}")
-    elif with_fix and f.next_steps:
-        lines.append(f"Next: {f.next_steps[0]}")
+    """A short multi-line message from the shared layout (``report.layout``): what happened, the likely
+    cause, its fix (or, without a cause, the first next step)."""
+    v = finding_view(f)
+    lines = [(v.summary or v.title).strip()]
+    if v.count > 1:
+        lines[0] += f" [{v.count} occurrences]"
+    if v.top is not None:
+        lines.append(f"Likely cause: {cause_line(f)}")
+        if with_fix and v.fix:
+            lines.append(f"Fix: {v.fix}")
+    elif with_fix and v.next_steps:
+        lines.append(f"Next: {v.next_steps[0]}")
     return "\n".join(lines)
 
 

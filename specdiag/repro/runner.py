@@ -40,7 +40,7 @@ def _write_json(path: Path, data: Any) -> None:
     path.write_text(json.dumps(data, indent=2, default=str) + "\n")
 
 
-def run_cell(cell: Cell, repeat: int, workload: WorkloadSpec, device: DeviceSpec, out_dir: Path,
+def run_cell(cell: Cell, repeat: int, workload: WorkloadSpec, device: DeviceSpec, out_dir: Path,  # noqa: PLR0915 - predates the 60-statement limit (pyproject); one cell's start-drive-scrape-teardown, to be split
              opts: RunOptions | None = None, progress: ProgressFn | None = None,
              stop: threading.Event | None = None) -> CellResult:
     """Start Redis (if the cell wants it) and vLLM, drive the workload, scrape /metrics, tear down, count."""
