@@ -217,10 +217,17 @@ class ContextBuilder(Observer):
         self.fp.observe(ev.id, r.file, r.src_line, r.logger, r.ts)
 
     def _observe_config(self, ev: Event) -> None:
+        if ev.id in self.STARTUP:
+            self.ctx.startup_seen = True
+        if ev.id.startswith("V"):
+            self._observe_vllm_config(ev.id, ev.f)
+        else:
+            self._observe_lmcache_config(ev)
+
+    def _observe_lmcache_config(self, ev: Event) -> None:
+        """LMCache's own lines (its version banner, config dump, rank, hashing, device, degraded mode)."""
         c = self.ctx
         tid = ev.id
-        if tid in self.STARTUP:
-            c.startup_seen = True
         f = ev.f
         if tid == "C18":
             v = f["lmcache_version"]
@@ -252,7 +259,23 @@ class ContextBuilder(Observer):
                 self.configs.append(d)
         elif tid == "C10":
             self._spec_from_repr(f["spec"])
-        elif tid in ("V_VERSION", "V_LOGO"):
+        elif tid in ("C32", "C33", "E_NO_CONNECTOR"):
+            c.lmcache_degraded = True
+        elif tid in ("C22", "C23", "C24"):
+            c.pythonhashseed_warning = True
+        elif tid in ("C21",):
+            c.hash_algorithm = f["algo"]
+        elif tid == "C20":
+            h = f.get("none_hash") or "0"
+            if h not in c.none_hashes and len(c.none_hashes) < 16:
+                c.none_hashes.append(h)
+        elif tid == "C37":
+            c.device = f.get("device_type")
+
+    def _observe_vllm_config(self, tid: str, f: dict) -> None:
+        """vLLM's start-up lines (version, engine config, arguments, connector) and its load-failure policy."""
+        c = self.ctx
+        if tid in ("V_VERSION", "V_LOGO"):
             c.vllm_version = c.vllm_version or f["version"]
             if f.get("model"):
                 c.model = c.model or f["model"].strip()
@@ -278,18 +301,6 @@ class ContextBuilder(Observer):
         elif tid == "V2":
             c.kv_load_failure_policy = f.get("policy") or "fail"
             c.kv_load_failure_policy_source = "observed"
-        elif tid in ("C32", "C33", "E_NO_CONNECTOR"):
-            c.lmcache_degraded = True
-        elif tid in ("C22", "C23", "C24"):
-            c.pythonhashseed_warning = True
-        elif tid in ("C21",):
-            c.hash_algorithm = f["algo"]
-        elif tid == "C20":
-            h = f.get("none_hash") or "0"
-            if h not in c.none_hashes and len(c.none_hashes) < 16:
-                c.none_hashes.append(h)
-        elif tid == "C37":
-            c.device = f.get("device_type")
         elif tid == "V_KV_SIZE":
             c.device = c.device or f["device"].lower().replace("gpu", "cuda")
 
