@@ -48,6 +48,7 @@
 #define NA INT64_MIN
 #define HASH_SLOTS 1024 /* > 2 * MAX_PREFIXES: open addressing never fills */
 #define ENVELOPE_LEN 40
+#define MAX_EVENTS 32 /* ESC / CR positions kept per line (ColoredFormatter lines hold 4-8) */
 
 typedef unsigned char u8;
 
@@ -83,6 +84,8 @@ typedef struct {
     char decimal_point; /* the C library's, for strtod/snprintf under the current LC_NUMERIC */
     int64_t npos;       /* rates in the positions column so far */
     double pos_tmp[MAX_POSITIONS];
+    uint16_t ev[MAX_EVENTS]; /* the line's ESC / CR offsets (classify) */
+    int nev;
     u8 scratch[MAX_HOT_LINE + 16]; /* + one 16-byte store past the end (clean_esc_wide) */
 } state;
 
@@ -163,10 +166,12 @@ static inline int is_alpha(u8 c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' &&
 /* What a raw line holds besides printable ASCII, found in one pass (classify) so that steps 1-3 read each
    byte once and most lines are parsed where they lie, without a copy. F_RARE: a byte that no cleaning
    removes (< 0x20 or >= 0x80, other than ESC and CR), so the cleaned line is not printable, or a raw line
-   over MAX_HOT_LINE: the line is rare whatever else it holds. */
-enum { F_ESC = 1, F_CR = 2, F_BRACKET = 4, F_RARE = 8 };
+   over MAX_HOT_LINE: the line is rare whatever else it holds. The positions of its ESC and CR bytes go to
+   st->ev (F_MANY: more than MAX_EVENTS, not all kept), so that the copy which removes colour jumps from
+   one to the next instead of searching the line again. */
+enum { F_ESC = 1, F_CR = 2, F_MANY = 4, F_RARE = 8 };
 
-enum { C_PLAIN, C_NL, C_ESC, C_CR, C_BAD, C_BRACKET }; /* byte classes of the portable classifier */
+enum { C_PLAIN, C_NL, C_ESC, C_CR, C_BAD }; /* byte classes of the portable classifier */
 static u8 byte_class[256];
 static u8 esc_body[256]; /* [0-9;?]: the bytes between "ESC [" and a colour sequence's final letter */
 /* LMCache's envelope as five 8-byte words: its literal bytes, which bytes are literal, which are digits */
@@ -181,7 +186,6 @@ static void tables_init(void) {
     byte_class['\n'] = C_NL;
     byte_class[0x1b] = C_ESC;
     byte_class['\r'] = C_CR;
-    byte_class['['] = C_BRACKET;
     for (int w = 0; w < 5; w++) {
         u8 lit[8], lm[8], dm[8];
         for (int b = 0; b < 8; b++) {
@@ -196,45 +200,52 @@ static void tables_init(void) {
     }
 }
 
+/* an ESC or CR at offset at of the line */
+static inline unsigned event(state *st, unsigned f, size_t at, int is_cr) {
+    if (LIKELY(st->nev < MAX_EVENTS)) st->ev[st->nev++] = (uint16_t)at;
+    else f |= F_MANY;
+    return f | (is_cr ? F_CR : F_ESC);
+}
+
 /* The raw line at p (the block ends at e): returns its end (its '\n', or e) and sets *flags. */
-static const u8 *classify(const u8 *p, const u8 *e, unsigned *flags) {
+static const u8 *classify(state *st, const u8 *p, const u8 *e, unsigned *flags) {
     const u8 *limit = (size_t)(e - p) > MAX_HOT_LINE ? p + MAX_HOT_LINE + 1 : e, *q = p;
     unsigned f = 0;
+    st->nev = 0;
 #if HAVE_SSE2
-    const __m128i ctl = _mm_set1_epi8(0x20), bracket = _mm_set1_epi8('[');
+    const __m128i ctl = _mm_set1_epi8(0x20), nl = _mm_set1_epi8('\n'), esc = _mm_set1_epi8(0x1b),
+                  cr = _mm_set1_epi8('\r');
     while (q + 16 <= limit) {
         __m128i x = _mm_loadu_si128((const __m128i *)q);
         /* signed compare: the bytes below 0x20 and those from 0x80 (negative) */
         unsigned sp = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(x, ctl));
-        unsigned br = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, bracket));
-        while (sp) {
-            unsigned t = (unsigned)__builtin_ctz(sp);
-            u8 c = q[t];
-            if (c == '\n') {
-                if (br & ((1u << t) - 1)) f |= F_BRACKET;
-                *flags = f;
-                return q + t;
-            }
-            if (c == 0x1b) {
-                f |= F_ESC;
-            } else if (c == '\r') {
-                f |= F_CR;
-            } else {
-                q += t;
-                goto rare;
-            }
-            sp &= sp - 1;
+        if (LIKELY(!sp)) {
+            q += 16;
+            continue;
         }
-        if (br) f |= F_BRACKET;
+        unsigned end = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, nl));
+        unsigned below = end ? (1u << __builtin_ctz(end)) - 1 : 0xffffu; /* the bytes of this line */
+        unsigned ec = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, esc), _mm_cmpeq_epi8(x, cr)));
+        if ((sp & ~ec & below) & ~end) { /* a byte no cleaning removes */
+            q += __builtin_ctz(sp & ~ec & below & ~end);
+            goto rare;
+        }
+        for (ec &= below; ec; ec &= ec - 1) {
+            unsigned t = (unsigned)__builtin_ctz(ec);
+            f = event(st, f, (size_t)(q - p) + t, q[t] == '\r');
+        }
+        if (end) {
+            *flags = f;
+            return q + __builtin_ctz(end);
+        }
         q += 16;
     }
 #endif
     for (; q < limit; q++) {
         switch (byte_class[*q]) {
         case C_NL: *flags = f; return q;
-        case C_ESC: f |= F_ESC; break;
-        case C_CR: f |= F_CR; break;
-        case C_BRACKET: f |= F_BRACKET; break;
+        case C_ESC: f = event(st, f, (size_t)(q - p), 0); break;
+        case C_CR: f = event(st, f, (size_t)(q - p), 1); break;
         case C_BAD: goto rare;
         default: break;
         }
@@ -246,8 +257,8 @@ static const u8 *classify(const u8 *p, const u8 *e, unsigned *flags) {
 rare:
     *flags = f | F_RARE;
     {
-        const u8 *nl = q < e ? memchr(q, '\n', (size_t)(e - q)) : NULL;
-        return nl ? nl : e;
+        const u8 *nlp = q < e ? memchr(q, '\n', (size_t)(e - q)) : NULL;
+        return nlp ? nlp : e;
     }
 }
 
@@ -322,6 +333,34 @@ static size_t clean(const u8 *raw, size_t n, u8 *out) {
 }
 
 #if HAVE_SSE2
+/* raw[0..len) to out, 16 bytes a step: may read and write up to 15 bytes past len (the callers' slack) */
+static inline void copy_wide(u8 *out, const u8 *raw, size_t len) {
+    for (size_t c = 0; c < len; c += 16) _mm_storeu_si128((__m128i *)(out + c), _mm_loadu_si128((const __m128i *)(raw + c)));
+}
+
+/* clean() from the ESC and CR positions classify kept (all of them): the segments between are copied
+   whole. raw[n .. n + 16) must be readable and out must have 16 bytes of room past n. A sequence is matched
+   on the raw bytes, so a CR inside one breaks it as in the reference (which removes CRs afterwards). */
+static size_t clean_events(const state *st, const u8 *raw, size_t n, u8 *out) {
+    size_t i = 0, o = 0;
+    for (int e = 0; e < st->nev; e++) {
+        size_t j = st->ev[e];
+        if (j < i) continue; /* not reached: a sequence holds no ESC or CR */
+        copy_wide(out + o, raw + i, j - i);
+        o += j - i;
+        i = j + 1;
+        if (raw[j] == '\r') continue;
+        size_t k = j + 1;
+        if (k < n && raw[k] == '[') {
+            k++;
+            while (k < n && esc_body[raw[k]]) k++;
+            if (k < n && is_alpha(raw[k])) i = k + 1;
+        }
+    }
+    copy_wide(out + o, raw + i, n - i);
+    return o + (n - i);
+}
+
 /* clean() of a line holding ESC, 16 bytes a step: raw[n .. n + 16) must be readable (the caller checks that
    the block goes on) and out must have 16 bytes of room past n. CRs are dropped on the way: the sequences
    are still matched on the raw bytes, so a CR inside one breaks it as in the reference (which removes CRs
@@ -363,13 +402,15 @@ static long cleaned(state *st, const u8 *raw, size_t len, unsigned flags, const 
     if (flags & F_ESC) {
         *s = st->scratch;
 #if HAVE_SSE2
-        if (LIKELY((size_t)(block_end - raw) >= len + 16)) return (long)clean_esc_wide(raw, len, st->scratch, flags & F_CR);
+        if (LIKELY((size_t)(block_end - raw) >= len + 16))
+            return (long)(flags & F_MANY ? clean_esc_wide(raw, len, st->scratch, flags & F_CR)
+                                         : clean_events(st, raw, len, st->scratch));
 #else
         (void)block_end;
 #endif
         return (long)clean(raw, len, st->scratch);
     }
-    if ((flags & F_CR) || ((flags & F_BRACKET) && has_residue(raw, len))) {
+    if ((flags & F_CR) || has_residue(raw, len)) {
         *s = st->scratch;
         return (long)clean(raw, len, st->scratch);
     }
@@ -1062,7 +1103,7 @@ static int64_t scan_all(state *st, const u8 *block, size_t n, int64_t base) {
     const u8 *block_end = block + n;
     while (pos < n && !st->oom) {
         unsigned flags;
-        size_t end = (size_t)(classify(block + pos, block_end, &flags) - block);
+        size_t end = (size_t)(classify(st, block + pos, block_end, &flags) - block);
         lineno++;
         if (!scan_line(st, block + pos, end - pos, flags, block_end, lineno, (int64_t)pos, (int64_t)end)) {
             put_where(st, X_LINE, lineno, (int64_t)pos, (int64_t)end);
