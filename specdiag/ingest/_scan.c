@@ -209,7 +209,8 @@ static inline unsigned event(state *st, unsigned f, size_t at, int is_cr) {
 
 /* The raw line at p (the block ends at e): returns its end (its '\n', or e) and sets *flags. */
 static const u8 *classify(state *st, const u8 *p, const u8 *e, unsigned *flags) {
-    const u8 *limit = (size_t)(e - p) > MAX_HOT_LINE ? p + MAX_HOT_LINE + 1 : e, *q = p;
+    const int too_long = (size_t)(e - p) > MAX_HOT_LINE; /* unless a newline comes first */
+    const u8 *limit = too_long ? p + MAX_HOT_LINE + 1 : e, *q = p;
     unsigned f = 0;
     st->nev = 0;
 #if HAVE_SSE2
@@ -250,7 +251,7 @@ static const u8 *classify(state *st, const u8 *p, const u8 *e, unsigned *flags) 
         default: break;
         }
     }
-    if (limit == e) { /* the block's last line, without a newline */
+    if (!too_long) { /* the block's last line, without a newline */
         *flags = f;
         return e;
     }
