@@ -34,9 +34,11 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define LIKELY(x) __builtin_expect(!!(x), 1)
 #define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define NOINLINE __attribute__((noinline))
 #else
 #define LIKELY(x) (x)
 #define UNLIKELY(x) (x)
+#define NOINLINE
 #endif
 
 #define MAX_HOT_LINE 16384
@@ -112,18 +114,22 @@ static uint64_t rid_hash(const u8 *s, size_t n) {
     return ((uint64_t)(c ^ 0xFFFFFFFFu) << 32) | ((uint64_t)b << 16) | a;
 }
 
-static int vec_put(state *st, vec *v, const void *x, size_t n) {
-    if (v->len + n > v->cap) {
-        size_t c = v->cap ? v->cap * 2 : 4096;
-        while (c < v->len + n) c *= 2;
-        char *q = realloc(v->p, c);
-        if (!q) {
-            st->oom = 1;
-            return -1;
-        }
-        v->p = q;
-        v->cap = c;
+/* room for need bytes (doubling): the rare branch of vec_put, kept out of line */
+static NOINLINE int vec_grow(state *st, vec *v, size_t need) {
+    size_t c = v->cap ? v->cap * 2 : 4096;
+    while (c < need) c *= 2;
+    char *q = realloc(v->p, c);
+    if (!q) {
+        st->oom = 1;
+        return -1;
     }
+    v->p = q;
+    v->cap = c;
+    return 0;
+}
+
+static inline int vec_put(state *st, vec *v, const void *x, size_t n) {
+    if (UNLIKELY(v->len + n > v->cap) && vec_grow(st, v, v->len + n) < 0) return -1;
     memcpy(v->p + v->len, x, n);
     v->len += n;
     return 0;
@@ -428,8 +434,27 @@ static inline uint64_t digit_bytes(uint64_t x) {
 
 /* -------------------------------------------------------------------------------- parsing helpers */
 
+/* s[0..n) == lit[0..n) for a literal of constant length (inlined: 8-byte words, the last one overlapping,
+   instead of a call to memcmp per literal) */
+static inline int same_bytes(const u8 *s, const char *lit, size_t n) {
+    uint64_t a, b;
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (s[i] != (u8)lit[i]) return 0;
+        return 1;
+    }
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&a, s + i, 8);
+        memcpy(&b, lit + i, 8);
+        if (a != b) return 0;
+    }
+    memcpy(&a, s + n - 8, 8);
+    memcpy(&b, lit + n - 8, 8);
+    return a == b;
+}
+
 static inline int starts(const u8 *s, size_t pos, size_t end, const char *lit, size_t len) {
-    return pos + len <= end && memcmp(s + pos, lit, len) == 0;
+    return pos + len <= end && same_bytes(s + pos, lit, len);
 }
 #define STARTS(s, pos, end, lit) starts((s), (pos), (end), (lit), sizeof(lit) - 1)
 
@@ -1122,6 +1147,36 @@ static void state_free(state *st) {
     free(st);
 }
 
+/* One state is kept between calls (taken and given back with the GIL held), so a block's columns reuse the
+   capacity the previous block grew instead of growing from nothing by realloc again; a state whose buffers
+   grew past SPARE_MAX (one huge block) is freed instead of kept. Concurrent scans take fresh ones. */
+#define SPARE_MAX ((size_t)64 << 20)
+static state *spare;
+
+static state *state_take(void) {
+    state *st = spare;
+    if (!st) return calloc(1, sizeof(state));
+    spare = NULL;
+    for (int i = 0; i < NCOLS; i++) st->col[i].len = 0;
+    st->arena.len = 0;
+    memset(st->counts, 0, (size_t)st->npre * sizeof(st->counts[0]));
+    memset(st->slots, 0, sizeof(st->slots));
+    st->npre = 0;
+    st->npos = 0;
+    st->oom = 0;
+    return st;
+}
+
+static void state_give(state *st) {
+    size_t held = st->arena.cap;
+    for (int i = 0; i < NCOLS; i++) held += st->col[i].cap;
+    if (spare || st->oom || held > SPARE_MAX) {
+        state_free(st);
+        return;
+    }
+    spare = st;
+}
+
 static PyObject *build_result(state *st, int64_t lines) {
     PyObject *prefixes = PyList_New(st->npre);
     PyObject *cols = PyList_New(NCOLS);
@@ -1152,7 +1207,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     long long base;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*L:scan", &view, &base)) return NULL;
-    state *st = calloc(1, sizeof(state));
+    state *st = state_take();
     if (!st) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
@@ -1165,7 +1220,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *res = st->oom ? PyErr_NoMemory() : build_result(st, lines);
-    state_free(st);
+    state_give(st);
     return res;
 }
 
