@@ -199,3 +199,19 @@ def test_random_blocks_of_mixed_shapes_cut_at_every_kind_of_boundary(seed: int) 
     cuts = sorted(rng.sample(starts, 8))
     for a, b in zip(cuts, cuts[1:], strict=False):
         _same(block[a:b], a)
+
+
+def test_consecutive_scans_share_nothing_through_the_kept_state() -> None:
+    """The C keeps one state (its column buffers) from call to call: a block must not see the prefixes,
+    counts, positions or rows of the one before, whether that one was larger, had more prefixes (up to the
+    256 cap) or held SpecDecoding positions."""
+    _need_compiled()
+    many = b"\n".join(plain(STORE, prefix=b"(Worker pid=%d) " % i) for i in range(300)) + b"\n"
+    spec = (b"(APIServer pid=1) INFO 05-06 08:06:30 [metrics.py:120] SpecDecoding metrics: Mean acceptance length: 2.41, "
+            b"Accepted throughput: 58.20 tokens/s, Drafted throughput: 121.10 tokens/s, Accepted: 582 tokens, Drafted: "
+            b"1211 tokens, Per-position acceptance rate: 0.702, 0.455, 0.253, Avg Draft acceptance rate: 48.1%")
+    small = b"\n".join([coloured(STORE), spec, plain(LOOKUP, "lookup")]) + b"\n"
+    big = (many + small) * 40
+    for block in (many, small, big, small, many, b"", small, b"\n", spec):
+        assert scan_block_c(block, 3) == scan_block_py(block, 3)
+    assert len(scan_block_c(many, 0).prefixes) == scan.MAX_PREFIXES
