@@ -11,11 +11,16 @@ the reference's result (``scan_block_py``).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
+import subprocess
+import sys
+from importlib.machinery import EXTENSION_SUFFIXES
+from pathlib import Path
 
 import pytest
-from scan_cases import ENV, SUFFIX
+from scan_cases import ENV, SUFFIX, adversarial_block
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import scan_block_c, scan_block_py
@@ -215,3 +220,32 @@ def test_consecutive_scans_share_nothing_through_the_kept_state() -> None:
     for block in (many, small, big, small, many, b"", small, b"\n", spec):
         assert scan_block_c(block, 3) == scan_block_py(block, 3)
     assert len(scan_block_c(many, 0).prefixes) == scan.MAX_PREFIXES
+
+
+def _shortcut_block() -> bytes:
+    """One block of the shapes the cases above attack: coloured, plain, residue, CR, many codes, bad bytes."""
+    rng = random.Random(3)
+    shapes = [coloured(STORE), plain(STORE), residue(STORE), coloured(LOOKUP, "lookup"), STATS, plain(STORE) + b"\r",
+              coloured(STORE).replace(b"Stored", b"\x1b[0m" * 40 + b"Stored"), coloured(STORE) + b"\x01",
+              b"(W pid=1) " + ENV + b"Stored 5 out of total 5 tokens (x) (a.py:1:b)"]
+    return b"\n".join(rng.choice(shapes) for _ in range(500)) + b"\n" + coloured(STORE)
+
+
+def test_the_portable_build_without_sse2_or_word_tricks_matches_the_reference(tmp_path: Path) -> None:
+    """Where SSE2 or little-endian GCC/Clang are missing (aarch64, MSVC) the byte loops run instead. Built
+    here with -DSPECDIAG_SCAN_PORTABLE, they must decide exactly what the reference decides too."""
+    _need_compiled()
+    root = Path(__file__).resolve().parent.parent
+    env = {**os.environ, "CFLAGS": "-DSPECDIAG_SCAN_PORTABLE", "SPECDIAG_REQUIRE_EXT": "1"}
+    r = subprocess.run([sys.executable, "setup.py", "-q", "build_ext", "--build-lib", str(tmp_path / "lib"),
+                        "--build-temp", str(tmp_path / "tmp")], cwd=root, env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    built = [p for p in (tmp_path / "lib").rglob("_scan*") if any(p.name.endswith(x) for x in EXTENSION_SUFFIXES)]
+    spec = importlib.util.spec_from_file_location("specdiag.ingest._scan", built[0])
+    assert spec is not None and spec.loader is not None
+    portable = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(portable)
+    assert portable.LOOP == "bytes"
+    for base, block in enumerate([_shortcut_block()] + [adversarial_block(seed) for seed in range(12)]):
+        assert scan.assemble(*portable.scan(block, base)) == scan_block_py(block, base), base

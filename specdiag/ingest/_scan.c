@@ -19,14 +19,16 @@
 
 /* SSE2 is part of every x86-64 (and x86 with -msse2): the line classifier and the colour-removing copy read
    16 bytes per step with it. Elsewhere (aarch64, MSVC) the same functions run a byte loop over tables. */
-#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SPECDIAG_SCAN_PORTABLE)
 #include <emmintrin.h>
 #define HAVE_SSE2 1
 #else
 #define HAVE_SSE2 0
 #endif
-/* the word-at-a-time helpers read a byte's position from its bit: little-endian only (else byte loops) */
-#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* the word-at-a-time helpers read a byte's position from its bit: little-endian only (else byte loops).
+   -DSPECDIAG_SCAN_PORTABLE turns both off: how the tests check the byte loops on an x86-64 machine. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && \
+    !defined(SPECDIAG_SCAN_PORTABLE)
 #define HAVE_SWAR 1
 #else
 #define HAVE_SWAR 0
@@ -1235,5 +1237,11 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Compiled sc
 PyMODINIT_FUNC PyInit__scan(void) {
     crc_init();
     tables_init();
-    return PyModule_Create(&module);
+    PyObject *m = PyModule_Create(&module);
+    /* which line loop this build runs (the benchmark and the tests report and check it) */
+    if (m && PyModule_AddStringConstant(m, "LOOP", HAVE_SSE2 ? "sse2" : HAVE_SWAR ? "words" : "bytes") < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
