@@ -100,7 +100,8 @@ def run(args: argparse.Namespace) -> dict:
     path = Path(args.log)
     size = path.stat().st_size
     blocks = read_blocks(path, int(args.block_mb * 2**20))
-    res: dict = {"file": str(path), "bytes": size, "block_mb": args.block_mb, "implementation": scan.IMPLEMENTATION}
+    res: dict = {"file": str(path), "bytes": size, "block_mb": args.block_mb, "implementation": scan.IMPLEMENTATION,
+                 "loop": getattr(scan._compiled, "LOOP", None)}
     grep = [time_grep(path) for _ in range(args.repeat)]
     res["grep"] = {"mb_per_cpu_s": statistics.median(size / 1e6 / max(c, 1e-9) for c, _w, _n in grep),
                    "mb_per_s": statistics.median(size / 1e6 / w for _c, w, _n in grep), "count": grep[0][2]}
@@ -238,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    print(f"{res['file']}: {res['bytes'] / 1e6:,.0f} MB, blocks of {args.block_mb} MiB")
+    loop = f", compiled line loop: {res['loop']}" if res["loop"] else ""
+    print(f"{res['file']}: {res['bytes'] / 1e6:,.0f} MB, blocks of {args.block_mb} MiB{loop}")
     print(f"  grep -c LMCache      {res['grep']['mb_per_cpu_s']:8,.0f} MB/CPU-s  {res['grep']['mb_per_s']:8,.0f} MB/s")
     for name in ("c", "fallback", "reference"):
         if name in res:
