@@ -10,11 +10,17 @@ whose user+sys CPU comes from ``os.wait4``; its stdout goes to a pipe (GNU grep 
 stdout is /dev/null). ``--threads N`` also scans the blocks on N threads at once and reports wall-clock
 MB/s, which only scales if the compiled loop really releases the GIL. The file is read once first so
 every tool sees a warm page cache.
+
+``--against OTHER.so`` loads a second build of the extension (e.g. the previous commit's, copied aside) and
+scans the same blocks with both alternately, pass by pass, so that both see the same neighbours on a shared
+machine: the figure to compare two builds by CPU time (instruction counts: ``valgrind --tool=callgrind
+--toggle-collect=py_scan``, see docs/scanner.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import random
@@ -94,7 +100,8 @@ def run(args: argparse.Namespace) -> dict:
     path = Path(args.log)
     size = path.stat().st_size
     blocks = read_blocks(path, int(args.block_mb * 2**20))
-    res: dict = {"file": str(path), "bytes": size, "block_mb": args.block_mb, "implementation": scan.IMPLEMENTATION}
+    res: dict = {"file": str(path), "bytes": size, "block_mb": args.block_mb, "implementation": scan.IMPLEMENTATION,
+                 "loop": getattr(scan._compiled, "LOOP", None)}
     grep = [time_grep(path) for _ in range(args.repeat)]
     res["grep"] = {"mb_per_cpu_s": statistics.median(size / 1e6 / max(c, 1e-9) for c, _w, _n in grep),
                    "mb_per_s": statistics.median(size / 1e6 / w for _c, w, _n in grep), "count": grep[0][2]}
@@ -108,10 +115,42 @@ def run(args: argparse.Namespace) -> dict:
         res[name] = {"bytes": nbytes, "hot_lines": runs[0][2],
                      "mb_per_cpu_s": statistics.median(nbytes / 1e6 / c for c, _w, _h in runs),
                      "mb_per_s": statistics.median(nbytes / 1e6 / w for _c, w, _h in runs)}
+        if name == "c" and args.against:
+            res["ab"] = compare_builds(sub, args.against, max(args.repeat, 5))
         if name == "c" and args.threads > 1:
             wall = statistics.median(time_threads(fn, sub, args.threads) for _ in range(args.repeat))
             res[name][f"mb_per_s_{args.threads}_threads"] = nbytes / 1e6 / wall
     return res
+
+
+def load_build(path: str):
+    """Another build of ``specdiag.ingest._scan`` (a .so file), as its own module object."""
+    spec = importlib.util.spec_from_file_location("specdiag.ingest._scan", path)
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"bench_scan: cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def compare_builds(blocks: list[tuple[bytes, int]], other: str, passes: int) -> dict:
+    """The installed compiled scanner and ``other`` over the same blocks, alternating pass by pass; both
+    must return the same result on the first blocks. MB per CPU-second, median and best of ``passes``."""
+    mod = load_build(other)
+
+    def theirs(b: bytes, n: int) -> scan.ScanResult:
+        return scan.assemble(*mod.scan(b, n))
+
+    for b, n in blocks[:3]:
+        if theirs(b, n) != scan.scan_block_c(b, n):
+            raise SystemExit(f"bench_scan: {other} and the installed build disagree")
+    nbytes = sum(len(b) for b, _ in blocks)
+    cpu: dict[str, list[float]] = {"c": [], "against": []}
+    for _ in range(passes):
+        for name, fn in (("c", scan.scan_block_c), ("against", theirs)):
+            cpu[name].append(time_scan(fn, blocks)[0])
+    return {name: {"mb_per_cpu_s": nbytes / 1e6 / statistics.median(t), "best": nbytes / 1e6 / min(t)}
+            for name, t in cpu.items()} | {"against_path": other, "passes": passes}
 
 
 def _first_mb(blocks: list[tuple[bytes, int]], mb: float) -> list[tuple[bytes, int]]:
@@ -190,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python-mb", type=float, default=None, help="scan only the first N MB with the Python scanners")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--against", metavar="SO", help="also time this other build of _scan, alternating with this one")
     ap.add_argument("--write-lookup-heavy", type=float, metavar="MB",
                     help="first write a lookup-heavy TP=1-shaped log of about MB to LOG")
     args = ap.parse_args(argv)
@@ -199,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(res, indent=2))
         return 0
-    print(f"{res['file']}: {res['bytes'] / 1e6:,.0f} MB, blocks of {args.block_mb} MiB")
+    loop = f", compiled line loop: {res['loop']}" if res["loop"] else ""
+    print(f"{res['file']}: {res['bytes'] / 1e6:,.0f} MB, blocks of {args.block_mb} MiB{loop}")
     print(f"  grep -c LMCache      {res['grep']['mb_per_cpu_s']:8,.0f} MB/CPU-s  {res['grep']['mb_per_s']:8,.0f} MB/s")
     for name in ("c", "fallback", "reference"):
         if name in res:
@@ -207,6 +248,11 @@ def main(argv: list[str] | None = None) -> int:
             extra = "".join(f"  {v:,.0f} MB/s on {k.split('_')[3]} threads" for k, v in r.items() if "threads" in k)
             print(f"  scan_block ({name:9}) {r['mb_per_cpu_s']:8,.0f} MB/CPU-s  {r['mb_per_s']:8,.0f} MB/s"
                   f"  ({r['bytes'] / 1e6:,.0f} MB, {r['hot_lines']:,} hot lines){extra}")
+    if "ab" in res:
+        ab = res["ab"]
+        print(f"  alternating, {ab['passes']} passes each: this build {ab['c']['mb_per_cpu_s']:,.0f} MB/CPU-s "
+              f"(best {ab['c']['best']:,.0f}), {ab['against_path']} {ab['against']['mb_per_cpu_s']:,.0f} "
+              f"(best {ab['against']['best']:,.0f})")
     return 0
 
 

@@ -17,6 +17,32 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* SSE2 is part of every x86-64 (and x86 with -msse2): the line classifier and the colour-removing copy read
+   16 bytes per step with it. Elsewhere (aarch64, MSVC) the same functions run a byte loop over tables. */
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SPECDIAG_SCAN_PORTABLE)
+#include <emmintrin.h>
+#define HAVE_SSE2 1
+#else
+#define HAVE_SSE2 0
+#endif
+/* the word-at-a-time helpers read a byte's position from its bit: little-endian only (else byte loops).
+   -DSPECDIAG_SCAN_PORTABLE turns both off: how the tests check the byte loops on an x86-64 machine. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && \
+    !defined(SPECDIAG_SCAN_PORTABLE)
+#define HAVE_SWAR 1
+#else
+#define HAVE_SWAR 0
+#endif
+#if defined(__GNUC__) || defined(__clang__)
+#define LIKELY(x) __builtin_expect(!!(x), 1)
+#define UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define NOINLINE __attribute__((noinline))
+#else
+#define LIKELY(x) (x)
+#define UNLIKELY(x) (x)
+#define NOINLINE
+#endif
+
 #define MAX_HOT_LINE 16384
 #define MAX_PREFIX_DEPTH 4
 #define MAX_PREFIXES 256
@@ -26,6 +52,7 @@
 #define NA INT64_MIN
 #define HASH_SLOTS 1024 /* > 2 * MAX_PREFIXES: open addressing never fills */
 #define ENVELOPE_LEN 40
+#define MAX_EVENTS 32 /* ESC / CR positions kept per line (ColoredFormatter lines hold 4-8) */
 
 typedef unsigned char u8;
 
@@ -61,7 +88,9 @@ typedef struct {
     char decimal_point; /* the C library's, for strtod/snprintf under the current LC_NUMERIC */
     int64_t npos;       /* rates in the positions column so far */
     double pos_tmp[MAX_POSITIONS];
-    u8 scratch[MAX_HOT_LINE];
+    uint16_t ev[MAX_EVENTS]; /* the line's ESC / CR offsets (classify) */
+    int nev;
+    u8 scratch[MAX_HOT_LINE + 16]; /* + one 16-byte store past the end (clean_esc_wide) */
 } state;
 
 static uint32_t crc_table[256];
@@ -87,18 +116,22 @@ static uint64_t rid_hash(const u8 *s, size_t n) {
     return ((uint64_t)(c ^ 0xFFFFFFFFu) << 32) | ((uint64_t)b << 16) | a;
 }
 
-static int vec_put(state *st, vec *v, const void *x, size_t n) {
-    if (v->len + n > v->cap) {
-        size_t c = v->cap ? v->cap * 2 : 4096;
-        while (c < v->len + n) c *= 2;
-        char *q = realloc(v->p, c);
-        if (!q) {
-            st->oom = 1;
-            return -1;
-        }
-        v->p = q;
-        v->cap = c;
+/* room for need bytes (doubling): the rare branch of vec_put, kept out of line */
+static NOINLINE int vec_grow(state *st, vec *v, size_t need) {
+    size_t c = v->cap ? v->cap * 2 : 4096;
+    while (c < need) c *= 2;
+    char *q = realloc(v->p, c);
+    if (!q) {
+        st->oom = 1;
+        return -1;
     }
+    v->p = q;
+    v->cap = c;
+    return 0;
+}
+
+static inline int vec_put(state *st, vec *v, const void *x, size_t n) {
+    if (UNLIKELY(v->len + n > v->cap) && vec_grow(st, v, v->len + n) < 0) return -1;
     memcpy(v->p + v->len, x, n);
     v->len += n;
     return 0;
@@ -136,7 +169,107 @@ static double nan_value(void) {
 static inline int is_digit(u8 c) { return c >= '0' && c <= '9'; }
 static inline int is_alpha(u8 c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
 
-/* -------------------------------------------------------------------------------- step 2: cleaning */
+/* -------------------------------------------------------------------------------- steps 1-3: one pass */
+
+/* What a raw line holds besides printable ASCII, found in one pass (classify) so that steps 1-3 read each
+   byte once and most lines are parsed where they lie, without a copy. F_RARE: a byte that no cleaning
+   removes (< 0x20 or >= 0x80, other than ESC and CR), so the cleaned line is not printable, or a raw line
+   over MAX_HOT_LINE: the line is rare whatever else it holds. The positions of its ESC and CR bytes go to
+   st->ev (F_MANY: more than MAX_EVENTS, not all kept), so that the copy which removes colour jumps from
+   one to the next instead of searching the line again. */
+enum { F_ESC = 1, F_CR = 2, F_MANY = 4, F_RARE = 8 };
+
+enum { C_PLAIN, C_NL, C_ESC, C_CR, C_BAD }; /* byte classes of the portable classifier */
+static u8 byte_class[256];
+static u8 esc_body[256]; /* [0-9;?]: the bytes between "ESC [" and a colour sequence's final letter */
+/* LMCache's envelope as five 8-byte words: its literal bytes, which bytes are literal, which are digits */
+static uint64_t env_lit[5], env_litmask[5], env_digmask[5];
+
+static void tables_init(void) {
+    static const char pat[] = "[dddd-dd-dd dd:dd:dd,ddd] LMCache INFO: ";
+    for (int c = 0; c < 256; c++) {
+        byte_class[c] = (c < 0x20 || c >= 0x80) ? C_BAD : C_PLAIN;
+        esc_body[c] = is_digit((u8)c) || c == ';' || c == '?';
+    }
+    byte_class['\n'] = C_NL;
+    byte_class[0x1b] = C_ESC;
+    byte_class['\r'] = C_CR;
+    for (int w = 0; w < 5; w++) {
+        u8 lit[8], lm[8], dm[8];
+        for (int b = 0; b < 8; b++) {
+            char c = pat[8 * w + b];
+            lit[b] = c == 'd' ? 0 : (u8)c;
+            lm[b] = c == 'd' ? 0 : 0xff;
+            dm[b] = c == 'd' ? 0x80 : 0;
+        }
+        memcpy(&env_lit[w], lit, 8);
+        memcpy(&env_litmask[w], lm, 8);
+        memcpy(&env_digmask[w], dm, 8);
+    }
+}
+
+/* an ESC or CR at offset at of the line */
+static inline unsigned event(state *st, unsigned f, size_t at, int is_cr) {
+    if (LIKELY(st->nev < MAX_EVENTS)) st->ev[st->nev++] = (uint16_t)at;
+    else f |= F_MANY;
+    return f | (is_cr ? F_CR : F_ESC);
+}
+
+/* The raw line at p (the block ends at e): returns its end (its '\n', or e) and sets *flags. */
+static const u8 *classify(state *st, const u8 *p, const u8 *e, unsigned *flags) {
+    const int too_long = (size_t)(e - p) > MAX_HOT_LINE; /* unless a newline comes first */
+    const u8 *limit = too_long ? p + MAX_HOT_LINE + 1 : e, *q = p;
+    unsigned f = 0;
+    st->nev = 0;
+#if HAVE_SSE2
+    const __m128i ctl = _mm_set1_epi8(0x20), nl = _mm_set1_epi8('\n'), esc = _mm_set1_epi8(0x1b),
+                  cr = _mm_set1_epi8('\r');
+    while (q + 16 <= limit) {
+        __m128i x = _mm_loadu_si128((const __m128i *)q);
+        /* signed compare: the bytes below 0x20 and those from 0x80 (negative) */
+        unsigned sp = (unsigned)_mm_movemask_epi8(_mm_cmplt_epi8(x, ctl));
+        if (LIKELY(!sp)) {
+            q += 16;
+            continue;
+        }
+        unsigned end = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(x, nl));
+        unsigned below = end ? (1u << __builtin_ctz(end)) - 1 : 0xffffu; /* the bytes of this line */
+        unsigned ec = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, esc), _mm_cmpeq_epi8(x, cr)));
+        if ((sp & ~ec & below) & ~end) { /* a byte no cleaning removes */
+            q += __builtin_ctz(sp & ~ec & below & ~end);
+            goto rare;
+        }
+        for (ec &= below; ec; ec &= ec - 1) {
+            unsigned t = (unsigned)__builtin_ctz(ec);
+            f = event(st, f, (size_t)(q - p) + t, q[t] == '\r');
+        }
+        if (end) {
+            *flags = f;
+            return q + __builtin_ctz(end);
+        }
+        q += 16;
+    }
+#endif
+    for (; q < limit; q++) {
+        switch (byte_class[*q]) {
+        case C_NL: *flags = f; return q;
+        case C_ESC: f = event(st, f, (size_t)(q - p), 0); break;
+        case C_CR: f = event(st, f, (size_t)(q - p), 1); break;
+        case C_BAD: goto rare;
+        default: break;
+        }
+    }
+    if (!too_long) { /* the block's last line, without a newline */
+        *flags = f;
+        return e;
+    }
+rare:
+    *flags = f | F_RARE;
+    {
+        const u8 *nlp = q < e ? memchr(q, '\n', (size_t)(e - q)) : NULL;
+        return nlp ? nlp : e;
+    }
+}
 
 /* Length of an ESC-less colour residue "[N(;N)*m" (N: 1-3 digits) at s[j] == '[', else 0. */
 static size_t residue_len(const u8 *s, size_t j, size_t n) {
@@ -151,7 +284,18 @@ static size_t residue_len(const u8 *s, size_t j, size_t n) {
     }
 }
 
-/* Colour sequences (ESC lines) or their residue (lines without ESC), then CRs; returns the length. */
+/* a line without ESC that holds a residue is cleaned by a copy; one without is parsed in place */
+static int has_residue(const u8 *raw, size_t n) {
+    const u8 *p = raw, *e = raw + n;
+    while (p < e && (p = memchr(p, '[', (size_t)(e - p))) != NULL) {
+        if (residue_len(raw, (size_t)(p - raw), n)) return 1;
+        p++;
+    }
+    return 0;
+}
+
+/* Colour sequences (ESC lines) or their residue (lines without ESC), then CRs; returns the length.
+   The portable cleaner: every line that is not cleaned by clean_esc_wide. */
 static size_t clean(const u8 *raw, size_t n, u8 *out) {
     size_t o = 0, i = 0;
     if (memchr(raw, 0x1b, n)) {
@@ -164,7 +308,7 @@ static size_t clean(const u8 *raw, size_t n, u8 *out) {
             size_t k = j + 1;
             if (k < n && raw[k] == '[') {
                 k++;
-                while (k < n && (is_digit(raw[k]) || raw[k] == ';' || raw[k] == '?')) k++;
+                while (k < n && esc_body[raw[k]]) k++;
                 if (k < n && is_alpha(raw[k])) {
                     i = k + 1;
                     continue;
@@ -197,24 +341,122 @@ static size_t clean(const u8 *raw, size_t n, u8 *out) {
     return o;
 }
 
-/* Every byte in 0x20..0x7f (eight at a time: any byte >= 0x80, or any byte < 0x20). */
-static int printable(const u8 *s, size_t n) {
-    const uint64_t hi = 0x8080808080808080ULL, sp = 0x2020202020202020ULL;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t x;
-        memcpy(&x, s + i, 8);
-        if ((x & hi) || ((x - sp) & ~x & hi)) return 0;
+#if HAVE_SSE2
+/* raw[0..len) to out, 16 bytes a step: may read and write up to 15 bytes past len (the callers' slack) */
+static inline void copy_wide(u8 *out, const u8 *raw, size_t len) {
+    for (size_t c = 0; c < len; c += 16) _mm_storeu_si128((__m128i *)(out + c), _mm_loadu_si128((const __m128i *)(raw + c)));
+}
+
+/* clean() from the ESC and CR positions classify kept (all of them): the segments between are copied
+   whole. raw[n .. n + 16) must be readable and out must have 16 bytes of room past n. A sequence is matched
+   on the raw bytes, so a CR inside one breaks it as in the reference (which removes CRs afterwards). */
+static size_t clean_events(const state *st, const u8 *raw, size_t n, u8 *out) {
+    size_t i = 0, o = 0;
+    for (int e = 0; e < st->nev; e++) {
+        size_t j = st->ev[e];
+        if (j < i) continue; /* not reached: a sequence holds no ESC or CR */
+        copy_wide(out + o, raw + i, j - i);
+        o += j - i;
+        i = j + 1;
+        if (raw[j] == '\r') continue;
+        size_t k = j + 1;
+        if (k < n && raw[k] == '[') {
+            k++;
+            while (k < n && esc_body[raw[k]]) k++;
+            if (k < n && is_alpha(raw[k])) i = k + 1;
+        }
     }
-    for (; i < n; i++)
-        if (s[i] < 0x20 || s[i] >= 0x80) return 0;
-    return 1;
+    copy_wide(out + o, raw + i, n - i);
+    return o + (n - i);
+}
+
+/* clean() of a line holding ESC, 16 bytes a step: raw[n .. n + 16) must be readable (the caller checks that
+   the block goes on) and out must have 16 bytes of room past n. CRs are dropped on the way: the sequences
+   are still matched on the raw bytes, so a CR inside one breaks it as in the reference (which removes CRs
+   after the sequences). */
+static size_t clean_esc_wide(const u8 *raw, size_t n, u8 *out, int has_cr) {
+    const __m128i esc = _mm_set1_epi8(0x1b), cr = _mm_set1_epi8(has_cr ? '\r' : 0x1b);
+    size_t i = 0, o = 0;
+    for (;;) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(raw + i));
+        _mm_storeu_si128((__m128i *)(out + o), x);
+        unsigned m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, esc), _mm_cmpeq_epi8(x, cr)));
+        size_t t = m ? (size_t)__builtin_ctz(m) : 16;
+        if (i + t >= n) return o + (n - i);
+        i += t;
+        o += t;
+        if (!m) continue;
+        if (raw[i] == '\r') {
+            i++;
+            continue;
+        }
+        size_t k = i + 1;
+        if (k < n && raw[k] == '[') {
+            k++;
+            while (k < n && esc_body[raw[k]]) k++;
+            if (k < n && is_alpha(raw[k])) {
+                i = k + 1;
+                continue;
+            }
+        }
+        i++; /* a stray ESC is dropped */
+    }
+}
+#endif
+
+/* Steps 1-3: the cleaned line in *s (the raw bytes themselves when cleaning would change nothing) and its
+   length, or -1 when the line is rare. */
+static long cleaned(state *st, const u8 *raw, size_t len, unsigned flags, const u8 *block_end, const u8 **s) {
+    if (flags & F_RARE) return -1;
+    if (flags & F_ESC) {
+        *s = st->scratch;
+#if HAVE_SSE2
+        if (LIKELY((size_t)(block_end - raw) >= len + 16))
+            return (long)(flags & F_MANY ? clean_esc_wide(raw, len, st->scratch, flags & F_CR)
+                                         : clean_events(st, raw, len, st->scratch));
+#else
+        (void)block_end;
+#endif
+        return (long)clean(raw, len, st->scratch);
+    }
+    if ((flags & F_CR) || has_residue(raw, len)) {
+        *s = st->scratch;
+        return (long)clean(raw, len, st->scratch);
+    }
+    *s = raw;
+    return (long)len;
+}
+
+/* 0x80 in each byte of x that is an ASCII digit. x holds ASCII bytes only (< 0x80: a cleaned line), so no
+   byte borrows from or carries into its neighbour. */
+static inline uint64_t digit_bytes(uint64_t x) {
+    const uint64_t hi = 0x8080808080808080ULL;
+    return ((x | hi) - 0x3030303030303030ULL) & ~(x + 0x4646464646464646ULL) & hi;
 }
 
 /* -------------------------------------------------------------------------------- parsing helpers */
 
+/* s[0..n) == lit[0..n) for a literal of constant length (inlined: 8-byte words, the last one overlapping,
+   instead of a call to memcmp per literal) */
+static inline int same_bytes(const u8 *s, const char *lit, size_t n) {
+    uint64_t a, b;
+    if (n < 8) {
+        for (size_t i = 0; i < n; i++)
+            if (s[i] != (u8)lit[i]) return 0;
+        return 1;
+    }
+    for (size_t i = 0; i + 8 < n; i += 8) {
+        memcpy(&a, s + i, 8);
+        memcpy(&b, lit + i, 8);
+        if (a != b) return 0;
+    }
+    memcpy(&a, s + n - 8, 8);
+    memcpy(&b, lit + n - 8, 8);
+    return a == b;
+}
+
 static inline int starts(const u8 *s, size_t pos, size_t end, const char *lit, size_t len) {
-    return pos + len <= end && memcmp(s + pos, lit, len) == 0;
+    return pos + len <= end && same_bytes(s + pos, lit, len);
 }
 #define STARTS(s, pos, end, lit) starts((s), (pos), (end), (lit), sizeof(lit) - 1)
 
@@ -270,26 +512,47 @@ static long peel(const u8 *s, size_t n) {
     return (long)pos;
 }
 
+/* "[dddd-dd-dd dd:dd:dd,ddd] LMCache INFO: " at pos: five words, each its literal bytes and its digits */
 static int envelope(const u8 *s, size_t pos, size_t n) {
-    static const char pat[] = "[dddd-dd-dd dd:dd:dd,ddd] LMCache INFO: ";
-    if (pos + ENVELOPE_LEN > n) return 0;
-    for (size_t i = 0; i < ENVELOPE_LEN; i++) {
-        u8 c = s[pos + i];
-        if (pat[i] == 'd' ? !is_digit(c) : c != (u8)pat[i]) return 0;
+    if (pos + ENVELOPE_LEN > n || s[pos] != '[') return 0;
+    for (int w = 0; w < 5; w++) {
+        uint64_t x;
+        memcpy(&x, s + pos + 8 * (size_t)w, 8);
+        if (((x ^ env_lit[w]) & env_litmask[w]) | ((digit_bytes(x) & env_digmask[w]) ^ env_digmask[w])) return 0;
     }
     return 1;
+}
+
+/* the last " (" starting at or after msg (scan.suffix_start's rfind): where its space is, or -1 */
+static long last_open_paren(const u8 *s, size_t msg, size_t n) {
+    size_t k = n; /* s[k..n) is searched */
+#if HAVE_SWAR
+    const uint64_t low = 0x7f7f7f7f7f7f7f7fULL, paren = 0x2828282828282828ULL;
+    while (k >= msg + 8) {
+        uint64_t x;
+        memcpy(&x, s + k - 8, 8);
+        uint64_t y = x ^ paren;
+        uint64_t z = ~(((y & low) + low) | y | low); /* 0x80 in exactly the bytes that are '(' */
+        while (z) {
+            int bit = 63 - __builtin_clzll(z);
+            size_t at = k - 8 + (size_t)(bit >> 3);
+            if (at > msg && s[at - 1] == ' ') return (long)(at - 1);
+            z &= ~(1ULL << bit);
+        }
+        k -= 8;
+    }
+#endif
+    while (k > msg + 1) {
+        k--;
+        if (s[k] == '(' && s[k - 1] == ' ') return (long)(k - 1);
+    }
+    return -1;
 }
 
 /* scan.suffix_start: where " (file.py:N:logger)" starts at or after msg, or -1 */
 static long suffix_start(const u8 *s, size_t msg, size_t n) {
     if (n <= msg || s[n - 1] != ')') return -1;
-    long i = -1;
-    for (size_t k = n - 1; k > msg; k--) {
-        if (s[k] == '(' && s[k - 1] == ' ') {
-            i = (long)(k - 1);
-            break;
-        }
-    }
+    long i = last_open_paren(s, msg, n);
     if (i < 0) return -1;
     const u8 *ap = find_byte(s, (size_t)i, n, ':');
     if (!ap) return -1;
@@ -839,11 +1102,12 @@ static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_le
 }
 
 /* 1 = a hot line (recorded), 0 = rare */
-static int scan_line(state *st, const u8 *raw, size_t len, int64_t lineno, int64_t start, int64_t end) {
-    if (len > MAX_HOT_LINE) return 0;
-    u8 *s = st->scratch;
-    size_t n = clean(raw, len, s);
-    if (!printable(s, n)) return 0;
+static int scan_line(state *st, const u8 *raw, size_t len, unsigned flags, const u8 *block_end, int64_t lineno,
+                     int64_t start, int64_t end) {
+    const u8 *s;
+    long cl = cleaned(st, raw, len, flags, block_end, &s);
+    if (cl < 0) return 0;
+    size_t n = (size_t)cl;
     long pre = peel(s, n);
     if (pre < 0) return 0;
     if (envelope(s, (size_t)pre, n)) return scan_lmcache(st, s, n, (size_t)pre, lineno, start, end);
@@ -864,11 +1128,12 @@ static int scan_line(state *st, const u8 *raw, size_t len, int64_t lineno, int64
 static int64_t scan_all(state *st, const u8 *block, size_t n, int64_t base) {
     int64_t lineno = base;
     size_t pos = 0;
+    const u8 *block_end = block + n;
     while (pos < n && !st->oom) {
-        const u8 *nl = memchr(block + pos, '\n', n - pos);
-        size_t end = nl ? (size_t)(nl - block) : n;
+        unsigned flags;
+        size_t end = (size_t)(classify(st, block + pos, block_end, &flags) - block);
         lineno++;
-        if (!scan_line(st, block + pos, end - pos, lineno, (int64_t)pos, (int64_t)end)) {
+        if (!scan_line(st, block + pos, end - pos, flags, block_end, lineno, (int64_t)pos, (int64_t)end)) {
             put_where(st, X_LINE, lineno, (int64_t)pos, (int64_t)end);
         }
         pos = end + 1;
@@ -882,6 +1147,36 @@ static void state_free(state *st) {
     for (int i = 0; i < NCOLS; i++) free(st->col[i].p);
     free(st->arena.p);
     free(st);
+}
+
+/* One state is kept between calls (taken and given back with the GIL held), so a block's columns reuse the
+   capacity the previous block grew instead of growing from nothing by realloc again; a state whose buffers
+   grew past SPARE_MAX (one huge block) is freed instead of kept. Concurrent scans take fresh ones. */
+#define SPARE_MAX ((size_t)64 << 20)
+static state *spare;
+
+static state *state_take(void) {
+    state *st = spare;
+    if (!st) return calloc(1, sizeof(state));
+    spare = NULL;
+    for (int i = 0; i < NCOLS; i++) st->col[i].len = 0;
+    st->arena.len = 0;
+    memset(st->counts, 0, (size_t)st->npre * sizeof(st->counts[0]));
+    memset(st->slots, 0, sizeof(st->slots));
+    st->npre = 0;
+    st->npos = 0;
+    st->oom = 0;
+    return st;
+}
+
+static void state_give(state *st) {
+    size_t held = st->arena.cap;
+    for (int i = 0; i < NCOLS; i++) held += st->col[i].cap;
+    if (spare || st->oom || held > SPARE_MAX) {
+        state_free(st);
+        return;
+    }
+    spare = st;
 }
 
 static PyObject *build_result(state *st, int64_t lines) {
@@ -914,7 +1209,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     long long base;
     (void)self;
     if (!PyArg_ParseTuple(args, "y*L:scan", &view, &base)) return NULL;
-    state *st = calloc(1, sizeof(state));
+    state *st = state_take();
     if (!st) {
         PyBuffer_Release(&view);
         return PyErr_NoMemory();
@@ -927,7 +1222,7 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&view);
     PyObject *res = st->oom ? PyErr_NoMemory() : build_result(st, lines);
-    state_free(st);
+    state_give(st);
     return res;
 }
 
@@ -941,5 +1236,12 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", "Compiled sc
 
 PyMODINIT_FUNC PyInit__scan(void) {
     crc_init();
-    return PyModule_Create(&module);
+    tables_init();
+    PyObject *m = PyModule_Create(&module);
+    /* which line loop this build runs (the benchmark and the tests report and check it) */
+    if (m && PyModule_AddStringConstant(m, "LOOP", HAVE_SSE2 ? "sse2" : HAVE_SWAR ? "words" : "bytes") < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
 }
