@@ -142,3 +142,31 @@ def test_interval_series_is_the_same_from_rows_and_from_events(tmp_path: Path, m
     monkeypatch.setattr(engine, "iter_records", lambda src, hot=None, window=None, scan_threads=0: real(src, None, window))
     assert rows == series()
     assert len(rows) <= 8
+
+
+def _reference_merge(a, b) -> dict:
+    """What a merge of two intervals means, written plainly: max of the gauges, mean of the rates."""
+    def mx(x, y):
+        return y if x is None else x if y is None else max(x, y)
+
+    def mean(x, y):
+        return y if x is None else x if y is None else (x + y) / 2
+
+    return {"running": mx(a.running, b.running), "waiting": mx(a.waiting, b.waiting), "kv": mx(a.kv, b.kv),
+            "preempt": mx(a.preempt, b.preempt), "prefix": mean(a.prefix, b.prefix), "ext": mean(a.ext, b.ext),
+            "prompt_tps": mean(a.prompt_tps, b.prompt_tps), "gen_tps": mean(a.gen_tps, b.gen_tps), "n": a.n + b.n}
+
+
+@pytest.mark.parametrize("pair", [(None, 3), (3, None), (None, None), (2, 2.0), (2.0, 2), (1.5, float("nan")),
+                                  (float("nan"), 1.5), (0, -1), (7, 9)])
+def test_a_merge_keeps_max_and_mean_as_written(pair: tuple) -> None:
+    from specdiag.metrics.series import Interval, merge
+
+    a, b = Interval(1.0, "p", 1, None, "engine"), Interval(2.0, "p", 2, None, "engine")
+    for iv, v in zip((a, b), pair, strict=True):
+        iv.fill_stats((v, v, v, "GPU", v, v, v, v, v))
+    m = merge(a, b)
+    want = _reference_merge(a, b)
+    got = {k: getattr(m, k) for k in want}
+    assert repr(got) == repr(want)  # repr: NaN equals NaN, and int 2 differs from float 2.0
+    assert m.dr is None and m.pos is None and m.rec is None

@@ -307,6 +307,21 @@ class MetricRows:
             return tuple(map(self.spec(k).get, SPEC_ORDER))
         return self._view.values("spec")[self._rows[k]]
 
+    def values(self) -> list[tuple]:
+        """Every row's ``stats_values`` or ``spec_values`` (by its kind), for a whole batch at once."""
+        if self._view is None:
+            return [self.stats_values(0) if self.kinds[0] == "stats" else self.spec_values(0)]
+        stats, spec = self._view.values("stats"), self._view.values("spec")
+        return [stats[i] if kind == "stats" else spec[i] for kind, i in zip(self.kinds, self._rows, strict=True)]
+
+    def refs(self) -> list[RowRecord | Record]:
+        """Every row's ``record_ref``."""
+        if self._view is None:
+            return [self._events[0].rec]
+        path, year = self.path, self.year
+        return [RowRecord(path, line, origin, rest, year)
+                for line, origin, rest in zip(self.lines, self.origins, self._rests, strict=True)]
+
     def engine(self, k: int) -> tuple[int | None, int | None]:
         """A stats row's ``Engine N`` and ``N Engines Aggregated`` numbers (None where not printed)."""
         if self._view is None:

@@ -451,11 +451,13 @@ class _Reader:
         be the first row of a cut line: it goes through the per-line stages instead.
         """
         batch: MetricRows | None = None
-        prefixes, columns = view.res.prefixes, view.res.columns
+        prefixes, columns, block, off = view.res.prefixes, view.res.columns, view.block, view.off
         learned = len(self.widths) > len(TERMINAL_WIDTHS)
+        clean_line = scan.clean_line
         for n, table, i in todo:
-            raw = view.raw(table, i)
-            line = scan.clean_line(raw)
+            cols = columns[table]
+            raw = block[off + cols["start"][i] : off + cols["end"][i]]
+            line = clean_line(raw)
             if original is not None:  # scanned from the block's copy without kubectl timestamps: as read decides
                 as_read = original.line_at(n)
                 if len(self.clean(n, as_read) or b"") in self.widths:
@@ -472,7 +474,7 @@ class _Reader:
                 batch = self._flush(batch)
                 self.out.append(self.held)
                 self.held = None
-            proc = columns[table]["proc"][i]
+            proc = cols["proc"][i]
             rest = line[len(prefixes[proc]) :]
             month = int(rest[5:7])
             if self.year_hint and self.last_month == 12 and month == 1:

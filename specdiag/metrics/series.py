@@ -96,10 +96,6 @@ def _resolved(rec):
     return rec() if callable(rec) else rec
 
 
-def _max(x, y):
-    return y if x is None else x if y is None else max(x, y)
-
-
 def _mean(x, y):
     return y if x is None else x if y is None else (x + y) / 2
 
@@ -108,12 +104,25 @@ def merge(a: Interval, b: Interval) -> Interval:
     """A new interval covering a and b (a first); shared objects are never mutated."""
     m = Interval.__new__(Interval)  # every field is set below, once (compaction merges about once per line)
     m.t, m.path, m.line, m._rec, m.engine, m.n = a.t, a.path, a.line, a._rec, a.engine, a.n + b.n
-    mx, mean = _max, _mean
-    m.running, m.waiting, m.kv = mx(a.running, b.running), mx(a.waiting, b.waiting), mx(a.kv, b.kv)
+    # max (the first of equals, NaN as max() keeps it) and mean written out: a merge runs about once per
+    # stats line on a long log
+    x, y = a.running, b.running
+    m.running = y if x is None else x if y is None else y if y > x else x
+    x, y = a.waiting, b.waiting
+    m.waiting = y if x is None else x if y is None else y if y > x else x
+    x, y = a.kv, b.kv
+    m.kv = y if x is None else x if y is None else y if y > x else x
+    x, y = a.preempt, b.preempt
+    m.preempt = y if x is None else x if y is None else y if y > x else x
     m.kv_device = a.kv_device or b.kv_device
-    m.prefix, m.ext = mean(a.prefix, b.prefix), mean(a.ext, b.ext)
-    m.preempt = mx(a.preempt, b.preempt)
-    m.prompt_tps, m.gen_tps = mean(a.prompt_tps, b.prompt_tps), mean(a.gen_tps, b.gen_tps)
+    x, y = a.prefix, b.prefix
+    m.prefix = y if x is None else x if y is None else (x + y) / 2
+    x, y = a.ext, b.ext
+    m.ext = y if x is None else x if y is None else (x + y) / 2
+    x, y = a.prompt_tps, b.prompt_tps
+    m.prompt_tps = y if x is None else x if y is None else (x + y) / 2
+    x, y = a.gen_tps, b.gen_tps
+    m.gen_tps = y if x is None else x if y is None else (x + y) / 2
     if a.dr is None and b.dr is None:  # neither has a SpecDecoding line
         m.acc = m.dr = m.mal = m.rate = m.pos = m.ndrafts = m._spec_rec = None
         return m
@@ -125,7 +134,7 @@ def merge(a: Interval, b: Interval) -> Interval:
         m.mal = 1 + acc / nd if nd else (a.mal or b.mal)
     else:
         m.ndrafts = None
-        m.mal = mean(a.mal, b.mal)
+        m.mal = _mean(a.mal, b.mal)
     pa, pb = a.pos, b.pos
     if pa and pb and len(pa) == len(pb):
         wa, wb = a.ndrafts or a.dr or 1, b.ndrafts or b.dr or 1
@@ -204,27 +213,26 @@ class SeriesTracker:
     def observe_rows(self, rows) -> None:
         """A batch of stats / SpecDecoding rows (``ingest.hot.MetricRows``): what ``observe`` does per event,
         without an Event per line; each interval keeps a ``RowRecord`` and builds its Record only if shown."""
-        path, kinds, lines, origins, times = rows.path, rows.kinds, rows.lines, rows.origins, rows.times()
-        last, labels = self.last, _LABELS
-        for k in range(len(kinds)):
-            pkey = origins[k].key
-            if kinds[k] == "stats":
+        path, last, labels, append = rows.path, self.last, _LABELS, self._append
+        for k, (kind, t, line, origin, ref, values) in enumerate(
+                zip(rows.kinds, rows.times(), rows.lines, rows.origins, rows.refs(), rows.values(), strict=True)):
+            pkey = (path, origin.key)
+            if kind == "stats":
                 engine = rows.engine(k)
                 label = labels.get(engine) or labels.setdefault(engine, _label(*engine))
-                iv = Interval(times[k], path, lines[k], rows.record_ref(k), label)
-                iv.fill_stats(rows.stats_values(k))
-                last[(path, pkey)] = iv
-                self._append((path, pkey, label), iv)
+                iv = Interval(t, path, line, ref, label)
+                iv.fill_stats(values)
+                last[pkey] = iv
+                append((path, pkey[1], label), iv)
                 continue
-            prev = last.get((path, pkey))
-            ref = rows.record_ref(k)
-            if prev is not None and not prev.has_spec and prev._spec_rec is None:
-                prev.fill_spec(rows.spec_values(k), ref, times[k])
+            prev = last.get(pkey)
+            if prev is not None and prev.dr is None and prev._spec_rec is None:
+                prev.fill_spec(values, ref, t)
                 continue
-            iv = Interval(times[k], path, lines[k], ref, prev.engine if prev else "engine")
-            iv.fill_spec(rows.spec_values(k), ref, times[k])
-            self._append((path, pkey, iv.engine), iv)
-            last[(path, pkey)] = iv
+            iv = Interval(t, path, line, ref, prev.engine if prev else "engine")
+            iv.fill_spec(values, ref, t)
+            append((path, pkey[1], iv.engine), iv)
+            last[pkey] = iv
 
     def _append(self, key: tuple, iv: Interval) -> None:
         lst = self.engines.get(key)
