@@ -535,7 +535,18 @@ def _field_values(b: _Block, lines: list[bytes], infos: list[tuple], k: int, kin
 
 def _values_of(texts: list[bytes], kind: int, bad: set[int], rows) -> list:
     """``texts`` as values of converter ``kind``; ``rows[i]`` (the row of text ``i``) goes to ``bad`` when
-    the reader rejects the text."""
+    the reader rejects the text.
+
+    A decimal field is ``float(text)`` in one C-level map: on the texts a verified key lets through
+    (``nan`` or ``D[.D]``, as the locator matched) that is what ``scan._decimal`` returns, bit for bit
+    (its last line; ``float(b"nan")`` is the NaN it returns for ``nan``), and throughputs are nearly all
+    distinct, so a cache would miss. Anything ``float`` refuses takes the reader's path below.
+    """
+    if kind == _DECIMAL_F:
+        try:
+            return list(map(float, texts))
+        except ValueError:
+            pass
     values = list(map(_VALUES[kind].get, texts))
     if None in values:
         for i in compress(range(len(values)), map(is_, values, repeat(None))):
