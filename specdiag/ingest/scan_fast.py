@@ -24,6 +24,12 @@ Why one decision per key is exact (the argument behind every shortcut, ``docs/sc
 Fields are located once per key with the regex below (a strict subset of the grammar, whose groups are
 what the reference parses); a key the reference accepts but the regex does not, or whose fields straddle
 an emptied id, is "slow": its lines go through the reference's own per-line code, as today.
+
+vLLM's stats and SpecDecoding lines have a decision of their own (``metric_decision``): no request id, so
+the key fixes the raw offset of every field; per line the fields are sliced and converted through a
+bounded text → value cache filled by the reference's readers (decimals by ``float``, the same value), and
+a probe line with varied digits must give the reference's own row before a decision is trusted
+(``docs/scanner.md``, "The pure-Python fallback", step 4).
 ``tests/test_scan_differential.py`` and the fuzz target compare the result with the reference.
 """
 
