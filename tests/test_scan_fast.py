@@ -414,3 +414,11 @@ def test_float_reads_a_decimal_field_bit_for_bit_as_the_reference_reader() -> No
         texts.append(whole + (b"." + frac if frac else b""))
     for text in texts:
         assert struct.pack("d", float(text)) == struct.pack("d", scan._decimal(text, 0, len(text))[0]), text
+
+
+def test_a_metric_key_too_long_to_cache_is_read_per_line_not_decided_per_line() -> None:
+    many = SPEC.replace(b"0.750, 0.567, 0.395", b", ".join([b"0.5"] * 200))
+    assert len(line_keys(many + b"\n", 1)[0]) > scan_fast._CACHE_KEY_MAX and _decision(many) == scan_fast._SLOW_INFO
+    assert _decision(SPEC)[0] == scan.SPEC
+    res = _same(many, SPEC, _digits(many, 1))
+    assert list(res.columns["spec"]["pos_n"]) == [200, 3, 200]

@@ -206,13 +206,15 @@ def key_decision(key: bytes) -> tuple:
     """What the reference decides for every line of ``key`` (the key is a line of its own class).
 
     The reference runs first: most keys it sees are rare lines, which it rejects in a few steps, before
-    the field regex (slower on a line it does not match) is tried.
+    the field regex (slower on a line it does not match) is tried. A metric key too long to be cached
+    (a SpecDecoding line with 100+ rates) is slow: its decision would be made again for every line, and
+    it costs several times the reference's per-line read.
     """
     one = _One()
     if not _scan_hot(one, key, 1, 0, len(key)):  # type: ignore[arg-type]
         return _REJECT_INFO
     if one.tid in (STATS, SPEC):
-        return metric_decision(key, one.tid)
+        return metric_decision(key, one.tid) if len(key) <= _CACHE_KEY_MAX else _SLOW_INFO
     m = (_FAST_ESC if b"\x1b" in key else _FAST_PLAIN).fullmatch(key)
     if m is None:
         return _SLOW_INFO
