@@ -255,7 +255,7 @@ _STATS_KINDS = (_NUMBER_F, _NUMBER_F, _DECIMAL_F, _DECIMAL_F, _COUNT_F, _COUNT_F
 _SPEC_KINDS = (_DECIMAL_F, _COUNT_F, _COUNT_F, _PERCENT_F)
 #: an optional field the line does not print: its slice is empty, and the empty text is the column's "no value"
 _ABSENT = slice(0, 0)
-#: field text → value, per converter kind (bounded like ``_CACHE``; a field's distinct texts are few per line)
+#: field text → value, per converter kind (bounded like ``_CACHE``): a count or percent repeats across lines
 _VALUES: tuple[dict[bytes, float | int], ...] = ({}, {}, {}, {})
 _VALUES_MAX = 1 << 14
 #: digits for a probe line: any digits make a line of the same key; varied ones tell the fields apart
