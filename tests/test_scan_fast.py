@@ -9,7 +9,7 @@ Every block is scanned with a cold cache and again with the cache warmed by the 
 from __future__ import annotations
 
 import pytest
-from scan_cases import ENV, SUFFIX
+from scan_cases import ENV, SUFFIX, VLLM_HEAD
 
 from specdiag.ingest import scan, scan_fast
 from specdiag.ingest.scan import scan_block_py
@@ -31,6 +31,8 @@ def _same(*lines: bytes, base: int = 7) -> scan.ScanResult:
     block = b"\n".join(lines) + b"\n"
     ref = scan_block_py(block, base)
     scan_fast._CACHE.clear()
+    for values in scan_fast._VALUES:
+        values.clear()
     assert scan_block_fast(block, base) == ref
     assert scan_block_fast(block, base) == ref
     return ref
@@ -155,3 +157,268 @@ def test_seeded_mutations_of_hot_lines_find_no_difference_with_a_warm_cache() ->
     fuzz_scan = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(fuzz_scan)
     fuzz_scan.smoke(600, seed=11)
+
+
+
+# --- stats and SpecDecoding lines: one decision per key, the fields sliced per line ------------------------
+
+STATS = (b"\x1b[1;36m(APIServer pid=1)\x1b[0;0m " + VLLM_HEAD["stats"] + b"Engine 000: Avg prompt throughput: 2095.4 "
+         b"tokens/s, Avg generation throughput: 444.4 tokens/s, Running: 25 reqs, Waiting: 5 reqs, Preemptions: 2, "
+         b"GPU KV cache usage: 49.1%, Prefix cache hit rate: 12.2%, External prefix cache hit rate: 55.4%")
+SPEC = (b"\x1b[1;36m(APIServer pid=1)\x1b[0;0m " + VLLM_HEAD["spec"] + b"SpecDecoding metrics: Mean acceptance length: "
+        b"2.71, Accepted throughput: 105.30 tokens/s, Drafted throughput: 184.50 tokens/s, Accepted: 1053 tokens, "
+        b"Drafted: 1845 tokens, Per-position acceptance rate: 0.750, 0.567, 0.395, Avg Draft acceptance rate: 57.1%")
+SPEC_OLD = (VLLM_HEAD["spec"] + b"SpecDecoding metrics: Draft acceptance rate: 48.1%, Mean acceptance length: 2.41, "
+            b"Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455")
+
+
+def _decision(line: bytes) -> tuple:
+    return key_decision(line_keys(line + b"\n", 1)[0])
+
+
+def _digits(line: bytes, seed: int) -> bytes:
+    """The same line with other digit values (the same key): what the fields must be read from per line."""
+    import random
+
+    rng = random.Random(seed)
+    return bytes(rng.choice(b"0123456789") if 0x30 <= c <= 0x39 else c for c in line)
+
+
+def test_canonical_metric_lines_are_decided_by_their_key_and_read_per_line() -> None:
+    for line, tid in ((STATS, scan.STATS), (SPEC, scan.SPEC), (SPEC_OLD, scan.SPEC)):
+        assert _decision(line)[0] == tid
+    lines = [_digits(line, i) for i in range(30) for line in (STATS, SPEC, SPEC_OLD)]
+    res = _same(*lines)
+    tally = {t: sum(n for (_p, tt), n in res.counts.items() if tt == t) for t in ("V_STATS", "V_SPEC")}
+    assert tally == {"V_STATS": 30, "V_SPEC": 60} and not res.rare["line"] and len(res.prefixes) > 5  # pids vary
+    assert len(set(res.columns["stats"]["prompt_tps"])) > 20 and len(res.columns["positions"]["rate"]) == 150
+
+
+def test_engine_index_and_aggregated_engine_count_are_their_own_fields() -> None:
+    aggregated = STATS.replace(b"Engine 000", b"2 Engines Aggregated")
+    res = _same(STATS, aggregated, STATS.replace(b"Engine 000", b"Engine 007"), aggregated.replace(b"2 E", b"12 E"))
+    cols = res.columns["stats"]
+    assert list(cols["engine"]) == [0, scan.NA, 7, scan.NA] and list(cols["n_engines"]) == [scan.NA, 2, scan.NA, 12]
+
+
+def test_optional_stats_fields_missing_are_missing_values_line_by_line() -> None:
+    no_preempt = STATS.replace(b"Preemptions: 2, ", b"")
+    no_prefix = STATS.replace(b", Prefix cache hit rate: 12.2%", b"")
+    bare = no_preempt.replace(b", Prefix cache hit rate: 12.2%", b"").replace(b", External prefix cache hit rate: 55.4%", b"")
+    cpu = bare.replace(b"GPU KV", b"CPU KV")
+    res = _same(STATS, no_preempt, no_prefix, bare, cpu, STATS)
+    cols = res.columns["stats"]
+    assert list(cols["preempt"]) == [2, scan.NA, 2, scan.NA, scan.NA, 2] and list(cols["kv_dev"]) == [0, 0, 0, 0, 1, 0]
+    assert [v == v for v in cols["prefix"]] == [True, True, False, False, False, True]
+    assert [v == v for v in cols["ext"]] == [True, True, True, False, False, True]
+
+
+def test_nan_fields_are_nan_and_a_nan_spec_rate_is_derived_per_line_by_the_reference() -> None:
+    """``nan%`` as the SpecDecoding rate means accepted / drafted (when drafted > 0): the key cannot
+    know the counts, so its lines take the reference's per-line code, between fast rows."""
+    nan_stats = STATS.replace(b"2095.4", b"nan").replace(b"49.1%", b"nan%").replace(b"12.2%", b"nan%")
+    nan_rate = SPEC.replace(b"57.1%", b"nan%")
+    assert _decision(nan_stats)[0] == scan.STATS and _decision(nan_rate) == scan_fast._SLOW_INFO
+    res = _same(SPEC, nan_rate, nan_rate.replace(b"Drafted: 1845", b"Drafted: 0000"), SPEC.replace(b"2.71", b"nan"),
+                nan_stats, SPEC_OLD.replace(b"48.1%", b"nan%"), SPEC)
+    assert list(res.columns["spec"]["pos_off"]) == [0, 3, 6, 9, 12, 14]
+
+
+def test_spec_rows_of_both_paths_keep_their_rates_in_line_order() -> None:
+    """A row read by the reference per line (here: a colour code inside a rate) between fast rows: the
+    flat rates table must stay in row order, each row's ``pos_off`` pointing at its own rates."""
+    odd = SPEC.replace(b"0.567", b"0.5\x1b[0m67")
+    assert _decision(odd) == scan_fast._SLOW_INFO
+    five = SPEC.replace(b"0.750, 0.567, 0.395", b"0.1, 0.2, 0.3, 0.4, 0.5")
+    res = _same(SPEC, odd, five, odd.replace(b"0.750", b"0.999"), SPEC_OLD)
+    assert list(res.columns["spec"]["pos_n"]) == [3, 3, 5, 3, 2]
+    assert list(res.columns["positions"]["rate"])[3:6] == [0.75, 0.567, 0.395]
+
+
+def test_lines_of_one_key_always_have_the_same_rate_count() -> None:
+    """Why a decision may carry ``pos_n``: a rate count is the number of ``, `` separators, which digits do
+    not change; lines with another count (or ``nan`` for a number) have another key."""
+    import random
+
+    rng = random.Random(5)
+    lines = []
+    for _ in range(300):
+        k = rng.randint(1, 6)
+        rates = b", ".join(rng.choice([b"0.%d" % rng.randrange(1000), b"1.0", b"nan"]) for _ in range(k))
+        lines.append(SPEC.replace(b"0.750, 0.567, 0.395", rates))
+    res = _same(*lines)
+    keys = line_keys(b"\n".join(lines) + b"\n", len(lines))
+    count_of: dict[bytes, set[int]] = {}
+    for key, n in zip(keys, res.columns["spec"]["pos_n"], strict=True):
+        count_of.setdefault(key, set()).add(n)
+    assert len(count_of) > 6 and all(len(n) == 1 for n in count_of.values())
+
+
+def test_a_text_the_reader_rejects_on_one_line_only_sends_that_line_to_the_reference(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shortcut must not guess: if a field reader refused a text (it cannot for a verified key), that
+    row leaves the fast table for the per-line code, and the other rows of the key stay fast."""
+    number, decimal, count, percent = scan_fast._CONVERTERS
+    refused = {b"26", b"0.568", b"1054"}
+
+    def picky(fn):
+        def read(s: bytes, pos: int, end: int):
+            if s in refused:
+                raise scan._Reject
+            return fn(s, pos, end)
+        return read
+
+    class PickyFloat(float):
+        def __new__(cls, text: bytes) -> float:
+            if text in refused:
+                raise ValueError(text)
+            return float(text)
+
+    monkeypatch.setattr(scan_fast, "_CONVERTERS", (number, (picky(decimal[0]), decimal[1]), (picky(count[0]), count[1]),
+                                                   percent))
+    monkeypatch.setattr(scan_fast, "float", PickyFloat, raising=False)
+    lines = [STATS, STATS.replace(b"Running: 25", b"Running: 26"), SPEC, SPEC.replace(b"0.567", b"0.568"),
+             SPEC.replace(b"Accepted: 1053", b"Accepted: 1054"), STATS, SPEC]
+    res = _same(*lines)
+    assert list(res.columns["stats"]["running"]) == [25, 26, 25]
+    assert list(res.columns["spec"]["accepted"]) == [1053, 1053, 1054, 1053]
+    assert list(res.columns["positions"]["rate"])[3:6] == [0.75, 0.568, 0.395]
+
+
+def test_a_locator_that_misplaces_a_field_is_caught_by_the_probe(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The decision is checked on a line of the key with varied digits against the reference's own row:
+    a locator that took the prompt throughput for the generation throughput must not be trusted."""
+    import re
+
+    swapped = scan_fast._STATS_MSG.pattern.replace(rb"Avg prompt throughput: (", rb"Avg prompt throughput: (?P<a>")
+    swapped = re.compile(swapped.replace(rb"Avg generation throughput: (", rb"Avg generation throughput: (?P<b>"))
+    assert _decision(STATS)[0] == scan.STATS
+    groups = swapped.groupindex
+    monkeypatch.setattr(scan_fast, "_STATS_MSG", _Swap(swapped, groups["a"], groups["b"]))
+    assert _decision(STATS) == scan_fast._SLOW_INFO
+    _same(STATS, _digits(STATS, 1))
+
+
+class _Swap:
+    """A regex whose match reports two groups' spans the wrong way round."""
+
+    def __init__(self, pattern, a: int, b: int) -> None:
+        self.pattern, self.a, self.b = pattern, a, b
+
+    def fullmatch(self, s: bytes, pos: int):
+        m = self.pattern.fullmatch(s, pos)
+        return None if m is None else _SwappedMatch(m, self.a, self.b)
+
+
+class _SwappedMatch:
+    def __init__(self, m, a: int, b: int) -> None:
+        self.m, self.swap = m, {a: b, b: a}
+
+    def span(self, g: int):
+        return self.m.span(self.swap.get(g, g))
+
+    def group(self, g: int):
+        return self.m.group(self.swap.get(g, g))
+
+
+def _spec_of_width(width: int) -> bytes:
+    """A hot-shaped 0.8.5 SpecDecoding line exactly ``width`` bytes long (rates and digits padded)."""
+    for rates in range(1, 40):
+        for digits in range(1, 12):
+            line = SPEC_OLD.replace(b"0.702, 0.455", b", ".join([b"0.7"] * rates)).replace(b"2.41", b"2." + b"4" * digits)
+            if len(line) == width:
+                return line
+    raise AssertionError(width)
+
+
+@pytest.mark.parametrize("width", [w for w in sorted(scan.TERMINAL_WIDTHS) if w >= 200])  # metric lines are longer
+def test_a_metric_line_at_a_terminal_width_raw_or_cleaned_is_rare(width: int) -> None:
+    """Raw and cleaned widths are both properties of the key: a line that is a terminal's width raw, or
+    once its colour is gone, is rare; one byte longer it is hot."""
+    plain, shorter, longer = (_spec_of_width(w) for w in (width, width - 4, width + 1))
+    res = _same(plain, b"\x1b[1m" + plain, b"\x1b[1m" + shorter, longer, b"\x1b[1m" + longer, _digits(plain, 1))
+    assert list(res.rare["line"]) == [8, 9, 10, 13] and list(res.columns["spec"]["line"]) == [11, 12]
+
+
+def test_an_emptied_id_in_a_metric_line_keeps_its_length_check_and_its_per_line_read() -> None:
+    """A metric line holds no request id, but a prefix's ``ip=`` may hold a tag, which the key empties:
+    lines of that key differ in length (so no slice holds), and a long one is over MAX_HOT_LINE."""
+    tagged = STATS.replace(b"(APIServer pid=1)", b"(APIServer pid=1, ip=[req_id=abc])")
+    long_tag = tagged.replace(b"abc", b"a" * (scan.MAX_HOT_LINE + 10))
+    assert _decision(tagged) == scan_fast._SLOW_INFO and len(line_keys(long_tag + b"\n", 1)[0]) < 400
+    res = _same(STATS, tagged, long_tag, tagged.replace(b"abc", b"abcdef"))
+    assert list(res.rare["line"]) == [10] and len(res.prefixes) == 3
+
+
+def test_cr_and_colour_inside_or_beside_the_fields_are_cleaned_per_line() -> None:
+    cr_end, cr_mid = STATS + b"\r", STATS.replace(b"Running:", b"Run\rning:")
+    cr_in_number = STATS.replace(b"2095.4", b"20\r95.4")
+    residue = STATS.replace(b"\x1b[1;36m", b"[1;36m").replace(b"\x1b[0;0m", b"[0;0m")
+    residue_in_text = residue.replace(b"Running:", b"Run[1mning:")
+    residue_beside_esc = STATS.replace(b"Running:", b"Run[1mning:")  # an ESC line keeps the residue: not hot
+    assert _decision(cr_end)[0] == _decision(cr_mid)[0] == _decision(residue_in_text)[0] == scan.STATS
+    assert _decision(cr_in_number) == scan_fast._SLOW_INFO and _decision(residue_beside_esc) == scan_fast._REJECT_INFO
+    res = _same(STATS, cr_end, cr_mid, cr_in_number, residue, residue_in_text, residue_beside_esc,
+                *(_digits(x, 3) for x in (cr_end, cr_mid, cr_in_number, residue_in_text)))
+    assert list(res.rare["line"]) == [14] and len(res.columns["stats"]["line"]) == 10
+
+
+def test_a_prefix_that_cleans_otherwise_on_its_own_is_read_per_line() -> None:
+    """The prefix is cleaned apart from its line (cached per raw prefix): ``[1m`` inside an ``ip=`` is
+    residue on its own but kept in a line with ESC elsewhere."""
+    head = VLLM_HEAD["stats"].replace(b"[loggers.py:335]", b"\x1b[2m[loggers.py:335]\x1b[0m")  # ColoredFormatter
+    line = b"(APIServer pid=1, ip=[1m) " + head + STATS.split(b"] ")[1]
+    assert _decision(line) == scan_fast._SLOW_INFO
+    res = _same(line, _digits(line, 2))
+    assert res.prefixes[0] == b"(APIServer pid=1, ip=[1m) " and len(res.columns["stats"]["line"]) == 2
+
+
+@pytest.mark.parametrize("digits", [b"9" * 18, b"1" + b"0" * 17, b"9" * 19, b"0" * 19, b"7" * 5000])
+def test_long_numbers_in_metric_fields_are_read_or_rejected_like_the_reference(digits: bytes) -> None:
+    """18 digits are hot (a count of 10^18 after the float is NA); 19 make the line rare."""
+    res = _same(STATS, STATS.replace(b"Waiting: 5", b"Waiting: " + digits), STATS.replace(b"444.4", digits + b"." + digits),
+                SPEC.replace(b"Drafted: 1845", b"Drafted: " + digits), STATS.replace(b"Engine 000", b"Engine " + digits),
+                SPEC.replace(b"0.395", digits))
+    assert len(res.rare["line"]) == (5 if len(digits) > 18 else 0)
+
+
+def test_metric_keys_carry_over_from_block_to_block() -> None:
+    """A key decided in one block reads the next block's lines at their own offsets and line numbers;
+    a block's rates table starts at 0; a last line without a newline is read too."""
+    first = b"\n".join((STATS, SPEC, ACCESS)) + b"\n"
+    second = b"\n".join((SPEC.replace(b"0.750", b"0.111"), _digits(STATS, 4), _digits(SPEC, 5)))
+    scan_fast._CACHE.clear()
+    for block, base in ((first, 0), (second, 3), (second + b"\n", 3), (first + second, 0)):
+        ref = scan_block_py(block, base)
+        assert scan_block_fast(block, base) == ref
+    assert list(scan_block_fast(second, 3).columns["spec"]["pos_off"]) == [0, 3]
+
+
+def test_the_value_caches_stay_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan_fast, "_VALUES_MAX", 3)
+    _same(*(_digits(line, i) for i in range(20) for line in (STATS, SPEC)))
+    assert all(len(values) <= 3 for values in scan_fast._VALUES)
+
+
+def test_float_reads_a_decimal_field_bit_for_bit_as_the_reference_reader() -> None:
+    """The decimal columns use ``float(text)`` on the texts a verified key lets through: ``nan`` and
+    ``D[.D]`` with 1-18 digits each side (long runs, exact binary ties, leading zeros)."""
+    import random
+    import struct
+
+    rng = random.Random(9)
+    texts = [b"nan", b"0", b"0.0", b"007.50", b"9" * 18 + b"." + b"9" * 18, b"0.5", b"2.675", b"1" * 17 + b".5"]
+    for _ in range(3000):
+        whole = bytes(rng.choice(b"0123456789") for _ in range(rng.randint(1, 18)))
+        frac = bytes(rng.choice(b"0123456789") for _ in range(rng.randint(0, 18)))
+        texts.append(whole + (b"." + frac if frac else b""))
+    for text in texts:
+        assert struct.pack("d", float(text)) == struct.pack("d", scan._decimal(text, 0, len(text))[0]), text
+
+
+def test_a_metric_key_too_long_to_cache_is_read_per_line_not_decided_per_line() -> None:
+    many = SPEC.replace(b"0.750, 0.567, 0.395", b", ".join([b"0.5"] * 200))
+    assert len(line_keys(many + b"\n", 1)[0]) > scan_fast._CACHE_KEY_MAX and _decision(many) == scan_fast._SLOW_INFO
+    assert _decision(SPEC)[0] == scan.SPEC
+    res = _same(many, SPEC, _digits(many, 1))
+    assert list(res.columns["spec"]["pos_n"]) == [200, 3, 200]

@@ -24,6 +24,12 @@ Why one decision per key is exact (the argument behind every shortcut, ``docs/sc
 Fields are located once per key with the regex below (a strict subset of the grammar, whose groups are
 what the reference parses); a key the reference accepts but the regex does not, or whose fields straddle
 an emptied id, is "slow": its lines go through the reference's own per-line code, as today.
+
+vLLM's stats and SpecDecoding lines have a decision of their own (``metric_decision``): no request id, so
+the key fixes the raw offset of every field; per line the fields are sliced and converted through a
+bounded text → value cache filled by the reference's readers (decimals by ``float``, the same value), and
+a probe line with varied digits must give the reference's own row before a decision is trusted
+(``docs/scanner.md``, "The pure-Python fallback", step 4).
 ``tests/test_scan_differential.py`` and the fuzz target compare the result with the reference.
 """
 
@@ -32,24 +38,38 @@ from __future__ import annotations
 import re
 import zlib
 from array import array
+from bisect import bisect_right
 from collections import Counter
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, cycle, repeat
 from operator import add, eq, getitem, is_, itemgetter, lshift, lt, or_
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import (
+    _ESC_SEQ,
+    _KV_DEV,
+    _RESIDUE,
     ACCESS,
     ACCESS_5XX,
     LOOKUP,
     MAX_HOT_LINE,
     MAX_PREFIXES,
     NA,
+    NAN,
     RETRIEVE,
     SCHEMA,
+    SPEC,
+    STATS,
     STORE,
     TEMPLATES,
+    _count,
+    _decimal,
+    _number,
+    _percent,
+    _Reject,
     _scan_hot,
     clean_line,
+    peel_prefixes,
+    vllm_head,
 )
 
 _NUM = rb"(\d{1,18})(?![0-9])"
@@ -186,10 +206,15 @@ def key_decision(key: bytes) -> tuple:
     """What the reference decides for every line of ``key`` (the key is a line of its own class).
 
     The reference runs first: most keys it sees are rare lines, which it rejects in a few steps, before
-    the field regex (slower on a line it does not match) is tried.
+    the field regex (slower on a line it does not match) is tried. A metric key too long to be cached
+    (a SpecDecoding line with 100+ rates) is slow: its decision would be made again for every line, and
+    it costs several times the reference's per-line read.
     """
-    if not _scan_hot(_One(), key, 1, 0, len(key)):  # type: ignore[arg-type]
+    one = _One()
+    if not _scan_hot(one, key, 1, 0, len(key)):  # type: ignore[arg-type]
         return _REJECT_INFO
+    if one.tid in (STATS, SPEC):
+        return metric_decision(key, one.tid) if len(key) <= _CACHE_KEY_MAX else _SLOW_INFO
     m = (_FAST_ESC if b"\x1b" in key else _FAST_PLAIN).fullmatch(key)
     if m is None:
         return _SLOW_INFO
@@ -197,6 +222,156 @@ def key_decision(key: bytes) -> tuple:
         return _fields(m, key)
     except ValueError:  # a field between two emptied ids: no offset holds for every line of the key
         return _SLOW_INFO
+
+
+# --- vLLM stats / SpecDecoding lines: one decision per key, the fields sliced per line ---------------------
+#
+# A metric line holds no request id, so all lines of its key are byte for byte the key except for digit
+# *values*: the reference cleans, peels, heads and parses them at the same offsets. The regexes below only
+# *locate* the fields the reference reads (group = field text); the reference has accepted the key first,
+# and a probe line checks the located slices against the reference's own row (``_probe_agrees``).
+_DEC = rb"(?:nan|\d+(?:\.\d+)?)"
+_D = rb"(" + _DEC + rb")"
+_P = rb"(nan%|\d+(?:\.\d+)?%)"  # a percent field's text keeps its '%': ``scan._percent`` reads it whole
+_RATES = rb"(" + _DEC + rb"(?:, " + _DEC + rb")*)"
+_STATS_MSG = re.compile(
+    rb"(?:Engine (\d+)|(\d+) Engines Aggregated): Avg prompt throughput: " + _D + rb" tokens/s, Avg generation "
+    rb"throughput: " + _D + rb" tokens/s, Running: (\d+) reqs, Waiting: (\d+) reqs, (?:Preemptions: (\d+), )?"
+    rb"(GPU|CPU) KV cache usage: " + _P + rb"(?:, Prefix cache hit rate: " + _P + rb")?"
+    rb"(?:, External prefix cache hit rate: " + _P + rb")?")
+_SPEC_MSG = re.compile(
+    rb"SpecDecoding metrics: Mean acceptance length: " + _D + rb", Accepted throughput: " + _DEC
+    + rb" tokens/s, Drafted throughput: " + _DEC + rb" tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) "
+    rb"tokens, Per-position acceptance rate: " + _RATES + rb", Avg Draft acceptance rate: " + _P)
+_SPEC_OLD_MSG = re.compile(
+    rb"SpecDecoding metrics: Draft acceptance rate: " + _P + rb", Mean acceptance length: " + _D
+    + rb", Accepted: (\d+) tokens, Drafted: (\d+) tokens, Per-position acceptance rate: " + _RATES)
+#: the converter kinds of the metric fields: the reference's own readers, and the value of an absent field
+_NUMBER_F, _DECIMAL_F, _COUNT_F, _PERCENT_F = range(4)
+_CONVERTERS = ((_number, NA), (_decimal, NAN), (_count, NA), (_percent, NAN))
+#: which converter reads which field of a stats / SpecDecoding decision (info[2:], positions aside)
+_STATS_KINDS = (_NUMBER_F, _NUMBER_F, _DECIMAL_F, _DECIMAL_F, _COUNT_F, _COUNT_F, _COUNT_F, _PERCENT_F, _PERCENT_F,
+                _PERCENT_F)
+_SPEC_KINDS = (_DECIMAL_F, _COUNT_F, _COUNT_F, _PERCENT_F)
+#: an optional field the line does not print: its slice is empty, and the empty text is the column's "no value"
+_ABSENT = slice(0, 0)
+#: field text → value, per converter kind (bounded like ``_CACHE``): a count or percent repeats across lines
+_VALUES: tuple[dict[bytes, float | int], ...] = ({}, {}, {}, {})
+_VALUES_MAX = 1 << 14
+#: digits for a probe line: any digits make a line of the same key; varied ones tell the fields apart
+_PROBE_DIGITS = str(7**600).encode()
+
+
+def _kept(raw: bytes) -> list[int] | None:
+    """The index in ``raw`` of every byte ``clean_line`` keeps, in order (None if that is not its result).
+
+    The same matches of the same patterns, as positions: which bytes go depends on where digits are, never
+    on their values, so the map of a key holds for every line of the key."""
+    drop = bytearray(len(raw))
+    if b"\x1b" in raw:
+        spans = [m.span() for m in _ESC_SEQ.finditer(raw)]
+        for a, b in spans:
+            drop[a:b] = b"\x01" * (b - a)
+        for i in (i for i, c in enumerate(raw) if c == 0x1B):
+            drop[i] = 1
+    elif b"[" in raw:
+        for m in _RESIDUE.finditer(raw):
+            drop[m.start():m.end()] = b"\x01" * (m.end() - m.start())
+    for i in (i for i, c in enumerate(raw) if c == 0x0D):
+        drop[i] = 1
+    kept = [i for i, d in enumerate(drop) if not d]
+    return kept if bytes(map(raw.__getitem__, kept)) == clean_line(raw) else None
+
+
+def _raw_field(m: re.Match, group: int, kept: list[int]) -> slice | None:
+    """The slice of the raw line holding field ``group`` of a match on the cleaned line (``_ABSENT`` when the
+    line does not print it); None when cleaning removed something inside it (a colour code in a number)."""
+    a, b = m.span(group)
+    if a < 0:
+        return _ABSENT
+    ra, rb_ = kept[a], kept[b - 1] + 1
+    return slice(ra, rb_) if rb_ - ra == b - a else None
+
+
+def metric_decision(key: bytes, tid: int) -> tuple:
+    """The decision of a key the reference reads as a stats (``tid == STATS``) or SpecDecoding line:
+    ``(tid, prefix slice, kv_dev, 10 field slices)`` or ``(tid, prefix slice, 4 field slices, rates slice,
+    rate count)``, every slice from the line's start; ``_SLOW_INFO`` where no such decision is exact: an
+    emptied id (lines of the key differ in length), a field cut by a colour code, a prefix that cleans
+    differently on its own, a SpecDecoding rate of ``nan%`` (the rate is then derived per line from the
+    counts), or a probe line on which the slices disagree with the reference.
+    """
+    if _holes(key)[1] or (kept := _kept(key)) is None:
+        return _SLOW_INFO
+    s = clean_line(key)
+    try:
+        pos = peel_prefixes(s)
+        msg = vllm_head(s, pos)
+    except _Reject:  # pragma: no cover - the reference accepted this key through the same calls
+        return _SLOW_INFO
+    prefix = slice(0, kept[pos])
+    if _kept(key[prefix]) != kept[:pos]:  # the prefix alone must clean as it does inside the line
+        return _SLOW_INFO
+    if tid == STATS:
+        m, groups = _STATS_MSG.fullmatch(s, msg), (1, 2, 3, 4, 5, 6, 7, 9, 10, 11)
+    elif (m := _SPEC_MSG.fullmatch(s, msg)) is not None:
+        groups = (1, 2, 3, 5, 4)  # mal, accepted, drafted, rate, the rates
+    else:
+        m, groups = _SPEC_OLD_MSG.fullmatch(s, msg), (2, 3, 4, 1, 5)
+    if m is None:
+        return _SLOW_INFO
+    fields = tuple(_raw_field(m, g, kept) for g in groups)
+    if None in fields or (tid == SPEC and m.group(groups[3]) == b"nan%"):
+        return _SLOW_INFO
+    if tid == STATS:
+        info = (tid, prefix, _KV_DEV[m.group(8)], *fields)
+    else:
+        info = (tid, prefix, *fields, m.group(groups[4]).count(b", ") + 1)
+    return info if _probe_agrees(key, info) else _SLOW_INFO
+
+
+def _convert(kind: int, text: bytes) -> float | int | None:
+    """The value of one field text by the reference's own reader (None: it rejects the text), cached."""
+    cache = _VALUES[kind]
+    fn, absent = _CONVERTERS[kind]
+    if not text:
+        value = absent
+    else:
+        try:
+            value, stop = fn(text, 0, len(text))
+        except _Reject:
+            return None
+        if stop != len(text):
+            return None
+    if len(cache) >= _VALUES_MAX:
+        cache.clear()
+    cache[text] = value
+    return value
+
+
+def _metric_row(info: tuple, line: bytes) -> tuple:
+    """One line's values under a metric decision, one field at a time (the probe's check)."""
+    if info[0] == STATS:
+        values = [_convert(k, line[f]) for k, f in zip(_STATS_KINDS, info[3:], strict=True)]
+        return (*values[:7], values[7], info[2], *values[8:])
+    values = [_convert(k, line[f]) for k, f in zip(_SPEC_KINDS, info[2:6], strict=True)]
+    rates = [_convert(_DECIMAL_F, t) for t in line[info[6]].split(b", ")]
+    return (*values, len(rates), rates)
+
+
+def _probe_agrees(key: bytes, info: tuple) -> bool:
+    """Does the decision read a line of ``key`` with varied digits exactly as the reference does?"""
+    digits = cycle(_PROBE_DIGITS)
+    probe = bytes(next(digits) if c == 0x31 else c for c in key)
+    one = _One()
+    if not _scan_hot(one, probe, 1, 0, len(probe)) or one.tid != info[0] or len(one.rows) != 1:  # type: ignore[arg-type]
+        return False
+    if one.prefix != clean_line(probe[info[1]]):
+        return False
+    ref = one.rows[0][1][4:]
+    if info[0] == SPEC:  # (mal, accepted, drafted, rate, pos_off, pos_n) and the line's own rates
+        ref = (*ref[:4], ref[5], list(one.cols["positions"][0]))
+    return repr(ref) == repr(_metric_row(info, probe)) and (info[0] == STATS or ref[4] == info[7])
 
 
 def _decide(keys: list[bytes]) -> list[tuple]:
@@ -359,10 +534,102 @@ def _access(b: _Block) -> None:
     b.flagged.extend((i, ACCESS_5XX) for i, t in zip(sel, tids, strict=True) if t == ACCESS_5XX)
 
 
-def _slow(b: _Block, tables: dict[str, list], positions: array) -> None:
-    """Lines whose key the fast decision cannot place (the metric lines among them): the reference's
-    per-line code, merged in line order; a SpecDecoding row's per-position rates go to ``positions``."""
+def _field_values(b: _Block, lines: list[bytes], infos: list[tuple], k: int, kind: int, bad: set[int]) -> list:
+    """Field ``k`` of every selected metric line as its value, through the text → value cache; a row whose
+    text the reader rejects is added to ``bad`` (it cannot happen for a verified key; never guess)."""
+    texts = list(b.field(lines, infos, k))
+    return _values_of(texts, kind, bad, range(len(texts)))
+
+
+def _values_of(texts: list[bytes], kind: int, bad: set[int], rows) -> list:
+    """``texts`` as values of converter ``kind``; ``rows[i]`` (the row of text ``i``) goes to ``bad`` when
+    the reader rejects the text.
+
+    A decimal field is ``float(text)`` in one C-level map: on the texts a verified key lets through
+    (``nan`` or ``D[.D]``, as the locator matched) that is what ``scan._decimal`` returns, bit for bit
+    (its last line; ``float(b"nan")`` is the NaN it returns for ``nan``), and throughputs are nearly all
+    distinct, so a cache would miss. Anything ``float`` refuses takes the reader's path below.
+    """
+    if kind == _DECIMAL_F:
+        try:
+            return list(map(float, texts))
+        except ValueError:
+            pass
+    values = list(map(_VALUES[kind].get, texts))
+    if None in values:
+        for i in compress(range(len(values)), map(is_, values, repeat(None))):
+            values[i] = _convert(kind, texts[i])
+            if values[i] is None:
+                bad.add(rows[i])
+    return values
+
+
+def _drop(b: _Block, bad: set[int], sel: list[int], *columns: list) -> list[list]:
+    """Leave the rows in ``bad`` to the reference's per-line code (``_slow``); the other rows of every column."""
+    b.groups[_SLOW] = sorted([*b.select(_SLOW), *(sel[i] for i in bad)])
+    keep = [i not in bad for i in range(len(sel))]
+    return [list(compress(c, keep)) for c in (sel, *columns)]
+
+
+def _stats(b: _Block) -> list:
+    """The stats table of the lines whose key has a stats decision, in line order."""
+    sel, lines, infos = b.take(STATS)
+    bad: set[int] = set()
+    cols = [_field_values(b, lines, infos, 3 + j, kind, bad) for j, kind in enumerate(_STATS_KINDS)]
+    if bad:
+        sel, lines, infos, *cols = _drop(b, bad, sel, lines, infos, *cols)
+    proc = b.prefixes(lines, infos)
+    b.note(proc, sel, repeat(STATS))
+    return [*b.positions(sel), proc, *cols[:8], list(map(itemgetter(2), infos)), *cols[8:]]
+
+
+def _spec(b: _Block) -> tuple[list, array]:
+    """The SpecDecoding table of the lines whose key has a SpecDecoding decision, and their per-position
+    rates (one flat table in line order: a row's ``pos_off`` is the rates of the rows before it)."""
+    sel, lines, infos = b.take(SPEC)
+    bad: set[int] = set()
+    cols = [_field_values(b, lines, infos, 2 + j, kind, bad) for j, kind in enumerate(_SPEC_KINDS)]
+    counts = list(map(itemgetter(7), infos))
+    offsets = list(accumulate(counts, initial=0))
+    texts = b", ".join(b.field(lines, infos, 6)).split(b", ") if sel else []
+    if len(texts) != offsets[-1]:  # the key fixes every line's rate count; never guess
+        raise _Mismatch
+    rates = _values_of(texts, _DECIMAL_F, bad, _RowOf(offsets))
+    if bad:
+        rates = [r for i in range(len(sel)) if i not in bad for r in rates[offsets[i]:offsets[i + 1]]]
+        sel, lines, infos, counts, *cols = _drop(b, bad, sel, lines, infos, counts, *cols)
+        offsets = list(accumulate(counts, initial=0))
+    proc = b.prefixes(lines, infos)
+    b.note(proc, sel, repeat(SPEC))
+    return [*b.positions(sel), proc, *cols, offsets[:-1], counts], array("d", rates)
+
+
+class _RowOf:
+    """Maps an index into the flat rates to the row that owns it (``offsets``: each row's first rate)."""
+
+    def __init__(self, offsets: list[int]) -> None:
+        self.offsets = offsets
+
+    def __getitem__(self, j: int) -> int:
+        return bisect_right(self.offsets, j) - 1
+
+
+def _merge_spec(cols: list[list], positions: array, rows: list[list], rates: list[array]) -> tuple[list, array]:
+    """The SpecDecoding rows of both paths in line order, their rates re-laid in that order (``pos_off``)."""
+    fast = [(row, positions[row[8]:row[8] + row[9]]) for row in zip(*cols, strict=True)]
+    out = array("d")
+    merged = []
+    for row, own in sorted([*fast, *zip(rows, rates, strict=True)], key=lambda r: r[0][0]):
+        merged.append((*row[:8], len(out), len(own)))
+        out.extend(own)
+    return [list(c) for c in zip(*merged, strict=True)], out
+
+
+def _slow(b: _Block, tables: dict[str, list], positions: array) -> array:
+    """Lines whose key the fast decision cannot place: the reference's per-line code, merged in line order;
+    returns the block's per-position rates with those of the SpecDecoding rows read here laid in."""
     slow_rows: dict[str, list] = {}
+    slow_rates: list[array] = []
     for i in b.select(_SLOW):
         one = _One()
         start = b.starts[i]
@@ -374,14 +641,16 @@ def _slow(b: _Block, tables: dict[str, list], positions: array) -> None:
             if table == "flagged":
                 b.flagged.append((i, values[3]))
                 continue
-            row = [*values[:3], one.prefix, *values[4:]]
-            if table == "spec":  # pos_off is into this line's own rates: re-base it on the block's table
-                row[-2] = len(positions)
-                positions.extend(one.cols["positions"][0])
-            slow_rows.setdefault(table, []).append(row)
+            if table == "spec":  # pos_off is into this line's own rates: re-based when merged
+                slow_rates.append(one.cols["positions"][0])
+            slow_rows.setdefault(table, []).append([*values[:3], one.prefix, *values[4:]])
     for name, rows in slow_rows.items():
+        if name == "spec":
+            tables[name], positions = _merge_spec(tables[name], positions, rows, slow_rates)
+            continue
         merged = sorted([*zip(*tables[name], strict=True), *rows], key=itemgetter(0))
         tables[name] = [list(c) for c in zip(*merged, strict=True)]
+    return positions
 
 
 def scan_block_fast(block: bytes, base_line: int) -> scan.ScanResult:
@@ -390,14 +659,14 @@ def scan_block_fast(block: bytes, base_line: int) -> scan.ScanResult:
     present = set(b.tids)
     try:
         tables = {"lookups": _lookups(b), "retrieves": _retrieves(b), "stores": _stores(b),
-                  "stats": [[] for _ in SCHEMA["stats"]], "spec": [[] for _ in SCHEMA["spec"]]}
+                  "stats": _stats(b) if STATS in present else [[] for _ in SCHEMA["stats"]]}
+        tables["spec"], positions = _spec(b) if SPEC in present else ([[] for _ in SCHEMA["spec"]], array("d"))
     except _Mismatch:
         return scan.scan_block_py(block, base_line)
-    positions = array("d")
     if ACCESS in present:
         _access(b)
-    if _SLOW in present:
-        _slow(b, tables, positions)
+    if b.select(_SLOW):  # after the metric tables: a row they could not read is left here
+        positions = _slow(b, tables, positions)
     if len(b.first) > MAX_PREFIXES:  # the reference drops the lines of the 257th prefix on: let it decide
         return scan.scan_block_py(block, base_line)
     prefixes = sorted(b.first, key=b.first.__getitem__)
