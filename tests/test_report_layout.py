@@ -81,10 +81,13 @@ def test_every_full_renderer_shows_the_same_parts_of_a_finding() -> None:
                      "0.60", "raise pin_timeout_sec", "scrape lmcache:forced_unpin_count", "b.log", "40",
                      "ERROR Num retrieved tokens: 0"):
             assert part in out, f"{name} lacks {part!r}"
-    for name in ("terminal", "html"):  # the detailed layouts also argue both ways and reject the suspect
+    for name in ("terminal", "html"):  # the detailed layouts also argue both ways
         out = outputs[name]
         assert "forced unpin at line 7" in out and "gap only 2 s" in out, name
-        assert f"Why not {WHY_NOT_SETTING}" in out and "it only changes what is stored" in out, name
+    for name, out in outputs.items():  # every full layout rejects the popular suspect with the same reasons
+        assert f"Why not {WHY_NOT_SETTING}" in out.replace("`", ""), name
+        assert "it only changes what is stored; the prefix lay within the prompt" in out, name
+        assert "Include the scheduler log." in out, f"{name} lacks the next steps"
 
 
 def test_log_text_in_a_finding_part_is_escaped_for_each_channel() -> None:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from specdiag import __version__
-from specdiag.report.layout import WHY_NOT_SETTING, CauseView, FindingView, finding_view
+from specdiag.report.layout import WHY_NOT_REASONS, WHY_NOT_SETTING, CauseView, FindingView, finding_view
 from specdiag.report.verdict import status, verdicts
 from specdiag.values import is_schedule, schedule_rows, schedule_text
 
@@ -601,7 +601,7 @@ def _why_not_html(v: FindingView) -> str:
         return ""
     conf = _num(c.confidence) or 0.0
     return (f"<p class=\"whynot\"><b>Why not {WHY_NOT_SETTING}:</b> confidence {conf:.2f} — "
-            f"{esc('; '.join(c.against[:3]))}</p>")
+            f"{esc('; '.join(c.against[:WHY_NOT_REASONS]))}</p>")
 
 
 def _head_html(v: FindingView) -> str:

@@ -22,6 +22,8 @@ from specdiag.findings import Cause, Evidence, Finding
 WHY_NOT_CAUSE = "decode-cache-not-saved"
 #: the LMCache setting that suspect is about, as the layouts name it ("Why not save_decode_cache")
 WHY_NOT_SETTING = "save_decode_cache"
+#: how many of the evidence's reasons against that suspect every layout shows
+WHY_NOT_REASONS = 3
 #: severities a renderer has a style for; anything else is shown as the mildest
 SEVERITY_NAMES = ("error", "warning", "info")
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 
 from specdiag.findings import Finding
-from specdiag.report.layout import finding_view
+from specdiag.report.layout import WHY_NOT_REASONS, WHY_NOT_SETTING, finding_view
 from specdiag.report.model import Report
 from specdiag.report.text import (
     display_path,
@@ -52,7 +52,8 @@ def fence(text: str, lang: str = "text") -> str:
 
 def _details(f: Finding) -> str:
     """The shared layout (``report.layout``) folded into one ``<details>`` block: the arithmetic, the top
-    causes with their fixes, the experiment that would confirm the top one, the evidence lines."""
+    causes with their fixes, the experiment that would confirm the top one, the suspect the evidence
+    argues against, the evidence lines and the next steps."""
     v = finding_view(f)
     ev0 = v.primary
     where = f" — {code(f'{display_path(ev0.path)}:{ev0.line}')}" if ev0 else ""
@@ -66,12 +67,17 @@ def _details(f: Finding) -> str:
         parts.append("\n")
         if v.confirm_with:
             parts.append(f"Confirm with: {code(v.confirm_with)}\n\n")
+        if (suspect := v.why_not) is not None:
+            reasons = "; ".join(suspect.against[:WHY_NOT_REASONS])
+            parts.append(f"**Why not {code(WHY_NOT_SETTING)}:** confidence {suspect.confidence:.2f} — {cell(reasons)}\n\n")
     if v.evidence:
         lines = [f"{display_path(e.path)}:{e.line}: {e.text}" for e in v.evidence[:MAX_EVIDENCE]]
         if len(v.evidence) > MAX_EVIDENCE:
             lines.append(f"… {len(v.evidence) - MAX_EVIDENCE} more evidence line(s) in the JSON report")
         parts.append(fence("\n".join(lines)))
         parts.append("\n")
+    if v.next_steps:
+        parts.append("Next steps:\n\n" + "".join(f"- {cell(step)}\n" for step in v.next_steps) + "\n")
     parts.append(f"Fingerprint: {code(v.fingerprint)}\n\n</details>\n\n")
     return "".join(parts)
 

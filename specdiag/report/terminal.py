@@ -26,7 +26,7 @@ from rich.table import Table
 from rich.text import Text
 
 from specdiag.findings import Finding
-from specdiag.report.layout import WHY_NOT_SETTING, CauseView, FindingView, finding_view
+from specdiag.report.layout import WHY_NOT_REASONS, WHY_NOT_SETTING, CauseView, FindingView, finding_view
 from specdiag.report.model import Report
 from specdiag.report.verdict import Status, status, verdicts
 from specdiag.sanitize import one_line, terminal_text
@@ -220,7 +220,7 @@ def _causes(v: FindingView, verbose: bool, compact: bool) -> list[RenderableType
     suspect = v.why_not
     if suspect is not None:
         t = Text(f"Why not {WHY_NOT_SETTING}: ", style="bold")
-        t.append(terminal_text(f"confidence {suspect.confidence:.2f} — " + "; ".join(suspect.against[:2])))
+        t.append(terminal_text(f"confidence {suspect.confidence:.2f} — " + "; ".join(suspect.against[:WHY_NOT_REASONS])))
         parts.append(t)
     for label, value, style in (("Fix: ", v.fix, "bold green"), ("Confirm: ", v.confirm_with, "bold")):
         if value:
