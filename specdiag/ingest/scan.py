@@ -39,6 +39,7 @@ import zlib
 from array import array
 from dataclasses import dataclass, field
 from itertools import repeat
+from math import isnan
 from operator import add
 from typing import TYPE_CHECKING
 
@@ -683,7 +684,9 @@ def spec_row(res: ScanResult, i: int) -> dict:
 
 
 def _na_none(col) -> list:
-    """A column as a list, its missing values (NaN, ``NA``) as None."""
+    """A column as a list, its missing values (NaN, ``NA``) as None (C-level passes when it has none)."""
+    if NA not in col and (col.typecode != "d" or not any(map(isnan, col))):
+        return col.tolist()
     return [None if v != v or v == NA else v for v in col]
 
 
