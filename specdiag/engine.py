@@ -37,10 +37,6 @@ from specdiag.sanitize import error_text
 
 _DIGITS = re.compile(r"\d+")
 _HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
-#: every 4096 records, recognised or not (high-volume lines never become records, so a coarser step
-#: would leave a progress bar still on logs made mostly of them)
-
-
 #: scan threads beside the reading one: each holds a block in flight (1 MiB), so a bound keeps memory flat
 MAX_SCAN_THREADS = 64
 
