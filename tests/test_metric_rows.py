@@ -170,3 +170,14 @@ def test_a_merge_keeps_max_and_mean_as_written(pair: tuple) -> None:
     got = {k: getattr(m, k) for k in want}
     assert repr(got) == repr(want)  # repr: NaN equals NaN, and int 2 differs from float 2.0
     assert m.dr is None and m.pos is None and m.rec is None
+
+
+@pytest.mark.parametrize("ts", ["13-45 99:99:99", "00-00 00:00:00", "02-29 23:59:59", "12-31 24:00:60"])
+def test_an_impossible_stamp_gives_the_time_the_per_line_stages_give(tmp_path: Path, ts: str) -> None:
+    """The scanner checks digits, not calendars: the per-minute cache must fail where ``parse_ts`` fails."""
+    lines = [LMCACHE.format(proc="Worker", pid=9)] + _pair("APIServer", 1, ts)
+    log = _write(tmp_path, lines)
+    rows = [it for it in _items(log, hot=True) if isinstance(it, MetricRows)]
+    per_line = [r for r in _items(log, hot=False) if isinstance(r, Record) and r.kind == "vllm"]
+    assert [t for it in rows for t in it.times()] == [rec_time(r) for r in per_line]
+    assert len(per_line) == 2
