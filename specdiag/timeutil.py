@@ -24,7 +24,7 @@ TIME_BASIS = "log time (zone unknown)"
 #: stand-in year for inputs where no line carries one (a leap year, so 02-29 parses; obviously not real)
 NOMINAL_YEAR = 1972
 #: epoch seconds below this are on the nominal year(s) (a Dec→Jan wrap makes 1973)
-_YEAR_KNOWN_FROM = float(calendar.timegm((1980, 1, 1, 0, 0, 0, 0, 0, 0)))
+YEAR_KNOWN_FROM = float(calendar.timegm((1980, 1, 1, 0, 0, 0, 0, 0, 0)))
 #: an inferred date after this is impossible (the log was written before it was read; 2 days of zone slack)
 _NOT_AFTER = time.time() + 2 * 86400
 _FIRST_REAL_YEAR = 2000
@@ -72,18 +72,20 @@ def rec_time(rec) -> float | None:
 
 def year_known(t: float | None) -> bool:
     """True when ``t`` carries a real year (False for times on the nominal year, and for None)."""
-    return t is not None and t >= _YEAR_KNOWN_FROM
+    return t is not None and t >= YEAR_KNOWN_FROM
 
 
-def fmt_time(t: float | None) -> str:
-    """``2026-05-06 15:56:03``, or ``05-06 15:56:03`` when the log gave no year. Log time, zone unknown."""
+def fmt_time(t: float | None, ms: bool = False) -> str:
+    """``2026-05-06 15:56:03``, or ``05-06 15:56:03`` when the log gave no year (never the stand-in year);
+    with ``ms`` the milliseconds too (``…:03.745``). Log time, zone unknown."""
     if t is None:
         return "?"
     try:
         d = datetime.fromtimestamp(t, tz=timezone.utc)
     except (OverflowError, OSError, ValueError):
         return "?"
-    return d.strftime("%Y-%m-%d %H:%M:%S" if t >= _YEAR_KNOWN_FROM else "%m-%d %H:%M:%S")
+    text = d.strftime("%Y-%m-%d %H:%M:%S" if t >= YEAR_KNOWN_FROM else "%m-%d %H:%M:%S")
+    return f"{text}.{d.microsecond // 1000:03d}" if ms else text
 
 
 def fmt_log_time(t: float | None) -> str:

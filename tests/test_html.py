@@ -370,3 +370,13 @@ def test_vendored_uplot_is_unmodified_and_licensed():
     assert hashlib.sha256(body.encode()).hexdigest() == UPLOT_SHA256
     assert (ASSETS / "uPlot.LICENSE").exists()
     assert "Permission is hereby granted" in render_html(rich_report())  # the notice travels with every page
+
+
+def test_times_on_the_stand_in_year_are_shown_without_one() -> None:
+    """A log that printed no year has its times on ``timeutil.NOMINAL_YEAR``: the page never shows it."""
+    from specdiag.report.html import _fmt_time
+    from specdiag.timeutil import parse_ts
+
+    assert _fmt_time(parse_ts("10-21 04:12:33")) == "10-21 04:12:33.000"
+    assert _fmt_time(parse_ts("2026-05-06 15:56:03,745")) == "2026-05-06 15:56:03.745"
+    assert _fmt_time(None) == ""

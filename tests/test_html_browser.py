@@ -491,3 +491,46 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
+
+
+@needs_chromium
+def test_a_log_without_a_year_shows_none_in_the_page(browser, tmp_path):
+    """vLLM prints no year; a fragment without an LMCache line has none: its times sit on a stand-in year
+    that must never be shown (first seen, the event list, axes and legends drawn by the script)."""
+    from specdiag.engine import analyze
+    from specdiag.report.html import write_html
+
+    for name in ("frag-crash-no-header", "frag-spec-three-lines"):
+        logs = sorted(str(p) for p in (ROOT / "tests" / "fragments" / name).glob("*.log"))
+        out = tmp_path / f"{name}.html"
+        write_html(analyze(logs), out)
+        page = out.read_text(encoding="utf-8")
+        probe = check_page(browser, out)
+        assert probe["problems"] == [], (name, probe["problems"])
+        legend = _hover_legend(browser, out)
+        for stand_in in ("1972-", "1973-"):
+            assert stand_in not in probe["text"] and stand_in not in page, (name, stand_in)
+            assert stand_in not in legend, (name, legend)
+    assert "10-" in legend or "11-" in legend, legend  # the script did print a time: month-day, no year
+
+
+HOVER_LEGEND = r"""
+(() => {
+  const over = document.querySelector('#charts .u-over');
+  if (!over) { return ''; }
+  const r = over.getBoundingClientRect();
+  over.dispatchEvent(new MouseEvent('mouseenter', {clientX: r.left + r.width / 2, clientY: r.top + r.height / 2}));
+  over.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + r.width / 2, clientY: r.top + r.height / 2, bubbles: true}));
+  return Array.from(document.querySelectorAll('#charts .u-legend')).map(e => e.innerText).join(' | ');
+})()
+"""
+
+
+def _hover_legend(b: Browser, html_path: Path) -> str:
+    """The charts' legends with the cursor over the middle of the first chart (their time is the script's)."""
+    session = b.open_page()
+    b.load(session, html_path.resolve().as_uri())
+    b.evaluate(session, CHARTS_READY)
+    text = b.evaluate(session, HOVER_LEGEND)
+    b.send("Target.closeTarget", {"targetId": b.targets.pop(session)})
+    return text or ""

@@ -30,6 +30,7 @@ from typing import Any
 from specdiag import __version__
 from specdiag.report.layout import WHY_NOT_REASONS, WHY_NOT_SETTING, CauseView, FindingView, finding_view
 from specdiag.report.verdict import status, verdicts
+from specdiag.timeutil import TIME_BASIS, YEAR_KNOWN_FROM, fmt_time
 from specdiag.values import is_schedule, schedule_rows, schedule_text
 
 ASSETS = Path(__file__).parent / "assets"
@@ -61,7 +62,7 @@ OTHER_KIND_COLOR = "#999999"
 #: translucent fill for K=0 stretches (dynamic K turned speculation off: no SpecDecoding line)
 K0_SHADE = "rgba(0, 158, 115, 0.13)"
 #: the time axis: log timestamps carry no zone, so none is claimed
-TIME_LABEL = "log time (zone unknown)"
+TIME_LABEL = TIME_BASIS
 #: a gap between two points longer than this many times the series' usual spacing is a missing stretch
 GAP_FACTOR = 1.5
 KIND_WORDS = {"shortfall": "KV shortfall (retrieved < expected)", "load_failure": "KV load failure",
@@ -126,13 +127,8 @@ def _asset(name: str) -> str:
 
 
 def _fmt_time(t: float | None) -> str:
-    if t is None:
-        return ""
-    try:
-        d = datetime.fromtimestamp(float(t), tz=timezone.utc)
-    except (OverflowError, OSError, ValueError):
-        return str(t)
-    return d.strftime("%Y-%m-%d %H:%M:%S.") + f"{d.microsecond // 1000:03d}"
+    """A log time with milliseconds, without a year when the log printed none (``timeutil.fmt_time``)."""
+    return "" if t is None else fmt_time(float(t), ms=True)
 
 
 def _num(x: Any) -> float | None:
@@ -431,7 +427,7 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
     ts = [p[0] for ss in expanded.values() for s in ss for p in s["points"]] + [m["t"] for m in markers]
     if not ts:
         return {"groups": [], "markers": [], "lanes": [], "kind_colors": KIND_COLORS, "tmin": None, "tmax": None,
-                "k0": [], "k0_shade": K0_SHADE, "time_label": TIME_LABEL,
+                "k0": [], "k0_shade": K0_SHADE, "time_label": TIME_LABEL, "year_known_from": YEAR_KNOWN_FROM,
                 "points_in": total_in, "markers_total": total_markers}
     tmin, tmax = min(ts), max(ts)
     if tmax - tmin < 1:
@@ -450,6 +446,7 @@ def build_chart_data(report: Any, max_points: int = MAX_POINTS) -> dict[str, Any
         "k0": k0_stretches(markers, series),
         "k0_shade": K0_SHADE,
         "time_label": TIME_LABEL,
+        "year_known_from": YEAR_KNOWN_FROM,  # earlier times are on the stand-in year: shown without one
         "markers": markers,
         "markers_total": total_markers,
         "markers_note": note,

@@ -15,6 +15,8 @@
   var k0 = tl.k0 || [];
   var k0Shade = tl.k0_shade || "rgba(0,158,115,0.13)";
   var timeLabel = tl.time_label || "log time (zone unknown)";
+  // times before this are on the stand-in year of a log that printed none: shown without a year
+  var yearKnownFrom = tl.year_known_from == null ? 315532800 : tl.year_known_from;
   if (!groups.length && !markers.length) { return; }
 
   var plots = [];
@@ -31,10 +33,14 @@
   }
 
   function pad2(n) { return (n < 10 ? "0" : "") + n; }
+  function fmtDay(t) {
+    var d = new Date(t * 1e3);
+    var md = pad2(d.getUTCMonth() + 1) + "-" + pad2(d.getUTCDate());
+    return t >= yearKnownFrom ? d.getUTCFullYear() + "-" + md : md;
+  }
   function fmtTime(t) {
     var d = new Date(t * 1e3);
-    return d.getUTCFullYear() + "-" + pad2(d.getUTCMonth() + 1) + "-" + pad2(d.getUTCDate()) + " " +
-      pad2(d.getUTCHours()) + ":" + pad2(d.getUTCMinutes()) + ":" + pad2(d.getUTCSeconds()) +
+    return fmtDay(t) + " " + pad2(d.getUTCHours()) + ":" + pad2(d.getUTCMinutes()) + ":" + pad2(d.getUTCSeconds()) +
       "." + String(Math.floor((t % 1) * 1000 + 1000)).slice(1);
   }
 
@@ -105,7 +111,7 @@
         var span = u.scales.x.max - u.scales.x.min;
         var lastDay = null;
         return splits.map(function (t) {
-          var day = fmtTime(t).slice(0, 10);
+          var day = fmtDay(t);
           var s = hm(t, span < 600);
           if (day !== lastDay) { s += "\n" + day; lastDay = day; }
           return s;
