@@ -90,6 +90,18 @@ def test_every_full_renderer_shows_the_same_parts_of_a_finding() -> None:
         assert "Include the scheduler log." in out, f"{name} lacks the next steps"
 
 
+def test_every_full_renderer_says_when_the_finding_was_first_seen() -> None:
+    from specdiag.timeutil import parse_ts
+
+    for ts, shown in (("2026-05-06 15:56:03,745", "2026-05-06 15:56:03"), ("05-06 15:56:03", "05-06 15:56:03")):
+        report = _report(_finding(first_seen=parse_ts(ts)))
+        outputs = {"terminal": _terminal(report), "html": html.unescape(render_html(report)),
+                   "markdown": render_markdown(report)}
+        for name, out in outputs.items():
+            assert f"{shown}" in out, (name, shown)
+            assert "1972-" not in out, name  # a log without a year: no stand-in year
+
+
 def test_log_text_in_a_finding_part_is_escaped_for_each_channel() -> None:
     hostile = "<b>x</b> \x1b[2J [a](javascript:1)"
     report = _report(_finding(causes=[Cause("pin-timeout", 0.6, fix=hostile)]))

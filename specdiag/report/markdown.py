@@ -21,6 +21,7 @@ from specdiag.report.text import (
     tool_problems,
 )
 from specdiag.sanitize import markdown_text, neutralise_workflow_commands, plain_text
+from specdiag.timeutil import TIME_BASIS, fmt_time
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 SEV_ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
@@ -60,6 +61,8 @@ def _details(f: Finding) -> str:
     parts = [f"<details><summary><b>{cell(v.rule)}</b> {cell(v.title)}{where}</summary>\n\n"]
     if v.summary:
         parts.append(f"{cell(v.summary)}\n\n")
+    if v.first_seen is not None:
+        parts.append(f"First seen: {code(fmt_time(v.first_seen))} ({TIME_BASIS})\n\n")
     if v.causes:
         parts.append("| cause | confidence | fix |\n|---|---|---|\n")
         for c in v.causes[:5]:

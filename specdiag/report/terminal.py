@@ -30,6 +30,7 @@ from specdiag.report.layout import WHY_NOT_REASONS, WHY_NOT_SETTING, CauseView, 
 from specdiag.report.model import Report
 from specdiag.report.verdict import Status, status, verdicts
 from specdiag.sanitize import one_line, terminal_text
+from specdiag.timeutil import fmt_log_time
 from specdiag.values import format_value, schedule_text
 
 SEV_STYLE = {"error": "bold white on red", "warning": "bold black on yellow", "info": "bold white on blue"}
@@ -257,6 +258,8 @@ def _finding(f: Finding, verbose: bool, compact: bool) -> RenderableType:
     """The shared layout (``report.layout``): head, arithmetic, numbers, causes, evidence, next steps."""
     v = finding_view(f)
     parts: list[RenderableType] = [_head(v)]
+    if v.first_seen is not None:
+        parts.append(Text(f"first seen {fmt_log_time(v.first_seen)}", style="dim"))
     if v.summary:
         parts.append(_t(v.summary))
     mt = _measurements(v.measurements, verbose)
