@@ -141,10 +141,11 @@ class DeploymentRun:
         5,000-digit count) costs that line, not the rule. A rule whose ``finish`` raises is dropped and listed.
         """
         error = None
-        if ev.id in RunState.SERIES_EVENTS:
-            self.run.series.observe(ev)
-            if ev.id in METRIC_ROW_EVENTS and self.metric_observers:  # read by the Python path: a batch of one
-                error = _to_all(self.metric_observers, "observe_metrics", MetricRows.from_event(ev))
+        if ev.id in RunState.SERIES_EVENTS:  # read by the Python path: a batch of one row
+            rows = MetricRows.from_event(ev)
+            self.run.series.observe_rows(rows)
+            if ev.id in METRIC_ROW_EVENTS:
+                error = _to_all(self.metric_observers, "observe_metrics", rows)
         elif ev.id in COUNTED:
             self.run.count_event(ev)
         error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev) or error

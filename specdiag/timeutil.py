@@ -66,6 +66,22 @@ def parse_ts(ts: str | None, year: int | None = None) -> float | None:
     return None
 
 
+#: (``MM-DD hh:mm`` bytes, year) → ``parse_ts`` of that minute; bounded (emptied when full)
+_STAMP_MINUTES: dict[tuple[bytes, int | None], float | None] = {}
+
+
+def vllm_stamp_time(stamp: bytes, year: int | None) -> float | None:
+    """``parse_ts`` of a vLLM ``MM-DD hh:mm:ss`` stamp as bytes whose digits are where digits belong (the
+    scanner checked them): the same float, one dict lookup a line instead of a decode and five ``int``s."""
+    key = (stamp[:11], year)
+    base = _STAMP_MINUTES.get(key, _STAMP_MINUTES)
+    if base is _STAMP_MINUTES:
+        if len(_STAMP_MINUTES) >= 65536:
+            _STAMP_MINUTES.clear()
+        base = _STAMP_MINUTES[key] = parse_ts(stamp[:11].decode() + ":00", year)
+    return None if base is None else base + float(stamp[12:14])
+
+
 def rec_time(rec) -> float | None:
     return parse_ts(rec.ts, rec.year)
 

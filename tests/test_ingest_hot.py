@@ -59,6 +59,11 @@ def test_report_is_the_same_with_compiled_python_and_no_scanner(path: Path, bloc
     compiled = _report(path)
     if scan.IMPLEMENTATION == "c":
         assert _report(path, scan_threads=2) == compiled, "scanned on two threads"
+    _assert_same_without_the_compiled_scanner(path, compiled, monkeypatch)
+
+
+def _assert_same_without_the_compiled_scanner(path: Path, compiled: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pure-Python scanner and no scanner at all give the compiled scanner's report."""
     with monkeypatch.context() as m:
         m.setattr(scan, "_compiled", None)
         assert _report(path) == compiled, "pure-Python scanner"
@@ -245,12 +250,7 @@ def test_generated_logs_give_the_same_report_with_and_without_the_scanner(tmp_pa
     monkeypatch.setattr(sources, "BLOCK_SIZE", 64 * 1024)
     compiled = _report(tmp_path)
     assert any(f["rule"] == "KV001" for f in compiled["findings"])
-    with monkeypatch.context() as m:
-        m.setattr(scan, "_compiled", None)
-        assert _report(tmp_path) == compiled, "pure-Python scanner"
-    with monkeypatch.context() as m:
-        _without_scanner(m)
-        assert _report(tmp_path) == compiled, "no scanner"
+    _assert_same_without_the_compiled_scanner(tmp_path, compiled, monkeypatch)
 
 
 @pytest.mark.parametrize("threads", [-1, 65])

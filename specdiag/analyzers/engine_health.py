@@ -179,24 +179,21 @@ class EngineDeath(Rule):
         self.fatal_frame: str | None = None
 
     def _t(self, ev: Event) -> float | None:
-        t = rec_time(ev.rec)
+        return self._time_at(ev.rec.path, rec_time(ev.rec))
+
+    def _time_at(self, path: str, t: float | None) -> float | None:
+        """A line's time, or (a line without one) the last time seen in its input."""
         if t is None:
-            return self.last_t.get(ev.rec.path)
-        self.last_t[ev.rec.path] = t
+            return self.last_t.get(path)
+        self.last_t[path] = t
         return t
 
     def observe_metrics(self, rows) -> None:
         """Stats lines (``ingest.hot.MetricRows``): each one is the engine alive at its time."""
-        last_t, path = self.last_t, rows.path
         for kind, t in zip(rows.kinds, rows.times(), strict=True):
-            if kind != "stats":
-                continue
-            self.seq += 1
-            if t is None:
-                t = last_t.get(path)
-            else:
-                last_t[path] = t
-            self._stats_line(t)
+            if kind == "stats":
+                self.seq += 1
+                self._stats_line(self._time_at(rows.path, t))
 
     def _stats_line(self, t: float | None) -> None:
         if self.death is None:

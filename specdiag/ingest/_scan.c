@@ -294,6 +294,18 @@ static int has_residue(const u8 *raw, size_t n) {
     return 0;
 }
 
+/* Where a line goes on after the ESC at raw[j]: past its "ESC [ [0-9;?]* letter" colour sequence, or,
+   for a stray ESC, past the ESC alone (it is dropped). One definition for the three cleaners below. */
+static inline size_t esc_skip(const u8 *raw, size_t j, size_t n) {
+    size_t k = j + 1;
+    if (k < n && raw[k] == '[') {
+        k++;
+        while (k < n && esc_body[raw[k]]) k++;
+        if (k < n && is_alpha(raw[k])) return k + 1;
+    }
+    return j + 1;
+}
+
 /* Colour sequences (ESC lines) or their residue (lines without ESC), then CRs; returns the length.
    The portable cleaner: every line that is not cleaned by clean_esc_wide. */
 static size_t clean(const u8 *raw, size_t n, u8 *out) {
@@ -305,16 +317,7 @@ static size_t clean(const u8 *raw, size_t n, u8 *out) {
             memcpy(out + o, raw + i, j - i);
             o += j - i;
             if (!e) break;
-            size_t k = j + 1;
-            if (k < n && raw[k] == '[') {
-                k++;
-                while (k < n && esc_body[raw[k]]) k++;
-                if (k < n && is_alpha(raw[k])) {
-                    i = k + 1;
-                    continue;
-                }
-            }
-            i = j + 1; /* a stray ESC is dropped */
+            i = esc_skip(raw, j, n);
         }
     } else {
         while (i < n) {
@@ -357,14 +360,7 @@ static size_t clean_events(const state *st, const u8 *raw, size_t n, u8 *out) {
         if (j < i) continue; /* not reached: a sequence holds no ESC or CR */
         copy_wide(out + o, raw + i, j - i);
         o += j - i;
-        i = j + 1;
-        if (raw[j] == '\r') continue;
-        size_t k = j + 1;
-        if (k < n && raw[k] == '[') {
-            k++;
-            while (k < n && esc_body[raw[k]]) k++;
-            if (k < n && is_alpha(raw[k])) i = k + 1;
-        }
+        i = raw[j] == '\r' ? j + 1 : esc_skip(raw, j, n);
     }
     copy_wide(out + o, raw + i, n - i);
     return o + (n - i);
@@ -390,16 +386,7 @@ static size_t clean_esc_wide(const u8 *raw, size_t n, u8 *out, int has_cr) {
             i++;
             continue;
         }
-        size_t k = i + 1;
-        if (k < n && raw[k] == '[') {
-            k++;
-            while (k < n && esc_body[raw[k]]) k++;
-            if (k < n && is_alpha(raw[k])) {
-                i = k + 1;
-                continue;
-            }
-        }
-        i++; /* a stray ESC is dropped */
+        i = esc_skip(raw, i, n);
     }
 }
 #endif

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from specdiag.ingest import scan
 from specdiag.ingest.origin import Origin, OriginCache
 from specdiag.numbers import to_int
+from specdiag.timeutil import vllm_stamp_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.events import Event
@@ -198,24 +199,6 @@ class RowRecord:
         return self._rec
 
 
-#: (``MM-DD hh:mm`` bytes, year) → epoch seconds of that minute (``timeutil.parse_ts``), None if it has none
-_MINUTES: dict[tuple[bytes, int | None], float | None] = {}
-
-
-def _stamp_time(stamp: bytes, year: int | None) -> float | None:
-    """``timeutil.parse_ts`` of a vLLM ``MM-DD hh:mm:ss`` stamp the scanner checked (digits where digits
-    belong), cached per minute: the same float, without decoding and five ``int`` calls per line."""
-    key = (stamp[:11], year)
-    base = _MINUTES.get(key, _MINUTES)
-    if base is _MINUTES:
-        from specdiag.timeutil import parse_ts
-
-        if len(_MINUTES) >= 65536:
-            _MINUTES.clear()
-        base = _MINUTES[key] = parse_ts(stamp[:11].decode() + ":00", year)
-    return None if base is None else base + float(stamp[12:14])
-
-
 class MetricRows:
     """Consecutive stats / SpecDecoding lines of one input with no other record between them, for the
     observers that declare ``tables = {"metrics"}`` (``observe_metrics``).
@@ -251,10 +234,11 @@ class MetricRows:
 
     @classmethod
     def from_event(cls, ev: Event) -> MetricRows:
-        """A V_STATS / V_SPEC line the per-line stages read (no scanner, a wrapped line): a batch of one."""
+        """A stats / SpecDecoding line the per-line stages read (no scanner, a wrapped line, a V0 engine's
+        stats line): a batch of one."""
         rec = ev.rec
         rows = cls(rec.path, rec.year)
-        rows.kinds.append("stats" if ev.id == "V_STATS" else "spec")
+        rows.kinds.append("spec" if ev.id == "V_SPEC" else "stats")  # V_STATS, or the V0 engine's V_STATS_V0
         rows.lines.append(rec.line)
         rows.origins.append(rec.origin)
         rows._events = [ev]
@@ -272,7 +256,7 @@ class MetricRows:
                 self._times = [rec_time(ev.rec) for ev in self._events or ()]
             else:
                 year = self.year
-                self._times = [_stamp_time(rest[5:19], year) for rest in self._rests]
+                self._times = [vllm_stamp_time(rest[5:19], year) for rest in self._rests]
         return self._times
 
     def stats(self, k: int) -> dict:

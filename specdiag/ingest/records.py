@@ -491,7 +491,8 @@ class _Reader:
         self._flush(batch)
 
     def _flush(self, batch: MetricRows | None) -> None:
-        """Hand on a batch of metric rows (before whatever must follow it)."""
+        """Hand on a batch of metric rows (before whatever must follow it); None, the next batch's start
+        (``batch = self._flush(batch)``)."""
         if batch is not None and len(batch):
             self.recognized += len(batch)
             self.stats.formats.add("vllm")

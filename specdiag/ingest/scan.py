@@ -44,7 +44,7 @@ from operator import add
 from typing import TYPE_CHECKING
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
-from specdiag.numbers import to_int
+from specdiag.metrics.parse import STATS_ORDER
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.records import Record
@@ -677,10 +677,15 @@ def spec_row(res: ScanResult, i: int) -> dict:
     acc, mal = _opt(c["accepted"][i]), _opt(c["mal"][i])
     out = {"mean_acceptance_length": mal, "accepted_tokens": acc, "drafted_tokens": _opt(c["drafted"][i]),
            "draft_acceptance_rate": _opt(c["rate"][i]),
-           "per_position": [None if v != v or v == NA else v for v in res.columns["positions"]["rate"][off : off + n]]}
-    if acc is not None and mal is not None and mal > 1.005:
-        out["num_drafts"] = acc / (mal - 1.0)
+           "per_position": _na_none(res.columns["positions"]["rate"][off : off + n])}
+    if (drafts := _num_drafts(acc, mal)) is not None:
+        out["num_drafts"] = drafts
     return out
+
+
+def _num_drafts(acc: int | None, mal: float | None) -> float | None:
+    """``parse_spec_body``'s derivation: mean acceptance length = 1 + accepted / drafts (when above 1.005)."""
+    return acc / (mal - 1.0) if acc is not None and mal is not None and mal > 1.005 else None
 
 
 def _na_none(col) -> list:
@@ -694,10 +699,9 @@ def stats_values(res: ScanResult) -> list[tuple]:
     """Every stats row as the values of ``metrics.parse.STATS_ORDER``, in that order (what ``stats_row``
     holds under those keys), for a whole block at once."""
     c = res.columns["stats"]
-    devices = [KV_DEVICES[d] for d in c["kv_dev"]]
-    return list(zip(_na_none(c["running"]), _na_none(c["waiting"]), _na_none(c["kv"]), devices,
-                    _na_none(c["prefix"]), _na_none(c["ext"]), _na_none(c["preempt"]), _na_none(c["prompt_tps"]),
-                    _na_none(c["gen_tps"]), strict=True))
+    column = dict(_STATS_COLUMNS)
+    return list(zip(*([KV_DEVICES[d] for d in c["kv_dev"]] if key == "kv_device" else _na_none(c[column[key]])
+                      for key in STATS_ORDER), strict=True))
 
 
 def spec_values(res: ScanResult) -> list[tuple]:
@@ -708,8 +712,7 @@ def spec_values(res: ScanResult) -> list[tuple]:
     out = []
     for acc, dr, mal, rate, off, n in zip(_na_none(c["accepted"]), _na_none(c["drafted"]), _na_none(c["mal"]),
                                           _na_none(c["rate"]), c["pos_off"], c["pos_n"], strict=True):
-        drafts = acc / (mal - 1.0) if acc is not None and mal is not None and mal > 1.005 else None
-        out.append((acc, dr, mal, rate, rates[off : off + n], drafts))
+        out.append((acc, dr, mal, rate, rates[off : off + n], _num_drafts(acc, mal)))
     return out
 
 
@@ -729,11 +732,9 @@ def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origi
     if rest.startswith(b"INFO:"):
         return Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, rest)
     if rest.startswith(b"INFO "):  # V_STATS / V_SPEC: the vLLM header as the records path reads it
-        from specdiag.ingest.records import VLLM_REST
+        from specdiag.ingest.hot import metric_record
 
-        m = VLLM_REST.match(rest, 5)
-        return Record(path, lineno, origin, "vllm", "INFO", m.group(1), year, m.group(2), to_int(m.group(3)), None,
-                      rest[m.end():])
+        return metric_record(path, lineno, origin, rest, year)
     return record_from_hot((path, lineno, origin, rest, year))
 
 

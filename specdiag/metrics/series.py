@@ -13,7 +13,6 @@ neighbouring intervals (sums for token counts, max for gauges), so GB logs keep 
 
 from __future__ import annotations
 
-from specdiag.metrics.parse import SPEC_ORDER, STATS_ORDER, spec_fields, stats_fields
 from specdiag.timeutil import rec_time
 
 STATS_EVENTS = frozenset({"V_STATS", "V_STATS_V0"})
@@ -52,21 +51,13 @@ class Interval:
         return _resolved(self._spec_rec)
 
     # ------------------------------------------------------------------ filling
-    def set_stats(self, d: dict) -> None:
-        """The stats line's parsed body (``metrics.parse.stats_fields``)."""
-        self.fill_stats(tuple(map(d.get, STATS_ORDER)))
-
     def fill_stats(self, v: tuple) -> None:
-        """The stats fields in ``STATS_ORDER`` order (what ``ingest.hot.MetricRows.stats_values`` gives)."""
+        """The stats line's fields in ``metrics.parse.STATS_ORDER`` (what ``ingest.hot.MetricRows.values`` gives)."""
         (self.running, self.waiting, self.kv, self.kv_device, self.prefix, self.ext, self.preempt, self.prompt_tps,
          self.gen_tps) = v
 
-    def set_spec(self, d: dict, rec, t: float | None = None) -> None:
-        """The SpecDecoding line's parsed body (``t``: its time, when ``rec`` is not yet a Record)."""
-        self.fill_spec(tuple(map(d.get, SPEC_ORDER)), rec, t)
-
     def fill_spec(self, v: tuple, rec, t: float | None = None) -> None:
-        """The SpecDecoding fields in ``SPEC_ORDER`` order."""
+        """The SpecDecoding line's fields in ``SPEC_ORDER`` (``t``: its time, when ``rec`` is not yet a Record)."""
         self.acc, self.dr, self.mal, self.rate, self.pos, self.ndrafts = v
         self._spec_rec = rec
         if self.t is None:
@@ -155,12 +146,6 @@ def compact(items: list[Interval]) -> list[Interval]:
     return out
 
 
-def engine_label(ev) -> str:
-    f = ev.f
-    return _label(None if f.get("engine") is None else int(f["engine"]),
-                  None if f.get("n_engines") is None else int(f["n_engines"]))
-
-
 def _label(engine: int | None, n_engines: int | None) -> str:
     """``engine 0`` (vLLM's ``Engine 000:``), ``2 engines aggregated``, or ``engine`` (no label printed)."""
     if engine is not None:
@@ -178,41 +163,17 @@ class SeriesTracker:
         self.engines: dict[tuple, list[Interval]] = {}
         self.last: dict[tuple, Interval] = {}  # (path, process key) → last interval (for the SpecDecoding line)
 
-    def observe(self, ev) -> Interval | None:
-        f = ev.f
-        rec = ev.rec
-        pkey = (rec.path, rec.origin.key)
-        iv = f.get("_iv")
-        if ev.id in STATS_EVENTS:
-            if iv is None:
-                iv = Interval(rec_time(rec), rec.path, rec.line, rec, engine_label(ev))
-                iv.set_stats(stats_fields(ev))
-                f["_iv"] = iv
-            self.last[pkey] = iv
-            self._append((rec.path, rec.origin.key, iv.engine), iv)
-            return iv
-        if ev.id in SPEC_EVENTS:
-            if iv is None:
-                d = spec_fields(ev)
-                prev = self.last.get(pkey)
-                if prev is not None and not prev.has_spec and prev.spec_rec is None:
-                    prev.set_spec(d, rec)
-                    f["_iv"] = prev
-                    f["_new"] = False
-                    return prev
-                iv = Interval(rec_time(rec), rec.path, rec.line, rec, prev.engine if prev else "engine")
-                iv.set_spec(d, rec)
-                f["_iv"] = iv
-                f["_new"] = True
-            if f.get("_new"):
-                self._append((rec.path, rec.origin.key, iv.engine), iv)
-            self.last[pkey] = iv
-            return iv
-        return None
+    def observe(self, ev) -> None:
+        """One stats / SpecDecoding event (a line the per-line stages read): a batch of one row."""
+        if ev.id in STATS_EVENTS or ev.id in SPEC_EVENTS:
+            from specdiag.ingest.hot import MetricRows
+
+            self.observe_rows(MetricRows.from_event(ev))
 
     def observe_rows(self, rows) -> None:
-        """A batch of stats / SpecDecoding rows (``ingest.hot.MetricRows``): what ``observe`` does per event,
-        without an Event per line; each interval keeps a ``RowRecord`` and builds its Record only if shown."""
+        """A batch of stats / SpecDecoding rows (``ingest.hot.MetricRows``): an Interval per stats line, the
+        SpecDecoding line after it joined to it; a scanned row's interval keeps a ``RowRecord`` and builds
+        its Record only if shown."""
         path, last, labels, append = rows.path, self.last, _LABELS, self._append
         for k, (kind, t, line, origin, ref, values) in enumerate(
                 zip(rows.kinds, rows.times(), rows.lines, rows.origins, rows.refs(), rows.values(), strict=True)):
