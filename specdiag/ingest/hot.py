@@ -19,6 +19,7 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import deque
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from specdiag.ingest import scan
@@ -315,6 +316,19 @@ class MetricRows:
         cols, i = self._view.res.columns["stats"], self._rows[k]
         engine, n_engines = cols["engine"][i], cols["n_engines"][i]
         return (None if engine == NA else engine, None if n_engines == NA else n_engines)
+
+    def stats_engine(self, lo: int = 0) -> tuple[int | None, int | None] | None:
+        """``engine(k)`` shared by the stats rows ``lo``, ``lo + 2``, … (the rows of a batch in which stats
+        and SpecDecoding lines take turns), or None when they differ (a column at a time)."""
+        if self._view is None:
+            return self.engine(lo)
+        idx = self._rows[lo::2]
+        cols = self._view.res.columns["stats"]
+        pick = itemgetter(*idx) if len(idx) > 1 else lambda col: (col[idx[0]],)
+        engines, n_engines = pick(cols["engine"]), pick(cols["n_engines"])
+        if engines.count(engines[0]) != len(engines) or n_engines.count(n_engines[0]) != len(n_engines):
+            return None
+        return (None if engines[0] == NA else engines[0], None if n_engines[0] == NA else n_engines[0])
 
     def record_ref(self, k: int) -> RowRecord | Record:
         """What to keep of row ``k`` for evidence: its Record, or a ``RowRecord`` that builds it when called."""

@@ -6,39 +6,64 @@ same process (the API server, or ``MainProcess`` offline). An ``Interval`` joins
 attributed to an engine key: the input file, the printing process and the ``Engine NNN`` /
 ``N Engines Aggregated`` label.
 
-Memory is bounded: each rule keeps pointers to *shared* Interval objects (the first observer of an event
-builds it and caches it on the event), and a series longer than ``cap`` is compacted by merging
-neighbouring intervals (sums for token counts, max for gauges), so GB logs keep a few MB of state.
+Memory is bounded and the cost per line small: while it reads, the series keeps each interval as a flat
+row (a list, ``_ROW``'s fields), and an engine's rows are folded in groups of ``stride`` lines: below
+``cap`` rows the stride is 1 (one row a stats line); at ``cap`` rows neighbouring rows are folded in groups
+of ``FAN_IN`` and the stride grows as much, so every row of a series covers the same number of stats lines
+and a GB log keeps between ``cap / FAN_IN`` and ``cap`` rows per engine. A fold (``fold``) works a column at a time with
+built-ins: on a metric-dense log it runs about once per line, where a field-by-field merge of two objects
+cost more than all the other work of the line. ``Interval`` objects are made only when a rule or the
+timeline asks for the series (``engines``), after the run.
 """
 
 from __future__ import annotations
 
+from itertools import compress, repeat
+from operator import is_not, mul
+
 from specdiag.timeutil import rec_time
 
 STATS_EVENTS = frozenset({"V_STATS", "V_STATS_V0"})
+SPEC_EVENTS = frozenset({"V_SPEC"})
 #: (engine, n_engines) → label (few distinct: one per engine)
 _LABELS: dict[tuple, str] = {}
-SPEC_EVENTS = frozenset({"V_SPEC"})
+
+#: a row's fields: time, line, stats Record (or ``hot.RowRecord``), stats lines covered, the stats values
+#: (``metrics.parse.STATS_ORDER``), the SpecDecoding values (``SPEC_ORDER``) and its Record
+_ROW = ("t", "line", "_rec", "n", "running", "waiting", "kv", "kv_device", "prefix", "ext", "preempt", "prompt_tps",
+        "gen_tps", "acc", "dr", "mal", "rate", "pos", "ndrafts", "_spec_rec")
+T, LINE, REC, N = 0, 1, 2, 3
+_SPEC, DR, SPEC_REF = 13, 14, 19
+_NO_SPEC = (None,) * 7  # the SpecDecoding values and Record of a row without a SpecDecoding line
+_NO_STATS = (None,) * 9
+#: rows folded into one when a series reaches its cap: 4 keeps between a quarter of the cap and the cap,
+#: with half the folds of pairs (each stats line is folded about once either way; the compactions are fewer)
+FAN_IN = 4
 
 
 class Interval:
-    """One logging interval of one engine. ``acc``/``dr`` are None when no SpecDecoding line followed."""
+    """One logging interval of one engine (or, past the cap, ``n`` of them folded). ``acc``/``dr`` are None
+    when no SpecDecoding line followed."""
 
-    __slots__ = (
-        "t", "path", "line", "_rec", "engine", "running", "waiting", "kv", "kv_device", "prefix", "ext", "preempt",
-        "prompt_tps", "gen_tps", "acc", "dr", "mal", "rate", "pos", "ndrafts", "_spec_rec", "n",
-    )
+    __slots__ = ("path", "engine", *_ROW)
 
     def __init__(self, t, path, line, rec, engine) -> None:
-        self.t = t
         self.path = path
-        self.line = line
-        self._rec = rec  # a Record, or a callable that builds it (a scanned row's ``hot.RowRecord``)
         self.engine = engine
-        self.running = self.waiting = self.kv = self.kv_device = self.prefix = self.ext = self.preempt = None
-        self.prompt_tps = self.gen_tps = None
-        self.acc = self.dr = self.mal = self.rate = self.pos = self.ndrafts = self._spec_rec = None
-        self.n = 1
+        (self.t, self.line, self._rec, self.n, self.running, self.waiting, self.kv, self.kv_device, self.prefix,
+         self.ext, self.preempt, self.prompt_tps, self.gen_tps, self.acc, self.dr, self.mal, self.rate, self.pos,
+         self.ndrafts, self._spec_rec) = (t, line, rec, 1, *_NO_STATS, *_NO_SPEC)
+
+    @classmethod
+    def of_row(cls, path: str, engine: str, row: list) -> Interval:
+        iv = cls.__new__(cls)
+        iv.path, iv.engine = path, engine
+        (iv.t, iv.line, iv._rec, iv.n, iv.running, iv.waiting, iv.kv, iv.kv_device, iv.prefix, iv.ext, iv.preempt,
+         iv.prompt_tps, iv.gen_tps, iv.acc, iv.dr, iv.mal, iv.rate, iv.pos, iv.ndrafts, iv._spec_rec) = row
+        return iv
+
+    def row(self) -> list:
+        return [getattr(self, name) for name in _ROW]
 
     @property
     def rec(self):
@@ -87,65 +112,98 @@ def _resolved(rec):
     return rec() if callable(rec) else rec
 
 
-def _mean(x, y):
-    return y if x is None else x if y is None else (x + y) / 2
+# ---------------------------------------------------------------------------------------------- folding
+def fold(rows: list[list]) -> list:
+    """One row for consecutive rows (the first first): the largest of the gauges (``max``: the first of
+    equals, NaN where ``max`` keeps it), the mean of the printed rates and throughputs, sums of the token
+    counts with the acceptance rate and mean acceptance length recomputed from them, the per-position
+    rates weighted by drafts; time, line and Records of the first row (the first SpecDecoding Record).
+    Rows are never mutated: a fold is a new row. Each field is one built-in over its column (a fold runs
+    about once per stats line on a long log)."""
+    first = rows[0]
+    if len(rows) == 1:
+        return list(first)
+    (_t, _line, _rec, n, running, waiting, kv, dev, prefix, ext, preempt, prompt, gen, acc, dr, mal, rate, pos, nd,
+     spec_ref) = zip(*rows, strict=True)
+    return [first[T], first[LINE], first[REC], sum(n), _max(running), _max(waiting), _max(kv),
+            next(filter(None, dev), dev[-1]), _mean(prefix), _mean(ext), _max(preempt), _mean(prompt), _mean(gen),
+            *_fold_spec(acc, dr, mal, rate, pos, nd), next(filter(None, spec_ref), None)]
+
+
+def _max(col: tuple):
+    """The largest printed value (None when none was)."""
+    return max(col) if None not in col else max(_printed(col), default=None)
+
+
+def _printed(col: tuple) -> list:
+    return list(compress(col, map(is_not, col, repeat(None))))
+
+
+def _mean(col: tuple) -> float | None:
+    """The mean of the printed values (one printed value as it is; None when none was)."""
+    c = col if None not in col else _printed(col)
+    return (c[0] if len(c) == 1 else sum(c) / len(c)) if c else None
+
+
+def _total(col: tuple) -> int | float:
+    """The sum of the printed values (a missing one counts 0)."""
+    return sum(col) if None not in col else sum(_printed(col))
+
+
+def _fold_spec(accs: tuple, drs: tuple, mals: tuple, rates: tuple, poss: tuple, nds: tuple) -> tuple:
+    """``fold``'s SpecDecoding fields (``SPEC_ORDER``): counts summed where any row had drafted counts."""
+    if None not in accs and None not in drs and None not in nds:  # every row had a SpecDecoding line
+        acc, dr, nd = sum(accs), sum(drs), sum(nds)
+        mal = 1 + acc / nd if nd else next(filter(None, mals), None)
+        return (acc, dr, mal, acc / dr if dr else None, _fold_positions(poss, nds, drs), nd)
+    if drs.count(None) == len(drs):  # no row had drafted counts (an old line: the rate and mal only)
+        return (None, None, _mean(mals), _mean(rates), next(filter(None, poss), poss[-1]), None)
+    acc, dr = _total(accs), _total(drs)
+    if nds.count(None) != len(nds):
+        nd = _total(nds)
+        mal = 1 + acc / nd if nd else next(filter(None, mals), None)
+    else:
+        nd, mal = None, _mean(mals)
+    return (acc, dr, mal, acc / dr if dr else None, _fold_positions(poss, nds, drs), nd)
+
+
+def _fold_positions(poss: tuple, nds: tuple, drs: tuple) -> list | None:
+    """Per-position acceptance of the group, each row weighted by its drafts (``num_drafts``, else the
+    drafted tokens, else 1); rows whose list is shorter or longer than the first row's are left out, a
+    position any of the others left unknown (None) is unknown."""
+    if None not in poss and (first := poss[0]):
+        lens = list(map(len, poss))
+        if lens.count(lens[0]) == len(lens):  # the common group: every row printed as many positions
+            weights = nds if None not in nds and 0 not in nds else [nd or dr or 1 for nd, dr in zip(nds, drs, strict=True)]
+            total = sum(weights)
+            return [None if None in col else sum(map(mul, col, weights)) / total for col in zip(*poss, strict=True)]
+    first = next(filter(None, poss), None)
+    if first is None:
+        return poss[-1]
+    width = len(first)
+    keep = [bool(p) and len(p) == width for p in poss]
+    weights = [nd or dr or 1 for nd, dr in compress(zip(nds, drs, strict=True), keep)]
+    if len(weights) == 1:
+        return first
+    total = sum(weights)
+    return [None if None in col else sum(map(mul, col, weights)) / total
+            for col in zip(*compress(poss, keep), strict=True)]
 
 
 def merge(a: Interval, b: Interval) -> Interval:
-    """A new interval covering a and b (a first); shared objects are never mutated."""
-    m = Interval.__new__(Interval)  # every field is set below, once (compaction merges about once per line)
-    m.t, m.path, m.line, m._rec, m.engine, m.n = a.t, a.path, a.line, a._rec, a.engine, a.n + b.n
-    # max (the first of equals, NaN as max() keeps it) and mean written out: a merge runs about once per
-    # stats line on a long log
-    x, y = a.running, b.running
-    m.running = y if x is None else x if y is None else y if y > x else x
-    x, y = a.waiting, b.waiting
-    m.waiting = y if x is None else x if y is None else y if y > x else x
-    x, y = a.kv, b.kv
-    m.kv = y if x is None else x if y is None else y if y > x else x
-    x, y = a.preempt, b.preempt
-    m.preempt = y if x is None else x if y is None else y if y > x else x
-    m.kv_device = a.kv_device or b.kv_device
-    x, y = a.prefix, b.prefix
-    m.prefix = y if x is None else x if y is None else (x + y) / 2
-    x, y = a.ext, b.ext
-    m.ext = y if x is None else x if y is None else (x + y) / 2
-    x, y = a.prompt_tps, b.prompt_tps
-    m.prompt_tps = y if x is None else x if y is None else (x + y) / 2
-    x, y = a.gen_tps, b.gen_tps
-    m.gen_tps = y if x is None else x if y is None else (x + y) / 2
-    if a.dr is None and b.dr is None:  # neither has a SpecDecoding line
-        m.acc = m.dr = m.mal = m.rate = m.pos = m.ndrafts = m._spec_rec = None
-        return m
-    m.acc = acc = (a.acc or 0) + (b.acc or 0)
-    m.dr = dr = (a.dr or 0) + (b.dr or 0)
-    m.rate = acc / dr if dr else None
-    if a.ndrafts is not None or b.ndrafts is not None:
-        m.ndrafts = nd = (a.ndrafts or 0) + (b.ndrafts or 0)
-        m.mal = 1 + acc / nd if nd else (a.mal or b.mal)
-    else:
-        m.ndrafts = None
-        m.mal = _mean(a.mal, b.mal)
-    pa, pb = a.pos, b.pos
-    if pa and pb and len(pa) == len(pb):
-        wa, wb = a.ndrafts or a.dr or 1, b.ndrafts or b.dr or 1
-        w = wa + wb
-        m.pos = [None if x is None or y is None else (x * wa + y * wb) / w for x, y in zip(pa, pb, strict=True)]
-    else:
-        m.pos = pa or pb
-    m._spec_rec = a._spec_rec or b._spec_rec
-    return m
+    """A new interval covering a and b (a first): ``fold`` of their rows."""
+    return Interval.of_row(a.path, a.engine, fold([a.row(), b.row()]))
 
 
 def compact(items: list[Interval]) -> list[Interval]:
-    out = []
-    for i in range(0, len(items) - 1, 2):
-        out.append(merge(items[i], items[i + 1]))
+    """Neighbouring intervals merged in pairs (the last alone when odd): half as many points."""
+    out = [merge(items[i], items[i + 1]) for i in range(0, len(items) - 1, 2)]
     if len(items) % 2:
         out.append(items[-1])
     return out
 
 
+# ---------------------------------------------------------------------------------------------- tracking
 def _label(engine: int | None, n_engines: int | None) -> str:
     """``engine 0`` (vLLM's ``Engine 000:``), ``2 engines aggregated``, or ``engine`` (no label printed)."""
     if engine is not None:
@@ -155,13 +213,47 @@ def _label(engine: int | None, n_engines: int | None) -> str:
     return "engine"
 
 
+class _EngineRows:
+    """One engine's rows: ``done`` (each covering ``stride`` stats lines) and ``pending``, the newest rows
+    not yet folded (the last one may still be joined by its SpecDecoding line)."""
+
+    __slots__ = ("done", "pending", "stride")
+
+    def __init__(self) -> None:
+        self.done: list[list] = []
+        self.pending: list[list] = []
+        self.stride = 1
+
+    def settle(self, cap: int) -> None:
+        """Fold every complete group of ``pending`` but its last row, in order; whenever ``done`` reaches
+        ``cap`` rows, fold it in groups of ``FAN_IN`` and widen the stride as much (a batch settles as its
+        rows one by one would)."""
+        pending, done, s = self.pending, self.done, self.stride
+        while len(pending) > s:
+            if s == 1:
+                take = min(len(pending) - 1, cap - len(done))
+                done.extend(pending[:take])
+                del pending[:take]
+            else:
+                done.append(fold(pending[:s]))
+                del pending[:s]
+            if len(done) >= cap:
+                self.done = done = [fold(done[i : i + FAN_IN]) for i in range(0, len(done), FAN_IN)]
+                self.stride = s = s * FAN_IN
+
+    def rows(self) -> list[list]:
+        """Every row, the pending ones folded as one (the newest, shorter group)."""
+        return self.done + ([fold(self.pending)] if self.pending else [])
+
+
 class SeriesTracker:
-    """Feeds stats/SpecDecoding events into per-engine interval lists (bounded by ``cap``)."""
+    """Feeds stats/SpecDecoding rows into per-engine rows (bounded by ``cap`` per engine)."""
 
     def __init__(self, cap: int = 20000) -> None:
-        self.cap = cap
-        self.engines: dict[tuple, list[Interval]] = {}
-        self.last: dict[tuple, Interval] = {}  # (path, process key) → last interval (for the SpecDecoding line)
+        self.cap = max(2, cap)
+        self._engines: dict[tuple, _EngineRows] = {}
+        self.last: dict[tuple, tuple[list, tuple]] = {}  # (path, process key) → its last row and engine key
+        self._built: dict[tuple, list[Interval]] | None = None
 
     def observe(self, ev) -> None:
         """One stats / SpecDecoding event (a line the per-line stages read): a batch of one row."""
@@ -171,38 +263,90 @@ class SeriesTracker:
             self.observe_rows(MetricRows.from_event(ev))
 
     def observe_rows(self, rows) -> None:
-        """A batch of stats / SpecDecoding rows (``ingest.hot.MetricRows``): an Interval per stats line, the
-        SpecDecoding line after it joined to it; a scanned row's interval keeps a ``RowRecord`` and builds
-        its Record only if shown."""
-        path, last, labels, append = rows.path, self.last, _LABELS, self._append
-        for k, (kind, t, line, origin, ref, values) in enumerate(
-                zip(rows.kinds, rows.times(), rows.lines, rows.origins, rows.refs(), rows.values(), strict=True)):
+        """A batch of stats / SpecDecoding rows (``ingest.hot.MetricRows``): a row per stats line, the
+        SpecDecoding line after it (same process) joined to it, one on its own otherwise; a scanned row
+        keeps a ``RowRecord`` and builds its Record only if shown."""
+        self._built = None
+        n = len(rows)
+        lo = 1 if n and rows.kinds[0] == "spec" else 0  # the SpecDecoding line of the last batch's stats line
+        if n - lo >= 4 and self._observe_pairs(rows, lo):
+            return
+        self._observe_each(rows, 0, n)
+
+    def _observe_pairs(self, rows, lo: int) -> bool:
+        """The common batch from ``lo`` on, a column at a time: one process and one engine label, stats
+        and SpecDecoding lines in turn from a stats line on (False, having done nothing: any other batch)."""
+        kinds, origins = rows.kinds[lo:], rows.origins
+        n = len(kinds)
+        if origins.count(origins[0]) != len(origins) or kinds[0::2].count("stats") != (n + 1) // 2 \
+                or kinds[1::2].count("spec") != n // 2:
+            return False
+        engine = rows.stats_engine(lo)
+        if engine is None:
+            return False
+        label = _LABELS.get(engine) or _LABELS.setdefault(engine, _label(*engine))
+        pkey = (rows.path, origins[0].key)
+        ekey = (rows.path, pkey[1], label)
+        times, lines, refs, values = rows.times()[lo:], rows.lines[lo:], rows.refs()[lo:], rows.values()[lo:]
+        new = [[t, line, ref, 1, *sv, *pv, pref] for t, line, ref, sv, pv, pref in
+               zip(times[0::2], lines[0::2], refs[0::2], values[0::2], values[1::2], refs[1::2], strict=False)]
+        if n % 2:  # the last stats line: its SpecDecoding line may come with the next batch
+            new.append([times[-1], lines[-1], refs[-1], 1, *values[-1], *_NO_SPEC])
+        if None in times:  # a stats line without a time takes its SpecDecoding line's
+            for row, t in zip(new, times[1::2], strict=False):
+                if row[T] is None:
+                    row[T] = t
+        if lo:  # row 0 joins the last batch's row first (``_observe_each``): keep the order of rows
+            self._observe_each(rows, 0, 1)
+        eng = self._engine(ekey)
+        eng.pending.extend(new)
+        eng.settle(self.cap)
+        self.last[pkey] = (new[-1], ekey)
+        return True
+
+    def _observe_each(self, rows, lo: int, hi: int) -> None:
+        """Rows ``lo .. hi-1``, one at a time."""
+        path, last = rows.path, self.last
+        kinds, times, lines, origins, refs, values = (x[lo:hi] for x in (
+            rows.kinds, rows.times(), rows.lines, rows.origins, rows.refs(), rows.values()))
+        for k, (kind, t, line, origin, ref, vals) in enumerate(
+                zip(kinds, times, lines, origins, refs, values, strict=True), lo):
             pkey = (path, origin.key)
             if kind == "stats":
                 engine = rows.engine(k)
-                label = labels.get(engine) or labels.setdefault(engine, _label(*engine))
-                iv = Interval(t, path, line, ref, label)
-                iv.fill_stats(values)
-                last[pkey] = iv
-                append((path, pkey[1], label), iv)
+                label = _LABELS.get(engine) or _LABELS.setdefault(engine, _label(*engine))
+                self._add(pkey, (path, pkey[1], label), [t, line, ref, 1, *vals, *_NO_SPEC])
                 continue
             prev = last.get(pkey)
-            if prev is not None and prev.dr is None and prev._spec_rec is None:
-                prev.fill_spec(values, ref, t)
+            if prev is not None and prev[0][DR] is None and prev[0][SPEC_REF] is None:
+                row = prev[0]
+                row[_SPEC:SPEC_REF] = vals
+                row[SPEC_REF] = ref
+                if row[T] is None:  # a stats line without a time takes its SpecDecoding line's
+                    row[T] = t
                 continue
-            iv = Interval(t, path, line, ref, prev.engine if prev else "engine")
-            iv.fill_spec(values, ref, t)
-            append((path, pkey[1], iv.engine), iv)
-            last[pkey] = iv
+            label = prev[1][2] if prev is not None else "engine"
+            self._add(pkey, (path, pkey[1], label), [t, line, ref, 1, *_NO_STATS, *vals, ref])
 
-    def _append(self, key: tuple, iv: Interval) -> None:
-        lst = self.engines.get(key)
-        if lst is None:
-            lst = self.engines[key] = []
-        lst.append(iv)
-        if len(lst) > self.cap:
-            self.engines[key] = compact(lst)
+    def _add(self, pkey: tuple, ekey: tuple, row: list) -> None:
+        eng = self._engine(ekey)
+        eng.pending.append(row)
+        eng.settle(self.cap)
+        self.last[pkey] = (row, ekey)
 
+    def _engine(self, ekey: tuple) -> _EngineRows:
+        eng = self._engines.get(ekey)
+        if eng is None:
+            eng = self._engines[ekey] = _EngineRows()
+        return eng
+
+    @property
+    def engines(self) -> dict[tuple, list[Interval]]:
+        """(path, process key, engine label) → its intervals in log order (made when first asked for)."""
+        if self._built is None:
+            self._built = {key: [Interval.of_row(key[0], key[2], row) for row in eng.rows()]
+                           for key, eng in self._engines.items()}
+        return self._built
     def labels(self) -> dict[tuple, str]:
         """Readable labels: ``engine 0`` when one process printed stats, else with file and pid."""
         keys = list(self.engines)

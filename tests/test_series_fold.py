@@ -1,0 +1,112 @@
+"""The interval series folds rows a column at a time: what a fold means, that a long series keeps rows of
+equal width within its cap, and that batches cut anywhere give the series of one row at a time."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from specdiag.events import default_matcher
+from specdiag.ingest import scan
+from specdiag.ingest.hot import HotWindow, MetricRows
+from specdiag.ingest.records import iter_records
+from specdiag.ingest.sources import expand_inputs
+from specdiag.metrics.series import FAN_IN, SeriesTracker, fold
+
+STATS = ("({proc} pid={pid}) INFO 05-06 {ts} [loggers.py:273] Engine 000: Avg prompt throughput: {p}.0 tokens/s, "
+         "Avg generation throughput: 44.5 tokens/s, Running: {run} reqs, Waiting: 0 reqs, GPU KV cache usage: 4.5%, "
+         "Prefix cache hit rate: 1{p}.5%")
+SPEC = ("({proc} pid={pid}) INFO 05-06 {ts} [metrics.py:120] SpecDecoding metrics: Mean acceptance length: {mal}, "
+        "Accepted throughput: 1.30 tokens/s, Drafted throughput: 4.50 tokens/s, Accepted: {acc} tokens, "
+        "Drafted: {dr} tokens, Per-position acceptance rate: 0.{p}50, 0.567, Avg Draft acceptance rate: 57.1%")
+OTHER = "(Worker pid=9) [2026-05-06 08:00:00,000] LMCache WARNING: something else (cache_engine.py:1:x)"
+
+
+def _row(t, n=1, running=None, kv=None, prefix=None, acc=None, dr=None, mal=None, pos=None, nd=None) -> list:
+    return [t, int(t), f"rec{t}", n, running, None, kv, "GPU", prefix, None, None, None, None,
+            acc, dr, mal, None if not dr else acc / dr, pos, nd, f"spec{t}" if dr else None]
+
+
+def test_a_fold_is_max_of_gauges_mean_of_rates_sums_of_counts_and_weighted_positions() -> None:
+    rows = [_row(1.0, running=3, kv=0.5, prefix=0.2, acc=10, dr=20, mal=1.5, pos=[0.5, 0.25], nd=20.0),
+            _row(2.0, running=None, kv=float("nan"), prefix=None, acc=30, dr=40, mal=2.5, pos=[1.0, 0.5], nd=20.0),
+            _row(3.0, running=7, kv=0.1, prefix=0.4, acc=0, dr=10, mal=1.0, pos=[0.0], nd=10.0)]
+    out = fold(rows)
+    assert out[:4] == [1.0, 1, "rec1.0", 3]
+    assert out[4] == 7  # the largest printed running count
+    assert out[6] == 0.5  # max() keeps the first of 0.5 and NaN, as a left fold of ``y if y > x else x`` does
+    assert out[8] == pytest.approx(0.3)  # the mean of the two printed prefix hit rates
+    assert (out[13], out[14], out[18]) == (40, 70, 50.0)
+    assert out[15] == pytest.approx(1 + 40 / 50)  # mean acceptance length from the summed counts
+    assert out[16] == pytest.approx(40 / 70)
+    # the third row printed one position only: left out; the others weighted by their drafts
+    assert out[17] == pytest.approx([(0.5 * 20 + 1.0 * 20) / 40, (0.25 * 20 + 0.5 * 20) / 40])
+    assert out[19] == "spec1.0"
+    assert all(r[3] == 1 for r in rows)  # rows are not mutated
+
+
+def test_a_fold_of_rows_without_drafted_counts_keeps_the_printed_rate() -> None:
+    a, b = _row(1.0), _row(2.0)
+    a[15], a[16], b[16] = 1.8, 0.4, 0.6
+    out = fold([a, b])
+    assert out[14] is None and out[15] == 1.8 and out[16] == pytest.approx(0.5)
+
+
+def _log(tmp_path: Path, pairs: int, cut_every: int = 0) -> Path:
+    lines = []
+    for i in range(pairs):
+        ts = f"08:{i // 60 % 60:02d}:{i % 60:02d}"
+        lines.append(STATS.format(proc="APIServer", pid=1, ts=ts, p=i % 10, run=i % 7))
+        if cut_every and i % cut_every == 0:  # another process's line between a stats line and its SpecDecoding line
+            lines.append(OTHER)
+        lines.append(SPEC.format(proc="APIServer", pid=1, ts=ts, p=i % 10, mal=f"{1 + i % 3}.25", acc=i, dr=2 * i + 1))
+    p = tmp_path / "server.log"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def _series_from_batches(log: Path, cap: int) -> SeriesTracker:
+    src = expand_inputs([str(log)])[0]
+    tr = SeriesTracker(cap=cap)
+    for it in iter_records(src, hot=True, window=HotWindow(src.display)):
+        if isinstance(it, MetricRows):
+            tr.observe_rows(it)
+    return tr
+
+
+def _series_line_by_line(log: Path, cap: int) -> SeriesTracker:
+    src = expand_inputs([str(log)])[0]
+    tr, matcher = SeriesTracker(cap=cap), default_matcher()
+    for rec in iter_records(src):
+        ev = matcher.match(rec)
+        if ev is not None:
+            tr.observe(ev)
+    return tr
+
+
+def _digest(tr: SeriesTracker) -> list:
+    return [[(iv.t, iv.line, iv.n, iv.running, iv.kv, iv.prefix, iv.acc, iv.dr, iv.mal, iv.rate, iv.pos, iv.ndrafts,
+              iv.rec.line, iv.spec_rec.line if iv.spec_rec else None) for iv in ivs] for ivs in tr.engines.values()]
+
+
+@pytest.mark.skipif(scan.IMPLEMENTATION == "none", reason="no scanner")
+@pytest.mark.parametrize("cut_every", [0, 3, 7])
+def test_batches_cut_anywhere_give_the_series_of_one_line_at_a_time(tmp_path: Path, cut_every: int) -> None:
+    log = _log(tmp_path, 300, cut_every)
+    batched, single = _series_from_batches(log, 16), _series_line_by_line(log, 16)
+    assert _digest(batched) == _digest(single)
+    (ivs,) = batched.engines.values()
+    assert sum(iv.n for iv in ivs) == 300 and sum(iv.acc for iv in ivs) == sum(range(300))
+
+
+def test_a_series_past_its_cap_keeps_rows_of_one_width(tmp_path: Path) -> None:
+    cap = 16
+    tr = _series_line_by_line(_log(tmp_path, 1000), cap)
+    (ivs,) = tr.engines.values()
+    widths = [iv.n for iv in ivs]
+    assert cap // FAN_IN <= len(ivs) <= cap
+    assert len(set(widths[:-1])) == 1 and widths[-1] <= widths[0]  # the newest row may be a shorter group
+    assert sum(widths) == 1000
+    assert not any(isinstance(iv.kv, float) and math.isnan(iv.kv) for iv in ivs)
