@@ -234,6 +234,14 @@ class MetricRows:
         self._rests.append(rest)
 
     @classmethod
+    def of_columns(cls, path: str, year: int | None, view: BlockView, kinds: list[str], rows: list[int],
+                   lines: list[int], origins: list[Origin], rests: list[bytes]) -> MetricRows:
+        """A whole batch at once (``add`` for every row: the same lists, built a column at a time)."""
+        batch = cls(path, year, view)
+        batch.kinds, batch._rows, batch.lines, batch.origins, batch._rests = kinds, rows, lines, origins, rests
+        return batch
+
+    @classmethod
     def from_event(cls, ev: Event) -> MetricRows:
         """A stats / SpecDecoding line the per-line stages read (no scanner, a wrapped line, a V0 engine's
         stats line): a batch of one."""

@@ -450,9 +450,11 @@ class _Reader:
         year roll (a batch has one year). A line whose width this input proved to be a terminal's could
         be the first row of a cut line: it goes through the per-line stages instead.
         """
+        learned = len(self.widths) > len(TERMINAL_WIDTHS)
+        if original is None and not learned and self._metric_batch(view, todo):
+            return
         batch: MetricRows | None = None
         prefixes, columns, block, off = view.res.prefixes, view.res.columns, view.block, view.off
-        learned = len(self.widths) > len(TERMINAL_WIDTHS)
         clean_line = scan.clean_line
         for n, table, i in todo:
             cols = columns[table]
@@ -489,6 +491,34 @@ class _Reader:
                 batch = MetricRows(self.path, self.year_hint, view)
             batch.add(table, i, n, origin, rest)
         self._flush(batch)
+
+    def _metric_batch(self, view: BlockView, todo: list[tuple[int, str, int]]) -> bool:
+        """``metric_rows`` as one batch, a column at a time, where no row needs the per-row path: no
+        Dec→Jan roll among them, no open record of their processes (a held record goes first, as the first
+        row would hand it on). False, having done nothing, otherwise."""
+        columns, block, off = view.res.columns, view.block, view.off
+        _ns, tables, idx = zip(*todo, strict=True)
+        stats, spec = columns["stats"], columns["spec"]
+        (s0, e0, p0), (s1, e1, p1) = (stats["start"], stats["end"], stats["proc"]), (spec["start"], spec["end"], spec["proc"])
+        procs = [p0[i] if t == "stats" else p1[i] for t, i in zip(tables, idx, strict=True)]
+        by_proc = {p: view.origin(p) for p in set(procs)}
+        if self.open_recs and any(o.key in self.open_recs for o in by_proc.values()):
+            return False
+        lines = list(map(scan.clean_line, [block[off + s0[i] : off + e0[i]] if t == "stats" else
+                                           block[off + s1[i] : off + e1[i]] for t, i in zip(tables, idx, strict=True)]))
+        prefix_len = [len(p) for p in view.res.prefixes]
+        rests = [line[prefix_len[p] :] for line, p in zip(lines, procs, strict=True)]
+        months = [r[5:7] for r in rests]
+        if self.year_hint and b"01" in months and (self.last_month == 12 or b"12" in months):
+            return False  # the year rolls inside: the per-row path cuts the batch there
+        if self.held is not None:
+            self.out.append(self.held)
+            self.held = None
+        self.last_month = int(months[-1])
+        batch = MetricRows.of_columns(self.path, self.year_hint, view, list(tables), list(idx), list(_ns),
+                                      list(map(by_proc.__getitem__, procs)), rests)
+        self._flush(batch)
+        return True
 
     def _flush(self, batch: MetricRows | None) -> None:
         """Hand on a batch of metric rows (before whatever must follow it); None, the next batch's start
