@@ -66,8 +66,8 @@ enum {
     F_LINE, F_START, F_END, F_TID,
     X_LINE, X_START, X_END,
     V_LINE, V_START, V_END, V_PROC, V_ENGINE, V_NENGINES, V_PROMPT, V_GEN, V_RUNNING, V_WAITING, V_PREEMPT, V_KV, V_KVDEV, V_PREFIX,
-    V_EXT,
-    P_LINE, P_START, P_END, P_PROC, P_MAL, P_ACCEPTED, P_DRAFTED, P_RATE, P_OFF, P_N,
+    V_EXT, V_STAMP,
+    P_LINE, P_START, P_END, P_PROC, P_MAL, P_ACCEPTED, P_DRAFTED, P_RATE, P_OFF, P_N, P_STAMP,
     Q_RATE,
     NCOLS
 };
@@ -1044,6 +1044,14 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t li
     return 1;
 }
 
+/* scan.stamp_value: vLLM's "MM-DD hh:mm:ss" (digits checked by vllm_head) as the number MMDDhhmmss */
+static int64_t stamp_of(const u8 *p) {
+    static const int at[10] = {0, 1, 3, 4, 6, 7, 9, 10, 12, 13};
+    int64_t v = 0;
+    for (int i = 0; i < 10; i++) v = v * 10 + (p[at[i]] - '0');
+    return v;
+}
+
 /* scan._scan_vllm: the stats or SpecDecoding line after the prefixes (raw_len: the line before cleaning) */
 static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_len, int64_t lineno, int64_t start,
                      int64_t end) {
@@ -1051,6 +1059,7 @@ static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_le
     long msg_l = vllm_head(s, pre, n);
     if (msg_l < 0) return 0;
     size_t msg = (size_t)msg_l;
+    int64_t stamp = stamp_of(s + pre + 5);
     if (STARTS(s, msg, n, "SpecDecoding metrics: ")) {
         spec_t P;
         if (parse_spec(st, s, msg, n, &P) < 0) return 0;
@@ -1063,6 +1072,7 @@ static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_le
         put_f64(st, P_RATE, P.rate);
         put_i64(st, P_OFF, st->npos);
         put_i64(st, P_N, P.npos);
+        put_i64(st, P_STAMP, stamp);
         vec_put(st, &st->col[Q_RATE], st->pos_tmp, (size_t)P.npos * sizeof(double));
         st->npos += P.npos;
         st->counts[proc][T_SPEC]++;
@@ -1084,6 +1094,7 @@ static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_le
     put_u8(st, V_KVDEV, V.dev);
     put_f64(st, V_PREFIX, V.prefix);
     put_f64(st, V_EXT, V.ext);
+    put_i64(st, V_STAMP, stamp);
     st->counts[proc][T_STATS]++;
     return 1;
 }

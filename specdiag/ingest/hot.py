@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from specdiag.ingest import scan
 from specdiag.ingest.origin import Origin, OriginCache
 from specdiag.numbers import to_int
-from specdiag.timeutil import vllm_stamp_time
+from specdiag.timeutil import stamp_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.events import Event
@@ -76,8 +76,8 @@ class BlockView:
         """A metric row's Record: its process is the row's (no prefix to peel again), then vLLM's header."""
         cols = self.res.columns[table]
         proc = cols["proc"][i]
-        rest = scan.clean_line(self.raw(table, i))[len(self.res.prefixes[proc]) :]
-        return metric_record(self.path, cols["line"][i], self.origin(proc), rest, self.year)
+        return metric_record(self.path, cols["line"][i], self.origin(proc), self.raw(table, i),
+                             len(self.res.prefixes[proc]), self.year)
 
     def raw(self, table: str, i: int) -> bytes:
         cols, off = self.res.columns[table], self.off
@@ -174,10 +174,12 @@ class LookupRows:
         return self._view.origin(self.proc[i])
 
 
-def metric_record(path: str, line: int, origin: Origin, rest: bytes, year: int | None) -> Record:
-    """The Record of a stats / SpecDecoding line the scanner accepted (``rest``: the cleaned line after its
-    process prefix, ``INFO MM-DD hh:mm:ss [file:line] …``), as the per-line stages make it."""
+def metric_record(path: str, line: int, origin: Origin, raw: bytes, plen: int, year: int | None) -> Record:
+    """The Record of a stats / SpecDecoding line the scanner accepted (``raw``: the line as read; ``plen``:
+    the length of its process prefixes once cleaned, before ``INFO MM-DD hh:mm:ss [file:line] …``), as the
+    per-line stages make it."""
     _event_cls, _templates, VLLM_REST, Record = _late()  # noqa: N806 - the imported names
+    rest = scan.clean_line(raw)[plen:]
     m = VLLM_REST.match(rest, 5)
     return Record(path, line, origin, "vllm", "INFO", m.group(1), year, m.group(2), to_int(m.group(3)), None,
                   rest[m.end() :])
@@ -185,18 +187,18 @@ def metric_record(path: str, line: int, origin: Origin, rest: bytes, year: int |
 
 class RowRecord:
     """A metric row's Record, built when first called for. An interval series keeps one per row (bounded
-    by its cap) and shows a handful as evidence, so most are never built; it holds the row's cleaned bytes,
-    not the block they came in."""
+    by its cap) and shows a handful as evidence, so most are never built; it holds the row's bytes as read
+    (cleaned when built), not the block they came in."""
 
-    __slots__ = ("path", "line", "origin", "rest", "year", "_rec")
+    __slots__ = ("path", "line", "origin", "raw", "plen", "year", "_rec")
 
-    def __init__(self, path: str, line: int, origin: Origin, rest: bytes, year: int | None) -> None:
-        self.path, self.line, self.origin, self.rest, self.year = path, line, origin, rest, year
+    def __init__(self, path: str, line: int, origin: Origin, raw: bytes, plen: int, year: int | None) -> None:
+        self.path, self.line, self.origin, self.raw, self.plen, self.year = path, line, origin, raw, plen, year
         self._rec: Record | None = None
 
     def __call__(self) -> Record:
         if self._rec is None:
-            self._rec = metric_record(self.path, self.line, self.origin, self.rest, self.year)
+            self._rec = metric_record(self.path, self.line, self.origin, self.raw, self.plen, self.year)
         return self._rec
 
 
@@ -211,7 +213,8 @@ class MetricRows:
     while ``observe_metrics`` runs: keep ``record_ref(k)`` or numbers, never the batch.
     """
 
-    __slots__ = ("path", "year", "kinds", "lines", "origins", "_rows", "_rests", "_view", "_events", "_times")
+    __slots__ = ("path", "year", "kinds", "lines", "origins", "_rows", "_raws", "_plens", "_stamps", "_view", "_events",
+                 "_times")
 
     def __init__(self, path: str, year: int | None, view: BlockView | None = None) -> None:
         self.path = path
@@ -220,25 +223,32 @@ class MetricRows:
         self.lines: list[int] = []
         self.origins: list[Origin] = []
         self._rows: list[int] = []
-        self._rests: list[bytes] = []
+        self._raws: list[bytes] = []
+        self._plens: list[int] = []
+        self._stamps: list[int] = []
         self._view = view
         self._events: list[Event] | None = None
         self._times: list[float | None] | None = None
 
-    def add(self, kind: str, row: int, line: int, origin: Origin, rest: bytes) -> None:
-        """Row ``row`` of the view's ``kind`` table (``rest``: its cleaned line after the process prefix)."""
+    def add(self, kind: str, row: int, line: int, origin: Origin, raw: bytes, plen: int, stamp: int) -> None:
+        """Row ``row`` of the view's ``kind`` table (``raw``: its line as read; ``plen``: its cleaned process
+        prefixes' length; ``stamp``: its ``stamp`` column)."""
         self.kinds.append(kind)
         self._rows.append(row)
         self.lines.append(line)
         self.origins.append(origin)
-        self._rests.append(rest)
+        self._raws.append(raw)
+        self._plens.append(plen)
+        self._stamps.append(stamp)
 
     @classmethod
     def of_columns(cls, path: str, year: int | None, view: BlockView, kinds: list[str], rows: list[int],
-                   lines: list[int], origins: list[Origin], rests: list[bytes]) -> MetricRows:
+                   lines: list[int], origins: list[Origin], raws: list[bytes], plens: list[int],
+                   stamps: list[int]) -> MetricRows:
         """A whole batch at once (``add`` for every row: the same lists, built a column at a time)."""
         batch = cls(path, year, view)
-        batch.kinds, batch._rows, batch.lines, batch.origins, batch._rests = kinds, rows, lines, origins, rests
+        batch.kinds, batch._rows, batch.lines, batch.origins = kinds, rows, lines, origins
+        batch._raws, batch._plens, batch._stamps = raws, plens, stamps
         return batch
 
     @classmethod
@@ -265,7 +275,7 @@ class MetricRows:
                 self._times = [rec_time(ev.rec) for ev in self._events or ()]
             else:
                 year = self.year
-                self._times = [vllm_stamp_time(rest[5:19], year) for rest in self._rests]
+                self._times = [stamp_time(stamp, year) for stamp in self._stamps]
         return self._times
 
     def stats(self, k: int) -> dict:
@@ -312,8 +322,8 @@ class MetricRows:
         if self._view is None:
             return [self._events[0].rec]
         path, year = self.path, self.year
-        return [RowRecord(path, line, origin, rest, year)
-                for line, origin, rest in zip(self.lines, self.origins, self._rests, strict=True)]
+        return [RowRecord(path, line, origin, raw, plen, year)
+                for line, origin, raw, plen in zip(self.lines, self.origins, self._raws, self._plens, strict=True)]
 
     def engine(self, k: int) -> tuple[int | None, int | None]:
         """A stats row's ``Engine N`` and ``N Engines Aggregated`` numbers (None where not printed)."""
@@ -342,7 +352,7 @@ class MetricRows:
         """What to keep of row ``k`` for evidence: its Record, or a ``RowRecord`` that builds it when called."""
         if self._view is None:
             return self._events[0].rec
-        return RowRecord(self.path, self.lines[k], self.origins[k], self._rests[k], self.year)
+        return RowRecord(self.path, self.lines[k], self.origins[k], self._raws[k], self._plens[k], self.year)
 
     def record(self, k: int) -> Record:
         ref = self.record_ref(k)

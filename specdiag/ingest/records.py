@@ -476,9 +476,8 @@ class _Reader:
                 batch = self._flush(batch)
                 self.out.append(self.held)
                 self.held = None
-            proc = cols["proc"][i]
-            rest = line[len(prefixes[proc]) :]
-            month = int(rest[5:7])
+            proc, stamp = cols["proc"][i], cols["stamp"][i]
+            month = stamp // 100000000
             if self.year_hint and self.last_month == 12 and month == 1:
                 self.year_hint += 1
             self.last_month = month
@@ -489,34 +488,38 @@ class _Reader:
             if batch is None or batch.year != self.year_hint:
                 self._flush(batch)
                 batch = MetricRows(self.path, self.year_hint, view)
-            batch.add(table, i, n, origin, rest)
+            batch.add(table, i, n, origin, raw, len(prefixes[proc]), stamp)
         self._flush(batch)
 
     def _metric_batch(self, view: BlockView, todo: list[tuple[int, str, int]]) -> bool:
         """``metric_rows`` as one batch, a column at a time, where no row needs the per-row path: no
         Dec→Jan roll among them, no open record of their processes (a held record goes first, as the first
-        row would hand it on). False, having done nothing, otherwise."""
+        row would hand it on). No line is cleaned: times come from the ``stamp`` column and a Record is
+        built, from the line as read, only when shown. False, having done nothing, otherwise."""
         columns, block, off = view.res.columns, view.block, view.off
-        _ns, tables, idx = zip(*todo, strict=True)
+        ns, tables, idx = zip(*todo, strict=True)
         stats, spec = columns["stats"], columns["spec"]
-        (s0, e0, p0), (s1, e1, p1) = (stats["start"], stats["end"], stats["proc"]), (spec["start"], spec["end"], spec["proc"])
-        procs = [p0[i] if t == "stats" else p1[i] for t, i in zip(tables, idx, strict=True)]
+        s0, e0, p0, t0 = stats["start"], stats["end"], stats["proc"], stats["stamp"]
+        s1, e1, p1, t1 = spec["start"], spec["end"], spec["proc"], spec["stamp"]
+        pairs = list(zip(tables, idx, strict=True))
+        procs = [p0[i] if t == "stats" else p1[i] for t, i in pairs]
         by_proc = {p: view.origin(p) for p in set(procs)}
         if self.open_recs and any(o.key in self.open_recs for o in by_proc.values()):
             return False
-        lines = list(map(scan.clean_line, [block[off + s0[i] : off + e0[i]] if t == "stats" else
-                                           block[off + s1[i] : off + e1[i]] for t, i in zip(tables, idx, strict=True)]))
-        prefix_len = [len(p) for p in view.res.prefixes]
-        rests = [line[prefix_len[p] :] for line, p in zip(lines, procs, strict=True)]
-        months = [r[5:7] for r in rests]
-        if self.year_hint and b"01" in months and (self.last_month == 12 or b"12" in months):
-            return False  # the year rolls inside: the per-row path cuts the batch there
+        stamps = [t0[i] if t == "stats" else t1[i] for t, i in pairs]
+        if self.year_hint:
+            months = {s // 100000000 for s in stamps}
+            if 1 in months and (self.last_month == 12 or 12 in months):
+                return False  # the year may roll inside: the per-row path cuts the batch there
         if self.held is not None:
             self.out.append(self.held)
             self.held = None
-        self.last_month = int(months[-1])
-        batch = MetricRows.of_columns(self.path, self.year_hint, view, list(tables), list(idx), list(_ns),
-                                      list(map(by_proc.__getitem__, procs)), rests)
+        self.last_month = stamps[-1] // 100000000
+        raws = [block[off + s0[i] : off + e0[i]] if t == "stats" else block[off + s1[i] : off + e1[i]] for t, i in pairs]
+        plen = [len(p) for p in view.res.prefixes]
+        batch = MetricRows.of_columns(self.path, self.year_hint, view, list(tables), list(idx), list(ns),
+                                      list(map(by_proc.__getitem__, procs)), raws, list(map(plen.__getitem__, procs)),
+                                      stamps)
         self._flush(batch)
         return True
 

@@ -72,9 +72,9 @@ SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
     "rare": (("line", "q"), ("start", "q"), ("end", "q")),
     "stats": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("engine", "q"), ("n_engines", "q"),
               ("prompt_tps", "d"), ("gen_tps", "d"), ("running", "q"), ("waiting", "q"), ("preempt", "q"), ("kv", "d"),
-              ("kv_dev", "B"), ("prefix", "d"), ("ext", "d")),
+              ("kv_dev", "B"), ("prefix", "d"), ("ext", "d"), ("stamp", "q")),
     "spec": (("line", "q"), ("start", "q"), ("end", "q"), ("proc", "I"), ("mal", "d"), ("accepted", "q"),
-             ("drafted", "q"), ("rate", "d"), ("pos_off", "q"), ("pos_n", "q")),
+             ("drafted", "q"), ("rate", "d"), ("pos_off", "q"), ("pos_n", "q"), ("stamp", "q")),
     "positions": (("rate", "d"),),
 }
 #: ``kv_dev`` of a stats row: which KV cache the usage is of (``GPU KV cache usage`` / ``CPU KV cache usage``)
@@ -364,6 +364,12 @@ def vllm_head(s: bytes, pos: int) -> int:
     return _expect(s, stop, len(s), b"] ")
 
 
+def stamp_value(stamp: bytes) -> int:
+    """vLLM's ``MM-DD hh:mm:ss`` (digits where ``vllm_head`` checked them) as the number ``MMDDhhmmss``: a
+    metric row's ``stamp`` column, from which its time is taken without the line (``timeutil.stamp_time``)."""
+    return int(stamp[0:2] + stamp[3:5] + stamp[6:8] + stamp[9:11] + stamp[12:14])
+
+
 def _decimal(s: bytes, pos: int, end: int) -> tuple[float, int]:
     """``nan`` or ``D[.D]`` (1-MAX_DIGITS digits each) at ``pos`` → (``float(text)``, NaN for nan; end).
 
@@ -580,17 +586,18 @@ def _scan_vllm(acc: _Acc, s: bytes, pos: int, raw_len: int, lineno: int, start: 
     if raw_len in TERMINAL_WIDTHS or len(s) in TERMINAL_WIDTHS:
         raise _Reject
     msg = vllm_head(s, pos)
+    stamp = stamp_value(s[pos + 5 : pos + 19])
     if s.startswith(b"SpecDecoding metrics: ", msg):
         mal, accepted, drafted, rate, positions = parse_spec(s, msg)
         proc = acc.proc(s[:pos])
         rates = acc.cols["positions"][0]
-        acc.row("spec", lineno, start, end, proc, mal, accepted, drafted, rate, len(rates), len(positions))
+        acc.row("spec", lineno, start, end, proc, mal, accepted, drafted, rate, len(rates), len(positions), stamp)
         rates.extend(positions)
         acc.count(proc, SPEC)
         return True
     values = parse_stats(s, msg)
     proc = acc.proc(s[:pos])
-    acc.row("stats", lineno, start, end, proc, *values)
+    acc.row("stats", lineno, start, end, proc, *values, stamp)
     acc.count(proc, STATS)
     return True
 
@@ -734,7 +741,7 @@ def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origi
     if rest.startswith(b"INFO "):  # V_STATS / V_SPEC: the vLLM header as the records path reads it
         from specdiag.ingest.hot import metric_record
 
-        return metric_record(path, lineno, origin, rest, year)
+        return metric_record(path, lineno, origin, block[start:end], len(line) - len(rest), year)
     return record_from_hot((path, lineno, origin, rest, year))
 
 

@@ -69,6 +69,7 @@ from specdiag.ingest.scan import (
     _scan_hot,
     clean_line,
     peel_prefixes,
+    stamp_value,
     vllm_head,
 )
 
@@ -255,6 +256,8 @@ _STATS_KINDS = (_NUMBER_F, _NUMBER_F, _DECIMAL_F, _DECIMAL_F, _COUNT_F, _COUNT_F
 _SPEC_KINDS = (_DECIMAL_F, _COUNT_F, _COUNT_F, _PERCENT_F)
 #: an optional field the line does not print: its slice is empty, and the empty text is the column's "no value"
 _ABSENT = slice(0, 0)
+#: the stamp of vLLM's header at the position after the prefixes (``vllm_head`` checked its digits)
+_STAMP = re.compile(rb"INFO (\d\d-\d\d \d\d:\d\d:\d\d)")
 #: field text → value, per converter kind (bounded like ``_CACHE``): a count or percent repeats across lines
 _VALUES: tuple[dict[bytes, float | int], ...] = ({}, {}, {}, {})
 _VALUES_MAX = 1 << 14
@@ -321,12 +324,13 @@ def metric_decision(key: bytes, tid: int) -> tuple:
     if m is None:
         return _SLOW_INFO
     fields = tuple(_raw_field(m, g, kept) for g in groups)
-    if None in fields or (tid == SPEC and m.group(groups[3]) == b"nan%"):
+    stamp = _raw_field(_STAMP.match(s, pos), 1, kept)
+    if None in fields or stamp is None or (tid == SPEC and m.group(groups[3]) == b"nan%"):
         return _SLOW_INFO
     if tid == STATS:
-        info = (tid, prefix, _KV_DEV[m.group(8)], *fields)
+        info = (tid, prefix, _KV_DEV[m.group(8)], *fields, stamp)
     else:
-        info = (tid, prefix, *fields, m.group(groups[4]).count(b", ") + 1)
+        info = (tid, prefix, *fields, m.group(groups[4]).count(b", ") + 1, stamp)
     return info if _probe_agrees(key, info) else _SLOW_INFO
 
 
@@ -352,11 +356,11 @@ def _convert(kind: int, text: bytes) -> float | int | None:
 def _metric_row(info: tuple, line: bytes) -> tuple:
     """One line's values under a metric decision, one field at a time (the probe's check)."""
     if info[0] == STATS:
-        values = [_convert(k, line[f]) for k, f in zip(_STATS_KINDS, info[3:], strict=True)]
-        return (*values[:7], values[7], info[2], *values[8:])
+        values = [_convert(k, line[f]) for k, f in zip(_STATS_KINDS, info[3:13], strict=True)]
+        return (*values[:7], values[7], info[2], *values[8:], stamp_value(line[info[13]]))
     values = [_convert(k, line[f]) for k, f in zip(_SPEC_KINDS, info[2:6], strict=True)]
     rates = [_convert(_DECIMAL_F, t) for t in line[info[6]].split(b", ")]
-    return (*values, len(rates), rates)
+    return (*values, len(rates), rates, stamp_value(line[info[8]]))
 
 
 def _probe_agrees(key: bytes, info: tuple) -> bool:
@@ -369,8 +373,8 @@ def _probe_agrees(key: bytes, info: tuple) -> bool:
     if one.prefix != clean_line(probe[info[1]]):
         return False
     ref = one.rows[0][1][4:]
-    if info[0] == SPEC:  # (mal, accepted, drafted, rate, pos_off, pos_n) and the line's own rates
-        ref = (*ref[:4], ref[5], list(one.cols["positions"][0]))
+    if info[0] == SPEC:  # (mal, accepted, drafted, rate, pos_off, pos_n, stamp) and the line's own rates
+        ref = (*ref[:4], ref[5], list(one.cols["positions"][0]), ref[6])
     return repr(ref) == repr(_metric_row(info, probe)) and (info[0] == STATS or ref[4] == info[7])
 
 
@@ -571,6 +575,14 @@ def _drop(b: _Block, bad: set[int], sel: list[int], *columns: list) -> list[list
     return [list(compress(c, keep)) for c in (sel, *columns)]
 
 
+def _stamps(b: _Block, lines: list[bytes], infos: list[tuple], k: int) -> list[int]:
+    """The ``stamp`` column (``scan.stamp_value``) of the selected metric lines, from their decision's slice
+    (a verified key puts two digits at each of its places), one conversion per distinct second."""
+    texts = list(b.field(lines, infos, k))
+    table = {t: stamp_value(t) for t in set(texts)}
+    return list(map(table.__getitem__, texts))
+
+
 def _stats(b: _Block) -> list:
     """The stats table of the lines whose key has a stats decision, in line order."""
     sel, lines, infos = b.take(STATS)
@@ -580,7 +592,7 @@ def _stats(b: _Block) -> list:
         sel, lines, infos, *cols = _drop(b, bad, sel, lines, infos, *cols)
     proc = b.prefixes(lines, infos)
     b.note(proc, sel, repeat(STATS))
-    return [*b.positions(sel), proc, *cols[:8], list(map(itemgetter(2), infos)), *cols[8:]]
+    return [*b.positions(sel), proc, *cols[:8], list(map(itemgetter(2), infos)), *cols[8:], _stamps(b, lines, infos, 13)]
 
 
 def _spec(b: _Block) -> tuple[list, array]:
@@ -601,7 +613,7 @@ def _spec(b: _Block) -> tuple[list, array]:
         offsets = list(accumulate(counts, initial=0))
     proc = b.prefixes(lines, infos)
     b.note(proc, sel, repeat(SPEC))
-    return [*b.positions(sel), proc, *cols, offsets[:-1], counts], array("d", rates)
+    return [*b.positions(sel), proc, *cols, offsets[:-1], counts, _stamps(b, lines, infos, 8)], array("d", rates)
 
 
 class _RowOf:
@@ -620,7 +632,7 @@ def _merge_spec(cols: list[list], positions: array, rows: list[list], rates: lis
     out = array("d")
     merged = []
     for row, own in sorted([*fast, *zip(rows, rates, strict=True)], key=lambda r: r[0][0]):
-        merged.append((*row[:8], len(out), len(own)))
+        merged.append((*row[:8], len(out), len(own), row[10]))
         out.extend(own)
     return [list(c) for c in zip(*merged, strict=True)], out
 
