@@ -18,6 +18,8 @@ import re
 import time
 from datetime import datetime, timezone
 from functools import lru_cache
+from itertools import repeat
+from operator import add, floordiv, mod
 
 #: how every time in a report must be read (the logs print no zone)
 TIME_BASIS = "log time (zone unknown)"
@@ -83,6 +85,15 @@ def stamp_time(stamp: int, year: int | None) -> float | None:
         day, rest = divmod(rest, 10000)
         base = _STAMP_MINUTES[key] = parse_ts(f"{mo:02d}-{day:02d} {rest // 100:02d}:{rest % 100:02d}:00", year)
     return None if base is None else base + float(second)
+
+
+def stamp_times(stamps: list[int], year: int | None) -> list[float | None]:
+    """``stamp_time`` of every stamp, a column at a time (each distinct minute parsed once)."""
+    minutes = list(map(floordiv, stamps, repeat(100)))
+    bases = {m: stamp_time(m * 100, year) for m in set(minutes)}
+    if None in bases.values():
+        return [stamp_time(s, year) for s in stamps]
+    return list(map(add, map(bases.__getitem__, minutes), map(float, map(mod, stamps, repeat(100)))))
 
 
 def rec_time(rec) -> float | None:

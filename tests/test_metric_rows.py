@@ -181,3 +181,30 @@ def test_an_impossible_stamp_gives_the_time_the_per_line_stages_give(tmp_path: P
     per_line = [r for r in _items(log, hot=False) if isinstance(r, Record) and r.kind == "vllm"]
     assert [t for it in rows for t in it.times()] == [rec_time(r) for r in per_line]
     assert len(per_line) == 2
+
+
+@pytest.mark.parametrize("stamps", [[505080135, 505080135, 505080159, 505080200], [1231235959, 101000000],
+                                    [1345999999, 505080135], []])
+def test_stamp_times_of_a_column_are_each_stamps_time(stamps: list[int]) -> None:
+    from specdiag.timeutil import stamp_time, stamp_times
+
+    for year in (None, 2026):
+        assert repr(stamp_times(stamps, year)) == repr([stamp_time(s, year) for s in stamps])
+
+
+def test_kept_lines_are_the_rows_lines_dense_or_sparse() -> None:
+    from array import array
+
+    from specdiag.ingest.hot import KeptLines
+
+    block = b"xx" + b"".join(b"row %d\n" % i + (b"." * 200 + b"\n" if i % 2 else b"") for i in range(10))
+    starts, ends, pos = [], [], 2
+    for i in range(10):
+        starts.append(pos)
+        ends.append(pos + len(b"row %d" % i))
+        pos = ends[-1] + 1 + (201 if i % 2 else 0)
+    for lo, hi in ((0, 10), (2, 3), (4, 4), (0, 2)):  # 0..10 is sparse (the dots fill the span), 0..2 dense
+        kept = KeptLines(block, 0, array("q", starts[lo:hi]), array("q", ends[lo:hi]))
+        assert [kept[k] for k in range(len(kept))] == [b"row %d" % i for i in range(lo, hi)]
+    dense = KeptLines(b"PAD" + block, 3, array("q", starts[:2]), array("q", ends[:2]))
+    assert [dense[0], dense[1]] == [b"row 0", b"row 1"]

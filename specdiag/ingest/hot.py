@@ -19,13 +19,14 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Sequence
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from specdiag.ingest import scan
 from specdiag.ingest.origin import Origin, OriginCache
 from specdiag.numbers import to_int
-from specdiag.timeutil import stamp_time
+from specdiag.timeutil import stamp_times
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.events import Event
@@ -160,18 +161,45 @@ class LookupRows:
         """What to keep of row ``i`` to rebuild it later (``revive``): its raw bytes, or its Record."""
         return self._event.rec if self._event is not None else self._view.raw("lookups", i)
 
-    def kept_rows(self) -> list[Record | bytes]:
-        """``keep(i)`` for every row, in order (one slice per row, no per-row lookups)."""
+    def kept_rows(self) -> Sequence[Record | bytes]:
+        """``keep(k)`` of every row in order, as a sequence indexed from 0 (``KeptLines``, or one Record)."""
         if self._event is not None:
             return [self._event.rec]
         cols = self._view.res.columns["lookups"]
-        block, off, lo, hi = self._view.block, self._view.off, self.lo, self.hi
-        return [block[off + s : off + e] for s, e in zip(cols["start"][lo:hi], cols["end"][lo:hi], strict=True)]
+        return KeptLines(self._view.block, self._view.off, cols["start"][self.lo : self.hi], cols["end"][self.lo : self.hi])
 
     def origin(self, i: int) -> Origin:
         if self._event is not None:
             return self._event.rec.origin
         return self._view.origin(self.proc[i])
+
+
+class KeptLines:
+    """Rows' raw lines kept beyond their block: one copy of the span that holds them (where they fill at
+    least a third of it) and their offsets, instead of a bytes object per row; item ``k`` is row ``k``'s
+    line. A lookup history keeps tens of thousands of rows for evidence and shows a handful."""
+
+    __slots__ = ("_data", "_lo", "_starts", "_ends")
+
+    def __init__(self, block: bytes, off: int, starts: array, ends: array) -> None:
+        self._starts, self._ends = starts, ends
+        lo, hi = (starts[0], ends[-1]) if len(starts) else (0, 0)
+        if hi - lo <= 3 * (sum(ends) - sum(starts)):
+            self._data: bytes | list[bytes] = block[off + lo : off + hi]
+            self._lo = lo
+        else:  # sparse rows: a slice each (a copy of the span would hold mostly other lines)
+            self._data = [block[off + a : off + b] for a, b in zip(starts, ends, strict=True)]
+            self._lo = 0
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    def __getitem__(self, k: int) -> bytes:
+        data = self._data
+        if isinstance(data, list):
+            return data[k]
+        lo = self._lo
+        return data[self._starts[k] - lo : self._ends[k] - lo]
 
 
 def metric_record(path: str, line: int, origin: Origin, raw: bytes, plen: int, year: int | None) -> Record:
@@ -275,7 +303,7 @@ class MetricRows:
                 self._times = [rec_time(ev.rec) for ev in self._events or ()]
             else:
                 year = self.year
-                self._times = [stamp_time(stamp, year) for stamp in self._stamps]
+                self._times = stamp_times(self._stamps, year)
         return self._times
 
     def stats(self, k: int) -> dict:
