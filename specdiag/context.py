@@ -311,6 +311,9 @@ class ContextBuilder(Observer):
         of them (``v1/spec_decode/metrics.py``: ``num_accepted_tokens_per_pos`` has K entries); the V0 line
         prints ``Number of speculative tokens`` itself.
         """
+        if self.k_from_positions is not None and self.ctx.spec_intervals >= 16:  # K is known: count them
+            self.ctx.spec_intervals += rows.kinds.count("spec")
+            return
         for k, kind in enumerate(rows.kinds):
             if kind != "spec":
                 continue

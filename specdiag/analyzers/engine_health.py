@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import deque
+from itertools import compress, repeat
+from operator import eq
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
@@ -189,11 +191,20 @@ class EngineDeath(Rule):
         return t
 
     def observe_metrics(self, rows) -> None:
-        """Stats lines (``ingest.hot.MetricRows``): each one is the engine alive at its time."""
-        for kind, t in zip(rows.kinds, rows.times(), strict=True):
-            if kind == "stats":
-                self.seq += 1
-                self._stats_line(self._time_at(rows.path, t))
+        """Stats lines (``ingest.hot.MetricRows``): each one is the engine alive at its time. No event
+        comes between the rows of a batch, so the batch counts at once: its stats lines, and the time of
+        the last one (the last time seen where it printed none)."""
+        times = list(compress(rows.times(), map(eq, rows.kinds, repeat("stats"))))
+        if not times:
+            return
+        self.seq += len(times)
+        known = [t for t in times if t is not None]
+        if known:
+            self.last_t[rows.path] = known[-1]
+        if self.death is None:
+            self.last_stats_t = self.last_t.get(rows.path)
+        else:
+            self.stats_after_death += len(times)
 
     def _stats_line(self, t: float | None) -> None:
         if self.death is None:

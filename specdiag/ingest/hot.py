@@ -20,6 +20,7 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from collections.abc import Sequence
+from itertools import repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
@@ -183,8 +184,9 @@ class KeptLines:
 
     def __init__(self, block: bytes, off: int, starts: array, ends: array) -> None:
         self._starts, self._ends = starts, ends
-        lo, hi = (starts[0], ends[-1]) if len(starts) else (0, 0)
-        if hi - lo <= 3 * (sum(ends) - sum(starts)):
+        n = len(starts)
+        lo, hi, width = (starts[0], ends[-1], ends[0] - starts[0] + ends[-1] - starts[-1] + 2) if n else (0, 0, 0)
+        if 2 * (hi - lo) <= 3 * n * width:  # the span at most ~3 times the rows' bytes (lookup lines: one length)
             self._data: bytes | list[bytes] = block[off + lo : off + hi]
             self._lo = lo
         else:  # sparse rows: a slice each (a copy of the span would hold mostly other lines)
@@ -349,9 +351,8 @@ class MetricRows:
         """Every row's ``record_ref``."""
         if self._view is None:
             return [self._events[0].rec]
-        path, year = self.path, self.year
-        return [RowRecord(path, line, origin, raw, plen, year)
-                for line, origin, raw, plen in zip(self.lines, self.origins, self._raws, self._plens, strict=True)]
+        return list(map(RowRecord, repeat(self.path), self.lines, self.origins, self._raws, self._plens,
+                        repeat(self.year)))
 
     def engine(self, k: int) -> tuple[int | None, int | None]:
         """A stats row's ``Engine N`` and ``N Engines Aggregated`` numbers (None where not printed)."""

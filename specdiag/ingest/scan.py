@@ -716,11 +716,10 @@ def spec_values(res: ScanResult) -> list[tuple]:
     None where it has none)."""
     c = res.columns["spec"]
     rates = _na_none(res.columns["positions"]["rate"])
-    out = []
-    for acc, dr, mal, rate, off, n in zip(_na_none(c["accepted"]), _na_none(c["drafted"]), _na_none(c["mal"]),
-                                          _na_none(c["rate"]), c["pos_off"], c["pos_n"], strict=True):
-        out.append((acc, dr, mal, rate, rates[off : off + n], _num_drafts(acc, mal)))
-    return out
+    accs, mals = _na_none(c["accepted"]), _na_none(c["mal"])
+    positions = [rates[off : off + n] for off, n in zip(c["pos_off"], c["pos_n"], strict=True)]
+    return list(zip(accs, _na_none(c["drafted"]), mals, _na_none(c["rate"]), positions, map(_num_drafts, accs, mals),
+                    strict=True))
 
 
 def origin_of(prefix: bytes, origins: OriginCache) -> Origin:
