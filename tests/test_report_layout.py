@@ -112,8 +112,11 @@ def test_log_text_in_a_finding_part_is_escaped_for_each_channel() -> None:
     assert "<b>x</b>" not in md and "](javascript" not in md.replace("\\](", "")
 
 
-def test_the_ci_message_uses_the_same_top_cause_and_fix() -> None:
+def test_the_ci_message_names_the_causes_the_full_layouts_show_with_their_fixes() -> None:
     msg = finding_message(_finding())
     assert msg.splitlines() == ["Retrieved 0 of 256 tokens, on rank TP1. [2 occurrences]",
-                                "Likely cause: pin-timeout (0.60)", "Fix: raise pin_timeout_sec"]
+                                "Likely cause: pin-timeout (0.60)", "Fix: raise pin_timeout_sec",
+                                "Confirm: scrape lmcache:forced_unpin_count",
+                                "Also possible: lookup-retrieve-eviction (0.20) - fix: more CPU memory",
+                                f"Also possible: {WHY_NOT_CAUSE} (0.01)"]
     assert finding_message(_finding(causes=[])).splitlines()[-1] == "Next: Include the scheduler log."
