@@ -89,8 +89,9 @@ def render_text(report: Report, *, fail_on: str | None = None) -> str:
             if i == 0 and line.strip() == f.title.strip():
                 continue
             out.append(f"    {line}")
-        for e in f.evidence[1:4]:
-            out.append(f"    see {display_path(e.path)}:{e.line}")
+        for e in finding_view(f).evidence_in_log_order(4):  # the layout's order: log order
+            if not e.primary:
+                out.append(f"    see {display_path(e.path)}:{e.line}")
     if report.findings or out:
         out.append("")
     line = status_line(report)
