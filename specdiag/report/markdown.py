@@ -125,7 +125,7 @@ def _deployments_md(report: Report) -> str:
     for title, c in deployment_blocks(report):
         rows = deployment_rows(c)
         if rows:
-            out.append(f"**{cell(title.capitalize())}:**\n\n" + "".join(f"- {cell(k)}: {cell(val)}\n" for k, val in rows)
+            out.append(f"**{cell(title)}:**\n\n" + "".join(f"- {cell(k)}: {cell(val)}\n" for k, val in rows)
                        + "\n")
     return "".join(out)
 
