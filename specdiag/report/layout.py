@@ -50,8 +50,6 @@ REASONS_SHOWN = 3
 #: evidence lines shown by default (and with ``-v``)
 EVIDENCE_SHOWN = 8
 EVIDENCE_SHOWN_VERBOSE = 40
-#: an evidence line longer than this is cut (with "…") by default; the JSON report has it whole
-EVIDENCE_TEXT_MAX = 240
 #: LMCache settings every layout names in the deployment facts, in this order
 KEY_CONFIG = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
               "save_decode_cache", "save_unfull_chunk", "enable_async_loading", "use_layerwise", "pin_timeout_sec",
@@ -60,16 +58,16 @@ KEY_CONFIG = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "ma
 
 @dataclass(frozen=True)
 class Detail:
-    """How much of a finding every full layout shows (None: all)."""
+    """How much of a finding every full layout shows (None: all). How long an evidence line may be is the
+    channel's (a terminal cuts it to its width), not part of the story."""
 
     causes: int | None
     reasons: int | None
     evidence: int
-    text_max: int | None
 
 
-DEFAULT = Detail(CAUSES_SHOWN, REASONS_SHOWN, EVIDENCE_SHOWN, EVIDENCE_TEXT_MAX)
-VERBOSE = Detail(None, None, EVIDENCE_SHOWN_VERBOSE, None)
+DEFAULT = Detail(CAUSES_SHOWN, REASONS_SHOWN, EVIDENCE_SHOWN)
+VERBOSE = Detail(None, None, EVIDENCE_SHOWN_VERBOSE)
 
 
 @dataclass(frozen=True)
@@ -131,7 +129,7 @@ class FindingView:
     shown: tuple[CauseView, ...] = ()
     #: the causes only named, with their confidence
     also: tuple[CauseView, ...] = ()
-    #: the evidence lines shown, in log order (see the module docstring), text cut to the detail level
+    #: the evidence lines shown, in log order (see the module docstring)
     evidence_shown: tuple[EvidenceLine, ...] = ()
 
     @property
@@ -211,14 +209,9 @@ def _evidence_lines(evidence: list[Evidence]) -> tuple[EvidenceLine, ...]:
     return tuple(EvidenceLine(e.path, e.line, e.text, i == 0) for i, e in enumerate(evidence))
 
 
-def _cut(text: str, limit: int | None) -> str:
-    return text if limit is None or len(text) <= limit else text[: limit - 1] + "…"
-
-
 def _shown_evidence(lines: tuple[EvidenceLine, ...], detail: Detail) -> tuple[EvidenceLine, ...]:
-    """Picked in the finding's order (the primary first), shown in log order, text cut to the detail level."""
-    picked = sorted(lines[: detail.evidence], key=lambda e: (e.path, e.line))
-    return tuple(EvidenceLine(e.path, e.line, _cut(e.text, detail.text_max), e.primary) for e in picked)
+    """Picked in the finding's order (the primary first), shown in log order."""
+    return tuple(sorted(lines[: detail.evidence], key=lambda e: (e.path, e.line)))
 
 
 def finding_view(f: Finding, detail: Detail = DEFAULT, deployment: str | None = None) -> FindingView:

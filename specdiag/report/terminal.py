@@ -194,12 +194,16 @@ def _causes(v: FindingView) -> list[RenderableType]:
     return parts
 
 
-def _evidence(v: FindingView, compact: bool) -> Text:
-    """The evidence lines in log order; ``▸`` marks the primary one (the CI formats' location)."""
+def _evidence(v: FindingView, verbose: bool, compact: bool) -> Text:
+    """The evidence lines in log order; ``▸`` marks the primary one (the CI formats' location). Without
+    ``-v`` a long line is cut to about two rows of the terminal (the other layouts show it whole)."""
     ev = Text("Evidence, in log order (▸ = the line CI annotations point at):\n", style="bold")
+    limit = 120 if compact else 220
     for e in v.evidence_shown:
+        text = one_line(e.text)
+        text = text if verbose or len(text) <= limit else text[: limit - 1] + "…"
         ev.append(("▸ " if e.primary else "  ") + one_line(e.where), style="cyan")
-        ev.append(("\n    " if compact else "  ") + one_line(e.text) + "\n")
+        ev.append(("\n    " if compact else "  ") + text + "\n")
     if v.evidence_more:
         ev.append(f"  … {v.evidence_more} more evidence line(s) in the JSON report\n", style="dim")
     ev.rstrip()
@@ -231,7 +235,7 @@ def _finding(v: FindingView, verbose: bool, compact: bool) -> RenderableType:
     if v.causes:
         parts += _causes(v)
     if v.evidence:
-        parts.append(_evidence(v, compact))
+        parts.append(_evidence(v, verbose, compact))
     if v.next_steps:
         ns = Text("Next steps:\n", style="bold")
         for s in v.next_steps:
