@@ -329,6 +329,9 @@ def _speculative(spec: Any) -> str:
     return s
 
 
+_EMPTY = (None, "", [], {})
+
+
 def deployment_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The deployment facts every full layout shows, as (name, value) text; empty values are left out."""
     lv = c.get("lmcache_version")
@@ -351,7 +354,11 @@ def deployment_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
             ("KV connector", f"{kc}" + (f" ({c.get('kv_role')})" if c.get("kv_role") else "") if kc else ""),
             ("LMCache config", config), ("KV load failure policy", c.get("kv_load_failure_policy")),
             ("LMCache state", "DEGRADED (init failed: no stores, no loads)" if c.get("lmcache_degraded") else "")]
-    return [(k, v if isinstance(v, str) else format_value(v)) for k, v in rows if v not in (None, "", [], {})]
+    if not any(v not in _EMPTY for _, v in rows):
+        return []
+    # "no drafting" is a fact a spec-decode diagnosis rests on: said, not left out
+    rows = [(k, "off / not seen" if k == "speculative" and v in _EMPTY else v) for k, v in rows]
+    return [(k, v if isinstance(v, str) else format_value(v)) for k, v in rows if v not in _EMPTY]
 
 
 def deployment_blocks(report: Any) -> list[tuple[str, dict[str, Any]]]:
