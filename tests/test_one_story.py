@@ -24,7 +24,15 @@ from specdiag.report.github import render_github
 from specdiag.report.gitlab import render_gitlab
 from specdiag.report.html import render_html
 from specdiag.report.junit import render_junit
-from specdiag.report.layout import FindingView, deployment_blocks, deployment_rows, finding_views
+from specdiag.report.layout import (
+    DEFAULT,
+    VERBOSE,
+    WHY_NOT_SETTING,
+    FindingView,
+    deployment_blocks,
+    deployment_rows,
+    finding_views,
+)
 from specdiag.report.markdown import render_markdown
 from specdiag.report.sarif import render_sarif
 from specdiag.report.terminal import render_terminal
@@ -43,24 +51,24 @@ def _words(s: str) -> str:
     return " ".join(s.split())
 
 
-def _terminal(report, width: int) -> str:
+def _terminal(report, width: int, verbose: bool = False) -> str:
     buf = io.StringIO()
-    render_terminal(report, color=False, file=buf, width=width)
+    render_terminal(report, color=False, file=buf, width=width, verbose=verbose)
     return _words(_BOX.sub(" ", buf.getvalue()))
 
 
-def _markdown(report) -> str:
-    md = render_markdown(report)
-    return _words(re.sub(r"\\(.)", r"\1", md).replace("`", "").replace("**", ""))
+def _markdown(report, verbose: bool = False) -> str:
+    md = render_markdown(report, verbose=verbose)
+    return _words(html.unescape(re.sub(r"\\(.)", r"\1", md).replace("`", "").replace("**", "")))
 
 
-def _html(report) -> str:
-    return _words(html.unescape(_TAG.sub(" ", render_html(report))))
+def _html(report, verbose: bool = False) -> str:
+    return _words(html.unescape(_TAG.sub(" ", render_html(report, verbose=verbose))))
 
 
-def _full_layouts(report) -> dict[str, str]:
-    return {"terminal": _terminal(report, 120), "terminal-narrow": _terminal(report, 80),
-            "markdown": _markdown(report), "html": _html(report)}
+def _full_layouts(report, verbose: bool = False) -> dict[str, str]:
+    return {"terminal": _terminal(report, 120, verbose), "terminal-narrow": _terminal(report, 80, verbose),
+            "markdown": _markdown(report, verbose), "html": _html(report, verbose)}
 
 
 def _logs(folder: Path) -> list[str]:
@@ -98,7 +106,7 @@ def _cause_at(out: str, rank: int, cid: str, conf: float, start: int, what: str)
 
 def _assert_story(out: str, views: list[FindingView], name: str) -> None:
     """Every view's parts, in order: title, each shown cause with its fix and confirmation, the causes only
-    named, the evidence sources in log order, the next steps."""
+    named, why not save_decode_cache, the evidence sources in log order, the next steps."""
     pos = 0
     for v in views:
         what = f"{name} {v.rule}"
@@ -113,18 +121,21 @@ def _assert_story(out: str, views: list[FindingView], name: str) -> None:
                 pos = _find(out, "Confirm: " + c.confirm_with, pos, what)
         for c in v.also:
             pos = _find(out, f"{c.id} {c.confidence:.2f}", pos, what)
+        if v.why_not is not None:  # the popular suspect, argued with the same reasons
+            pos = _find(out, f"Why not {WHY_NOT_SETTING}: confidence {v.why_not.confidence:.2f}", pos, what)
+            pos = _find(out, v.why_not_reasons, pos, what)
         for e in v.evidence_shown:
             pos = _find(out, e.where, pos, what)
         for step in v.next_steps:
             pos = _find(out, step, pos, what)
 
 
-def _assert_same_story(report) -> list[FindingView]:
-    views = finding_views(report)
+def _assert_same_story(report, verbose: bool = False) -> list[FindingView]:
+    views = finding_views(report, VERBOSE if verbose else DEFAULT)
     assert views, "the case must have findings to compare"
     fixes = sum(1 for v in views for c in v.shown if c.fix)
     confirms = sum(1 for v in views for c in v.shown if c.confirm_with)
-    for name, out in _full_layouts(report).items():
+    for name, out in _full_layouts(report, verbose).items():
         _assert_story(out, views, name)
         # no more causes in full than the layout picked: one "Fix:" and one "Confirm:" per shown cause
         assert out.count("Fix: ") == fixes, name
@@ -135,6 +146,12 @@ def _assert_same_story(report) -> list[FindingView]:
 @pytest.mark.parametrize("case", CASES)
 def test_every_full_layout_tells_the_same_story_for_a_corpus_case(case: str) -> None:
     _assert_same_story(analyze(_logs(CORPUS / case)))
+
+
+def test_with_verbose_every_full_layout_shows_every_cause_alike() -> None:
+    report = analyze(_logs(CORPUS / "tp4-cpu-eviction-vllm011"))
+    views = _assert_same_story(report, verbose=True)
+    assert all(not v.also for v in views) and sum(len(v.shown) for v in views) > 8
 
 
 @pytest.mark.parametrize("case", FRAGMENTS)

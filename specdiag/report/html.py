@@ -29,8 +29,11 @@ from typing import Any
 
 from specdiag import __version__
 from specdiag.report.layout import (
+    DEFAULT,
+    VERBOSE,
     WHY_NOT_SETTING,
     CauseView,
+    Detail,
     FindingView,
     deployment_blocks,
     deployment_rows,
@@ -750,17 +753,18 @@ def _verdict_html(st: Any, findings: list[Any], where: Any = None) -> str:
     return "\n".join(out)
 
 
-def render_html(report: Any) -> str:
-    """The whole report page as a string (log text: no controls, bidi overrides or lone surrogates)."""
+def render_html(report: Any, *, verbose: bool = False) -> str:
+    """The whole report page as a string (log text: no controls, bidi overrides or lone surrogates);
+    ``verbose``: every cause and reason in full, as the terminal's ``-v`` (``layout.VERBOSE``)."""
     from specdiag.sanitize import plain_text
 
-    return plain_text(_render_html(report))
+    return plain_text(_render_html(report, VERBOSE if verbose else DEFAULT))
 
 
-def _render_html(report: Any) -> str:
+def _render_html(report: Any, detail: Detail = DEFAULT) -> str:
     charts = build_chart_data(report)
     findings = ordered_findings(report)
-    views = finding_views(report)
+    views = finding_views(report, detail)
     s = report.summary
     redacted = bool(getattr(report, "redacted", False))
     c = report.context or {}
@@ -805,9 +809,9 @@ def _render_html(report: Any) -> str:
     return _page(title, "\n".join(b), data, scripts, _kind_css(sorted(kinds)) + ".k-other{background:#999999}\n")
 
 
-def write_html(report: Any, path: str | Path) -> None:
+def write_html(report: Any, path: str | Path, *, verbose: bool = False) -> None:
     """Write the self-contained HTML report for ``report`` to ``path`` (UTF-8)."""
-    Path(path).write_text(render_html(report), encoding="utf-8")
+    Path(path).write_text(render_html(report, verbose=verbose), encoding="utf-8")
 
 
 # ------------------------------------------------------------------------------------------------ repro

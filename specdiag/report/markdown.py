@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 
 from specdiag.report.layout import (
+    DEFAULT,
+    VERBOSE,
     WHY_NOT_SETTING,
     CauseView,
     FindingView,
@@ -87,7 +89,7 @@ def _evidence_md(v: FindingView) -> str:
     return "Evidence, in log order (▸ = the line CI annotations point at):\n\n" + fence("\n".join(lines)) + "\n"
 
 
-def _details(v: FindingView) -> str:
+def _details(v: FindingView, verbose: bool = False) -> str:
     """The shared layout (``report.layout``) folded into one ``<details>`` block: the arithmetic, the
     numbers, the causes, the suspect the evidence argues against, the evidence lines and the next steps."""
     ev0 = v.primary
@@ -99,7 +101,7 @@ def _details(v: FindingView) -> str:
         parts.append(f"{cell(v.summary)}\n\n")
     if v.first_seen is not None:
         parts.append(f"First seen: {code(fmt_time(v.first_seen))} ({TIME_BASIS})\n\n")
-    if items := measurement_items(v.measurements):
+    if items := measurement_items(v.measurements, verbose):
         parts.append("Numbers: " + " ".join(code(f"{k}={val}") for k, val in items) + "\n\n")
     if v.causes:
         parts.append(_causes_md(v))
@@ -131,9 +133,10 @@ def _deployments_md(report: Report) -> str:
 
 
 def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: str | None = None,
-                    artifact_hint: str = "the JSON or SARIF report") -> str:
-    """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it."""
-    views = finding_views(report)
+                    artifact_hint: str = "the JSON or SARIF report", verbose: bool = False) -> str:
+    """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it; ``verbose``:
+    every cause and reason in full, as the terminal's ``-v`` (``layout.VERBOSE``)."""
+    views = finding_views(report, VERBOSE if verbose else DEFAULT)
     c = report.summary
     if c["errors"]:
         head = "❌"
@@ -159,7 +162,7 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
         blocks.append("| rule | severity | count | first evidence | top cause |\n|---|---|---|---|---|\n")
         blocks += [_table_row(v) for v in views]
         blocks.append("\n")
-        blocks += [_details(v) for v in views]
+        blocks += [_details(v, verbose) for v in views]
     if report.recognized_lines and (dep := _deployments_md(report)):
         blocks.append(dep)
     sup = suppressed(report)
