@@ -1,5 +1,8 @@
 """``--html FILE``: one self-contained HTML incident report (and ``write_repro_html`` for repro runs).
 
+The findings, deployments and input notes are ``report.layout``'s, shown as the terminal and markdown show
+them (same causes, same per-cause facts, same evidence order); the page adds charts and folded detail.
+
 The page opens offline and makes no network request of any kind:
 
 * the chart library (uPlot, MIT, vendored in ``assets/``) and the page's own script and CSS are inlined;

@@ -1,11 +1,13 @@
 """The terminal report: the answer first and last, the reasoning in between.
 
 Layout: the status line and one verdict line per finding group (so the answer is on the first screen and
-still on the screen when the run ends) → what was read → the deployment → the timeline → each finding with
-its arithmetic, ranked causes (evidence for ``+`` and against ``−``), the fix, the experiment that would
-confirm it and the log lines as ``path:line`` → the verdict again.
+still on the screen when the run ends) → what was read, and what was not read whole → each deployment → the
+timeline → each finding with its arithmetic, ranked causes (evidence for ``+`` and against ``−``, each
+cause's fix and the experiment that would confirm it) and the log lines as ``path:line`` in log order → the
+verdict again. What each finding shows is ``report.layout``'s, the same as markdown and HTML.
 
-Below ``COMPACT_BELOW`` columns the layout drops boxes and tables (nothing wraps one word per line). Every
+Below ``COMPACT_BELOW`` columns the layout drops boxes and tables (nothing wraps one word per line); the
+content stays the same. Every
 string that came from a log goes through ``specdiag.sanitize.terminal_text``: a log line can carry escape
 sequences (OSC 52 clipboard writes, ``ESC[2J``, title sets) that must never reach the tty; Rich markup is
 never interpreted either.
