@@ -112,8 +112,46 @@ def test_log_text_in_a_finding_part_is_escaped_for_each_channel() -> None:
     assert "<b>x</b>" not in md and "](javascript" not in md.replace("\\](", "")
 
 
-def test_the_ci_message_uses_the_same_top_cause_and_fix() -> None:
+def test_the_ci_message_names_the_causes_the_full_layouts_show_with_their_fixes() -> None:
     msg = finding_message(_finding())
     assert msg.splitlines() == ["Retrieved 0 of 256 tokens, on rank TP1. [2 occurrences]",
-                                "Likely cause: pin-timeout (0.60)", "Fix: raise pin_timeout_sec"]
+                                "Likely cause: pin-timeout (0.60)", "Fix: raise pin_timeout_sec",
+                                "Confirm: scrape lmcache:forced_unpin_count",
+                                "Also possible: lookup-retrieve-eviction (0.20) - fix: more CPU memory",
+                                f"Also possible: {WHY_NOT_CAUSE} (0.01)"]
     assert finding_message(_finding(causes=[])).splitlines()[-1] == "Next: Include the scheduler log."
+
+
+def test_each_shown_cause_keeps_its_own_fix_and_the_rest_are_only_named() -> None:
+    from specdiag.report.layout import DEFAULT
+
+    causes = [Cause(f"c{i}", 0.5 - i / 20, fix=f"fix {i}", confirm_with=f"confirm {i}") for i in range(6)]
+    v = finding_view(_finding(causes=causes), DEFAULT)
+    assert [(c.id, c.fix, c.confirm_with) for c in v.shown] == [(f"c{i}", f"fix {i}", f"confirm {i}") for i in range(4)]
+    assert [c.id for c in v.also] == ["c4", "c5"]
+
+
+def test_reasons_beyond_the_cap_are_counted_and_verbose_shows_them_all() -> None:
+    from specdiag.report.layout import REASONS_SHOWN, VERBOSE
+
+    many = Cause("pin-timeout", 0.6, for_=[f"for {i}" for i in range(5)], against=["a"])
+    short = finding_view(_finding(causes=[many])).shown[0]
+    assert len(short.for_) == REASONS_SHOWN and (short.more_for, short.more_against) == (5 - REASONS_SHOWN, 0)
+    full = finding_view(_finding(causes=[many]), VERBOSE).shown[0]
+    assert len(full.for_) == 5 and full.more_for == 0
+
+
+def test_the_deployment_facts_say_when_no_speculation_was_seen() -> None:
+    from specdiag.report.layout import deployment_rows
+
+    rows = dict(deployment_rows({"vllm_version": "0.11.0", "speculative": None}))
+    assert rows == {"vLLM": "0.11.0", "speculative": "off / not seen"}
+    assert deployment_rows({}) == [], "nothing recognised: no block at all"
+
+
+def test_verbose_terminal_shows_every_cause_in_full() -> None:
+    causes = [Cause(f"c{i}", 0.5 - i / 20, fix=f"fix number {i}") for i in range(6)]
+    buf = io.StringIO()
+    render_terminal(_report(_finding(causes=causes)), verbose=True, color=False, file=buf, width=120)
+    out = buf.getvalue()
+    assert all(f"fix number {i}" in out for i in range(6)) and "also weighed" not in out

@@ -43,7 +43,7 @@ def _render(report, fmt: str, verbose: bool, quiet: bool, to_file: bool, fail_on
     if fmt == "markdown":
         from specdiag.report.markdown import render_markdown
 
-        return render_markdown(report, fail_on=fail_on)
+        return render_markdown(report, fail_on=fail_on, verbose=verbose)
     from specdiag.report.terminal import render_terminal
 
     if to_file:
@@ -74,7 +74,8 @@ def analyze_cmd(
     no_config: bool = typer.Option(False, "--no-config", help="Ignore configuration files."),
     html: str = typer.Option(None, "--html", help="Also write a self-contained HTML report to this file."),
     redact: bool = typer.Option(False, "--redact", help="Replace prompt and completion text in every output."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every cause and all evidence lines."),
+    verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every cause and reason in full and up to 40 "
+                                                                "evidence lines (terminal, markdown and --html alike)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the verdict lines; no progress bar or notes."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin in reports."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores)."),
@@ -117,7 +118,7 @@ def analyze_cmd(
             from specdiag.report.html import render_html
         except ImportError:
             fail("the HTML report is not available in this build")
-        write_file(html, render_html(report), "the HTML report", quiet)
+        write_file(html, render_html(report, verbose=verbose), "the HTML report", quiet)
     for e in tool_errors:
         sys.stderr.write(f"specdiag: error: {e['message']} (the report covers the other inputs)\n")
     if tool_errors:

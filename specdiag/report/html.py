@@ -1,5 +1,8 @@
 """``--html FILE``: one self-contained HTML incident report (and ``write_repro_html`` for repro runs).
 
+The findings, deployments and input notes are ``report.layout``'s, shown as the terminal and markdown show
+them (same causes, same per-cause facts, same evidence order); the page adds charts and folded detail.
+
 The page opens offline and makes no network request of any kind:
 
 * the chart library (uPlot, MIT, vendored in ``assets/``) and the page's own script and CSS are inlined;
@@ -28,7 +31,19 @@ from pathlib import Path
 from typing import Any
 
 from specdiag import __version__
-from specdiag.report.layout import WHY_NOT_REASONS, WHY_NOT_SETTING, CauseView, FindingView, finding_view
+from specdiag.report.layout import (
+    DEFAULT,
+    VERBOSE,
+    WHY_NOT_SETTING,
+    CauseView,
+    Detail,
+    FindingView,
+    deployment_blocks,
+    deployment_rows,
+    finding_views,
+    input_notes,
+    ordered_findings,
+)
 from specdiag.report.verdict import status, verdicts
 from specdiag.timeutil import TIME_BASIS, YEAR_KNOWN_FROM, fmt_time
 from specdiag.values import is_schedule, schedule_rows, schedule_text
@@ -37,8 +52,6 @@ ASSETS = Path(__file__).parent / "assets"
 MAX_POINTS = 2000
 MAX_MARKERS = 3000
 MAX_MARKER_ROWS = 500
-#: causes shown in full in a finding; the rest fold into "also weighed"
-TOP_CAUSES = 4
 
 #: chart groups in page order: (id, title, series base names)
 SERIES_GROUPS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
@@ -68,9 +81,6 @@ GAP_FACTOR = 1.5
 KIND_WORDS = {"shortfall": "KV shortfall (retrieved < expected)", "load_failure": "KV load failure",
               "preemption": "preemption", "error": "error", "k0": "K=0 (no drafting)", "finding": "finding",
               "k0-shade": "K=0 stretch (shaded band)"}
-KEY_CONFIG = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "max_local_disk_size", "remote_url",
-              "save_decode_cache", "save_unfull_chunk", "enable_async_loading", "use_layerwise", "pin_timeout_sec",
-              "enable_p2p", "enable_pd", "pd_role", "cache_policy")
 
 # C0/C1 controls (but tab and newline) and lone surrogates from undecodable bytes
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
@@ -529,50 +539,10 @@ def _fmt_value(v: Any, limit: int = 300) -> str:
 
 # ---------------------------------------------------------------------------------------------- report
 def _context_html(c: dict[str, Any]) -> str:
-    rows: list[tuple[str, Any]] = [("vLLM", c.get("vllm_version"))]
-    lv = c.get("lmcache_version")
-    if lv:
-        ev = c.get("lmcache_version_evidence") or []
-        note = c.get("lmcache_version_note")
-        rows.append(("LMCache", f"{lv}" + (f"  (from {', '.join(map(str, ev[:4]))})" if ev else "")
-                     + (f"  — {note}" if note else "")))
-    rows.append(("model", c.get("model")))
-    tp, pp, dp = c.get("tensor_parallel_size"), c.get("pipeline_parallel_size"), c.get("data_parallel_size")
-    if tp or pp or dp:
-        par = f"TP={tp or 1}" + (f" PP={pp}" if pp and pp != 1 else "") + (f" DP={dp}" if dp and dp != 1 else "")
-        if c.get("ranks_seen"):
-            par += f"; ranks in the log: {', '.join(map(str, c['ranks_seen']))}"
-        rows.append(("parallelism", par))
-    rows.append(("device", c.get("device")))
+    """One deployment's facts (``layout.deployment_rows``), its dynamic-K schedule as a table, and every key
+    of its context folded away."""
+    out = _kv_rows(deployment_rows(c))
     spec = c.get("speculative")
-    if isinstance(spec, dict) and spec:
-        s = f"{spec.get('method')} K={spec.get('num_speculative_tokens')}"
-        if spec.get("model"):
-            s += f", draft {spec['model']}"
-        if spec.get("per_batch_size"):
-            s += ", dynamic K (schedule below)" if is_schedule(spec["per_batch_size"]) else \
-                f", per-batch-size schedule {_fmt_value(spec['per_batch_size'])}"
-        if spec.get("enabled") is False:
-            s += " (disabled)"
-        rows.append(("speculative decoding", s))
-    elif spec:
-        rows.append(("speculative decoding", spec))
-    else:
-        rows.append(("speculative decoding", "off / not seen"))
-    rows.append(("prefix caching", c.get("prefix_caching")))
-    rows.append(("block hash", c.get("hash_algorithm")))
-    kc = c.get("kv_connector")
-    if kc:
-        rows.append(("KV connector", f"{kc}" + (f" ({c.get('kv_role')})" if c.get("kv_role") else "")))
-    rows.append(("KV load failure policy", c.get("kv_load_failure_policy")))
-    cfg = c.get("lmcache_config") or {}
-    if isinstance(cfg, dict) and cfg:
-        shown = ", ".join(f"{k}={cfg[k]}" for k in KEY_CONFIG if k in cfg and cfg[k] not in (None,))
-        src = c.get("lmcache_config_source")
-        rows.append(("LMCache config", shown + (f"  [{src}]" if src else "")))
-    if c.get("lmcache_degraded"):
-        rows.append(("LMCache state", "DEGRADED (init failed: no stores, no loads)"))
-    out = _kv_rows(rows)
     if isinstance(spec, dict) and is_schedule(spec.get("per_batch_size")):
         out += _schedule_table(spec["per_batch_size"])
     rest = {k: v for k, v in c.items() if v not in (None, "", [], {})}
@@ -581,6 +551,14 @@ def _context_html(c: dict[str, Any]) -> str:
                        for k, v in rest.items())
         out += f"<details><summary>all context ({len(rest)} keys)</summary><table class=\"kv\">{full}</table></details>"
     return out or "<p class=\"note\">No deployment context was recognised.</p>"
+
+
+def _deployments_html(report: Any) -> str:
+    """Every deployment's facts; with several, each under its own heading."""
+    blocks = deployment_blocks(report)
+    if len(blocks) == 1:
+        return _context_html(blocks[0][1])
+    return "\n".join(f"<h3>{esc(title)}</h3>{_context_html(c)}" for title, c in blocks)
 
 
 def _schedule_table(v: Any) -> str:
@@ -598,7 +576,7 @@ def _why_not_html(v: FindingView) -> str:
         return ""
     conf = _num(c.confidence) or 0.0
     return (f"<p class=\"whynot\"><b>Why not {WHY_NOT_SETTING}:</b> confidence {conf:.2f} — "
-            f"{esc('; '.join(c.against[:WHY_NOT_REASONS]))}</p>")
+            f"{esc(v.why_not_reasons)}</p>")
 
 
 def _head_html(v: FindingView) -> str:
@@ -607,6 +585,8 @@ def _head_html(v: FindingView) -> str:
     h.append(f"<span class=\"title\">{esc(v.title)}</span>")
     if v.count and v.count > 1:
         h.append(f"<span class=\"rule\">×{esc(v.count)}</span>")
+    if v.deployment:
+        h.append(f"<span class=\"rule\">on {esc(v.deployment)}</span>")
     if v.first_seen is not None:
         h.append(f"<span class=\"when\">first seen {esc(_fmt_time(v.first_seen))} ({TIME_LABEL})</span>")
     h.append("</div>")
@@ -635,6 +615,8 @@ def _cause_row_html(c: CauseView) -> str:
     conf = _num(c.confidence) or 0.0
     why = "".join(f"<li class=\"for\">{esc(s)}</li>" for s in c.for_)
     why += "".join(f"<li class=\"against\">{esc(s)}</li>" for s in c.against)
+    if c.more_for or c.more_against:
+        why += f"<li class=\"note\">{c.more_for} more for, {c.more_against} more against in the JSON report</li>"
     fix = (f"<div class=\"fix\"><b>Fix:</b> {esc(c.fix)}</div>" if c.fix else "") + (
         f"<div><b>Confirm:</b> <code>{esc(c.confirm_with)}</code></div>" if c.confirm_with else "")
     return (f"<tr class=\"{'top' if c.rank == 1 else ''}\"><td>{c.rank}</td><td><b>{esc(c.id)}</b></td>"
@@ -643,24 +625,30 @@ def _cause_row_html(c: CauseView) -> str:
 
 
 def _causes_html(v: FindingView) -> list[str]:
-    """The top causes in a table; the less likely ones in a folded second table (unless only one is left)."""
-    shown, rest = v.split_causes(TOP_CAUSES if len(v.causes) > TOP_CAUSES + 1 else None)
+    """The causes the layout shows in full, in a table; the rest named with their confidence."""
     h = ["<h3>Causes, ranked by the evidence</h3><table class=\"grid causes\"><tr><th>#</th><th>cause</th>"
          "<th>confidence</th><th>for / against</th><th>fix · confirm with</th></tr>"]
-    h += [_cause_row_html(c) for c in shown]
-    if rest:
-        h.append("</table>")
-        h.append(f"<details><summary>also weighed: {len(rest)} less likely causes</summary>"
-                 "<table class=\"grid causes\">")
-        h += [_cause_row_html(c) for c in rest]
-    h.append("</table>" + ("</details>" if rest else ""))
+    h += [_cause_row_html(c) for c in v.shown]
+    h.append("</table>")
+    if v.also:
+        h.append("<p class=\"note\">also weighed: "
+                 + esc(", ".join(f"{c.id} {(_num(c.confidence) or 0.0):.2f}" for c in v.also)) + "</p>")
     h.append(_why_not_html(v))
     return h
 
 
-def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
+def _evidence_html(v: FindingView) -> str:
+    """The evidence lines in log order, ``▸`` marking the primary one (the CI formats' location)."""
+    lines = "\n".join(f"{'▸' if e.primary else ' '} <span class=\"loc\">{esc(e.where)}</span>  {esc(e.text)}"
+                      for e in v.evidence_shown)
+    if v.evidence_more:
+        lines += f"\n… {v.evidence_more} more evidence line(s) in the JSON report"
+    return ("<h3>Evidence, in log order (▸ = the line CI annotations point at)</h3>"
+            f"<pre class=\"ev\">{lines}</pre>")
+
+
+def _finding_html(i: int, v: FindingView) -> str:
     """The shared layout (``report.layout``): head, arithmetic, numbers, causes, evidence, next steps."""
-    v = finding_view(f)
     h = [f"<section class=\"finding {v.severity}\" id=\"f-{i}\">", _head_html(v)]
     if v.summary:
         h.append(f"<p>{esc(v.summary)}</p>")
@@ -669,14 +657,20 @@ def _finding_html(i: int, f: Any, verbose_evidence: int = 40) -> str:
     if v.causes:
         h += _causes_html(v)
     if v.evidence:
-        shown = v.evidence[:verbose_evidence]
-        lines = "\n".join(f"<span class=\"loc\">{esc(e.path)}:{esc(e.line)}</span>  {esc(e.text)}" for e in shown)
-        more = f" (first {len(shown)} of {len(v.evidence)})" if len(v.evidence) > len(shown) else ""
-        h.append(f"<h3>Evidence{more}</h3><pre class=\"ev\">{lines}</pre>")
+        h.append(_evidence_html(v))
     if v.next_steps:
         h.append("<h3>Next steps</h3><ul>" + "".join(f"<li>{esc(s)}</li>" for s in v.next_steps) + "</ul>")
     h.append("</section>")
     return "\n".join(h)
+
+
+def _notes_html(report: Any) -> str:
+    """Input that was not read whole (``layout.input_notes``), right below the answer."""
+    notes = input_notes(report)
+    if not notes:
+        return ""
+    return ("<ul class=\"notes\">" + "".join(f"<li><b>{esc(level)}:</b> {esc(msg)}</li>" for level, msg in notes)
+            + "</ul>")
 
 
 def _inputs_html(report: Any) -> str:
@@ -762,16 +756,18 @@ def _verdict_html(st: Any, findings: list[Any], where: Any = None) -> str:
     return "\n".join(out)
 
 
-def render_html(report: Any) -> str:
-    """The whole report page as a string (log text: no controls, bidi overrides or lone surrogates)."""
+def render_html(report: Any, *, verbose: bool = False) -> str:
+    """The whole report page as a string (log text: no controls, bidi overrides or lone surrogates);
+    ``verbose``: every cause and reason in full, as the terminal's ``-v`` (``layout.VERBOSE``)."""
     from specdiag.sanitize import plain_text
 
-    return plain_text(_render_html(report))
+    return plain_text(_render_html(report, VERBOSE if verbose else DEFAULT))
 
 
-def _render_html(report: Any) -> str:
+def _render_html(report: Any, detail: Detail = DEFAULT) -> str:
     charts = build_chart_data(report)
-    findings = report.sorted_findings()
+    findings = ordered_findings(report)
+    views = finding_views(report, detail)
     s = report.summary
     redacted = bool(getattr(report, "redacted", False))
     c = report.context or {}
@@ -792,13 +788,14 @@ def _render_html(report: Any) -> str:
         b.append("<span class=\"badge redacted\">prompts and completions redacted</span>")
     b.append("</div></header>")
     b.append(_verdict_html(st, findings, report.deployment_of if len(report.deployments) > 1 else None))
+    b.append(_notes_html(report))
     b.append(f"<h2>Findings ({len(findings)})</h2>")
-    if findings:
-        b.extend(_finding_html(i, f) for i, f in enumerate(findings, 1))
+    if views:
+        b.extend(_finding_html(i, v) for i, v in enumerate(views, 1))
     else:
         b.append(f"<p>{esc(st.text)}.</p>")
     b.append("<h2>Deployment</h2>")
-    b.append(_context_html(c))
+    b.append(_deployments_html(report))
     b.append("<h2>Timeline</h2>")
     b.append(_timeline_html(charts))
     b.append("<h2>What was read</h2>")
@@ -815,9 +812,9 @@ def _render_html(report: Any) -> str:
     return _page(title, "\n".join(b), data, scripts, _kind_css(sorted(kinds)) + ".k-other{background:#999999}\n")
 
 
-def write_html(report: Any, path: str | Path) -> None:
+def write_html(report: Any, path: str | Path, *, verbose: bool = False) -> None:
     """Write the self-contained HTML report for ``report`` to ``path`` (UTF-8)."""
-    Path(path).write_text(render_html(report), encoding="utf-8")
+    Path(path).write_text(render_html(report, verbose=verbose), encoding="utf-8")
 
 
 # ------------------------------------------------------------------------------------------------ repro

@@ -47,8 +47,8 @@ def _finding_text(f: Finding) -> str:
     """The CI message, then the evidence lines with their source and the fingerprint (``report.layout``)."""
     v = finding_view(f)
     lines = [finding_message(f)]
-    for e in v.evidence[:MAX_EVIDENCE]:
-        lines.append(f"{display_path(e.path)}:{e.line}: {e.text}")
+    for e in v.evidence_in_log_order(MAX_EVIDENCE):  # the layout's order; ``>`` marks the primary line
+        lines.append(f"{'>' if e.primary else ' '} {display_path(e.path)}:{e.line}: {e.text}")
     if len(v.evidence) > MAX_EVIDENCE:
         lines.append(f"... {len(v.evidence) - MAX_EVIDENCE} more evidence line(s)")
     lines.append(f"fingerprint: {v.fingerprint}")

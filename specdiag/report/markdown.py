@@ -1,8 +1,9 @@
 """``--format markdown``: a GitHub-flavoured Markdown summary (job summary, PR comment, incident note).
 
-Layout: one status line, a table (rule, severity, count, first evidence ``path:line``, top cause), one
-``<details>`` block per finding with the explanation, the fix and the evidence lines in a fenced block, and a
-pointer to the machine-readable artifacts. ``max_bytes`` keeps the result under a size limit (GitHub rejects
+Layout: one status line, the input notes, a table (rule, severity, count, first evidence ``path:line``, top
+cause), one ``<details>`` block per finding with what every full layout shows (``report.layout``: the
+numbers, the causes each with its reasons, fix and confirming experiment, the evidence lines in log order in a
+fenced block), the deployment facts and a pointer to the machine-readable artifacts. ``max_bytes`` keeps the result under a size limit (GitHub rejects
 a step summary over 1 MiB and then shows nothing): whole blocks are dropped from the end and a note says so.
 """
 
@@ -10,22 +11,25 @@ from __future__ import annotations
 
 import re
 
-from specdiag.findings import Finding
-from specdiag.report.layout import WHY_NOT_REASONS, WHY_NOT_SETTING, finding_view
-from specdiag.report.model import Report
-from specdiag.report.text import (
-    display_path,
-    ordered_findings,
-    status_line,
-    suppressed,
-    tool_problems,
+from specdiag.report.layout import (
+    DEFAULT,
+    VERBOSE,
+    WHY_NOT_SETTING,
+    CauseView,
+    FindingView,
+    deployment_blocks,
+    deployment_rows,
+    finding_views,
+    input_notes,
+    measurement_items,
 )
+from specdiag.report.model import Report
+from specdiag.report.text import status_line, suppressed
 from specdiag.sanitize import markdown_text, neutralise_workflow_commands, plain_text
 from specdiag.timeutil import TIME_BASIS, fmt_time
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 SEV_ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
-MAX_EVIDENCE = 10
 _BACKTICKS = re.compile(r"`+")
 
 
@@ -51,52 +55,88 @@ def fence(text: str, lang: str = "text") -> str:
     return f"{f}{lang}\n{text}\n{f}\n"
 
 
-def _details(f: Finding) -> str:
-    """The shared layout (``report.layout``) folded into one ``<details>`` block: the arithmetic, the top
-    causes with their fixes, the experiment that would confirm the top one, the suspect the evidence
-    argues against, the evidence lines and the next steps."""
-    v = finding_view(f)
+def _cause_md(c: CauseView) -> str:
+    """One ranked cause as a list item: confidence, reasons for and against, its fix and confirmation."""
+    out = [f"{c.rank}. {code(c.id)} — {c.confidence:.2f}\n"]
+    out += [f"   - **for:** {cell(r)}\n" for r in c.for_]
+    out += [f"   - **against:** {cell(r)}\n" for r in c.against]
+    if c.more_for or c.more_against:
+        out.append(f"   - ({c.more_for} more for, {c.more_against} more against in the JSON report)\n")
+    if c.fix:
+        out.append(f"   - **Fix:** {cell(c.fix)}\n")
+    if c.confirm_with:
+        out.append(f"   - **Confirm:** {code(c.confirm_with)}\n")
+    return "".join(out)
+
+
+def _causes_md(v: FindingView) -> str:
+    parts = ["Causes (share of belief; they add up to less than 1):\n\n"]
+    parts += [_cause_md(c) for c in v.shown]
+    parts.append("\n")
+    if v.also:
+        parts.append("Also weighed: " + ", ".join(f"{code(c.id)} {c.confidence:.2f}" for c in v.also) + "\n\n")
+    if (suspect := v.why_not) is not None:
+        parts.append(f"**Why not {code(WHY_NOT_SETTING)}:** confidence {suspect.confidence:.2f} — "
+                     f"{cell(v.why_not_reasons)}\n\n")
+    return "".join(parts)
+
+
+def _evidence_md(v: FindingView) -> str:
+    """The evidence lines in log order, ``▸`` marking the primary one, in a fence the log text cannot close."""
+    lines = [f"{'▸' if e.primary else ' '} {e.where}: {e.text}" for e in v.evidence_shown]
+    if v.evidence_more:
+        lines.append(f"… {v.evidence_more} more evidence line(s) in the JSON report")
+    return "Evidence, in log order (▸ = the line CI annotations point at):\n\n" + fence("\n".join(lines)) + "\n"
+
+
+def _details(v: FindingView, verbose: bool = False) -> str:
+    """The shared layout (``report.layout``) folded into one ``<details>`` block: the arithmetic, the
+    numbers, the causes, the suspect the evidence argues against, the evidence lines and the next steps."""
     ev0 = v.primary
-    where = f" — {code(f'{display_path(ev0.path)}:{ev0.line}')}" if ev0 else ""
-    parts = [f"<details><summary><b>{cell(v.rule)}</b> {cell(v.title)}{where}</summary>\n\n"]
+    where = f" — {code(ev0.where)}" if ev0 else ""
+    on = f" on {code(v.deployment)}" if v.deployment else ""
+    count = f" ×{v.count}" if v.count > 1 else ""
+    parts = [f"<details><summary><b>{cell(v.rule)}</b> {cell(v.title)}{count}{on}{where}</summary>\n\n"]
     if v.summary:
         parts.append(f"{cell(v.summary)}\n\n")
     if v.first_seen is not None:
         parts.append(f"First seen: {code(fmt_time(v.first_seen))} ({TIME_BASIS})\n\n")
+    if items := measurement_items(v.measurements, verbose):
+        parts.append("Numbers: " + " ".join(code(f"{k}={val}") for k, val in items) + "\n\n")
     if v.causes:
-        parts.append("| cause | confidence | fix |\n|---|---|---|\n")
-        for c in v.causes[:5]:
-            parts.append(f"| {code(c.id)} | {c.confidence:.2f} | {cell(c.fix)} |\n")
-        parts.append("\n")
-        if v.confirm_with:
-            parts.append(f"Confirm with: {code(v.confirm_with)}\n\n")
-        if (suspect := v.why_not) is not None:
-            reasons = "; ".join(suspect.against[:WHY_NOT_REASONS])
-            parts.append(f"**Why not {code(WHY_NOT_SETTING)}:** confidence {suspect.confidence:.2f} — {cell(reasons)}\n\n")
+        parts.append(_causes_md(v))
     if v.evidence:
-        lines = [f"{display_path(e.path)}:{e.line}: {e.text}" for e in v.evidence[:MAX_EVIDENCE]]
-        if len(v.evidence) > MAX_EVIDENCE:
-            lines.append(f"… {len(v.evidence) - MAX_EVIDENCE} more evidence line(s) in the JSON report")
-        parts.append(fence("\n".join(lines)))
-        parts.append("\n")
+        parts.append(_evidence_md(v))
     if v.next_steps:
         parts.append("Next steps:\n\n" + "".join(f"- {cell(step)}\n" for step in v.next_steps) + "\n")
     parts.append(f"Fingerprint: {code(v.fingerprint)}\n\n</details>\n\n")
     return "".join(parts)
 
 
-def _table_row(f: Finding) -> str:
+def _table_row(v: FindingView) -> str:
     """The finding in the summary table: rule and title, severity, count, primary location, top cause."""
-    v = finding_view(f)
-    loc = code(f"{display_path(v.primary.path)}:{v.primary.line}") if v.primary else ""
+    loc = code(v.primary.where) if v.primary else ""
     top = f"{code(v.top.id)} ({v.top.confidence:.2f})" if v.top else ""
-    return f"| **{cell(v.rule)}** {cell(v.title)} | {SEV_ICON[v.severity]} | {v.count} | {loc} | {top} |\n"
+    on = f" on {code(v.deployment)}" if v.deployment else ""
+    return f"| **{cell(v.rule)}** {cell(v.title)}{on} | {SEV_ICON[v.severity]} | {v.count} | {loc} | {top} |\n"
+
+
+def _deployments_md(report: Report) -> str:
+    """The deployment facts, one list per deployment (``layout.deployment_rows``)."""
+    out = []
+    for title, c in deployment_blocks(report):
+        rows = deployment_rows(c)
+        if rows:
+            out.append(f"**{cell(title)}:**\n\n" + "".join(f"- {cell(k)}: {cell(val)}\n" for k, val in rows)
+                       + "\n")
+    return "".join(out)
 
 
 def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: str | None = None,
-                    artifact_hint: str = "the JSON or SARIF report") -> str:
-    """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it."""
-    findings = ordered_findings(report)
+                    artifact_hint: str = "the JSON or SARIF report", verbose: bool = False) -> str:
+    """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it; ``verbose``:
+    every cause and reason in full, as the terminal's ``-v`` (``layout.VERBOSE``)."""
+    views = finding_views(report, VERBOSE if verbose else DEFAULT)
     c = report.summary
     if c["errors"]:
         head = "❌"
@@ -107,23 +147,24 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
     header = [f"## {head} specdiag: {status_line(report)}\n\n"]
     if fail_on is not None:
         header.append(f"Fails on: **{fail_on}**.\n\n")
-    problems = tool_problems(report)
+    problems = input_notes(report)
     if problems:
         header.append("**Input problems:**\n\n")
-        for p in problems[:20]:
-            header.append(f"- {p['level']}: {cell(p['message'])}\n")
+        for level, msg in problems[:20]:
+            header.append(f"- {level}: {cell(msg)}\n")
         header.append("\n")
-    if not findings:
+    if not views:
         header.append("No findings." if report.recognized_lines else
                       "No line of the input was recognised as vLLM or LMCache output.")
         header.append("\n")
     blocks: list[str] = []
-    if findings:
+    if views:
         blocks.append("| rule | severity | count | first evidence | top cause |\n|---|---|---|---|---|\n")
-        blocks += [_table_row(f) for f in findings]
+        blocks += [_table_row(v) for v in views]
         blocks.append("\n")
-        for f in findings:
-            blocks.append(_details(f))
+        blocks += [_details(v, verbose) for v in views]
+    if report.recognized_lines and (dep := _deployments_md(report)):
+        blocks.append(dep)
     sup = suppressed(report)
     footer = []
     if sup:

@@ -22,6 +22,7 @@ from urllib.parse import quote
 
 from specdiag import __version__
 from specdiag.findings import Finding
+from specdiag.report.layout import finding_view
 from specdiag.report.model import Report
 from specdiag.report.text import display_path, execution_failed, ordered_findings, suppressed, tool_problems
 from specdiag.sanitize import json_safe
@@ -89,8 +90,9 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
     if f.evidence:
         e0 = f.evidence[0]
         res["locations"] = [_location(e0.path, e0.line, e0.text)]
-        related = []
-        for i, e in enumerate(f.evidence[1:MAX_RELATED + 1], start=1):
+        related = []  # the layout's evidence order: log order (``report.layout``)
+        others = [e for e in finding_view(f).evidence_in_log_order(MAX_RELATED + 1) if not e.primary]
+        for i, e in enumerate(others[:MAX_RELATED], start=1):
             loc = _location(e.path, e.line, e.text)
             loc["id"] = i
             loc["message"] = {"text": e.text[:200] or f"evidence line {i + 1}"}
@@ -99,7 +101,11 @@ def _result(f: Finding, rule_index: int) -> dict[str, Any]:
             res["relatedLocations"] = related
     props: dict[str, Any] = {"severity": f.severity, "count": f.count, "title": f.title}
     if f.causes:
-        props["causes"] = [{"id": c.id, "confidence": round(float(c.confidence), 3)} for c in f.causes[:5]]
+        v = finding_view(f)  # the causes every full layout shows, each with its fix and confirming experiment
+        props["causes"] = [{"id": c.id, "confidence": round(float(c.confidence), 3), "fix": c.fix,
+                            "confirmWith": c.confirm_with} for c in v.shown]
+        if v.also:
+            props["alsoWeighed"] = [{"id": c.id, "confidence": round(float(c.confidence), 3)} for c in v.also]
         if f.causes[0].confirm_with:
             props["confirmWith"] = f.causes[0].confirm_with
     if f.measurements:

@@ -1,11 +1,13 @@
 """The terminal report: the answer first and last, the reasoning in between.
 
 Layout: the status line and one verdict line per finding group (so the answer is on the first screen and
-still on the screen when the run ends) → what was read → the deployment → the timeline → each finding with
-its arithmetic, ranked causes (evidence for ``+`` and against ``−``), the fix, the experiment that would
-confirm it and the log lines as ``path:line`` → the verdict again.
+still on the screen when the run ends) → what was read, and what was not read whole → each deployment → the
+timeline → each finding with its arithmetic, ranked causes (evidence for ``+`` and against ``−``, each
+cause's fix and the experiment that would confirm it) and the log lines as ``path:line`` in log order → the
+verdict again. What each finding shows is ``report.layout``'s, the same as markdown and HTML.
 
-Below ``COMPACT_BELOW`` columns the layout drops boxes and tables (nothing wraps one word per line). Every
+Below ``COMPACT_BELOW`` columns the layout drops boxes and tables (nothing wraps one word per line); the
+content stays the same. Every
 string that came from a log goes through ``specdiag.sanitize.terminal_text``: a log line can carry escape
 sequences (OSC 52 clipboard writes, ``ESC[2J``, title sets) that must never reach the tty; Rich markup is
 never interpreted either.
@@ -26,17 +28,26 @@ from rich.table import Table
 from rich.text import Text
 
 from specdiag.findings import Finding
-from specdiag.report.layout import WHY_NOT_REASONS, WHY_NOT_SETTING, CauseView, FindingView, finding_view
+from specdiag.report.layout import (
+    DEFAULT,
+    VERBOSE,
+    WHY_NOT_SETTING,
+    CauseView,
+    FindingView,
+    deployment_blocks,
+    deployment_rows,
+    finding_views,
+    input_notes,
+    measurement_items,
+    ordered_findings,
+)
 from specdiag.report.model import Report
 from specdiag.report.verdict import Status, status, verdicts
 from specdiag.sanitize import one_line, terminal_text
 from specdiag.timeutil import fmt_log_time
-from specdiag.values import format_value, schedule_text
 
 SEV_STYLE = {"error": "bold white on red", "warning": "bold black on yellow", "info": "bold white on blue"}
 SEV_COLOR = {"error": "red", "warning": "yellow", "info": "blue"}
-KEY_CONFIG = ("chunk_size", "local_cpu", "max_local_cpu_size", "local_disk", "remote_url", "save_decode_cache",
-              "save_unfull_chunk", "enable_async_loading", "use_layerwise", "pin_timeout_sec", "enable_p2p")
 COMPACT_BELOW = 100
 DEFAULT_WIDTH = 120  # pasted or piped reports: a fixed, readable width
 
@@ -93,60 +104,16 @@ def _verdict_block(console: Console, st: Status, findings: list[Finding], compac
 def _inputs_line(report: Report) -> Text:
     lines = sum(i["lines"] for i in report.inputs)
     rec = sum(i["recognized"] for i in report.inputs)
-    skipped = sum(i["skipped"] for i in report.inputs)
     n = len(report.inputs)
     t = Text()
     t.append(f"Read {n} input{'s' if n != 1 else ''}, {lines:,} lines: {rec:,} recognised as vLLM/LMCache output")
-    if skipped:
-        t.append(f", {skipped:,} skipped (binary/NUL)", style="yellow")
     t.append(f" in {report.elapsed_s:.2f} s.")
     return t
 
 
-def _context_rows(c: dict[str, Any]) -> list[tuple[str, str]]:
-    rows: list[tuple[str, str]] = []
-
-    def row(k: str, v: Any) -> None:
-        if v not in (None, "", [], {}):
-            rows.append((k, format_value(v) if not isinstance(v, str) else v))
-
-    row("vLLM", c.get("vllm_version"))
-    lv = c.get("lmcache_version")
-    if lv:
-        ev = c.get("lmcache_version_evidence") or []
-        note = c.get("lmcache_version_note")
-        row("LMCache", f"{lv}" + (f"  (from {', '.join(ev[:4])})" if ev else "") + (f"  — {note}" if note else ""))
-    row("model", c.get("model"))
-    tp, pp = c.get("tensor_parallel_size"), c.get("pipeline_parallel_size")
-    if tp or pp:
-        ranks = [r for r in (c.get("ranks_seen") or []) if r]
-        size = f"TP ≥ {tp} (not stated in the log)" if c.get("tensor_parallel_size_inferred") else f"TP={tp or 1}"
-        row("parallelism", size + (f" PP={pp}" if pp and pp > 1 else "")
-            + (f"; ranks in the log: {', '.join(ranks)}" if ranks else ""))
-    spec = c.get("speculative")
-    if spec:
-        s = f"{spec.get('method')} K={spec.get('num_speculative_tokens')}"
-        if spec.get("per_batch_size"):
-            s += f", dynamic K: {schedule_text(spec['per_batch_size']) or format_value(spec['per_batch_size'])}"
-        row("speculative", s)
-    row("prefix caching", c.get("prefix_caching"))
-    cfg = c.get("lmcache_config") or {}
-    if cfg:
-        shown = ", ".join(f"{k}={format_value(cfg[k])}" for k in KEY_CONFIG if k in cfg)
-        row("LMCache config", shown + f"  [{c.get('lmcache_config_source')}]")
-    row("KV load failure policy", c.get("kv_load_failure_policy"))
-    if c.get("lmcache_degraded"):
-        row("LMCache state", "DEGRADED (init failed: no stores, no loads)")
-    return rows
-
-
 def _context(report: Report, compact: bool) -> RenderableType | None:
-    """One block per deployment (a server: its files, or one pod of a merged stream)."""
-    if report.context is not None or len(report.deployments) <= 1:
-        c = report.context or (report.deployments[0].context.to_dict() if report.deployments else {})
-        return _context_block(_context_rows(c), "deployment", compact)
-    blocks = [_context_block(_context_rows(d.context.to_dict()), f"deployment {terminal_text(d.id)}", compact)
-              for d in report.deployments]
+    """One block per deployment (a server: its files, or one pod of a merged stream), from the shared layout."""
+    blocks = [_context_block(deployment_rows(c), terminal_text(title), compact) for title, c in deployment_blocks(report)]
     shown = [b for b in blocks if b is not None]
     return Group(*shown) if shown else None
 
@@ -170,76 +137,77 @@ def _context_block(rows: list[tuple[str, str]], title: str, compact: bool) -> Re
 
 
 def _measurements(m: Mapping[str, Any], verbose: bool) -> Text | None:
-    """The numbers on one wrapped line; request ids last (they are long), per-request rows only in JSON."""
-    if not m:
+    """The numbers on one wrapped line (``layout.measurement_items``)."""
+    items = measurement_items(m, verbose)
+    if not items:
         return None
     mt = Text()
-    limit = 20 if verbose else 3
-    for k, v in m.items():
-        if k in ("request_ids", "per_request"):
-            continue
-        shown = format_value(v, limit)
-        if not verbose and len(shown) > 160:
-            shown = shown[:157] + "…"
+    for k, shown in items:
         mt.append(k, style="dim")
         mt.append("=" + terminal_text(shown) + "  ")
-    ids = m.get("request_ids")
-    if ids:
-        mt.append("request_ids", style="dim")
-        mt.append("=" + terminal_text(format_value(ids, limit)))
+    mt.rstrip()
     return mt
 
 
-def _cause_lines(c: CauseView, verbose: bool) -> list[RenderableType]:
-    """``N. id  ████░░ 0.40`` and, indented, the evidence for (``+``) and against (``−``)."""
+def _reasons(c: CauseView) -> Text:
+    """The evidence for (``+``) and against (``−``) a cause, and how many more the detail level left out."""
+    why = Text()
+    for s in c.for_:
+        why.append("+ ", style="green")
+        why.append(terminal_text(s) + "\n")
+    for s in c.against:
+        why.append("− ", style="red")
+        why.append(terminal_text(s) + "\n")
+    if c.more_for or c.more_against:
+        why.append(f"({c.more_for} more for, {c.more_against} more against: -v)\n", style="dim")
+    return why
+
+
+def _cause_lines(c: CauseView) -> list[RenderableType]:
+    """``N. id  ████░░ 0.40``, then indented its reasons both ways, its fix and its confirming experiment."""
     line = Text(f"{c.rank}. ")
     line.append(terminal_text(c.id), style="bold" if c.rank == 1 else "")
     line.append(f"  {_bar(c.confidence)} {c.confidence:.2f}")
-    why = Text()
-    for s in c.for_[: 20 if verbose else 3]:
-        why.append("+ ", style="green")
-        why.append(terminal_text(s) + "\n")
-    for s in c.against[: 20 if verbose else 2]:
-        why.append("− ", style="red")
-        why.append(terminal_text(s) + "\n")
-    if not why:
+    body = _reasons(c)
+    for label, value, style in (("Fix: ", c.fix, "bold green"), ("Confirm: ", c.confirm_with, "bold")):
+        if value:
+            body.append(label, style=style)
+            body.append(terminal_text(value) + "\n")
+    if not body:
         return [line]
-    why.rstrip()
-    return [line, Padding(why, (0, 0, 0, 3))]
+    body.rstrip()
+    return [line, Padding(body, (0, 0, 0, 3))]
 
 
-def _causes(v: FindingView, verbose: bool, compact: bool) -> list[RenderableType]:
+def _causes(v: FindingView) -> list[RenderableType]:
     """Ranked causes as lines (no table: narrow terminals must not wrap a word per line)."""
     parts: list[RenderableType] = []
-    shown, rest = v.split_causes(None if verbose else 3 if compact else 4)
     parts.append(Text("Causes (share of belief; the rest is kept for causes nobody listed, so they add up to less than 1):", style="bold"))
-    for c in shown:
-        parts += _cause_lines(c, verbose)
-    if rest:
-        parts.append(Text("also weighed: " + ", ".join(f"{terminal_text(c.id)} {c.confidence:.2f}" for c in rest)
+    for c in v.shown:
+        parts += _cause_lines(c)
+    if v.also:
+        parts.append(Text("also weighed: " + ", ".join(f"{terminal_text(c.id)} {c.confidence:.2f}" for c in v.also)
                           + "  (-v for the reasons)", style="dim"))
     suspect = v.why_not
     if suspect is not None:
         t = Text(f"Why not {WHY_NOT_SETTING}: ", style="bold")
-        t.append(terminal_text(f"confidence {suspect.confidence:.2f} — " + "; ".join(suspect.against[:WHY_NOT_REASONS])))
+        t.append(terminal_text(f"confidence {suspect.confidence:.2f} — {v.why_not_reasons}"))
         parts.append(t)
-    for label, value, style in (("Fix: ", v.fix, "bold green"), ("Confirm: ", v.confirm_with, "bold")):
-        if value:
-            t = Text(label, style=style)
-            t.append(terminal_text(value))
-            parts.append(t)
     return parts
 
 
 def _evidence(v: FindingView, verbose: bool, compact: bool) -> Text:
-    """The evidence lines in log order; ``▸`` marks the primary one (the CI formats' location)."""
-    ev = Text("Evidence (▸ = the line CI annotations point at):\n", style="bold")
-    limit = 220 if not compact else 120
-    for e in v.evidence_in_log_order(20 if verbose else (5 if compact else 8)):
-        ev.append(("▸ " if e.primary else "  ") + f"{one_line(e.path)}:{e.line}", style="cyan")
+    """The evidence lines in log order; ``▸`` marks the primary one (the CI formats' location). Without
+    ``-v`` a long line is cut to about two rows of the terminal (the other layouts show it whole)."""
+    ev = Text("Evidence, in log order (▸ = the line CI annotations point at):\n", style="bold")
+    limit = 120 if compact else 220
+    for e in v.evidence_shown:
         text = one_line(e.text)
         text = text if verbose or len(text) <= limit else text[: limit - 1] + "…"
+        ev.append(("▸ " if e.primary else "  ") + one_line(e.where), style="cyan")
         ev.append(("\n    " if compact else "  ") + text + "\n")
+    if v.evidence_more:
+        ev.append(f"  … {v.evidence_more} more evidence line(s) in the JSON report\n", style="dim")
     ev.rstrip()
     return ev
 
@@ -251,12 +219,13 @@ def _head(v: FindingView) -> Text:
     head.append(terminal_text(v.title))
     if v.count > 1:
         head.append(f"  ×{v.count} occurrences", style="bold")
+    if v.deployment:
+        head.append(f"  on {terminal_text(v.deployment)}", style="bold")
     return head
 
 
-def _finding(f: Finding, verbose: bool, compact: bool) -> RenderableType:
+def _finding(v: FindingView, verbose: bool, compact: bool) -> RenderableType:
     """The shared layout (``report.layout``): head, arithmetic, numbers, causes, evidence, next steps."""
-    v = finding_view(f)
     parts: list[RenderableType] = [_head(v)]
     if v.first_seen is not None:
         parts.append(Text(f"first seen {fmt_log_time(v.first_seen)}", style="dim"))
@@ -266,7 +235,7 @@ def _finding(f: Finding, verbose: bool, compact: bool) -> RenderableType:
     if mt is not None:
         parts.append(mt)
     if v.causes:
-        parts += _causes(v, verbose, compact)
+        parts += _causes(v)
     if v.evidence:
         parts.append(_evidence(v, verbose, compact))
     if v.next_steps:
@@ -362,18 +331,15 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     compact = w < COMPACT_BELOW
     console = Console(file=out, no_color=color is False, highlight=False, soft_wrap=False, emoji=False,
                       markup=False, width=w)
-    findings = report.sorted_findings()
+    findings = ordered_findings(report)
     st = status(report, _all_codes())
     _verdict_block(console, st, findings, compact, _deployment_of(report))
     if quiet:
         out.flush()
         return
     console.print(_inputs_line(report), style="dim")
-    for e in getattr(report, "tool_errors", None) or []:
-        console.print(_t(f"  ! not read: {one_line(e.get('message', ''))}", "yellow"))
-    for inp in report.inputs:
-        for err in inp.get("errors", []):
-            console.print(_t(f"  ! {one_line(inp['path'])}: {one_line(err)}", "yellow"))
+    for level, msg in input_notes(report):
+        console.print(_t(f"  ! {level}: {one_line(msg)}", "yellow"))
     if st.kind == "nothing-recognised":
         out.flush()
         return
@@ -381,8 +347,8 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     if ctx is not None:
         console.print(ctx)
     _timeline(console, report, compact, w)
-    for f in findings:
-        console.print(_finding(f, verbose, compact))
+    for v in finding_views(report, VERBOSE if verbose else DEFAULT):
+        console.print(_finding(v, verbose, compact))
     _unrecognised(console, report)
     console.print(Text(""))
     console.print(Text("── verdict " + "─" * max(0, min(w, 80) - 11), style="dim"))

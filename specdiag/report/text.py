@@ -7,59 +7,13 @@ terminal width: the same input gives byte-identical output.
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
-from specdiag.findings import SEVERITY_RANK, Finding
-from specdiag.report.layout import finding_view
+from specdiag.findings import Finding
+from specdiag.report.layout import display_path, finding_view, ordered_findings, tool_problems
 from specdiag.report.model import Report
 from specdiag.sanitize import neutralise_workflow_commands
 
 # ---------------------------------------------------------------------------------------------------------
 # helpers shared by the CI renderers (github, markdown, sarif, junit, gitlab)
-
-
-def ordered_findings(report: Report) -> list[Finding]:
-    """Most severe first, root causes before impact reports, then highest top-cause confidence, rule, first
-    line, fingerprint (total order)."""
-
-    def key(f: Finding):
-        conf = f.causes[0].confidence if f.causes else 0.0
-        ev = f.evidence[0] if f.evidence else None
-        return (-SEVERITY_RANK[f.severity], -f.priority, -round(conf, 6), f.rule, ev.path if ev else "", ev.line if ev else 0,
-                f.fingerprint)
-
-    return sorted(report.findings, key=key)
-
-
-def display_path(path: str, root: str | None = None) -> str:
-    """The path as CI systems want it: relative to ``root`` (default: the working directory) when below it,
-    with forward slashes; otherwise unchanged."""
-    if not path or path == "-":
-        return path
-    if os.path.isabs(path):
-        base = os.path.abspath(root or os.getcwd())
-        try:
-            rel = os.path.relpath(path, base)
-        except ValueError:  # pragma: no cover - other drive on Windows
-            rel = path
-        if not rel.startswith(".."):
-            path = rel
-    return path.replace(os.sep, "/")
-
-
-def tool_problems(report: Report) -> list[dict[str, Any]]:
-    """Problems of the tool itself: ``level`` error (an input could not be read at all, see
-    ``report.tool_errors``) or warning (an input was read only in part: ``inputs[*].errors``)."""
-    out = [{"level": "error", "path": e.get("path"), "message": e["message"]}
-           for e in getattr(report, "tool_errors", None) or []]
-    for inp in report.inputs:
-        for msg in inp.get("errors") or []:
-            out.append({"level": "warning", "path": inp.get("path"), "message": f"{inp.get('path')}: {msg}"})
-    for r in getattr(report, "rules_failed", None) or []:  # a bug in specdiag: say so, the rest stands
-        out.append({"level": "warning", "path": None,
-                    "message": f"rule {r['rule']} failed ({r['error']}); its findings are missing - please report it"})
-    return out
 
 
 def execution_failed(report: Report) -> bool:
@@ -79,7 +33,8 @@ def cause_line(f: Finding) -> str:
 
 def finding_message(f: Finding, *, with_fix: bool = True) -> str:
     """A short multi-line message from the shared layout (``report.layout``): what happened, the likely
-    cause, its fix (or, without a cause, the first next step)."""
+    cause with its fix and confirming experiment, then the other causes the full layouts show, each with its
+    fix (so a CI annotation names the same causes as the report); without a cause, the first next step."""
     v = finding_view(f)
     lines = [(v.summary or v.title).strip()]
     if v.count > 1:
@@ -88,6 +43,10 @@ def finding_message(f: Finding, *, with_fix: bool = True) -> str:
         lines.append(f"Likely cause: {cause_line(f)}")
         if with_fix and v.fix:
             lines.append(f"Fix: {v.fix}")
+        if with_fix and v.confirm_with:
+            lines.append(f"Confirm: {v.confirm_with}")
+        for c in v.shown[1:]:
+            lines.append(f"Also possible: {c.id} ({c.confidence:.2f})" + (f" - fix: {c.fix}" if with_fix and c.fix else ""))
     elif with_fix and v.next_steps:
         lines.append(f"Next: {v.next_steps[0]}")
     return "\n".join(lines)
@@ -130,8 +89,9 @@ def render_text(report: Report, *, fail_on: str | None = None) -> str:
             if i == 0 and line.strip() == f.title.strip():
                 continue
             out.append(f"    {line}")
-        for e in f.evidence[1:4]:
-            out.append(f"    see {display_path(e.path)}:{e.line}")
+        for e in finding_view(f).evidence_in_log_order(4):  # the layout's order: log order
+            if not e.primary:
+                out.append(f"    see {display_path(e.path)}:{e.line}")
     if report.findings or out:
         out.append("")
     line = status_line(report)
