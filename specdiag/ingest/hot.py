@@ -273,12 +273,12 @@ class MetricRows:
 
     @classmethod
     def of_columns(cls, path: str, year: int | None, view: BlockView, kinds: list[str], rows: list[int],
-                   lines: list[int], origins: list[Origin], raws: list[bytes], plens: list[int],
-                   stamps: list[int]) -> MetricRows:
-        """A whole batch at once (``add`` for every row: the same lists, built a column at a time)."""
+                   lines: list[int], origins: list[Origin], plens: list[int], stamps: list[int]) -> MetricRows:
+        """A whole batch at once (``add`` for every row: the same lists, built a column at a time; a row's
+        line is sliced from the block only when its Record is asked for)."""
         batch = cls(path, year, view)
         batch.kinds, batch._rows, batch.lines, batch.origins = kinds, rows, lines, origins
-        batch._raws, batch._plens, batch._stamps = raws, plens, stamps
+        batch._raws, batch._plens, batch._stamps = None, plens, stamps
         return batch
 
     @classmethod
@@ -351,8 +351,13 @@ class MetricRows:
         """Every row's ``record_ref``."""
         if self._view is None:
             return [self._events[0].rec]
-        return list(map(RowRecord, repeat(self.path), self.lines, self.origins, self._raws, self._plens,
+        return list(map(RowRecord, repeat(self.path), self.lines, self.origins, self._raw_lines(), self._plens,
                         repeat(self.year)))
+
+    def _raw_lines(self) -> list[bytes]:
+        if self._raws is None:
+            self._raws = list(map(self._view.raw, self.kinds, self._rows))
+        return self._raws
 
     def engine(self, k: int) -> tuple[int | None, int | None]:
         """A stats row's ``Engine N`` and ``N Engines Aggregated`` numbers (None where not printed)."""
@@ -381,7 +386,8 @@ class MetricRows:
         """What to keep of row ``k`` for evidence: its Record, or a ``RowRecord`` that builds it when called."""
         if self._view is None:
             return self._events[0].rec
-        return RowRecord(self.path, self.lines[k], self.origins[k], self._raws[k], self._plens[k], self.year)
+        raw = self._view.raw(self.kinds[k], self._rows[k]) if self._raws is None else self._raws[k]
+        return RowRecord(self.path, self.lines[k], self.origins[k], raw, self._plens[k], self.year)
 
     def record(self, k: int) -> Record:
         ref = self.record_ref(k)

@@ -496,11 +496,9 @@ class _Reader:
         Dec→Jan roll among them, no open record of their processes (a held record goes first, as the first
         row would hand it on). No line is cleaned: times come from the ``stamp`` column and a Record is
         built, from the line as read, only when shown. False, having done nothing, otherwise."""
-        columns, block, off = view.res.columns, view.block, view.off
         ns, tables, idx = zip(*todo, strict=True)
-        stats, spec = columns["stats"], columns["spec"]
-        s0, e0, p0, t0 = stats["start"], stats["end"], stats["proc"], stats["stamp"]
-        s1, e1, p1, t1 = spec["start"], spec["end"], spec["proc"], spec["stamp"]
+        stats, spec = view.res.columns["stats"], view.res.columns["spec"]
+        p0, t0, p1, t1 = stats["proc"], stats["stamp"], spec["proc"], spec["stamp"]
         pairs = list(zip(tables, idx, strict=True))
         procs = [p0[i] if t == "stats" else p1[i] for t, i in pairs]
         by_proc = {p: view.origin(p) for p in set(procs)}
@@ -515,10 +513,9 @@ class _Reader:
             self.out.append(self.held)
             self.held = None
         self.last_month = stamps[-1] // 100000000
-        raws = [block[off + s0[i] : off + e0[i]] if t == "stats" else block[off + s1[i] : off + e1[i]] for t, i in pairs]
         plen = [len(p) for p in view.res.prefixes]
         batch = MetricRows.of_columns(self.path, self.year_hint, view, list(tables), list(idx), list(ns),
-                                      list(map(by_proc.__getitem__, procs)), raws, list(map(plen.__getitem__, procs)),
+                                      list(map(by_proc.__getitem__, procs)), list(map(plen.__getitem__, procs)),
                                       stamps)
         self._flush(batch)
         return True

@@ -287,7 +287,9 @@ class SeriesTracker:
         label = _LABELS.get(engine) or _LABELS.setdefault(engine, _label(*engine))
         pkey = (rows.path, origins[0].key)
         ekey = (rows.path, pkey[1], label)
-        times, lines, refs, values = rows.times()[lo:], rows.lines[lo:], rows.refs()[lo:], rows.values()[lo:]
+        eng = self._engine(ekey)
+        times, lines, values = rows.times()[lo:], rows.lines[lo:], rows.values()[lo:]
+        refs = rows.refs()[lo:] if eng.stride == 1 else self._first_refs(rows, lo, n, len(eng.pending), eng.stride)
         new = [[t, line, ref, 1, *sv, *pv, pref] for t, line, ref, sv, pv, pref in
                zip(times[0::2], lines[0::2], refs[0::2], values[0::2], values[1::2], refs[1::2], strict=False)]
         if n % 2:  # the last stats line: its SpecDecoding line may come with the next batch
@@ -298,17 +300,30 @@ class SeriesTracker:
                     row[T] = t
         if lo:  # row 0 joins the last batch's row first (``_observe_each``): keep the order of rows
             self._observe_each(rows, 0, 1)
-        eng = self._engine(ekey)
         eng.pending.extend(new)
         eng.settle(self.cap)
         self.last[pkey] = (new[-1], ekey)
         return True
 
+    @staticmethod
+    def _first_refs(rows, lo: int, n: int, pending: int, stride: int) -> list:
+        """The Records (``record_ref``) of the rows that will begin a group of ``stride`` (the pairs from
+        ``lo`` land at ``pending``, ``pending + 1``, … of a series folded from a group boundary), None for
+        the rest: a fold keeps only its first row's, and a group never starts between those positions,
+        even when the stride widens in this batch."""
+        refs: list = [None] * n
+        for j in range(-pending % stride, (n + 1) // 2, stride):
+            refs[2 * j] = rows.record_ref(lo + 2 * j)
+            if 2 * j + 1 < n:
+                refs[2 * j + 1] = rows.record_ref(lo + 2 * j + 1)
+        return refs
+
     def _observe_each(self, rows, lo: int, hi: int) -> None:
         """Rows ``lo .. hi-1``, one at a time."""
         path, last = rows.path, self.last
-        kinds, times, lines, origins, refs, values = (x[lo:hi] for x in (
-            rows.kinds, rows.times(), rows.lines, rows.origins, rows.refs(), rows.values()))
+        refs = [rows.record_ref(k) for k in range(lo, hi)]
+        kinds, times, lines, origins, values = (x[lo:hi] for x in (
+            rows.kinds, rows.times(), rows.lines, rows.origins, rows.values()))
         for k, (kind, t, line, origin, ref, vals) in enumerate(
                 zip(kinds, times, lines, origins, refs, values, strict=True), lo):
             pkey = (path, origin.key)
