@@ -1,0 +1,261 @@
+"""Unseen-log robustness: inputs written from the shared reference's documented formats, never corpus copies.
+
+* every catalogued LMCache line (``log-catalog-by-version.tsv``, every inspected release) that one of
+  specdiag's templates claims to read is recognised as that template end to end (envelope, dispatch, regex);
+* one minimal incident per cause of ``mismatch-causes.md`` §3, built from its documented signature, ranks
+  that cause first — in several LMCache eras and with or without vLLM process prefixes;
+* 1-3-line fragments of those incidents, as users paste them (indented, ``grep -n``, kubectl ``--prefix``,
+  wrapped at 80 columns, CRLF): the right cause first or an honest, capped verdict naming what to collect,
+  no invented year / rank / TP size / version, no traceback, the contract's exit code.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+
+import pytest
+import unseen_gen as g
+from typer.testing import CliRunner
+
+from specdiag.cli import app
+from specdiag.engine import analyze
+from specdiag.events import default_matcher
+from specdiag.events.lmcache import LMCACHE_TEMPLATES
+from specdiag.ingest import expand_inputs, iter_records
+
+CATALOG = Path(__file__).resolve().parents[2] / "shared" / "reference" / "lmcache" / "log-catalog-by-version.tsv"
+
+
+def report(tmp_path: Path, lines: list[str], name: str = "paste.log") -> dict:
+    return analyze([g.write_lines(tmp_path / name, lines)]).to_dict()
+
+
+def kv001(rep: dict) -> dict:
+    found = [f for f in rep["findings"] if f["rule"] == "KV001"]
+    assert found, f"no KV001 among {[f['rule'] for f in rep['findings']]}"
+    return found[0]
+
+
+def top(f: dict) -> tuple[str, float]:
+    return f["causes"][0]["id"], f["causes"][0]["confidence"]
+
+
+# ---- every catalogued line shape of every inspected release -------------------------------------------------
+def _render(fmt: str) -> str:
+    """A catalogued format string with plausible values: ids after request words, lists for rank results."""
+    def value(prev: str, name: str = "") -> str:
+        prev, name = prev.lower(), name.lower()
+        if prev.endswith("ranks: ") or "results" in name:
+            return "[512, 256]"
+        if re.search(r"(layerwise: |first rank: |use mla: |mode: )$", prev):
+            return "False"
+        if prev.endswith("kv shape: "):
+            return "(33, 2, 256, 2, 128)"
+        if prev.endswith(("rank=", "rank ")):
+            return "1"
+        if re.search(r"(reqid: |request |req_id=|request_id=|lookup id |for request )$", prev) or "req" in name:
+            return "cmpl-9f3a-0"
+        if prev.endswith("memoryobj ") or "addr" in name:
+            return "0x7f3a10"
+        if prev.endswith(("config: ", "configuration: ")):
+            return "{'chunk_size': 256}"
+        return "256"
+
+    out, last = [], 0
+    for m in re.finditer(r"%(?:\.\d+)?[sdrf]|\{[^{}]*\}", fmt):
+        out.append(fmt[last:m.start()])
+        tok = m.group(0)
+        prev = "".join(out)
+        out.append(value(prev, tok[1:-1]) if tok.startswith("{") else "1.50" if tok.endswith("f")
+                   else "256" if tok == "%d" else value(prev))
+        last = m.end()
+    return "".join(out) + fmt[last:]
+
+
+def _catalog_lines() -> list[tuple[str, str, str]]:
+    """(template id, version, raw line) for each non-DEBUG catalogued call a template's regex accepts."""
+    if not CATALOG.exists():
+        return []
+    out = []
+    with CATALOG.open(encoding="utf-8") as fh:
+        rows = [r for r in csv.reader((ln for ln in fh if not ln.startswith("#")), delimiter="\t")]
+    for row in rows[1:]:
+        if len(row) < 5 or row[3] == "DEBUG":
+            continue
+        version, file, line, level, fmt = row[:5]
+        msg = _render(fmt[2:] if fmt.startswith("f:") else fmt)
+        tid = next((t.id for t in LMCACHE_TEMPLATES if t.match(msg) is not None), None)
+        if tid is None:
+            continue
+        logger = "lmcache." + file[:-3].replace("/", ".")
+        level = "WARNING" if level == "WARN" else level
+        out.append((tid, version, g.lmcache_line(msg, level=level, loc=f"{file.rsplit('/', 1)[-1]}:{line}",
+                                                 logger=logger, color=version < "0.4")))
+    return out
+
+
+CATALOG_LINES = _catalog_lines()
+
+
+@pytest.mark.skipif(not CATALOG_LINES, reason="shared reference catalogue not present")
+def test_every_catalogued_line_a_template_claims_is_recognised_end_to_end(tmp_path: Path) -> None:
+    path = g.write_lines(tmp_path / "catalog.log", [line for _, _, line in CATALOG_LINES])
+    matcher = default_matcher()
+    got = [matcher.match(r) for r in iter_records(expand_inputs([path])[0]) if hasattr(r, "kind")]
+    assert len(got) == len(CATALOG_LINES)
+    missed = [(tid, v, line[:90]) for (tid, v, line), ev in zip(CATALOG_LINES, got, strict=True)
+              if ev is None or ev.id != tid]
+    assert not missed, missed[:5]
+    versions = {v for _, v, _ in CATALOG_LINES}
+    assert {"0.3.1", "0.3.5", "0.3.12", "0.4.7", "0.5.6", "cli"} <= versions
+
+
+# ---- one synthetic incident per documented cause ------------------------------------------------------------
+ERA_SWEEP = ["0.3.9", "0.3.12", "0.3.15", "0.4.7", "0.5.1", "0.5.6", "post-0.5.6"]
+NEEDS_L6 = {"rank-disagreement"}
+
+
+@pytest.mark.parametrize("cause", sorted(g.INCIDENTS))
+def test_each_documented_cause_ranks_first_on_its_minimal_incident(tmp_path: Path, cause: str) -> None:
+    f = kv001(report(tmp_path, g.INCIDENTS[cause]().lines))
+    assert top(f)[0] == cause, [(c["id"], c["confidence"]) for c in f["causes"][:3]]
+    assert {c["id"] for c in f["causes"]} >= {"decode-cache-not-saved", "hash-inconsistency"}
+    assert next(c for c in f["causes"] if c["id"] == "decode-cache-not-saved")["confidence"] <= 0.05
+
+
+@pytest.mark.parametrize("prefixed", [True, False], ids=["vllm<=0.30-prefix", "vllm>=0.31-no-prefix"])
+@pytest.mark.parametrize("version", ERA_SWEEP)
+@pytest.mark.parametrize("cause", ["lookup-retrieve-eviction", "pin-accounting-bug", "remote-backend-loss",
+                                   "backend-read-failure", "cpu-staging-exhausted", "rank-disagreement",
+                                   "async-loading-partial", "unfull-chunk-mismatch", "pin-timeout"])
+def test_cause_ranking_holds_in_every_lmcache_era(tmp_path: Path, cause: str, version: str, prefixed: bool) -> None:
+    if cause in NEEDS_L6 and g.ERAS[version].l6 is None:
+        pytest.skip("no rank-disagreement warning in that release")
+    f = kv001(report(tmp_path, g.INCIDENTS[cause](version, prefixed=prefixed).lines))
+    assert top(f)[0] == cause
+
+
+def test_lmcache_version_is_read_from_each_eras_line_numbers(tmp_path: Path) -> None:
+    for version in ("0.3.5", "0.3.12", "0.4.7", "0.5.6"):
+        ctx = report(tmp_path, g.eviction(version).lines, f"{version}.log")["context"]
+        assert ctx["lmcache_version"].lstrip("~") == version or version in ctx["lmcache_version"]
+
+
+# ---- fragments as pasted --------------------------------------------------------------------------------
+#: per cause, the 1-3 lines a user would paste (substrings of the short rank's lines), and what must rank first
+FRAGMENTS = {
+    "lookup-retrieve-eviction": (("No eviction candidates", "Num retrieved"), {"lookup-retrieve-eviction"}),
+    "pin-accounting-bug": (("Pin count of", "The number of retrieved", "Num retrieved"), {"pin-accounting-bug"}),
+    "pin-timeout": (("Pin timeout detected", "Num retrieved"), {"pin-timeout"}),
+    "remote-backend-loss": (("Key exists but", "can't be retrieved", "Num retrieved"), {"remote-backend-loss"}),
+    "backend-read-failure": (("Failed to load chunk", "can't be retrieved", "Num retrieved"), {"backend-read-failure"}),
+    "cpu-staging-exhausted": (("CPU staging pool", "can't be retrieved", "Num retrieved"), {"cpu-staging-exhausted"}),
+    "adapter-token-accounting-bug": (("The number of retrieved", "Num retrieved"), {"adapter-token-accounting-bug"}),
+    "rank-disagreement": (("differ across", "Num retrieved"), {"rank-disagreement"}),
+    "async-loading-partial": (("Responding to scheduler", "Num retrieved"), {"async-loading-partial"}),
+    "unfull-chunk-mismatch": (("The number of retrieved", "Num retrieved"),
+                              {"unfull-chunk-mismatch", "adapter-token-accounting-bug"}),
+}
+
+
+def fragment(cause: str) -> list[str]:
+    """The last line of the incident containing each key (the short rank's, as it comes last)."""
+    full = g.INCIDENTS[cause]().lines
+    return [[line for line in full if key in line][-1] for key in FRAGMENTS[cause][0]]
+
+
+@pytest.mark.parametrize("paste", ["plain", *g.PASTES])
+@pytest.mark.parametrize("cause", sorted(FRAGMENTS))
+def test_fragment_names_its_cause_with_capped_confidence(tmp_path: Path, cause: str, paste: str) -> None:
+    lines = fragment(cause)
+    if paste != "plain":
+        lines = g.PASTES[paste](lines)
+    f = kv001(report(tmp_path, lines))
+    cid, conf = top(f)
+    assert cid in FRAGMENTS[cause][1], [(c["id"], c["confidence"]) for c in f["causes"][:3]]
+    assert conf <= 0.6  # a paste proves the arithmetic, not the cause
+    assert f["measurements"]["input_coverage"] == "fragment"
+    assert f["next_steps"]
+
+
+@pytest.mark.parametrize("paste", ["plain", *g.PASTES])
+def test_bare_error_pair_is_insufficient_evidence_and_says_what_to_collect(tmp_path: Path, paste: str) -> None:
+    log = g.Log("0.5.6").mismatch(g.REQ, 1, 6400, 8448)
+    lines = log.lines if paste == "plain" else g.PASTES[paste](log.lines)
+    f = kv001(report(tmp_path, lines))
+    assert all(c["confidence"] <= 0.45 for c in f["causes"])
+    steps = " ".join(f["next_steps"])
+    assert "Reqid:" in steps and "Creating LMCacheEngine" in steps
+
+
+def test_rank_disagreement_warning_without_its_lookup_line_is_tied_by_the_minimum(tmp_path: Path) -> None:
+    """L6's minimum is the request's hit: an expected above it cannot be that lookup's request."""
+    log = g.Log("0.5.6")
+    log.disagreement([4096, 2048])  # min 2048 < expected 6144: another request's lookup
+    log.mismatch(g.REQ, 1, 4096, 6144)
+    f = kv001(report(tmp_path, log.lines))
+    assert top(f)[0] != "rank-disagreement"
+    assert not any("whose minimum fits" in r for c in f["causes"] for r in c["for"])
+
+
+def test_async_answer_of_another_size_does_not_count_as_shorter(tmp_path: Path) -> None:
+    log = g.Log("0.5.6")
+    log.warn(f"Responding to scheduler for lookup id {g.REQ} with retrieved length 9472", 1, "storage_manager.py:648",
+             "lmcache.v1.storage_backend.storage_manager", "2026-03-14 09:27:00,700", level="INFO")
+    log.mismatch(g.REQ, 1, 6400, 8448)
+    f = kv001(report(tmp_path, log.lines))
+    assert not any("answered" in r for c in f["causes"] for r in c["for"])
+
+
+def test_p2p_with_partial_retrieve_is_not_the_p2p_mask_bug(tmp_path: Path) -> None:
+    """The P2P bug reports exactly 0; a partial load with P2P on is an ordinary chunk loss."""
+    log = g.Log("0.3.3").config(enable_p2p=True)
+    log.lookup(g.REQ, 4352, 4096, 0)
+    log.retrieve(g.REQ, 1, 2048, 4096, 4096)
+    log.mismatch(g.REQ, 1, 2048, 4096)
+    f = kv001(report(tmp_path, log.lines))
+    assert top(f)[0] != "p2p-retrieve-bug"
+
+
+def test_pre_033_unpinned_ranks_do_not_explain_a_short_rank_zero(tmp_path: Path) -> None:
+    log = g.Log("0.3.1", tp=1, prefixed=True)
+    log.lines.extend(g.Log("0.3.1").mismatch(g.REQ, 0, 0, 4096).lines)
+    f = kv001(report(tmp_path, log.lines))
+    ev = next(c for c in f["causes"] if c["id"] == "lookup-retrieve-eviction")
+    assert not any("only rank 0 pinned at lookup" in r for r in ev["for"])
+
+
+# ---- honesty: nothing invented from a fragment; the contract's exit codes ----------------------------------
+@pytest.mark.parametrize("paste", ["plain", *g.PASTES])
+def test_fragment_invents_no_year_tp_size_or_exact_version(tmp_path: Path, paste: str) -> None:
+    lines = [g.vllm_line("Recovered from KV load failure: 1 request(s) rescheduled (2048 tokens affected).",
+                         level="WARNING", loc="scheduler.py:2665", proc="EngineCore_DP0 pid=2210")]
+    lines = lines if paste == "plain" else g.PASTES[paste](lines)
+    rep = report(tmp_path, lines)
+    ctx = rep["context"] or {}
+    assert ctx.get("tensor_parallel_size") is None and ctx.get("lmcache_version") is None
+    text = json.dumps(rep)
+    assert "2026" not in text and "2025" not in text  # a vLLM line prints no year
+
+
+def test_rank_label_gives_a_lower_bound_never_a_stated_tp_size(tmp_path: Path) -> None:
+    rep = report(tmp_path, g.Log("0.5.6").mismatch(g.REQ, 3, 0, 256).lines)
+    ctx = rep["context"]
+    assert ctx["tensor_parallel_size_inferred"] is True and ctx["ranks_seen"] == ["TP3"]
+    assert "tensor_parallel_size" not in kv001(rep)["measurements"]
+
+
+@pytest.mark.parametrize("paste", ["plain", *g.PASTES])
+def test_cli_exit_codes_on_fragments(tmp_path: Path, paste: str) -> None:
+    runner = CliRunner()
+    lines = fragment("pin-accounting-bug")
+    lines = lines if paste == "plain" else g.PASTES[paste](lines)
+    found = runner.invoke(app, ["analyze", g.write_lines(tmp_path / "f.log", lines), "--format", "json"])
+    assert found.exit_code == 1, found.output[-300:]
+    assert json.loads(found.stdout)["findings"]
+    junk = runner.invoke(app, ["analyze", g.write_lines(tmp_path / "j.log", ["hello", "world"]), "--format", "json"])
+    assert junk.exit_code == 3
+    assert "Traceback" not in junk.output and "Traceback" not in found.output
