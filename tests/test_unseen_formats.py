@@ -228,6 +228,48 @@ def test_pre_033_unpinned_ranks_do_not_explain_a_short_rank_zero(tmp_path: Path)
     assert not any("only rank 0 pinned at lookup" in r for r in ev["for"])
 
 
+# ---- collector and paste envelopes (log-formats.md §1.1-§1.3) ---------------------------------------------
+def _pin_fragment(**kw) -> list[str]:
+    lines = g.pin_accounting("0.5.6", prefixed=False, **kw).lines
+    return [[line for line in lines if key in line][-1] for key in ("Pin count of", "The number of retrieved", "Num retrieved")]
+
+
+W1 = "(Worker_TP1 pid=5118) "
+ENVELOPES = {
+    "esc-less-residue": (lambda f: [s.replace("\x1b", "") for s in _pin_fragment(color=True)], None),
+    "warn-level-renamed": (lambda f: [s.replace("LMCache WARNING:", "LMCache WARN :") for s in f], None),
+    "journald-fr": (lambda f: [f"mars 14 09:27:01 gpu-node-3 bash[88213]: {W1}{s}" for s in f], "TP1"),
+    "journald-iso": (lambda f: [f"2026-03-14T09:27:01+0100 gpu-node-3 vllm[88213]: {W1}{s}" for s in f], "TP1"),
+    "docker-json": (lambda f: [json.dumps({"log": f"{W1}{s}\r\n", "stream": "stderr",
+                                           "time": "2026-03-14T08:27:01.004Z"}) for s in f], "TP1"),
+    "kubectl-timestamps": (lambda f: [f"2026-03-14T08:27:01.004518223Z {W1}{s}" for s in f], "TP1"),
+    "compose": (lambda f: [f"vllm-1  | {W1}{s}" for s in f], "TP1"),
+    "vllm-0.8-rank": (lambda f: [f"(VllmWorker rank=1 pid=5118) {s}" for s in f], "TP1"),
+    "vllm-0.10.1-tp": (lambda f: [f"(VllmWorker TP1 pid=5118) {s}" for s in f], "TP1"),
+    "pp-and-tp": (lambda f: [f"(Worker_PP1_TP1 pid=5118) {s}" for s in f], "PP1_TP1"),
+    "ray-nested": (lambda f: [f"(EngineCore_DP0 pid=2210) (RayWorkerWrapper pid=731, ip=10.4.0.17) {s}" for s in f],
+                   None),
+    "grep-H-n": (lambda f: [f"logs/serve.log:{i + 10}:{s}" for i, s in enumerate(f)], None),
+    "grep-n-of-kubectl": (lambda f: [f"{i + 10}:[pod/vllm-0/vllm] {W1}{s}" for i, s in enumerate(f)], "TP1"),
+    "no-break-space-indent": (lambda f: ["\u00a0\u00a0\u00a0\u00a0" + s for s in f], None),
+    "cat-n": (lambda f: [f"{i + 10:>6}\t{s}" for i, s in enumerate(f)], None),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(ENVELOPES))
+def test_fragment_behind_each_collector_envelope_keeps_cause_and_rank(tmp_path: Path, shape: str) -> None:
+    make, rank = ENVELOPES[shape]
+    rep = report(tmp_path, make(_pin_fragment()))
+    assert rep["inputs"][0]["recognized"] == 3
+    f = kv001(rep)
+    assert top(f)[0] == "pin-accounting-bug" and f["measurements"]["expected_tokens"] == 8448
+    ranks = f["measurements"]["ranks"]
+    if rank is None:  # the line names no rank: none is invented (a Ray actor nested in the engine is no TP0)
+        assert all(r.startswith("unknown") for r in ranks), ranks
+    else:
+        assert ranks == [rank]
+
+
 # ---- honesty: nothing invented from a fragment; the contract's exit codes ----------------------------------
 @pytest.mark.parametrize("paste", ["plain", *g.PASTES])
 def test_fragment_invents_no_year_tp_size_or_exact_version(tmp_path: Path, paste: str) -> None:

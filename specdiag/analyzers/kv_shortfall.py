@@ -497,7 +497,7 @@ class RetrievalShortfall(Rule):
         """One rank stated (TP=1), or worker lines printed by the engine-core process (in-process model, TP=1)."""
         if cls._single_rank(ctx):
             return True
-        return all(o.anchor.rec.origin.proc.startswith("EngineCore") and o.anchor.rec.origin.pid is not None
+        return all(o.anchor.rec.origin.role == "EngineCore" and o.anchor.rec.origin.pid is not None
                    for o in occs) and not (ctx.tensor_parallel_size or 0) > 1
 
     @staticmethod
@@ -518,8 +518,9 @@ class RetrievalShortfall(Rule):
         if single_rank:
             return "TP0"
         origin = o.anchor.rec.origin
-        if origin.proc.startswith("EngineCore") and origin.pid is not None:
-            # worker-side line printed by the engine-core process: the model runs in-process (TP=1)
+        if origin.role == "EngineCore" and origin.pid is not None:
+            # worker-side line printed by the engine-core process: the model runs in-process (TP=1). Not a Ray
+            # worker nested in it (``(EngineCore_DP0 pid=…) (RayWorkerWrapper pid=…, ip=…)``): its rank is unknown
             return "TP0"
         # one file per worker without process prefixes: the file name often carries the rank
         m = _RANK_IN_NAME.search(os.path.basename(o.anchor.rec.path))

@@ -36,9 +36,11 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
 COMPOSE = re.compile(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
-GREP_N = re.compile(rb"(\d{1,9})([:-])")
+#: ``grep -n`` (``123:`` / context ``123-``) and ``cat -n`` / ``nl`` (right-aligned number, a tab)
+GREP_N = re.compile(rb"(\d{1,9})([:-]|\t)")
 GREP_H = re.compile(rb"([^\s:()\[\]{}|]+?)(?:([:-])(\d{1,9})\2|:)")
-INDENT = re.compile(rb"[ \t]+|> ")
+#: chat code-block indentation (no-break spaces when copied from a rendered web page) or a ``> `` quote
+INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0)+|> ")
 _ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
 
 #: first words of lines that carry no wrapper: vLLM's formatter, uvicorn, tracebacks
@@ -165,7 +167,7 @@ class LineUnwrapper:
             self.deployment = self.deployment or "k8s:" + m.group(1).decode("utf-8", "replace")
             self.seen.add("kubectl-prefix")
             return line[m.end() :]
-        if c == 32 or c == 9 or c == 62:  # indentation (chat code blocks) or a "> " quote
+        if c == 32 or c == 9 or c == 62 or (c == 0xC2 and line[1:2] == b"\xa0"):  # indentation, "> " quote
             m = INDENT.match(line)
             if m is None:
                 return None
@@ -242,5 +244,8 @@ class LineUnwrapper:
         if c == b"[":
             return rest[1:5] == b"pod/"
         if c.isdigit():
-            return ISO_TS.match(rest) is not None
+            if ISO_TS.match(rest) is not None:
+                return True
+            m = GREP_N.match(rest)  # ``cat -n``: the number is right-aligned behind spaces
+            return m is not None and m.group(2) == b"\t" and is_envelope(rest[m.end():])
         return b"]: " in rest[:160] and JOURNALD_SHORT.match(rest) is not None
