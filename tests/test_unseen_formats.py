@@ -270,6 +270,38 @@ def test_fragment_behind_each_collector_envelope_keeps_cause_and_rank(tmp_path: 
         assert ranks == [rank]
 
 
+# ---- exceptions behind vLLM's header (logger.exception: every traceback line carries it) ------------------
+def _traceback(last: str, shape: str) -> list[str]:
+    """An engine-core traceback through ``run_engine_core`` ending in ``last``: raw (vLLM ≤0.30 prefix on every
+    physical line) or through ``logger.exception`` (vLLM's header on every line, log-formats.md §9)."""
+    proc = "EngineCore_DP0 pid=2210"
+    frames = ["Traceback (most recent call last):",
+              '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line 701, in run_engine_core',
+              "    engine_core = EngineCoreProc(*args, **kwargs)",
+              '  File "/opt/venv/lib/python3.12/site-packages/vllm/distributed/kv_transfer/kv_connector/factory.py", '
+              "line 63, in create_connector", "    return connector_cls(config, role)", last]
+    if shape == "raw":
+        return [f"({proc}) {f}" for f in frames]
+    return [g.vllm_line("EngineCore failed to start.", level="ERROR", loc="core.py:1510", proc=proc)] + \
+        [g.vllm_line(f, level="ERROR", loc="core.py:1510", proc=proc) for f in frames]
+
+
+@pytest.mark.parametrize("shape", ["raw", "vllm-header"])
+@pytest.mark.parametrize(("last", "cause"), [
+    ("ImportError: cannot import name 'CudaIPCWrapper' from 'lmcache.v1.multiprocess.custom_types' "
+     "(/opt/venv/lib/python3.12/site-packages/lmcache/v1/multiprocess/custom_types.py)", "vendored-adapter-import"),
+    ("RuntimeError: No supported cpu connector found.", "no-device-connector"),
+])
+def test_lmcache_start_failure_is_named_whichever_formatter_printed_the_traceback(tmp_path: Path, shape: str,
+                                                                                 last: str, cause: str) -> None:
+    rep = report(tmp_path, _traceback(last, shape))
+    kv004 = [f for f in rep["findings"] if f["rule"] == "KV004"]
+    assert kv004 and top(kv004[0])[0] == cause
+    death = next(f for f in rep["findings"] if f["rule"] == "SRV001")
+    assert top(death)[0] != "cause-not-in-excerpt"  # the root error is right there
+    assert death["measurements"]["root_error"] in last
+
+
 # ---- honesty: nothing invented from a fragment; the contract's exit codes ----------------------------------
 @pytest.mark.parametrize("paste", ["plain", *g.PASTES])
 def test_fragment_invents_no_year_tp_size_or_exact_version(tmp_path: Path, paste: str) -> None:

@@ -335,3 +335,80 @@ INCIDENTS = {
     "async-loading-partial": async_partial,
     "unfull-chunk-mismatch": unfull_chunk,
 }
+
+
+# ---- vLLM periodic lines of every era (vllm/log-formats.md §5-§6) ----------------------------------------
+#: (era, stats-line location, SpecDecoding location, process prefix of the API server)
+VLLM_ERAS = {
+    "0.8.5": ("loggers.py:111", "metrics.py:82", None),
+    "0.9.2": ("loggers.py:118", "metrics.py:87", None),
+    "0.10.1.1": ("loggers.py:123", "metrics.py:87", "APIServer pid=4410"),
+    "0.11.0": ("loggers.py:127", "metrics.py:96", "APIServer pid=4410"),
+    "0.13.0": ("loggers.py:248", "metrics.py:100", "APIServer pid=4410"),
+    "0.20.0": ("loggers.py:271", "metrics.py:101", "APIServer pid=4410"),
+    "0.28.0": ("loggers.py:310", "metrics.py:120", "APIServer pid=4410"),
+    "0.32.0": ("loggers.py:335", "metrics.py:120", "APIServer pid=4410"),
+}
+
+
+def _era_key(era: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in era.split("."))
+
+
+def stats_line(era: str, ts: str, running: int = 3, waiting: int = 0, cache: float = 41.8) -> str:
+    """``Engine 000: Avg prompt throughput …`` in the era's shape (Preemptions 0.11.2+, CPU/GPU label 0.30+)."""
+    loc, _, proc = VLLM_ERAS[era]
+    body = (f"Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation throughput: 96.0 tokens/s, "
+            f"Running: {running} reqs, Waiting: {waiting} reqs, ")
+    if _era_key(era) >= (0, 11, 2):
+        body += "Preemptions: 2, "
+    body += f"GPU KV cache usage: 37.3%, Prefix cache hit rate: {cache}%"
+    return vllm_line(body, ts=ts, loc=loc, proc=proc)
+
+
+def spec_line(era: str, ts: str, accepted: int, drafted: int, per_pos: list[float], drafts: int) -> str:
+    """``SpecDecoding metrics: …`` in the era's template (0.8.5-0.10.1 vs 0.10.2+)."""
+    _, loc, proc = VLLM_ERAS[era]
+    rate = 100.0 * accepted / drafted if drafted else float("nan")
+    mal = 1 + accepted / drafts if drafts else 0.0
+    pos = ", ".join(f"{p:.3f}" for p in per_pos)
+    if _era_key(era) < (0, 10, 2):
+        body = (f"SpecDecoding metrics: Draft acceptance rate: {rate:.1f}%, Mean acceptance length: {mal:.2f}, "
+                f"Accepted: {accepted} tokens, Drafted: {drafted} tokens, Per-position acceptance rate: {pos}")
+    else:
+        body = (f"SpecDecoding metrics: Mean acceptance length: {mal:.2f}, Accepted throughput: {accepted / 10:.2f} "
+                f"tokens/s, Drafted throughput: {drafted / 10:.2f} tokens/s, Accepted: {accepted} tokens, Drafted: "
+                f"{drafted} tokens, Per-position acceptance rate: {pos}, Avg Draft acceptance rate: {rate:.1f}%")
+    return vllm_line(body, ts=ts, loc=loc, proc=proc)
+
+
+def spec_series(era: str, rates: list[float], k: int = 3, drafts: int = 400) -> list[str]:
+    """One stats line and one SpecDecoding line per 10-s interval, acceptance ``rates`` (0-1) in turn."""
+    out = []
+    for i, r in enumerate(rates):
+        ts = f"03-14 09:{15 + i // 6:02d}:{(i % 6) * 10:02d}"
+        drafted = drafts * k
+        accepted = int(round(r * drafted))
+        per_pos = [min(1.0, r * (1.3 - 0.3 * j)) for j in range(k)]
+        out.append(stats_line(era, ts))
+        out.append(spec_line(era, ts, accepted, drafted, per_pos, drafts))
+    return out
+
+
+def hash_seed_unset(version: str = "0.5.6", *, repeats: int = 4, **kw) -> Log:
+    """Builtin hash without PYTHONHASHSEED (C22), stores of every prompt, then 0 hits on each repeat of it."""
+    log = Log(version, **kw).config()
+    log.warn("Using builtin hash without PYTHONHASHSEED set. For production environments (non-testing scenarios), you "
+             "MUST set PYTHONHASHSEED to ensure consistent hashing across processes. Example: export PYTHONHASHSEED=0",
+             0, "token_database.py:170", "lmcache.v1.token_database", "2026-03-14 09:20:11,400")
+    n = 0
+    for rep in range(repeats):
+        for total in (4113, 6170, 8227):
+            n += 1
+            ts = f"2026-03-14 09:{27 + rep:02d}:{n % 60:02d},100"
+            log.lookup(f"cmpl-{n:04x}a7-0", total, 0, 0, ts=ts)
+            for r in range(log.tp):
+                log.add(f"[req_id=cmpl-{n:04x}a7-0] Stored {total // 256 * 256} out of total {total // 256 * 256} "
+                        "tokens. size: 0.5000 GB, cost 12.0000 ms, throughput: 41.6667 GB/s; offload_time: 10.0000 ms, "
+                        "put_time: 2.0000 ms", proc=log.worker(r), ts=ts, loc="cache_engine.py:588", logger=ENGINE)
+    return log
