@@ -302,6 +302,35 @@ def test_lmcache_start_failure_is_named_whichever_formatter_printed_the_tracebac
     assert death["measurements"]["root_error"] in last
 
 
+@pytest.mark.parametrize("shape", ["raw", "vllm-header"])
+@pytest.mark.parametrize("last", [
+    "AssertionError: Mismatch in tokens to load: 4095 vs 4096 (tokens in lmcache) - 0 (tokens in vllm) - 0 (full lmcache "
+    "hits subtracts last token to recalculate logits) for request cmpl-1-0",
+    "AssertionError: Preempted request cmpl-1-0 has num_computed_tokens 512 but expected 768 (full_hit_adj=False)",
+    "ValueError: Request cmpl-1-0 is not in _unfinished_requests, but it is scheduled to be cached",
+], ids=["tokens-to-load", "preempted", "unfinished"])
+def test_lmcache_adapter_assertion_is_the_named_root_of_an_engine_death(tmp_path: Path, shape: str, last: str) -> None:
+    """log-formats.md §10: the adapter's scheduler-side assertions surface in vLLM tracebacks."""
+    death = next(f for f in report(tmp_path, _traceback(last, shape))["findings"] if f["rule"] == "SRV001")
+    assert top(death)[0] == "lmcache-adapter-assertion"
+
+
+def test_a_foreign_assertion_stays_a_worker_exception(tmp_path: Path) -> None:
+    death = next(f for f in report(tmp_path, _traceback("AssertionError: num_local_blocks <= num_remote_blocks", "raw"))
+                 ["findings"] if f["rule"] == "SRV001")
+    assert top(death)[0] == "worker-exception"
+
+
+@pytest.mark.parametrize("prefixed", [True, False])
+@pytest.mark.parametrize("version", ["0.3.12", "0.3.15", "0.4.7", "0.5.6"])
+def test_hash_seed_incident_is_zero_hits_on_repeats_with_hash_inconsistency_first(tmp_path: Path, version: str,
+                                                                                   prefixed: bool) -> None:
+    rep = report(tmp_path, g.hash_seed_unset(version, prefixed=prefixed).lines)
+    kv002 = [f for f in rep["findings"] if f["rule"] == "KV002"]
+    assert kv002 and top(kv002[0])[0] == "hash-inconsistency"
+    assert not [f for f in rep["findings"] if f["rule"] == "KV001"]  # a miss, not a shortfall
+
+
 # ---- honesty: nothing invented from a fragment; the contract's exit codes ----------------------------------
 @pytest.mark.parametrize("paste", ["plain", *g.PASTES])
 def test_fragment_invents_no_year_tp_size_or_exact_version(tmp_path: Path, paste: str) -> None:
