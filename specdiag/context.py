@@ -28,6 +28,8 @@ _CFG_INT = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_para
 _CFG_BOOL = re.compile(r"\b(enable_prefix_caching)=(True|False|None)")
 _CFG_MODEL = re.compile(r"^model='([^']*)'")
 _WORLD = re.compile(r"world_size=(\d{1,19})")
+#: an explicit TP suffix in a worker's process name: ``Worker_TP0``, ``Worker_PP1_TP0``, ``VllmWorker TP0``
+_TP_SUFFIX = re.compile(r"(?:_| )TP\d")
 #: no speculative method drafts more tokens per step than this; a larger (or inf/nan) K is a damaged line
 MAX_SPEC_TOKENS = 1024
 
@@ -176,6 +178,7 @@ class ContextBuilder(Observer):
         self.ctx = ctx
         self.fp = VersionFingerprint()
         self.ranks: set[str] = set()
+        self.tp_suffix = False  # a worker name carried an explicit TP suffix (printed only when TP > 1)
         self.configs: list[dict[str, Any]] = []
         self.user_config = lmcache_config_file
         self.user_config_path = lmcache_config_path
@@ -406,8 +409,11 @@ class ContextBuilder(Observer):
         elif self.ranks:
             tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
             if tps:
-                c.tensor_parallel_size = max(tps) + 1
-                c.tensor_parallel_size_source = f"rank labels: a lower bound (TP ≥ {max(tps) + 1})"
+                # vLLM names a worker ``Worker_TP<t>`` (0.10.2+) / ``VllmWorker TP<t>`` (0.10.1) only when TP > 1
+                # (v1/executor/multiproc_executor.py, 0.32.0 :1088-1103): a ``TP0`` suffix already proves TP ≥ 2
+                low = max(max(tps) + 1, 2 if self.tp_suffix else 1)
+                c.tensor_parallel_size = low
+                c.tensor_parallel_size_source = f"rank labels: a lower bound (TP ≥ {low})"
 
     def _k_fallback(self) -> None:
         """K from the per-position rates when no config line states ``num_speculative_tokens``."""
@@ -431,6 +437,7 @@ class ContextBuilder(Observer):
         for origin in run.origins:
             if origin.role == "Worker" and origin.rank_label:
                 self.ranks.add(origin.rank_label)
+                self.tp_suffix = self.tp_suffix or _TP_SUFFIX.search(origin.proc) is not None
         for name, year in run.input_years.items():
             self.observe_input_year(name, year)
         self._log_year()

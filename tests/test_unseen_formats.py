@@ -344,6 +344,17 @@ def test_fragment_invents_no_year_tp_size_or_exact_version(tmp_path: Path, paste
     assert "2026" not in text and "2025" not in text  # a vLLM line prints no year
 
 
+@pytest.mark.parametrize(("proc", "low"), [("Worker_TP0 pid=5117", 2), ("Worker_PP1_TP0 pid=5117", 2),
+                                           ("VllmWorker TP0 pid=5117", 2), ("Worker_TP2 pid=5117", 3),
+                                           ("Worker pid=5117", 1)])
+def test_a_tp_suffix_alone_proves_more_than_one_rank(tmp_path: Path, proc: str, low: int) -> None:
+    """vLLM adds ``_TP<t>`` to a worker's name only when TP > 1 (multiproc_executor.py, 0.32.0 :1088-1103)."""
+    line = g.lmcache_line("Num retrieved tokens: 0, num expected tokens: 256", level="ERROR",
+                          loc="vllm_v1_adapter.py:882", proc=proc)
+    ctx = report(tmp_path, [line])["context"]
+    assert ctx["tensor_parallel_size"] == low and ctx["tensor_parallel_size_inferred"] is True
+
+
 def test_rank_label_gives_a_lower_bound_never_a_stated_tp_size(tmp_path: Path) -> None:
     rep = report(tmp_path, g.Log("0.5.6").mismatch(g.REQ, 3, 0, 256).lines)
     ctx = rep["context"]
