@@ -185,6 +185,7 @@ class ContextBuilder(Observer):
         self.world_sizes: set[int] = set()
         self.lmcache_exact: str | None = None
         self.k_from_positions: int | None = None
+        self.k_source = "per-position acceptance rates (SpecDecoding metrics)"
         self.input_years: dict[str, int | None] = {}
 
     def observe_input_year(self, name: str, year: int | None) -> None:
@@ -326,6 +327,8 @@ class ContextBuilder(Observer):
         k = len(pos) if pos else d.get("num_spec_tokens")
         if isinstance(k, int) and 0 < k <= 64:
             self.k_from_positions = max(self.k_from_positions or 0, k)
+            if not pos:
+                self.k_source = "Number of speculative tokens (V0 Speculative metrics)"
 
     def _spec_from_repr(self, text: str) -> None:
         m = _SPEC_REPR.search(text)
@@ -424,7 +427,7 @@ class ContextBuilder(Observer):
         spec = dict(spec or {})
         spec.setdefault("enabled", True)
         spec["num_speculative_tokens"] = k
-        spec["num_speculative_tokens_source"] = "per-position acceptance rates (SpecDecoding metrics)"
+        spec["num_speculative_tokens_source"] = self.k_source
         self.ctx.speculative = spec
 
     def finish(self, ctx: Context, run: RunState) -> list:

@@ -331,6 +331,44 @@ def test_hash_seed_incident_is_zero_hits_on_repeats_with_hash_inconsistency_firs
     assert not [f for f in rep["findings"] if f["rule"] == "KV001"]  # a miss, not a shortfall
 
 
+# ---- multi-process mode (log-formats.md §12) and vLLM speculative lines of older eras ---------------------
+MP = "lmcache.integration.vllm.vllm_multi_process_adapter"
+
+
+@pytest.mark.parametrize(("msg", "loc", "logger", "key"), [
+    ("LOOKUP to tcp://10.0.0.2:5555 timed out after 5.0s. Marking server as unhealthy.",
+     "vllm_multi_process_adapter.py:1306", MP, "unhealthy"),
+    ("Bypassing LMCache for request cmpl-3f1-0 after a failed async KV load; the prompt will be recomputed locally.",
+     "lmcache_mp_connector.py:1280", "lmcache.integration.vllm.lmcache_mp_connector", "retrieve"),
+    ("Something went wrong when processing the store request for request_id=cmpl-3f1-0",
+     "vllm_multi_process_adapter.py:2121", MP, "store"),
+])
+@pytest.mark.parametrize("paste", ["plain", "grep-n", "kubectl-prefix"])
+def test_multi_process_connector_line_alone_is_reported(tmp_path: Path, msg: str, loc: str, logger: str, key: str,
+                                                        paste: str) -> None:
+    lines = [g.lmcache_line(msg, level="WARNING", loc=loc, logger=logger, proc="EngineCore_DP0 pid=2210")]
+    rep = report(tmp_path, lines if paste == "plain" else g.PASTES[paste](lines))
+    kv009 = [f for f in rep["findings"] if f["rule"] == "KV009"]
+    assert kv009 and kv009[0]["measurements"][key] == 1
+
+
+def test_v0_speculative_line_names_its_own_k_source(tmp_path: Path) -> None:
+    body = ("Speculative metrics: Draft acceptance rate: 0.610, System efficiency: 0.500, Number of speculative tokens: 3, "
+            "Number of accepted tokens: 732, Number of draft tokens: 1200, Number of emitted tokens: 1132.")
+    spec = report(tmp_path, [g.vllm_line(body, loc="metrics.py:460")])["context"]["speculative"]
+    assert spec["num_speculative_tokens"] == 3 and "Number of speculative tokens" in spec["num_speculative_tokens_source"]
+
+
+@pytest.mark.parametrize("era", sorted(g.VLLM_ERAS))
+def test_acceptance_drop_is_found_in_every_vllm_era_and_a_steady_run_is_quiet(tmp_path: Path, era: str) -> None:
+    steady = report(tmp_path, g.spec_series(era, [0.6] * 24), "steady.log")
+    assert not [f for f in steady["findings"] if f["severity"] in ("warning", "error")]
+    assert steady["inputs"][0]["recognized"] == steady["inputs"][0]["lines"]
+    drop = report(tmp_path, g.spec_series(era, [0.61, 0.6, 0.62] * 4 + [0.3, 0.31, 0.29] * 4), "drop.log")
+    assert [f for f in drop["findings"] if f["rule"] == "SD001"]
+    assert drop["context"]["speculative"]["num_speculative_tokens"] == 3
+
+
 # ---- honesty: nothing invented from a fragment; the contract's exit codes ----------------------------------
 @pytest.mark.parametrize("paste", ["plain", *g.PASTES])
 def test_fragment_invents_no_year_tp_size_or_exact_version(tmp_path: Path, paste: str) -> None:

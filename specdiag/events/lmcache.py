@@ -223,4 +223,12 @@ LMCACHE_TEMPLATES: list[Template] = [
       "integration/vllm/vllm_multi_process_adapter.py:1060", "[req=cmpl-1] LMCache hit mismatch across servers: [512, 256] → take min=256"),
     T("P3", L, "LMCache", "server is unhealthy", r"LMCache server is unhealthy", "0.5.6",
       "integration/vllm/vllm_multi_process_adapter.py:614", "LMCache server is unhealthy — entering degraded mode"),
+    T("P4", L, "LOOKUP", "Marking server as unhealthy",
+      r"LOOKUP to (?P<server>\S+) timed out after (?P<secs>[\d.]+)s\. Marking server as unhealthy", "0.5.6",
+      "integration/vllm/vllm_multi_process_adapter.py:1306",
+      "LOOKUP to tcp://10.0.0.2:5555 timed out after 5.0s. Marking server as unhealthy.", floats=("secs",)),
+    T("P5", L, "Bypassing", "after a failed async KV load",
+      r"Bypassing LMCache for request (?P<req_id>\S+) after a failed async KV load", "0.5.6",
+      "integration/vllm/lmcache_mp_connector.py:1280",
+      "Bypassing LMCache for request cmpl-1 after a failed async KV load; the prompt will be recomputed locally."),
 ]
