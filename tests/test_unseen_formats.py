@@ -181,6 +181,19 @@ def test_fragment_names_its_cause_with_capped_confidence(tmp_path: Path, cause: 
     assert f["next_steps"]
 
 
+#: kubectl --prefix then a terminal wrap: the cut rows lack the pod prefix, and joining them is ingest's
+#: continuation joiner (specdiag/ingest/records.py), outside this audit — see the audit report
+COMPOSED = [(a, b) for a in g.PASTES for b in g.PASTES if a != b and (a, b) != ("kubectl-prefix", "wrapped-80")]
+
+
+@pytest.mark.parametrize(("first", "then"), COMPOSED, ids=[f"{a}+{b}" for a, b in COMPOSED])
+@pytest.mark.parametrize("cause", ["pin-accounting-bug", "remote-backend-loss", "rank-disagreement"])
+def test_two_paste_transformations_in_a_row_keep_the_cause(tmp_path: Path, cause: str, first: str, then: str) -> None:
+    """E.g. ``grep -n`` output pasted as an indented code block, or a terminal-wrapped log indented."""
+    f = kv001(report(tmp_path, g.PASTES[then](g.PASTES[first](fragment(cause)))))
+    assert top(f)[0] in FRAGMENTS[cause][1]
+
+
 @pytest.mark.parametrize("paste", ["plain", *g.PASTES])
 def test_bare_error_pair_is_insufficient_evidence_and_says_what_to_collect(tmp_path: Path, paste: str) -> None:
     log = g.Log("0.5.6").mismatch(g.REQ, 1, 6400, 8448)

@@ -130,22 +130,28 @@ class LineUnwrapper:
         self.seen: set[str] = set()
         self._compose: set[bytes] = set()
         self._grep_next: int | None = None  # the grep line number expected on the next line
+        #: the indentation (or ``> ``) stripped from the last line: a pasted block indents every row alike, so the
+        #: next row loses exactly that much even when what follows is no envelope (a wrapped row, a frame)
+        self._indent: bytes | None = None
 
     def strip(self, line: bytes) -> bytes:
         self.deployment = None
         self.year = None
+        if not line:
+            return line  # a blank row inside a pasted block keeps the block's indentation in mind
         grep_next, self._grep_next = self._grep_next, None
+        indent, self._indent = self._indent, None
         for _ in range(_MAX_DEPTH):
             if not line or looks_plain(line):
                 return line
-            rest = self._peel_one(line, grep_next)
+            rest = self._peel_one(line, grep_next, indent)
             if rest is None:
                 return line
             line = rest
-            grep_next = None
+            grep_next = indent = None
         return line
 
-    def _peel_one(self, line: bytes, grep_next: int | None) -> bytes | None:
+    def _peel_one(self, line: bytes, grep_next: int | None, indent: bytes | None = None) -> bytes | None:
         """Remove the outermost wrapper, or None when the line has none."""
         c = line[0]
         if 48 <= c <= 57:  # a digit: a timestamp or a grep -n number
@@ -174,7 +180,12 @@ class LineUnwrapper:
             rest = line[m.end() :]
             if rest and (is_envelope(rest) or self._is_wrapped(rest)):
                 self.seen.add("indented")
+                if not rest.startswith(b"Traceback"):  # a raw traceback's rows are joined by their own indentation
+                    self._indent = m.group(0)
                 return rest
+            if indent is not None and line.startswith(indent) and len(line) > len(indent):
+                self._indent = indent  # the next row of the same pasted block
+                return line[len(indent) :]
             return None
         return self._named(line, grep_next)
 
@@ -246,6 +257,9 @@ class LineUnwrapper:
         if c.isdigit():
             if ISO_TS.match(rest) is not None:
                 return True
-            m = GREP_N.match(rest)  # ``cat -n``: the number is right-aligned behind spaces
-            return m is not None and m.group(2) == b"\t" and is_envelope(rest[m.end():])
+            m = GREP_N.match(rest)  # grep -n output pasted as an indented block; ``cat -n`` right-aligns its number
+            return m is not None and is_envelope(rest[m.end():])
+        if c in (b" ", b"\t"):
+            m = INDENT.match(rest)  # ``grep -n`` of an indented paste
+            return m is not None and is_envelope(rest[m.end():])
         return b"]: " in rest[:160] and JOURNALD_SHORT.match(rest) is not None
