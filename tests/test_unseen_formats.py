@@ -283,6 +283,23 @@ def test_fragment_behind_each_collector_envelope_keeps_cause_and_rank(tmp_path: 
         assert ranks == [rank]
 
 
+def test_legacy_envelope_lines_are_read_with_their_year_and_fields(tmp_path: Path) -> None:
+    """The 2024 v0 integration: ``LEVEL LMCache: msg [ts] -- /abs/path/file.py:N`` (log-formats.md §1.1), and its
+    allocation warning with a ``torch.Size([...])`` shape inside ``tensor(...)`` (M11, pre-0.3)."""
+    site = "/usr/lib/python3/site-packages/lmcache"
+    path = g.write_lines(tmp_path / "legacy.log", [
+        f"INFO LMCache: Creating LMCacheEngine with config: {{'chunk_size': 512}} [2024-11-02 10:11:12,345] -- "
+        f"{site}/experimental/cache_engine.py:87",
+        "WARNING LMCache: Failed to allocate memory for tensor(torch.Size([2, 32, 256, 8, 128]), torch.bfloat16) because "
+        f"no memory is available [2024-11-02 10:11:13,345] -- {site}/experimental/memory_management.py:212",
+    ])
+    matcher = default_matcher()
+    ids = [ev.id for r in iter_records(expand_inputs([path])[0]) if hasattr(r, "kind") and (ev := matcher.match(r))]
+    assert ids == ["C13", "M3"]
+    ctx = analyze([path]).to_dict()["context"]
+    assert ctx["chunk_size"] == 512 and ctx["log_year"] == 2024
+
+
 # ---- exceptions behind vLLM's header (logger.exception: every traceback line carries it) ------------------
 def _traceback(last: str, shape: str) -> list[str]:
     """An engine-core traceback through ``run_engine_core`` ending in ``last``: raw (vLLM ≤0.30 prefix on every

@@ -185,7 +185,7 @@ LMCACHE_TEMPLATES: list[Template] = [
     T("M2", L, "Evicting", "chunks from cpu memory", r"Evicting (?P<n>\d+) chunks from cpu memory", "DEBUG",
       "v1/storage_backend/local_cpu_backend.py:704", "Evicting 4 chunks from cpu memory", ints=("n",)),
     T("M3", L, "Failed", "because no memory is available",
-      r"Failed to allocate memory (?:block of size (?P<bytes>\d+)|for tensor\((?P<tensor>[^)]*)\)) because no memory is available",
+      r"Failed to allocate memory (?:block of size (?P<bytes>\d+)|for tensor\((?P<tensor>.{0,300}?)\)) because no memory is available",
       "0.4.4+ (tensor form pre-0.3)", "v1/memory_management.py:1452",
       "Failed to allocate memory block of size 262144 because no memory is available", ints=("bytes",)),
     T("M4", L, "Failed", "Failed to batched allocate", r"Failed to batched allocate (?P<n>\d+) memory blocks of size (?P<bytes>\d+).*\(short by (?P<short>\d+) blocks\)",
