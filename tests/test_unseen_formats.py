@@ -266,6 +266,8 @@ ENVELOPES = {
     "grep-n-of-kubectl": (lambda f: [f"{i + 10}:[pod/vllm-0/vllm] {W1}{s}" for i, s in enumerate(f)], "TP1"),
     "no-break-space-indent": (lambda f: ["\u00a0\u00a0\u00a0\u00a0" + s for s in f], None),
     "cat-n": (lambda f: [f"{i + 10:>6}\t{s}" for i, s in enumerate(f)], None),
+    "less-N": (lambda f: [f"{i + 10:>7} {s}" for i, s in enumerate(f)], None),
+    "editor-line-numbers": (lambda f: [f"{i + 10}  {s}" for i, s in enumerate(f)], None),
 }
 
 

@@ -36,8 +36,9 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
 COMPOSE = re.compile(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
-#: ``grep -n`` (``123:`` / context ``123-``) and ``cat -n`` / ``nl`` (right-aligned number, a tab)
-GREP_N = re.compile(rb"(\d{1,9})([:-]|\t)")
+#: ``grep -n`` (``123:`` / context ``123-``), ``cat -n`` / ``nl`` (right-aligned number, a tab) and ``less -N``
+#: (number, a space); a loose shape, so stripped only before an envelope or a consecutive number
+GREP_N = re.compile(rb"(\d{1,9})([:-]|\t| {1,4})")
 GREP_H = re.compile(rb"([^\s:()\[\]{}|]+?)(?:([:-])(\d{1,9})\2|:)")
 #: chat code-block indentation (no-break spaces when copied from a rendered web page) or a ``> `` quote
 INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0)+|> ")
