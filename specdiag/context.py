@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specdiag.events import Event
-from specdiag.fingerprints import KEY_LINES, VersionFingerprint
+from specdiag.fingerprints import KEY_LINES, VERSIONS, VersionFingerprint
 from specdiag.numbers import finite_or_none, to_int
 from specdiag.observe import Observer, RunState
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
@@ -453,8 +453,10 @@ class ContextBuilder(Observer):
             c.lmcache_version_evidence = ["'LMCache initialized for role … with version' line", *evidence]
             if version and not version.startswith("~"):
                 c.lmcache_version_note = f"line numbers match {version}" if self.lmcache_exact.split("-g")[0] not in version else None
-            elif version:
+            elif version and not (note and "published" in note and _in_span(self.lmcache_exact, version)):
                 c.lmcache_version_note = f"line numbers are nearest to {version.lstrip('~')} (no release matches exactly)"
+            # else: the lines match the printed release and only predate its publication: the printed version
+            # proves the build existed then, so there is nothing to note
         elif version:
             c.lmcache_version, c.lmcache_version_evidence, c.lmcache_version_note = version, evidence, note
         # LMCache config: the engine dump(s), then kv_connector_extra_config overrides, else the user's file
@@ -525,6 +527,15 @@ def _clean_spec_numbers(spec: dict[str, Any]) -> None:
             spec["num_speculative_tokens"] = k
         else:
             spec.pop("num_speculative_tokens")
+
+
+def _in_span(exact: str, span: str) -> bool:
+    """Whether a printed version (``0.5.6-g3e11e108``) lies in a fingerprint span (``~0.5.5..0.5.6``)."""
+    base = exact.split("-g")[0]
+    lo, _, hi = span.lstrip("~").partition("..")
+    if base not in VERSIONS or lo not in VERSIONS:
+        return False
+    return VERSIONS.index(lo) <= VERSIONS.index(base) <= VERSIONS.index(hi or lo)
 
 
 def _rank_sort(label: str) -> tuple:

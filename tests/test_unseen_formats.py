@@ -138,6 +138,17 @@ def test_cause_ranking_holds_in_every_lmcache_era(tmp_path: Path, cause: str, ve
     assert top(f)[0] == cause
 
 
+def test_printed_release_matching_its_line_numbers_carries_no_mismatch_note(tmp_path: Path) -> None:
+    """C18 prints the release; its line (485) matches 0.5.5-0.5.6: nothing to note, whatever the log's date."""
+    line = g.lmcache_line("LMCache initialized for role KVConnectorRole.WORKER with version 0.5.6-g3e11e108, vllm version "
+                          "0.25.0, lmcache cache_engine metadata: LMCacheMetadata(model_name='m', world_size=2, worker_id=1)",
+                          loc="vllm_v1_adapter.py:485", proc="Worker_TP1 pid=5118")
+    ctx = report(tmp_path, [line])["context"]
+    assert ctx["lmcache_version"] == "0.5.6-g3e11e108" and ctx["lmcache_version_note"] is None
+    patched = line.replace("vllm_v1_adapter.py:485", "vllm_v1_adapter.py:470")  # 0.3.15's line: a patched build
+    assert report(tmp_path, [patched], "p.log")["context"]["lmcache_version_note"]
+
+
 def test_lmcache_version_is_read_from_each_eras_line_numbers(tmp_path: Path) -> None:
     for version in ("0.3.5", "0.3.12", "0.4.7", "0.5.6"):
         ctx = report(tmp_path, g.eviction(version).lines, f"{version}.log")["context"]
