@@ -252,6 +252,29 @@ def test_pre_033_unpinned_ranks_do_not_explain_a_short_rank_zero(tmp_path: Path)
     assert not any("only rank 0 pinned at lookup" in r for r in ev["for"])
 
 
+@pytest.mark.parametrize(("cause", "keys"), [
+    ("backend-read-failure", ("Failed to load chunk", "can't be retrieved")),
+    ("remote-backend-loss", ("Key exists but", "can't be retrieved")),
+    ("cpu-staging-exhausted", ("CPU staging pool",)),
+])
+@pytest.mark.parametrize("paste", ["plain", "grep-n", "indented"])
+def test_failed_read_lines_without_the_error_pair_are_a_shortfall_warning(tmp_path: Path, cause: str,
+                                                                         keys: tuple, paste: str) -> None:
+    """A failed read drops that chunk and every later one (cache_engine.py:1793, local_disk_backend.py:629)."""
+    full = g.INCIDENTS[cause]().lines
+    lines = [[line for line in full if key in line][-1] for key in keys]
+    f = kv001(report(tmp_path, lines if paste == "plain" else g.PASTES[paste](lines)))
+    assert f["severity"] == "warning" and f["measurements"]["evidence_source"] == "read-failure"
+    assert top(f)[0] == cause and top(f)[1] <= 0.6
+    assert f["measurements"]["expected_tokens"] is None  # the size is not in the input: none is invented
+    assert any("Num retrieved tokens" in s for s in [f["summary"], *f["next_steps"]])
+
+
+def test_pressure_or_pin_warnings_alone_are_no_shortfall(tmp_path: Path) -> None:
+    lines = [line for line in g.eviction().lines if "No eviction candidates" in line]
+    assert not [f for f in report(tmp_path, lines)["findings"] if f["rule"] == "KV001"]
+
+
 # ---- collector and paste envelopes (log-formats.md §1.1-§1.3) ---------------------------------------------
 def _pin_fragment(**kw) -> list[str]:
     lines = g.pin_accounting("0.5.6", prefixed=False, **kw).lines

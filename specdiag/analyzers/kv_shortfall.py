@@ -98,6 +98,7 @@ class Shortfall:
     outcome: Event | None = None
     t: float | None = None
     source: str = "pair"
+    marker: Event | None = None  # source "read-failure": LMCache's own failed-read line
 
     @property
     def anchor(self) -> Event:
@@ -106,7 +107,9 @@ class Shortfall:
             return self.r2
         if self.r4 is not None:
             return self.r4["ev"]
-        assert self.r3 is not None
+        if self.r3 is None:
+            assert self.marker is not None
+            return self.marker
         return self.r3
 
     @property
@@ -162,7 +165,9 @@ class RetrievalShortfall(Rule):
     Detects: the LMCache error pair ``The number of retrieved tokens is less than the expected number of
     tokens!`` / ``Num retrieved tokens: R, num expected tokens: E`` on a worker; and, when an excerpt ends
     before that pair, a ``Retrieved X out of Y required tokens`` line (or the older ``… out of Y out of
-    total Z``) with X < Y, or a ``failed to load N tokens across M blocks`` report, on its own (warning).
+    total Z``) with X < Y, a ``failed to load N tokens across M blocks`` report, or — with none of those —
+    LMCache's own failed-read line (``… in the storage, but it can't be retrieved``, ``… Returning partial
+    results``), on its own (warning: the loss is certain, its size is not in the input).
     Every occurrence is joined by request id across ranks with the scheduler's ``Reqid:`` lookup, the
     worker's retrieve line, the failed-block report and vLLM's recovery or failure line; repeats are
     folded. Without a request id (LMCache ≤ 0.3.9) the same numbers at the same moment on several ranks
@@ -423,6 +428,30 @@ class RetrievalShortfall(Rule):
                 best = ev
         return best
 
+    def _from_read_failure(self) -> None:
+        """With no shortfall line in the input, LMCache's own report of a failed read is one.
+
+        ``The cache block is in the storage, but it can't be retrieved`` (v1/cache_engine.py:1793, LMCache 0.5.6):
+        a backend's ``get`` returned nothing for a chunk the lookup counted, and the retrieve drops that chunk and
+        every later one, so it returns fewer tokens than expected. ``Memory allocation failed during async disk
+        load … Returning partial results`` (local_disk_backend.py:629) and ``Failed to allocate memory during remote
+        receive`` (redis_connector.py:296) cut the load the same way. The error pair with the numbers follows on
+        the non-layerwise path; a paste that ends before it still shows the loss, without its size.
+        """
+        latest = None
+        for (_key, fam), dq in self.signals.recent.items():
+            if fam in ("read-miss", "staging-exhausted") and dq:
+                ev = dq[-1][1]
+                if latest is None or (ev.rec.path, ev.rec.line) > (latest.rec.path, latest.rec.line):
+                    latest = ev
+        if latest is None:
+            return
+        rec = latest.rec
+        occ = Shortfall(req_id=None, expected=None, retrieved=None, rank=rec.origin.rank_label, proc_key=rec.origin.key,
+                        r1=None, r2=None, t=rec_time(rec), source="read-failure", marker=latest)
+        occ.signals = self.signals.before(rec.origin.key, occ.t, rec.line, rec.path, self.options["window_s"])
+        self.occurrences.append(occ)
+
     @staticmethod
     def _lookup_fields(ev: Event | None) -> dict | None:
         if ev is None:
@@ -446,6 +475,8 @@ class RetrievalShortfall(Rule):
 
     # ---- conclusions ------------------------------------------------------------------------------
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        if not self.occurrences:
+            self._from_read_failure()
         if not self.occurrences:
             return []
         self.stores_total = run.count("S1")
@@ -642,6 +673,10 @@ class RetrievalShortfall(Rule):
             arith = "a retrieve line loaded less than it was asked for (the adapter's error pair is not in the input): " + arith
         elif first.source == "failed-blocks":
             arith = "a failed-block report without its error pair: " + arith
+        elif first.source == "read-failure":
+            arith = (f"LMCache reported a failed read ('{first.marker.rec.msg[:70]}'): the retrieve drops that chunk and "
+                     "every later one, so it loaded less than the lookup promised; the error pair with the numbers "
+                     "('Num retrieved tokens: …, num expected tokens: …') is not in the input")
         rank_word = "rank" if len(ranks) == 1 else "ranks"
         where = ", ".join(ranks)
         summary = f"{arith[:1].upper()}{arith[1:]}, on {rank_word} {where}{self._tp_words(ctx, ranks, self._tp_stated(ctx))}. {impact}"
