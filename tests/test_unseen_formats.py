@@ -275,6 +275,16 @@ def test_pressure_or_pin_warnings_alone_are_no_shortfall(tmp_path: Path) -> None
     assert not [f for f in report(tmp_path, lines)["findings"] if f["rule"] == "KV001"]
 
 
+def test_one_lookup_timeout_in_an_excerpt_is_reported_but_not_in_a_full_log(tmp_path: Path) -> None:
+    l7 = g.lmcache_line("Request cmpl-1-0 is still waiting for async lookup after 3 seconds, returning 0 lmcache cached "
+                        "tokens so vllm can recompute", level="WARNING", loc="lmcache_async_lookup_client.py:177",
+                        logger="lmcache.v1.lookup_client.lmcache_async_lookup_client", proc="EngineCore_DP0 pid=2210")
+    excerpt = report(tmp_path, [l7])
+    assert [top(f)[0] for f in excerpt["findings"] if f["rule"] == "KV010"] == ["async-lookup-timeout-too-low"]
+    full = report(tmp_path, [*g.Log("0.5.6").config(enable_async_loading=True).lines, l7], "full.log")
+    assert not [f for f in full["findings"] if f["rule"] == "KV010"]
+
+
 # ---- collector and paste envelopes (log-formats.md §1.1-§1.3) ---------------------------------------------
 def _pin_fragment(**kw) -> list[str]:
     lines = g.pin_accounting("0.5.6", prefixed=False, **kw).lines
