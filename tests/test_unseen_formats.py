@@ -281,7 +281,8 @@ def test_one_lookup_timeout_in_an_excerpt_is_reported_but_not_in_a_full_log(tmp_
                         logger="lmcache.v1.lookup_client.lmcache_async_lookup_client", proc="EngineCore_DP0 pid=2210")
     excerpt = report(tmp_path, [l7])
     assert [top(f)[0] for f in excerpt["findings"] if f["rule"] == "KV010"] == ["async-lookup-timeout-too-low"]
-    full = report(tmp_path, [*g.Log("0.5.6").config(enable_async_loading=True).lines, l7], "full.log")
+    start = g.vllm_line("vLLM API server version 0.11.0", loc="api_server.py:1839", proc="APIServer pid=4410")
+    full = report(tmp_path, [start, *g.Log("0.5.6").config(enable_async_loading=True).lines, l7], "full.log")
     assert not [f for f in full["findings"] if f["rule"] == "KV010"]
 
 
