@@ -347,6 +347,22 @@ def test_legacy_envelope_lines_are_read_with_their_year_and_fields(tmp_path: Pat
     assert ctx["chunk_size"] == 512 and ctx["log_year"] == 2024
 
 
+@pytest.mark.parametrize(("encoding", "newline"), [("utf-8-sig", "\n"), ("utf-16", "\r\n"), ("utf-16-be", "\n")],
+                         ids=["utf8-bom-notepad", "utf16le-bom-powershell", "utf16be-bom"])
+def test_windows_saved_logs_are_read_whole(tmp_path: Path, encoding: str, newline: str) -> None:
+    """PowerShell 5's ``kubectl logs … > x.log`` writes UTF-16LE with a BOM; Notepad saves UTF-8 with one."""
+    lines = _pin_fragment()
+    path = tmp_path / "win.log"
+    data = newline.join(lines) + newline
+    raw = data.encode(encoding)
+    if encoding == "utf-16-be":
+        raw = b"\xfe\xff" + raw
+    path.write_bytes(raw)
+    rep = analyze([str(path)]).to_dict()
+    assert rep["inputs"][0]["recognized"] == 3
+    assert top(kv001(rep))[0] == "pin-accounting-bug"
+
+
 # ---- exceptions behind vLLM's header (logger.exception: every traceback line carries it) ------------------
 def _traceback(last: str, shape: str) -> list[str]:
     """An engine-core traceback through ``run_engine_core`` ending in ``last``: raw (vLLM ≤0.30 prefix on every
