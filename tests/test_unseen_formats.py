@@ -363,6 +363,16 @@ def test_windows_saved_logs_are_read_whole(tmp_path: Path, encoding: str, newlin
     assert top(kv001(rep))[0] == "pin-accounting-bug"
 
 
+def test_a_pasted_blocks_indentation_does_not_leak_into_a_later_raw_traceback(tmp_path: Path) -> None:
+    short = g.lmcache_line("Post initializing LMCacheEngine", loc="cache_engine.py:303", logger=g.ENGINE, color=False)
+    path = g.write_lines(tmp_path / "mix.log", ["    " + short, "Traceback (most recent call last):",
+                                               '  File "/x/vllm/v1/engine/core.py", line 701, in run_engine_core',
+                                               "    engine_core.run_busy_loop()", "RuntimeError: boom"])
+    recs = [r for r in iter_records(expand_inputs([path])[0]) if hasattr(r, "kind")]
+    tb = next(r for r in recs if r.kind == "traceback")
+    assert "    engine_core.run_busy_loop()" in tb.text and "RuntimeError: boom" in tb.text
+
+
 # ---- exceptions behind vLLM's header (logger.exception: every traceback line carries it) ------------------
 def _traceback(last: str, shape: str) -> list[str]:
     """An engine-core traceback through ``run_engine_core`` ending in ``last``: raw (vLLM ≤0.30 prefix on every

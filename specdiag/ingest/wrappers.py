@@ -49,6 +49,8 @@ PLAIN_STARTS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WAR
                 b"ERROR:", b"Traceback ")
 _VLLM_LEVELS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ")
 _MAX_DEPTH = 6
+#: the narrowest terminal row a wrapped record fills (80 columns), counted with the paste's indentation
+WRAP_ROW = 80
 
 
 def strip_ansi(text: str) -> str:
@@ -131,8 +133,8 @@ class LineUnwrapper:
         self.seen: set[str] = set()
         self._compose: set[bytes] = set()
         self._grep_next: int | None = None  # the grep line number expected on the next line
-        #: the indentation (or ``> ``) stripped from the last line: a pasted block indents every row alike, so the
-        #: next row loses exactly that much even when what follows is no envelope (a wrapped row, a frame)
+        #: the indentation (or ``> ``) stripped from the last line when that line filled a terminal row: a pasted
+        #: block indents every row alike, so the wrapped rest of it loses exactly that much although it is no envelope
         self._indent: bytes | None = None
 
     def strip(self, line: bytes) -> bytes:
@@ -181,11 +183,12 @@ class LineUnwrapper:
             rest = line[m.end() :]
             if rest and (is_envelope(rest) or self._is_wrapped(rest)):
                 self.seen.add("indented")
-                if not rest.startswith(b"Traceback"):  # a raw traceback's rows are joined by their own indentation
-                    self._indent = m.group(0)
+                if len(line) >= WRAP_ROW and not rest.startswith(b"Traceback"):
+                    self._indent = m.group(0)  # a full-width row: a terminal may have wrapped it onto the next
                 return rest
             if indent is not None and line.startswith(indent) and len(line) > len(indent):
-                self._indent = indent  # the next row of the same pasted block
+                if len(line) >= WRAP_ROW:
+                    self._indent = indent  # full width again: the wrap goes on
                 return line[len(indent) :]
             return None
         return self._named(line, grep_next)
