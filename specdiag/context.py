@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specdiag.events import Event
-from specdiag.fingerprints import KEY_LINES, VersionFingerprint
+from specdiag.fingerprints import KEY_LINES, VERSIONS, VersionFingerprint
 from specdiag.numbers import finite_or_none, to_int
 from specdiag.observe import Observer, RunState
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
@@ -28,6 +28,8 @@ _CFG_INT = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_para
 _CFG_BOOL = re.compile(r"\b(enable_prefix_caching)=(True|False|None)")
 _CFG_MODEL = re.compile(r"^model='([^']*)'")
 _WORLD = re.compile(r"world_size=(\d{1,19})")
+#: an explicit TP suffix in a worker's process name: ``Worker_TP0``, ``Worker_PP1_TP0``, ``VllmWorker TP0``
+_TP_SUFFIX = re.compile(r"(?:_| )TP\d")
 #: no speculative method drafts more tokens per step than this; a larger (or inf/nan) K is a damaged line
 MAX_SPEC_TOKENS = 1024
 
@@ -176,12 +178,14 @@ class ContextBuilder(Observer):
         self.ctx = ctx
         self.fp = VersionFingerprint()
         self.ranks: set[str] = set()
+        self.tp_suffix = False  # a worker name carried an explicit TP suffix (printed only when TP > 1)
         self.configs: list[dict[str, Any]] = []
         self.user_config = lmcache_config_file
         self.user_config_path = lmcache_config_path
         self.world_sizes: set[int] = set()
         self.lmcache_exact: str | None = None
         self.k_from_positions: int | None = None
+        self.k_source = "per-position acceptance rates (SpecDecoding metrics)"
         self.input_years: dict[str, int | None] = {}
 
     def observe_input_year(self, name: str, year: int | None) -> None:
@@ -326,6 +330,8 @@ class ContextBuilder(Observer):
         k = len(pos) if pos else d.get("num_spec_tokens")
         if isinstance(k, int) and 0 < k <= 64:
             self.k_from_positions = max(self.k_from_positions or 0, k)
+            if not pos:
+                self.k_source = "Number of speculative tokens (V0 Speculative metrics)"
 
     def _spec_from_repr(self, text: str) -> None:
         m = _SPEC_REPR.search(text)
@@ -409,8 +415,11 @@ class ContextBuilder(Observer):
         elif self.ranks:
             tps = [int(m.group(1)) for r in self.ranks if (m := re.search(r"TP(\d+)", r))]
             if tps:
-                c.tensor_parallel_size = max(tps) + 1
-                c.tensor_parallel_size_source = f"rank labels: a lower bound (TP ≥ {max(tps) + 1})"
+                # vLLM names a worker ``Worker_TP<t>`` (0.10.2+) / ``VllmWorker TP<t>`` (0.10.1) only when TP > 1
+                # (v1/executor/multiproc_executor.py, 0.32.0 :1088-1103): a ``TP0`` suffix already proves TP ≥ 2
+                low = max(max(tps) + 1, 2 if self.tp_suffix else 1)
+                c.tensor_parallel_size = low
+                c.tensor_parallel_size_source = f"rank labels: a lower bound (TP ≥ {low})"
 
     def _k_fallback(self) -> None:
         """K from the per-position rates when no config line states ``num_speculative_tokens``."""
@@ -421,7 +430,7 @@ class ContextBuilder(Observer):
         spec = dict(spec or {})
         spec.setdefault("enabled", True)
         spec["num_speculative_tokens"] = k
-        spec["num_speculative_tokens_source"] = "per-position acceptance rates (SpecDecoding metrics)"
+        spec["num_speculative_tokens_source"] = self.k_source
         self.ctx.speculative = spec
 
     def finish(self, ctx: Context, run: RunState) -> list:
@@ -434,6 +443,7 @@ class ContextBuilder(Observer):
         for origin in run.origins:
             if origin.role == "Worker" and origin.rank_label:
                 self.ranks.add(origin.rank_label)
+                self.tp_suffix = self.tp_suffix or _TP_SUFFIX.search(origin.proc) is not None
         for name, year in run.input_years.items():
             self.observe_input_year(name, year)
         self._log_year()
@@ -446,8 +456,10 @@ class ContextBuilder(Observer):
             c.lmcache_version_evidence = ["'LMCache initialized for role … with version' line", *evidence]
             if version and not version.startswith("~"):
                 c.lmcache_version_note = f"line numbers match {version}" if self.lmcache_exact.split("-g")[0] not in version else None
-            elif version:
+            elif version and not (note and "published" in note and _in_span(self.lmcache_exact, version)):
                 c.lmcache_version_note = f"line numbers are nearest to {version.lstrip('~')} (no release matches exactly)"
+            # else: the lines match the printed release and only predate its publication: the printed version
+            # proves the build existed then, so there is nothing to note
         elif version:
             c.lmcache_version, c.lmcache_version_evidence, c.lmcache_version_note = version, evidence, note
         # LMCache config: the engine dump(s), then kv_connector_extra_config overrides, else the user's file
@@ -518,6 +530,15 @@ def _clean_spec_numbers(spec: dict[str, Any]) -> None:
             spec["num_speculative_tokens"] = k
         else:
             spec.pop("num_speculative_tokens")
+
+
+def _in_span(exact: str, span: str) -> bool:
+    """Whether a printed version (``0.5.6-g3e11e108``) lies in a fingerprint span (``~0.5.5..0.5.6``)."""
+    base = exact.split("-g")[0]
+    lo, _, hi = span.lstrip("~").partition("..")
+    if base not in VERSIONS or lo not in VERSIONS:
+        return False
+    return VERSIONS.index(lo) <= VERSIONS.index(base) <= VERSIONS.index(hi or lo)
 
 
 def _rank_sort(label: str) -> tuple:

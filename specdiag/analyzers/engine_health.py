@@ -34,7 +34,7 @@ _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*\Z", re.M)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
-                   "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC"})
+                   "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR"})
 
 CAUSE_FIX = {
     "cuda-oom": ("Lower --gpu-memory-utilization headroom use: reduce --max-num-seqs / --max-num-batched-tokens / "
@@ -48,6 +48,13 @@ CAUSE_FIX = {
                              "specdiag repro --toggle spec=off,draft_model  (with LMCache on: the draft_model arm crashes)"),
     "spec-unsupported": ("This vLLM build does not support the configured speculative method on this device.",
                          "specdiag repro --toggle spec=off,ngram"),
+    "lmcache-adapter-assertion": ("LMCache's vLLM adapter found its token accounting out of step with the scheduler "
+                                  "(lookup vs allocation, a preempted request's computed tokens, a request it no longer "
+                                  "tracks) and asserted: an LMCache/vLLM version pair the adapter does not support, or "
+                                  "an adapter bug. Run an LMCache release built for this vLLM version; until then "
+                                  "disable the KV connector for the affected deployment.",
+                                  "rerun the request with LMCACHE_LOG_LEVEL=DEBUG and compare its 'Reqid: …' lines "
+                                  "with the asserted numbers"),
     "import-error": ("A package version mismatch (vLLM / LMCache / torch): install matching versions.",
                      "python -c 'import vllm, lmcache' in the serving environment"),
     "process-killed": ("A process died without a Python exception: look for the kernel OOM killer (dmesg), "
@@ -87,6 +94,11 @@ def failing_step(dump: str) -> dict:
     return out
 
 
+#: the scheduler-side assertions of LMCache's vLLM adapter (0.5.6 vllm_v1_adapter.py:1596-1611, :1793-1798,
+#: :1746-1750), lower-cased: raised inside vLLM's scheduler, they kill the engine core
+_ADAPTER_ASSERTS = ("mismatch in tokens to load", "(full_hit_adj=", "is not in _unfinished_requests, but it is scheduled")
+
+
 def _classify(text: str, tid: str) -> str:
     t = text.lower()
     if "out of memory" in t or "outofmemoryerror" in t:
@@ -97,6 +109,8 @@ def _classify(text: str, tid: str) -> str:
         return "lmcache-draft-layers"
     if "spec decode is not supported" in t or "speculative decoding is not supported" in t:
         return "spec-unsupported"
+    if tid == "E_MISMATCH_ASSERT" or any(a in t for a in _ADAPTER_ASSERTS):
+        return "lmcache-adapter-assertion"
     if tid == "E_IMPORT" or "importerror" in t or "modulenotfounderror" in t:
         return "import-error"
     if tid == "V_PROC_DIED":
@@ -142,7 +156,9 @@ class EngineDeath(Rule):
 
     Causes weighed: ``cuda-oom``, ``kv-cache-memory``, ``lmcache-draft-layers`` (LMCache's layer count misses
     draft-model layers: ``IndexError … out of bounds for dimension 1``), ``spec-unsupported``,
-    ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
+    ``lmcache-adapter-assertion`` (the adapter's scheduler-side assertions: ``Mismatch in tokens to load``, a
+    preempted request's computed tokens, a request no longer tracked — LMCache 0.5.6 ``vllm_v1_adapter.py``
+    :1596-1611, :1793-1798, :1746-1750), ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
     ``worker-exception``; ``cause-not-in-excerpt`` when no root error is in the lines given.
 
     Fix: the top cause's fix; the engine must be restarted either way.

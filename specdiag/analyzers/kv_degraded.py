@@ -41,7 +41,9 @@ class LMCacheDegraded(Rule):
     severity = "warning"
     family = "KV"
     cause_ids = ("no-device-connector", "init-failure", "health-monitor", "vendored-adapter-import")
-    events = frozenset({"C32", "C33", "C33b", "C34", "R8", "P3", "Z1", "L7", "E_NO_CONNECTOR", "E_IMPORT"})
+    #: ``V_EXC``: the same exception lines behind vLLM's header — ``logger.exception`` prints every traceback line
+    #: with it (``NewLineFormatter``), so a worker's or engine core's ImportError arrives as a vLLM record
+    events = frozenset({"C32", "C33", "C33b", "C34", "R8", "P3", "Z1", "L7", "E_NO_CONNECTOR", "E_IMPORT", "V_EXC"})
     tables = frozenset({"lookups"})
 
     def __init__(self, options=None) -> None:
@@ -78,6 +80,16 @@ class LMCacheDegraded(Rule):
         elif tid == "E_IMPORT":
             if "lmcache" in ev.rec.text.lower() and self.import_err is None:
                 self.import_err = ev
+        elif tid == "V_EXC":
+            self._vllm_exception(ev)
+
+    def _vllm_exception(self, ev: Event) -> None:
+        """An exception line behind vLLM's header: LMCache's missing-connector error or an LMCache import error."""
+        exc, detail = ev.f.get("exc") or "", ev.f.get("detail") or ""
+        if exc.endswith("RuntimeError") and detail.startswith("No supported ") and "connector found" in detail:
+            self.no_connector = self.no_connector or ev  # v1/gpu_connector/__init__.py:247 (LMCache 0.5.6)
+        elif exc.endswith(("ImportError", "ModuleNotFoundError")) and "lmcache" in detail.lower():
+            self.import_err = self.import_err or ev
 
     def observe_rows(self, rows: LookupRows) -> None:
         self.lookups += len(rows)  # one per request

@@ -20,8 +20,9 @@ class MultiProcessFailures(Rule):
     """LMCache's multi-process connector reported failed retrieves/stores or an unhealthy server.
 
     Detects: ``Something went wrong when processing the retrieve|store request for request_id=…``,
-    ``[req=…] LMCache hit mismatch across servers``, ``LMCache server is unhealthy — entering degraded
-    mode`` (``LMCacheMPConnector`` with a separate ``lmcache server``; this mode never prints the
+    ``Bypassing LMCache for request … after a failed async KV load`` (a failed load, recomputed),
+    ``[req=…] LMCache hit mismatch across servers``, ``LOOKUP to … timed out … Marking server as unhealthy``
+    and ``LMCache server is unhealthy — entering degraded mode`` (``LMCacheMPConnector`` with a separate ``lmcache server``; this mode never prints the
     in-process ``Num retrieved tokens`` error, so KV001 cannot see its losses).
 
     Why it matters: a failed retrieve is recomputed (or fails the request under vLLM's ``fail`` policy);
@@ -33,7 +34,8 @@ class MultiProcessFailures(Rule):
 
     Fix: check the ``lmcache server`` process log and its health; compare with the in-process connector.
 
-    References: LMCache 0.5.6 ``integration/vllm/vllm_multi_process_adapter.py`` (:614, :1060, :2139);
+    References: LMCache 0.5.6 ``integration/vllm/vllm_multi_process_adapter.py`` (:614, :1060, :1306, :2139),
+    ``integration/vllm/lmcache_mp_connector.py:1280``;
     LMCache issue #3388 (retrieve failures on EAGLE-3 hosts).
     """
 
@@ -43,7 +45,7 @@ class MultiProcessFailures(Rule):
     severity = "warning"
     family = "KV"
     cause_ids = ("mp-server-unhealthy", "mp-retrieve-failure", "mp-hit-mismatch")
-    events = frozenset({"P1", "P2", "P3"})
+    events = frozenset({"P1", "P2", "P3", "P4", "P5"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -51,7 +53,8 @@ class MultiProcessFailures(Rule):
         self.counts = {"retrieve": 0, "store": 0, "mismatch": 0, "unhealthy": 0}
 
     def observe(self, ev: Event) -> None:
-        kind = {"P2": "mismatch", "P3": "unhealthy"}.get(ev.id) or ev.f.get("op") or "retrieve"
+        kind = {"P2": "mismatch", "P3": "unhealthy", "P4": "unhealthy", "P5": "retrieve"}.get(ev.id) or \
+            ev.f.get("op") or "retrieve"
         self.counts[kind] += 1
         if len(self.by_kind[kind]) < 3:
             self.by_kind[kind].append(ev)
@@ -65,7 +68,7 @@ class MultiProcessFailures(Rule):
         b.add("mp-retrieve-failure", 0.5, **fix_and_confirm("mp-retrieve-failure"))
         b.add("mp-hit-mismatch", 0.2, **fix_and_confirm("mp-hit-mismatch"))
         if c["unhealthy"]:
-            b.support("mp-server-unhealthy", 10, f"{c['unhealthy']} 'LMCache server is unhealthy' line(s)")
+            b.support("mp-server-unhealthy", 10, f"{c['unhealthy']} 'server is unhealthy' / lookup-timeout line(s)")
         else:
             b.oppose("mp-server-unhealthy", 3, "no 'server is unhealthy' line")
         if c["retrieve"] or c["store"]:
@@ -93,7 +96,7 @@ class LookupTimeouts(Rule):
     Detects: ``Timeout occurred for rank N, recreating all sockets`` (the scheduler's lookup RPC to a
     worker timed out) and ``Request … is still waiting for async lookup after N seconds, returning 0 lmcache
     cached tokens`` (async lookups past ``lookup_timeout_ms``), when LMCache is not in degraded mode (KV004
-    covers that case).
+    covers that case): two or more in a log with its startup lines, one in an excerpt without them.
 
     Why it matters: each timeout costs the request the whole timeout (seconds) and then recomputes a prefix
     LMCache may have held.
@@ -136,7 +139,9 @@ class LookupTimeouts(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         n = self.n_z1 + self.n_l7
-        if n < self.options["min_timeouts"] or self.degraded or ctx.lmcache_degraded:
+        # an excerpt without the startup lines is what the user chose to show: one timeout in it is the report
+        least = self.options["min_timeouts"] if ctx.startup_seen else 1
+        if n < least or self.degraded or ctx.lmcache_degraded:
             return []
         b = CauseBoard()
         b.add("worker-lookup-server-slow", 0.6, **fix_and_confirm("worker-lookup-server-slow"))

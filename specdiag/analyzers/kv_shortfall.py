@@ -60,6 +60,8 @@ class LookupHistory:
             for i in range(len(rid) - 1, -1, -1):
                 yield rid[i], (path, line[i], kept[i], hit[i])
 MAX_OCCURRENCES = 20_000
+#: vLLM's smallest KV block size (V1 attention blocks are 16 tokens or a multiple): ``vllm_cached`` is a multiple
+MIN_BLOCK = 16
 
 #: the causes KV001 weighs (their texts live in the shared catalog, analyzers/causes.py)
 KV001_CAUSES = (
@@ -91,10 +93,12 @@ class Shortfall:
     lookup: dict | None = None
     signals: list[Event] = field(default_factory=list)
     l6: Event | None = None
+    l6_loose: bool = False  # the L6 was not tied through the lookup line (not in the input) but by time and numbers
     r3: Event | None = None
     outcome: Event | None = None
     t: float | None = None
     source: str = "pair"
+    marker: Event | None = None  # source "read-failure": LMCache's own failed-read line
 
     @property
     def anchor(self) -> Event:
@@ -103,7 +107,9 @@ class Shortfall:
             return self.r2
         if self.r4 is not None:
             return self.r4["ev"]
-        assert self.r3 is not None
+        if self.r3 is None:
+            assert self.marker is not None
+            return self.marker
         return self.r3
 
     @property
@@ -159,7 +165,9 @@ class RetrievalShortfall(Rule):
     Detects: the LMCache error pair ``The number of retrieved tokens is less than the expected number of
     tokens!`` / ``Num retrieved tokens: R, num expected tokens: E`` on a worker; and, when an excerpt ends
     before that pair, a ``Retrieved X out of Y required tokens`` line (or the older ``… out of Y out of
-    total Z``) with X < Y, or a ``failed to load N tokens across M blocks`` report, on its own (warning).
+    total Z``) with X < Y, a ``failed to load N tokens across M blocks`` report, or — with none of those —
+    LMCache's own failed-read line (``… in the storage, but it can't be retrieved``, ``… Returning partial
+    results``), on its own (warning: the loss is certain, its size is not in the input).
     Every occurrence is joined by request id across ranks with the scheduler's ``Reqid:`` lookup, the
     worker's retrieve line, the failed-block report and vLLM's recovery or failure line; repeats are
     folded. Without a request id (LMCache ≤ 0.3.9) the same numbers at the same moment on several ranks
@@ -359,6 +367,9 @@ class RetrievalShortfall(Rule):
                         rank=rec.origin.rank_label, proc_key=rec.origin.key, r1=r1,
                         r2=ev if source == "pair" else None, r4=r4, r3=r3, t=rec_time(rec), source=source)
         self._attach_lookup(occ)
+        if occ.lookup is None and occ.l6 is None:
+            occ.l6 = self._unpaired_l6(occ, rec)
+            occ.l6_loose = occ.l6 is not None
         window_start = occ.lookup["t"] if occ.lookup and occ.lookup.get("t") else None
         window = self.options["window_s"]
         if window_start is not None and occ.t is not None:
@@ -392,6 +403,55 @@ class RetrievalShortfall(Rule):
             if n > 2000:
                 return
 
+    def _unpaired_l6(self, occ: Shortfall, rec) -> Event | None:
+        """A rank-disagreement warning with no lookup after it in the input, that can be this request's.
+
+        The scheduler prints L6 right before the request's ``Reqid:`` line and takes the minimum over the ranks
+        (LMCache 0.5.6 v1/lookup_client/lmcache_lookup_client.py:150), so that minimum is the hit: the retrieve
+        line's total equals it, and the adapter's ``expected`` (hit − vLLM's cached tokens) cannot exceed it.
+        When a paste lacks the lookup line, an L6 of the same input shortly before with such numbers stands in.
+        """
+        best = None
+        for ev in self.pending_l6.values():
+            if ev.rec.path != rec.path or ev.rec.line >= rec.line:
+                continue
+            t = rec_time(ev.rec)
+            if t is not None and occ.t is not None and not 0 <= occ.t - t <= self.options["window_s"]:
+                continue
+            counts = [int(x) for x in re.findall(r"\d{1,12}", ev.f.get("results") or "")]
+            if len(counts) < 2:
+                continue
+            total = (occ.r4 or {}).get("total")
+            if (total is not None and total != min(counts)) or (occ.expected is not None and occ.expected > min(counts)):
+                continue
+            if best is None or ev.rec.line > best.rec.line:
+                best = ev
+        return best
+
+    def _from_read_failure(self) -> None:
+        """With no shortfall line in the input, LMCache's own report of a failed read is one.
+
+        ``The cache block is in the storage, but it can't be retrieved`` (v1/cache_engine.py:1793, LMCache 0.5.6):
+        a backend's ``get`` returned nothing for a chunk the lookup counted, and the retrieve drops that chunk and
+        every later one, so it returns fewer tokens than expected. ``Memory allocation failed during async disk
+        load … Returning partial results`` (local_disk_backend.py:629) and ``Failed to allocate memory during remote
+        receive`` (redis_connector.py:296) cut the load the same way. The error pair with the numbers follows on
+        the non-layerwise path; a paste that ends before it still shows the loss, without its size.
+        """
+        latest = None
+        for (_key, fam), dq in self.signals.recent.items():
+            if fam in ("read-miss", "staging-exhausted") and dq:
+                ev = dq[-1][1]
+                if latest is None or (ev.rec.path, ev.rec.line) > (latest.rec.path, latest.rec.line):
+                    latest = ev
+        if latest is None:
+            return
+        rec = latest.rec
+        occ = Shortfall(req_id=None, expected=None, retrieved=None, rank=rec.origin.rank_label, proc_key=rec.origin.key,
+                        r1=None, r2=None, t=rec_time(rec), source="read-failure", marker=latest)
+        occ.signals = self.signals.before(rec.origin.key, occ.t, rec.line, rec.path, self.options["window_s"])
+        self.occurrences.append(occ)
+
     @staticmethod
     def _lookup_fields(ev: Event | None) -> dict | None:
         if ev is None:
@@ -415,6 +475,8 @@ class RetrievalShortfall(Rule):
 
     # ---- conclusions ------------------------------------------------------------------------------
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        if not self.occurrences:
+            self._from_read_failure()
         if not self.occurrences:
             return []
         self.stores_total = run.count("S1")
@@ -466,7 +528,7 @@ class RetrievalShortfall(Rule):
         """One rank stated (TP=1), or worker lines printed by the engine-core process (in-process model, TP=1)."""
         if cls._single_rank(ctx):
             return True
-        return all(o.anchor.rec.origin.proc.startswith("EngineCore") and o.anchor.rec.origin.pid is not None
+        return all(o.anchor.rec.origin.role == "EngineCore" and o.anchor.rec.origin.pid is not None
                    for o in occs) and not (ctx.tensor_parallel_size or 0) > 1
 
     @staticmethod
@@ -487,8 +549,9 @@ class RetrievalShortfall(Rule):
         if single_rank:
             return "TP0"
         origin = o.anchor.rec.origin
-        if origin.proc.startswith("EngineCore") and origin.pid is not None:
-            # worker-side line printed by the engine-core process: the model runs in-process (TP=1)
+        if origin.role == "EngineCore" and origin.pid is not None:
+            # worker-side line printed by the engine-core process: the model runs in-process (TP=1). Not a Ray
+            # worker nested in it (``(EngineCore_DP0 pid=…) (RayWorkerWrapper pid=…, ip=…)``): its rank is unknown
             return "TP0"
         # one file per worker without process prefixes: the file name often carries the rank
         m = _RANK_IN_NAME.search(os.path.basename(o.anchor.rec.path))
@@ -610,6 +673,10 @@ class RetrievalShortfall(Rule):
             arith = "a retrieve line loaded less than it was asked for (the adapter's error pair is not in the input): " + arith
         elif first.source == "failed-blocks":
             arith = "a failed-block report without its error pair: " + arith
+        elif first.source == "read-failure":
+            arith = (f"LMCache reported a failed read ('{first.marker.rec.msg[:70]}'): the retrieve drops that chunk and "
+                     "every later one, so it loaded less than the lookup promised; the error pair with the numbers "
+                     "('Num retrieved tokens: …, num expected tokens: …') is not in the input")
         rank_word = "rank" if len(ranks) == 1 else "ranks"
         where = ", ".join(ranks)
         summary = f"{arith[:1].upper()}{arith[1:]}, on {rank_word} {where}{self._tp_words(ctx, ranks, self._tp_stated(ctx))}. {impact}"
@@ -788,10 +855,27 @@ class RetrievalShortfall(Rule):
             b.note_for("lookup-retrieve-eviction", "the most common cause; the log shows too little of this rank to confirm or exclude it")
         lmc_v = version_tuple(ctx.lmcache_version)
         if lmc_v is not None and lmc_v < (0, 3, 3):
-            b.support("lookup-retrieve-eviction", 4, f"LMCache {ctx.lmcache_version} < 0.3.3: only rank 0 pinned at lookup (fixed by PR #1101)")
-            b.note_for("lookup-retrieve-eviction", "upgrade LMCache to ≥ 0.3.3 so every rank pins its looked-up chunks")
+            self._weigh_unpinned_ranks(b, ctx, occs)
         elif lmc_v is not None and not (fams.get("pin-negative") or fams.get("pin-timeout")):
             b.oppose("lookup-retrieve-eviction", 1.3, f"LMCache {ctx.lmcache_version} pins looked-up chunks on every rank; eviction needs a lost pin")
+
+    def _weigh_unpinned_ranks(self, b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
+        """Before LMCache 0.3.3 only rank 0's lookup server pinned (PR #1101): ranks ≠ 0 could evict freely.
+
+        That explains a loss on a rank ≠ 0 only; rank 0 held its pins, so a short rank 0 needs another cause.
+        """
+        ranks = {self._rank(o, self._single_rank(ctx), ctx) for o in occs}
+        rank0 = {r for r in ranks if r.endswith("TP0") and not r.startswith("unknown")}
+        known = {r for r in ranks if not r.startswith("unknown")}
+        v = ctx.lmcache_version
+        if rank0:
+            b.note_for("lookup-retrieve-eviction", f"LMCache {v} < 0.3.3 pinned only on rank 0 (PR #1101), but rank 0 "
+                       "was short too: its pins held, so unpinned ranks do not explain it")
+            return
+        b.support("lookup-retrieve-eviction", 4 if known else 2,
+                  f"LMCache {v} < 0.3.3: only rank 0 pinned at lookup (fixed by PR #1101)"
+                  + (f"; {'/'.join(sorted(known))} did not pin" if known else ""))
+        b.note_for("lookup-retrieve-eviction", "upgrade LMCache to ≥ 0.3.3 so every rank pins its looked-up chunks")
 
     def _weigh_pins(self, b: CauseBoard, cfg: dict | None, fams: dict[str, list[Event]], occs: list[Shortfall],
                     where: str) -> None:
@@ -893,8 +977,13 @@ class RetrievalShortfall(Rule):
     def _weigh_rank_disagreement(self, b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
         """The scheduler's 'Lookup results … differ across ranks' warning, for this request or anywhere."""
         l6 = [o.l6 for o in occs if o.l6 is not None]
-        if l6:
-            b.support("rank-disagreement", 10, f"the lookup of this request warned that ranks disagree: {l6[0].f['results']} (line {l6[0].rec.line})")
+        tied = [o.l6 for o in occs if o.l6 is not None and not o.l6_loose]
+        if tied:
+            b.support("rank-disagreement", 10, f"the lookup of this request warned that ranks disagree: {tied[0].f['results']} (line {tied[0].rec.line})")
+        elif l6:
+            b.support("rank-disagreement", 5, f"ranks disagreed at a lookup just before (line {l6[0].rec.line}: "
+                      f"{l6[0].f['results']}), whose minimum fits this load; the 'Reqid:' line that would tie it to "
+                      "this request is not in the input")
         elif self.l6_count:
             b.support("rank-disagreement", 1.5, f"{self.l6_count} 'Lookup results … differ across ranks' warning(s) in the log")
         elif not self._one_rank(ctx, occs):
@@ -908,23 +997,29 @@ class RetrievalShortfall(Rule):
         cfg = ctx.lmcache_config
         if cfg is not None:
             if cfg.get("enable_p2p") is True:
-                b.support("p2p-retrieve-bug", 10 if any(o.retrieved == 0 for o in occs) else 3, "enable_p2p: True")
+                self._weigh_p2p(b, occs)
             else:
                 b.rule_out("p2p-retrieve-bug", "enable_p2p is not enabled")
             if cfg.get("enable_async_loading") is True:
                 b.support("async-loading-partial", 6, "enable_async_loading: True")
             else:
                 b.rule_out("async-loading-partial", "enable_async_loading is not enabled")
+        elif self.async_lengths:
+            # storage_manager.py:648 (LMCache 0.5.6) answers the scheduler's lookup only on the async path
+            b.support("async-loading-partial", 4, "'Responding to scheduler … with retrieved length' is printed only "
+                      "with asynchronous loading (enable_async_loading: True)")
         shorter = self._async_shorter(occs)
         if shorter:
-            o = shorter[0]
-            b.support("async-loading-partial", 40, f"the async lookup of this very request ({o.req_id}) answered "
-                      f"{self.async_lengths[o.req_id]} tokens, fewer than the {o.expected} later expected")
+            o, length = shorter[0]
+            whose = f"of this very request ({o.req_id})" if o.req_id in self.async_lengths else "of this rank just before"
+            b.support("async-loading-partial", 40, f"the async lookup {whose} answered "
+                      f"{length} tokens, fewer than the {o.expected} later expected")
             b.oppose("lookup-retrieve-eviction", 3, "the async lookup already answered a shorter prefix: nothing had to "
                      "be evicted after it")
         if len(set(ctx.none_hashes)) > 1:
             b.support("hash-inconsistency", 3, "processes initialised different NONE_HASH values")
         b.oppose("hash-inconsistency", 3, "hash mismatches make lookups miss (0 hits); they do not make a promised chunk disappear")
+        self._weigh_accounting(b, occs)
         lmc_v = version_tuple(ctx.lmcache_version)
         if lmc_v is not None and lmc_v <= (0, 3, 1):
             b.support("adapter-token-accounting-bug", 8, f"LMCache {ctx.lmcache_version} ≤ 0.3.1 had token-accounting bugs (issues #889, #910)")
@@ -933,9 +1028,67 @@ class RetrievalShortfall(Rule):
         if any(o.retrieved == 0 for o in occs):
             b.support("backend-read-failure", 1.5, "retrieved 0: the very first chunk failed")
 
-    def _async_shorter(self, occs: list[Shortfall]) -> list[Shortfall]:
-        return [o for o in occs if o.req_id in self.async_lengths and o.expected is not None
-                and self.async_lengths[o.req_id] < o.expected]
+    @staticmethod
+    def _weigh_p2p(b: CauseBoard, occs: list[Shortfall]) -> None:
+        """With P2P on, exactly 0 retrieved is that path's bug, not a lost chunk.
+
+        LMCache ~0.3.2 (issues #1094, #1055): the P2P branch of ``LMCacheEngine.retrieve`` filled the KV but
+        never set the returned mask, so ``ret_mask.sum()`` was 0 whatever was loaded. A lost chunk instead
+        ends the retrieve at the first hole, which leaves 0 only when the very first chunk is gone.
+        """
+        zero = [o for o in occs if o.retrieved == 0]
+        if not zero:
+            b.support("p2p-retrieve-bug", 3, "enable_p2p: True")
+            return
+        b.support("p2p-retrieve-bug", 40, f"enable_p2p: True and retrieved exactly 0 of {zero[0].expected} expected: the "
+                  "P2P retrieve path returned an empty mask (LMCache issues #1094, #1055)")
+        b.oppose("lookup-retrieve-eviction", 2, "retrieved 0 with P2P on: the P2P path reports 0 without any chunk lost")
+
+    @staticmethod
+    def _weigh_accounting(b: CauseBoard, occs: list[Shortfall]) -> None:
+        """The adapter's ``expected`` against what the lookup and vLLM's blocks allow.
+
+        ``start_load_kv`` (LMCache 0.5.6 vllm_v1_adapter.py:756-896) expects ``lmcache_cached − vllm_cached``:
+        the lookup's hit (whole chunks unless an unfull last chunk was stored) minus vLLM's own prefix hit
+        (whole vLLM blocks, at least 16 tokens each). So ``expected`` is a multiple of 16, and equals the
+        lookup line's ``hit − computed`` — unless the adapter subtracted or truncated tokens between lookup and
+        retrieve (``skip_last_n_tokens``: issue #889 expected 253 of a 256-token hit; #910, fixed by PR #911).
+        """
+        for o in occs:
+            if o.expected is None or o.expected <= 0:
+                continue
+            lk = o.lookup or {}
+            hit, computed = lk.get("hit"), lk.get("computed")
+            if computed is None and hit is not None and isinstance(lk.get("need"), int) and lk["need"] > 0:
+                computed = hit - lk["need"] - (1 if hit == lk.get("total") else 0)  # before 0.3.15: from need
+            if hit is not None and computed is not None and 0 < abs(hit - computed - o.expected) < MIN_BLOCK:
+                b.support("adapter-token-accounting-bug", 6,
+                          f"the adapter expected {o.expected} tokens but its lookup promised {hit} − {computed} = "
+                          f"{hit - computed}: tokens were subtracted between lookup and retrieve (skip_last_n_tokens)")
+                return
+            if o.expected % MIN_BLOCK and (o.r4 or {}).get("total") is None and hit is None:
+                b.support("adapter-token-accounting-bug", 5,
+                          f"expected {o.expected} is not a multiple of {MIN_BLOCK}: a chunk-aligned hit minus whole "
+                          "vLLM blocks cannot give it, so the adapter dropped a few tokens (or the hit ended mid-chunk)")
+                b.support("unfull-chunk-mismatch", 1.5, f"expected {o.expected} is not a multiple of {MIN_BLOCK}: "
+                          "the hit may end mid-chunk")
+                return
+
+    def _async_shorter(self, occs: list[Shortfall]) -> list[tuple[Shortfall, int]]:
+        """Occurrences whose async lookup answer (L8) was shorter than the load later expected, with that length.
+
+        By request id; without one (no ``Request …`` header in the input) the L8 of the same rank just before.
+        """
+        out = []
+        for o in occs:
+            if o.expected is None:
+                continue
+            length = self.async_lengths.get(o.req_id) if o.req_id else None
+            if length is None and not o.req_id:
+                length = next((e.f.get("length") for e in reversed(o.signals) if e.id == "L8"), None)
+            if length is not None and length < o.expected:
+                out.append((o, length))
+        return out
 
     def _specific_mechanism(self, fams: dict[str, list[Event]], occs: list[Shortfall]) -> tuple[str, str] | None:
         """The cause named outright by a line of that rank just before (or of the same request), if any."""

@@ -8,6 +8,7 @@ file in memory.
 from __future__ import annotations
 
 import bz2
+import codecs
 import fnmatch
 import glob
 import io
@@ -96,6 +97,34 @@ def _detect(head: bytes) -> str | None:
         if head.startswith(magic):
             return name
     return None
+
+
+#: byte-order marks of text saved by Windows tools: PowerShell 5's ``>`` writes UTF-16LE, Notepad UTF-8 with a BOM
+UTF8_BOM = b"\xef\xbb\xbf"
+UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
+
+
+class _Utf16:
+    """A UTF-16 text file (``kubectl logs … > x.log`` in Windows PowerShell 5) re-encoded as UTF-8 bytes, streaming."""
+
+    def __init__(self, raw) -> None:
+        self._raw = raw
+        self._dec = codecs.getincrementaldecoder("utf-16")("replace")
+        self._n = 0
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def consumed(self) -> int | None:
+        return self._n
+
+    def read(self, n: int = -1) -> bytes:
+        while True:
+            data = self._raw.read(256 * 1024)
+            self._n += len(data)
+            text = self._dec.decode(data, final=not data)
+            if text or not data:
+                return text.encode("utf-8", "replace")
 
 
 class _GzipMembers:
@@ -203,6 +232,12 @@ class Source:
         self._reader = None
         # peek never consumes: pipes, FIFOs and process substitution cannot seek back
         head = raw.peek(8)[:8] if hasattr(raw, "peek") else b""
+        if head[:2] in UTF16_BOMS:
+            self._reader = _Utf16(raw)
+            return self._reader
+        if head.startswith(UTF8_BOM):
+            raw.read(len(UTF8_BOM))  # the BOM would hide the first line's envelope
+            return raw
         kind = _detect(head)
         self.stats.compression = kind
         if kind == "gzip":

@@ -36,9 +36,12 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
 COMPOSE = re.compile(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
-GREP_N = re.compile(rb"(\d{1,9})([:-])")
+#: ``grep -n`` (``123:`` / context ``123-``), ``cat -n`` / ``nl`` (right-aligned number, a tab) and ``less -N``
+#: (number, a space); a loose shape, so stripped only before an envelope or a consecutive number
+GREP_N = re.compile(rb"(\d{1,9})([:-]|\t| {1,4})")
 GREP_H = re.compile(rb"([^\s:()\[\]{}|]+?)(?:([:-])(\d{1,9})\2|:)")
-INDENT = re.compile(rb"[ \t]+|> ")
+#: chat code-block indentation (no-break spaces when copied from a rendered web page) or a ``> `` quote
+INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0)+|> ")
 _ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
 
 #: first words of lines that carry no wrapper: vLLM's formatter, uvicorn, tracebacks
@@ -46,6 +49,8 @@ PLAIN_STARTS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WAR
                 b"ERROR:", b"Traceback ")
 _VLLM_LEVELS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ")
 _MAX_DEPTH = 6
+#: the narrowest terminal row a wrapped record fills (80 columns), counted with the paste's indentation
+WRAP_ROW = 80
 
 
 def strip_ansi(text: str) -> str:
@@ -128,22 +133,28 @@ class LineUnwrapper:
         self.seen: set[str] = set()
         self._compose: set[bytes] = set()
         self._grep_next: int | None = None  # the grep line number expected on the next line
+        #: the indentation (or ``> ``) stripped from the last line when that line filled a terminal row: a pasted
+        #: block indents every row alike, so the wrapped rest of it loses exactly that much although it is no envelope
+        self._indent: bytes | None = None
 
     def strip(self, line: bytes) -> bytes:
         self.deployment = None
         self.year = None
+        if not line:
+            return line  # a blank row inside a pasted block keeps the block's indentation in mind
         grep_next, self._grep_next = self._grep_next, None
+        indent, self._indent = self._indent, None
         for _ in range(_MAX_DEPTH):
             if not line or looks_plain(line):
                 return line
-            rest = self._peel_one(line, grep_next)
+            rest = self._peel_one(line, grep_next, indent)
             if rest is None:
                 return line
             line = rest
-            grep_next = None
+            grep_next = indent = None
         return line
 
-    def _peel_one(self, line: bytes, grep_next: int | None) -> bytes | None:
+    def _peel_one(self, line: bytes, grep_next: int | None, indent: bytes | None = None) -> bytes | None:
         """Remove the outermost wrapper, or None when the line has none."""
         c = line[0]
         if 48 <= c <= 57:  # a digit: a timestamp or a grep -n number
@@ -165,14 +176,20 @@ class LineUnwrapper:
             self.deployment = self.deployment or "k8s:" + m.group(1).decode("utf-8", "replace")
             self.seen.add("kubectl-prefix")
             return line[m.end() :]
-        if c == 32 or c == 9 or c == 62:  # indentation (chat code blocks) or a "> " quote
+        if c == 32 or c == 9 or c == 62 or (c == 0xC2 and line[1:2] == b"\xa0"):  # indentation, "> " quote
             m = INDENT.match(line)
             if m is None:
                 return None
             rest = line[m.end() :]
             if rest and (is_envelope(rest) or self._is_wrapped(rest)):
                 self.seen.add("indented")
+                if len(line) >= WRAP_ROW and not rest.startswith(b"Traceback"):
+                    self._indent = m.group(0)  # a full-width row: a terminal may have wrapped it onto the next
                 return rest
+            if indent is not None and line.startswith(indent) and len(line) > len(indent):
+                if len(line) >= WRAP_ROW:
+                    self._indent = indent  # full width again: the wrap goes on
+                return line[len(indent) :]
             return None
         return self._named(line, grep_next)
 
@@ -242,5 +259,11 @@ class LineUnwrapper:
         if c == b"[":
             return rest[1:5] == b"pod/"
         if c.isdigit():
-            return ISO_TS.match(rest) is not None
+            if ISO_TS.match(rest) is not None:
+                return True
+            m = GREP_N.match(rest)  # grep -n output pasted as an indented block; ``cat -n`` right-aligns its number
+            return m is not None and is_envelope(rest[m.end():])
+        if c in (b" ", b"\t"):
+            m = INDENT.match(rest)  # ``grep -n`` of an indented paste
+            return m is not None and is_envelope(rest[m.end():])
         return b"]: " in rest[:160] and JOURNALD_SHORT.match(rest) is not None
