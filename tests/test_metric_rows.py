@@ -191,20 +191,3 @@ def test_stamp_times_of_a_column_are_each_stamps_time(stamps: list[int]) -> None
     for year in (None, 2026):
         assert repr(stamp_times(stamps, year)) == repr([stamp_time(s, year) for s in stamps])
 
-
-def test_kept_lines_are_the_rows_lines_dense_or_sparse() -> None:
-    from array import array
-
-    from specdiag.ingest.hot import KeptLines
-
-    block = b"xx" + b"".join(b"row %d\n" % i + (b"." * 200 + b"\n" if i % 2 else b"") for i in range(10))
-    starts, ends, pos = [], [], 2
-    for i in range(10):
-        starts.append(pos)
-        ends.append(pos + len(b"row %d" % i))
-        pos = ends[-1] + 1 + (201 if i % 2 else 0)
-    for lo, hi in ((0, 10), (2, 3), (4, 4), (0, 2)):  # 0..10 is sparse (the dots fill the span), 0..2 dense
-        kept = KeptLines(block, 0, array("q", starts[lo:hi]), array("q", ends[lo:hi]))
-        assert [kept[k] for k in range(len(kept))] == [b"row %d" % i for i in range(lo, hi)]
-    dense = KeptLines(b"PAD" + block, 3, array("q", starts[:2]), array("q", ends[:2]))
-    assert [dense[0], dense[1]] == [b"row 0", b"row 1"]
