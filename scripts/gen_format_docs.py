@@ -30,7 +30,8 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   `short-precise` and `short-iso` (localised month names: `déc.`, `janv.`, `Dez`, `Mär`, `dic`, `дек`, …),
   docker compose (`name  | `), nested in any order. A line whose first bytes are `(`, `[20…` or a vLLM
   level word pays no wrapper test at all;
-* paste formats: chat code-block indentation and `> ` quotes, `grep -n` / `grep -H` prefixes (`123:`,
+* paste formats: chat code-block indentation, markdown quotes (`> `, `>`) and list items (`- `, `* `, `1. `),
+  `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
   `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records. Shapes that
   ordinary text can also have (`123:`, `name | `, leading spaces) are stripped only when what follows is a
   recognised envelope or wrapper, or continues the same wrapper (consecutive grep line numbers, a compose

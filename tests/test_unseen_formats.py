@@ -194,7 +194,10 @@ def test_fragment_names_its_cause_with_capped_confidence(tmp_path: Path, cause: 
 
 #: kubectl --prefix then a terminal wrap: the cut rows lack the pod prefix, and joining them is ingest's
 #: continuation joiner (specdiag/ingest/records.py), outside this audit — see the audit report
-COMPOSED = [(a, b) for a in g.PASTES for b in g.PASTES if a != b and (a, b) != ("kubectl-prefix", "wrapped-80")]
+_TERMINAL = ("indented", "grep-n", "kubectl-prefix", "wrapped-80", "crlf")
+_MARKDOWN = ("md-quote", "md-bullets", "md-numbered")
+COMPOSED = [(a, b) for a in _TERMINAL for b in _TERMINAL if a != b and (a, b) != ("kubectl-prefix", "wrapped-80")] + \
+    [(a, b) for a in ("indented", "grep-n", "kubectl-prefix", "crlf") for b in _MARKDOWN]  # terminal output, then posted
 
 
 @pytest.mark.parametrize(("first", "then"), COMPOSED, ids=[f"{a}+{b}" for a, b in COMPOSED])

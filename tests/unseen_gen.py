@@ -190,7 +190,22 @@ def crlf(lines: list[str]) -> list[str]:
     return [s + "\r" for s in lines]
 
 
-PASTES = {"indented": indented, "grep-n": grep_n, "kubectl-prefix": kubectl_prefix, "wrapped-80": wrapped, "crlf": crlf}
+def md_quote(lines: list[str]) -> list[str]:
+    """Pasted into a GitHub comment as a quote."""
+    return ["> " + s for s in lines]
+
+
+def md_bullets(lines: list[str]) -> list[str]:
+    """One markdown list item a line (``- ``), as chat and issue excerpts often come."""
+    return ["- " + s for s in lines]
+
+
+def md_numbered(lines: list[str]) -> list[str]:
+    return [f"{i}. {s}" for i, s in enumerate(lines, 1)]
+
+
+PASTES = {"indented": indented, "grep-n": grep_n, "kubectl-prefix": kubectl_prefix, "wrapped-80": wrapped, "crlf": crlf,
+          "md-quote": md_quote, "md-bullets": md_bullets, "md-numbered": md_numbered}
 
 
 def write_lines(path, lines: list[str]) -> str:

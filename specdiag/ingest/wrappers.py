@@ -38,10 +38,13 @@ KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
 COMPOSE = re.compile(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
 #: ``grep -n`` (``123:`` / context ``123-``), ``cat -n`` / ``nl`` (right-aligned number, a tab) and ``less -N``
 #: (number, a space); a loose shape, so stripped only before an envelope or a consecutive number
-GREP_N = re.compile(rb"(\d{1,9})([:-]|\t| {1,4})")
+GREP_N = re.compile(rb"(\d{1,9})([:-]|\t| {1,4}|[.)] {1,3})")  # grep -n, cat -n, less -N; a markdown numbered list
 GREP_H = re.compile(rb"([^\s:()\[\]{}|]+?)(?:([:-])(\d{1,9})\2|:)")
 #: chat code-block indentation (no-break spaces when copied from a rendered web page) or a ``> `` quote
-INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0)+|> ")
+#: indentation, a markdown quote (``>``, nested) and list bullet (``-``, ``*``, ``+`` and a space): how a paste
+#: into an issue or chat arrives; peeled only when what follows starts a record
+INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0|>|[-*+](?=[ \t]))+")
+_INDENT_FIRST = frozenset(b" \t>-*+")
 _ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
 
 #: first words of lines that carry no wrapper: vLLM's formatter, uvicorn, tracebacks
@@ -176,7 +179,7 @@ class LineUnwrapper:
             self.deployment = self.deployment or "k8s:" + m.group(1).decode("utf-8", "replace")
             self.seen.add("kubectl-prefix")
             return line[m.end() :]
-        if c == 32 or c == 9 or c == 62 or (c == 0xC2 and line[1:2] == b"\xa0"):  # indentation, "> " quote
+        if c in _INDENT_FIRST or (c == 0xC2 and line[1:2] == b"\xa0"):  # indentation, "> " quote, "- " bullet
             m = INDENT.match(line)
             if m is None:
                 return None
