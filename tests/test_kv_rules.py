@@ -1,4 +1,4 @@
-"""KV002–KV010: positive and negative cases on logs written for each rule."""
+"""KV002–KV011: positive and negative cases on logs written for each rule."""
 
 from __future__ import annotations
 
@@ -150,3 +150,37 @@ def test_explain_accepts_a_cause_id(run_cli) -> None:
     assert code == 0 and out.startswith("# remote-backend-loss")
     code, _, err = run_cli("explain", "no-such-cause")
     assert code == 2 and "unknown rule or cause id" in err and "Traceback" not in err
+
+
+PIN_NEG = ("Pin count of MemoryObj 19885326336is negative: -1.Double unpin occurred somewhere.Setting pin count back "
+           "to 0 as a hack but please find the bug.")
+REF_NEG = ("Ref count of MemoryObj 19885326336is negative: -1.Double free occurred somewhere.Setting ref count back "
+           "to 0 as a hack but please find the bug.")
+MM = {"loc": "memory_management.py:1010", "logger": "lmcache.v1.memory_management"}
+
+
+def _retrieve(got: int, required: int) -> str:
+    return lmc(f"Retrieved {got} out of {required} required tokens (from {required + 40} total tokens). size: 1.0 gb, "
+               "cost 10.0 ms, throughput: 10.0 GB/s", loc="vllm_v1_adapter.py:1480", proc="Worker_TP2 pid=767")
+
+
+def test_a_negative_pin_or_ref_count_alone_is_a_warning_naming_the_double_unpin(tmp_path) -> None:
+    for msg, key in ((PIN_NEG, "negative_pin_counts"), (REF_NEG, "negative_ref_counts")):
+        found = rules(write(tmp_path / "a.log", [lmc(msg, level="WARNING", proc="Worker_TP2 pid=767", **MM)]))
+        f = found["KV011"]
+        assert f["severity"] == "warning" and f["measurements"][key] == 1 and f["measurements"]["by_rank"] == {"TP2": 1}
+        assert f["causes"][0]["id"] == "pin-accounting-bug" and f["causes"][0]["confidence"] <= 0.6
+        assert "KV001" not in found
+
+
+def test_a_negative_pin_count_with_complete_loads_is_still_reported(tmp_path) -> None:
+    lines = [_retrieve(256, 256), lmc(PIN_NEG, level="WARNING", proc="Worker_TP2 pid=767", **MM), _retrieve(512, 512)]
+    assert "KV011" in rules(write(tmp_path / "a.log", lines))
+
+
+def test_a_negative_pin_count_beside_a_short_load_is_left_to_kv001(tmp_path) -> None:
+    lines = [lmc(PIN_NEG, level="WARNING", proc="Worker_TP2 pid=767", **MM), _retrieve(49664, 55808),
+             lmc("Num retrieved tokens: 49664, num expected tokens: 55808", level="ERROR", proc="Worker_TP2 pid=767",
+                 loc="vllm_v1_adapter.py:884")]
+    found = rules(write(tmp_path / "a.log", lines))
+    assert "KV011" not in found and "KV001" in found
