@@ -110,3 +110,20 @@ def test_a_series_past_its_cap_keeps_rows_of_one_width(tmp_path: Path) -> None:
     assert len(set(widths[:-1])) == 1 and widths[-1] <= widths[0]  # the newest row may be a shorter group
     assert sum(widths) == 1000
     assert not any(isinstance(iv.kv, float) and math.isnan(iv.kv) for iv in ivs)
+
+
+@pytest.mark.skipif(scan.IMPLEMENTATION == "none", reason="no scanner")
+def test_a_batch_that_opens_with_a_spec_line_of_its_own_keeps_every_rows_record(tmp_path: Path) -> None:
+    """A SpecDecoding line whose stats line already had one becomes a row of its own at the head of the
+    next batch: the rows after it still begin their groups with a Record (shown as evidence)."""
+    lines = []
+    for i in range(400):
+        ts = f"08:{i // 60 % 60:02d}:{i % 60:02d}"
+        spec = SPEC.format(proc="APIServer", pid=1, ts=ts, p=i % 10, mal="1.25", acc=i, dr=2 * i + 1)
+        lines += [STATS.format(proc="APIServer", pid=1, ts=ts, p=i % 10, run=1), spec]
+        if i % 5 == 0:
+            lines += [OTHER, spec]  # a batch cut, then the same SpecDecoding line again
+    log = tmp_path / "server.log"
+    log.write_text("\n".join(lines) + "\n")
+    batched, single = _series_from_batches(log, 16), _series_line_by_line(log, 16)
+    assert _digest(batched) == _digest(single)  # _digest reads iv.rec.line of every row

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
+from specdiag.analyzers.kv_shortfall import complete_retrieve
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
-from specdiag.ingest.scan import message_values
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -55,8 +55,8 @@ class NegativeAccounting(Rule):
 
     def observe(self, ev: Event) -> None:
         if ev.id in SHORTFALL_EVENTS:
-            if ev.id == "R4" and (vals := message_values("R4", ev.rec.raw)) is not None and vals[0] >= vals[1]:
-                return  # a complete retrieve the per-line stages read (the scanner hands on only short ones)
+            if ev.id == "R4" and complete_retrieve(ev):
+                return
             self.shortfall = True
             return
         self.counts[ev.id] += 1

@@ -60,6 +60,13 @@ class LookupHistory:
             for i in range(len(rid) - 1, -1, -1):
                 yield rid[i], (path, line[i], kept[i], hit[i])
 MAX_OCCURRENCES = 20_000
+
+
+def complete_retrieve(ev: Event) -> bool:
+    """An R4 line with ``retrieved >= required`` by its numbers (the scanner hands on only short ones; a
+    line the per-line stages read may be complete). False where the numbers cannot be read cheaply."""
+    vals = message_values("R4", ev.rec.raw)
+    return vals is not None and vals[0] >= vals[1]
 #: vLLM's smallest KV block size (V1 attention blocks are 16 tokens or a multiple): ``vllm_cached`` is a multiple
 MIN_BLOCK = 16
 
@@ -291,8 +298,7 @@ class RetrievalShortfall(Rule):
     def _on_r4(self, ev: Event) -> None:
         """A short retrieve line: a shortfall even if its error pair never comes. (The scanner hands on only
         short ones; a wrapped line the Python path read may be complete: its numbers say so cheaply.)"""
-        vals = message_values("R4", ev.rec.raw)
-        if vals is not None and vals[0] >= vals[1]:
+        if complete_retrieve(ev):
             return
         r4 = self._r4_fields(ev)
         if r4 is None or r4.get("required") is None or r4["retrieved"] >= r4["required"]:

@@ -216,8 +216,7 @@ class MetricRows:
     while ``observe_metrics`` runs: keep ``record_ref(k)`` or numbers, never the batch.
     """
 
-    __slots__ = ("path", "year", "kinds", "lines", "origins", "_rows", "_raws", "_plens", "_stamps", "_view", "_events",
-                 "_times")
+    __slots__ = ("path", "year", "kinds", "lines", "origins", "_rows", "_plens", "_stamps", "_view", "_events", "_times")
 
     def __init__(self, path: str, year: int | None, view: BlockView | None = None) -> None:
         self.path = path
@@ -226,32 +225,29 @@ class MetricRows:
         self.lines: list[int] = []
         self.origins: list[Origin] = []
         self._rows: list[int] = []
-        self._raws: list[bytes] = []
         self._plens: list[int] = []
         self._stamps: list[int] = []
         self._view = view
         self._events: list[Event] | None = None
         self._times: list[float | None] | None = None
 
-    def add(self, kind: str, row: int, line: int, origin: Origin, raw: bytes, plen: int, stamp: int) -> None:
-        """Row ``row`` of the view's ``kind`` table (``raw``: its line as read; ``plen``: its cleaned process
-        prefixes' length; ``stamp``: its ``stamp`` column)."""
+    def add(self, kind: str, row: int, line: int, origin: Origin, plen: int, stamp: int) -> None:
+        """Row ``row`` of the view's ``kind`` table (``plen``: its cleaned process prefixes' length; ``stamp``:
+        its ``stamp`` column). Its line is sliced from the block only when its Record is asked for."""
         self.kinds.append(kind)
         self._rows.append(row)
         self.lines.append(line)
         self.origins.append(origin)
-        self._raws.append(raw)
         self._plens.append(plen)
         self._stamps.append(stamp)
 
     @classmethod
     def of_columns(cls, path: str, year: int | None, view: BlockView, kinds: list[str], rows: list[int],
                    lines: list[int], origins: list[Origin], plens: list[int], stamps: list[int]) -> MetricRows:
-        """A whole batch at once (``add`` for every row: the same lists, built a column at a time; a row's
-        line is sliced from the block only when its Record is asked for)."""
+        """A whole batch at once (``add`` for every row: the same lists, built a column at a time)."""
         batch = cls(path, year, view)
         batch.kinds, batch._rows, batch.lines, batch.origins = kinds, rows, lines, origins
-        batch._raws, batch._plens, batch._stamps = None, plens, stamps
+        batch._plens, batch._stamps = plens, stamps
         return batch
 
     @classmethod
@@ -324,13 +320,8 @@ class MetricRows:
         """Every row's ``record_ref``."""
         if self._view is None:
             return [self._events[0].rec]
-        return list(map(RowRecord, repeat(self.path), self.lines, self.origins, self._raw_lines(), self._plens,
-                        repeat(self.year)))
-
-    def _raw_lines(self) -> list[bytes]:
-        if self._raws is None:
-            self._raws = list(map(self._view.raw, self.kinds, self._rows))
-        return self._raws
+        return list(map(RowRecord, repeat(self.path), self.lines, self.origins, map(self._view.raw, self.kinds, self._rows),
+                        self._plens, repeat(self.year)))
 
     def engine(self, k: int) -> tuple[int | None, int | None]:
         """A stats row's ``Engine N`` and ``N Engines Aggregated`` numbers (None where not printed)."""
@@ -359,8 +350,8 @@ class MetricRows:
         """What to keep of row ``k`` for evidence: its Record, or a ``RowRecord`` that builds it when called."""
         if self._view is None:
             return self._events[0].rec
-        raw = self._view.raw(self.kinds[k], self._rows[k]) if self._raws is None else self._raws[k]
-        return RowRecord(self.path, self.lines[k], self.origins[k], raw, self._plens[k], self.year)
+        return RowRecord(self.path, self.lines[k], self.origins[k], self._view.raw(self.kinds[k], self._rows[k]),
+                         self._plens[k], self.year)
 
     def record(self, k: int) -> Record:
         ref = self.record_ref(k)

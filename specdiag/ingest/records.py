@@ -454,12 +454,11 @@ class _Reader:
         if original is None and not learned and self._metric_batch(view, todo):
             return
         batch: MetricRows | None = None
-        prefixes, columns, block, off = view.res.prefixes, view.res.columns, view.block, view.off
-        clean_line = scan.clean_line
+        prefixes, columns = view.res.prefixes, view.res.columns
         for n, table, i in todo:
             cols = columns[table]
-            raw = block[off + cols["start"][i] : off + cols["end"][i]]
-            line = clean_line(raw)
+            raw = view.raw(table, i)
+            line = scan.clean_line(raw)
             if original is not None:  # scanned from the block's copy without kubectl timestamps: as read decides
                 as_read = original.line_at(n)
                 if len(self.clean(n, as_read) or b"") in self.widths:
@@ -477,7 +476,7 @@ class _Reader:
                 self.out.append(self.held)
                 self.held = None
             proc, stamp = cols["proc"][i], cols["stamp"][i]
-            month = stamp // 100000000
+            month = scan.stamp_month(stamp)
             if self.year_hint and self.last_month == 12 and month == 1:
                 self.year_hint += 1
             self.last_month = month
@@ -488,7 +487,7 @@ class _Reader:
             if batch is None or batch.year != self.year_hint:
                 self._flush(batch)
                 batch = MetricRows(self.path, self.year_hint, view)
-            batch.add(table, i, n, origin, raw, len(prefixes[proc]), stamp)
+            batch.add(table, i, n, origin, len(prefixes[proc]), stamp)
         self._flush(batch)
 
     def _metric_batch(self, view: BlockView, todo: list[tuple[int, str, int]]) -> bool:
@@ -506,13 +505,13 @@ class _Reader:
             return False
         stamps = [t0[i] if t == "stats" else t1[i] for t, i in pairs]
         if self.year_hint:
-            months = {s // 100000000 for s in stamps}
+            months = set(map(scan.stamp_month, stamps))
             if 1 in months and (self.last_month == 12 or 12 in months):
                 return False  # the year may roll inside: the per-row path cuts the batch there
         if self.held is not None:
             self.out.append(self.held)
             self.held = None
-        self.last_month = stamps[-1] // 100000000
+        self.last_month = scan.stamp_month(stamps[-1])
         plen = [len(p) for p in view.res.prefixes]
         batch = MetricRows.of_columns(self.path, self.year_hint, view, list(tables), list(idx), list(ns),
                                       list(map(by_proc.__getitem__, procs)), list(map(plen.__getitem__, procs)),

@@ -370,6 +370,11 @@ def stamp_value(stamp: bytes) -> int:
     return int(stamp[0:2] + stamp[3:5] + stamp[6:8] + stamp[9:11] + stamp[12:14])
 
 
+def stamp_month(stamp: int) -> int:
+    """The month of a ``stamp_value`` (``MMDDhhmmss`` → ``MM``)."""
+    return stamp // 100000000
+
+
 def _decimal(s: bytes, pos: int, end: int) -> tuple[float, int]:
     """``nan`` or ``D[.D]`` (1-MAX_DIGITS digits each) at ``pos`` → (``float(text)``, NaN for nan; end).
 

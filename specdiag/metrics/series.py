@@ -213,6 +213,12 @@ def _label(engine: int | None, n_engines: int | None) -> str:
     return "engine"
 
 
+def _label_of(engine: tuple[int | None, int | None]) -> str:
+    """``_label`` of ``MetricRows.engine``'s pair, made once per pair."""
+    label = _LABELS.get(engine)
+    return label if label is not None else _LABELS.setdefault(engine, _label(*engine))
+
+
 class _EngineRows:
     """One engine's rows: ``done`` (each covering ``stride`` stats lines) and ``pending``, the newest rows
     not yet folded (the last one may still be joined by its SpecDecoding line)."""
@@ -284,7 +290,9 @@ class SeriesTracker:
         engine = rows.stats_engine(lo)
         if engine is None:
             return False
-        label = _LABELS.get(engine) or _LABELS.setdefault(engine, _label(*engine))
+        if lo:  # row 0 joins the last batch's row first (or is a row of its own): before the group positions below
+            self._observe_each(rows, 0, 1)
+        label = _label_of(engine)
         pkey = (rows.path, origins[0].key)
         ekey = (rows.path, pkey[1], label)
         eng = self._engine(ekey)
@@ -298,8 +306,6 @@ class SeriesTracker:
             for row, t in zip(new, times[1::2], strict=False):
                 if row[T] is None:
                     row[T] = t
-        if lo:  # row 0 joins the last batch's row first (``_observe_each``): keep the order of rows
-            self._observe_each(rows, 0, 1)
         eng.pending.extend(new)
         eng.settle(self.cap)
         self.last[pkey] = (new[-1], ekey)
@@ -328,9 +334,7 @@ class SeriesTracker:
                 zip(kinds, times, lines, origins, refs, values, strict=True), lo):
             pkey = (path, origin.key)
             if kind == "stats":
-                engine = rows.engine(k)
-                label = _LABELS.get(engine) or _LABELS.setdefault(engine, _label(*engine))
-                self._add(pkey, (path, pkey[1], label), [t, line, ref, 1, *vals, *_NO_SPEC])
+                self._add(pkey, (path, pkey[1], _label_of(rows.engine(k))), [t, line, ref, 1, *vals, *_NO_SPEC])
                 continue
             prev = last.get(pkey)
             if prev is not None and prev[0][DR] is None and prev[0][SPEC_REF] is None:
