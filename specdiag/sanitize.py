@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import math
 import re
+from itertools import chain
 from typing import Any
 
 #: CSI/OSC/other escape sequences (ESC … final byte, OSC … BEL/ST) and single C1 controls
@@ -134,6 +135,7 @@ def neutralise_workflow_commands(s: Any) -> str:
 
 
 _SHARED = frozenset({int, float, bool, type(None), bytes})
+_POINTS = frozenset({list, tuple})
 
 
 def map_strings(obj: Any, fn: Any, _depth: int = 0) -> Any:
@@ -147,8 +149,11 @@ def map_strings(obj: Any, fn: Any, _depth: int = 0) -> Any:
     if isinstance(obj, dict):
         return {map_strings(k, fn, _depth + 1): map_strings(v, fn, _depth + 1) for k, v in obj.items()}
     if type(obj) in (list, tuple):
-        if _SHARED.issuperset(map(type, obj)):  # numbers only (a point of a long series): one C-level pass
+        kinds = set(map(type, obj))
+        if _SHARED.issuperset(kinds):  # numbers only (a point of a long series): one C-level pass
             return obj if type(obj) is tuple else list(obj)
+        if kinds <= _POINTS and _SHARED.issuperset(map(type, chain.from_iterable(obj))):  # a whole series
+            return type(obj)(v if type(v) is tuple else list(v) for v in obj)
         return type(obj)(map_strings(v, fn, _depth + 1) for v in obj)
     if isinstance(obj, (list, tuple)):
         return obj

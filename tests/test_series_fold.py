@@ -7,13 +7,15 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from specdiag.events import default_matcher
 from specdiag.ingest import scan
 from specdiag.ingest.hot import HotWindow, MetricRows
 from specdiag.ingest.records import iter_records
 from specdiag.ingest.sources import expand_inputs
-from specdiag.metrics.series import FAN_IN, SeriesTracker, fold
+from specdiag.metrics.series import FAN_IN, SeriesTracker, fold, fold_groups
 
 STATS = ("({proc} pid={pid}) INFO 05-06 {ts} [loggers.py:273] Engine 000: Avg prompt throughput: {p}.0 tokens/s, "
          "Avg generation throughput: 44.5 tokens/s, Running: {run} reqs, Waiting: 0 reqs, GPU KV cache usage: 4.5%, "
@@ -101,6 +103,19 @@ def test_batches_cut_anywhere_give_the_series_of_one_line_at_a_time(tmp_path: Pa
     assert sum(iv.n for iv in ivs) == 300 and sum(iv.acc for iv in ivs) == sum(range(300))
 
 
+@pytest.mark.skipif(scan.IMPLEMENTATION == "none", reason="no scanner")
+@pytest.mark.parametrize(("cap", "cut_every"), [(16, 40), (16, 25), (64, 9), (5, 40)])
+def test_batches_past_the_cap_folded_as_columns_give_the_series_of_one_line_at_a_time(
+        tmp_path: Path, cap: int, cut_every: int) -> None:
+    """Batches of tens of pairs arriving at strides 4, 16, 64, … (folded from columns, compactions inside a
+    batch, a cap that is not a multiple of FAN_IN) give the rows of one line at a time."""
+    log = _log(tmp_path, 3000, cut_every)
+    batched, single = _series_from_batches(log, cap), _series_line_by_line(log, cap)
+    assert _digest(batched) == _digest(single)
+    (ivs,) = batched.engines.values()
+    assert sum(iv.n for iv in ivs) == 3000 and len(ivs) <= cap
+
+
 def test_a_series_past_its_cap_keeps_rows_of_one_width(tmp_path: Path) -> None:
     cap = 16
     tr = _series_line_by_line(_log(tmp_path, 1000), cap)
@@ -127,3 +142,45 @@ def test_a_batch_that_opens_with_a_spec_line_of_its_own_keeps_every_rows_record(
     log.write_text("\n".join(lines) + "\n")
     batched, single = _series_from_batches(log, 16), _series_line_by_line(log, 16)
     assert _digest(batched) == _digest(single)  # _digest reads iv.rec.line of every row
+
+
+_GAUGE = st.one_of(st.none(), st.integers(0, 50), st.floats(-1.0, 1e6), st.just(math.nan), st.just(-0.0))
+_COUNT = st.one_of(st.none(), st.integers(0, 3), st.integers(0, 10_000), st.floats(0.0, 1e4))
+_POSITIONS = st.one_of(st.none(), st.just([]), st.lists(st.one_of(st.none(), st.floats(0.0, 1.0)), min_size=2, max_size=2),
+                       st.lists(st.floats(0.0, 1.0), min_size=1, max_size=3))
+
+
+@st.composite
+def _rows(draw, common: bool) -> list:
+    """Random interval rows; ``common``: every row with a SpecDecoding line and 3 printed positions (the path
+    ``fold_groups`` takes a column at a time), else anything ``fold`` may meet (None, NaN, zero counts, ragged
+    positions, rows without a SpecDecoding line)."""
+    t = draw(st.floats(0, 1e6))
+    gauges = [draw(_GAUGE) for _ in range(9)]
+    dev = draw(st.sampled_from(["GPU", "", None, "CPU"]))
+    if common:
+        acc, dr, nd = draw(st.integers(0, 500)), draw(st.integers(1, 900)), draw(st.integers(1, 300))
+        pos = draw(st.lists(st.floats(0.0, 1.0), min_size=3, max_size=3))
+        mal, rate, ref = draw(_GAUGE), acc / dr, draw(st.sampled_from(["spec", None]))
+    else:
+        acc, dr, nd, mal, rate = (draw(_COUNT) for _ in range(5))
+        pos, ref = draw(_POSITIONS), draw(st.sampled_from(["spec", None, ""]))
+    return [t, int(t), draw(st.sampled_from(["rec", None])), draw(st.integers(1, 16)), gauges[0], gauges[1], gauges[2],
+            dev, gauges[3], gauges[4], gauges[5], gauges[6], gauges[7], acc, dr, mal, rate, pos, nd, ref]
+
+
+def _same(a, b) -> bool:
+    """Equal to the bit: NaN where NaN, the same type, lists alike element by element."""
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return type(a) is type(b) and (a == b or a is b) and str(a) == str(b)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data(), st.sampled_from([2, 3, 4, 16]), st.integers(1, 6), st.booleans())
+def test_folding_every_group_at_once_gives_folds_result_to_the_bit(data, stride: int, groups: int, common: bool) -> None:
+    rows = data.draw(st.lists(_rows(common), min_size=stride * groups, max_size=stride * groups))
+    expected = [fold(rows[i : i + stride]) for i in range(0, len(rows), stride)]
+    assert _same(fold_groups(rows, stride), expected)

@@ -1224,8 +1224,47 @@ static PyObject *py_scan(PyObject *self, PyObject *args) {
     return res;
 }
 
+/* pack(buf, base, starts, ends, lo, hi) -> bytes: buf[base + starts[i] : base + ends[i]] for i in lo..hi-1,
+ * concatenated (scan.pack_rows is the reference): what a rule keeps of many rows' lines is one object, not
+ * one bytes object per row. starts/ends are the int64 columns of a ScanResult; every span is checked. */
+static PyObject *py_pack(PyObject *self, PyObject *args) {
+    Py_buffer buf, sv, ev;
+    long long base, lo, hi;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*Ly*y*LL:pack", &buf, &base, &sv, &ev, &lo, &hi)) return NULL;
+    PyObject *out = NULL;
+    const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
+    int64_t n_rows = sv.len / 8, total = 0;
+    if (sv.itemsize != 8 || ev.itemsize != 8 || ev.len != sv.len || lo < 0 || hi < lo || hi > n_rows || base < 0) {
+        PyErr_SetString(PyExc_ValueError, "pack: bad columns or row range");
+        goto done;
+    }
+    for (int64_t i = lo; i < hi; i++) {
+        if (st[i] < 0 || en[i] < st[i] || base + en[i] > (int64_t)buf.len) {
+            PyErr_SetString(PyExc_ValueError, "pack: a row lies outside the buffer");
+            goto done;
+        }
+        total += en[i] - st[i];
+    }
+    out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (out) {
+        char *w = PyBytes_AS_STRING(out);
+        const char *b = (const char *)buf.buf + base;
+        for (int64_t i = lo; i < hi; i++) {
+            memcpy(w, b + st[i], (size_t)(en[i] - st[i]));
+            w += en[i] - st[i];
+        }
+    }
+done:
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&sv);
+    PyBuffer_Release(&ev);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS, "scan(block, base_line) -> (lines, prefixes, counts, columns)"},
+    {"pack", py_pack, METH_VARARGS, "pack(buf, base, starts, ends, lo, hi) -> the rows' bytes, concatenated"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from array import array
 from bisect import bisect_left
 from collections import deque
-from itertools import repeat
-from operator import itemgetter
+from itertools import accumulate, repeat
+from operator import itemgetter, sub
 from typing import TYPE_CHECKING
 
 from specdiag.ingest import scan
@@ -57,7 +57,15 @@ class BlockView:
         """The ``stats`` / ``spec`` rows' parsed values (``scan.stats_values``/``spec_values``), once per block."""
         v = self._values.get(table)
         if v is None:
-            v = self._values[table] = scan.stats_values(self.res) if table == "stats" else scan.spec_values(self.res)
+            v = self._values[table] = list(zip(*self.columns(table), strict=True))
+        return v
+
+    def columns(self, table: str) -> list[list]:
+        """The same values a column at a time (``scan.stats_columns``/``spec_columns``), once per block."""
+        key = table + "/columns"
+        v = self._values.get(key)
+        if v is None:
+            v = self._values[key] = scan.stats_columns(self.res) if table == "stats" else scan.spec_columns(self.res)
         return v
 
     def origin(self, proc: int) -> Origin:
@@ -83,6 +91,39 @@ class BlockView:
     def raw(self, table: str, i: int) -> bytes:
         cols, off = self.res.columns[table], self.off
         return self.block[off + cols["start"][i] : off + cols["end"][i]]
+
+
+def _pick(columns: list[list], idx: list[int]) -> list:
+    """Rows ``idx`` (ascending) of every column: a slice when they are consecutive (a block's metric rows
+    usually are), else one ``itemgetter`` pass per column."""
+    if not idx:
+        return [[] for _ in columns]
+    if idx[-1] - idx[0] + 1 == len(idx):
+        return [col[idx[0] : idx[-1] + 1] for col in columns]
+    pick = itemgetter(*idx) if len(idx) > 1 else lambda col: (col[idx[0]],)
+    return list(map(pick, columns))
+
+
+class PackedRows:
+    """Consecutive rows' lines in one bytes object; ``rows[i]`` is row ``i``'s line (a new slice)."""
+
+    __slots__ = ("data", "offsets")
+
+    def __init__(self, data: bytes, offsets: array) -> None:
+        self.data, self.offsets = data, offsets
+
+    @classmethod
+    def of(cls, block: bytes, base: int, starts: array, ends: array, lo: int, hi: int) -> PackedRows:
+        data = scan.pack_rows(block, base, starts, ends, lo, hi)
+        return cls(data, array("q", accumulate(map(sub, ends[lo:hi], starts[lo:hi]), initial=0)))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, i: int) -> bytes:
+        if i < 0:
+            i += len(self)
+        return self.data[self.offsets[i] : self.offsets[i + 1]]
 
 
 class LookupRows:
@@ -161,15 +202,15 @@ class LookupRows:
         """What to keep of row ``i`` to rebuild it later (``revive``): its raw bytes, or its Record."""
         return self._event.rec if self._event is not None else self._view.raw("lookups", i)
 
-    def kept_rows(self) -> list[Record | bytes]:
-        """``keep(i)`` for every row, in order (one slice per row, no per-row lookups). A slice each, not one
-        copy of the span that holds them: on a lookup-dense log that copy held three times the bytes (13 MiB
-        more at the peak for a lookup history of 20,000 rows) to save ~0.1 s per 500 MB."""
+    def kept_rows(self) -> PackedRows | list[Record]:
+        """``keep(i)`` for every row, in order: their lines packed into one bytes object by one copy
+        (``scan.pack_rows``), sliced again only for a row that is asked for. One object, not one per row:
+        a slice per row was the largest Python cost of a lookup-dense log, and a copy of the span that
+        holds them kept three times the bytes (13 MiB more at the peak for a history of 20,000 rows)."""
         if self._event is not None:
             return [self._event.rec]
         cols = self._view.res.columns["lookups"]
-        block, off, lo, hi = self._view.block, self._view.off, self.lo, self.hi
-        return [block[off + s : off + e] for s, e in zip(cols["start"][lo:hi], cols["end"][lo:hi], strict=True)]
+        return PackedRows.of(self._view.block, self._view.off, cols["start"], cols["end"], self.lo, self.hi)
 
     def origin(self, i: int) -> Origin:
         if self._event is not None:
@@ -315,6 +356,15 @@ class MetricRows:
             return [self.stats_values(0) if self.kinds[0] == "stats" else self.spec_values(0)]
         stats, spec = self._view.values("stats"), self._view.values("spec")
         return [stats[i] if kind == "stats" else spec[i] for kind, i in zip(self.kinds, self._rows, strict=True)]
+
+    def pair_columns(self, lo: int) -> tuple[list, list] | None:
+        """The values of the stats rows ``lo``, ``lo + 2``, … and of the SpecDecoding rows ``lo + 1``, … (a
+        batch in which they take turns) as columns (``STATS_ORDER``, ``SPEC_ORDER``): slices of the block's
+        columns, not rows; None for a batch the per-line stages made."""
+        if self._view is None:
+            return None
+        return (_pick(self._view.columns("stats"), self._rows[lo::2]),
+                _pick(self._view.columns("spec"), self._rows[lo + 1 :: 2]))
 
     def refs(self) -> list[RowRecord | Record]:
         """Every row's ``record_ref``."""

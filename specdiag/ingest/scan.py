@@ -707,24 +707,32 @@ def _na_none(col) -> list:
     return [None if v != v or v == NA else v for v in col]
 
 
-def stats_values(res: ScanResult) -> list[tuple]:
-    """Every stats row as the values of ``metrics.parse.STATS_ORDER``, in that order (what ``stats_row``
-    holds under those keys), for a whole block at once."""
+def stats_columns(res: ScanResult) -> list[list]:
+    """The stats table as ``metrics.parse.STATS_ORDER``'s columns (lists; a value not printed is None)."""
     c = res.columns["stats"]
     column = dict(_STATS_COLUMNS)
-    return list(zip(*([KV_DEVICES[d] for d in c["kv_dev"]] if key == "kv_device" else _na_none(c[column[key]])
-                      for key in STATS_ORDER), strict=True))
+    return [[KV_DEVICES[d] for d in c["kv_dev"]] if key == "kv_device" else _na_none(c[column[key]])
+            for key in STATS_ORDER]
 
 
-def spec_values(res: ScanResult) -> list[tuple]:
-    """Every SpecDecoding row as the values of ``metrics.parse.SPEC_ORDER`` (``spec_row``'s, ``num_drafts``
-    None where it has none)."""
+def spec_columns(res: ScanResult) -> list[list]:
+    """The SpecDecoding table as ``metrics.parse.SPEC_ORDER``'s columns (``num_drafts`` None where it has none)."""
     c = res.columns["spec"]
     rates = _na_none(res.columns["positions"]["rate"])
     accs, mals = _na_none(c["accepted"]), _na_none(c["mal"])
     positions = [rates[off : off + n] for off, n in zip(c["pos_off"], c["pos_n"], strict=True)]
-    return list(zip(accs, _na_none(c["drafted"]), mals, _na_none(c["rate"]), positions, map(_num_drafts, accs, mals),
-                    strict=True))
+    return [accs, _na_none(c["drafted"]), mals, _na_none(c["rate"]), positions, list(map(_num_drafts, accs, mals))]
+
+
+def stats_values(res: ScanResult) -> list[tuple]:
+    """Every stats row as the values of ``metrics.parse.STATS_ORDER``, in that order (what ``stats_row``
+    holds under those keys), for a whole block at once."""
+    return list(zip(*stats_columns(res), strict=True))
+
+
+def spec_values(res: ScanResult) -> list[tuple]:
+    """Every SpecDecoding row as the values of ``metrics.parse.SPEC_ORDER`` (``spec_row``'s)."""
+    return list(zip(*spec_columns(res), strict=True))
 
 
 def origin_of(prefix: bytes, origins: OriginCache) -> Origin:
@@ -772,6 +780,19 @@ def scan_block_c(block: bytes, base_line: int) -> ScanResult:
         raise RuntimeError("specdiag.ingest._scan was not built (no C compiler at install time)")
     lines, prefixes, counts, raw = _compiled.scan(block, base_line)
     return assemble(lines, prefixes, counts, raw)
+
+
+def pack_rows_py(block: bytes, base: int, starts: array, ends: array, lo: int, hi: int) -> bytes:
+    """``block[base + starts[i] : base + ends[i]]`` for rows ``lo .. hi-1``, concatenated (the reference of
+    the compiled ``pack``)."""
+    return b"".join([block[base + s : base + e] for s, e in zip(starts[lo:hi], ends[lo:hi], strict=True)])
+
+
+def pack_rows(block: bytes, base: int, starts: array, ends: array, lo: int, hi: int) -> bytes:
+    """Rows' lines as one bytes object (``pack_rows_py``), by one copy loop where the scanner is compiled."""
+    if _compiled is not None and not _python_forced():
+        return _compiled.pack(block, base, starts, ends, lo, hi)
+    return pack_rows_py(block, base, starts, ends, lo, hi)
 
 
 def scan_block(block: bytes, base_line: int) -> ScanResult:

@@ -18,8 +18,8 @@ timeline asks for the series (``engines``), after the run.
 
 from __future__ import annotations
 
-from itertools import compress, repeat
-from operator import is_not, mul
+from itertools import compress, repeat, zip_longest
+from operator import is_not, itemgetter, mul, truediv
 
 from specdiag.timeutil import rec_time
 
@@ -190,6 +190,75 @@ def _fold_positions(poss: tuple, nds: tuple, drs: tuple) -> list | None:
             for col in zip(*compress(poss, keep), strict=True)]
 
 
+def fold_groups(rows: list[list], s: int) -> list[list]:
+    """``fold`` of every group of ``s`` consecutive rows (``len(rows)`` a multiple of ``s``), the same rows,
+    computed a column at a time over all the groups at once: each field is one built-in mapped over the
+    groups' tuples (``zip`` of the column's ``s`` strided slices), so a compaction or a batch past the cap
+    costs C-level passes, not one ``fold`` call per group. A column holding None (a value not printed) or
+    a group whose positions or counts need ``fold``'s special cases goes through ``fold``'s own helpers,
+    group by group: the result is ``fold``'s to the bit (``tests/test_series_fold.py``)."""
+    if s == 1 or len(rows) <= s:
+        return [fold(rows[i : i + s]) for i in range(0, len(rows), s)]
+    return fold_columns(list(zip(*rows, strict=True)), s)
+
+
+def fold_columns(cols: list, s: int) -> list[list]:
+    """``fold_groups`` of the rows whose columns (``_ROW``'s fields, equal lengths, a multiple of ``s``) are
+    ``cols``: a batch past the cap arrives as columns and is folded without being made rows first."""
+
+    def groups(col: tuple):
+        return zip(*(col[k::s] for k in range(s)), strict=True)
+
+    def first(col: tuple):
+        return col[0::s]
+
+    def maxes(col: tuple):
+        return list(map(max if None not in col else _max, groups(col)))
+
+    def means(col: tuple):
+        return [x / s for x in map(sum, groups(col))] if None not in col else list(map(_mean, groups(col)))
+
+    def first_set(col: tuple, default_last: bool):
+        heads = col[0::s]
+        if all(heads):
+            return heads
+        return [next(filter(None, grp), grp[-1] if default_last else None) for grp in groups(col)]
+
+    (_t, _line, _rec, n, running, waiting, kv, dev, prefix, ext, preempt, prompt, gen, acc, dr, mal, rate, pos, nd,
+     spec_ref) = cols
+    out = [first(cols[T]), first(cols[LINE]), first(cols[REC]), list(map(sum, groups(n))), maxes(running),
+           maxes(waiting), maxes(kv), first_set(dev, True), means(prefix), means(ext), maxes(preempt),
+           means(prompt), means(gen)]
+    spec = _spec_columns(acc, dr, mal, pos, nd, groups)
+    if spec is None:  # a special case somewhere: fold's own SpecDecoding helper, group by group
+        spec = list(zip(*map(_fold_spec, *(groups(c) for c in (acc, dr, mal, rate, pos, nd))), strict=True))
+    out.extend(spec)
+    out.append(first_set(spec_ref, False))
+    return list(map(list, zip(*out, strict=True)))
+
+
+def _spec_columns(accs: tuple, drs: tuple, mals: tuple, poss: tuple, nds: tuple, groups) -> list | None:
+    """``_fold_spec`` of every group a column at a time, for the common columns only: every row with a
+    SpecDecoding line (counts, draft counts), non-zero draft counts, positions printed by every row with one
+    width; None otherwise (the caller folds group by group)."""
+    if None in accs or None in drs or None in nds or 0 in nds or None in poss:
+        return None
+    widths = set(map(len, poss))
+    if len(widths) != 1 or not (width := widths.pop()):
+        return None
+    position_cols = [list(map(itemgetter(j), poss)) for j in range(width)]
+    if any(None in col for col in position_cols):
+        return None
+    acc, dr, nd = (list(map(sum, groups(c))) for c in (accs, drs, nds))
+    if 0 in nd:  # counts that cancel out: fold's own rule for the mean acceptance length
+        return None
+    mal = [1 + a / d for a, d in zip(acc, nd, strict=True)]  # nd > 0: every count is
+    rate = [a / d if d else None for a, d in zip(acc, dr, strict=True)]
+    per_position = [list(map(truediv, map(sum, groups(tuple(map(mul, col, nds)))), nd)) for col in position_cols]
+    pos = list(map(list, zip(*per_position, strict=True)))
+    return [acc, dr, mal, rate, pos, nd]
+
+
 def merge(a: Interval, b: Interval) -> Interval:
     """A new interval covering a and b (a first): ``fold`` of their rows."""
     return Interval.of_row(a.path, a.engine, fold([a.row(), b.row()]))
@@ -219,6 +288,19 @@ def _label_of(engine: tuple[int | None, int | None]) -> str:
     return label if label is not None else _LABELS.setdefault(engine, _label(*engine))
 
 
+def _pair_columns(times: list, lines: list, refs: list, stats: list, spec: list) -> list:
+    """The rows of a batch of stats and SpecDecoding lines in turn (from a stats line on; ``stats``/``spec``:
+    their values as columns, ``MetricRows.pair_columns``) as ``_ROW``'s columns: one row per stats line with
+    the SpecDecoding line after it (none after an odd last one)."""
+    t = times[0::2]
+    if None in t:  # a stats line without a time takes its SpecDecoding line's
+        t = [a if a is not None else b for a, b in zip_longest(t, times[1::2])]
+    spec_refs = refs[1::2]
+    if len(times) % 2:  # the last stats line: its SpecDecoding line may come with the next batch
+        spec, spec_refs = [[*c, None] for c in spec], [*spec_refs, None]
+    return [t, lines[0::2], refs[0::2], [1] * len(t), *stats, *spec, spec_refs]
+
+
 class _EngineRows:
     """One engine's rows: ``done`` (each covering ``stride`` stats lines) and ``pending``, the newest rows
     not yet folded (the last one may still be joined by its SpecDecoding line)."""
@@ -234,18 +316,40 @@ class _EngineRows:
         """Fold every complete group of ``pending`` but its last row, in order; whenever ``done`` reaches
         ``cap`` rows, fold it in groups of ``FAN_IN`` and widen the stride as much (a batch settles as its
         rows one by one would)."""
-        pending, done, s = self.pending, self.done, self.stride
-        while len(pending) > s:
+        pending, done = self.pending, self.done
+        while len(pending) > self.stride:
+            s = self.stride
             if s == 1:
                 take = min(len(pending) - 1, cap - len(done))
                 done.extend(pending[:take])
-                del pending[:take]
-            else:
-                done.append(fold(pending[:s]))
-                del pending[:s]
-            if len(done) >= cap:
-                self.done = done = [fold(done[i : i + FAN_IN]) for i in range(0, len(done), FAN_IN)]
-                self.stride = s = s * FAN_IN
+            else:  # every complete group but the one holding the last row, up to the cap
+                take = min((len(pending) - 1) // s, cap - len(done)) * s
+                done.extend(fold_groups(pending[:take], s))
+            del pending[:take]
+            done = self._compact(cap)
+
+    def extend_columns(self, cols: list, cap: int) -> None:
+        """``pending.extend(rows)`` then ``settle(cap)``, for rows given as columns (``_ROW``'s fields) at a
+        stride above 1: the complete groups are folded from the columns; only the rows left pending are
+        made (the last one may still be joined by its SpecDecoding line)."""
+        s = self.stride
+        if self.pending:
+            cols = [(*p, *c) for p, c in zip(zip(*self.pending, strict=True), cols, strict=True)]
+        take = min((len(cols[0]) - 1) // s, cap - len(self.done)) * s
+        if take:
+            self.done.extend(fold_columns([c[:take] for c in cols], s))
+        self.pending = list(map(list, zip(*(c[take:] for c in cols), strict=True)))
+        self._compact(cap)
+        self.settle(cap)
+
+    def _compact(self, cap: int) -> list[list]:
+        """At ``cap`` rows: ``done`` folded in groups of ``FAN_IN``, the stride as much wider."""
+        done = self.done
+        if len(done) >= cap:
+            whole = len(done) - len(done) % FAN_IN
+            self.done = done = fold_groups(done[:whole], FAN_IN) + ([fold(done[whole:])] if whole < len(done) else [])
+            self.stride *= FAN_IN
+        return done
 
     def rows(self) -> list[list]:
         """Every row, the pending ones folded as one (the newest, shorter group)."""
@@ -296,19 +400,23 @@ class SeriesTracker:
         pkey = (rows.path, origins[0].key)
         ekey = (rows.path, pkey[1], label)
         eng = self._engine(ekey)
-        times, lines, values = rows.times()[lo:], rows.lines[lo:], rows.values()[lo:]
+        times, lines = rows.times()[lo:], rows.lines[lo:]
         refs = rows.refs()[lo:] if eng.stride == 1 else self._first_refs(rows, lo, n, len(eng.pending), eng.stride)
-        new = [[t, line, ref, 1, *sv, *pv, pref] for t, line, ref, sv, pv, pref in
-               zip(times[0::2], lines[0::2], refs[0::2], values[0::2], values[1::2], refs[1::2], strict=False)]
-        if n % 2:  # the last stats line: its SpecDecoding line may come with the next batch
-            new.append([times[-1], lines[-1], refs[-1], 1, *values[-1], *_NO_SPEC])
-        if None in times:  # a stats line without a time takes its SpecDecoding line's
-            for row, t in zip(new, times[1::2], strict=False):
-                if row[T] is None:
-                    row[T] = t
-        eng.pending.extend(new)
-        eng.settle(self.cap)
-        self.last[pkey] = (new[-1], ekey)
+        if eng.stride > 1 and (columns := rows.pair_columns(lo)) is not None:  # past the cap: folded as columns
+            eng.extend_columns(_pair_columns(times, lines, refs, *columns), self.cap)
+        else:
+            values = rows.values()[lo:]
+            new = [[t, line, ref, 1, *sv, *pv, pref] for t, line, ref, sv, pv, pref in
+                   zip(times[0::2], lines[0::2], refs[0::2], values[0::2], values[1::2], refs[1::2], strict=False)]
+            if n % 2:  # the last stats line: its SpecDecoding line may come with the next batch
+                new.append([times[-1], lines[-1], refs[-1], 1, *values[-1], *_NO_SPEC])
+            if None in times:  # a stats line without a time takes its SpecDecoding line's
+                for row, t in zip(new, times[1::2], strict=False):
+                    if row[T] is None:
+                        row[T] = t
+            eng.pending.extend(new)
+            eng.settle(self.cap)
+        self.last[pkey] = (eng.pending[-1], ekey)
         return True
 
     @staticmethod
