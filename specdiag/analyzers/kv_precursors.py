@@ -158,8 +158,9 @@ class PinTimeouts(PrecursorRule):
     whether loads came up short.
 
     References: LMCache 0.3.12+ ``v1/pin_monitor.py`` (0.5.6 :179 the per-object warning, :151 the summary,
-    0.3.15+); the shared reference ``mismatch-causes.md`` §3 (pin-timeout, reproduced in ``cpu-repro.md``
-    §7.2: it needed the wait, a full local cache and stores during the wait).
+    0.3.15+); the shared reference ``mismatch-causes.md`` §3 (pin-timeout; the CPU reproduction in
+    ``cpu-repro.md`` §7.2 lost chunks only when a request was held after its lookup while the local cache was
+    full and other requests kept storing).
     """
 
     code = "KV012"
@@ -229,7 +230,7 @@ class BackendReadErrors(PrecursorRule):
     between lookup and read. The line itself shows the failed read, not the load it belonged to.
 
     Causes weighed: ``remote-backend-loss`` (a remote store evicted or lost what it reported present),
-    ``backend-read-failure`` (the read itself failed: API mismatch, I/O error, timeout).
+    ``backend-read-failure`` (the read itself failed: a mismatched client API, an I/O error, a timeout).
 
     Fix: size the remote store so it does not evict, or put a local CPU tier in front of it; fix the read
     path the error names (timeouts: ``blocking_timeout_secs``); collect that rank's retrieve lines and
