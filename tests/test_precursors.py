@@ -9,7 +9,7 @@ load KV001 reports it and weighs them.
 from __future__ import annotations
 
 import pytest
-from logbuilder import config_dump, lmc, lookup, retrieve, shortfall_pair, write
+from logbuilder import config_dump, lmc, lookup, retrieve, shortfall_pair, vllm, write
 
 from specdiag.engine import analyze
 
@@ -154,3 +154,21 @@ def test_a_pressure_line_or_two_in_a_log_is_a_passing_moment(tmp_path) -> None:
     assert "KV007" not in found(tmp_path, one + filler, "long.log")
     assert "KV007" in found(tmp_path, one, "paste.log")
 
+
+
+@pytest.mark.parametrize(("case", "msgs", "rule", "cause"),
+                         [c for c in CASES if c[2] != "KV007"], ids=[c[0] for c in CASES if c[2] != "KV007"])
+def test_beside_vllm_s_load_failure_outcome_alone_the_precursor_is_the_candidate(tmp_path, case, msgs, rule, cause) -> None:
+    """vLLM's 'Recovered from KV load failure' (KV003) says a load failed, not why; KV001 needs LMCache's lines."""
+    outcome = vllm("Recovered from KV load failure: 1 request(s) rescheduled (2048 tokens affected).", level="WARNING",
+                   proc="EngineCore_DP0 pid=203")
+    by_rule = found(tmp_path, pasted(msgs, "prefix") + [outcome])
+    assert {rule, "KV003"} <= set(by_rule) and "KV001" not in by_rule
+    f = by_rule[rule]
+    assert f["causes"][0]["id"] == cause and f["causes"][0]["confidence"] <= 0.6
+    assert "vLLM reported 1 KV load failure(s)" in f["summary"] and "No short load" not in f["summary"]
+
+
+def test_a_pin_monitor_report_that_forced_nothing_is_no_precursor(tmp_path) -> None:
+    quiet = ("Force unpinned 0 timeout objects in 12 pinned_objects within 300 seconds",) + FORCE_UNPIN[1:]
+    assert "KV012" not in found(tmp_path, pasted([quiet], "prefix"))

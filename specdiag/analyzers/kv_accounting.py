@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from specdiag.analyzers.base import register
 from specdiag.analyzers.causes import fix_and_confirm
-from specdiag.analyzers.kv_precursors import READ_LOSS_EVENTS, SHORTFALL_EVENTS, PrecursorRule
+from specdiag.analyzers.kv_precursors import LoadWatch, PrecursorRule
 from specdiag.context import Context
 from specdiag.findings import CauseBoard
 
@@ -42,7 +42,7 @@ class NegativeAccounting(PrecursorRule):
     precursors = frozenset({"M5", "M6"})
     measure = {"M5": "negative_pin_counts", "M6": "negative_ref_counts"}
     measure_zeros = True
-    events = precursors | SHORTFALL_EVENTS | READ_LOSS_EVENTS
+    events = precursors | LoadWatch.events
 
     def weigh(self, b: CauseBoard, ctx: Context) -> None:
         b.add("pin-accounting-bug", 0.6, **fix_and_confirm("pin-accounting-bug"))

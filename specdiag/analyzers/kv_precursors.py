@@ -6,7 +6,9 @@ back empty (KV013). Users paste such a line alone, from an issue thread or a gre
 condition, not the loss: so each rule here names the cause that line points to, caps its confidence,
 shows the lines and says what would show whether a load came up short. When the input does hold a
 short load, KV001 reports it and weighs these same lines as that rank's signals
-(``kv_shortfall.RetrievalShortfall``), so the rules of this family stay silent then.
+(``kv_shortfall.RetrievalShortfall``), so the rules of this family stay silent then. Beside vLLM's
+load-failure outcome alone (``Recovered from KV load failure …``, reported by KV003) they still report:
+there the precursor is the only mechanism the input offers for that failure.
 """
 
 from __future__ import annotations
@@ -24,7 +26,10 @@ from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 #: a short load is in the input: KV001 reports it and weighs the precursors as that rank's signals
-SHORTFALL_EVENTS = frozenset({"R2", "R3", "R4", "V1", "V2"})
+SHORTFALL_EVENTS = frozenset({"R2", "R3", "R4"})
+#: vLLM's KV load failure outcome (recovered / failed requests): KV003 reports the impact, not the mechanism,
+#: and KV001 needs LMCache's own lines, so beside these alone a precursor is the only candidate mechanism
+OUTCOME_EVENTS = frozenset({"V1", "V2"})
 #: LMCache's own failed-read lines, which KV001 reports as a loss when no shortfall line is there
 #: (``RetrievalShortfall._from_read_failure``): ``… can't be retrieved``, ``… Returning partial results``,
 #: ``Failed to allocate memory during remote receive``
@@ -36,6 +41,54 @@ CEILING = 0.6
 #: ... and lower still when the input shows loads of that deployment that were complete
 CEILING_COMPLETE_LOADS = 0.4
 MAX_EXAMPLES = 4
+
+
+class LoadWatch:
+    """What the input says of loads, for a rule that holds a precursor: a short load that KV001 reports
+    (its lines, or LMCache's own failed-read line), vLLM's load-failure outcome lines, complete retrieves."""
+
+    events = SHORTFALL_EVENTS | READ_LOSS_EVENTS | OUTCOME_EVENTS
+
+    def __init__(self) -> None:
+        self.short = False
+        self.outcomes = 0
+
+    def see(self, ev: Event) -> bool:
+        """Take a load line; False for any other event."""
+        if ev.id in OUTCOME_EVENTS:
+            self.outcomes += 1
+        elif ev.id in SHORTFALL_EVENTS or ev.id in READ_LOSS_EVENTS:
+            self.short = self.short or not (ev.id == "R4" and complete_retrieve(ev))
+        else:
+            return False
+        return True
+
+    def sentence(self, loads: int) -> str:
+        """What the input shows of the loads these lines could affect."""
+        if self.outcomes:
+            return (f"vLLM reported {self.outcomes} KV load failure(s) in the input (KV003), but none of LMCache's "
+                    "lines of that load, which would tie it to these warnings.")
+        if loads:
+            return f"The {loads} retrieve(s) in the input loaded all they were asked for."
+        return "No short load is in the input."
+
+    def clause(self, loads: int) -> str:
+        """The same, in a few words, for the verdict line."""
+        if self.outcomes:
+            return "vLLM reported a KV load failure"
+        return f"the {loads} retrieve(s) in the input were complete" if loads else "no short load in the input"
+
+    def weigh(self, b: CauseBoard, cause_ids: tuple[str, ...], loads: int) -> float:
+        """For or against each cause from the loads; returns the confidence ceiling."""
+        for cid in cause_ids:
+            if self.outcomes:
+                b.support(cid, 1.5, "vLLM reported a KV load failure in the input: some load did fail, though the "
+                          "lines that would tie it to this rank are not here")
+            elif loads:
+                b.oppose(cid, 3, f"the {loads} retrieve(s) in the input loaded all they were asked for")
+            else:
+                b.oppose(cid, 2, "no short load in the input: nothing is proven lost yet")
+        return CEILING_COMPLETE_LOADS if loads and not self.outcomes else CEILING
 
 
 def rank_words(by_rank: dict[str, int]) -> str:
@@ -68,13 +121,11 @@ class PrecursorRule(Rule):
         self.counts: dict[str, int] = dict.fromkeys(self.measure, 0)
         self.by_rank: dict[str, int] = {}
         self.pressure: dict[str, int] = {}
-        self.shortfall = False
+        self.loads = LoadWatch()
         self.max_line = 0
 
     def observe(self, ev: Event) -> None:
-        if ev.id in SHORTFALL_EVENTS or ev.id in READ_LOSS_EVENTS:
-            if not (ev.id == "R4" and complete_retrieve(ev)):
-                self.shortfall = True
+        if self.loads.see(ev):
             return
         rank = ev.rec.origin.rank_label or "unknown"
         if ev.id in PRESSURE_EVENTS and ev.id not in self.precursors:
@@ -103,24 +154,18 @@ class PrecursorRule(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         n = sum(self.counts.values())
-        if not n or self.shortfall:
+        if not n or self.loads.short:
             return []
         b = CauseBoard()
         self.weigh(b, ctx)
         loads = run.count("R4")
-        for cid in self.cause_ids:
-            if loads:
-                b.oppose(cid, 3, f"the {loads} retrieve(s) in the input loaded all they were asked for")
-            else:
-                b.oppose(cid, 2, "no short load in the input: nothing is proven lost yet")
+        ranked = b.ranked(ceiling=self.loads.weigh(b, self.cause_ids, loads))
         kind = input_kind(ctx, run.lines_read, self.max_line)
-        ranked = b.ranked(ceiling=CEILING_COMPLETE_LOADS if loads else CEILING)
-        loss = (f"The {loads} retrieve(s) in the input loaded all they were asked for." if loads
-                else "No short load is in the input.")
+        loss = self.loads.sentence(loads)
         counts = {self.measure[k]: v for k, v in self.counts.items() if k in self.measure and (v or self.measure_zeros)}
         return [Finding(rule=self.code, severity="warning", title=self.title,
                         summary=f"{self.describe()} ({rank_words(self.by_rank)}); {self.consequence()} {loss}",
-                        headline=f"{self.describe()}; {loss[:-1].lower() if loads else 'no short load in the input'}",
+                        headline=f"{self.describe()}; {self.loads.clause(loads)}",
                         count=n, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:600]) for e in self.examples],
                         measurements={**counts, "by_rank": self.by_rank, "complete_retrieves": loads, "input_coverage": kind},
                         causes=ranked, next_steps=self.next_steps(ranked),
@@ -169,7 +214,7 @@ class PinTimeouts(PrecursorRule):
     cause_ids = ("pin-timeout",)
     precursors = frozenset({"M8", "M9"})
     measure = {"M8": "pin_timeouts", "M9": "force_unpin_reports"}
-    events = precursors | PRESSURE_EVENTS | SHORTFALL_EVENTS | READ_LOSS_EVENTS
+    events = precursors | PRESSURE_EVENTS | LoadWatch.events
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -182,6 +227,8 @@ class PinTimeouts(PrecursorRule):
         if ev.id == "M8" and isinstance(f.get("secs"), float):
             self.longest = max(self.longest or 0.0, f["secs"])
         elif ev.id == "M9" and isinstance(f.get("n"), int):
+            if not f["n"]:
+                return False  # a report that forced nothing
             self.forced += f["n"]
             self.timeout_s = f.get("secs")
         return True
@@ -192,9 +239,9 @@ class PinTimeouts(PrecursorRule):
         configured = ctx.cfg("pin_timeout_sec")
         if configured is not None:
             b.note_for("pin-timeout", f"pin_timeout_sec = {configured} in the LMCache config")
-        pressed = sorted(r for r in self.pressure if r in self.by_rank or r == "unknown")
-        if pressed:
-            b.support("pin-timeout", 1.5, f"{sum(self.pressure[r] for r in pressed)} memory-pressure line(s) on the "
+        same = [r for r in self.pressure if r in self.by_rank or "unknown" in (r, *self.by_rank)]
+        if same:
+            b.support("pin-timeout", 1.5, f"{sum(self.pressure[r] for r in same)} memory-pressure line(s) on the "
                       "same rank: a full cache evicts a force-unpinned chunk at once")
 
     def describe(self) -> str:
@@ -250,7 +297,7 @@ class BackendReadErrors(PrecursorRule):
     measure = {"X8": "redis_values_missing", "X2": "remote_get_timeouts", "X3": "remote_get_errors",
                "X1": "remote_connection_failures", "X5": "remote_reconnect_failures", "X6": "mooncake_read_failures",
                "D4": "disk_read_failures", "D6": "disk_files_missing"}
-    events = precursors | SHORTFALL_EVENTS | READ_LOSS_EVENTS
+    events = precursors | LoadWatch.events
     #: Mooncake calls that read (``batch_put_from`` is a store: it loses a write, which later misses)
     MOONCAKE_READS = frozenset({"batch_get_buffer", "batch_get_into", "get_into", "batch_is_exist"})
     #: (label, cause, factor, why) per template: what each line says of the two causes

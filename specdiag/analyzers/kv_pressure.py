@@ -5,8 +5,7 @@ from __future__ import annotations
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.analyzers.kv_coverage import input_kind
-from specdiag.analyzers.kv_precursors import READ_LOSS_EVENTS, SHORTFALL_EVENTS
-from specdiag.analyzers.kv_shortfall import complete_retrieve
+from specdiag.analyzers.kv_precursors import LoadWatch
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -51,7 +50,7 @@ class CpuTierPressure(Rule):
     family = "KV"
     cause_ids = ("cache-too-small", "pinned-chunks-block-eviction", "rank-local-leak")
     defaults = {"min_events": 3}
-    events = frozenset({"M1", "M3", "M4", "S4", "S5", "C27", "M5", "M6", "M7"}) | SHORTFALL_EVENTS | READ_LOSS_EVENTS
+    events = frozenset({"M1", "M3", "M4", "S4", "S5", "C27", "M5", "M6", "M7"}) | LoadWatch.events
     LEAK_SIGNS = frozenset({"M5", "M6", "M7"})
 
     def __init__(self, options=None) -> None:
@@ -62,13 +61,12 @@ class CpuTierPressure(Rule):
         self.adjusted: Event | None = None
         self.first_t: float | None = None
         self.leak_signs: dict[str, int] = {}
-        self.shortfall = False
+        self.loads = LoadWatch()
         self.max_line = 0
         self.first_lines: list[Event] = []  # a paste's evidence: its own lines, in order
 
     def observe(self, ev: Event) -> None:
-        if ev.id in SHORTFALL_EVENTS or ev.id in READ_LOSS_EVENTS:
-            self.shortfall = self.shortfall or not (ev.id == "R4" and complete_retrieve(ev))
+        if self.loads.see(ev):
             return
         self.max_line = max(self.max_line, ev.rec.line)
         if ev.id == "C27":
@@ -112,7 +110,7 @@ class CpuTierPressure(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         total = sum(self.counts.values())
-        pasted = total > 0 and not self.shortfall and input_kind(ctx, run.lines_read, self.max_line) == "fragment"
+        pasted = total > 0 and not self.loads.short and input_kind(ctx, run.lines_read, self.max_line) == "fragment"
         if total < self.options["min_events"] and not pasted:
             return []
         b = CauseBoard()
@@ -140,7 +138,8 @@ class CpuTierPressure(Rule):
         summary = f"{', '.join(parts)} (by rank: {ranks}). Later requests will miss what was not stored."
         steps: list[str] = []
         if pasted:
-            summary += self._paste_words(run.count("R4"))
+            summary += (" Under this pressure a chunk a lookup counted can be evicted before its load, which then comes "
+                        "up short (lookup-retrieve-eviction, reported by KV001). " + self.loads.sentence(run.count("R4")))
             steps = self._paste_steps()
         return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary,
                         count=total, evidence=evidence,
@@ -148,14 +147,6 @@ class CpuTierPressure(Rule):
                                       "max_local_cpu_size_gb": size, **({"input_coverage": "fragment"} if pasted else {})},
                         causes=b.ranked(ceiling=0.6 if pasted else 0.85), next_steps=steps,
                         identity=f"pressure|{sorted(self.by_rank)}", first_seen=self.first_t)]
-
-    @staticmethod
-    def _paste_words(loads: int) -> str:
-        """What the pressure risks, for a paste that shows the pressure but no load of its own."""
-        seen = (f" The {loads} retrieve(s) in the input loaded all they were asked for." if loads
-                else " No short load is in the input.")
-        return (" Under this pressure a chunk a lookup counted can be evicted before its load, which then comes up "
-                "short (lookup-retrieve-eviction, reported by KV001)." + seen)
 
     def _paste_steps(self) -> list[str]:
         ranks = sorted(r for r in self.by_rank if r != "unknown")
