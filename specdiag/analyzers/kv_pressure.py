@@ -5,7 +5,7 @@ from __future__ import annotations
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.analyzers.kv_coverage import input_kind
-from specdiag.analyzers.kv_precursors import LoadWatch
+from specdiag.analyzers.kv_precursors import LoadWatch, rank_words
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -132,10 +132,9 @@ class CpuTierPressure(Rule):
         for k, label in names.items():
             if self.counts.get(k):
                 parts.append(f"{self.counts[k]} {label}")
-        ranks = ", ".join(f"{r}: {n}" for r, n in sorted(self.by_rank.items()))
         shown = self.first_lines if pasted else list(self.examples.values())[:4]
         evidence = [Evidence(e.rec.path, e.rec.line, e.rec.display()) for e in shown]
-        summary = f"{', '.join(parts)} (by rank: {ranks}). Later requests will miss what was not stored."
+        summary = f"{', '.join(parts)} ({rank_words(self.by_rank)}). Later requests will miss what was not stored."
         steps: list[str] = []
         if pasted:
             summary += (" Under this pressure a chunk a lookup counted can be evicted before its load, which then comes "
