@@ -27,6 +27,9 @@ PARTIAL_STORE = ("Local cpu memory under pressure so choosing to store only  3 t
 NO_CANDIDATES = ("No eviction candidates found in local cpu backend. Local cpu memory is under pressure. Waiting for "
                  "0.1 seconds before retrying.", "WARNING", "local_cpu_backend.py:724",
                  "lmcache.v1.storage_backend.local_cpu_backend")
+#: LMCache 0.3.1-0.3.3's store dropped under pressure: two lines, the location suffix on the second
+OLD_DROP = ("Failed to allocate memory for the KV cache.\nThe KV cache will not be stored.", "WARNING", "cache_engine.py:221",
+            "lmcache.v1.cache_engine")
 REDIS_EVICTED = ("Key exists but KV cache does not exist.Might happen when the cache is evicted by redis.", "WARNING",
                  "redis_connector.py:308", "lmcache.v1.storage_backend.connector.redis_connector")
 GET_TIMEOUT = ("get blocking timeout, trigger cancel the future task", "WARNING", "remote_backend.py:370",
@@ -46,6 +49,7 @@ CASES = [
     ("alloc-fail", [ALLOC_FAIL], "KV007", "cache-too-small"),
     ("partial-stores", [PARTIAL_STORE, PARTIAL_STORE], "KV007", "cache-too-small"),
     ("no-eviction-candidates", [NO_CANDIDATES], "KV007", "pinned-chunks-block-eviction"),
+    ("old-store-dropped", [OLD_DROP], "KV007", "cache-too-small"),
     ("redis-evicted", [REDIS_EVICTED], "KV013", "remote-backend-loss"),
     ("remote-get-timeout", [GET_TIMEOUT, GET_TIMEOUT], "KV013", "backend-read-failure"),
     ("mooncake-get", [MOONCAKE_GET], "KV013", "backend-read-failure"),
@@ -172,3 +176,11 @@ def test_beside_vllm_s_load_failure_outcome_alone_the_precursor_is_the_candidate
 def test_a_pin_monitor_report_that_forced_nothing_is_no_precursor(tmp_path) -> None:
     quiet = ("Force unpinned 0 timeout objects in 12 pinned_objects within 300 seconds",) + FORCE_UNPIN[1:]
     assert "KV012" not in found(tmp_path, pasted([quiet], "prefix"))
+
+
+def test_the_old_dropped_store_line_is_pressure_for_kv001_too(tmp_path) -> None:
+    """Beside a short load, LMCache 0.3.1-0.3.3's 'will not be stored' line weighs as memory pressure."""
+    lines = pasted([OLD_DROP], "prefix") + shortfall_pair(None, 3840, 4096, proc=PROC, r1=574, r2=575, color=False)
+    f = found(tmp_path, lines)["KV001"]
+    top = f["causes"][0]
+    assert top["id"] == "lookup-retrieve-eviction" and any("memory-pressure line" in w for w in top["for"])

@@ -19,6 +19,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import CATALOG, fix_and_confirm
 from specdiag.analyzers.kv_coverage import input_kind
 from specdiag.analyzers.kv_shortfall import complete_retrieve
+from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -35,7 +36,7 @@ OUTCOME_EVENTS = frozenset({"V1", "V2"})
 #: ``Failed to allocate memory during remote receive``
 READ_LOSS_EVENTS = frozenset({"R7", "D5", "X7"})
 #: local CPU tier pressure: what turns a chunk that lost its pin into an evicted one
-PRESSURE_EVENTS = frozenset({"M1", "M3", "M4", "S4", "S5"})
+PRESSURE_EVENTS = PRESSURE_IDS
 #: no short load in the input: nothing is proven lost; the ceiling of every cause of this family
 CEILING = 0.6
 #: ... and lower still when the input shows loads of that deployment that were complete

@@ -6,6 +6,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.analyzers.kv_coverage import input_kind
 from specdiag.analyzers.kv_precursors import LoadWatch, rank_words
+from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -18,7 +19,8 @@ class CpuTierPressure(Rule):
     """LMCache's local CPU tier is full: allocations fail and stores are cut short.
 
     Detects: ``Failed to allocate memory block …``, ``Failed to batched allocate …``, ``Local cpu memory
-    under pressure so choosing to store only N total chunks`` / ``… to not store``, ``No eviction
+    under pressure so choosing to store only N total chunks`` / ``… to not store`` (LMCache 0.3.1–0.3.3:
+    ``Failed to allocate memory for the KV cache. The KV cache will not be stored.``), ``No eviction
     candidates found in local cpu backend``, per rank.
 
     Why it matters: prompts are stored partially or not at all, so later requests miss (lower hit rate);
@@ -40,7 +42,8 @@ class CpuTierPressure(Rule):
     got), add a disk/remote tier, or lower concurrency of long distinct prefixes.
 
     References: LMCache ``v1/storage_backend/local_cpu_backend.py`` (0.5.6 :724), ``v1/cache_engine.py:519``,
-    ``v1/memory_management.py:1452``.
+    ``v1/memory_management.py:1452``; 0.3.3 ``v1/cache_engine.py:221`` (0.3.1 :198), replaced by the
+    ``… choosing to not store`` warning in 0.3.5.
     """
 
     code = "KV007"
@@ -50,7 +53,7 @@ class CpuTierPressure(Rule):
     family = "KV"
     cause_ids = ("cache-too-small", "pinned-chunks-block-eviction", "rank-local-leak")
     defaults = {"min_events": 3}
-    events = frozenset({"M1", "M3", "M4", "S4", "S5", "C27", "M5", "M6", "M7"}) | LoadWatch.events
+    events = PRESSURE_IDS | frozenset({"C27", "M5", "M6", "M7"}) | LoadWatch.events
     LEAK_SIGNS = frozenset({"M5", "M6", "M7"})
 
     def __init__(self, options=None) -> None:
@@ -76,7 +79,8 @@ class CpuTierPressure(Rule):
         if ev.id in self.LEAK_SIGNS:
             self.leak_signs[rank] = self.leak_signs.get(rank, 0) + 1
             return
-        self.counts[ev.id] = self.counts.get(ev.id, 0) + 1
+        tid = "S5" if ev.id == "S5b" else ev.id  # LMCache 0.3.1-0.3.3's words for a store dropped under pressure
+        self.counts[tid] = self.counts.get(tid, 0) + 1
         self.by_rank[rank] = self.by_rank.get(rank, 0) + 1
         if len(self.first_lines) < 4:
             self.first_lines.append(ev)
