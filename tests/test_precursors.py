@@ -184,3 +184,14 @@ def test_the_old_dropped_store_line_is_pressure_for_kv001_too(tmp_path) -> None:
     f = found(tmp_path, lines)["KV001"]
     top = f["causes"][0]
     assert top["id"] == "lookup-retrieve-eviction" and any("memory-pressure line" in w for w in top["for"])
+
+
+def test_a_negative_pin_count_after_the_forced_unpin_is_the_timeout_s_consequence(tmp_path) -> None:
+    """The monitor sets the count to 0; the request's own unpin then goes negative: one finding, KV012's."""
+    by_rule = found(tmp_path, pasted([PIN_TIMEOUT, PIN_NEG], "prefix"))
+    assert set(by_rule) == {"KV012"}
+    assert any("negative pin count(s) after the forced unpin" in w for w in by_rule["KV012"]["causes"][0]["for"])
+    # before the forced unpin, or on another rank, the negative count is a double unpin of its own
+    assert set(found(tmp_path, pasted([PIN_NEG, PIN_TIMEOUT], "prefix"), "b.log")) == {"KV011", "KV012"}
+    other = pasted([PIN_TIMEOUT], "prefix") + [pasted([PIN_NEG], "prefix")[0].replace("Worker_TP2", "Worker_TP5")]
+    assert set(found(tmp_path, other, "c.log")) == {"KV011", "KV012"}

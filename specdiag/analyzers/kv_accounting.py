@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from specdiag.analyzers.base import register
 from specdiag.analyzers.causes import fix_and_confirm
-from specdiag.analyzers.kv_precursors import LoadWatch, PrecursorRule
+from specdiag.analyzers.kv_precursors import FORCED_UNPIN, LoadWatch, PrecursorRule
 from specdiag.context import Context
+from specdiag.events import Event
 from specdiag.findings import CauseBoard
 
 
@@ -18,7 +19,9 @@ class NegativeAccounting(PrecursorRule):
 
     Detects: ``Pin count of MemoryObj … is negative: N. Double unpin occurred somewhere`` and ``Ref count of
     MemoryObj … is negative: N. Double free occurred somewhere``, per rank, when the input holds no short
-    load (with one, KV001 weighs them as that rank's signals).
+    load (with one, KV001 weighs them as that rank's signals). A negative pin count after the pin monitor's
+    forced unpin on the same rank is left to KV012: the monitor set the count to 0, so the request's own
+    unpin after its load goes below it — the timeout's consequence, not a double unpin.
 
     Why it matters: LMCache clamps the count back to 0 and goes on, so a chunk that a pending retrieve still
     needs is no longer pinned and can be evicted (or, for the reference count, freed and reused) before the
@@ -42,7 +45,14 @@ class NegativeAccounting(PrecursorRule):
     precursors = frozenset({"M5", "M6"})
     measure = {"M5": "negative_pin_counts", "M6": "negative_ref_counts"}
     measure_zeros = True
-    events = precursors | LoadWatch.events
+    events = precursors | LoadWatch.events | FORCED_UNPIN
+
+    def accept(self, ev: Event) -> bool:
+        """A negative pin count after the pin monitor's forced unpin is that timeout's consequence (KV012)."""
+        if ev.id in FORCED_UNPIN:
+            self.note_forced(ev)
+            return False
+        return not (ev.id == "M5" and self.follows_forced(ev))
 
     def weigh(self, b: CauseBoard, ctx: Context) -> None:
         b.add("pin-accounting-bug", 0.6, **fix_and_confirm("pin-accounting-bug"))

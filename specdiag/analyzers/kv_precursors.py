@@ -35,8 +35,9 @@ OUTCOME_EVENTS = frozenset({"V1", "V2"})
 #: (``RetrievalShortfall._from_read_failure``): ``… can't be retrieved``, ``… Returning partial results``,
 #: ``Failed to allocate memory during remote receive``
 READ_LOSS_EVENTS = frozenset({"R7", "D5", "X7"})
-#: local CPU tier pressure: what turns a chunk that lost its pin into an evicted one
-PRESSURE_EVENTS = PRESSURE_IDS
+#: the pin monitor's forced unpin: it sets the pin count to 0, so the request's own unpin after its load
+#: drives the count to -1 ('Pin count … is negative'): a consequence of the timeout, not a double-unpin bug
+FORCED_UNPIN = frozenset({"M8", "M9"})
 #: no short load in the input: nothing is proven lost; the ceiling of every cause of this family
 CEILING = 0.6
 #: ... and lower still when the input shows loads of that deployment that were complete
@@ -124,12 +125,16 @@ class PrecursorRule(Rule):
         self.pressure: dict[str, int] = {}
         self.loads = LoadWatch()
         self.max_line = 0
+        #: rank → the first forced unpin there, and the negative pin counts that followed one
+        self.forced_at: dict[str, Event] = {}
+        self.after_forced: list[Event] = []
 
     def observe(self, ev: Event) -> None:
+        """Count a precursor line per rank; load lines and pressure lines only inform the weighing."""
         if self.loads.see(ev):
             return
         rank = ev.rec.origin.rank_label or "unknown"
-        if ev.id in PRESSURE_EVENTS and ev.id not in self.precursors:
+        if ev.id in PRESSURE_IDS and ev.id not in self.precursors:
             self.pressure[rank] = self.pressure.get(rank, 0) + 1
             return
         if not self.accept(ev):
@@ -143,6 +148,16 @@ class PrecursorRule(Rule):
     def accept(self, ev: Event) -> bool:
         return True
 
+    def note_forced(self, ev: Event) -> None:
+        rank = ev.rec.origin.rank_label or "unknown"
+        self.forced_at.setdefault(rank, ev)
+
+    def follows_forced(self, ev: Event) -> bool:
+        """A negative pin count after a forced unpin on the same rank (or where a rank is not shown)."""
+        rank = ev.rec.origin.rank_label or "unknown"
+        before = [f for r, f in self.forced_at.items() if r == rank or "unknown" in (r, rank)]
+        return any((f.rec.path, f.rec.line) < (ev.rec.path, ev.rec.line) for f in before)
+
     def weigh(self, b: CauseBoard, ctx: Context) -> None:  # pragma: no cover - interface
         raise NotImplementedError
 
@@ -154,6 +169,7 @@ class PrecursorRule(Rule):
         raise NotImplementedError
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        """One finding per deployment when precursor lines are there and no short load is: KV001's otherwise."""
         n = sum(self.counts.values())
         if not n or self.loads.short:
             return []
@@ -189,7 +205,9 @@ class PinTimeouts(PrecursorRule):
 
     Detects: ``Pin timeout detected for MemoryObj … Elapsed time: Ns. Forcing unpin to 0.`` and ``Force
     unpinned N timeout objects in M pinned_objects within S seconds``, per rank, when the input holds no
-    short load (with one, KV001 weighs them as that rank's signals).
+    short load (with one, KV001 weighs them as that rank's signals). A ``Pin count … is negative`` warning
+    after it on the same rank is its consequence (the request's own unpin once the count was forced to 0)
+    and is noted here rather than reported by KV011.
 
     Why it matters: a lookup pins the chunks it counted until their retrieve. A request that waits longer
     than ``pin_timeout_sec`` (default 300 s) between lookup and load — no free vLLM KV blocks, a long queue,
@@ -213,9 +231,9 @@ class PinTimeouts(PrecursorRule):
     name = "lmcache-pin-timeouts"
     title = "LMCache force-unpinned chunks that waited past pin_timeout_sec"
     cause_ids = ("pin-timeout",)
-    precursors = frozenset({"M8", "M9"})
+    precursors = FORCED_UNPIN
     measure = {"M8": "pin_timeouts", "M9": "force_unpin_reports"}
-    events = precursors | PRESSURE_EVENTS | LoadWatch.events
+    events = precursors | PRESSURE_IDS | LoadWatch.events | {"M5"}
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -225,6 +243,11 @@ class PinTimeouts(PrecursorRule):
 
     def accept(self, ev: Event) -> bool:
         f = ev.f or {}
+        if ev.id == "M5":
+            if self.follows_forced(ev):
+                self.after_forced.append(ev)
+            return False
+        self.note_forced(ev)
         if ev.id == "M8" and isinstance(f.get("secs"), float):
             self.longest = max(self.longest or 0.0, f["secs"])
         elif ev.id == "M9" and isinstance(f.get("n"), int):
@@ -244,6 +267,9 @@ class PinTimeouts(PrecursorRule):
         if same:
             b.support("pin-timeout", 1.5, f"{sum(self.pressure[r] for r in same)} memory-pressure line(s) on the "
                       "same rank: a full cache evicts a force-unpinned chunk at once")
+        if self.after_forced:
+            b.note_for("pin-timeout", f"{len(self.after_forced)} negative pin count(s) after the forced unpin (line "
+                       f"{self.after_forced[0].rec.line}): the request's own unpin once the monitor had set the count to 0")
 
     def describe(self) -> str:
         parts = []
