@@ -265,7 +265,7 @@ def _hand_counts(src: Source, fed: list[DeploymentRun], year: int | None) -> Non
     for dep in fed:
         counts, firsts = _merged(shared, shared_first, *named.get(dep.id, ({}, {})))
         dep.run.add_counts(counts, {tid: Event(tid, rec, None, template(tid)) for tid, rec in firsts.items()})
-        dep.run.end_source(year)
+        dep.run.end_source(year, src.stats.lines)
         if len(fed) > 1 and any(shared.values()):
             dep.run.shared_count_sources.append(src.display)
 

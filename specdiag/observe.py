@@ -67,6 +67,8 @@ class RunState:
         self.shared_count_sources: list[str] = []
         #: the year ingest settled on for each input (None: no line of it carries one)
         self.input_years: dict[str, int | None] = {}
+        #: how many lines each input that fed this deployment had (None: a re-analysis that does not know)
+        self.input_lines: dict[str, int] = {}
         self._lookback: LookBack = _no_lookback
         self._current: str | None = None
 
@@ -88,6 +90,12 @@ class RunState:
         return self._lookback(before_line, needle, process_key)
 
     @property
+    def lines_read(self) -> int | None:
+        """Lines of the inputs that fed this deployment, every line counted (for a stream that fed several
+        deployments, the whole stream's): what tells a pasted fragment from a log. None when not known."""
+        return sum(self.input_lines.values()) if self.input_lines else None
+
+    @property
     def counts(self) -> dict[str, int]:
         return dict(self._counts)
 
@@ -103,9 +111,11 @@ class RunState:
         self._current = name
         self._lookback = lookback or _no_lookback
 
-    def end_source(self, year: int | None = None) -> None:
+    def end_source(self, year: int | None = None, lines: int | None = None) -> None:
         if self._current is not None:
             self.input_years[self._current] = year
+            if lines is not None:
+                self.input_lines[self._current] = lines
         self._current = None
         self._lookback = _no_lookback
 

@@ -1,27 +1,27 @@
-"""KV011 — LMCache's pin or reference accounting went negative, with no shortfall in the input."""
+"""KV011 — LMCache's pin or reference accounting went negative, with no shortfall in the input.
+
+One rule of the precursor family (``kv_precursors``): the lines prove a lost pin, not a lost load.
+"""
 
 from __future__ import annotations
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import register
 from specdiag.analyzers.causes import fix_and_confirm
-from specdiag.analyzers.kv_shortfall import complete_retrieve
+from specdiag.analyzers.kv_precursors import FORCED_UNPIN, LoadWatch, PrecursorRule
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Evidence, Finding
-from specdiag.observe import RunState
-from specdiag.timeutil import rec_time
-
-#: a short load is in the input: KV001 weighs these warnings as that rank's signals instead
-SHORTFALL_EVENTS = frozenset({"R2", "R3", "R4", "V1", "V2"})
+from specdiag.findings import CauseBoard
 
 
 @register
-class NegativeAccounting(Rule):
+class NegativeAccounting(PrecursorRule):
     """LMCache's pin or reference count of a memory object went negative.
 
     Detects: ``Pin count of MemoryObj … is negative: N. Double unpin occurred somewhere`` and ``Ref count of
     MemoryObj … is negative: N. Double free occurred somewhere``, per rank, when the input holds no short
-    load (with one, KV001 weighs them as that rank's signals).
+    load (with one, KV001 weighs them as that rank's signals). A negative pin count after the pin monitor's
+    forced unpin on the same rank is left to KV012: the monitor set the count to 0, so the request's own
+    unpin after its load goes below it — the timeout's consequence, not a double unpin.
 
     Why it matters: LMCache clamps the count back to 0 and goes on, so a chunk that a pending retrieve still
     needs is no longer pinned and can be evicted (or, for the reference count, freed and reused) before the
@@ -41,47 +41,31 @@ class NegativeAccounting(Rule):
     code = "KV011"
     name = "lmcache-negative-accounting"
     title = "LMCache's pin or reference count went negative (double unpin / double free)"
-    severity = "warning"
-    family = "KV"
     cause_ids = ("pin-accounting-bug",)
-    events = frozenset({"M5", "M6"}) | SHORTFALL_EVENTS
+    precursors = frozenset({"M5", "M6"})
+    measure = {"M5": "negative_pin_counts", "M6": "negative_ref_counts"}
+    measure_zeros = True
+    events = precursors | LoadWatch.events | FORCED_UNPIN
 
-    def __init__(self, options=None) -> None:
-        super().__init__(options)
-        self.examples: list[Event] = []
-        self.counts = {"M5": 0, "M6": 0}
-        self.by_rank: dict[str, int] = {}
-        self.shortfall = False
+    def accept(self, ev: Event) -> bool:
+        """A negative pin count after the pin monitor's forced unpin is that timeout's consequence (KV012)."""
+        if ev.id in FORCED_UNPIN:
+            self.note_forced(ev)
+            return False
+        return not (ev.id == "M5" and self.follows_forced(ev))
 
-    def observe(self, ev: Event) -> None:
-        if ev.id in SHORTFALL_EVENTS:
-            if ev.id == "R4" and complete_retrieve(ev):
-                return
-            self.shortfall = True
-            return
-        self.counts[ev.id] += 1
-        rank = ev.rec.origin.rank_label or "unknown"
-        self.by_rank[rank] = self.by_rank.get(rank, 0) + 1
-        if len(self.examples) < 4:
-            self.examples.append(ev)
-
-    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
-        n = sum(self.counts.values())
-        if not n or self.shortfall:
-            return []
-        b = CauseBoard()
+    def weigh(self, b: CauseBoard, ctx: Context) -> None:
         b.add("pin-accounting-bug", 0.6, **fix_and_confirm("pin-accounting-bug"))
+        b.support("pin-accounting-bug", 3, f"{self._what()}: LMCache's own warning names the bug")
+
+    def _what(self) -> str:
         what = [f"{self.counts['M5']} negative pin count(s) (double unpin)"] if self.counts["M5"] else []
         what += [f"{self.counts['M6']} negative reference count(s) (double free)"] if self.counts["M6"] else []
-        b.support("pin-accounting-bug", 3, f"{' and '.join(what)}: LMCache's own warning names the bug")
-        b.oppose("pin-accounting-bug", 2, "no short load in the input: nothing is proven lost yet")
-        ranks = ", ".join(f"{r}: {k}" for r, k in sorted(self.by_rank.items()))
-        summary = (f"{' and '.join(what)} (by rank: {ranks}); LMCache set the count back to 0, so chunks a pending "
-                   "retrieve needs can be evicted before their load. No short load is in the input; collect that "
-                   "rank's 'Retrieved X out of Y' lines and 'Num retrieved tokens' errors to see whether loads came up short.")
-        evidence = [Evidence(e.rec.path, e.rec.line, e.rec.display()[:600]) for e in self.examples]
-        return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary, count=n,
-                        evidence=evidence, measurements={"negative_pin_counts": self.counts["M5"],
-                                                         "negative_ref_counts": self.counts["M6"], "by_rank": self.by_rank},
-                        causes=b.ranked(ceiling=0.6), identity=f"negative-accounting|{sorted(self.by_rank)}",
-                        first_seen=rec_time(self.examples[0].rec))]
+        return " and ".join(what)
+
+    def describe(self) -> str:
+        return self._what()
+
+    def consequence(self) -> str:
+        return ("LMCache set the count back to 0, so chunks a pending retrieve needs can be evicted before their load, "
+                "which then comes up short on that rank.")

@@ -44,6 +44,29 @@ class Coverage:
                 "are not counted against any cause, and confidence is capped.")
 
 
+def _config_in_log(ctx: Context) -> bool:
+    return bool(ctx.lmcache_config_source and ctx.lmcache_config_source.startswith("log"))
+
+
+def startup_in_log(ctx: Context) -> bool:
+    """LMCache's startup lines are in the input: its config dump, its version banner or the engine's layout
+    line (chunk_size, MLA; printed once at startup). A ``--lmcache-config`` file is not the log."""
+    initialised = any("initialized" in e for e in ctx.lmcache_version_evidence)
+    return _config_in_log(ctx) or initialised or ctx.use_mla is not None
+
+
+def input_kind(ctx: Context, lines: int | None, max_line_seen: int) -> str:
+    """``full`` / ``partial`` / ``fragment`` for a rule that does not see every line.
+
+    ``lines`` is what the inputs held (``RunState.lines_read``); without it the highest line number the rule
+    saw stands in, which is a lower bound (a long log whose warnings sit near its top reads as a fragment).
+    """
+    if startup_in_log(ctx):
+        return "full"
+    n = lines if lines is not None else max_line_seen
+    return "fragment" if n <= FRAGMENT_LINES else "partial"
+
+
 class CoverageTracker:
     """Cheap per-event bookkeeping (one comparison per event) for ``assess``."""
 
@@ -82,10 +105,8 @@ class CoverageTracker:
     def assess(self, ctx: Context) -> Coverage:
         """Classify the input from what the context found (startup lines, config dump) and the lines seen."""
         missing = []
-        config = bool(ctx.lmcache_config_source and ctx.lmcache_config_source.startswith("log"))
-        initialised = any("initialized" in e for e in ctx.lmcache_version_evidence)
-        # the engine's layout line (chunk_size, MLA) is printed once at startup; a --lmcache-config file is not
-        startup = config or initialised or ctx.use_mla is not None
+        config = _config_in_log(ctx)
+        startup = startup_in_log(ctx)
         if not config:
             missing.append("LMCache config dump")
         if not startup:

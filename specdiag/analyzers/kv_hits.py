@@ -8,6 +8,7 @@ from itertools import compress
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
+from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -49,7 +50,7 @@ class ZeroHitsOnRepeats(Rule):
     cause_ids = ("hash-inconsistency", "lookup-timeout", "capacity-eviction", "prompt-shorter-than-chunk",
                  "prefix-served-by-vllm")
     defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3}
-    events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "M1", "M3", "M4", "S4", "S5"})
+    events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7"}) | PRESSURE_IDS
     tables = frozenset({"lookups"})
     #: each cause's weight before any evidence (the board keeps this order)
     PRIORS = {"hash-inconsistency": 1.0, "lookup-timeout": 0.3, "capacity-eviction": 0.3,
@@ -127,7 +128,7 @@ class ZeroHitsOnRepeats(Rule):
         elif tid in ("Z1", "L7"):
             self.timeouts += 1
             self.timeout_ev = self.timeout_ev or ev
-        elif tid in ("M1", "M3", "M4", "S4", "S5"):
+        elif tid in PRESSURE_IDS:
             self.pressure += 1
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
+from specdiag.analyzers.kv_coverage import input_kind
+from specdiag.analyzers.kv_precursors import LoadWatch, rank_words
+from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding
@@ -16,7 +19,8 @@ class CpuTierPressure(Rule):
     """LMCache's local CPU tier is full: allocations fail and stores are cut short.
 
     Detects: ``Failed to allocate memory block …``, ``Failed to batched allocate …``, ``Local cpu memory
-    under pressure so choosing to store only N total chunks`` / ``… to not store``, ``No eviction
+    under pressure so choosing to store only N total chunks`` / ``… to not store`` (LMCache 0.3.1–0.3.3:
+    ``Failed to allocate memory for the KV cache. The KV cache will not be stored.``), ``No eviction
     candidates found in local cpu backend``, per rank.
 
     Why it matters: prompts are stored partially or not at all, so later requests miss (lower hit rate);
@@ -28,11 +32,18 @@ class CpuTierPressure(Rule):
     ``rank-local-leak`` (only one rank of several under pressure: TP ranks store the same tokens with the
     same capacity, so one rank alone filling up means its pins or reference counts are not released).
 
+    Pasted fragment: in a log, a line or two of pressure is a passing moment (``min_events``, default 3); a
+    paste of a few lines (no startup, at most 50 lines) is what the user chose to show, so there one line is
+    enough when the paste holds no short load (beside one, KV001 weighs it). The finding then also says
+    what the pressure risks — chunks a lookup counted evicted before their load (``lookup-retrieve-eviction``,
+    reported by KV001) — caps confidence at 0.6 and says which lines would show whether a load came up short.
+
     Fix: raise ``max_local_cpu_size`` (check the ``Adjusted CPU memory size`` line for what LMCache really
     got), add a disk/remote tier, or lower concurrency of long distinct prefixes.
 
     References: LMCache ``v1/storage_backend/local_cpu_backend.py`` (0.5.6 :724), ``v1/cache_engine.py:519``,
-    ``v1/memory_management.py:1452``.
+    ``v1/memory_management.py:1452``; 0.3.3 ``v1/cache_engine.py:221`` (0.3.1 :198), replaced by the
+    ``… choosing to not store`` warning in 0.3.5.
     """
 
     code = "KV007"
@@ -42,7 +53,7 @@ class CpuTierPressure(Rule):
     family = "KV"
     cause_ids = ("cache-too-small", "pinned-chunks-block-eviction", "rank-local-leak")
     defaults = {"min_events": 3}
-    events = frozenset({"M1", "M3", "M4", "S4", "S5", "C27", "M5", "M6", "M7"})
+    events = PRESSURE_IDS | frozenset({"C27", "M5", "M6", "M7"}) | LoadWatch.events
     LEAK_SIGNS = frozenset({"M5", "M6", "M7"})
 
     def __init__(self, options=None) -> None:
@@ -53,8 +64,14 @@ class CpuTierPressure(Rule):
         self.adjusted: Event | None = None
         self.first_t: float | None = None
         self.leak_signs: dict[str, int] = {}
+        self.loads = LoadWatch()
+        self.max_line = 0
+        self.first_lines: list[Event] = []  # a paste's evidence: its own lines, in order
 
     def observe(self, ev: Event) -> None:
+        if self.loads.see(ev):
+            return
+        self.max_line = max(self.max_line, ev.rec.line)
         if ev.id == "C27":
             self.adjusted = self.adjusted or ev
             return
@@ -62,8 +79,11 @@ class CpuTierPressure(Rule):
         if ev.id in self.LEAK_SIGNS:
             self.leak_signs[rank] = self.leak_signs.get(rank, 0) + 1
             return
-        self.counts[ev.id] = self.counts.get(ev.id, 0) + 1
+        tid = "S5" if ev.id == "S5b" else ev.id  # LMCache 0.3.1-0.3.3's words for a store dropped under pressure
+        self.counts[tid] = self.counts.get(tid, 0) + 1
         self.by_rank[rank] = self.by_rank.get(rank, 0) + 1
+        if len(self.first_lines) < 4:
+            self.first_lines.append(ev)
         if ev.id not in self.examples:
             self.examples[ev.id] = ev
             if self.first_t is None:
@@ -94,7 +114,8 @@ class CpuTierPressure(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         total = sum(self.counts.values())
-        if total < self.options["min_events"]:
+        pasted = total > 0 and not self.loads.short and input_kind(ctx, run.lines_read, self.max_line) == "fragment"
+        if total < self.options["min_events"] and not pasted:
             return []
         b = CauseBoard()
         size = ctx.cfg("max_local_cpu_size")
@@ -115,14 +136,28 @@ class CpuTierPressure(Rule):
         for k, label in names.items():
             if self.counts.get(k):
                 parts.append(f"{self.counts[k]} {label}")
-        ranks = ", ".join(f"{r}: {n}" for r, n in sorted(self.by_rank.items()))
-        evidence = [Evidence(e.rec.path, e.rec.line, e.rec.display()) for e in list(self.examples.values())[:4]]
-        return [Finding(rule=self.code, severity="warning", title=self.title,
-                        summary=f"{', '.join(parts)} (by rank: {ranks}). Later requests will miss what was not stored.",
+        shown = self.first_lines if pasted else list(self.examples.values())[:4]
+        evidence = [Evidence(e.rec.path, e.rec.line, e.rec.display()) for e in shown]
+        summary = f"{', '.join(parts)} ({rank_words(self.by_rank)}). Later requests will miss what was not stored."
+        steps: list[str] = []
+        if pasted:
+            summary += (" Under this pressure a chunk a lookup counted can be evicted before its load, which then comes "
+                        "up short (lookup-retrieve-eviction, reported by KV001). " + self.loads.sentence(run.count("R4")))
+            steps = self._paste_steps()
+        return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary,
                         count=total, evidence=evidence,
                         measurements={**{f"count_{k}": v for k, v in self.counts.items()}, "by_rank": self.by_rank,
-                                      "max_local_cpu_size_gb": size},
-                        causes=b.ranked(ceiling=0.85), identity=f"pressure|{sorted(self.by_rank)}", first_seen=self.first_t)]
+                                      "max_local_cpu_size_gb": size, **({"input_coverage": "fragment"} if pasted else {})},
+                        causes=b.ranked(ceiling=0.6 if pasted else 0.85), next_steps=steps,
+                        identity=f"pressure|{sorted(self.by_rank)}", first_seen=self.first_t)]
+
+    def _paste_steps(self) -> list[str]:
+        ranks = sorted(r for r in self.by_rank if r != "unknown")
+        whose = f"{'/'.join(ranks)}'s" if ranks else "the same worker's"
+        return [f"To see whether a load came up short, collect {whose} 'Retrieved X out of Y required tokens' lines and "
+                "'Num retrieved tokens: …, num expected tokens: …' errors after these lines.",
+                "To size the tier: collect the startup lines ('Creating LMCacheEngine with config' for "
+                "max_local_cpu_size, 'Adjusted CPU memory size') and every rank's pressure lines."]
 
 
 @register

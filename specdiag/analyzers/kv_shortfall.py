@@ -218,7 +218,7 @@ class RetrievalShortfall(Rule):
     defaults = {"window_s": 60.0}
     events = frozenset({
         "L6", "L8", "R1", "R2", "R3", "R4", "V1", "V2",
-        "M1", "M3", "M4", "S4", "S5", "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
+        "M1", "M3", "M4", "S4", "S5", "S5b", "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
         "X7", "X8", "X9", "D3", "D4", "D5", "D6", "Z1", "L7", "M13", "R8", "C34",
     })
     tables = frozenset({"lookups"})

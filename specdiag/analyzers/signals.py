@@ -14,7 +14,7 @@ from specdiag.timeutil import rec_time
 
 # signal template ids → family
 SIGNAL_FAMILY = {
-    "M1": "pressure", "M3": "pressure", "M4": "pressure", "S4": "pressure", "S5": "pressure",
+    "M1": "pressure", "M3": "pressure", "M4": "pressure", "S4": "pressure", "S5": "pressure", "S5b": "pressure",
     "M5": "pin-negative", "M6": "ref-negative", "M7": "gc-leak",
     "M8": "pin-timeout", "M9": "pin-timeout",
     "R7": "read-miss", "X8": "redis-evicted",
@@ -25,6 +25,9 @@ SIGNAL_FAMILY = {
     "Z1": "lookup-timeout", "L7": "lookup-timeout", "M13": "invalidated-object", "R8": "unhealthy", "C34": "unhealthy",
     "L8": "async-lookup",
 }
+
+#: local CPU tier pressure (full tier: allocations fail, stores cut or dropped, nothing evictable)
+PRESSURE_IDS = frozenset(tid for tid, fam in SIGNAL_FAMILY.items() if fam == "pressure")
 
 
 class SignalWindow:
