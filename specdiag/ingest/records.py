@@ -209,8 +209,8 @@ class _Reader:
             line = ANSI_RESIDUE.sub(b"", line)
         if self.cr:
             line = line.replace(b"\r", b"")
-            if not line:
-                return None
+        if not line:
+            return None
         if self.suspicious and (b"\x00" in line or not line.isascii() and _mostly_binary(line)):
             self.skipped += 1
             return None
@@ -239,6 +239,24 @@ class _Reader:
     def feed(self, lineno: int, line: bytes) -> None:
         if not line:
             return
+        if self.cr and b"\r" in line:
+            pieces = [p for p in line.split(b"\r") if p]
+            if len(pieces) > 1:
+                self._feed_pieces(lineno, pieces)
+                return
+            line = pieces[0] if pieces else b""
+        self._feed_line(lineno, line)
+
+    def _feed_pieces(self, lineno: int, pieces: list[bytes]) -> None:
+        """A line a carriage return overwrote (a tqdm redraw, a record after a bar): each CR-separated piece
+        is read in order as part of that line (``sources.LineEnds`` already made the CRs that start a
+        record line ends); the line counts once as recognised however many of its pieces are."""
+        before = self.recognized
+        for piece in pieces:
+            self._feed_line(lineno, piece)
+        self.recognized = min(self.recognized, before + 1)
+
+    def _feed_line(self, lineno: int, line: bytes) -> None:
         line = self.clean(lineno, line)
         if line is None:
             return
