@@ -40,23 +40,7 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   container (`compose:…`) — is kept as `Origin.deployment` (part of the process key, so pid 1 in two pods
   are two processes); `Origin.source_key` falls back to the Ray node (`ray:<ip>`). Years in wrapper
   timestamps (kubectl/docker, journald `short-iso`, docker json `time`) date vLLM's year-less lines;
-* ANSI colour codes and the ESC-less residue (`[32;20m`);
-* line endings (`sources.LineEnds`, on each read before anything splits it, byte for byte): LF and CRLF end a
-  line; in a read whose bare CRs outnumber its LFs (a CR-only file: classic Mac, `tr '\\n' '\\r'`) every CR ends
-  a line, so line N of such a file is its N-th CR-ended line; elsewhere a bare CR inside a line ends it only
-  where a record header follows (a record written after a tqdm bar's CR), and the other CR-separated pieces
-  (tqdm redraws) are read in order as parts of that line, which keeps the numbers of `grep -n`;
-* terminal rows (`ingest/rows.py`): a block whose longest rows all have one length (at least 3 rows and a
-  tenth of them; no counted store/retrieve/lookup/stats line in it) was cut at that width by a terminal or
-  `fold`; a row of exactly that width takes the next row when that one starts no record or wrapper of its
-  own (no envelope, `[pod/…]`, timestamp, journald/compose prefix, paste line number, two-space indent) and
-  the row does not end with LMCache's suffix, or whatever it starts with when the row ended inside its own
-  prefixes or header; the line keeps its first row's number (60- and 72-column wraps, also of kubectl
-  `--prefix` output, give the original's findings; no join on any example, corpus case or fragment);
-* a recognised line is not yet an analysed one: when every recognised record was cut (over 1 MiB, or 64 KiB
-  for parsing) or matched no template, the report says \"nothing analysed\", names what was kept out and what to
-  collect, never \"no problem found\"; lines not read whole beside a clean result make it \"no problem found in
-  what could be read\" (`report/verdict.py`);
+* ANSI colour codes and the ESC-less residue (`[32;20m`), CRs (line numbers stay those of `\\n`);
 * vLLM process prefixes of every era, nested (Ray): `(VllmWorker rank=N pid=…)` (0.8.5–0.9),
   `(VllmWorker TPn pid=…)` (0.10.1), `(Worker_[DPd_][PPp_]TPt pid=…)` (0.10.2+), `(EngineCore[_DPn] pid=…)`,
   `(APIServer pid=…)`, `(RayWorkerWrapper pid=…, ip=…)`; unprefixed lines (vLLM ≥ 0.31 prefixes only

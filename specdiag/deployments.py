@@ -221,12 +221,9 @@ class StreamTally:
     unknown_shapes: Counter = field(default_factory=Counter)
     #: shape → its first real line (what a reader is shown: a real line, not the digits-as-N key)
     examples: dict[str, str] = field(default_factory=dict)
-    #: records a template matched, rows and counted hot lines: what the observers could judge
-    analysed: int = 0
 
     def merge(self, other: StreamTally) -> None:
         self.unrecognized.update(other.unrecognized)
-        self.analysed += other.analysed
         for k, v in other.unknown_shapes.items():
             if k in self.unknown_shapes or len(self.unknown_shapes) < 500:
                 self.unknown_shapes[k] += v

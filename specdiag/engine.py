@@ -201,10 +201,8 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             current.run.begin_source(src.display, window.find_back)
         try:
             if kind is MetricRows:
-                tally.analysed += len(item)
                 current.deliver_metrics(item)
             elif rows:
-                tally.analysed += len(item)
                 current.deliver_rows(item)
             else:
                 text_events += _deliver(item, matcher, current, tally, window)
@@ -217,8 +215,6 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             progress(src.display, reported)
     # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
     src.stats.recognized += text_events
-    hot = src.stats.hot
-    tally.analysed += sum(hot.counts.values()) + sum(sum(c.values()) for c in hot.named.values())
     _hand_counts(src, list(fed.values()) or [run_for(default_id)], src.stats.year)
     window.clear()
 
@@ -234,7 +230,6 @@ def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, win
         return 0
     if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)
-    tally.analysed += 1
     dep.deliver(ev)
     return int(rec.kind == "text" and rec.origin.pid is None)  # prefixed raw lines ingest counted already
 
@@ -319,7 +314,7 @@ def _assemble(parts: list[GroupResult], opts: AnalyzeOptions, elapsed: float) ->
     rules_run = [cls.code for cls in select_rules(opts.select, opts.ignore)] if opts.rules else []
     return Report.from_deployments(
         deployments, inputs=inputs, rules_run=rules_run, elapsed_s=elapsed,
-        unrecognized={**dict(tally.unrecognized), "top_warnings": tally.top_warnings(10)}, analysed=tally.analysed,
+        unrecognized={**dict(tally.unrecognized), "top_warnings": tally.top_warnings(10)},
     )
 
 

@@ -15,7 +15,6 @@ is a small minority of lines.
 
 from __future__ import annotations
 
-import operator
 import re
 from bisect import bisect_left
 from collections.abc import Iterator
@@ -25,7 +24,6 @@ from specdiag.ingest import scan
 from specdiag.ingest.ahead import is_flood, scan_ahead
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
-from specdiag.ingest.rows import LONG_TEMPLATES, RowJoiner
 from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope
@@ -173,7 +171,6 @@ class _Reader:
         self.out: list = []
         self.origins = OriginCache()
         self.unwrapper = LineUnwrapper()
-        self.rows = RowJoiner()  # rows a narrow terminal cut a line into, joined before anything reads them
         self.open_recs: dict[str, _Open] = {}
         self.last_cut: _Open | None = None  # the LMCache record most recently left open (no suffix yet)
         self.held: Record | None = None  # a long vLLM record held for one line, in case a terminal wrapped it
@@ -212,8 +209,8 @@ class _Reader:
             line = ANSI_RESIDUE.sub(b"", line)
         if self.cr:
             line = line.replace(b"\r", b"")
-        if not line:
-            return None
+            if not line:
+                return None
         if self.suspicious and (b"\x00" in line or not line.isascii() and _mostly_binary(line)):
             self.skipped += 1
             return None
@@ -240,54 +237,8 @@ class _Reader:
 
     # ---- one physical line ------------------------------------------------------------------------
     def feed(self, lineno: int, line: bytes) -> None:
-        rows = self.rows
-        if rows.width is None and rows.row is None:
-            self._feed_physical(lineno, line)
-            return
-        first, second = rows.push(lineno, line)
-        if first is not None:
-            self._feed_rows(*first)
-        if second is not None:
-            self._feed_physical(*second)
-
-    def settle_rows(self) -> None:
-        """A line the scanner took comes next: a held terminal row has no continuation."""
-        if self.rows.row is not None:
-            self._feed_rows(*self.rows.flush())
-
-    def _feed_rows(self, lineno: int, line: bytes) -> None:
-        """A line joined from terminal rows: its records end on its last row (``rows.end``)."""
-        self._feed_physical(lineno, line)
-        end = self.rows.end
-        if end <= lineno:
-            return
-        for rec in (self.held, *(o.rec for o in self.open_recs.values()), *self.out[-4:]):
-            if isinstance(rec, Record) and rec.line == lineno:
-                rec.end_line = max(rec.end_line, end)
-        if self.held is not None and self.held.line == lineno:
-            self.held_last = end
-
-    def _feed_physical(self, lineno: int, line: bytes) -> None:
         if not line:
             return
-        if self.cr and b"\r" in line:
-            pieces = [p for p in line.split(b"\r") if p]
-            if len(pieces) > 1:
-                self._feed_pieces(lineno, pieces)
-                return
-            line = pieces[0] if pieces else b""
-        self._feed_line(lineno, line)
-
-    def _feed_pieces(self, lineno: int, pieces: list[bytes]) -> None:
-        """A line a carriage return overwrote (a tqdm redraw, a record after a bar): each CR-separated piece
-        is read in order as part of that line (``sources.LineEnds`` already made the CRs that start a
-        record line ends); the line counts once as recognised however many of its pieces are."""
-        before = self.recognized
-        for piece in pieces:
-            self._feed_line(lineno, piece)
-        self.recognized = min(self.recognized, before + 1)
-
-    def _feed_line(self, lineno: int, line: bytes) -> None:
         line = self.clean(lineno, line)
         if line is None:
             return
@@ -578,7 +529,6 @@ class _Reader:
 
     def end(self) -> None:
         """The input ended: hand on the held record and every record still open."""
-        self.settle_rows()
         if self.held is not None:
             self.out.append(self.held)
             self.held = None
@@ -642,7 +592,6 @@ def _plain_block(reader: _Reader, chunk: bytes, base: int) -> int:
         return lines[i] if 0 <= i < len(lines) else None
 
     reader.begin_block(chunk, line_at)
-    reader.rows.begin_block(map(len, lines), long_hot=False)
     feed = reader.feed
     for i, line in enumerate(lines, base + 1):
         feed(i, line)
@@ -672,7 +621,6 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: Scan
     else:
         line_at = _rare_line_at(data, start, rare)
     reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
-    _row_width(reader, res, original)
     out, feed = reader.out, reader.feed
     j = 0
     metric: list[tuple[int, str, int]] = []
@@ -681,36 +629,18 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: Scan
             metric.append((n, table, i))
             continue
         if metric:
-            reader.settle_rows()
             reader.metric_rows(view, metric, original)
             metric = []
         if j < n_lk and lk_lines[j] < n:
-            reader.settle_rows()
             k = bisect_left(lk_lines, n, j)
             out.append(LookupRows.from_view(view, j, k))
             j = k
         feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
     if metric:
-        reader.settle_rows()
         reader.metric_rows(view, metric, original)
     if j < n_lk:
-        reader.settle_rows()
         out.append(LookupRows.from_view(view, j, n_lk))
     return res.lines
-
-
-def _row_width(reader: _Reader, res: ScanResult, original: _OriginalLines | None) -> None:
-    """This block's terminal-row width (``rows.py``) from the rows the scanner left; a block with counted long
-    lines (stores, retrieves, lookups, stats) is not wrapped, and pays no more than this test."""
-    if any(tid in LONG_TEMPLATES for _prefix, tid in res.counts):
-        reader.rows.width = None
-        return
-    rare = res.columns["rare"]
-    if original is not None:
-        lengths = [len(original.line_at(n) or b"") for n in rare["line"]]
-    else:
-        lengths = list(map(operator.sub, rare["end"], rare["start"]))
-    reader.rows.begin_block(lengths, long_hot=False)
 
 
 class _OriginalLines:

@@ -171,68 +171,6 @@ class _GzipMembers:
         return b""
 
 
-#: what starts a record right after a carriage return inside a line (colour codes or a terminal's
-#: erase-line in front allowed): an LMCache header, a vLLM process prefix, a vLLM header, a uvicorn line or a
-#: traceback. tqdm's redraws (``\r 40%|████ …``) start with none of these, so they stay one line.
-_CR_RECORD = re.compile(
-    rb"\r(?<=[^\n]\r)(?=(?:\x1b\[[0-9;?]{0,16}[A-Za-z]|\[[0-9;]{1,16}m){0,4}"
-    rb"(?:\[\d{4}-\d\d-\d\d[ T]|\([^()\n]{1,80}? pid=\d|(?:INFO|WARNING|WARN|ERROR|DEBUG|CRITICAL) \d\d-\d\d |"
-    rb"(?:INFO|WARNING|ERROR):  |Traceback \(most))"
-)
-_BARE_CR = re.compile(rb"\r(?!\n)")
-
-
-class LineEnds:
-    """Where a carriage return ends a line, decided on each read before anything splits it into lines.
-
-    Only LF splits lines downstream (the scanner and the per-line stages), so a bare CR that ends a line
-    becomes an LF here, byte for byte (offsets and sizes do not move):
-
-    * in a read where bare CRs outnumber LFs (a file written with CR line ends: classic Mac, ``tr '\\n'
-      '\\r'``, a paste box that keeps CRs) every bare CR ends a line, so line N is the N-th CR-ended line;
-    * elsewhere a bare CR inside a line ends it only where a record header follows (a log record written
-      after a tqdm bar's ``\\r`` — vLLM's log-formats reference notes that tqdm bars share the stream and
-      may be glued to the next record — or a terminal capture that overwrote a line); a tqdm redraw keeps
-      its line and the per-line stages read its CR-separated pieces in order as parts of it;
-    * CRLF and a CR at the start of a line (tqdm's ``\\rLoading …``) end nothing: the CR is dropped later.
-
-    A read that has no CR pays one search. A CR at the end of a read waits for the next byte.
-    """
-
-    __slots__ = ("held", "after_lf")
-
-    def __init__(self) -> None:
-        self.held = b""
-        self.after_lf = True  # the byte before this read was an LF (or there was none)
-
-    def convert(self, block: bytes) -> bytes:
-        """``block`` with the CRs that end a line turned into LFs (the common LF read comes back as it is)."""
-        if self.held:
-            block, self.held = self.held + block, b""
-        if b"\r" not in block:
-            self.after_lf = block[-1:] == b"\n"
-            return block
-        if block[-1:] == b"\r":
-            block, self.held = block[:-1], b"\r"
-        crs = block.count(b"\r")
-        crlf = block.count(b"\r\n")
-        if crs > crlf:
-            lead = block[:1] == b"\r" and not self.after_lf
-            if crs - crlf > block.count(b"\n"):
-                block = _BARE_CR.sub(b"\n", block)
-            else:
-                block = _CR_RECORD.sub(b"\n", block)
-                if lead and _CR_RECORD.match(b"x" + block[:200], 1):
-                    block = b"\n" + block[1:]
-        self.after_lf = block[-1:] == b"\n"
-        return block
-
-    def flush(self) -> bytes:
-        """A CR left at the very end of the input."""
-        held, self.held = self.held, b""
-        return held
-
-
 class Source:
     """One input stream (a file or stdin)."""
 
@@ -350,9 +288,8 @@ class Source:
         carry = b""
         skipping_long = False
         guard = _Guard(self)
-        ends = LineEnds()
         while True:
-            block = self._read_block(fh, guard, ends)
+            block = self._read_block(fh, guard)
             if block is None:
                 break
             if skipping_long:
@@ -394,9 +331,8 @@ class Source:
         self._note_long_line()
         return line[:MAX_LINE] + b"\n", 0, MAX_LINE + 1
 
-    def _read_block(self, fh, guard: _Guard, ends: LineEnds) -> bytes | None:
-        """The next read with its line-ending CRs made LFs (``LineEnds``); None at the end, after a read
-        error, or at a limit: each noted in ``errors``."""
+    def _read_block(self, fh, guard: _Guard) -> bytes | None:
+        """The next read (None at the end, after a read error, or at a limit: each noted in ``errors``)."""
         try:
             block = fh.read(BLOCK_SIZE)
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
@@ -405,13 +341,10 @@ class Source:
                 f"{kind} stream is damaged or truncated after {self.stats.bytes_read} bytes "
                 f"({e}); analysed what could be read"
             )
-            return ends.flush() or None
+            return None
         if not block:
-            return ends.flush() or None
+            return None
         self.stats.bytes_read += len(block)
-        block = ends.convert(block)
-        if not block:
-            return b"" if ends.held else None
         try:
             guard.check(block)
         except LimitReached as e:

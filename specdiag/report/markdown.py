@@ -132,31 +132,15 @@ def _deployments_md(report: Report) -> str:
     return "".join(out)
 
 
-def _no_findings(report: Report) -> tuple[str, bool]:
-    """What a summary without findings may claim, and whether that is a clean result (``verdict.status``:
-    nothing analysed, or lines not read whole, is not), with what to collect."""
-    from specdiag.analyzers.base import all_rules
-    from specdiag.report.verdict import status
-
-    if not report.recognized_lines:
-        return "No line of the input was recognised as vLLM or LMCache output.", False
-    st = status(report, list(all_rules()))
-    if st.kind in ("clean", "findings"):
-        return "No findings.", True
-    hints = "".join(f"\n\n{cell(h[0].upper() + h[1:])}." for h in st.hints)
-    return cell(st.text[0].upper() + st.text[1:] + ".") + hints + "\n", False
-
-
 def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: str | None = None,
                     artifact_hint: str = "the JSON or SARIF report", verbose: bool = False) -> str:
     """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it; ``verbose``:
     every cause and reason in full, as the terminal's ``-v`` (``layout.VERBOSE``)."""
     views = finding_views(report, VERBOSE if verbose else DEFAULT)
     c = report.summary
-    none_text, clean = _no_findings(report) if not views else ("", True)
     if c["errors"]:
         head = "❌"
-    elif c["warnings"] or not clean:
+    elif c["warnings"]:
         head = "⚠️"
     else:
         head = "✅"
@@ -170,7 +154,8 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
             header.append(f"- {level}: {cell(msg)}\n")
         header.append("\n")
     if not views:
-        header.append(none_text)
+        header.append("No findings." if report.recognized_lines else
+                      "No line of the input was recognised as vLLM or LMCache output.")
         header.append("\n")
     blocks: list[str] = []
     if views:

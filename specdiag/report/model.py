@@ -41,9 +41,6 @@ class Report:
     tool_errors: list[dict[str, Any]] = field(default_factory=list)
     #: prompt and completion text replaced in every string (``specdiag.redact``)
     redacted: bool = False
-    #: records, rows and counted lines that reached the observers as template matches (None: not counted,
-    #: a report not built by the engine); 0 with lines recognised means every record was cut or unknown
-    analysed: int | None = None
 
     @classmethod
     def from_deployments(cls, deployments: list[DeploymentResult], **kw: Any) -> Report:

@@ -7,12 +7,9 @@ Shared by the terminal and HTML reports (pure functions, no Rich, no I/O). A ver
 
 The headline is the rule's own ``Finding.headline`` when it set one (the number and the consequence),
 otherwise the first sentence of its summary, shortened at a clause boundary. The "nothing found" status is
-only "no problem found" when lines were recognised, at least one record reached the rules (``Report.analysed``:
-a recognised envelope whose record was cut or matched no template judged nothing) *and* every rule ran; a
-report on input nothing recognised, nothing analysed, or with rules deselected, says so instead, because
-silence from a rule that did not run, or saw nothing, is not evidence of health. Lines ingest could not read
-whole (cut, binary, a damaged stream: ``inputs[].errors``) make it "no problem found in what could be read",
-naming them.
+only "no problem found" when lines were recognised *and* every rule ran: a report on input nothing
+recognised, or with rules deselected, says so instead, because silence from a rule that did not run is not
+evidence of health.
 """
 
 from __future__ import annotations
@@ -128,7 +125,7 @@ def verdicts(findings: list[Finding], where: Callable[[Finding], str | None] | N
 class Status:
     """What the report can honestly claim when it has no finding (or before its findings)."""
 
-    kind: str  # "nothing-recognised" | "nothing-analysed" | "rules-skipped" | "no-rules" | "clean" | "partial" | "findings"
+    kind: str  # "nothing-recognised" | "rules-skipped" | "no-rules" | "clean" | "partial" | "findings"
     text: str
     hints: tuple[str, ...] = ()
 
@@ -189,9 +186,6 @@ def _status(report: Any, all_codes: list[str]) -> Status:
                  "15:56:03 [scheduler.py:…]' or '[2026-05-06 15:56:03,745] LMCache ERROR: …'); an indented or "
                  "re-wrapped paste, benchmark output or another program's log is not recognised",)
         return Status("nothing-recognised", text, hints)
-    analysed = getattr(report, "analysed", None)
-    if analysed == 0:
-        return _nothing_analysed(report, rec, where)
     if not report.rules_run:
         return Status("no-rules", f"no rule ran (every rule was deselected): nothing was checked in the {rec:,} "
                                   "recognised lines")
@@ -201,49 +195,8 @@ def _status(report: Any, all_codes: list[str]) -> Status:
                       f"no finding from the {len(report.rules_run)} rule(s) that ran on {rec:,} recognised lines; "
                       f"{len(skipped)} rule(s) did not run ({code_ranges(skipped)}, deselected by --select/--ignore "
                       "or the configuration), so this is not a clean bill of health")
-    ran = f"{rec:,} of {lines:,} lines recognised, all {len(report.rules_run)} rules ran"
-    cut = _input_skips(report)
-    if cut:
-        return Status("partial", f"no problem found in what could be read: {ran}; not read whole: {'; '.join(cut)}",
-                      (COLLECT_WHOLE,))
-    return Status("clean", f"no problem found: {ran}")
-
-
-#: what to collect when lines were cut: the log as the server wrote it, not a paste of it
-COLLECT_WHOLE = ("collect the server's log as it was written, whole lines (kubectl logs POD > serve.log, docker "
-                 "logs, journalctl -o short-iso; not a terminal or chat paste); a line cut at 1 MiB or 64 KiB is "
-                 "usually a dump (a config, a tensor): the records around it are what the rules read")
-#: what to collect when every record read was one no rule reads
-COLLECT_MORE = ("the lines read are vLLM/LMCache records no rule reads (listed under 'Not recognised'): collect the "
-                "log from the server's start through the incident at INFO level (VLLM_LOGGING_LEVEL, "
-                "LMCACHE_LOG_LEVEL), where the config dumps, lookups, retrieves and errors are")
-
-
-def _input_skips(report: Any, limit: int = 3) -> list[str]:
-    """What ingest could not read whole, per input (``inputs[].errors``: lines cut, binary lines skipped,
-    a damaged stream), the first ``limit`` named."""
-    out = []
-    for inp in report.inputs:
-        errs = [str(e) for e in inp.get("errors") or () if str(e) != "empty input"]
-        if errs:
-            name = str(inp.get("path") or "input").rsplit("/", 1)[-1]
-            out.append(f"{name}: {', '.join(errs[:limit])}" + (f" (+{len(errs) - limit} more)" if len(errs) > limit else ""))
-    return out[:limit] + ([f"{len(out) - limit} more input(s)"] if len(out) > limit else [])
-
-
-def _nothing_analysed(report: Any, rec: int, where: str) -> Status:
-    """Lines were recognised (an envelope) but none reached a rule: every record was cut or matched no
-    template. Silence from rules that saw nothing is not health, so this says what was kept out."""
-    unrec = {k: v for k, v in (report.unrecognized or {}).items() if k != "top_warnings" and isinstance(v, int) and v}
-    kept = [f"{v:,} {k} record{'s' if v != 1 else ''} no template knows" for k, v in unrec.items()]
-    skips = _input_skips(report)
-    why = f" ({'; '.join(kept + skips)})" if kept or skips else ""
-    hints = (COLLECT_WHOLE,) if skips else (COLLECT_MORE,)  # a cut record is unknown because it was cut
-    n = f"{rec:,} recognised line{'s' if rec != 1 else ''}"
-    return Status("nothing-analysed",
-                  f"nothing analysed: the {n} in {where} {'were all' if rec != 1 else 'was'} kept out of the "
-                  f"analysis{why}, so no rule could judge {'them' if rec != 1 else 'it'} — this is not a clean "
-                  "bill of health", hints)
+    return Status("clean", f"no problem found: {rec:,} of {lines:,} lines recognised, all {len(report.rules_run)} "
+                           "rules ran")
 
 
 __all__ = ["Status", "Verdict", "code_ranges", "headline", "next_action", "shorten", "status", "verdicts"]
