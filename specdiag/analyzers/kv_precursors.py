@@ -101,6 +101,15 @@ def rank_words(by_rank: dict[str, int]) -> str:
     return "by rank: " + ", ".join(f"{r}: {n}" for r, n in sorted(by_rank.items()))
 
 
+def load_check_step(by_rank: dict[str, int]) -> str:
+    """The lines that would show whether a load of these ranks came up short (a next step of every rule
+    that holds a precursor without a short load)."""
+    ranks = sorted(r for r in by_rank if r != "unknown")
+    whose = f"{'/'.join(ranks)}'s" if ranks else "the same worker's"
+    return (f"To see whether a load came up short, collect {whose} 'Retrieved X out of Y required tokens' lines "
+            "and 'Num retrieved tokens: …, num expected tokens: …' errors after these lines")
+
+
 class PrecursorRule(Rule):
     """Shared mechanics of the family: count the precursor lines per template and rank, stand down beside a
     short load, and state the finding with the ceiling, the evidence and what to collect.
@@ -190,11 +199,7 @@ class PrecursorRule(Rule):
 
     def next_steps(self, ranked: list) -> list[str]:
         """Which lines would show a loss, then the catalog's decisive lines of each cause weighed."""
-        ranks = sorted(r for r in self.by_rank if r != "unknown")
-        whose = f"{'/'.join(ranks)}'s" if ranks else "the same worker's"
-        steps = [f"To see whether a load came up short, collect {whose} 'Retrieved X out of Y required tokens' lines "
-                 "and 'Num retrieved tokens: …, num expected tokens: …' errors after these lines (and vLLM's "
-                 "'KV load failure' lines)."]
+        steps = [load_check_step(self.by_rank) + " (and vLLM's 'KV load failure' lines)."]
         steps += [f"For {c.id}: collect {CATALOG[c.id].collect}." for c in ranked if CATALOG[c.id].collect]
         return steps
 

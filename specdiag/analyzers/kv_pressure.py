@@ -5,7 +5,7 @@ from __future__ import annotations
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.analyzers.kv_coverage import input_kind
-from specdiag.analyzers.kv_precursors import LoadWatch, rank_words
+from specdiag.analyzers.kv_precursors import LoadWatch, load_check_step, rank_words
 from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
@@ -152,10 +152,7 @@ class CpuTierPressure(Rule):
                         identity=f"pressure|{sorted(self.by_rank)}", first_seen=self.first_t)]
 
     def _paste_steps(self) -> list[str]:
-        ranks = sorted(r for r in self.by_rank if r != "unknown")
-        whose = f"{'/'.join(ranks)}'s" if ranks else "the same worker's"
-        return [f"To see whether a load came up short, collect {whose} 'Retrieved X out of Y required tokens' lines and "
-                "'Num retrieved tokens: …, num expected tokens: …' errors after these lines.",
+        return [load_check_step(self.by_rank) + ".",
                 "To size the tier: collect the startup lines ('Creating LMCacheEngine with config' for "
                 "max_local_cpu_size, 'Adjusted CPU memory size') and every rank's pressure lines."]
 

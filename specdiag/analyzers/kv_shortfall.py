@@ -11,7 +11,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import cause
 from specdiag.analyzers.kv_arith import LossViews, describe, loss_views, measurements
 from specdiag.analyzers.kv_coverage import Coverage, CoverageTracker
-from specdiag.analyzers.signals import SignalWindow
+from specdiag.analyzers.signals import PRESSURE_IDS, SignalWindow
 from specdiag.context import Context
 from specdiag.events import Event, template
 from specdiag.findings import CauseBoard, Evidence, Finding, with_primary
@@ -218,9 +218,9 @@ class RetrievalShortfall(Rule):
     defaults = {"window_s": 60.0}
     events = frozenset({
         "L6", "L8", "R1", "R2", "R3", "R4", "V1", "V2",
-        "M1", "M3", "M4", "S4", "S5", "S5b", "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
+        "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
         "X7", "X8", "X9", "D3", "D4", "D5", "D6", "Z1", "L7", "M13", "R8", "C34",
-    })
+    }) | PRESSURE_IDS
     tables = frozenset({"lookups"})
 
     def __init__(self, options=None) -> None:

@@ -54,7 +54,7 @@ class BlockView:
         self._values: dict[str, list[tuple]] = {}
 
     def values(self, table: str) -> list[tuple]:
-        """The ``stats`` / ``spec`` rows' parsed values (``scan.stats_values``/``spec_values``), once per block."""
+        """The ``stats`` / ``spec`` rows' parsed values, a tuple per row (``columns`` transposed), once per block."""
         v = self._values.get(table)
         if v is None:
             v = self._values[table] = list(zip(*self.columns(table), strict=True))

@@ -724,17 +724,6 @@ def spec_columns(res: ScanResult) -> list[list]:
     return [accs, _na_none(c["drafted"]), mals, _na_none(c["rate"]), positions, list(map(_num_drafts, accs, mals))]
 
 
-def stats_values(res: ScanResult) -> list[tuple]:
-    """Every stats row as the values of ``metrics.parse.STATS_ORDER``, in that order (what ``stats_row``
-    holds under those keys), for a whole block at once."""
-    return list(zip(*stats_columns(res), strict=True))
-
-
-def spec_values(res: ScanResult) -> list[tuple]:
-    """Every SpecDecoding row as the values of ``metrics.parse.SPEC_ORDER`` (``spec_row``'s)."""
-    return list(zip(*spec_columns(res), strict=True))
-
-
 def origin_of(prefix: bytes, origins: OriginCache) -> Origin:
     """The Origin a ``ScanResult.prefixes`` entry stands for (``b""``: no prefix), cached per prefix."""
     return origins.peel(prefix)[0] if prefix else NO_ORIGIN

@@ -392,7 +392,8 @@ class SeriesTracker:
                 or kinds[1::2].count("spec") != n // 2:
             return False
         engine = rows.stats_engine(lo)
-        if engine is None:
+        values = rows.pair_columns(lo)
+        if engine is None or values is None:
             return False
         if lo:  # row 0 joins the last batch's row first (or is a row of its own): before the group positions below
             self._observe_each(rows, 0, 1)
@@ -400,21 +401,12 @@ class SeriesTracker:
         pkey = (rows.path, origins[0].key)
         ekey = (rows.path, pkey[1], label)
         eng = self._engine(ekey)
-        times, lines = rows.times()[lo:], rows.lines[lo:]
         refs = rows.refs()[lo:] if eng.stride == 1 else self._first_refs(rows, lo, n, len(eng.pending), eng.stride)
-        if eng.stride > 1 and (columns := rows.pair_columns(lo)) is not None:  # past the cap: folded as columns
-            eng.extend_columns(_pair_columns(times, lines, refs, *columns), self.cap)
-        else:
-            values = rows.values()[lo:]
-            new = [[t, line, ref, 1, *sv, *pv, pref] for t, line, ref, sv, pv, pref in
-                   zip(times[0::2], lines[0::2], refs[0::2], values[0::2], values[1::2], refs[1::2], strict=False)]
-            if n % 2:  # the last stats line: its SpecDecoding line may come with the next batch
-                new.append([times[-1], lines[-1], refs[-1], 1, *values[-1], *_NO_SPEC])
-            if None in times:  # a stats line without a time takes its SpecDecoding line's
-                for row, t in zip(new, times[1::2], strict=False):
-                    if row[T] is None:
-                        row[T] = t
-            eng.pending.extend(new)
+        columns = _pair_columns(rows.times()[lo:], rows.lines[lo:], refs, *values)
+        if eng.stride > 1:  # past the cap: the complete groups are folded from the columns
+            eng.extend_columns(columns, self.cap)
+        else:  # below it every stats line keeps a row of its own
+            eng.pending.extend(map(list, zip(*columns, strict=True)))
             eng.settle(self.cap)
         self.last[pkey] = (eng.pending[-1], ekey)
         return True
