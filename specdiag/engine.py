@@ -163,22 +163,32 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
 
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
+    processes = scan_processes(opts)
     for src in sources:
-        _read_source(src, group.id, run_for, tally, progress, opts.scan_threads)
+        _read_source(src, group.id, run_for, tally, progress, opts.scan_threads, processes)
     deployments = [r.finish() for r in runs.values()] or [run_for(group.id).finish()]
     return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
 
 
+def scan_processes(opts: AnalyzeOptions) -> int:
+    """Worker processes the block scans of one input may use: one per job (ingest uses them only where
+    the Python scanner runs, ``ingest/ahead.py``). A group analysed in a pool worker has ``jobs == 1``: no
+    pool inside a pool."""
+    jobs = opts.jobs or os.cpu_count() or 1
+    return jobs if jobs > 1 else 0
+
+
 def _read_source(src: Source, default_id: str, run_for: Callable[[str], DeploymentRun], tally: StreamTally,
-                 progress: Callable[[str, int], None] | None, scan_threads: int = 0) -> None:
+                 progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
     """Stream one input's records (and lookup rows) to the deployment each belongs to; with
-    ``scan_threads`` the blocks are scanned on that many threads while this one reads them."""
+    ``scan_threads`` the blocks are scanned on that many threads while this one reads them, with
+    ``processes`` on that many worker processes (:func:`scan_processes`)."""
     matcher = default_matcher()
     window = HotWindow(src.display)
     current: DeploymentRun | None = None
     fed: dict[str, DeploymentRun] = {}
     text_events = reported = 0
-    items = iter_records(src, hot=True, window=window, scan_threads=scan_threads)
+    items = iter_records(src, hot=True, window=window, scan_threads=scan_threads, scan_processes=processes)
     while True:
         try:
             item = next(items, None)

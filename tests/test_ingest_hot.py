@@ -15,7 +15,7 @@ import pytest
 from specdiag import engine
 from specdiag.analyzers.kv_shortfall import LookupHistory
 from specdiag.engine import analyze
-from specdiag.ingest import scan, sources
+from specdiag.ingest import ahead, scan, sources
 from specdiag.ingest.hot import HotWindow, LookupRows
 from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.records import iter_records
@@ -33,9 +33,13 @@ VOLATILE = ("elapsed_s", "generated_at", "tool")
 COMPILED_ONLY = pytest.mark.skipif(scan.IMPLEMENTATION != "c", reason="scan threads run only with the compiled scanner")
 
 
-def _report(path: Path, scan_threads: int = 0) -> dict:
-    logs = sorted(str(p) for p in path.iterdir() if p.is_file() and p.name != "expected.json" and p.suffix != ".md")
-    doc = json.loads(render_json(analyze(logs, jobs=1, scan_threads=scan_threads)))
+def _logs(path: Path) -> list[str]:
+    return sorted(str(p) for p in path.iterdir() if p.is_file() and p.name != "expected.json" and p.suffix != ".md")
+
+
+def _report(path: Path, scan_threads: int = 0, jobs: int = 1) -> dict:
+    logs = _logs(path)
+    doc = json.loads(render_json(analyze(logs, jobs=jobs, scan_threads=scan_threads)))
     for key in VOLATILE:
         doc.pop(key, None)
     return doc
@@ -44,7 +48,7 @@ def _report(path: Path, scan_threads: int = 0) -> dict:
 def _without_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
     real = engine.iter_records
 
-    def every_line(src, hot=None, window=None, scan_threads=0):  # noqa: ARG001 - the engine's call, minus the scanner
+    def every_line(src, hot=None, window=None, **_scan):  # noqa: ARG001 - the engine's call, minus the scanner
         return real(src, None, window)
 
     monkeypatch.setattr(engine, "iter_records", every_line)
@@ -67,6 +71,9 @@ def _assert_same_without_the_compiled_scanner(path: Path, compiled: dict, monkey
     with monkeypatch.context() as m:
         m.setattr(scan, "_compiled", None)
         assert _report(path) == compiled, "pure-Python scanner"
+        m.setattr(ahead, "PROCESS_AFTER", 1)
+        # one group's blocks after its first scanned by two worker processes (several groups: one per process)
+        assert _report(path, jobs=2) == compiled, "pure-Python scanner on worker processes"
     with monkeypatch.context() as m:
         _without_scanner(m)
         assert _report(path) == compiled, "no scanner"

@@ -6,19 +6,28 @@ the per-line stages and the observers on block N can use other cores for the byt
 order. The Python scanner holds the GIL, so without the compiled one threads would only add switching:
 ``scan_ahead`` then runs inline. Opt-in (``--scan-threads``): on the 2-vCPU machines measured here two
 threads in parallel each ran at ~60 % of one alone, and the pipeline got slower (``docs/benchmark.md``).
+
+Without the compiled scanner the scan is three quarters of the run, so there it goes to worker
+*processes* instead (``processes``; the engine asks for one per ``-j`` job): the blocks travel to them
+pickled (~1 ms a MiB) and their results come back in file order, so the records are the same. An input
+of fewer than ``PROCESS_AFTER`` blocks never starts them; a pool that breaks (a worker killed) leaves the
+rest of the input to this process.
 """
 
 from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import BrokenExecutor, Executor, Future
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import ScanResult, scan_range
 
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
+#: blocks scanned in this process before worker processes start: a small input never pays their start
+PROCESS_AFTER = 16
 #: ``(data, start, end, result, unwrapped)``: ``unwrapped`` is the copy of ``data[start:end]`` the result's
 #: offsets refer to when the block's timestamps were taken off for the scanner (else None: ``data`` itself)
 Item = tuple[bytes, int, int, "ScanResult | None", "bytes | None"]
@@ -66,9 +75,13 @@ def scanned(blocks: Iterator[tuple[bytes, int, int]], hot: bool) -> Iterator[Ite
         yield data, start, end, res, copy
 
 
-def scan_ahead(blocks: Iterator[tuple[bytes, int, int]], hot: bool, threads: int = 0) -> Iterator[Item]:
-    """:func:`scanned`, with the scans on ``threads`` pool threads when the compiled scanner is in use."""
-    if not (threads > 0 and hot and scan.IMPLEMENTATION == "c"):
+def scan_ahead(blocks: Iterator[tuple[bytes, int, int]], hot: bool, threads: int = 0,
+               processes: int = 0) -> Iterator[Item]:
+    """:func:`scanned`, with the scans on ``threads`` pool threads when the compiled scanner is in use, or
+    on ``processes`` (more than one) worker processes when only the Python scanner is."""
+    if hot and processes > 1 and not scan.compiled_in_use():
+        return _in_processes(blocks, processes)
+    if not (threads > 0 and hot and scan.compiled_in_use()):
         return scanned(blocks, hot)
     return _pooled(blocks, threads)
 
@@ -76,39 +89,110 @@ def scan_ahead(blocks: Iterator[tuple[bytes, int, int]], hot: bool, threads: int
 def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[Item]:
     """Scans on a thread pool, results in file order.
 
-    Line numbers need the lines before a block: a block is scanned with base 0 and its rows are shifted
-    when it is handed on (``ScanResult.shifted``), so blocks can be scanned in any order. Reading stays on
+    Line numbers need the lines before a block: this thread counts them as it reads (``_pipelined``), so
+    blocks can be scanned in any order. Reading stays on
     this thread, so an input error surfaces here as without threads; closing the generator cancels the
     scans not started and waits for the running ones.
     """
     from concurrent.futures import ThreadPoolExecutor
 
-    pending: deque = deque()
-    base = 0
     with ThreadPoolExecutor(threads, thread_name_prefix="specdiag-scan") as pool:
+        yield from _pipelined(blocks, lambda d, s, e, at: pool.submit(scan_unwrapped, d, s, e, at), DEPTH + threads)
+
+
+def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> Iterator[Item]:
+    """The first ``PROCESS_AFTER`` blocks scanned here, the rest on ``processes`` worker processes."""
+    base = 0
+    for _ in range(PROCESS_AFTER):
+        item = next(blocks, None)
+        if item is None:
+            return
+        base = yield from _hand_on((*item, base, None), base)
+    pool = process_pool(processes)
+
+    def submit(data: bytes, start: int, end: int, at: int) -> Future | None:
         try:
-            for data, start, end in blocks:
-                fut = None if is_flood(data, start, end) else pool.submit(scan_unwrapped, data, start, end, 0)
-                pending.append((data, start, end, fut))
-                if len(pending) > DEPTH + threads:
-                    base = yield from _hand_on(pending.popleft(), base)
-            while pending:
+            return pool.submit(scan_job, data if start == 0 and end == len(data) else data[start:end], at)
+        except BrokenExecutor:  # None: scanned here when its turn comes
+            return None
+
+    try:
+        yield from _pipelined(blocks, submit, DEPTH + processes, base)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def process_pool(processes: int) -> Executor:
+    """Worker processes for block scans: forked from a clean server process where the platform has one
+    (never from this one, whose threads a fork could catch holding a lock), ignoring Ctrl-C (this process
+    handles it and shuts them down)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["specdiag.ingest.scan_fast"])
+    return ProcessPoolExecutor(processes, mp_context=ctx, initializer=_worker_start)
+
+
+def _worker_start() -> None:
+    import gc
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)  # as the CLI: a scan makes many short-lived lists, no cycles
+
+
+def scan_job(block: bytes, base_line: int) -> tuple[ScanResult, bytes | None]:
+    """One block's scan in a worker process, by the Python scanner (the only one that runs there)."""
+    from specdiag.ingest.scan_fast import scan_block_fast
+
+    copy = unwrapped(block, 0, len(block)) if block else None
+    return scan_block_fast(block if copy is None else copy, base_line), copy
+
+
+def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes, int, int, int], Future | None],
+               depth: int, base: int = 0) -> Iterator[Item]:
+    """Blocks submitted as they are read, at most ``depth`` in flight, handed on in file order.
+
+    Each block is submitted with the line number it starts at, counted here (a C-speed count of its line
+    breaks: the blocks end on one), so the rows come back numbered; a scan that counted otherwise is
+    shifted by the difference when it is handed on."""
+    pending: deque = deque()
+    at = base
+    try:
+        for data, start, end in blocks:
+            flood = is_flood(data, start, end)
+            pending.append((data, start, end, at, None if flood else submit(data, start, end, at)))
+            at += data.count(b"\n", start, end)
+            if len(pending) > depth:
                 base = yield from _hand_on(pending.popleft(), base)
-        finally:
-            for *_rest, fut in pending:
-                if fut is not None:
-                    fut.cancel()
+        while pending:
+            base = yield from _hand_on(pending.popleft(), base)
+    finally:
+        for *_rest, fut in pending:
+            if fut is not None:
+                fut.cancel()
 
 
 def _hand_on(item: tuple, base: int):
-    data, start, end, fut = item
-    if fut is None:
+    """One block in file order: a flood as it is, else its scan (made here when it had none or its pool
+    broke), numbered from ``base``; returns the base of the next block. ``item`` is ``(data, start, end,
+    the line number its scan was asked to start at, the scan's future or None)``."""
+    data, start, end, asked, fut = item
+    if is_flood(data, start, end):
         yield data, start, end, None, None
         return base + data.count(b"\n", start, end)
-    res, copy = fut.result()
-    res = res.shifted(base)
+    try:
+        res, copy = fut.result() if fut is not None else scan_unwrapped(data, start, end, base)
+    except BrokenExecutor:  # a worker died (killed, out of memory): this block, and the next ones, here
+        res, copy = scan_unwrapped(data, start, end, base)
+    else:
+        res = res.shifted(base - asked)
     yield data, start, end, res, copy
     return base + res.lines
 
 
-__all__ = ["DEPTH", "is_flood", "scan_ahead", "scanned", "unwrapped"]
+__all__ = ["DEPTH", "PROCESS_AFTER", "is_flood", "process_pool", "scan_ahead", "scan_job", "scanned", "unwrapped"]

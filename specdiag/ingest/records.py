@@ -542,7 +542,7 @@ def _no_line(n: int) -> bytes | None:
 
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
-                 scan_threads: int = 0) -> Iterator[Record | LookupRows | MetricRows]:
+                 scan_threads: int = 0, scan_processes: int = 0) -> Iterator[Record | LookupRows | MetricRows]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
@@ -550,12 +550,13 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     between the records (in line order), ``window`` keeps the blocks' rows for look-back, and only the
     other lines (and the flagged ones: short retrieves, 5xx) reach the per-line stages. Without ``hot``
     every line does (what tests of the per-line stages use). ``scan_threads`` scans the blocks on that
-    many threads while this one reads them (``ahead.py``); the records are the same.
+    many threads while this one reads them, ``scan_processes`` on worker processes where only the Python
+    scanner runs (``ahead.py``); the records are the same.
     """
     stats = source.stats
     reader = _Reader(source.display, stats, window, count_hot=bool(hot))
     lineno = 0
-    for data, start, end, res, copy in scan_ahead(source.blocks(), bool(hot), scan_threads):
+    for data, start, end, res, copy in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes):
         if res is None and is_flood(data, start, end):  # a newline flood: no list of empties
             lineno += end - start
             continue

@@ -763,6 +763,11 @@ def _python_forced() -> bool:
 IMPLEMENTATION = "c" if _compiled is not None and not _python_forced() else "python"
 
 
+def compiled_in_use() -> bool:
+    """Whether blocks are scanned by the compiled scanner now (``IMPLEMENTATION`` is the same, at import)."""
+    return _compiled is not None and not _python_forced()
+
+
 def scan_block_c(block: bytes, base_line: int) -> ScanResult:
     """The compiled scanner (raises RuntimeError where it was not built)."""
     if _compiled is None:
@@ -774,12 +779,15 @@ def scan_block_c(block: bytes, base_line: int) -> ScanResult:
 def pack_rows_py(block: bytes, base: int, starts: array, ends: array, lo: int, hi: int) -> bytes:
     """``block[base + starts[i] : base + ends[i]]`` for rows ``lo .. hi-1``, concatenated (the reference of
     the compiled ``pack``)."""
-    return b"".join([block[base + s : base + e] for s, e in zip(starts[lo:hi], ends[lo:hi], strict=True)])
+    if len(starts) != len(ends):
+        raise ValueError("starts and ends differ in length")
+    first, last = map(add, starts[lo:hi], repeat(base)), map(add, ends[lo:hi], repeat(base))
+    return b"".join(map(block.__getitem__, map(slice, first, last)))  # C-level maps: no Python frame per row
 
 
 def pack_rows(block: bytes, base: int, starts: array, ends: array, lo: int, hi: int) -> bytes:
     """Rows' lines as one bytes object (``pack_rows_py``), by one copy loop where the scanner is compiled."""
-    if _compiled is not None and not _python_forced():
+    if compiled_in_use():
         return _compiled.pack(block, base, starts, ends, lo, hi)
     return pack_rows_py(block, base, starts, ends, lo, hi)
 
@@ -791,7 +799,7 @@ def scan_block(block: bytes, base_line: int) -> ScanResult:
     else the pure-Python fallback (``scan_fast``: this reference's decisions, once per line shape), which
     ``SPECDIAG_SCANNER=python`` also forces (read per block: one dict lookup per MiB-sized block).
     """
-    if _compiled is not None and not _python_forced():
+    if compiled_in_use():
         return scan_block_c(block, base_line)
     from specdiag.ingest.scan_fast import scan_block_fast
 
@@ -803,6 +811,6 @@ def scan_range(data: bytes, start: int, end: int, base_line: int) -> ScanResult:
     (it reads a buffer view); offsets in the result are relative to ``start``."""
     if start == 0 and end == len(data):
         return scan_block(data, base_line)
-    if _compiled is not None and not _python_forced():
+    if compiled_in_use():
         return scan_block_c(memoryview(data)[start:end], base_line)
     return scan_block(data[start:end], base_line)

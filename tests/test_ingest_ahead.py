@@ -1,0 +1,96 @@
+"""Scanning ahead on worker processes (the pure-Python scanner): the same scans in the same order as
+inline, no pool for a small input, a broken pool leaves the rest to this process, closing shuts it down."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import pytest
+
+from specdiag.ingest import ahead, scan, sources
+from specdiag.ingest.sources import expand_inputs
+
+ROOT = Path(__file__).resolve().parents[1]
+LOG = ROOT / "examples" / "tp8-shortfall" / "serve.log"
+
+
+@pytest.fixture
+def python_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pure-Python scanner, small blocks (many of them from one example) and an early pool start."""
+    monkeypatch.setattr(scan, "_compiled", None)
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 4096)
+    monkeypatch.setattr(ahead, "PROCESS_AFTER", 2)
+
+
+def _blocks():
+    return expand_inputs([str(LOG)])[0].blocks()
+
+
+def _scans(items) -> list[tuple[bytes, object]]:
+    return [(data[start:end], res) for data, start, end, res, _copy in items]
+
+
+@pytest.fixture
+def pools(monkeypatch: pytest.MonkeyPatch) -> list:
+    """Every pool ``scan_ahead`` starts, kept for the test to look at."""
+    made: list = []
+    real = ahead.process_pool
+
+    def keep(processes: int):
+        made.append(real(processes))
+        return made[-1]
+
+    monkeypatch.setattr(ahead, "process_pool", keep)
+    return made
+
+
+@pytest.mark.usefixtures("python_scanner")
+def test_blocks_scanned_on_worker_processes_are_the_inline_scans_in_file_order(pools: list) -> None:
+    inline = _scans(ahead.scanned(_blocks(), True))
+    assert len(inline) > 10
+    assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == inline
+    assert len(pools) == 1
+
+
+@pytest.mark.usefixtures("python_scanner")
+def test_an_input_of_few_blocks_never_starts_worker_processes(pools: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(ahead, "PROCESS_AFTER", 10_000)
+    assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
+    assert pools == []
+
+
+def test_the_compiled_scanner_never_uses_worker_processes(pools: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan, "compiled_in_use", lambda: True)
+    monkeypatch.setattr(ahead, "PROCESS_AFTER", 0)
+    list(ahead.scan_ahead(iter([(b"x\n", 0, 2)]), True, processes=2))
+    assert pools == []
+
+
+@pytest.mark.usefixtures("python_scanner")
+def test_closing_the_stream_shuts_its_worker_processes_down(pools: list) -> None:
+    items = ahead.scan_ahead(_blocks(), True, processes=2)
+    for _ in range(ahead.PROCESS_AFTER + 3):
+        next(items)
+    items.close()
+    with pytest.raises(RuntimeError, match="shutdown"):
+        pools[0].submit(int, 1)
+
+
+@pytest.mark.usefixtures("python_scanner")
+def test_a_block_whose_worker_died_is_scanned_here() -> None:
+    data, start, end = next(iter(_blocks()))
+    broken: Future = Future()
+    broken.set_exception(BrokenProcessPool("a worker was killed"))
+    [(_d, _s, _e, res, _copy)] = list(ahead._hand_on((data, start, end, 0, broken), 5))  # noqa: SLF001
+    assert res == scan.scan_range(data, start, end, 5)
+
+
+@pytest.mark.usefixtures("python_scanner")
+def test_a_scan_asked_at_another_line_is_renumbered_from_the_lines_before_it() -> None:
+    data, start, end = next(iter(_blocks()))
+    done: Future = Future()
+    done.set_result((scan.scan_range(data, start, end, 0), None))
+    [(_d, _s, _e, res, _copy)] = list(ahead._hand_on((data, start, end, 0, done), 7))  # noqa: SLF001
+    assert res == scan.scan_range(data, start, end, 7)
