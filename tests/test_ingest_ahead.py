@@ -94,3 +94,14 @@ def test_a_scan_asked_at_another_line_is_renumbered_from_the_lines_before_it() -
     done.set_result((scan.scan_range(data, start, end, 0), None))
     [(_d, _s, _e, res, _copy)] = list(ahead._hand_on((data, start, end, 0, done), 7))  # noqa: SLF001
     assert res == scan.scan_range(data, start, end, 7)
+
+
+def test_a_worker_exits_when_the_analysing_process_is_gone() -> None:
+    """A worker blocks on a queue whose write end every worker holds: only this watch ends it after a SIGKILL."""
+    import subprocess
+    import sys
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    code = f"from specdiag.ingest.ahead import _watch; _watch({gone.pid}, 0.01); raise SystemExit(3)"
+    assert subprocess.run([sys.executable, "-c", code], timeout=20).returncode == 0
