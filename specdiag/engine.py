@@ -296,10 +296,12 @@ def _pool(jobs: int) -> Any:
     global _POOL
     from concurrent.futures import ProcessPoolExecutor
 
+    from specdiag.workers import start_worker
+
     if _POOL is None or _POOL._max_workers < jobs:  # noqa: SLF001 - the stdlib exposes no getter
         if _POOL is not None:
             _POOL.shutdown(wait=False, cancel_futures=True)
-        _POOL = ProcessPoolExecutor(max_workers=jobs)
+        _POOL = ProcessPoolExecutor(max_workers=jobs, initializer=start_worker, initargs=(os.getpid(),))
         import atexit
 
         atexit.register(_POOL.shutdown, wait=False, cancel_futures=True)  # before the interpreter tears down

@@ -103,5 +103,5 @@ def test_a_worker_exits_when_the_analysing_process_is_gone() -> None:
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
-    code = f"from specdiag.ingest.ahead import _watch; _watch({gone.pid}, 0.01); raise SystemExit(3)"
+    code = f"from specdiag.workers import watch_owner; watch_owner({gone.pid}, 0.01); raise SystemExit(3)"
     assert subprocess.run([sys.executable, "-c", code], timeout=20).returncode == 0

@@ -18,6 +18,7 @@ from specdiag.engine import AnalyzeOptions, GroupResult, analyze_group
 from specdiag.fleet.discover import discover
 from specdiag.fleet.model import FleetReport, build_fleet_report, row_id
 from specdiag.sanitize import error_text
+from specdiag.workers import start_worker
 
 RETRIES = 1
 Outcome = tuple[InputGroup, GroupResult | None, str | None]
@@ -44,7 +45,8 @@ def _run_local(groups: list[InputGroup], opts: AnalyzeOptions, jobs: int) -> lis
         if not pending:
             break
         failed = []
-        with ProcessPoolExecutor(max_workers=min(jobs, len(pending))) as pool:
+        with ProcessPoolExecutor(max_workers=min(jobs, len(pending)), initializer=start_worker,
+                                 initargs=(os.getpid(),)) as pool:
             futures = {i: pool.submit(analyze_group, groups[i], opts) for i in pending}
             for i, fut in futures.items():
                 try:

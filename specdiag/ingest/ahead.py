@@ -23,6 +23,7 @@ from concurrent.futures import BrokenExecutor, Executor, Future
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import ScanResult, scan_range
+from specdiag.workers import start_worker
 
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
@@ -125,7 +126,7 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
 def process_pool(processes: int) -> Executor:
     """Worker processes for block scans: forked from a clean server process where the platform has one
     (never from this one, whose threads a fork could catch holding a lock), ignoring Ctrl-C (this process
-    handles it and shuts them down) and exiting when this process is gone (:func:`_watch`)."""
+    handles it and shuts them down) and exiting when this process is gone (``specdiag.workers``)."""
     import multiprocessing
     import os
     from concurrent.futures import ProcessPoolExecutor
@@ -134,34 +135,8 @@ def process_pool(processes: int) -> Executor:
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(["specdiag.ingest.scan_fast"])
-    return ProcessPoolExecutor(processes, mp_context=ctx, initializer=_worker_start, initargs=(os.getpid(),))
-
-
-def _worker_start(owner: int) -> None:
-    import gc
-    import signal
-    import threading
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)  # as the CLI: a scan makes many short-lived lists, no cycles
-    threading.Thread(target=_watch, args=(owner,), name="specdiag-owner-watch", daemon=True).start()
-
-
-def _watch(owner: int, every_s: float = 0.5) -> None:
-    """Exit when the analysing process ``owner`` is gone (killed with SIGKILL, say): a worker blocks on
-    its task queue, whose other end every worker also holds, so it would never see end-of-file."""
-    import os
-    import time
-
-    while True:
-        time.sleep(every_s)
-        try:
-            os.kill(owner, 0)
-        except ProcessLookupError:
-            os._exit(0)
-        except PermissionError:  # pragma: no cover - a pid reused by another user's process: gone too
-            os._exit(0)
+    return ProcessPoolExecutor(processes, mp_context=ctx, initializer=start_worker,
+                               initargs=(os.getpid(), True))
 
 
 def scan_job(block: bytes, base_line: int) -> tuple[ScanResult, bytes | None]:
