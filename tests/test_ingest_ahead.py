@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from specdiag.ingest import ahead, scan, sources
+from specdiag.ingest import ahead, scan, scan_workers, sources
 from specdiag.ingest.sources import expand_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,13 +36,13 @@ def _scans(items) -> list[tuple[bytes, object]]:
 def pools(monkeypatch: pytest.MonkeyPatch) -> list:
     """Every pool ``scan_ahead`` starts, kept for the test to look at."""
     made: list = []
-    real = ahead.process_pool
+    real = scan_workers.process_pool
 
     def keep(processes: int):
         made.append(real(processes))
         return made[-1]
 
-    monkeypatch.setattr(ahead, "process_pool", keep)
+    monkeypatch.setattr(scan_workers, "process_pool", keep)
     return made
 
 
@@ -105,3 +105,25 @@ def test_a_worker_exits_when_the_analysing_process_is_gone() -> None:
     gone.wait()
     code = f"from specdiag.workers import watch_owner; watch_owner({gone.pid}, 0.01); raise SystemExit(3)"
     assert subprocess.run([sys.executable, "-c", code], timeout=20).returncode == 0
+
+
+@pytest.mark.usefixtures("python_scanner")
+@pytest.mark.parametrize("transport", ["some blocks over a slot", "no shared memory"])
+def test_blocks_that_cannot_use_the_shared_ring_travel_pickled(transport: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    if transport == "no shared memory":
+        monkeypatch.setattr(scan_workers.BlockRing, "open", classmethod(lambda cls, slots: None))
+    else:
+        monkeypatch.setattr(scan_workers, "SLOT_SIZE", 3000)  # the 4 KiB reads do not fit, the joined lines do
+    assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
+
+
+@pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm to look at")
+@pytest.mark.usefixtures("python_scanner")
+def test_the_shared_ring_is_unlinked_when_the_input_ends_or_is_abandoned() -> None:
+    before = set(Path("/dev/shm").iterdir())
+    list(ahead.scan_ahead(_blocks(), True, processes=2))
+    items = ahead.scan_ahead(_blocks(), True, processes=2)
+    for _ in range(ahead.PROCESS_AFTER + 2):
+        next(items)
+    items.close()
+    assert set(Path("/dev/shm").iterdir()) <= before

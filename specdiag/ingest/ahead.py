@@ -19,11 +19,10 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import BrokenExecutor, Executor, Future
+from concurrent.futures import BrokenExecutor, Future
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import ScanResult, scan_range
-from specdiag.workers import start_worker
 
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
@@ -102,49 +101,25 @@ def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[
 
 
 def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> Iterator[Item]:
-    """The first ``PROCESS_AFTER`` blocks scanned here, the rest on ``processes`` worker processes."""
+    """The first ``PROCESS_AFTER`` blocks scanned here, the rest on ``processes`` worker processes
+    (``scan_workers``): each block copied into a slot of shared memory, or pickled when none is free."""
+    from specdiag.ingest import scan_workers
+
     base = 0
     for _ in range(PROCESS_AFTER):
         item = next(blocks, None)
         if item is None:
             return
         base = yield from _hand_on((*item, base, None), base)
-    pool = process_pool(processes)
-
-    def submit(data: bytes, start: int, end: int, at: int) -> Future | None:
-        try:
-            return pool.submit(scan_job, data if start == 0 and end == len(data) else data[start:end], at)
-        except BrokenExecutor:  # None: scanned here when its turn comes
-            return None
-
+    depth = DEPTH + processes
+    pool = scan_workers.process_pool(processes)
+    ring = scan_workers.BlockRing.open(depth + 2)
     try:
-        yield from _pipelined(blocks, submit, DEPTH + processes, base)
+        yield from _pipelined(blocks, lambda d, s, e, at: scan_workers.submit(pool, ring, d, s, e, at), depth, base)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def process_pool(processes: int) -> Executor:
-    """Worker processes for block scans: forked from a clean server process where the platform has one
-    (never from this one, whose threads a fork could catch holding a lock), ignoring Ctrl-C (this process
-    handles it and shuts them down) and exiting when this process is gone (``specdiag.workers``)."""
-    import multiprocessing
-    import os
-    from concurrent.futures import ProcessPoolExecutor
-
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(["specdiag.ingest.scan_fast"])
-    return ProcessPoolExecutor(processes, mp_context=ctx, initializer=start_worker,
-                               initargs=(os.getpid(), True))
-
-
-def scan_job(block: bytes, base_line: int) -> tuple[ScanResult, bytes | None]:
-    """One block's scan in a worker process, by the Python scanner (the only one that runs there)."""
-    from specdiag.ingest.scan_fast import scan_block_fast
-
-    copy = unwrapped(block, 0, len(block)) if block else None
-    return scan_block_fast(block if copy is None else copy, base_line), copy
+        pool.shutdown(wait=True, cancel_futures=True)  # no worker reads the ring after this
+        if ring is not None:
+            ring.close()
 
 
 def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes, int, int, int], Future | None],
@@ -189,4 +164,4 @@ def _hand_on(item: tuple, base: int):
     return base + res.lines
 
 
-__all__ = ["DEPTH", "PROCESS_AFTER", "is_flood", "process_pool", "scan_ahead", "scan_job", "scanned", "unwrapped"]
+__all__ = ["DEPTH", "PROCESS_AFTER", "is_flood", "scan_ahead", "scanned", "unwrapped"]
