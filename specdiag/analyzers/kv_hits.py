@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import operator
 from collections import Counter
-from itertools import compress
+from itertools import compress, repeat
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
@@ -109,16 +109,17 @@ class ZeroHitsOnRepeats(Rule):
         self.hits += answered - len(misses)
         if not misses:
             return
-        total, computed = rows.total, rows.computed
-        totals = [total[i] for i in misses]
+        totals = list(map(rows.total.__getitem__, misses))
         if len(self.zero_totals) + len(totals) <= MAX_KEYS:
             self.zero_totals.update(totals)
         else:
             for t in totals:
                 if len(self.zero_totals) < MAX_KEYS or t in self.zero_totals:
                     self.zero_totals[t] += 1
-        self.computed_full += sum(1 for i, t in zip(misses, totals, strict=True)
-                                  if (c := computed[i]) != NA and c >= t - 1 > 0)
+        # vLLM had computed the whole prompt: ``computed >= total - 1 > 0`` (NA, far below 0, never is)
+        spans = list(map(operator.sub, totals, repeat(1)))
+        covered = map(operator.ge, map(rows.computed.__getitem__, misses), spans)
+        self.computed_full += sum(compress(covered, map(operator.lt, repeat(0), spans)))
 
     def observe(self, ev: Event) -> None:
         tid = ev.id

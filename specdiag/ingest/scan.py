@@ -38,9 +38,9 @@ import re
 import zlib
 from array import array
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import compress, repeat
 from math import isnan
-from operator import add
+from operator import add, eq, or_
 from typing import TYPE_CHECKING
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
@@ -701,10 +701,20 @@ def _num_drafts(acc: int | None, mal: float | None) -> float | None:
 
 
 def _na_none(col) -> list:
-    """A column as a list, its missing values (NaN, ``NA``) as None (C-level passes when it has none)."""
-    if NA not in col and (col.typecode != "d" or not any(map(isnan, col))):
-        return col.tolist()
-    return [None if v != v or v == NA else v for v in col]
+    """A column as a list, its missing values (NaN, ``NA``) as None, by C-level passes (a field this vLLM
+    does not print is missing on every row; one it prints now and then, on a few)."""
+    if col.typecode == "d":
+        gone = list(compress(range(len(col)), map(or_, map(isnan, col), map(eq, col, repeat(NA)))))
+    else:
+        missing = col.count(NA)
+        gone = [] if not missing else range(len(col)) if missing == len(col) else \
+            list(compress(range(len(col)), map(eq, col, repeat(NA))))
+    if len(gone) == len(col):
+        return [None] * len(col)
+    out = col.tolist()
+    for i in gone:
+        out[i] = None
+    return out
 
 
 def stats_columns(res: ScanResult) -> list[list]:
