@@ -120,7 +120,7 @@ def test_an_observer_of_metric_events_still_gets_events(tmp_path: Path, monkeypa
     analyze([str(log)], jobs=1, observers=(_spy,))
     scanned = list(_EventSpy.seen)
     real = engine.iter_records
-    monkeypatch.setattr(engine, "iter_records", lambda src, hot=None, window=None, scan_threads=0: real(src, None, window))
+    monkeypatch.setattr(engine, "iter_records", lambda src, hot=None, window=None, **_scan: real(src, None, window))
     _EventSpy.seen = []
     analyze([str(log)], jobs=1, observers=(_spy,))
     assert len(scanned) == 10
@@ -139,7 +139,7 @@ def test_interval_series_is_the_same_from_rows_and_from_events(tmp_path: Path, m
 
     rows = series()
     real = engine.iter_records
-    monkeypatch.setattr(engine, "iter_records", lambda src, hot=None, window=None, scan_threads=0: real(src, None, window))
+    monkeypatch.setattr(engine, "iter_records", lambda src, hot=None, window=None, **_scan: real(src, None, window))
     assert rows == series()
     assert len(rows) <= 8
 
