@@ -182,6 +182,7 @@ class _Reader:
         self.recognized = 0
         self.skipped = 0
         self.esc = self.residue = self.cr = self.suspicious = False
+        self.cut = False  # the line ``clean`` returned last was cut to MAX_PARSE_LINE
         self.line_at = _no_line
 
     def begin_block(self, chunk: bytes, line_at, few_lines: bool = False, start: int = 0, end: int | None = None) -> None:
@@ -215,6 +216,7 @@ class _Reader:
             self.skipped += 1
             return None
         if len(line) > MAX_PARSE_LINE:
+            self.cut = True
             if len(self.stats.errors) < 20:
                 self.stats.errors.append(f"line {lineno}: {len(line):,} bytes long, cut to {MAX_PARSE_LINE:,} for parsing")
             line = line[:MAX_PARSE_LINE]
@@ -274,6 +276,11 @@ class _Reader:
         if peeled is None:
             return None
         origin, line = peeled
+        if self.cut:  # a recognised line read only in part: the verdict must not call it judged
+            self.cut, before = False, self.recognized
+            self._dispatch(lineno, origin, line, plen)
+            self.stats.cut_recognized += self.recognized > before
+            return origin
         self._dispatch(lineno, origin, line, plen)
         return origin
 
@@ -456,6 +463,8 @@ class _Reader:
             self.stats.formats.add("uvicorn")
             if b'" 5' in line or line.startswith(b"ERROR:"):
                 self.out.append(Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, line))
+            else:
+                self.stats.access_lines += 1
             return
         if b"LMCache:" in line[:16]:
             m = LMC_LEGACY.match(line)

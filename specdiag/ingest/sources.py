@@ -85,6 +85,10 @@ class SourceStats:
     #: bare CRs that ended a line in an LF/CRLF input: reads without an LF whose CRs became line ends, and
     #: records the per-line stages found after a CR inside a line (``records.cr_records``)
     cr_splits: int = 0
+    #: recognised lines the per-line stages read only in part (cut to ``records.MAX_PARSE_LINE``)
+    cut_recognized: int = 0
+    #: uvicorn access lines below 500 the per-line stages read (no record: the scanner counts them)
+    access_lines: int = 0
 
     def to_dict(self) -> dict:
         out = {
@@ -98,6 +102,8 @@ class SourceStats:
         }
         if self.cr_splits:
             out["cr_line_ends"] = self.cr_splits
+        if self.cut_recognized:
+            out["cut_lines"] = self.cut_recognized
         return out
 
 
