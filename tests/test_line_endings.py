@@ -212,3 +212,12 @@ def test_splitting_a_hostile_1mb_line_at_its_crs_is_linear(piece: bytes) -> None
     pieces = cr_records(line)
     assert time.thread_time() - t < 0.05
     assert b"".join(pieces) == line and len(pieces) <= MAX_CR_TRIES + 1
+
+
+def test_the_terminal_report_says_a_file_was_read_with_cr_line_ends(tmp_path: Path, run_cli) -> None:
+    cr = tmp_path / "serve.log"
+    cr.write_bytes(_lf_only(ROOT / "examples/tp8-shortfall/serve.log").replace(b"\n", b"\r"))
+    code, out, _ = run_cli("analyze", str(cr))
+    assert code == 1 and "lines (line ends: CR):" in out and "KV001" in out
+    code, out, _ = run_cli("analyze", str(ROOT / "examples/healthy-ngram/serve.log"))
+    assert "line ends" not in out
