@@ -266,6 +266,7 @@ class _Reader:
         line = self.clean(lineno, line)
         if line is None:
             return None
+        cut, self.cut = self.cut, False
         plen = len(line)
         if inherit is None:
             peeled = self.peel(line)
@@ -276,8 +277,8 @@ class _Reader:
         if peeled is None:
             return None
         origin, line = peeled
-        if self.cut:  # a recognised line read only in part: the verdict must not call it judged
-            self.cut, before = False, self.recognized
+        if cut:  # a recognised line read only in part: the verdict must not call it judged
+            before = self.recognized
             self._dispatch(lineno, origin, line, plen)
             self.stats.cut_recognized += self.recognized > before
             return origin
