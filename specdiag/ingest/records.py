@@ -647,8 +647,9 @@ def _starts_record(line: bytes, at: int) -> bool:
 def cr_records(line: bytes) -> list[bytes]:
     """``line`` cut before every bare CR that starts a log record (a record written after a progress bar's
     ``\\r``, or a stretch of CR-ended lines inside an LF file); other CRs stay where they are (the cleaner
-    drops them: a bar's redraws are one line). Linear: one ``find`` per CR, a bounded literal test at most
-    :data:`MAX_CR_TRIES` times per line, no pattern run over the line."""
+    drops them: a bar's redraws are one line). Linear: one ``find`` per CR and, at most :data:`MAX_CR_TRIES`
+    times per line, a first-byte test and literal tests on the :data:`CR_HEAD` bytes after it (the colour
+    patterns run on those bytes only); no pattern runs over the line."""
     cuts = [0]
     last = len(line) - 1
     pos = line.find(b"\r", 0, last)
