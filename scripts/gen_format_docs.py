@@ -40,7 +40,11 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   container (`compose:…`) — is kept as `Origin.deployment` (part of the process key, so pid 1 in two pods
   are two processes); `Origin.source_key` falls back to the Ray node (`ray:<ip>`). Years in wrapper
   timestamps (kubectl/docker, journald `short-iso`, docker json `time`) date vLLM's year-less lines;
-* ANSI colour codes and the ESC-less residue (`[32;20m`), CRs (line numbers stay those of `\\n`);
+* ANSI colour codes and the ESC-less residue (`[32;20m`), CRs. Line ends: a file whose lines end in a bare
+  CR (sniffed on its first read: CRs and no LF, or more bare CRs than LFs, most before a record) is read
+  line per CR, and a read without any LF inside an LF file has its CRs made line ends; CRLF is one line
+  end. Inside an LF line a bare CR ends it only where a record header follows (a record after a progress
+  bar's CR keeps the process prefix and the number of its physical line); a bar's own redraws stay one line;
 * vLLM process prefixes of every era, nested (Ray): `(VllmWorker rank=N pid=…)` (0.8.5–0.9),
   `(VllmWorker TPn pid=…)` (0.10.1), `(Worker_[DPd_][PPp_]TPt pid=…)` (0.10.2+), `(EngineCore[_DPn] pid=…)`,
   `(APIServer pid=…)`, `(RayWorkerWrapper pid=…, ip=…)`; unprefixed lines (vLLM ≥ 0.31 prefixes only

@@ -221,9 +221,13 @@ class StreamTally:
     unknown_shapes: Counter = field(default_factory=Counter)
     #: shape → its first real line (what a reader is shown: a real line, not the digits-as-N key)
     examples: dict[str, str] = field(default_factory=dict)
+    #: what reached the rules as usable events: records a template matched, lookup and metric rows, and the
+    #: lines ingest only counted. 0 with lines recognised: every record was cut or no template knew it
+    analysed: int = 0
 
     def merge(self, other: StreamTally) -> None:
         self.unrecognized.update(other.unrecognized)
+        self.analysed += other.analysed
         for k, v in other.unknown_shapes.items():
             if k in self.unknown_shapes or len(self.unknown_shapes) < 500:
                 self.unknown_shapes[k] += v

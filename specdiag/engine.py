@@ -211,8 +211,10 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             current.run.begin_source(src.display, window.find_back)
         try:
             if kind is MetricRows:
+                tally.analysed += len(item)
                 current.deliver_metrics(item)
             elif rows:
+                tally.analysed += len(item)
                 current.deliver_rows(item)
             else:
                 text_events += _deliver(item, matcher, current, tally, window)
@@ -225,6 +227,7 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             progress(src.display, reported)
     # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
     src.stats.recognized += text_events
+    tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines
     _hand_counts(src, list(fed.values()) or [run_for(default_id)], src.stats.year)
     window.clear()
 
@@ -240,6 +243,7 @@ def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, win
         return 0
     if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)
+    tally.analysed += 1
     dep.deliver(ev)
     return int(rec.kind == "text" and rec.origin.pid is None)  # prefixed raw lines ingest counted already
 
@@ -265,6 +269,13 @@ def _tally_unrecognized(tally: StreamTally, rec: Any) -> None:
         if shape not in tally.unknown_shapes:  # shown as its first real line, not the N-for-digits key
             tally.examples[shape] = f"{rec.kind} {rec.level}: {rec.msg[:90]}"
         tally.unknown_shapes[shape] += 1
+
+
+def _counted_lines(hot: Any) -> int:
+    """Lines ingest only counted (stores, complete retrieves, access lines): the rules read their counts.
+    Lookups are counted too but reach the rules as rows, which were counted already."""
+    return (sum(n for tid, n in hot.counts.items() if tid != "L1")
+            + sum(n for c in hot.named.values() for tid, n in c.items() if tid != "L1"))
 
 
 def _hand_counts(src: Source, fed: list[DeploymentRun], year: int | None) -> None:
@@ -326,7 +337,7 @@ def _assemble(parts: list[GroupResult], opts: AnalyzeOptions, elapsed: float) ->
     rules_run = [cls.code for cls in select_rules(opts.select, opts.ignore)] if opts.rules else []
     return Report.from_deployments(
         deployments, inputs=inputs, rules_run=rules_run, elapsed_s=elapsed,
-        unrecognized={**dict(tally.unrecognized), "top_warnings": tally.top_warnings(10)},
+        unrecognized={**dict(tally.unrecognized), "top_warnings": tally.top_warnings(10)}, analysed=tally.analysed,
     )
 
 

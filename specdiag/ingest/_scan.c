@@ -391,10 +391,23 @@ static size_t clean_esc_wide(const u8 *raw, size_t n, u8 *out, int has_cr) {
 }
 #endif
 
+/* Step 1: a CR anywhere but as the line's last byte (CRLF's) may end a record inside the line (a record
+   after a progress bar's CR), which only the Python path splits: the line is rare. The CR positions are
+   those classify kept; past MAX_EVENTS the line is searched. */
+static int inner_cr(const state *st, const u8 *raw, size_t len, unsigned flags) {
+    if (!(flags & F_CR) || len < 2) return 0;
+    if (flags & F_MANY) return memchr(raw, '\r', len - 1) != NULL;
+    for (int e = 0; e < st->nev; e++) {
+        size_t j = st->ev[e];
+        if (j + 1 < len && raw[j] == '\r') return 1;
+    }
+    return 0;
+}
+
 /* Steps 1-3: the cleaned line in *s (the raw bytes themselves when cleaning would change nothing) and its
    length, or -1 when the line is rare. */
 static long cleaned(state *st, const u8 *raw, size_t len, unsigned flags, const u8 *block_end, const u8 **s) {
-    if (flags & F_RARE) return -1;
+    if ((flags & F_RARE) || inner_cr(st, raw, len, flags)) return -1;
     if (flags & F_ESC) {
         *s = st->scratch;
 #if HAVE_SSE2

@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterator
-from itertools import repeat
+from itertools import pairwise, repeat
 
 from specdiag.ingest import scan
 from specdiag.ingest.ahead import is_flood, scan_ahead
@@ -182,6 +182,7 @@ class _Reader:
         self.recognized = 0
         self.skipped = 0
         self.esc = self.residue = self.cr = self.suspicious = False
+        self.cut = False  # the line ``clean`` returned last was cut to MAX_PARSE_LINE
         self.line_at = _no_line
 
     def begin_block(self, chunk: bytes, line_at, few_lines: bool = False, start: int = 0, end: int | None = None) -> None:
@@ -215,6 +216,7 @@ class _Reader:
             self.skipped += 1
             return None
         if len(line) > MAX_PARSE_LINE:
+            self.cut = True
             if len(self.stats.errors) < 20:
                 self.stats.errors.append(f"line {lineno}: {len(line):,} bytes long, cut to {MAX_PARSE_LINE:,} for parsing")
             line = line[:MAX_PARSE_LINE]
@@ -239,14 +241,52 @@ class _Reader:
     def feed(self, lineno: int, line: bytes) -> None:
         if not line:
             return
+        if self.cr and line.find(b"\r", 0, len(line) - 1) >= 0:
+            pieces = cr_records(line)
+            if len(pieces) > 1:
+                self._feed_pieces(lineno, pieces)
+                return
+        self._feed_one(lineno, line)
+
+    def _feed_pieces(self, lineno: int, pieces: list[bytes]) -> None:
+        """A line in which a bare CR started a record (a log record written after a progress bar's ``\\r``):
+        each piece is read in order as a line of its own, numbered as the physical line and counted once.
+
+        A piece without a process prefix of its own takes the first piece's origin: vLLM writes its
+        ``(Worker_TP2 pid=N)`` prefix (and a collector its wrapper) only where a line begins after an LF."""
+        before = self.recognized
+        inherit = self._feed_one(lineno, pieces[0])
+        for piece in pieces[1:]:
+            inherit = self._feed_one(lineno, piece, inherit) or inherit
+        self.recognized = min(self.recognized, before + 1)
+        self.stats.cr_splits += len(pieces) - 1
+
+    def _feed_one(self, lineno: int, line: bytes, inherit: Origin | None = None) -> Origin | None:
+        """The stages for one line (or one CR-separated piece of one); the origin it was read with."""
         line = self.clean(lineno, line)
         if line is None:
-            return
+            return None
+        cut, self.cut = self.cut, False
         plen = len(line)
-        peeled = self.peel(line)
+        if inherit is None:
+            peeled = self.peel(line)
+        elif line[:1] == b"(":
+            peeled = self.origins.peel_for(inherit.deployment, line)
+        else:
+            peeled = inherit, line
         if peeled is None:
-            return
+            return None
         origin, line = peeled
+        if cut:  # a recognised line read only in part: the verdict must not call it judged
+            before = self.recognized
+            self._dispatch(lineno, origin, line, plen)
+            self.stats.cut_recognized += self.recognized > before
+            return origin
+        self._dispatch(lineno, origin, line, plen)
+        return origin
+
+    def _dispatch(self, lineno: int, origin: Origin, line: bytes, plen: int) -> None:
+        """A cleaned, peeled line to the envelope parsers, the continuation joiner or the raw-text stage."""
         if self.held is not None and self._continue_held(lineno, origin, line):
             return
         if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
@@ -424,6 +464,8 @@ class _Reader:
             self.stats.formats.add("uvicorn")
             if b'" 5' in line or line.startswith(b"ERROR:"):
                 self.out.append(Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, line))
+            else:
+                self.stats.access_lines += 1
             return
         if b"LMCache:" in line[:16]:
             m = LMC_LEGACY.match(line)
@@ -581,6 +623,47 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
         stats.errors.append(f"{reader.skipped} line(s) skipped: binary data or NUL bytes")
     if lineno == 0 and stats.bytes_read == 0 and not stats.errors:
         stats.errors.append("empty input")
+
+
+#: CRs inside one line tried as record starts (``cr_records``): past them the line's rest stays one piece
+MAX_CR_TRIES = 4096
+#: bytes after a CR that ``_starts_record`` reads: a colour code or two and a record header fit well within
+CR_HEAD = 256
+_RECORD_FIRST = frozenset(b"([\x1bIWEDCT")
+
+
+def _starts_record(line: bytes, at: int) -> bool:
+    """Whether ``line[at:]`` starts a log record (colour codes in front allowed): a vLLM process prefix or
+    header, an LMCache header, a uvicorn line or a traceback. A progress bar's redraw starts with none."""
+    if at >= len(line) or line[at] not in _RECORD_FIRST:
+        return False
+    head = line[at : at + CR_HEAD]
+    if b"\x1b" in head:
+        head = ANSI_ESC.sub(b"", head)
+    elif head[:1] == b"[":
+        head = ANSI_RESIDUE.sub(b"", head)
+    return is_envelope(head)
+
+
+def cr_records(line: bytes) -> list[bytes]:
+    """``line`` cut before every bare CR that starts a log record (a record written after a progress bar's
+    ``\\r``, or a stretch of CR-ended lines inside an LF file); other CRs stay where they are (the cleaner
+    drops them: a bar's redraws are one line). Linear: one ``find`` per CR and, at most :data:`MAX_CR_TRIES`
+    times per line, a first-byte test and literal tests on the :data:`CR_HEAD` bytes after it (the colour
+    patterns run on those bytes only); no pattern runs over the line."""
+    cuts = [0]
+    last = len(line) - 1
+    pos = line.find(b"\r", 0, last)
+    tries = 0
+    while pos >= 0 and tries < MAX_CR_TRIES:
+        tries += 1
+        if _starts_record(line, pos + 1):
+            cuts.append(pos + 1)
+        pos = line.find(b"\r", pos + 1, last)
+    if len(cuts) == 1:
+        return [line]
+    cuts.append(len(line))
+    return [line[a:b] for a, b in pairwise(cuts)]
 
 
 def _plain_block(reader: _Reader, chunk: bytes, base: int) -> int:

@@ -14,7 +14,9 @@ where the full Python path decides, so being conservative is never wrong, only s
 
 Per line, in this order (every step is per line, never sniffed per file or per block):
 
-1. a raw line longer than :data:`MAX_HOT_LINE` bytes is rare;
+1. a raw line longer than :data:`MAX_HOT_LINE` bytes is rare, and so is one with a CR anywhere but as its
+   last byte (CRLF's): a bare CR inside a line may end a record there (a record after a progress bar's CR),
+   which only the Python path splits (``records.cr_records``);
 2. colour: a line holding ESC loses ``ESC [ [0-9;?]* letter`` sequences, then stray ESC bytes; a line
    without ESC loses the ESC-less residue ``[N(;N)*m`` (N of 1–3 digits) a collector leaves; then CRs;
 3. the cleaned line must be printable ASCII (0x20–0x7f): control bytes, NULs, invalid UTF-8 and any
@@ -532,7 +534,7 @@ class _Acc:
 
 def _scan_hot(acc: _Acc, raw: bytes, lineno: int, start: int, end: int) -> bool:
     """Record ``raw`` if it is a hot line; False (nothing recorded) if it belongs to ``rare``."""
-    if len(raw) > MAX_HOT_LINE:
+    if len(raw) > MAX_HOT_LINE or raw.find(b"\r", 0, len(raw) - 1) >= 0:
         return False
     s = clean_line(raw)
     if b"INFO" not in s or _NOT_PRINTABLE.search(s):

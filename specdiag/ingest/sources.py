@@ -80,16 +80,31 @@ class SourceStats:
     hot: HotTally = field(default_factory=HotTally)
     #: the year ingest settled on for this input's undated (vLLM) lines, None if no line carries one
     year: int | None = None
+    #: how the input ends its lines (``LineEnds``): "LF", "CRLF" or "CR"; None before the first line break
+    line_ends: str | None = None
+    #: bare CRs that ended a line in an LF/CRLF input: reads without an LF whose CRs became line ends, and
+    #: records the per-line stages found after a CR inside a line (``records.cr_records``)
+    cr_splits: int = 0
+    #: recognised lines the per-line stages read only in part (cut to ``records.MAX_PARSE_LINE``)
+    cut_recognized: int = 0
+    #: uvicorn access lines below 500 the per-line stages read (no record: the scanner counts them)
+    access_lines: int = 0
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "path": self.path,
             "lines": self.lines,
             "recognized": self.recognized,
             "skipped": self.skipped,
             "formats": sorted(self.formats),
             "errors": list(self.errors),
+            "line_ends": self.line_ends or "LF",
         }
+        if self.cr_splits:
+            out["cr_line_ends"] = self.cr_splits
+        if self.cut_recognized:
+            out["cut_lines"] = self.cut_recognized
+        return out
 
 
 def _detect(head: bytes) -> str | None:
@@ -169,6 +184,90 @@ class _GzipMembers:
             if out:
                 return out
         return b""
+
+
+class LineEnds:
+    """Where a bare CR ends a line, decided per read before anything splits the read into lines.
+
+    Everything downstream splits lines at LF only, so a CR that ends a line becomes an LF here, with
+    ``bytes.replace`` (C speed, linear):
+
+    * the input's kind is sniffed on its first read holding a line break: bare CRs and no LF, or more bare
+      CRs than LFs with most of them followed by a record's first bytes, make it a CR-ended file (classic
+      Mac, ``tr '\\n' '\\r'``, a collector writing CR) and every bare CR of every later read ends a line,
+      so line N is the N-th CR-ended line; otherwise it is an LF (or CRLF) file (a progress bar's redraws
+      are many bare CRs, each followed by the bar, not by a record);
+    * in an LF file a read with no LF at all but CRs (a stretch of CR-ended lines longer than a read) has
+      its CRs made line ends too; a CR inside an LF line ends it only where a record follows, which the
+      per-line stages decide (``records.cr_records``); CRLF is one line end everywhere (its CR is dropped).
+
+    A read ending in a CR holds it until the next byte is known (``\\r`` then ``\\n`` across two reads is
+    CRLF). An LF read that holds an LF costs two O(1) tests: nothing is searched or copied.
+    """
+
+    __slots__ = ("kind", "held", "translated", "done")
+
+    def __init__(self) -> None:
+        self.kind: str | None = None  # "LF", "CRLF" or "CR" once sniffed
+        self.held = b""  # a CR at the end of the last read, whose line end is not known yet
+        self.translated = 0  # CRs made LFs in reads of an LF/CRLF file
+        self.done = False  # the input ended (or failed): nothing more is read
+
+    def convert(self, block: bytes) -> bytes:
+        """``block`` with the CRs that end a line made LFs (an LF read comes back as it is)."""
+        if self.held:
+            block, self.held = self.held + block, b""
+        if self.kind is None:
+            if block[-1:] == b"\r":
+                block, self.held = block[:-1], b"\r"
+            return self._sniff(block)
+        if self.kind == "CR":
+            if block[-1:] == b"\r":
+                block, self.held = block[:-1], b"\r"
+            return _cr_to_lf(block)
+        if b"\n" in block or b"\r" not in block:
+            return block
+        if block[-1:] == b"\r":  # maybe the CR of a CRLF: held until the next read
+            block, self.held = block[:-1], b"\r"
+        self.translated += block.count(b"\r")
+        return block.replace(b"\r", b"\n")
+
+    def _sniff(self, block: bytes) -> bytes:
+        """Decide the input's line ends on its first read with a line break (undecided: as it is)."""
+        lf = block.count(b"\n")
+        cr = block.count(b"\r")
+        if not lf and not cr:
+            return block
+        crlf = block.count(b"\r\n") if cr else 0
+        bare = cr - crlf
+        if bare and (not lf or bare > lf and 2 * sum(map(block.count, _CR_RECORD_STARTS)) > bare):
+            self.kind = "CR"
+            return _cr_to_lf(block)
+        self.kind = "CRLF" if crlf * 2 > lf else "LF"
+        return block
+
+    def flush(self) -> bytes:
+        """What is held at the end of the input: a last CR, a line end unless the file's lines end in LF."""
+        held, self.held = self.held, b""
+        if not held:
+            return b""
+        if self.kind is None:
+            self.kind = "CR"
+        return b"\n" if self.kind == "CR" else held
+
+
+#: what follows the CR that ends a line of a CR-ended log: a record's first bytes (counted on the sniffed
+#: read only; ``records._starts_record`` is the exact test)
+_CR_RECORD_STARTS = (b"\r(", b"\r[", b"\r\x1b", b"\rINFO", b"\rWARN", b"\rERROR", b"\rDEBUG", b"\rCRITICAL",
+                     b"\rTraceback", b"\r ")
+
+
+def _cr_to_lf(block: bytes) -> bytes:
+    """Every bare CR an LF; a CRLF stays one line end (its CR dropped, as the cleaner drops it anyway). The
+    two-byte search runs only where an LF is (a memchr): on a CR-only read it cost more than the replace."""
+    if b"\n" in block and b"\r\n" in block:
+        block = block.replace(b"\r\n", b"\n")
+    return block.replace(b"\r", b"\n")
 
 
 class Source:
@@ -288,8 +387,9 @@ class Source:
         carry = b""
         skipping_long = False
         guard = _Guard(self)
+        ends = LineEnds()
         while True:
-            block = self._read_block(fh, guard)
+            block = self._read_block(fh, guard, ends)
             if block is None:
                 break
             if skipping_long:
@@ -331,8 +431,11 @@ class Source:
         self._note_long_line()
         return line[:MAX_LINE] + b"\n", 0, MAX_LINE + 1
 
-    def _read_block(self, fh, guard: _Guard) -> bytes | None:
-        """The next read (None at the end, after a read error, or at a limit: each noted in ``errors``)."""
+    def _read_block(self, fh, guard: _Guard, ends: LineEnds) -> bytes | None:
+        """The next read with its line-ending CRs made LFs (``LineEnds``); None at the end, after a read
+        error, or at a limit: each noted in ``errors``."""
+        if ends.done:
+            return None
         try:
             block = fh.read(BLOCK_SIZE)
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
@@ -341,16 +444,27 @@ class Source:
                 f"{kind} stream is damaged or truncated after {self.stats.bytes_read} bytes "
                 f"({e}); analysed what could be read"
             )
-            return None
+            return self._last_of(ends)
         if not block:
-            return None
+            return self._last_of(ends)
         self.stats.bytes_read += len(block)
+        block = ends.convert(block)
+        self.stats.line_ends = ends.kind
+        self.stats.cr_splits += ends.translated
+        ends.translated = 0
         try:
             guard.check(block)
         except LimitReached as e:
             self.stats.errors.append(str(e))
             return None
         return block
+
+    def _last_of(self, ends: LineEnds) -> bytes | None:
+        """The end of the input: a CR ``ends`` still held (a line end in a CR file), else None."""
+        last = ends.flush()
+        ends.done = True
+        self.stats.line_ends = ends.kind
+        return last or None
 
     def compressed_bytes(self) -> int | None:
         """Compressed bytes consumed so far (None where the stream cannot tell, e.g. a pipe)."""

@@ -295,6 +295,16 @@ def tool_problems(report: Any) -> list[dict[str, Any]]:
     return out
 
 
+def line_ends_note(report: Any) -> str | None:
+    """``line ends: CR`` (or ``CR in places``) when an input's lines end otherwise than in LF/CRLF: the line
+    numbers of the evidence are then those of its CR-ended lines, which an LF viewer shows as one line."""
+    kinds = {str(i.get("line_ends") or "LF") for i in report.inputs}
+    if "CR" in kinds:
+        return "line ends: CR" if len(kinds) == 1 else "line ends: CR in some inputs"
+    n = sum(int(i.get("cr_line_ends") or 0) for i in report.inputs)
+    return f"line ends: LF, {n:,} bare CR(s) ended a line" if n else None
+
+
 def input_notes(report: Any) -> list[tuple[str, str]]:
     """What every full layout says about input that was not read whole: (level, message) — unreadable
     inputs, damaged ones, failed rules (``tool_problems``), then lines skipped as binary/NUL per input."""

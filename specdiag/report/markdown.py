@@ -25,6 +25,7 @@ from specdiag.report.layout import (
 )
 from specdiag.report.model import Report
 from specdiag.report.text import status_line, suppressed
+from specdiag.report.verdict import nothing_judged
 from specdiag.sanitize import markdown_text, neutralise_workflow_commands, plain_text
 from specdiag.timeutil import TIME_BASIS, fmt_time
 
@@ -138,9 +139,10 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
     every cause and reason in full, as the terminal's ``-v`` (``layout.VERBOSE``)."""
     views = finding_views(report, VERBOSE if verbose else DEFAULT)
     c = report.summary
+    unjudged = nothing_judged(report) if not views else None
     if c["errors"]:
         head = "❌"
-    elif c["warnings"]:
+    elif c["warnings"] or unjudged:
         head = "⚠️"
     else:
         head = "✅"
@@ -153,7 +155,11 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
         for level, msg in problems[:20]:
             header.append(f"- {level}: {cell(msg)}\n")
         header.append("\n")
-    if not views:
+    if unjudged:
+        hint = unjudged.hints[0]
+        header.append(cell(unjudged.text[0].upper() + unjudged.text[1:]) + ".\n\n" + cell(hint[0].upper() + hint[1:]) + ".")
+        header.append("\n")
+    elif not views:
         header.append("No findings." if report.recognized_lines else
                       "No line of the input was recognised as vLLM or LMCache output.")
         header.append("\n")

@@ -41,6 +41,10 @@ class Report:
     tool_errors: list[dict[str, Any]] = field(default_factory=list)
     #: prompt and completion text replaced in every string (``specdiag.redact``)
     redacted: bool = False
+    #: records, rows and counted lines that reached the rules as usable events (``StreamTally.analysed``;
+    #: None: not counted, a report the engine did not build). 0 with lines recognised: nothing could be judged.
+    #: Not in the JSON: how many depends on which lines the scanner took (whether any did, does not)
+    analysed: int | None = None
 
     @classmethod
     def from_deployments(cls, deployments: list[DeploymentResult], **kw: Any) -> Report:

@@ -38,6 +38,7 @@ from specdiag.report.layout import (
     deployment_rows,
     finding_views,
     input_notes,
+    line_ends_note,
     measurement_items,
     ordered_findings,
 )
@@ -105,8 +106,10 @@ def _inputs_line(report: Report) -> Text:
     lines = sum(i["lines"] for i in report.inputs)
     rec = sum(i["recognized"] for i in report.inputs)
     n = len(report.inputs)
+    ends = line_ends_note(report)
     t = Text()
-    t.append(f"Read {n} input{'s' if n != 1 else ''}, {lines:,} lines: {rec:,} recognised as vLLM/LMCache output")
+    t.append(f"Read {n} input{'s' if n != 1 else ''}, {lines:,} lines{f' ({ends})' if ends else ''}: {rec:,} recognised "
+             "as vLLM/LMCache output")
     t.append(f" in {report.elapsed_s:.2f} s.")
     return t
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from specdiag.findings import Finding
 from specdiag.report.layout import display_path, finding_view, ordered_findings, tool_problems
 from specdiag.report.model import Report
+from specdiag.report.verdict import nothing_judged
 from specdiag.sanitize import neutralise_workflow_commands
 
 # ---------------------------------------------------------------------------------------------------------
@@ -100,6 +101,8 @@ def render_text(report: Report, *, fail_on: str | None = None) -> str:
     out.append(f"specdiag: {line}")
     if report.recognized_lines == 0 and report.inputs:
         out.append("specdiag: no line of the input was recognised as vLLM or LMCache output")
+    elif not report.findings and (unjudged := nothing_judged(report)) is not None:
+        out.append(f"specdiag: {unjudged.text}")
     # CI logs: no escape sequence reaches the job log, and no line of log text (a file named
     # ``::warning title=x::ok.log``) is read by the runner as a workflow command
     return neutralise_workflow_commands("\n".join(out)) + "\n"

@@ -7,9 +7,10 @@ Shared by the terminal and HTML reports (pure functions, no Rich, no I/O). A ver
 
 The headline is the rule's own ``Finding.headline`` when it set one (the number and the consequence),
 otherwise the first sentence of its summary, shortened at a clause boundary. The "nothing found" status is
-only "no problem found" when lines were recognised *and* every rule ran: a report on input nothing
-recognised, or with rules deselected, says so instead, because silence from a rule that did not run is not
-evidence of health.
+only "no problem found" when lines were recognised, at least one of them reached the rules as a usable event
+(``Report.analysed``) *and* every rule ran: a report on input nothing recognised, on recognised lines that
+were all cut or known to no template ("nothing analysed"), or with rules deselected, says so instead,
+because silence from a rule that did not run, or saw nothing, is not evidence of health.
 """
 
 from __future__ import annotations
@@ -125,7 +126,7 @@ def verdicts(findings: list[Finding], where: Callable[[Finding], str | None] | N
 class Status:
     """What the report can honestly claim when it has no finding (or before its findings)."""
 
-    kind: str  # "nothing-recognised" | "rules-skipped" | "no-rules" | "clean" | "partial" | "findings"
+    kind: str  # "nothing-recognised" | "nothing-analysed" | "rules-skipped" | "no-rules" | "clean" | "partial" | "findings"
     text: str
     hints: tuple[str, ...] = ()
 
@@ -186,6 +187,9 @@ def _status(report: Any, all_codes: list[str]) -> Status:
                  "15:56:03 [scheduler.py:…]' or '[2026-05-06 15:56:03,745] LMCache ERROR: …'); an indented or "
                  "re-wrapped paste, benchmark output or another program's log is not recognised",)
         return Status("nothing-recognised", text, hints)
+    unjudged = nothing_judged(report)
+    if unjudged is not None:
+        return unjudged
     if not report.rules_run:
         return Status("no-rules", f"no rule ran (every rule was deselected): nothing was checked in the {rec:,} "
                                   "recognised lines")
@@ -199,4 +203,54 @@ def _status(report: Any, all_codes: list[str]) -> Status:
                            "rules ran")
 
 
-__all__ = ["Status", "Verdict", "code_ranges", "headline", "next_action", "shorten", "status", "verdicts"]
+#: what to collect when the recognised lines were cut (a terminal or chat paste, a dump)
+COLLECT_WHOLE = ("collect the server's log as it wrote it, whole lines from its start through the incident "
+                 "(kubectl logs POD > serve.log, docker logs, journalctl -o short-iso), not a paste of a terminal")
+#: what to collect when every record read was one no rule reads
+COLLECT_MORE = ("collect the server's log from its start through the incident at INFO level (VLLM_LOGGING_LEVEL, "
+                "LMCACHE_LOG_LEVEL): the config dumps, lookups, stores, retrieves and errors the rules read")
+
+
+def _cut_notes(report: Any, limit: int = 1) -> list[str]:
+    """The inputs' notes about lines not read whole (cut at a length limit), the first ``limit``."""
+    notes = [f"{str(i.get('path') or 'input').rsplit('/', 1)[-1]}: {e}" for i in report.inputs
+             for e in i.get("errors") or () if "cut" in str(e)]
+    return notes[:limit] + ([f"{len(notes) - limit} more such note(s)"] if len(notes) > limit else [])
+
+
+def nothing_judged(report: Any) -> Status | None:
+    """The 'nothing analysed' status when lines were recognised but none reached a rule as a whole, usable
+    record (no event, row or counted line: ``Report.analysed`` is 0, or every recognised line was cut); None
+    otherwise, and for a report the engine did not count (``analysed`` None)."""
+    rec = report.recognized_lines
+    if not rec:
+        return None
+    cut = sum(int(i.get("cut_lines", 0)) for i in report.inputs)
+    if getattr(report, "analysed", None) == 0 or cut >= rec:
+        return nothing_analysed(report)
+    return None
+
+
+def nothing_analysed(report: Any) -> Status:
+    """Lines were recognised as vLLM/LMCache output but none reached a rule as a usable event (each was cut,
+    or a record no template knows): silence from rules that saw nothing is not health, so this says what was
+    read, what kept it out, and what to collect."""
+    lines = sum(int(i.get("lines", 0)) for i in report.inputs)
+    rec = report.recognized_lines
+    n_in = len(report.inputs)
+    n_cut = sum(int(i.get("cut_lines", 0)) for i in report.inputs)
+    unknown = {k: v for k, v in (report.unrecognized or {}).items() if k != "top_warnings" and isinstance(v, int) and v}
+    why = [f"{v:,} {k} record{'s' if v != 1 else ''} no rule reads" for k, v in unknown.items()]
+    cut = _cut_notes(report)
+    if n_cut:
+        why.insert(0, f"{n_cut:,} recognised line{'s' if n_cut != 1 else ''} read only in part, cut at a length limit")
+    why += cut
+    one = rec == 1
+    text = (f"nothing analysed: {rec:,} of {lines:,} line{'s' if lines != 1 else ''} in {n_in} "
+            f"input{'s' if n_in != 1 else ''} {'was' if one else 'were'} recognised as vLLM/LMCache output, but "
+            f"{'it did not reach' if one else 'none reached'} a rule as a whole, usable record" + (f" ({'; '.join(why)})" if why else "")
+            + f", so no rule could judge {'it' if one else 'them'} — this is not a clean bill of health")
+    return Status("nothing-analysed", text, (COLLECT_WHOLE,) if n_cut or cut else (COLLECT_MORE,))
+
+
+__all__ = ["Status", "Verdict", "nothing_analysed", "nothing_judged", "code_ranges", "headline", "next_action", "shorten", "status", "verdicts"]
