@@ -507,15 +507,16 @@ def _lookups(b: _Block) -> list:
     rids = list(b.field(lines, infos, 3))
     hashes = array("Q", map(or_, map(lshift, map(zlib.crc32, rids), repeat(32)), map(zlib.adler32, rids)))
     shapes = list(map(itemgetter(4), infos))
-    columns = [array("q", repeat(NA, len(sel))) for _ in range(4)]  # total, computed, hit, need
     kinds = set(shapes)
-    for shape in kinds:  # one shape (one set of optional fields) per block is the common case
+    if len(kinds) == 1:  # one shape (one set of optional fields) per block is the common case
+        present = [0, *(k + 1 for k, on in enumerate(next(iter(kinds))) if on)]
+        values = b.numbers(lines, infos, len(present))
+        absent = array("q", [NA]) * len(sel)
+        columns = [values[present.index(k)::len(present)] if k in present else absent for k in range(4)]
+        return [*b.positions(sel), proc, hashes, *columns, array("b", map(itemgetter(5), infos))]
+    columns = [array("q", [NA]) * len(sel) for _ in range(4)]  # total, computed, hit, need
+    for shape in kinds:
         present = [0, *(k + 1 for k, on in enumerate(shape) if on)]
-        if len(kinds) == 1:
-            values = b.numbers(lines, infos, len(present))
-            for j, k in enumerate(present):
-                columns[k] = values[j::len(present)]
-            continue
         rows = list(compress(range(len(sel)), map(eq, shapes, repeat(shape))))
         values = b.numbers(list(map(lines.__getitem__, rows)), list(map(infos.__getitem__, rows)), len(present))
         for j, k in enumerate(present):
@@ -529,10 +530,13 @@ def _access(b: _Block) -> None:
     """uvicorn lines are only counted (5xx also flagged); a status outside 100–599 makes the line rare."""
     sel, lines, infos = b.take(ACCESS)
     status = array("q", map(int, b.field(lines, infos, 2)))
-    if any(s < 100 or s > 599 for s in status):
+    if status and (min(status) < 100 or max(status) > 599):
         keep = [100 <= s <= 599 for s in status]
         b.rare.extend(compress(sel, map(is_, keep, repeat(False))))
         sel, lines, infos, status = (list(compress(x, keep)) for x in (sel, lines, infos, status))
+    if not status or max(status) < 500:  # the common block: no 5xx, one template for every line
+        b.note(b.prefixes(lines, infos), sel, repeat(ACCESS))
+        return
     tids = [ACCESS_5XX if s >= 500 else ACCESS for s in status]
     b.note(b.prefixes(lines, infos), sel, tids)
     b.flagged.extend((i, ACCESS_5XX) for i, t in zip(sel, tids, strict=True) if t == ACCESS_5XX)
