@@ -41,6 +41,7 @@ from array import array
 from bisect import bisect_right
 from collections import Counter
 from itertools import accumulate, compress, cycle, repeat
+from json import loads as _json_ints
 from operator import add, eq, getitem, is_, itemgetter, lshift, lt, or_
 
 from specdiag.ingest import scan
@@ -451,8 +452,11 @@ class _Block:
         The regions are joined and everything but digits, ``-`` and spaces is deleted in one C pass: what
         is left splits into exactly the template's numbers (the text between them holds no digit).
         """
-        joined = b" ".join(self.field(sel_lines, sel_infos, 2)).translate(None, _NOT_NUMBER)
-        values = array("q", map(int, joined.split()))
+        texts = b" ".join(self.field(sel_lines, sel_infos, 2)).translate(None, _NOT_NUMBER).split()
+        try:  # one C parse of all of them; it refuses what ``int`` reads otherwise (a leading 0, a lone '-')
+            values = array("q", _json_ints(b"[" + b",".join(texts) + b"]"))
+        except (ValueError, TypeError, OverflowError):
+            values = array("q", map(int, texts))
         if len(values) != count * len(sel_lines):  # cannot happen for a verified key; never guess
             raise _Mismatch
         return values
