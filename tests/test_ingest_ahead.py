@@ -22,6 +22,7 @@ def python_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(scan, "_compiled", None)
     monkeypatch.setattr(sources, "BLOCK_SIZE", 4096)
     monkeypatch.setattr(ahead, "PROCESS_AFTER", 2)
+    monkeypatch.setattr(ahead, "SCAN_WHILE_STARTING", False)
 
 
 def _blocks():

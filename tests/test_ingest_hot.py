@@ -72,6 +72,7 @@ def _assert_same_without_the_compiled_scanner(path: Path, compiled: dict, monkey
         m.setattr(scan, "_compiled", None)
         assert _report(path) == compiled, "pure-Python scanner"
         m.setattr(ahead, "PROCESS_AFTER", 1)
+        m.setattr(ahead, "SCAN_WHILE_STARTING", False)
         # one group's blocks after its first scanned by two worker processes (several groups: one per process)
         assert _report(path, jobs=2) == compiled, "pure-Python scanner on worker processes"
     with monkeypatch.context() as m:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import BrokenExecutor, Future
+from concurrent.futures import BrokenExecutor, Future, wait
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import ScanResult, scan_range
@@ -27,7 +27,9 @@ from specdiag.ingest.scan import ScanResult, scan_range
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
 #: blocks scanned in this process before worker processes start: a small input never pays their start
-PROCESS_AFTER = 16
+PROCESS_AFTER = 4
+#: go on scanning here while the workers start (False: wait for them; what tests use to be sure they work)
+SCAN_WHILE_STARTING = True
 #: ``(data, start, end, result, unwrapped)``: ``unwrapped`` is the copy of ``data[start:end]`` the result's
 #: offsets refer to when the block's timestamps were taken off for the scanner (else None: ``data`` itself)
 Item = tuple[bytes, int, int, "ScanResult | None", "bytes | None"]
@@ -101,8 +103,9 @@ def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[
 
 
 def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> Iterator[Item]:
-    """The first ``PROCESS_AFTER`` blocks scanned here, the rest on ``processes`` worker processes
-    (``scan_workers``): each block copied into a slot of shared memory, or pickled when none is free."""
+    """The first ``PROCESS_AFTER`` blocks scanned here; then ``processes`` worker processes start
+    (``scan_workers``), and once they are up (~0.2 s, spent scanning on here) the rest is theirs: each block
+    copied into a slot of shared memory, or pickled when none is free."""
     from specdiag.ingest import scan_workers
 
     base = 0
@@ -115,6 +118,14 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
     pool = scan_workers.process_pool(processes)
     ring = scan_workers.BlockRing.open(depth + 2)
     try:
+        up = pool.submit(int)  # a first task: done once a worker runs
+        if not SCAN_WHILE_STARTING:
+            wait([up])
+        while not up.done():
+            item = next(blocks, None)
+            if item is None:
+                return
+            base = yield from _hand_on((*item, base, None), base)
         yield from _pipelined(blocks, lambda d, s, e, at: scan_workers.submit(pool, ring, d, s, e, at), depth, base)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)  # no worker reads the ring after this
