@@ -22,7 +22,8 @@ sys.path.insert(0, str(SCRIPTS))
 
 import bench_suite  # noqa: E402
 
-FILE_ROWS = {"tp8-j1", "tp8-j2", "tp1-j1", "tp8-python", "tp1-python", "tp8-gz", "tp1-gz", "tp8-zst", "tp1-zst"}
+FILE_ROWS = {"tp8-j1", "tp8-j2", "tp1-j1", "tp8-python", "tp1-python", "tp8-python-j2", "tp1-python-j2", "tp8-gz", "tp1-gz",
+             "tp8-zst", "tp1-zst"}
 
 
 def _specdiag() -> str:
@@ -52,7 +53,7 @@ def test_suite_runs_every_row_beside_grep(tiny_suite: tuple[dict, str]) -> None:
         assert a["wall_s"] > 0 and a["cpu_s"] > 0 and a["mb_per_s"] > 0 and 0 < a["peak_rss_mib"] < 1024
         assert g["rc"] == 0 and g["count"] > 0, name
         assert r["report"]["valid_json"] and r["report"]["by_rule"].get("KV001"), name
-    assert rows["tp1-python"]["scanner"] == "python" and rows["tp8-python"]["scanner"] == "python"
+    assert all(rows[n]["scanner"] == "python" for n in ("tp1-python", "tp8-python", "tp1-python-j2", "tp8-python-j2"))
 
 
 def test_compressed_rows_grep_the_same_bytes_as_the_plain_file(tiny_suite: tuple[dict, str]) -> None:
@@ -128,15 +129,15 @@ def _row(name: str, mbps: float, rss: float, found: int = 5) -> bench_suite.Row:
 
 def test_targets_are_met_only_at_their_thresholds() -> None:
     rows = [_row("tp8-j1", 600.0, 60), _row("tp8-j2", 999.9, 60), _row("tp1-j1", 301, 99.9),
-            _row("tp8-python", 150, 50), _row("tp1-python", 149, 50, found=4)]
+            _row("tp8-python-j2", 150, 50), _row("tp1-python-j2", 149, 50, found=4)]
     out = bench_suite.targets(rows, 0)
     speed = {t["row"]: t for t in out[:len(bench_suite.TARGETS)]}
     judged = {**speed, **{t["target"]: t for t in out[len(bench_suite.TARGETS):]}}
     assert judged["tp8-j1"]["met"] and not judged["tp8-j2"]["met"] and judged["tp1-j1"]["met"]
-    assert judged["tp8-python"]["met"] and not judged["tp1-python"]["met"]
+    assert judged["tp8-python-j2"]["met"] and not judged["tp1-python-j2"]["met"]
     assert judged["peak RSS < 100 MiB on every input"]["met"]
     assert not judged["every incident reported as KV001 in every row"]["met"]
-    assert judged["every incident reported as KV001 in every row"]["row"] == "tp1-python"
+    assert judged["every incident reported as KV001 in every row"]["row"] == "tp1-python-j2"
     over = bench_suite.targets([_row("tp1-j1", 400, 100.0)], 0)
     assert not next(t for t in over if t["target"].startswith("peak RSS"))["met"]
 
@@ -144,7 +145,7 @@ def test_targets_are_met_only_at_their_thresholds() -> None:
 def test_targets_of_rows_not_run_are_not_judged() -> None:
     out = bench_suite.targets([_row("tp1-j1", 400, 50)], 0)
     speed = {t["row"]: t["met"] for t in out[:len(bench_suite.TARGETS)]}
-    assert speed == {"tp8-j1": None, "tp8-j2": None, "tp1-j1": True, "tp8-python": None, "tp1-python": None}
+    assert speed == {"tp8-j1": None, "tp8-j2": None, "tp1-j1": True, "tp8-python-j2": None, "tp1-python-j2": None}
     assert out[-1]["met"] is None   # no stream row
 
 
