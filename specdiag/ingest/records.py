@@ -20,14 +20,14 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import repeat
 
-from specdiag.ingest import scan
+from specdiag.ingest import rows, scan, wrappers
 from specdiag.ingest.ahead import is_flood, scan_ahead
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
-from specdiag.ingest.rows import ESC_REST, MIN_ROW, cut_head, cut_suffix, esc_cut_at_end
+from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix, esc_cut_at_end
 from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import INDENT, KUBECTL_PREFIX, PLAIN_STARTS, LineUnwrapper, is_envelope
+from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope
 from specdiag.numbers import to_int
 from specdiag.timeutil import initial_year
 
@@ -223,9 +223,11 @@ class _Reader:
     def clean(self, lineno: int, line: bytes) -> bytes | None:
         if self.esc_cut:  # the rest of an escape a cut split: ``6m(Worker_TP2 …`` after ``…\x1b[1;3``
             self.esc_cut = False
-            m = ESC_REST.match(line)
+            k = wrappers.KUBECTL_PREFIX.match(line) if line[:5] == b"[pod/" else None  # the app's row, prefixed again
+            at = k.end() if k is not None else 0
+            m = rows.ESC_REST.match(line, at)
             if m is not None:
-                line = line[m.end() :]
+                line = line[:at] + line[m.end() :]
         if self.esc and b"\x1b" in line:
             i = esc_cut_at_end(line)
             if i >= 0:
@@ -268,8 +270,7 @@ class _Reader:
     def feed(self, lineno: int, line: bytes) -> None:
         if not line:
             return
-        esc = self.esc and b"\x1b" in line
-        raw_len = len(line) - line.count(b"\r") if esc else 0
+        raw_len = len(line) - line.count(b"\r") if self.esc else 0
         line = self.clean(lineno, line)
         if line is None:
             return
@@ -289,18 +290,20 @@ class _Reader:
         if peeled is None:
             return
         origin, line = peeled
-        if plen >= MIN_ROW and cut_head(line, origin.pid is not None) and self._hold_head(lineno, origin, cleaned, plen):
-            return
-        self._feed_peeled(lineno, origin, line, plen)
+        self._feed_peeled(lineno, origin, line, plen, cleaned)
 
-    def _feed_peeled(self, lineno: int, origin: Origin, line: bytes, plen: int) -> None:
-        """The envelope parsers and the joiner, for a line whose wrappers and process prefix are peeled."""
-        if self.held is not None and self._continue_held(lineno, origin, line):
+    def _feed_peeled(self, lineno: int, origin: Origin, line: bytes, plen: int, cleaned: bytes | None = None) -> None:
+        """The envelope parsers and the joiner, for a line whose wrappers and process prefix are peeled.
+        ``cleaned``: the row as read (None for a header already held and joined: it is not held again)."""
+        if self.held is not None and self._continue_held(lineno, origin, line, plen):
             return
         if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
             line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
         if self._lmcache(lineno, origin, line, plen) or self._vllm(lineno, origin, line, plen):
             return
+        if (cleaned is not None and plen >= MIN_ROW and cut_head(line, origin.pid is not None)
+                and self._hold_head(lineno, origin, cleaned, plen)):
+            return  # only a line no parser took: a whole header never reaches the test
         if self.open_recs and self._continuation(lineno, origin, line, plen):
             return
         self._other(lineno, origin, line)
@@ -356,17 +359,25 @@ class _Reader:
         if self.out and isinstance(self.out[-1], Record) and self.out[-1].line == first:
             self.out[-1].end_line = max(self.out[-1].end_line, last)
 
-    def _continue_held(self, lineno: int, origin: Origin, line: bytes) -> bool:
-        """The long vLLM record on the line before may have been cut by a terminal: this row is its rest."""
+    def _continue_held(self, lineno: int, origin: Origin, line: bytes, plen: int) -> bool:
+        """The long vLLM record on the line before may have been cut by a terminal: this row is its rest.
+
+        At a width not known to be a terminal's, only a row as wide as the record's (two full rows)
+        shows the cut; the width is then proven for the rows after it. Widths compare rows as read
+        (``plen``), so an indentation or a kubectl prefix on every row counts alike."""
         held = self.held
-        if (lineno == self.held_last + 1 and origin.pid is None
+        width = self.held_width
+        if (lineno == self.held_last + 1 and origin.pid is None and plen <= width
+                and (width in self.widths or plen == width)
                 and (origin.deployment is None or origin.deployment == held.origin.deployment)
-                and _continues_row(line, self.held_width)):
+                and _continues_row(line, len(line)) and not (line[:1] == b"[" and cut_head(line, False))):
+            if width not in self.widths:
+                self._prove(width)
             held.raw += line
             held._msg = None
             held.end_line = self.held_last = lineno
             self.recognized += 1
-            if len(line) < self.held_width:  # a short row is the last one
+            if plen < width:  # a short row is the last one
                 self.out.append(held)
                 self.held = None
             return True
@@ -452,8 +463,8 @@ class _Reader:
         self.stats.formats.add("vllm")
         if _opens_wrap(msg):
             self.open_recs[origin.key] = _Open(rec, "wrap")
-        elif plen in self.widths:
-            self.held, self.held_width, self.held_last = rec, plen, lineno  # handed on with the next line
+        elif plen >= MIN_ROW:  # handed on with the next line, which may be the rest of it (``_continue_held``)
+            self.held, self.held_width, self.held_last = rec, plen, lineno
         else:
             self.out.append(rec)
         return True
@@ -657,6 +668,14 @@ class _Reader:
             self.stats.formats.add("vllm")
             self.out.append(batch)
 
+    def hand_on_held(self) -> None:
+        """A line the scanner took comes next: the held record (and a held header row) is complete."""
+        if self.head is not None:
+            self._release_head()
+        if self.held is not None:
+            self.out.append(self.held)
+            self.held = None
+
     def end(self) -> None:
         """The input ended: hand on the held record and every record still open."""
         if self.head is not None:
@@ -680,10 +699,10 @@ def _pieces(head: _Head, line: bytes) -> Iterator[bytes]:
     outer = head.outer
     if outer and line.startswith(outer):
         yield line[len(outer) :]
-    m = INDENT.match(outer) if outer else None
+    m = wrappers.INDENT.match(outer) if outer else None
     if m is not None and m.end() < len(outer) and line.startswith(m.group(0)):
         yield line[m.end() :]
-    m = KUBECTL_PREFIX.match(outer) if outer[:5] == b"[pod/" else None
+    m = wrappers.KUBECTL_PREFIX.match(outer) if outer[:5] == b"[pod/" else None
     if m is not None and m.end() < len(outer) and line.startswith(m.group(0)):
         yield line[m.end() :]  # ``--prefix --timestamps``: the pod prefix on every piece, the time on the first
 
@@ -792,12 +811,14 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: Scan
             metric = []
         if j < n_lk and lk_lines[j] < n:
             k = bisect_left(lk_lines, n, j)
+            reader.hand_on_held()  # a lookup line came between: the held record had no next row
             out.append(LookupRows.from_view(view, j, k))
             j = k
         feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
     if metric:
         reader.metric_rows(view, metric, original)
     if j < n_lk:
+        reader.hand_on_held()
         out.append(LookupRows.from_view(view, j, n_lk))
     return res.lines
 

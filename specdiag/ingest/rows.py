@@ -27,8 +27,8 @@ _VLLM_TS = b"00-00 00:00:00"
 _LEVELS = (b"INFO", b"WARNING", b"ERROR", b"DEBUG", b"CRITICAL", b"WARN")
 #: what may follow a vLLM timestamp before the message starts, cut anywhere: ``.123 [file.py:45``
 _VLLM_TAIL = re.compile(rb"(?:\.\d{0,6})?(?: (?:\[[^\]:\s]{0,200}(?::\d{0,9})?)?)?")
-#: the start of a process prefix cut before its ``) ``: ``(Worker_TP2``, ``(EngineCore_DP0 pid=8``
-_PID_CUT = re.compile(rb"\([A-Za-z_][\w./ -]{0,80}?(?: pid(?:=\d{0,18}(?:, ip=[\w.:]{0,60})?\)?)?)?")
+#: the start of a process prefix cut before its ``) ``: ``(Worker_TP2``, ``(EngineCore_DP0 pid=8``, ``(VllmWorker rank=0 pid``
+_PID_CUT = re.compile(rb"\([A-Za-z_][\w./ =-]{0,80}?(?: pid(?:=\d{0,18}(?:, ip=[\w.:]{0,60})?\)?)?)?")
 #: an LMCache suffix opened at the end of a row: `` (vllm_v1_adapter.py:88``, `` (cache_engine.py:985:lmcache.v1``
 _SUFFIX_CUT = re.compile(rb" \([\w.]{0,120}(?::\d{0,9}(?::[\w.]{0,200})?)?")
 #: an ANSI escape cut at the end of a row, and the rest of it at the start of the next
