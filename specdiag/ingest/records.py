@@ -417,8 +417,8 @@ class _Reader:
         else:
             rec.raw = msg.rstrip()
             self.last_cut = self.open_recs[origin.key] = _Open(rec, "lmcache", line[-1:] == b" ", plen)
-            if plen >= MIN_ROW and plen not in self.proven and cut_suffix(rec.raw):
-                self._prove(plen)  # the row ended inside ``(file.py:NNN:logger)``: only a cut does that
+            if plen >= MIN_ROW and plen not in self.proven and (not rec.raw or cut_suffix(rec.raw)):
+                self._prove(plen)  # the row ended at ``ERROR:`` or inside ``(file.py:NNN:logger)``: a cut
         return True
 
     def _counted(self, rec: Record) -> bool:
