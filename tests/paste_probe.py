@@ -144,7 +144,7 @@ def applies(case: Path, name: str) -> bool:
         return False  # a collector or grep around a capture that already has one (grep of grep output)
     if cut and "+" in name and not _PLAIN.match(text):
         return False  # a paste of a paste: an indented block wrapped, then indented again
-    return not ((cut or "trailing" in name) and case.name == "frag-wrapped")  # already cut: padding is ambiguous
+    return not ((cut or "trailing" in name) and "wrap" in case.name)  # already cut: padding is then ambiguous
 
 
 #: a case whose first line carries no collector or paste wrapper: a process prefix, a header, an ANSI colour
