@@ -140,15 +140,18 @@ def applies(case: Path, name: str) -> bool:
     cut = "wrap" in name
     if cut and '{"log"' in text:
         return False
-    if ("grep" in name or "kubectl" in name) and not _PLAIN.match(text):
+    if ("grep" in name or "kubectl" in name) and _WRAPPED.match(text):
         return False  # a collector or grep around a capture that already has one (grep of grep output)
-    if cut and "+" in name and not _PLAIN.match(text):
+    if cut and "+" in name and _WRAPPED.match(text):
         return False  # a paste of a paste: an indented block wrapped, then indented again
-    return not ((cut or "trailing" in name) and "wrap" in case.name)  # already cut: padding is then ambiguous
+    if "wrap" in case.name:  # a paste already cut by a terminal: only what is done to a paste after copying it
+        return not any(k in name for k in ("wrap", "trailing", "grep", "kubectl"))
+    return True
 
 
-#: a case whose first line carries no collector or paste wrapper: a process prefix, a header, an ANSI colour
-_PLAIN = re.compile(r"(?:\x1b\[|\(|\[20|INFO |WARNING |ERROR |DEBUG )")
+#: a case whose first line already carries a collector or paste wrapper: grep, kubectl, docker json, an RFC 3339
+#: or journald timestamp, indentation
+_WRAPPED = re.compile(r"(?:[^\s:]+:)?\d+[:-]|\[pod/|\{|\d{4}-\d\d-\d\dT|\s|[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d")
 
 
 def variants(case: Path, names: dict[str, Paste] = ALL) -> list[str]:

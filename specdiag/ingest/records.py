@@ -223,8 +223,7 @@ class _Reader:
     def clean(self, lineno: int, line: bytes) -> bytes | None:
         if self.esc_cut:  # the rest of an escape a cut split: ``6m(Worker_TP2 …`` after ``…\x1b[1;3``
             self.esc_cut = False
-            k = wrappers.KUBECTL_PREFIX.match(line) if line[:5] == b"[pod/" else None  # the app's row, prefixed again
-            at = k.end() if k is not None else 0
+            at = _paste_prefix_end(line)  # the app's row prefixed again, or every row of a paste indented
             m = rows.ESC_REST.match(line, at)
             if m is not None:
                 line = line[:at] + line[m.end() :]
@@ -373,6 +372,8 @@ class _Reader:
                 and _continues_row(line, len(line)) and not (line[:1] == b"[" and cut_head(line, False))):
             if width not in self.widths:
                 self._prove(width)
+            if not held.raw and line[:1] == b" ":
+                line = line[1:]  # cut between ``[file.py:NN]`` and the space before the message
             held.raw += line
             held._msg = None
             held.end_line = self.held_last = lineno
@@ -506,7 +507,7 @@ class _Reader:
 
     def _join_lmcache(self, o: _Open, okey: str, wrapped: bool, lineno: int, line: bytes, plen: int) -> None:
         rec = o.rec
-        if wrapped or _looks_wrapped(o.plen, line, o.plen in self.proven) and self._fills(o, line, plen):
+        if wrapped or _looks_wrapped(o.plen, line, o.plen in self.widths or not rec.raw) and self._fills(o, line, plen):
             width = o.plen
             file, src_line, logger = _concat(o, line, lineno)  # the suffix may have been cut too
             if file is not None:
@@ -689,6 +690,14 @@ class _Reader:
 
 def _no_line(n: int) -> bytes | None:
     return None
+
+
+def _paste_prefix_end(line: bytes) -> int:
+    """Where a row starts after a paste's indentation / quote and a kubectl ``--prefix`` (0 without them)."""
+    m = wrappers.INDENT.match(line) if line[:1] in b" \t>" else None
+    at = m.end() if m is not None else 0
+    k = wrappers.KUBECTL_PREFIX.match(line, at) if line[at : at + 5] == b"[pod/" else None
+    return k.end() if k is not None else at
 
 
 def _pieces(head: _Head, line: bytes) -> Iterator[bytes]:
@@ -957,8 +966,9 @@ def _continues_row(line: bytes, width: int) -> bool:
 def _looks_wrapped(plen: int, line: bytes, proven: bool = False) -> bool:
     """A continuation of the same process that is a cut line rather than the next line of a multi-line
     message: the record's last line filled a terminal row, and this one is not indented or an exception.
-    At a width the input was proven cut at, one leading space is a cut before a word (pprint indents by
-    one space too, which is why it is not taken at any other width)."""
+    After a row exactly a terminal's width (or one this input was proven cut at), or after an empty
+    message, one leading space is a cut before a word (pprint indents by one space too, which is why it
+    is not taken after a row of any other width)."""
     if line[:1] == b" " and proven and line[1:2] not in (b" ", b"\t", b""):
         line = line[1:]
     return plen >= MIN_ROW and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
