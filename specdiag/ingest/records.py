@@ -912,12 +912,14 @@ def record_from_hot(item: tuple) -> Record | None:
     return Record(path, lineno, origin, "lmcache", level or "INFO", line[1:24], None, file, src_line, logger, msg)
 
 
-#: a physical line shorter than this was not cut by a terminal (80 columns is the narrowest common width)
+#: the narrowest common terminal width: an LMCache row at least this wide may be taken for cut on its width
+#: alone; a narrower one (down to ``rows.MIN_ROW``) only when this input proved a cut at that width (a row
+#: ended inside a header, at ``ERROR:`` or inside the suffix) or the rows themselves show it (``_fills``)
 WRAP_MIN_WIDTH = 80
-#: terminal widths a vLLM line must fill exactly to be held back as possibly cut: the usual default sizes,
-#: plus every width at which an LMCache record in the same input was proven cut (its suffix came on a
-#: later row). Real logs are full of headerless lines after vLLM lines of arbitrary length (torch glog,
-#: prints), so a vLLM record is only joined when its length is a terminal's.
+#: terminal widths at which a vLLM line may be followed by a shorter last row: the usual default sizes,
+#: plus every width this input proved cut (``_Reader._prove``). Real logs are full of headerless lines after
+#: vLLM lines of arbitrary length (torch glog, prints), so at any other width a vLLM record is only joined
+#: to a row exactly as wide as its own (two full rows), which then proves the width.
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250})
 
 
