@@ -3,7 +3,8 @@
 The transformations are in ``tests/paste_probe.py`` (terminal wraps at 40-160 columns, indentation, grep
 prefixes, kubectl --prefix with the wrap before or after it, markdown quotes and fences, CRLF, trailing
 whitespace, and compositions). The default run covers the fragment cases and the short corpus cases, every
-variant (about a thousand analyses of a few lines each); the sweep over the whole corpus is ``slow``.
+variant (about a thousand analyses of a few lines each); the sweep over the whole corpus is ``slow``. A
+property test cuts LMCache lines at every width from 40 to 200 and compares the records with the originals.
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ from pathlib import Path
 
 import paste_probe as pp
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from specdiag.engine import analyze
+from specdiag.ingest import expand_inputs, iter_records
 
 SMALL = pp.case_dirs(max_lines=20)
 #: cuts inside a collector's own prefix at 40 columns (journald's ``host ident[pid]:``, kubectl's
@@ -69,3 +73,26 @@ FULL = [c for c in pp.case_dirs(max_lines=None) if c not in SMALL]
 @pytest.mark.parametrize(("case", "name"), _params(FULL))
 def test_pasted_full_log_keeps_its_findings(tmp_path: Path, case: Path, name: str) -> None:
     assert pp.problems(case, name, tmp_path, _base(case)) == []
+
+
+# ---- the joined records are the original ones, at any width ------------------------------------------------
+_LMCACHE_LINES = [line for c in SMALL if "wrap" not in c.name for p in pp.logs_of(c) for line in pp.read_lines(p)
+                  if "LMCache " in line[:90] and not pp._WRAPPED.match(line)]
+_MODES = {"terminal": lambda w, ls: pp.wrap(w)(ls), "app-cut+kubectl": lambda w, ls: pp.kubectl(pp.wrap(w)(ls)),
+          "kubectl+terminal": lambda w, ls: pp.wrap(w)(pp.kubectl(ls)),
+          "terminal+indent": lambda w, ls: pp.indent("    ")(pp.wrap(w)(ls))}
+
+
+def _records(path: Path, rows: list[str]) -> list[tuple]:
+    path.write_bytes(("\n".join(rows) + "\n").encode("utf-8", "surrogateescape"))
+    return [(r.kind, r.text, r.origin.proc, r.origin.pid, r.src_line)
+            for r in iter_records(expand_inputs([str(path)])[0]) if hasattr(r, "text")]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(picked=st.lists(st.sampled_from(_LMCACHE_LINES), min_size=1, max_size=6),
+       width=st.integers(min_value=40, max_value=200), mode=st.sampled_from(sorted(_MODES)))
+def test_lmcache_records_cut_at_any_width_read_as_the_originals(tmp_path: Path, picked: list[str], width: int,
+                                                                 mode: str) -> None:
+    """Text, process, ``file:line``: a cut inside a number, an escape or the suffix changes none of them."""
+    assert _records(tmp_path / "cut.log", _MODES[mode](width, picked)) == _records(tmp_path / "orig.log", picked)

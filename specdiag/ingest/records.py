@@ -968,10 +968,10 @@ def _continues_row(line: bytes, width: int) -> bool:
 def _looks_wrapped(plen: int, line: bytes, proven: bool = False) -> bool:
     """A continuation of the same process that is a cut line rather than the next line of a multi-line
     message: the record's last line filled a terminal row, and this one is not indented or an exception.
-    After a row exactly a terminal's width (or one this input was proven cut at), or after an empty
-    message, one leading space is a cut before a word (pprint indents by one space too, which is why it
-    is not taken after a row of any other width)."""
-    if line[:1] == b" " and proven and line[1:2] not in (b" ", b"\t", b""):
+    One leading space is a cut before a word when a word follows, or after a row exactly a terminal's
+    width (or one this input was proven cut at) or an empty message; a dict repr pretty-printed over lines
+    indents its items by one space, but before a quote or a bracket (`` 'chunk_size': 256,``)."""
+    if line[:1] == b" " and (proven and line[1:2] not in (b" ", b"\t", b"") or line[1:2].isalnum()):
         line = line[1:]
     return plen >= MIN_ROW and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
 

@@ -54,10 +54,6 @@ PLAIN_STARTS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WAR
                 b"ERROR:", b"Traceback ")
 _VLLM_LEVELS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ")
 _MAX_DEPTH = 6
-#: the narrowest terminal row a wrapped record fills (a 40-column chat box), counted with the paste's
-#: indentation: a pasted block indents every row alike, so stripping the block's indentation from the row
-#: after one this wide is right whether or not that row was cut
-WRAP_ROW = MIN_ROW
 
 
 def strip_ansi(text: str) -> str:
@@ -196,12 +192,11 @@ class LineUnwrapper:
             rest = line[m.end() :]
             if rest and (is_envelope(rest) or self._is_wrapped(rest) or _cut_row(line, rest)):
                 self.seen.add("indented")
-                if len(line) >= WRAP_ROW and not rest.startswith(b"Traceback"):
-                    self._indent = m.group(0)  # a full-width row: a terminal may have wrapped it onto the next
+                if not rest.startswith(b"Traceback"):
+                    self._indent = m.group(0)  # a terminal may have wrapped the row onto the next, indented alike
                 return rest
             if indent is not None and line.startswith(indent) and len(line) > len(indent):
-                if len(line) >= WRAP_ROW:
-                    self._indent = indent  # full width again: the wrap goes on
+                self._indent = indent  # the block goes on (widths are the joiner's business, on the rows as read)
                 return line[len(indent) :]
             return None
         return self._named(line, grep_next)
