@@ -55,7 +55,8 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
 * terminal rows (`specdiag/ingest/rows.py`): a line cut by a terminal, a chat box or `fold` at any width
   from 40 columns is joined back without a line break when the rows prove the cut, never by the width
   alone below 80 columns. A row that ends inside a record's header (`(Worker_TP2 pid=76`, a row of only
-  the process prefixes, `[2026-05-06 15:5`, `LMCache ERR`, `INFO 05-04 01:06:43 [metr`) is held and
+  the process prefixes, `[2026-05-06 15:5`, `LMCache ERR`, `INFO 05-04 01:06:43 [metr`) or inside a
+  collector's prefix (`2025-12-01T09:01:00.00`, `Dez 03 10:00:00 node python3[2211]`) is held and
   completed by the next row when, with it, the header parses; an LMCache record without its
   `(file:line:logger)` suffix takes the next headerless row no wider than its own (at 80 columns or more,
   at a width this input was proven cut at — a cut header, a row ending inside the suffix or at `ERROR:`,

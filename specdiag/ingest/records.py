@@ -24,7 +24,7 @@ from specdiag.ingest import rows, scan, wrappers
 from specdiag.ingest.ahead import is_flood, scan_ahead
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
-from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix, esc_cut_at_end
+from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix, cut_wrapper, esc_cut_at_end
 from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope
@@ -127,10 +127,12 @@ class Record:
 class _Head:
     """A row that ended inside a record's header (``rows.cut_head``): held until the next row completes it."""
 
-    __slots__ = ("first", "last", "core", "outer", "deployment", "width")
+    __slots__ = ("first", "last", "core", "outer", "deployment", "width", "whole")
 
     def __init__(self, first: int, core: bytes, outer: bytes, deployment: str | None, width: int) -> None:
         self.first = self.last = first
+        #: the cut fell inside a collector's prefix (``rows.cut_wrapper``): the joined row is peeled whole
+        self.whole = cut_wrapper(core)
         self.core = core  # the row after its wrappers (collector, paste), process prefix kept
         self.outer = outer  # the wrappers the row had: rows the app cut carry them too, a terminal's rows do not
         self.deployment = deployment
@@ -328,7 +330,13 @@ class _Reader:
             return None
         for piece in _pieces(head, line):
             core = head.core + piece
-            origin, rest = self.origins.peel_for(head.deployment, core)
+            if head.whole:  # the collector's prefix was cut: peel the joined row as a whole row
+                peeled = self.peel(head.outer + core)
+                if peeled is None:
+                    continue
+                origin, rest = peeled
+            else:
+                origin, rest = self.origins.peel_for(head.deployment, core)
             if cut_head(rest, origin.pid is not None) and plen == head.width:
                 head.core, head.last = core, lineno
                 return True

@@ -31,6 +31,10 @@ _VLLM_TAIL = re.compile(rb"(?:\.\d{0,6})?(?: (?:\[[^\]:\s]{0,200}(?::\d{0,9})?)?
 _PID_CUT = re.compile(rb"\([A-Za-z_][\w./ =-]{0,80}?(?: pid(?:=\d{0,18}(?:, ip=[\w.:]{0,60})?\)?)?)?")
 #: an LMCache suffix opened at the end of a row: `` (vllm_v1_adapter.py:88``, `` (cache_engine.py:985:lmcache.v1``
 _SUFFIX_CUT = re.compile(rb" \([\w.]{0,120}(?::\d{0,9}(?::[\w.]{0,200})?)?")
+#: a collector's prefix cut before the record starts: a kubectl/docker ``--timestamps`` time, journald's
+#: ``Dez 03 10:00:00 host ident[pid]`` without its ``: ``
+_ISO_CUT = re.compile(rb"\d{4}-\d\d-\d\dT[\d:]{0,8}(?:[.,]\d{0,9})?(?:Z|[+-][\d:]{0,5})?")
+_JOURNALD_CUT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? \S{1,200} [^:\s\[]{1,200}\[\d{1,10}(?:\]:?)?")
 #: an ANSI escape cut at the end of a row, and the rest of it at the start of the next
 ESC_CUT = re.compile(rb"\x1b(?:\[[0-9;?]{0,16})?")
 ESC_REST = re.compile(rb"\[?[0-9;?]{0,16}[A-Za-z]")
@@ -85,9 +89,18 @@ def cut_head(rest: bytes, prefixed: bool) -> bool:
         return b") " not in rest and _PID_CUT.fullmatch(rest) is not None
     if c == b"[":
         return _cut_lmcache_head(rest)
-    if c in b"IWEDC":
-        return _cut_vllm_head(rest)
-    return False
+    if c in b"IWEDC" and _cut_vllm_head(rest):
+        return True
+    return cut_wrapper(rest)
+
+
+def cut_wrapper(rest: bytes) -> bool:
+    """Whether ``rest`` is a collector's prefix the row's end cut before the record began (the wrapper
+    parser could not take it, so it is all that is left of the row)."""
+    c = rest[:1]
+    if c.isdigit():
+        return _ISO_CUT.fullmatch(rest) is not None
+    return c.isalpha() and b"[" in rest and _JOURNALD_CUT.fullmatch(rest) is not None
 
 
 def cut_suffix(text: bytes) -> bool:
