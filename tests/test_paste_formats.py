@@ -281,3 +281,19 @@ def test_vllm_record_and_a_print_of_another_length_stay_apart_at_any_width(tmp_p
     assert len(line) not in (80, 100, 120)
     recs = records(write(tmp_path / "p.log", [line, "a print of some other length"]))
     assert [r.msg for r in recs if r.kind == "vllm"] == [line.split("] ", 1)[1]]
+
+
+@pytest.mark.parametrize("wrapper", ["Dez 03 10:00:00 gpu-node-7 python3[2211]: ", "2025-12-01T09:01:00.000000Z "])
+def test_row_cut_inside_a_collector_prefix_is_rejoined(tmp_path, wrapper) -> None:
+    full = wrapper + PAIR[1]
+    rows = _cut("[pod/vllm-0/vllm] " + full, 40) if wrapper[0].isdigit() else _cut(full, 40)
+    assert not rows[0].endswith(wrapper[-2:])  # the cut falls inside the collector's prefix
+    rec = _one(tmp_path, rows)
+    assert rec.text == "Num retrieved tokens: 0, num expected tokens: 16" and rec.origin.tp == 2
+    assert rec.origin.deployment == ("k8s:pod/vllm-0/vllm" if wrapper[0].isdigit() else "host:gpu-node-7")
+
+
+def test_cut_collector_prefix_that_nothing_completes_stays_text(tmp_path) -> None:
+    lines = ["Dez 03 10:00:00 gpu-node-7 python3[2211]", "Dez 03 10:00:01 gpu-node-7 python3[2211]: hello"]
+    recs = records(write(tmp_path / "j.log", lines))
+    assert not [r for r in recs if r.kind in ("lmcache", "vllm")]
