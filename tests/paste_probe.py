@@ -24,6 +24,10 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
+from expectations import check_report
+
+from specdiag.engine import analyze
+
 HERE = Path(__file__).resolve().parent
 WIDTHS = (40, 60, 72, 80, 100, 120, 160)
 POD = "[pod/vllm-0/vllm] "
@@ -202,10 +206,6 @@ def rules_at_warning(report: dict) -> set[str]:
 def problems(case: Path, name: str, out_dir: Path, base: dict | None = None) -> list[str]:
     """Everything the ``name`` paste of ``case`` gets wrong: its expected.json unmet, a warning-level rule
     gained or lost against the original's report, something invented."""
-    from expectations import check_report
-
-    from specdiag.engine import analyze
-
     expected = json.loads((case / "expected.json").read_text())
     if base is None:
         base = analyze([str(p) for p in logs_of(case)]).to_dict()
