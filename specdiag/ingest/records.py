@@ -600,6 +600,8 @@ class _Reader:
         year roll (a batch has one year). A line whose width this input proved to be a terminal's could
         be the first row of a cut line: it goes through the per-line stages instead.
         """
+        if self.head is not None:
+            self._release_head()  # a whole metric line comes next: the held header row had no rest
         learned = len(self.widths) > len(TERMINAL_WIDTHS)
         if original is None and not learned and self._metric_batch(view, todo):
             return
