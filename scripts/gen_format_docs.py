@@ -55,11 +55,23 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   a future date), uvicorn access lines, raw Python tracebacks (also when cut below the `Traceback` line);
 * multi-line records: an LMCache message without its `(file:line:logger)` suffix continues until the
   line that carries it; tracebacks until the last exception line; hard-wrapped config dumps until their
-  brackets close. A line cut by a terminal (no prefix or header of its own, right after a cut LMCache
-  record of at least 80 columns) is joined to that record without a line break, and the suffix is looked
-  for again on the joined text. A vLLM record whose line is exactly a terminal's width (80, 100, 120, 132,
-  … or a width at which an LMCache record of the same input was proven cut) takes the following
-  headerless rows that are no wider and that ingest would not keep on their own.
+  brackets close.
+* terminal rows (`specdiag/ingest/rows.py`): a line cut by a terminal, a chat box or `fold` at any width
+  from 40 columns is joined back without a line break when the rows prove the cut, never by the width
+  alone below 80 columns. A row that ends inside a record's header (`(Worker_TP2 pid=76`, a row of only
+  the process prefixes, `[2026-05-06 15:5`, `LMCache ERR`, `INFO 05-04 01:06:43 [metr`) or inside a
+  collector's prefix (`2025-12-01T09:01:00.00`, `Dez 03 10:00:00 node python3[2211]`) is held and
+  completed by the next row when, with it, the header parses; an LMCache record without its
+  `(file:line:logger)` suffix takes the next headerless row no wider than its own (at 80 columns or more,
+  at a width this input was proven cut at — a cut header, a row ending inside the suffix or at `ERROR:`,
+  a suffix closed by a later row — or when the rows are equally wide or the row closes the suffix), and the
+  suffix is looked for again on the joined text; a vLLM record takes the following headerless rows that
+  are no wider when its width is a terminal's (80, 100, 120, 132, …, or proven) or when the next row is
+  exactly as wide. Widths compare the rows as read, so a paste's indentation or quote on every row, a
+  kubectl `--prefix` on every piece (the app's line was cut before kubectl prefixed it) or on the first
+  only (the terminal wrapped the prefixed output), and ANSI escapes counted by `fold` all work; an escape
+  cut between two rows is rejoined. A row carrying another process prefix or another pod's prefix never
+  continues a record, and a held row that nothing completes is read as it was.
 
 """
 

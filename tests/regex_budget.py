@@ -28,7 +28,7 @@ SIZE = 1024 * 1024
 BUDGET_S = 0.050
 
 #: modules whose module-level compiled patterns run per line (or per record / per config dump)
-MODULES = ["specdiag.ingest.records", "specdiag.ingest.origin", "specdiag.ingest.wrappers", "specdiag.ingest.sources",
+MODULES = ["specdiag.ingest.records", "specdiag.ingest.rows", "specdiag.ingest.origin", "specdiag.ingest.wrappers", "specdiag.ingest.sources",
            "specdiag.metrics.parse", "specdiag.metrics.bench", "specdiag.context", "specdiag.pyrepr",
            "specdiag.events.lmcache", "specdiag.events.vllm", "specdiag.events.text", "specdiag.events"]
 #: how a module-level pattern is applied where it is used (default: scanned from every position)
@@ -43,6 +43,8 @@ def _limits() -> dict[str, int]:
     after_cut = {f"records.{n}" for n in ("VLLM_REST", "LMC_LEGACY", "EXC_LINE", "_TS_PARTS")} | {
         f"wrappers.{n}" for n in ("ANSI_RE", "ISO_TS", "KUBECTL_PREFIX", "JOURNALD_ISO", "JOURNALD_SHORT",
                                   "COMPOSE", "_ASCTIME", "GREP_N", "GREP_H", "INDENT", "ANSI_BYTES")} | {"origin.PREFIX_RE"}
+    after_cut |= {f"rows.{n}" for n in ("_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT",
+                                        "_JOURNALD_CUT")}
     out = dict.fromkeys(after_cut, MAX_PARSE_LINE)
     out.update(dict.fromkeys((f"origin.{n}" for n in ("_TP", "_PP", "_DP", "_EP", "_RANK")), 200))
     out["sources._ROTATED"] = 4096
@@ -53,7 +55,9 @@ def _limits() -> dict[str, int]:
 
 ANCHORED = {"VLLM_REST", "LMC_LEGACY", "EXC_LINE", "PREFIX_RE", "_TS_PARTS", "KUBECTL_PREFIX", "JOURNALD_ISO",
             "ISO_TS", "JOURNALD_SHORT", "COMPOSE", "_END", "_SECTION", "_KV", "_ROTATED",
-            "GREP_N", "GREP_H", "INDENT"}  # the per-line wrappers are applied with .match at the line start
+            "GREP_N", "GREP_H", "INDENT",  # the per-line wrappers are applied with .match at the line start
+            # terminal rows (ingest/rows.py): fullmatch from a found position, or match at the row start
+            "_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT", "_JOURNALD_CUT"}
 
 
 @dataclass

@@ -267,3 +267,19 @@ def test_scan_threads_out_of_bounds_are_a_config_error(threads: int) -> None:
 
     with pytest.raises(ConfigError, match="scan_threads must be 0 to 64"):
         analyze([str(ROOT / "examples" / "tp8-shortfall" / "serve.log")], scan_threads=threads)
+
+
+def test_a_cut_header_row_before_scanned_lines_changes_nothing_the_scanner_took(tmp_path: Path) -> None:
+    """A row held as a cut header (tests/test_paste_formats.py) is let go when the scanner took the next
+    line: the lookup or metric rows and the records after it are what they are without that row."""
+    head = b"(Worker_TP2 pid=767) [2026-05-06 10:00:00,000] LMCache ERR\n"
+    stats = (b"(APIServer pid=1) INFO 05-06 10:00:04 [loggers.py:236] Engine 000: Avg prompt throughput: 1.0 "
+             b"tokens/s, Avg generation throughput: 2.0 tokens/s, Running: 1 reqs, Waiting: 0 reqs, GPU KV cache "
+             b"usage: 1.0%, Prefix cache hit rate: 0.0%\n")
+    tail = b"INFO 05-06 10:00:09 [api_server.py:1] after\n"
+    for after in (LOOKUP % (1, 1), stats):
+        with_head, _ = _items(tmp_path, head + after + tail)
+        without, _ = _items(tmp_path, after + tail)
+        assert [type(i).__name__ for i in with_head] == [type(i).__name__ for i in without] == \
+            ["LookupRows" if after.startswith(b"(EngineCore") else "MetricRows", "Record"]
+        assert with_head[-1].msg == without[-1].msg == "after" and with_head[-1].line == without[-1].line + 1

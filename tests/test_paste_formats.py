@@ -10,6 +10,7 @@ from logbuilder import lmc, lookup, retrieve, shortfall_pair, vllm, write
 
 from specdiag.engine import analyze
 from specdiag.ingest import expand_inputs, iter_records
+from specdiag.ingest.rows import esc_cut_at_end
 
 REQ = "chatcmpl-6b7537a4f151245a"
 PAIR = shortfall_pair(REQ, 0, 16, proc="Worker_TP2 pid=767", color=False)
@@ -164,3 +165,135 @@ def test_headerless_print_after_a_vllm_line_of_no_terminal_width_stays_apart(tmp
              "Triton is installed, but doesn't include CPU backend. Disabling Triton."]
     (rec,) = records(write(tmp_path / "r.log", lines))
     assert rec.msg == "\treserved_cpus=[]" and rec.end_line == 1
+
+
+# ---- terminal rows narrower than 80 columns, behind kubectl, cut inside headers / escapes (tests/paste_probe.py) --
+def _cut(line: str, width: int) -> list[str]:
+    return [line[i : i + width] for i in range(0, len(line), width)]
+
+
+def _one(tmp_path, rows: list[str], name: str = "w.log"):
+    recs = [r for r in records(write(tmp_path / name, rows)) if r.kind in ("lmcache", "vllm")]
+    assert len(recs) == 1, [(r.kind, r.text[:60]) for r in recs]
+    return recs[0]
+
+
+@pytest.mark.parametrize("width", [40, 60, 72])
+@pytest.mark.parametrize("proc", ["Worker_TP2 pid=767", None])
+def test_rows_narrower_than_80_columns_are_rejoined_with_their_numbers(tmp_path, width, proc) -> None:
+    """At 40 columns the header itself is cut (``[2026-05-06 15:5``): the cut header proves the width."""
+    full = PAIR[1] if proc else PAIR[1].split(") ", 1)[1]
+    rec = _one(tmp_path, _cut(full, width))
+    assert rec.text == "Num retrieved tokens: 0, num expected tokens: 16" and rec.src_line == 884
+    assert rec.end_line == len(_cut(full, width))
+
+
+@pytest.mark.parametrize("width", [40, 60, 72, 80, 100])
+def test_kubectl_prefixed_rows_are_rejoined_whether_the_app_or_the_terminal_cut_them(tmp_path, width) -> None:
+    full = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)
+    pod = "[pod/vllm-0/vllm] "
+    for rows in ([pod + r for r in _cut(full, width)], _cut(pod + full, width)):  # app cut, then terminal cut
+        rec = _one(tmp_path, rows)
+        assert "Retrieved 0 out of 256 required tokens (from 5888 total tokens)" in rec.text
+        assert (rec.src_line, rec.origin.deployment, rec.origin.tp) == (985, "k8s:pod/vllm-0/vllm", 2)
+
+
+def test_cut_inside_an_ansi_escape_loses_neither_the_escape_rest_nor_the_text(tmp_path) -> None:
+    full = shortfall_pair(REQ, 0, 16, proc="Worker_TP2 pid=767")[1]  # coloured, as LMCache writes it
+    widths = [w for w in range(40, 80) if any(esc_cut_at_end(r.encode()) >= 0 for r in _cut(full, w))]
+    assert len(widths) >= 4  # the cut falls inside an escape at these widths
+    for width in widths:
+        rec = _one(tmp_path, _cut(full, width), f"e{width}.log")
+        assert rec.text == "Num retrieved tokens: 0, num expected tokens: 16" and rec.src_line == 884
+
+
+def test_row_cut_right_after_the_process_prefixes_is_rejoined(tmp_path) -> None:
+    prefix = "(EngineCore_DP0 pid=2210) (RayWorkerWrapper pid=731, ip=10.4.0.17) "
+    full = lmc("Request cmpl-1 failed to load 2048 tokens across 128 blocks", level="WARNING",
+               loc="vllm_v1_adapter.py:964", proc=None, color=False)
+    rec = _one(tmp_path, _cut(prefix + full, len(prefix)))
+    assert rec.text == "Request cmpl-1 failed to load 2048 tokens across 128 blocks"
+    assert rec.origin.host == "10.4.0.17" and rec.src_line == 964
+
+
+def test_row_cut_between_the_level_colon_and_the_message_adds_no_space(tmp_path) -> None:
+    full = shortfall_pair(REQ, 0, 16, proc="Worker_TP2 pid=767", color=False)[1]
+    at = full.index("ERROR:") + len("ERROR:")
+    for rows in ([full[:at], full[at:]], [full[: at + 1], full[at + 1 :]]):
+        rows = [rows[0], *_cut(rows[1], at + (len(rows[0]) - at))]
+        rec = _one(tmp_path, rows)
+        assert rec.text == "Num retrieved tokens: 0, num expected tokens: 16"
+
+
+@pytest.mark.parametrize("width", [60, 72, 90])
+def test_vllm_record_at_an_unlisted_width_is_joined_on_two_full_rows(tmp_path, width) -> None:
+    full = vllm(SPEC, loc="metrics.py:120", proc="APIServer pid=1")
+    rec = _one(tmp_path, _cut(full, width))
+    assert rec.msg == SPEC
+
+
+# ---- a wrong join is worse than a missed one ----------------------------------------------------------------
+def test_cut_header_is_not_completed_by_another_process_line(tmp_path) -> None:
+    other = lmc("Stored 256 out of total 256 tokens", loc="cache_engine.py:400", proc="Worker_TP3 pid=768", color=False)
+    lines = ["(Worker_TP2 pid=767) [2026-05-06 15:56:03,745] LMCache ERR", other]
+    recs = records(write(tmp_path / "h.log", lines))
+    lm = [r for r in recs if r.kind == "lmcache"]
+    assert [(r.origin.tp, r.text) for r in lm] == [(3, "Stored 256 out of total 256 tokens")]
+
+
+def test_cut_header_is_not_completed_by_a_row_of_another_pod(tmp_path) -> None:
+    full = PAIR[1]
+    rows = _cut(full, 40)
+    pasted = ["[pod/vllm-0/vllm] " + rows[0], "[pod/vllm-1/vllm] " + rows[1], *("[pod/vllm-0/vllm] " + r for r in rows[2:])]
+    recs = records(write(tmp_path / "p.log", pasted))
+    assert not any(r.kind == "lmcache" and "Num retrieved tokens: 0" in r.text for r in recs)
+
+
+def test_wrapped_record_is_not_joined_to_a_row_of_another_pod(tmp_path) -> None:
+    full = retrieve(REQ, 0, 256, 5888, proc="Worker_TP2 pid=767", color=False)
+    rows = _cut(full, 72)
+    pasted = ["[pod/vllm-0/vllm] " + rows[0], "[pod/vllm-1/vllm] " + rows[1]]
+    recs = [r for r in records(write(tmp_path / "p.log", pasted)) if r.kind == "lmcache"]
+    assert len(recs) == 1 and recs[0].text == rows[0].split("LMCache INFO: ", 1)[1].rstrip()
+
+
+def test_cut_header_that_nothing_completes_is_read_as_it_was(tmp_path) -> None:
+    for tail in (["hello world, a line of no record at all"], []):
+        lines = ["(Worker_TP2 pid=767) [2026-05-06 15:56:03,745] LMCache ERR", *tail]
+        recs = records(write(tmp_path / "t.log", lines))
+        assert not any(r.kind == "lmcache" for r in recs)
+        src = expand_inputs([str(tmp_path / "t.log")])[0]
+        list(iter_records(src))
+        assert src.stats.lines == len(lines)
+
+
+def test_two_complete_records_of_the_same_width_stay_two(tmp_path) -> None:
+    a = lmc("Stored 256 out of total 256 tokens", loc="cache_engine.py:400", proc="Worker_TP2 pid=767", color=False)
+    b = lmc("Stored 512 out of total 512 tokens", loc="cache_engine.py:400", proc="Worker_TP2 pid=767", color=False)
+    c = vllm("Engine 000: Avg prompt throughput: 1.0 tokens/s", proc="APIServer pid=1")
+    d = vllm("Engine 000: Avg prompt throughput: 2.0 tokens/s", proc=None)
+    recs = records(write(tmp_path / "s.log", [a, b, c, d]))
+    assert len(a) == len(b) and [r.kind for r in recs] == ["lmcache", "lmcache", "vllm", "vllm"]
+
+
+def test_vllm_record_and_a_print_of_another_length_stay_apart_at_any_width(tmp_path) -> None:
+    line = vllm("Avg prompt throughput: 1.0 tokens/s, Running: 1 reqs", proc="APIServer pid=1")
+    assert len(line) not in (80, 100, 120)
+    recs = records(write(tmp_path / "p.log", [line, "a print of some other length"]))
+    assert [r.msg for r in recs if r.kind == "vllm"] == [line.split("] ", 1)[1]]
+
+
+@pytest.mark.parametrize("wrapper", ["Dez 03 10:00:00 gpu-node-7 python3[2211]: ", "2025-12-01T09:01:00.000000Z "])
+def test_row_cut_inside_a_collector_prefix_is_rejoined(tmp_path, wrapper) -> None:
+    full = wrapper + PAIR[1]
+    rows = _cut("[pod/vllm-0/vllm] " + full, 40) if wrapper[0].isdigit() else _cut(full, 40)
+    assert not rows[0].endswith(wrapper[-2:])  # the cut falls inside the collector's prefix
+    rec = _one(tmp_path, rows)
+    assert rec.text == "Num retrieved tokens: 0, num expected tokens: 16" and rec.origin.tp == 2
+    assert rec.origin.deployment == ("k8s:pod/vllm-0/vllm" if wrapper[0].isdigit() else "host:gpu-node-7")
+
+
+def test_cut_collector_prefix_that_nothing_completes_stays_text(tmp_path) -> None:
+    lines = ["Dez 03 10:00:00 gpu-node-7 python3[2211]", "Dez 03 10:00:01 gpu-node-7 python3[2211]: hello"]
+    recs = records(write(tmp_path / "j.log", lines))
+    assert not [r for r in recs if r.kind in ("lmcache", "vllm")]

@@ -248,7 +248,7 @@ def test_compiled_scan_releases_the_gil() -> None:
     that holds the GIL (``sum`` over a range, as long) it gets at most the switch interval around it."""
     _need_compiled()
     block = (ENV + b"Stored 5 out of total 5 tokens" + SUFFIX["store"] + b"\n") * 400_000
-    free = max(_spins_inside(lambda: scan._compiled.scan(block, 0)) for _ in range(3))
+    free = max(_spins_inside(lambda: scan._compiled.scan(block, 0)) for _ in range(5))  # best of 5: load steals turns
     held = min(_spins_inside(lambda: sum(range(6_000_000))) for _ in range(3))
     assert free > 4 * held, (free, held)
 

@@ -192,11 +192,11 @@ def test_fragment_names_its_cause_with_capped_confidence(tmp_path: Path, cause: 
     assert f["next_steps"]
 
 
-#: kubectl --prefix then a terminal wrap: the cut rows lack the pod prefix, and joining them is ingest's
-#: continuation joiner (specdiag/ingest/records.py), outside this audit — see the audit report
+#: kubectl --prefix then a terminal wrap included: the cut rows lack the pod prefix and are rejoined to the
+#: record the first row opened (tests/test_paste_probe.py sweeps every width and order)
 _TERMINAL = ("indented", "grep-n", "kubectl-prefix", "wrapped-80", "crlf")
 _MARKDOWN = ("md-quote", "md-bullets", "md-numbered")
-COMPOSED = [(a, b) for a in _TERMINAL for b in _TERMINAL if a != b and (a, b) != ("kubectl-prefix", "wrapped-80")] + \
+COMPOSED = [(a, b) for a in _TERMINAL for b in _TERMINAL if a != b] + \
     [(a, b) for a in ("indented", "grep-n", "kubectl-prefix", "crlf") for b in _MARKDOWN]  # terminal output, then posted
 
 

@@ -20,10 +20,11 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from itertools import pairwise, repeat
 
-from specdiag.ingest import scan
+from specdiag.ingest import rows, scan, wrappers
 from specdiag.ingest.ahead import is_flood, scan_ahead
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
+from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix, cut_wrapper, esc_cut_at_end
 from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, is_envelope
@@ -123,6 +124,21 @@ class Record:
         return f"Record({self.path}:{self.line} {self.kind} {self.level} {self.msg[:60]!r})"
 
 
+class _Head:
+    """A row that ended inside a record's header (``rows.cut_head``): held until the next row completes it."""
+
+    __slots__ = ("first", "last", "core", "outer", "deployment", "width", "whole")
+
+    def __init__(self, first: int, core: bytes, outer: bytes, deployment: str | None, width: int) -> None:
+        self.first = self.last = first
+        #: the cut fell inside a collector's prefix (``rows.cut_wrapper``): the joined row is peeled whole
+        self.whole = cut_wrapper(core)
+        self.core = core  # the row after its wrappers (collector, paste), process prefix kept
+        self.outer = outer  # the wrappers the row had: rows the app cut carry them too, a terminal's rows do not
+        self.deployment = deployment
+        self.width = width
+
+
 class _Open:
     """A record still collecting continuation lines for one process."""
 
@@ -176,6 +192,12 @@ class _Reader:
         self.held: Record | None = None  # a long vLLM record held for one line, in case a terminal wrapped it
         self.held_width = self.held_last = 0
         self.widths = set(TERMINAL_WIDTHS)
+        #: widths at which this input was proven cut (a row ended inside a header or a suffix): narrower than
+        #: 80 columns is only joined at one of these, or when the rows themselves show the wrap
+        self.proven: set[int] = set()
+        self.head: _Head | None = None
+        self.core = b""  # the current line after its wrappers, before its process prefix (set by ``peel``)
+        self.esc_cut = False  # the last line ended inside an ANSI escape: its rest starts the next line
         self.year_hint: int | None = None
         self.last_month = 0
         self.last_y = b""
@@ -202,7 +224,16 @@ class _Reader:
 
     # ---- the cleaner ------------------------------------------------------------------------------
     def clean(self, lineno: int, line: bytes) -> bytes | None:
+        if self.esc_cut:  # the rest of an escape a cut split: ``6m(Worker_TP2 …`` after ``…\x1b[1;3``
+            self.esc_cut = False
+            at = _paste_prefix_end(line)  # the app's row prefixed again, or every row of a paste indented
+            m = rows.ESC_REST.match(line, at)
+            if m is not None:
+                line = line[:at] + line[m.end() :]
         if self.esc and b"\x1b" in line:
+            i = esc_cut_at_end(line)
+            if i >= 0:
+                line, self.esc_cut = line[:i], True
             line = ANSI_ESC.sub(b"", line)
             if b"\x1b" in line:
                 line = line.replace(b"\x1b", b"")
@@ -225,11 +256,12 @@ class _Reader:
     def peel(self, line: bytes) -> tuple[Origin, bytes] | None:
         """Collector / paste wrappers, then process prefixes; the first bytes of an unwrapped line prove it has none."""
         c0 = line[:1]
+        self.core = line
         if c0 == b"(":
             return self.origins.peel(line)
         if (c0 == b"[" and line[1:5] != b"pod/") or line.startswith(PLAIN_STARTS):
             return NO_ORIGIN, line
-        line = self.unwrapper.strip(line)
+        line = self.core = self.unwrapper.strip(line)
         if self.unwrapper.year:
             self.year_hint = self.unwrapper.year
             self.last_month = 0  # the wrapper dated this line: no Dec→Jan inference on top of it
@@ -263,11 +295,23 @@ class _Reader:
 
     def _feed_one(self, lineno: int, line: bytes, inherit: Origin | None = None) -> Origin | None:
         """The stages for one line (or one CR-separated piece of one); the origin it was read with."""
+        raw_len = len(line) - line.count(b"\r") if self.esc else 0
         line = self.clean(lineno, line)
         if line is None:
             return None
         cut, self.cut = self.cut, False
-        plen = len(line)
+        plen = raw_len or len(line)  # a row's width as cut: ``fold`` counts the escapes a terminal hides
+        if self.head is not None:
+            head = self.head
+            got = self._join_head(lineno, line, plen)
+            if got is True:
+                return None
+            if got is not None:
+                self._feed_peeled(head.first, *got)
+                self._stretch(head.first, lineno)
+                return None
+            self._release_head()
+        cleaned = line
         if inherit is None:
             peeled = self.peel(line)
         elif line[:1] == b"(":
@@ -277,37 +321,106 @@ class _Reader:
         if peeled is None:
             return None
         origin, line = peeled
+        before = self.recognized
+        self._feed_peeled(lineno, origin, line, plen, cleaned)
         if cut:  # a recognised line read only in part: the verdict must not call it judged
-            before = self.recognized
-            self._dispatch(lineno, origin, line, plen)
             self.stats.cut_recognized += self.recognized > before
-            return origin
-        self._dispatch(lineno, origin, line, plen)
         return origin
 
-    def _dispatch(self, lineno: int, origin: Origin, line: bytes, plen: int) -> None:
-        """A cleaned, peeled line to the envelope parsers, the continuation joiner or the raw-text stage."""
-        if self.held is not None and self._continue_held(lineno, origin, line):
+    def _feed_peeled(self, lineno: int, origin: Origin, line: bytes, plen: int, cleaned: bytes | None = None) -> None:
+        """The envelope parsers and the joiner, for a line whose wrappers and process prefix are peeled.
+        ``cleaned``: the row as read (None for a header already held and joined: it is not held again)."""
+        if self.held is not None and self._continue_held(lineno, origin, line, plen):
             return
         if line[:1] == b"[" and not line.startswith(b"] LMCache ", 24) and b"] LMCache " in line[:48]:
             line = _canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
         if self._lmcache(lineno, origin, line, plen) or self._vllm(lineno, origin, line, plen):
             return
+        if (cleaned is not None and plen >= MIN_ROW and cut_head(line, origin.pid is not None)
+                and self._hold_head(lineno, origin, cleaned, plen)):
+            return  # only a line no parser took: a whole header never reaches the test
         if self.open_recs and self._continuation(lineno, origin, line, plen):
             return
         self._other(lineno, origin, line)
 
-    def _continue_held(self, lineno: int, origin: Origin, line: bytes) -> bool:
-        """The long vLLM record on the line before may have been cut by a terminal: this row is its rest."""
+    # ---- rows cut inside a header -----------------------------------------------------------------
+    def _hold_head(self, lineno: int, origin: Origin, cleaned: bytes, plen: int) -> bool:
+        """Keep a row that ended inside a header (``(Worker_TP2 pid=76``, ``[2026-05-06 15:5``) for the
+        next row: no writer ends a line there, so only a cut does. What came before it is complete."""
+        core = self.core
+        if not cleaned.endswith(core):
+            return False
+        if self.held is not None:
+            self.out.append(self.held)
+            self.held = None
+        self.head = _Head(lineno, core, cleaned[: len(cleaned) - len(core)], origin.deployment, plen)
+        return True
+
+    def _join_head(self, lineno: int, line: bytes, plen: int) -> tuple[Origin, bytes, int] | bool | None:
+        """The row after a cut header: joined when, with it, the header parses (or is still cut and the row
+        was full). True: still a header, held; None: not its rest (the held row is handed on as it was)."""
+        head = self.head
+        if lineno != head.last + 1 or plen > head.width:
+            return None
+        for piece in _pieces(head, line):
+            core = head.core + piece
+            if head.whole:  # the collector's prefix was cut: peel the joined row as a whole row
+                peeled = self.peel(head.outer + core)
+                if peeled is None:
+                    continue
+                origin, rest = peeled
+            else:
+                origin, rest = self.origins.peel_for(head.deployment, core)
+            if cut_head(rest, origin.pid is not None) and plen == head.width:
+                head.core, head.last = core, lineno
+                return True
+            if _parses_as_record(rest):
+                self.head = None
+                self._prove(head.width)
+                return origin, rest, plen
+        return None
+
+    def _release_head(self) -> None:
+        """The held row was no cut header after all (the input ended, or the next row does not complete
+        it): read it as it would have been read."""
+        head, self.head = self.head, None
+        origin, rest = self.origins.peel_for(head.deployment, head.core)
+        self._feed_peeled(head.first, origin, rest, head.width)
+        self._stretch(head.first, head.last)
+
+    def _stretch(self, first: int, last: int) -> None:
+        """The record that starts at row ``first`` ends at row ``last`` (its header spanned rows)."""
+        if self.held is not None and self.held.line == first:
+            self.held.end_line = self.held_last = max(last, self.held_last)
+            return
+        for o in self.open_recs.values():
+            if o.rec.line == first:
+                o.rec.end_line = max(o.rec.end_line, last)
+                return
+        if self.out and isinstance(self.out[-1], Record) and self.out[-1].line == first:
+            self.out[-1].end_line = max(self.out[-1].end_line, last)
+
+    def _continue_held(self, lineno: int, origin: Origin, line: bytes, plen: int) -> bool:
+        """The long vLLM record on the line before may have been cut by a terminal: this row is its rest.
+
+        At a width not known to be a terminal's, only a row as wide as the record's (two full rows)
+        shows the cut; the width is then proven for the rows after it. Widths compare rows as read
+        (``plen``), so an indentation or a kubectl prefix on every row counts alike."""
         held = self.held
-        if (lineno == self.held_last + 1 and origin.pid is None
+        width = self.held_width
+        if (lineno == self.held_last + 1 and origin.pid is None and plen <= width
+                and (width in self.widths or plen == width)
                 and (origin.deployment is None or origin.deployment == held.origin.deployment)
-                and _continues_row(line, self.held_width)):
+                and _continues_row(line, len(line)) and not (line[:1] == b"[" and cut_head(line, False))):
+            if width not in self.widths:
+                self._prove(width)
+            if not held.raw and line[:1] == b" ":
+                line = line[1:]  # cut between ``[file.py:NN]`` and the space before the message
             held.raw += line
             held._msg = None
             held.end_line = self.held_last = lineno
             self.recognized += 1
-            if len(line) < self.held_width:  # a short row is the last one
+            if plen < width:  # a short row is the last one
                 self.out.append(held)
                 self.held = None
             return True
@@ -347,6 +460,8 @@ class _Reader:
         else:
             rec.raw = msg.rstrip()
             self.last_cut = self.open_recs[origin.key] = _Open(rec, "lmcache", line[-1:] == b" ", plen)
+            if plen >= MIN_ROW and plen not in self.proven and (not rec.raw or cut_suffix(rec.raw)):
+                self._prove(plen)  # the row ended at ``ERROR:`` or inside ``(file.py:NNN:logger)``: a cut
         return True
 
     def _counted(self, rec: Record) -> bool:
@@ -391,8 +506,8 @@ class _Reader:
         self.stats.formats.add("vllm")
         if _opens_wrap(msg):
             self.open_recs[origin.key] = _Open(rec, "wrap")
-        elif plen in self.widths:
-            self.held, self.held_width, self.held_last = rec, plen, lineno  # handed on with the next line
+        elif plen >= MIN_ROW:  # handed on with the next line, which may be the rest of it (``_continue_held``)
+            self.held, self.held_width, self.held_last = rec, plen, lineno
         else:
             self.out.append(rec)
         return True
@@ -404,7 +519,9 @@ class _Reader:
         o = self.open_recs.get(okey)
         wrapped = False
         if o is None and self.last_cut is not None and origin.pid is None:
-            o = _wrapped_continuation(self.last_cut, self.open_recs, origin, line, self.line_at, lineno)
+            cut = self.last_cut
+            o = _wrapped_continuation(cut, self.open_recs, origin, line, self.line_at, lineno) \
+                if self._fills(cut, line, plen) else None
             if o is not None:
                 okey = o.rec.origin.key
                 wrapped = True
@@ -432,11 +549,13 @@ class _Reader:
 
     def _join_lmcache(self, o: _Open, okey: str, wrapped: bool, lineno: int, line: bytes, plen: int) -> None:
         rec = o.rec
-        if wrapped or _looks_wrapped(o.plen, line):
+        if wrapped or _looks_wrapped(o.plen, line, o.plen in self.widths or not rec.raw) and self._fills(o, line, plen):
             width = o.plen
             file, src_line, logger = _concat(o, line, lineno)  # the suffix may have been cut too
-            if file is not None and len(self.widths) < 64:
-                self.widths.add(width)  # proven: this input was wrapped at that width
+            if file is not None:
+                self._prove(width)  # proven: this input was wrapped at that width
+            elif plen >= MIN_ROW and cut_suffix(rec.cont[-1] if rec.cont else rec.raw):
+                self._prove(plen)  # this row ends inside the suffix: it was cut too
         else:
             body, file, src_line, logger = split_suffix(line)
             _append(o, body, lineno)
@@ -448,6 +567,31 @@ class _Reader:
             self._close_open(okey)
         elif o.chars > MAX_JOIN_CHARS or len(rec.cont or ()) > MAX_JOIN_LINES:
             self._close_open(okey)
+
+    def _prove(self, width: int) -> None:
+        """A row of this input ``width`` wide was shown cut (bounded: a hostile input proves few widths)."""
+        if len(self.widths) < 64:
+            self.widths.add(width)
+        if width < WRAP_MIN_WIDTH and len(self.proven) < 16:
+            self.proven.add(width)
+
+    def _fills(self, o: _Open, line: bytes, plen: int) -> bool:
+        """Whether the open record's last row filled a terminal row that ``line`` (``plen`` wide) goes on.
+
+        80 columns and more, as before; a narrower row only at a width this input was proven cut at, or
+        when the rows show it: this one is as wide (two full rows), or it closes the record's suffix."""
+        width = o.plen
+        if plen > width:
+            return False  # a terminal's next row is never wider than the one it cut
+        if width >= WRAP_MIN_WIDTH or width in self.proven:
+            return True
+        if width < MIN_ROW:
+            return False
+        if plen == width:
+            return True
+        rec = o.rec
+        tail = (rec.cont[-1] if rec.cont else rec.raw) + (b" " if o.space else b"") + line
+        return split_suffix(tail)[1] is not None
 
     # ---- other recognisable lines -----------------------------------------------------------------
     def _other(self, lineno: int, origin: Origin, line: bytes) -> None:
@@ -492,6 +636,8 @@ class _Reader:
         year roll (a batch has one year). A line whose width this input proved to be a terminal's could
         be the first row of a cut line: it goes through the per-line stages instead.
         """
+        if self.head is not None:
+            self._release_head()  # a whole metric line comes next: the held header row had no rest
         learned = len(self.widths) > len(TERMINAL_WIDTHS)
         if original is None and not learned and self._metric_batch(view, todo):
             return
@@ -569,8 +715,18 @@ class _Reader:
             self.stats.formats.add("vllm")
             self.out.append(batch)
 
+    def hand_on_held(self) -> None:
+        """A line the scanner took comes next: the held record (and a held header row) is complete."""
+        if self.head is not None:
+            self._release_head()
+        if self.held is not None:
+            self.out.append(self.held)
+            self.held = None
+
     def end(self) -> None:
         """The input ended: hand on the held record and every record still open."""
+        if self.head is not None:
+            self._release_head()
         if self.held is not None:
             self.out.append(self.held)
             self.held = None
@@ -580,6 +736,41 @@ class _Reader:
 
 def _no_line(n: int) -> bytes | None:
     return None
+
+
+def _paste_prefix_end(line: bytes) -> int:
+    """Where a row starts after a paste's indentation / quote and a kubectl ``--prefix`` (0 without them)."""
+    m = wrappers.INDENT.match(line) if line[:1] in b" \t>" else None
+    at = m.end() if m is not None else 0
+    k = wrappers.KUBECTL_PREFIX.match(line, at) if line[at : at + 5] == b"[pod/" else None
+    return k.end() if k is not None else at
+
+
+def _pieces(head: _Head, line: bytes) -> Iterator[bytes]:
+    """What the row after a cut header may add to it: the row as it is (a terminal's wrap adds no prefix),
+    without the wrappers the header row had (the app's line was cut before a collector or a paste prefixed
+    every piece), or without only the paste's indentation / quote (indented after a terminal wrapped it)."""
+    yield line
+    outer = head.outer
+    if outer and line.startswith(outer):
+        yield line[len(outer) :]
+    m = wrappers.INDENT.match(outer) if outer else None
+    if m is not None and m.end() < len(outer) and line.startswith(m.group(0)):
+        yield line[m.end() :]
+    m = wrappers.KUBECTL_PREFIX.match(outer) if outer[:5] == b"[pod/" else None
+    if m is not None and m.end() < len(outer) and line.startswith(m.group(0)):
+        yield line[m.end() :]  # ``--prefix --timestamps``: the pod prefix on every piece, the time on the first
+
+
+def _parses_as_record(rest: bytes) -> bool:
+    """Whether ``rest`` (after the process prefixes) opens an LMCache or vLLM record the parsers accept."""
+    if rest[:1] == b"[":
+        if not rest.startswith(b"] LMCache ", 24):
+            return False
+        colon = rest.find(b":", 34)
+        return colon > 0 and rest[34:colon] in LMC_LEVELS
+    sp = rest.find(b" ", 3, 10)
+    return sp > 0 and rest[:sp] in VLLM_LEVELS and VLLM_REST.match(rest, sp + 1) is not None
 
 
 
@@ -717,12 +908,14 @@ def _scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: Scan
             metric = []
         if j < n_lk and lk_lines[j] < n:
             k = bisect_left(lk_lines, n, j)
+            reader.hand_on_held()  # a lookup line came between: the held record had no next row
             out.append(LookupRows.from_view(view, j, k))
             j = k
         feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
     if metric:
         reader.metric_rows(view, metric, original)
     if j < n_lk:
+        reader.hand_on_held()
         out.append(LookupRows.from_view(view, j, n_lk))
     return res.lines
 
@@ -807,12 +1000,14 @@ def record_from_hot(item: tuple) -> Record | None:
     return Record(path, lineno, origin, "lmcache", level or "INFO", line[1:24], None, file, src_line, logger, msg)
 
 
-#: a physical line shorter than this was not cut by a terminal (80 columns is the narrowest common width)
+#: the narrowest common terminal width: an LMCache row at least this wide may be taken for cut on its width
+#: alone; a narrower one (down to ``rows.MIN_ROW``) only when this input proved a cut at that width (a row
+#: ended inside a header, at ``ERROR:`` or inside the suffix) or the rows themselves show it (``_fills``)
 WRAP_MIN_WIDTH = 80
-#: terminal widths a vLLM line must fill exactly to be held back as possibly cut: the usual default sizes,
-#: plus every width at which an LMCache record in the same input was proven cut (its suffix came on a
-#: later row). Real logs are full of headerless lines after vLLM lines of arbitrary length (torch glog,
-#: prints), so a vLLM record is only joined when its length is a terminal's.
+#: terminal widths at which a vLLM line may be followed by a shorter last row: the usual default sizes,
+#: plus every width this input proved cut (``_Reader._prove``). Real logs are full of headerless lines after
+#: vLLM lines of arbitrary length (torch glog, prints), so at any other width a vLLM record is only joined
+#: to a row exactly as wide as its own (two full rows), which then proves the width.
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250})
 
 
@@ -828,7 +1023,7 @@ def _wrapped_continuation(cut: _Open, open_recs: dict[str, _Open], origin: Origi
     raw line ``n`` of the current block (None outside it).
     """
     rec = cut.rec
-    if cut.plen < WRAP_MIN_WIDTH or open_recs.get(rec.origin.key) is not cut:
+    if open_recs.get(rec.origin.key) is not cut:
         return None
     prev = lineno - 1
     while lineno - prev < 8:
@@ -858,18 +1053,26 @@ def _continues_row(line: bytes, width: int) -> bool:
             and b"it/s]" not in line and b"s/it]" not in line and b"%|" not in line)  # tqdm, printed unprefixed
 
 
-def _looks_wrapped(plen: int, line: bytes) -> bool:
+def _looks_wrapped(plen: int, line: bytes, proven: bool = False) -> bool:
     """A continuation of the same process that is a cut line rather than the next line of a multi-line
-    message: the record's last line filled a terminal row, and this one is not indented or an exception."""
-    return plen >= WRAP_MIN_WIDTH and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
+    message: the record's last line filled a terminal row, and this one is not indented or an exception.
+    One leading space is a cut before a word when a word follows, or after a row exactly a terminal's
+    width (or one this input was proven cut at) or an empty message; a dict repr pretty-printed over lines
+    indents its items by one space, but before a quote or a bracket (`` 'chunk_size': 256,``)."""
+    if line[:1] == b" " and (proven and line[1:2] not in (b" ", b"\t", b"") or line[1:2].isalnum()):
+        line = line[1:]
+    return plen >= MIN_ROW and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
 
 
 def _concat(o: _Open, line: bytes, lineno: int) -> tuple[bytes | None, int | None, bytes | None]:
     """Join a terminal-wrapped piece to the record without a line break (a wrap inserted none), then look
     for LMCache's suffix on the joined text, since the cut may have fallen inside it."""
     rec = o.rec
-    glue = b" " if o.space else b""
-    tail = (rec.cont[-1] if rec.cont else rec.raw) + glue + line
+    last = rec.cont[-1] if rec.cont else rec.raw
+    glue = b" " if o.space and last else b""  # a row cut right after ``ERROR: `` adds no space to an empty message
+    if not last and line[:1] == b" ":
+        line = line[1:]  # cut between ``ERROR:`` and the space before the message
+    tail = last + glue + line
     tail, file, src_line, logger = split_suffix(tail)
     if rec.cont:
         rec.cont[-1] = tail

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import re
 
+from specdiag.ingest.rows import MIN_ROW, cut_head
+
 ANSI_RE = re.compile(r"\x1b?\[\d{1,3}(?:;\d{1,3})*m")
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[\d{1,3}(?:;\d{1,3})*m")
 
@@ -52,8 +54,6 @@ PLAIN_STARTS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WAR
                 b"ERROR:", b"Traceback ")
 _VLLM_LEVELS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ")
 _MAX_DEPTH = 6
-#: the narrowest terminal row a wrapped record fills (80 columns), counted with the paste's indentation
-WRAP_ROW = 80
 
 
 def strip_ansi(text: str) -> str:
@@ -84,6 +84,12 @@ def is_envelope(rest: bytes) -> bool:
         sp = rest.find(b" ")
         return rest[sp + 3 : sp + 4] == b"-" and rest[sp + 1 : sp + 3].isdigit() or rest[sp + 1 : sp + 9] == b"LMCache:"
     return rest.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback (most recent call last)"))
+
+
+def _cut_row(line: bytes, rest: bytes) -> bool:
+    """A loose wrapper before a record's header that a terminal cut (``    [2026-05-06 15:5``): as good a
+    proof of the wrapper as a whole header."""
+    return len(line) >= MIN_ROW and cut_head(rest, False)
 
 
 def _json_logging(obj: dict) -> tuple[str, int | None]:
@@ -154,7 +160,7 @@ class LineUnwrapper:
             if rest is None:
                 return line
             line = rest
-            grep_next = indent = None
+            indent = None  # a grep number may still follow a quote or an indentation
         return line
 
     def _peel_one(self, line: bytes, grep_next: int | None, indent: bytes | None = None) -> bytes | None:
@@ -184,14 +190,13 @@ class LineUnwrapper:
             if m is None:
                 return None
             rest = line[m.end() :]
-            if rest and (is_envelope(rest) or self._is_wrapped(rest)):
+            if rest and (is_envelope(rest) or self._is_wrapped(rest) or _cut_row(line, rest)):
                 self.seen.add("indented")
-                if len(line) >= WRAP_ROW and not rest.startswith(b"Traceback"):
-                    self._indent = m.group(0)  # a full-width row: a terminal may have wrapped it onto the next
+                if not rest.startswith(b"Traceback"):
+                    self._indent = m.group(0)  # a terminal may have wrapped the row onto the next, indented alike
                 return rest
             if indent is not None and line.startswith(indent) and len(line) > len(indent):
-                if len(line) >= WRAP_ROW:
-                    self._indent = indent  # full width again: the wrap goes on
+                self._indent = indent  # the block goes on (widths are the joiner's business, on the rows as read)
                 return line[len(indent) :]
             return None
         return self._named(line, grep_next)
@@ -218,7 +223,7 @@ class LineUnwrapper:
             return None
         rest = line[m.end() :]
         n = int(m.group(1))
-        if n == grep_next or is_envelope(rest) or self._is_wrapped(rest):
+        if n == grep_next or is_envelope(rest) or self._is_wrapped(rest) or _cut_row(line, rest):
             self._grep_next = n + 1
             self.seen.add("grep")
             return rest
@@ -247,7 +252,8 @@ class LineUnwrapper:
         if m is not None:
             rest = line[m.end() :]
             num = m.group(3)
-            if (num is not None and int(num) == grep_next) or is_envelope(rest) or self._is_wrapped(rest):
+            if ((num is not None and int(num) == grep_next) or is_envelope(rest) or self._is_wrapped(rest)
+                    or _cut_row(line, rest)):
                 if num is not None:
                     self._grep_next = int(num) + 1
                 self.seen.add("grep")
@@ -265,8 +271,14 @@ class LineUnwrapper:
             if ISO_TS.match(rest) is not None:
                 return True
             m = GREP_N.match(rest)  # grep -n output pasted as an indented block; ``cat -n`` right-aligns its number
-            return m is not None and is_envelope(rest[m.end():])
+            if m is None:
+                return False
+            after = rest[m.end() :]  # grep -n of a kubectl --prefix capture, quoted
+            return is_envelope(after) or after[:5] == b"[pod/" and KUBECTL_PREFIX.match(after) is not None
         if c in (b" ", b"\t"):
             m = INDENT.match(rest)  # ``grep -n`` of an indented paste
             return m is not None and is_envelope(rest[m.end():])
-        return b"]: " in rest[:160] and JOURNALD_SHORT.match(rest) is not None
+        if b"]: " in rest[:160] and JOURNALD_SHORT.match(rest) is not None:
+            return True
+        m = GREP_H.match(rest)  # ``grep -H`` output pasted as an indented block or a quote
+        return m is not None and is_envelope(rest[m.end() :])
