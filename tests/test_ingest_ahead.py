@@ -128,3 +128,18 @@ def test_the_shared_ring_is_unlinked_when_the_input_ends_or_is_abandoned() -> No
         next(items)
     items.close()
     assert set(Path("/dev/shm").iterdir()) <= before
+
+
+def test_a_broken_pool_takes_no_new_block_and_keeps_its_slot_free() -> None:
+    class Broken:
+        def submit(self, *_a, **_k):
+            raise BrokenProcessPool("gone")
+
+    ring = scan_workers.BlockRing.open(2)
+    if ring is None:
+        pytest.skip("no shared memory here")
+    try:
+        assert scan_workers.submit(Broken(), ring, b"x\n", 0, 2, 0) is None
+        assert sorted(ring.free) == [0, 1]
+    finally:
+        ring.close()
