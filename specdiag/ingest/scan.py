@@ -793,7 +793,9 @@ def pack_rows_py(block: bytes, base: int, starts: array, ends: array, lo: int, h
     the compiled ``pack``)."""
     if len(starts) != len(ends):
         raise ValueError("starts and ends differ in length")
-    first, last = map(add, starts[lo:hi], repeat(base)), map(add, ends[lo:hi], repeat(base))
+    first, last = starts[lo:hi], ends[lo:hi]
+    if base:
+        first, last = map(add, first, repeat(base)), map(add, last, repeat(base))
     return b"".join(map(block.__getitem__, map(slice, first, last)))  # C-level maps: no Python frame per row
 
 
