@@ -103,3 +103,16 @@ def test_whether_anything_was_analysed_does_not_depend_on_the_scanner(tmp_path: 
             m.setattr(engine, "iter_records", lambda src, hot=None, window=None, **_scan: real(src, None, window))
             kinds.add(_status(log)[1].kind)
         assert kinds == {"nothing-analysed" if name == "unknown" else "clean"}, name
+
+
+def test_a_clean_log_without_lmcache_lines_says_the_kv_rules_had_nothing_to_judge(tmp_path: Path) -> None:
+    log = write(tmp_path / "vllm-only.log", [vllm("vLLM API server version 0.11.0", loc="api_server.py:1")])
+    report, st = _status(Path(log))
+    assert st.kind == "clean" and st.text.startswith("no problem found")  # the exit code contract is unchanged
+    assert "no LMCache line and no speculative-decoding metrics" in st.text and "KV and SD rules" in st.text
+    assert st.hints and "LMCACHE_LOG_LEVEL" in st.hints[0]
+
+
+def test_a_clean_log_with_lmcache_lines_makes_no_such_note(tmp_path: Path) -> None:
+    report, st = _status(Path(write(tmp_path / "one.log", [lookup("chatcmpl-a", 512, 0)])))
+    assert st.kind == "clean" and "nothing to judge" not in st.text and not st.hints

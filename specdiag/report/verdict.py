@@ -199,8 +199,27 @@ def _status(report: Any, all_codes: list[str]) -> Status:
                       f"no finding from the {len(report.rules_run)} rule(s) that ran on {rec:,} recognised lines; "
                       f"{len(skipped)} rule(s) did not run ({code_ranges(skipped)}, deselected by --select/--ignore "
                       "or the configuration), so this is not a clean bill of health")
+    unseen, hints = _nothing_to_judge(report)
     return Status("clean", f"no problem found: {rec:,} of {lines:,} lines recognised, all {len(report.rules_run)} "
-                           "rules ran")
+                           f"rules ran{unseen}", hints)
+
+
+def _nothing_to_judge(report: Any) -> tuple[str, tuple[str, ...]]:
+    """What a clean report's log holds none of: a rule that saw no LMCache line (or no speculative
+    decoding) vouches for nothing there, so a clean status says which families had nothing to judge."""
+    formats = {f for i in report.inputs for f in i.get("formats", ())}
+    if "lmcache" in formats:
+        return "", ()
+    ctx = report.context or {}
+    spec = bool(ctx.get("speculative") or ctx.get("spec_intervals"))
+    what = "no LMCache line" if spec or report.context is None else \
+        "no LMCache line and no speculative-decoding metrics"
+    families = "KV" if spec or report.context is None else "KV and SD"
+    hint = ("for the KV rules, collect a log with LMCache's own lines at INFO level (LMCACHE_LOG_LEVEL=INFO: "
+            "lookups, stores, retrieves)")
+    if families != "KV":
+        hint += "; for speculative decoding, vLLM's 'SpecDecoding metrics' lines (VLLM_LOG_STATS_INTERVAL)"
+    return f"; the log holds {what}, so the {families} rules had nothing to judge there", (hint,)
 
 
 #: what to collect when the recognised lines were cut (a terminal or chat paste, a dump)
