@@ -114,6 +114,7 @@ class Context:
             "kv_connector": self.kv_connector,
             "kv_role": self.kv_role,
             "kv_load_failure_policy": self.kv_load_failure_policy,
+            "kv_load_failure_policy_source": self.kv_load_failure_policy_source,
             "lmcache_degraded": self.lmcache_degraded,
             "hash_algorithm": self.hash_algorithm,
             "device": self.device,

@@ -155,3 +155,12 @@ def test_verbose_terminal_shows_every_cause_in_full() -> None:
     render_terminal(_report(_finding(causes=causes)), verbose=True, color=False, file=buf, width=120)
     out = buf.getvalue()
     assert all(f"fix number {i}" in out for i in range(6)) and "also weighed" not in out
+
+
+def test_a_failure_policy_taken_from_the_version_default_says_so() -> None:
+    from specdiag.report.layout import _policy
+
+    assert _policy({"kv_load_failure_policy": "none", "kv_load_failure_policy_source": "default for vLLM 0.11.0"}) \
+        == "none (default for vLLM 0.11.0)"
+    assert _policy({"kv_load_failure_policy": "fail", "kv_load_failure_policy_source": "observed"}) == "fail"
+    assert _policy({}) is None

@@ -326,6 +326,15 @@ def _parallelism(c: Mapping[str, Any]) -> str:
     return size + (f"; ranks in the log: {', '.join(ranks)}" if ranks else "")
 
 
+def _policy(c: Mapping) -> str | None:
+    """The failure policy with where it came from when it is not read off the log (a version's default is
+    an assumption: a fragment's reader must not take it for the configured value)."""
+    policy, src = c.get("kv_load_failure_policy"), c.get("kv_load_failure_policy_source")
+    if not policy:
+        return None
+    return f"{policy} ({src})" if src and src.startswith("default") else str(policy)
+
+
 def _speculative(spec: Any) -> str:
     if not isinstance(spec, Mapping):
         return str(spec) if spec else ""
@@ -362,7 +371,7 @@ def deployment_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
             ("speculative", _speculative(c.get("speculative"))), ("prefix caching", c.get("prefix_caching")),
             ("block hash", c.get("hash_algorithm")),
             ("KV connector", f"{kc}" + (f" ({c.get('kv_role')})" if c.get("kv_role") else "") if kc else ""),
-            ("LMCache config", config), ("KV load failure policy", c.get("kv_load_failure_policy")),
+            ("LMCache config", config), ("KV load failure policy", _policy(c)),
             ("LMCache state", "DEGRADED (init failed: no stores, no loads)" if c.get("lmcache_degraded") else "")]
     if not any(v not in _EMPTY for _, v in rows):
         return []
