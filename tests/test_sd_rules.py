@@ -170,6 +170,27 @@ def test_a_few_zero_intervals_are_not_zero_acceptance(tmp_path: Path) -> None:
     assert not by_rule(run(tmp_path, sc), "SD002")
 
 
+SPEC_LINE = ("INFO 05-06 15:56:{s:02d} [metrics.py:96] SpecDecoding metrics: Mean acceptance length: 1.01, Accepted "
+             "throughput: 0.30 tokens/s, Drafted throughput: 60.00 tokens/s, Accepted: 3 tokens, Drafted: 600 tokens, "
+             "Per-position acceptance rate: 0.010, 0.005, 0.000, Avg Draft acceptance rate: 0.5%")
+
+
+def test_two_pasted_zero_acceptance_lines_are_zero_acceptance_with_capped_confidence(tmp_path: Path) -> None:
+    log = tmp_path / "paste.log"
+    log.write_text("\n".join(SPEC_LINE.format(s=s) for s in (3, 13)) + "\n")
+    (f,) = by_rule(analyze([str(log)]), "SD002")
+    assert f.measurements["drafted_tokens"] == 1200 and f.measurements["config_in_excerpt"] is False
+    assert "Method not in the log" in f.summary and f.causes[0].confidence <= 0.6
+
+
+def test_a_full_log_still_needs_three_zero_acceptance_intervals(tmp_path: Path) -> None:
+    """With the server start in the log, two intervals may be a warm-up: the excerpt rule does not apply."""
+    two = sdgen.Scenario(era="0.32", method="eagle3", draft="/models/eagle3", rates=[0.0] * 2, running=[1] * 2)
+    assert not by_rule(run(tmp_path, two), "SD002")
+    three = sdgen.Scenario(era="0.32", method="eagle3", draft="/models/eagle3", rates=[0.0] * 3, running=[1] * 3)
+    assert by_rule(run(tmp_path, three, name="three.log"), "SD002")
+
+
 # ------------------------------------------------------------------------------------------------ SD001
 def _drop(method: str, ext: bool, before: float = 0.55, after: float = 0.2, n: int = 15, seed: int = 4) -> sdgen.Scenario:
     rng = random.Random(seed)

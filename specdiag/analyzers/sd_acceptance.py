@@ -197,12 +197,18 @@ class AcceptanceDrop(SpecSeriesRule):
         return out
 
 
+#: zero-acceptance intervals enough in an excerpt without the server start (with the drafted-token floor):
+#: a paste of two SpecDecoding lines is what users post, and hundreds of drafts accepted at ~0 % are no transient
+FRAGMENT_INTERVALS = 2
+
+
 @register
 class ZeroAcceptance(SpecSeriesRule):
     """Drafts are proposed but none is accepted (``Accepted: 0 tokens``, mean acceptance length 1.00).
 
     Detects: intervals whose SpecDecoding line reports drafted tokens and 0 (or almost 0) accepted ones,
-    for most of the drafted tokens of the run.
+    for most of the drafted tokens of the run: three such intervals in a log with the server start, two in
+    an excerpt without it (a pasted pair of SpecDecoding lines; confidence capped, the note says so).
 
     Why it matters: every step pays for K draft tokens and their verification and gains nothing — spec
     decode is a pure slowdown.
@@ -245,7 +251,7 @@ class ZeroAcceptance(SpecSeriesRule):
         for label, items in self.engines():
             spec = [iv for iv in items if iv.dr]
             zero = [iv for iv in spec if (iv.acc or 0) <= o["max_rate"] * iv.dr]
-            if len(zero) < o["min_intervals"]:
+            if len(zero) < (o["min_intervals"] if config_seen(ctx) else min(o["min_intervals"], FRAGMENT_INTERVALS)):
                 continue
             zdr = sum(iv.dr for iv in zero)
             tdr = sum(iv.dr for iv in spec)
@@ -304,7 +310,7 @@ class ZeroAcceptance(SpecSeriesRule):
             causes = b.ranked(ceiling=0.85 if seen else FRAGMENT_CEILING)
             summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
                        f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
-                       f"Method {method}, K={kmax_of(ctx)}"
+                       f"Method {method or 'not in the log'}, K={kmax_of(ctx)}"
                        + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
                        + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
                        + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}."))
@@ -416,7 +422,7 @@ class LowAcceptanceFromStart(SpecSeriesRule):
         return Finding(
             rule=self.code, severity="info" if method in STATELESS_METHODS else "warning",
             title=self.title if start else "Speculative-decoding acceptance is low throughout the excerpt",
-            summary=(f"{label}: {method} K={kmax_of(ctx)} accepted {acc} of {dr} drafted tokens ({pct(rate)}, mean "
+            summary=(f"{label}: {method or 'method not in the log,'} K={kmax_of(ctx)} accepted {acc} of {dr} drafted tokens ({pct(rate)}, mean "
                      f"acceptance length {num(length)}) over {len(spec)} intervals; {where}. [{DEFINITIONS}]"),
             count=len(spec), evidence=[ev_of(spec[0]), ev_of(spec[-1])],
             measurements={"engine": label, "method": method, "acceptance_rate": round(rate, 4),
