@@ -725,11 +725,7 @@ class _Reader:
 
     def end(self) -> None:
         """The input ended: hand on the held record and every record still open."""
-        if self.head is not None:
-            self._release_head()
-        if self.held is not None:
-            self.out.append(self.held)
-            self.held = None
+        self.hand_on_held()
         for key in list(self.open_recs):
             self._close_open(key)
 
