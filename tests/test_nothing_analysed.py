@@ -116,3 +116,9 @@ def test_a_clean_log_without_lmcache_lines_says_the_kv_rules_had_nothing_to_judg
 def test_a_clean_log_with_lmcache_lines_makes_no_such_note(tmp_path: Path) -> None:
     report, st = _status(Path(write(tmp_path / "one.log", [lookup("chatcmpl-a", 512, 0)])))
     assert st.kind == "clean" and "nothing to judge" not in st.text and not st.hints
+
+
+def test_the_markdown_summary_of_a_log_without_lmcache_says_what_had_nothing_to_judge(tmp_path: Path) -> None:
+    log = write(tmp_path / "vllm-only.log", [vllm("vLLM API server version 0.11.0", loc="api_server.py:1")])
+    md = render_markdown(analyze([log]))
+    assert "No findings; the log holds no LMCache line" in md and "LMCACHE\\_LOG\\_LEVEL" in md

@@ -25,7 +25,7 @@ from specdiag.report.layout import (
 )
 from specdiag.report.model import Report
 from specdiag.report.text import status_line, suppressed
-from specdiag.report.verdict import nothing_judged
+from specdiag.report.verdict import nothing_judged, nothing_to_judge
 from specdiag.sanitize import markdown_text, neutralise_workflow_commands, plain_text
 from specdiag.timeutil import TIME_BASIS, fmt_time
 
@@ -160,8 +160,9 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
         header.append(cell(unjudged.text[0].upper() + unjudged.text[1:]) + ".\n\n" + cell(hint[0].upper() + hint[1:]) + ".")
         header.append("\n")
     elif not views:
-        header.append("No findings." if report.recognized_lines else
-                      "No line of the input was recognised as vLLM or LMCache output.")
+        unseen, hints = nothing_to_judge(report) if report.recognized_lines else ("", ())
+        header.append(("No findings" + cell(unseen) + "." + "".join(" " + cell(h[0].upper() + h[1:]) + "." for h in hints))
+                      if report.recognized_lines else "No line of the input was recognised as vLLM or LMCache output.")
         header.append("\n")
     blocks: list[str] = []
     if views:

@@ -199,12 +199,12 @@ def _status(report: Any, all_codes: list[str]) -> Status:
                       f"no finding from the {len(report.rules_run)} rule(s) that ran on {rec:,} recognised lines; "
                       f"{len(skipped)} rule(s) did not run ({code_ranges(skipped)}, deselected by --select/--ignore "
                       "or the configuration), so this is not a clean bill of health")
-    unseen, hints = _nothing_to_judge(report)
+    unseen, hints = nothing_to_judge(report)
     return Status("clean", f"no problem found: {rec:,} of {lines:,} lines recognised, all {len(report.rules_run)} "
                            f"rules ran{unseen}", hints)
 
 
-def _nothing_to_judge(report: Any) -> tuple[str, tuple[str, ...]]:
+def nothing_to_judge(report: Any) -> tuple[str, tuple[str, ...]]:
     """What a clean report's log holds none of: a rule that saw no LMCache line (or no speculative
     decoding) vouches for nothing there, so a clean status says which families had nothing to judge."""
     formats = {f for i in report.inputs for f in i.get("formats", ())}
@@ -272,4 +272,5 @@ def nothing_analysed(report: Any) -> Status:
     return Status("nothing-analysed", text, (COLLECT_WHOLE,) if n_cut or cut else (COLLECT_MORE,))
 
 
-__all__ = ["Status", "Verdict", "nothing_analysed", "nothing_judged", "code_ranges", "headline", "next_action", "shorten", "status", "verdicts"]
+__all__ = ["Status", "Verdict", "code_ranges", "headline", "next_action", "nothing_analysed", "nothing_judged",
+           "nothing_to_judge", "shorten", "status", "verdicts"]
