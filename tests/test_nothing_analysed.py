@@ -122,3 +122,12 @@ def test_the_markdown_summary_of_a_log_without_lmcache_says_what_had_nothing_to_
     log = write(tmp_path / "vllm-only.log", [vllm("vLLM API server version 0.11.0", loc="api_server.py:1")])
     md = render_markdown(analyze([log]))
     assert "No findings; the log holds no LMCache line" in md and "LMCACHE\\_LOG\\_LEVEL" in md
+
+
+def test_the_ci_text_of_a_log_without_lmcache_says_what_had_nothing_to_judge(tmp_path: Path) -> None:
+    from specdiag.report.text import render_text
+
+    log = write(tmp_path / "vllm-only.log", [vllm("vLLM API server version 0.11.0", loc="api_server.py:1")])
+    assert "specdiag: no findings; the log holds no LMCache line" in render_text(analyze([log]))
+    with_lmcache = write(tmp_path / "lmc.log", [lookup("chatcmpl-a", 512, 0)])
+    assert "nothing to judge" not in render_text(analyze([with_lmcache]))

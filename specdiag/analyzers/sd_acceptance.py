@@ -17,6 +17,7 @@ from specdiag.analyzers.sd_common import (
     k_zero_ranges,
     kmax_of,
     method_of,
+    method_text,
     num,
     pct,
     pooled_length,
@@ -310,7 +311,7 @@ class ZeroAcceptance(SpecSeriesRule):
             causes = b.ranked(ceiling=0.85 if seen else FRAGMENT_CEILING)
             summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
                        f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
-                       f"Method {method or 'not in the log'}, K={kmax_of(ctx)}"
+                       f"{method_text(method).capitalize()}, K={kmax_of(ctx)}"
                        + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
                        + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
                        + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}."))
@@ -422,7 +423,7 @@ class LowAcceptanceFromStart(SpecSeriesRule):
         return Finding(
             rule=self.code, severity="info" if method in STATELESS_METHODS else "warning",
             title=self.title if start else "Speculative-decoding acceptance is low throughout the excerpt",
-            summary=(f"{label}: {method or 'method not in the log,'} K={kmax_of(ctx)} accepted {acc} of {dr} drafted tokens ({pct(rate)}, mean "
+            summary=(f"{label}: {method_text(method)}, K={kmax_of(ctx)}, accepted {acc} of {dr} drafted tokens ({pct(rate)}, mean "
                      f"acceptance length {num(length)}) over {len(spec)} intervals; {where}. [{DEFINITIONS}]"),
             count=len(spec), evidence=[ev_of(spec[0]), ev_of(spec[-1])],
             measurements={"engine": label, "method": method, "acceptance_rate": round(rate, 4),

@@ -39,6 +39,11 @@ def method_of(ctx: Context) -> str | None:
     return str(m).lower() if m else None
 
 
+def method_text(method: str | None) -> str:
+    """A summary's words for the drafting method: a grepped excerpt of SpecDecoding lines may not name it."""
+    return f"method {method}" if method else "method not in the log"
+
+
 def config_seen(ctx: Context) -> bool:
     """The speculative configuration (or the server start) is in the inputs.
 

@@ -8,10 +8,10 @@ order. The Python scanner holds the GIL, so without the compiled one threads wou
 threads in parallel each ran at ~60 % of one alone, and the pipeline got slower (``docs/benchmark.md``).
 
 Without the compiled scanner the scan is three quarters of the run, so there it goes to worker
-*processes* instead (``processes``; the engine asks for one per ``-j`` job): the blocks travel to them
-pickled (~1 ms a MiB) and their results come back in file order, so the records are the same. An input
-of fewer than ``PROCESS_AFTER`` blocks never starts them; a pool that breaks (a worker killed) leaves the
-rest of the input to this process.
+*processes* instead (``processes``; the engine asks for one per ``-j`` job; ``scan_workers.py``): the blocks
+travel to them through shared memory and their results come back in file order, so the records are the
+same. An input of fewer than ``PROCESS_AFTER`` blocks never starts them; a pool that breaks (a worker
+killed) leaves the rest of the input to this process.
 """
 
 from __future__ import annotations
@@ -103,32 +103,29 @@ def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[
 
 
 def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> Iterator[Item]:
-    """The first ``PROCESS_AFTER`` blocks scanned here; then ``processes`` worker processes start
-    (``scan_workers``), and once they are up (~0.2 s, spent scanning on here) the rest is theirs: each block
-    copied into a slot of shared memory, or pickled when none is free."""
+    """Blocks scanned here until ``processes`` worker processes (``scan_workers``), started after the
+    ``PROCESS_AFTER``-th block, are up (~0.2 s, spent scanning on here); then the rest is theirs."""
     from specdiag.ingest import scan_workers
 
-    base = 0
-    for _ in range(PROCESS_AFTER):
-        item = next(blocks, None)
-        if item is None:
-            return
-        base = yield from _hand_on((*item, base, None), base)
-    depth = DEPTH + processes
-    pool = scan_workers.process_pool(processes)
-    ring = scan_workers.BlockRing.open(depth + 2)
+    base = here = 0
+    pool = ring = up = None
     try:
-        up = pool.submit(int)  # a first task: done once a worker runs
-        if not SCAN_WHILE_STARTING:
-            wait([up])
-        while not up.done():
+        while up is None or not up.done():
             item = next(blocks, None)
             if item is None:
                 return
             base = yield from _hand_on((*item, base, None), base)
-        yield from _pipelined(blocks, lambda d, s, e, at: scan_workers.submit(pool, ring, d, s, e, at), depth, base)
+            here += 1
+            if pool is None and here >= PROCESS_AFTER:
+                pool, ring = scan_workers.process_pool(processes), scan_workers.BlockRing.open(DEPTH + processes + 2)
+                up = pool.submit(int)  # a first task: done once a worker runs
+                if not SCAN_WHILE_STARTING:
+                    wait([up])
+        yield from _pipelined(blocks, lambda d, s, e, at: scan_workers.submit(pool, ring, d, s, e, at),
+                              DEPTH + processes, base)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # no worker reads the ring after this
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)  # no worker reads the ring after this
         if ring is not None:
             ring.close()
 

@@ -706,11 +706,12 @@ def _na_none(col) -> list:
     """A column as a list, its missing values (NaN, ``NA``) as None, by C-level passes (a field this vLLM
     does not print is missing on every row; one it prints now and then, on a few)."""
     if col.typecode == "d":
-        gone = list(compress(range(len(col)), map(or_, map(isnan, col), map(eq, col, repeat(NA)))))
+        missing = map(or_, map(isnan, col), map(eq, col, repeat(NA)))
+    elif NA not in col:
+        return col.tolist()
     else:
-        missing = col.count(NA)
-        gone = [] if not missing else range(len(col)) if missing == len(col) else \
-            list(compress(range(len(col)), map(eq, col, repeat(NA))))
+        missing = map(eq, col, repeat(NA))
+    gone = list(compress(range(len(col)), missing))
     if len(gone) == len(col):
         return [None] * len(col)
     out = col.tolist()

@@ -338,11 +338,10 @@ def _policy(c: Mapping) -> str | None:
 def _speculative(spec: Any) -> str:
     if not isinstance(spec, Mapping):
         return str(spec) if spec else ""
-    method = spec.get("method") or "method not in the log"  # K alone can come from the per-position rates
-    s = f"{method}, K={spec.get('num_speculative_tokens')}" if spec.get("method") is None else \
-        f"{method} K={spec.get('num_speculative_tokens')}"
-    if spec.get("num_speculative_tokens") is None:
-        s = method
+    method, k = spec.get("method"), spec.get("num_speculative_tokens")
+    s = method or "method not in the log"  # K alone can come from the per-position rates
+    if k is not None:
+        s += f" K={k}" if method else f", K={k}"
     if spec.get("model"):
         s += f", draft {spec['model']}"
     if spec.get("per_batch_size"):

@@ -133,6 +133,11 @@ def _deployments_md(report: Report) -> str:
     return "".join(out)
 
 
+def _sentence(text: str) -> str:
+    """A status or hint as a markdown sentence: capitalised, escaped, with its full stop."""
+    return cell(text[:1].upper() + text[1:]) + "."
+
+
 def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: str | None = None,
                     artifact_hint: str = "the JSON or SARIF report", verbose: bool = False) -> str:
     """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it; ``verbose``:
@@ -156,14 +161,12 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
             header.append(f"- {level}: {cell(msg)}\n")
         header.append("\n")
     if unjudged:
-        hint = unjudged.hints[0]
-        header.append(cell(unjudged.text[0].upper() + unjudged.text[1:]) + ".\n\n" + cell(hint[0].upper() + hint[1:]) + ".")
-        header.append("\n")
+        header.append(_sentence(unjudged.text) + "\n\n" + _sentence(unjudged.hints[0]) + "\n")
+    elif not views and report.recognized_lines:
+        unseen, hints = nothing_to_judge(report)
+        header.append(" ".join([_sentence("no findings" + unseen), *map(_sentence, hints)]) + "\n")
     elif not views:
-        unseen, hints = nothing_to_judge(report) if report.recognized_lines else ("", ())
-        header.append(("No findings" + cell(unseen) + "." + "".join(" " + cell(h[0].upper() + h[1:]) + "." for h in hints))
-                      if report.recognized_lines else "No line of the input was recognised as vLLM or LMCache output.")
-        header.append("\n")
+        header.append("No line of the input was recognised as vLLM or LMCache output.\n")
     blocks: list[str] = []
     if views:
         blocks.append("| rule | severity | count | first evidence | top cause |\n|---|---|---|---|---|\n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from specdiag.findings import Finding
 from specdiag.report.layout import display_path, finding_view, ordered_findings, tool_problems
 from specdiag.report.model import Report
-from specdiag.report.verdict import nothing_judged
+from specdiag.report.verdict import nothing_judged, nothing_to_judge
 from specdiag.sanitize import neutralise_workflow_commands
 
 # ---------------------------------------------------------------------------------------------------------
@@ -103,6 +103,8 @@ def render_text(report: Report, *, fail_on: str | None = None) -> str:
         out.append("specdiag: no line of the input was recognised as vLLM or LMCache output")
     elif not report.findings and (unjudged := nothing_judged(report)) is not None:
         out.append(f"specdiag: {unjudged.text}")
+    elif not report.findings and (unseen := nothing_to_judge(report)[0]):
+        out.append(f"specdiag: no findings{unseen}")
     # CI logs: no escape sequence reaches the job log, and no line of log text (a file named
     # ``::warning title=x::ok.log``) is read by the runner as a workflow command
     return neutralise_workflow_commands("\n".join(out)) + "\n"

@@ -210,16 +210,15 @@ def nothing_to_judge(report: Any) -> tuple[str, tuple[str, ...]]:
     formats = {f for i in report.inputs for f in i.get("formats", ())}
     if "lmcache" in formats:
         return "", ()
-    ctx = report.context or {}
-    spec = bool(ctx.get("speculative") or ctx.get("spec_intervals"))
-    what = "no LMCache line" if spec or report.context is None else \
-        "no LMCache line and no speculative-decoding metrics"
-    families = "KV" if spec or report.context is None else "KV and SD"
+    ctx = report.context  # None with several deployments: whether they drafted is theirs to say
+    no_spec = ctx is not None and not (ctx.get("speculative") or ctx.get("spec_intervals"))
     hint = ("for the KV rules, collect a log with LMCache's own lines at INFO level (LMCACHE_LOG_LEVEL=INFO: "
             "lookups, stores, retrieves)")
-    if families != "KV":
-        hint += "; for speculative decoding, vLLM's 'SpecDecoding metrics' lines (VLLM_LOG_STATS_INTERVAL)"
-    return f"; the log holds {what}, so the {families} rules had nothing to judge there", (hint,)
+    if not no_spec:
+        return "; the log holds no LMCache line, so the KV rules had nothing to judge there", (hint,)
+    hint += "; for speculative decoding, vLLM's 'SpecDecoding metrics' lines (VLLM_LOG_STATS_INTERVAL)"
+    return ("; the log holds no LMCache line and no speculative-decoding metrics, so the KV and SD rules had "
+            "nothing to judge there", (hint,))
 
 
 #: what to collect when the recognised lines were cut (a terminal or chat paste, a dump)
