@@ -143,3 +143,14 @@ def test_a_broken_pool_takes_no_new_block_and_keeps_its_slot_free() -> None:
         assert sorted(ring.free) == [0, 1]
     finally:
         ring.close()
+
+
+@pytest.mark.usefixtures("python_scanner")
+def test_worker_processes_work_where_the_platform_can_only_spawn(pools: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    """macOS and Windows have no fork server: the workers are spawned (a fresh interpreter that imports
+    the scanner), and the scans are still the inline ones."""
+    import multiprocessing
+
+    monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
+    assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
+    assert pools[0]._mp_context.get_start_method() == "spawn"  # noqa: SLF001 - which method the pool used
