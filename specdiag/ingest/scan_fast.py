@@ -41,7 +41,7 @@ from array import array
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Sequence
-from itertools import accumulate, compress, cycle, repeat
+from itertools import accumulate, compress, count, cycle, repeat
 from json import loads as _json_ints
 from operator import add, eq, getitem, is_, itemgetter, lshift, lt, or_
 
@@ -448,8 +448,9 @@ class _Block:
         if n and max(lens) > MAX_HOT_LINE:  # the key cannot see the raw length
             for i in compress(range(n), map(lt, repeat(MAX_HOT_LINE), lens)):
                 self.infos[i] = _REJECT_INFO
-        self.starts = list(accumulate(map(add, lens, repeat(1)), initial=0))
-        self.ends = list(map(add, self.starts, lens))
+        # line i ends at the lengths of lines 0..i plus the i line breaks before it; the next starts 1 later
+        self.ends = list(map(add, accumulate(lens), count()))
+        self.starts = [0, *map(add, self.ends, repeat(1))]
         self.tids = tids = list(map(itemgetter(0), self.infos))
         self.groups: dict[int, list[int]] = _groups(tids)
         self.first: dict[bytes, int] = {}  # process prefix → first hot line index
