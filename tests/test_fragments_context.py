@@ -399,3 +399,32 @@ def test_a_bare_assertion_error_ends_the_traceback_and_is_the_root(tmp_path: Pat
            "AssertionError"]
     (g,) = srv(run(tmp_path, raw, name="raw.log"))
     assert g.measurements["root_error"] == "AssertionError"
+
+
+# ---- DFlash/DSpark after KV-connector restores: the drafter never saw the restored context ------------------
+def _restore_paste(method: str, intervals: int) -> list[str]:
+    args = (f"{API} INFO 05-04 01:00:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            f"{{'method': '{method}', 'model': '/m-{method}', 'num_speculative_tokens': 4}}, 'kv_transfer_config': "
+            "{'kv_connector': 'LMCacheConnectorV1', 'kv_role': 'kv_both'}}")
+    retrieve = ("(Worker pid=31) [2026-05-04 01:05:59,100] LMCache INFO: [req_id=chatcmpl-7a] Retrieved 8192 out of 8192 "
+                "required tokens (from 8192 total tokens). size: 1.0000 gb, cost 41.2210 ms, throughput: 24.2600 GB/s; "
+                "(cache_engine.py:985:lmcache.v1.cache_engine)")
+    spec = [spec_line(f"01:06:{10 * i:02d}", 40, 2000, [0.02, 0.01, 0.005, 0.005], 1.08) for i in range(intervals)]
+    return [args, retrieve, *spec]
+
+
+def test_dflash_low_acceptance_after_lmcache_restores_points_to_unwritten_drafter_context(tmp_path: Path) -> None:
+    for n, name in ((2, "few.log"), (6, "more.log")):
+        r = run(tmp_path, _restore_paste("dflash", n), name=name)
+        (f,) = [f for f in r.findings if f.rule == "SD004"]
+        top = f.causes[0]
+        assert top.id == "draft-state-not-restored", name
+        assert any("#47930" in x and "1 LMCache retrieve line(s)" in x for x in top.for_)
+        assert all(c.confidence <= 0.5 for c in f.causes)
+
+
+def test_model_draft_without_restores_keeps_the_mismatch_first(tmp_path: Path) -> None:
+    lines = [line for line in _restore_paste("dflash", 6) if "Retrieved" not in line]
+    lines[0] = lines[0].replace(", 'kv_transfer_config': {'kv_connector': 'LMCacheConnectorV1', 'kv_role': 'kv_both'}", "")
+    (f,) = [f for f in run(tmp_path, lines).findings if f.rule == "SD004"]
+    assert f.causes[0].id == "draft-target-mismatch"

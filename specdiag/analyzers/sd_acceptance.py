@@ -389,12 +389,12 @@ class LowAcceptanceFromStart(SpecSeriesRule):
             if not stateless and length is not None and length > o["max_length"]:
                 continue
             if len(spec) < o["min_intervals"] or dr < o["min_drafted"]:
-                out.append(self._too_few(label, spec, rate, acc, dr, length, method, ctx))
+                out.append(self._too_few(label, spec, rate, acc, dr, length, method, ctx, run))
                 continue
-            out.append(self._low(label, spec, head, rh, rate, acc, dr, length, method, ctx))
+            out.append(self._low(label, spec, head, rh, rate, acc, dr, length, method, ctx, run))
         return out
 
-    def _board(self, method: str | None, spec: list, ctx: Context) -> CauseBoard:
+    def _board(self, method: str | None, spec: list, ctx: Context, run: RunState) -> CauseBoard:
         b = CauseBoard()
         b.add("draft-target-mismatch", 0.5, fix="Use the draft/EAGLE head trained for this exact target and tokenizer.",
               confirm_with=CONFIRM_MISMATCH)
@@ -406,15 +406,47 @@ class LowAcceptanceFromStart(SpecSeriesRule):
             b.rule_out("draft-target-mismatch", f"{method} has no draft model")
             b.rule_out("draft-state-not-restored", f"{method} has no drafter state")
         ext = [iv.ext for iv in spec if iv.ext is not None]
-        if ext and sum(ext) / len(ext) > 0.5 and is_eagle_family(method):
-            b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(sum(ext) / len(ext))}")
+        ext_mean = sum(ext) / len(ext) if ext else None
+        if ext_mean is not None and ext_mean > 0.5 and is_eagle_family(method):
+            b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)}")
+        self._weigh_restores(b, method, ctx, run, ext_mean)
         return b
 
-    def _low(self, label, spec, head, rh, rate, acc, dr, length, method, ctx: Context) -> Finding:
+    @staticmethod
+    def _weigh_restores(b: CauseBoard, method: str | None, ctx: Context, run: RunState, ext_mean: float | None) -> None:
+        """KV restored by a connector (LMCache ``Retrieved … out of …`` lines, a P/D consumer, external hits).
+
+        DFlash and DSpark draft from context KV that the drafter writes while the target runs its forward pass;
+        tokens that never ran one — prefix-cache hits and KV-connector restores — leave it unwritten, so the mean
+        acceptance length collapses towards 1.0 (vLLM issue #47930, fix PR #47926; reference spec-decode.md §6).
+        Other EAGLE-family heads also draft from the context's hidden states, more weakly affected.
+        """
+        if method in STATELESS_METHODS:
+            return
+        retrieves = run.count("R4")
+        how = []
+        if retrieves:
+            how.append(f"{retrieves} LMCache retrieve line(s)")
+        if ctx.kv_role == "kv_consumer":
+            how.append("a P/D decode instance (kv_role kv_consumer)")
+        if ext_mean is not None and ext_mean >= 0.3:
+            how.append(f"external prefix cache hit rate {pct(ext_mean)}")
+        if not how:
+            return
+        if method in ("dflash", "dspark"):
+            b.support("draft-state-not-restored", 6, f"{method} drafts from context KV its drafter writes during the "
+                      f"target's forward pass; restored tokens ({', '.join(how)}) never ran one, which drives the mean "
+                      "acceptance length towards 1.0 (vLLM issue #47930, fixed by PR #47926)")
+            b.oppose("draft-target-mismatch", 1.5, "restored context explains it without a mismatched draft")
+        elif is_eagle_family(method):
+            b.support("draft-state-not-restored", 1.5, f"{method} drafts from the context's hidden states and the "
+                      f"context was restored ({', '.join(how)})")
+
+    def _low(self, label, spec, head, rh, rate, acc, dr, length, method, ctx: Context, run: RunState) -> Finding:
         """Low over enough intervals. "From the start" needs the start: without a startup line the excerpt may
         begin at any interval, so the finding says "throughout the excerpt" and caps its confidence."""
         start = ctx.startup_seen
-        b = self._board(method, spec, ctx)
+        b = self._board(method, spec, ctx, run)
         if start:
             b.note_for("draft-target-mismatch", f"first {len(head)} intervals already at {pct(rh)}")
         causes = b.ranked(ceiling=0.7 if start else 0.5)
@@ -435,14 +467,14 @@ class LowAcceptanceFromStart(SpecSeriesRule):
             next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
         )
 
-    def _too_few(self, label, spec, rate, acc, dr, length, method, ctx: Context) -> Finding:
+    def _too_few(self, label, spec, rate, acc, dr, length, method, ctx: Context, run: RunState) -> Finding:
         """Low acceptance in a handful of intervals (a grepped paste): say it, and what would decide it.
 
         A few intervals are a few seconds of traffic; one unusual prompt makes them low. They can neither
         show that acceptance was low from the start nor place a change, so this is information only.
         """
         o = self.options
-        causes = self._board(method, spec, ctx).ranked(ceiling=0.3)
+        causes = self._board(method, spec, ctx, run).ranked(ceiling=0.3)
         return Finding(
             rule=self.code, severity="info", title="Speculative-decoding acceptance is low in too few intervals to judge",
             summary=(f"{label}: {len(spec)} SpecDecoding interval(s) accepted {acc} of {dr} drafted tokens ({pct(rate)}, "
