@@ -428,3 +428,14 @@ def test_model_draft_without_restores_keeps_the_mismatch_first(tmp_path: Path) -
     lines[0] = lines[0].replace(", 'kv_transfer_config': {'kv_connector': 'LMCacheConnectorV1', 'kv_role': 'kv_both'}", "")
     (f,) = [f for f in run(tmp_path, lines).findings if f.rule == "SD004"]
     assert f.causes[0].id == "draft-target-mismatch"
+
+
+# ---- a short paste with the config line on top is still a paste --------------------------------------------
+def test_config_line_on_top_of_two_zero_acceptance_lines_is_a_capped_sd002(tmp_path: Path) -> None:
+    args = (f"{API} INFO 05-04 01:00:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            "{'method': 'eagle3', 'model': '/m-eagle3', 'num_speculative_tokens': 3}, 'kv_transfer_config': "
+            "{'kv_connector': 'NixlConnector', 'kv_role': 'kv_consumer'}}")
+    zero = [spec_line(f"01:06:{10 * i:02d}", 0, 1200, [0.0, 0.0, 0.0], 1.0) for i in range(2)]
+    (f,) = [f for f in run(tmp_path, [args, *zero]).findings if f.rule == "SD002"]
+    assert f.causes[0].id == "draft-state-not-restored" and f.causes[0].confidence <= 0.7
+    assert "short paste (3 lines)" in f.summary and "kv_role kv_consumer" in f.summary

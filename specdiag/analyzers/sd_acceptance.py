@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from specdiag.analyzers.base import register
+from specdiag.analyzers.kv_coverage import FRAGMENT_LINES
 from specdiag.analyzers.sd_common import (
     DEFINITIONS,
     FRAGMENT_CEILING,
@@ -209,7 +210,8 @@ class ZeroAcceptance(SpecSeriesRule):
 
     Detects: intervals whose SpecDecoding line reports drafted tokens and 0 (or almost 0) accepted ones,
     for most of the drafted tokens of the run: three such intervals in a log with the server start, two in
-    an excerpt without it (a pasted pair of SpecDecoding lines; confidence capped, the note says so).
+    an excerpt without it (a pasted pair of SpecDecoding lines; confidence capped, the note says so) or in a
+    paste of at most 50 lines that carries the configuration line on top (capped less: the config is known).
 
     Why it matters: every step pays for K draft tokens and their verification and gains nothing — spec
     decode is a pure slowdown.
@@ -249,10 +251,15 @@ class ZeroAcceptance(SpecSeriesRule):
         o = self.options
         out = []
         method = method_of(ctx)
+        # a short paste counts as an excerpt even when the user put the config line on top of it: the config
+        # line says how the server runs, not that the input holds its intervals since the start
+        lines = run.lines_read
+        pasted = lines is not None and lines <= FRAGMENT_LINES
         for label, items in self.engines():
             spec = [iv for iv in items if iv.dr]
             zero = [iv for iv in spec if (iv.acc or 0) <= o["max_rate"] * iv.dr]
-            if len(zero) < (o["min_intervals"] if config_seen(ctx) else min(o["min_intervals"], FRAGMENT_INTERVALS)):
+            needed = o["min_intervals"] if config_seen(ctx) and not pasted else min(o["min_intervals"], FRAGMENT_INTERVALS)
+            if len(zero) < needed:
                 continue
             zdr = sum(iv.dr for iv in zero)
             tdr = sum(iv.dr for iv in spec)
@@ -308,13 +315,15 @@ class ZeroAcceptance(SpecSeriesRule):
             else:
                 b.note_for("draft-state-not-restored", "no restore seen, but the excerpt does not show the connector "
                            "or kv_role configuration")
-            causes = b.ranked(ceiling=0.85 if seen else FRAGMENT_CEILING)
+            causes = b.ranked(ceiling=0.85 if seen and not pasted else (0.7 if seen else FRAGMENT_CEILING))
             summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
                        f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
                        f"{method_text(method).capitalize()}, K={kmax_of(ctx)}"
                        + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
                        + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
-                       + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}."))
+                       + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}.")
+                       + (f" Note: the input is a short paste ({lines} lines): the configuration is known, but whether "
+                          "later intervals accepted drafts is not shown, so confidence is capped." if seen and pasted else ""))
             evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
             if first_retrieve is not None:
                 r = first_retrieve.rec
