@@ -439,3 +439,16 @@ def test_config_line_on_top_of_two_zero_acceptance_lines_is_a_capped_sd002(tmp_p
     (f,) = [f for f in run(tmp_path, [args, *zero]).findings if f.rule == "SD002"]
     assert f.causes[0].id == "draft-state-not-restored" and f.causes[0].confidence <= 0.7
     assert "short paste (3 lines)" in f.summary and "kv_role kv_consumer" in f.summary
+
+
+# ---- the startup lines of a spec-decode paste place the LMCache build -----------------------------------------
+def test_layout_and_speculative_echo_lines_give_the_lmcache_version(tmp_path: Path) -> None:
+    spec = ("[2026-09-14 09:20:11,100] LMCache INFO: vllm_config.speculative_config: SpeculativeConfig(method='draft_model', "
+            "model='/models/d', num_spec_tokens=3) (utils.py:577:lmcache.integration.vllm.utils)")
+    layout = ("[2026-09-14 09:20:11,302] LMCache INFO: num_layer: 36, chunk_size: 256, num_kv_head (per gpu): 8, head_size: "
+              "128, hidden_dim (D) for KV (per gpu): 1024, use mla: False, kv shape: (36, 2, 256, 8, 128), num_draft_layers: 0 "
+              "(vllm_service_factory.py:111:lmcache.integration.vllm.vllm_service_factory)")
+    assert run(tmp_path, [spec, layout]).ctx.lmcache_version == "0.5.6"
+    r = run(tmp_path, [layout], name="layout.log")
+    assert r.ctx.lmcache_version == "0.4.4..0.5.6"
+    assert r.ctx.lmcache_version_evidence == ["vllm_service_factory.py:111"]
