@@ -452,3 +452,38 @@ def test_layout_and_speculative_echo_lines_give_the_lmcache_version(tmp_path: Pa
     r = run(tmp_path, [layout], name="layout.log")
     assert r.ctx.lmcache_version == "0.4.4..0.5.6"
     assert r.ctx.lmcache_version_evidence == ["vllm_service_factory.py:111"]
+
+
+# ---- stale draft KV after K=0 in a paste: upstream is not affected, the platform line decides ----------------
+def _k0_paste(metal: bool) -> list[str]:
+    args = (f"{API} INFO 05-04 01:00:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            "{'method': 'draft_model', 'model': '/d', 'num_speculative_tokens': 3, "
+            "'num_speculative_tokens_per_batch_size': [[1, 1, 3], [2, 64, 0]]}}")
+    lines = [args]
+    if metal:
+        lines.append(f"{CORE} INFO 05-04 01:00:05 [draft_model_proposer.py:230] Draft model loaded for speculative decoding: "
+                     "/d (layers=2, kv_heads=2, head_dim=64, patched=0, committed_blocks=4, scratch_blocks=2)")
+    for i, (running, acc) in enumerate([(1, 700), (1, 690), (1, 710), (2, None), (2, None), (1, 300), (1, 280), (1, 310)]):
+        lines.append(f"{API} INFO 05-04 01:1{i}:02 [loggers.py:335] Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg "
+                     f"generation throughput: 96.0 tokens/s, Running: {running} reqs, Waiting: 0 reqs, GPU KV cache usage: "
+                     "12.3%, Prefix cache hit rate: 41.8%")
+        if acc is not None:
+            r = acc / 500
+            lines.append(spec_line(f"01:1{i}:02", acc, 1500, [0.55 * r, 0.28 * r, 0.17 * r], 1 + acc / 500))
+    return lines
+
+
+def test_drop_after_k0_in_a_paste_without_the_platform_caps_stale_draft_kv(tmp_path: Path) -> None:
+    r = run(tmp_path, _k0_paste(metal=False))
+    for rule in ("SD003", "SD001"):
+        (f,) = [f for f in r.findings if f.rule == rule]
+        stale = next(c for c in f.causes if c.id == "stale-draft-kv")
+        assert stale.confidence <= 0.5, rule
+        assert any("does not show which proposer runs" in x for x in stale.for_), rule
+        assert any("Draft model loaded for speculative decoding" in s for s in f.next_steps), rule
+
+
+def test_drop_after_k0_with_the_vllm_metal_proposer_line_is_not_capped(tmp_path: Path) -> None:
+    (f,) = [f for f in run(tmp_path, _k0_paste(metal=True)).findings if f.rule == "SD003"]
+    assert f.causes[0].id == "stale-draft-kv" and f.causes[0].confidence > 0.5
+    assert not any("does not show which proposer runs" in x for x in f.causes[0].for_)

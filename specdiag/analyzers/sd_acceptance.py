@@ -8,6 +8,9 @@ from specdiag.analyzers.sd_common import (
     DEFINITIONS,
     FRAGMENT_CEILING,
     FRAGMENT_NOTE,
+    PASTE_PLATFORM_CAP,
+    PLATFORM_STEP,
+    PLATFORM_UNKNOWN,
     STATELESS_METHODS,
     SpecSeriesRule,
     changepoint,
@@ -102,8 +105,38 @@ class AcceptanceDrop(SpecSeriesRule):
     cause_ids = ("stale-draft-kv", "draft-state-not-restored", "workload-shift")
     defaults = {"min_intervals_per_side": 3, "min_drafts_per_side": 300, "min_z": 4.0, "max_ratio": 0.75,
                 "min_abs_drop": 0.05}
+    events = SpecSeriesRule.events | frozenset({"V_DRAFT_LOADED"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.metal: Event | None = None  # vllm-metal's draft-model proposer announced itself
+
+    def observe_other(self, ev: Event) -> None:
+        if ev.id == "V_DRAFT_LOADED":
+            self.metal = self.metal or ev
+
+    def _weigh_schedule(self, b: CauseBoard, ctx: Context, sched, k0: list, pasted: bool) -> dict[str, float] | None:
+        """K=0 intervals of a dynamic-K schedule right before the drop point to stale draft KV — on a proposer
+        that skips ingestion at K=0 (vllm-metal before PR #716). Upstream vLLM ingests before the K check
+        (v1/spec_decode/llm_base_proposer.py, 0.25.0-0.32.0), so a paste that does not show the platform caps
+        the cause (returned as the ``cap`` for ``ranked``)."""
+        if sched and k_zero_ranges(sched):
+            if k0:
+                b.support("stale-draft-kv", 6, f"{len(k0)} K=0 interval(s) right before the drop under schedule {sched}")
+                if pasted and self.metal is None:
+                    b.note_for("stale-draft-kv", PLATFORM_UNKNOWN)
+                    return {"stale-draft-kv": PASTE_PLATFORM_CAP}
+            else:
+                b.oppose("stale-draft-kv", 2, f"schedule {sched} has K=0 ranges, but no K=0 interval precedes the drop")
+        elif config_seen(ctx):
+            b.oppose("stale-draft-kv", 6, "no K=0 range in a dynamic-K schedule")
+        else:
+            b.oppose("stale-draft-kv", 1.5, "no dynamic-K schedule in the excerpt (its config is not shown)")
+        return None
+
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
+        pasted = run.lines_read is not None and run.lines_read <= FRAGMENT_LINES
         out = []
         method = method_of(ctx)
         sched = schedule_of(ctx)
@@ -143,15 +176,7 @@ class AcceptanceDrop(SpecSeriesRule):
                 b.rule_out("stale-draft-kv", f"method {method} keeps no draft KV cache")
                 b.rule_out("draft-state-not-restored", f"method {method} has no drafter state to restore")
                 b.support("workload-shift", 2, f"{method} acceptance depends on how repetitive the text is")
-            if sched and k_zero_ranges(sched):
-                if k0:
-                    b.support("stale-draft-kv", 6, f"{len(k0)} K=0 interval(s) right before the drop under schedule {sched}")
-                else:
-                    b.oppose("stale-draft-kv", 2, f"schedule {sched} has K=0 ranges, but no K=0 interval precedes the drop")
-            elif config_seen(ctx):
-                b.oppose("stale-draft-kv", 6, "no K=0 range in a dynamic-K schedule")
-            else:
-                b.oppose("stale-draft-kv", 1.5, "no dynamic-K schedule in the excerpt (its config is not shown)")
+            cap = self._weigh_schedule(b, ctx, sched, k0, pasted)
             before = cp["before"]
             ext_b = [iv.ext for iv in items[:idx] if iv.ext is not None]
             ext_a = [iv.ext for iv in items[idx:] if iv.ext is not None]
@@ -167,7 +192,7 @@ class AcceptanceDrop(SpecSeriesRule):
                 if is_eagle_family(method) or method == "draft_model":
                     b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
                               f"(role {ctx.kv_role}) with drafter {method}")
-            causes = b.ranked(ceiling=0.85 if config_seen(ctx) else FRAGMENT_CEILING)
+            causes = b.ranked(ceiling=0.85 if config_seen(ctx) else FRAGMENT_CEILING, cap=cap)
             word = "collapsed" if collapse else "dropped"
             summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
                        f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
@@ -194,7 +219,8 @@ class AcceptanceDrop(SpecSeriesRule):
                 summary=summary, count=len(after), evidence=evidence, measurements=meas, causes=causes,
                 identity=f"{label}|{round(at.t) if at.t else at.line}", first_seen=at.t,
                 next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                            "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."],
+                            "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."]
+                + ([PLATFORM_STEP] if cap else []),
             ))
         return out
 
