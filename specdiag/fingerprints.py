@@ -24,12 +24,17 @@ KEY_LINES: dict[str, list[int | None]] = {
     "C18": [None, None, None, 707, 840, 470, 476, 476, 492, 492, 492, 492, 492, 492, 485, 485, 487],
     "L6": [None, None, None, 177, 253, 246, 139, 139, 147, 147, 147, 150, 150, 150, 150, 150, 150],
     "M8": [None, None, None, None, 139, 168, 168, 168, 179, 179, 179, 179, 179, 179, 179, 179, 179],
+    # startup lines a spec-decode paste often holds: the engine layout (num_draft_layers) and the speculative
+    # config echo; before 0.4.4 they were printed from other files (adapter, v1/manager.py), hence None
+    "C12": [None, None, None, None, None, None, None, 111, 111, 111, 111, 111, 111, 111, 111, 111, 115],
+    "C10": [None, None, None, None, None, None, None, 409, 395, 395, 395, 395, 419, 419, 542, 577, 580],
 }
 # files the key lines belong to (a line number only counts when the file matches)
 KEY_FILES = {
     "R1": "vllm_v1_adapter.py", "R2": "vllm_v1_adapter.py", "R3": "vllm_v1_adapter.py", "L1": "vllm_v1_adapter.py",
     "R4": "cache_engine.py", "R7": "cache_engine.py", "S1": "cache_engine.py", "C13": "cache_engine.py",
     "C18": "vllm_v1_adapter.py", "L6": "lmcache_lookup_client.py", "M8": "pin_monitor.py",
+    "C12": "vllm_service_factory.py", "C10": "utils.py",
 }
 VENDORED_LOGGER = "vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration"
 

@@ -399,3 +399,91 @@ def test_a_bare_assertion_error_ends_the_traceback_and_is_the_root(tmp_path: Pat
            "AssertionError"]
     (g,) = srv(run(tmp_path, raw, name="raw.log"))
     assert g.measurements["root_error"] == "AssertionError"
+
+
+# ---- DFlash/DSpark after KV-connector restores: the drafter never saw the restored context ------------------
+def _restore_paste(method: str, intervals: int) -> list[str]:
+    args = (f"{API} INFO 05-04 01:00:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            f"{{'method': '{method}', 'model': '/m-{method}', 'num_speculative_tokens': 4}}, 'kv_transfer_config': "
+            "{'kv_connector': 'LMCacheConnectorV1', 'kv_role': 'kv_both'}}")
+    retrieve = ("(Worker pid=31) [2026-05-04 01:05:59,100] LMCache INFO: [req_id=chatcmpl-7a] Retrieved 8192 out of 8192 "
+                "required tokens (from 8192 total tokens). size: 1.0000 gb, cost 41.2210 ms, throughput: 24.2600 GB/s; "
+                "(cache_engine.py:985:lmcache.v1.cache_engine)")
+    spec = [spec_line(f"01:06:{10 * i:02d}", 40, 2000, [0.02, 0.01, 0.005, 0.005], 1.08) for i in range(intervals)]
+    return [args, retrieve, *spec]
+
+
+def test_dflash_low_acceptance_after_lmcache_restores_points_to_unwritten_drafter_context(tmp_path: Path) -> None:
+    for n, name in ((2, "few.log"), (6, "more.log")):
+        r = run(tmp_path, _restore_paste("dflash", n), name=name)
+        (f,) = [f for f in r.findings if f.rule == "SD004"]
+        top = f.causes[0]
+        assert top.id == "draft-state-not-restored", name
+        assert any("#47930" in x and "1 LMCache retrieve line(s)" in x for x in top.for_)
+        assert all(c.confidence <= 0.5 for c in f.causes)
+
+
+def test_model_draft_without_restores_keeps_the_mismatch_first(tmp_path: Path) -> None:
+    lines = [line for line in _restore_paste("dflash", 6) if "Retrieved" not in line]
+    lines[0] = lines[0].replace(", 'kv_transfer_config': {'kv_connector': 'LMCacheConnectorV1', 'kv_role': 'kv_both'}", "")
+    (f,) = [f for f in run(tmp_path, lines).findings if f.rule == "SD004"]
+    assert f.causes[0].id == "draft-target-mismatch"
+
+
+# ---- a short paste with the config line on top is still a paste --------------------------------------------
+def test_config_line_on_top_of_two_zero_acceptance_lines_is_a_capped_sd002(tmp_path: Path) -> None:
+    args = (f"{API} INFO 05-04 01:00:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            "{'method': 'eagle3', 'model': '/m-eagle3', 'num_speculative_tokens': 3}, 'kv_transfer_config': "
+            "{'kv_connector': 'NixlConnector', 'kv_role': 'kv_consumer'}}")
+    zero = [spec_line(f"01:06:{10 * i:02d}", 0, 1200, [0.0, 0.0, 0.0], 1.0) for i in range(2)]
+    (f,) = [f for f in run(tmp_path, [args, *zero]).findings if f.rule == "SD002"]
+    assert f.causes[0].id == "draft-state-not-restored" and f.causes[0].confidence <= 0.7
+    assert "short paste (3 lines)" in f.summary and "kv_role kv_consumer" in f.summary
+
+
+# ---- the startup lines of a spec-decode paste place the LMCache build -----------------------------------------
+def test_layout_and_speculative_echo_lines_give_the_lmcache_version(tmp_path: Path) -> None:
+    spec = ("[2026-09-14 09:20:11,100] LMCache INFO: vllm_config.speculative_config: SpeculativeConfig(method='draft_model', "
+            "model='/models/d', num_spec_tokens=3) (utils.py:577:lmcache.integration.vllm.utils)")
+    layout = ("[2026-09-14 09:20:11,302] LMCache INFO: num_layer: 36, chunk_size: 256, num_kv_head (per gpu): 8, head_size: "
+              "128, hidden_dim (D) for KV (per gpu): 1024, use mla: False, kv shape: (36, 2, 256, 8, 128), num_draft_layers: 0 "
+              "(vllm_service_factory.py:111:lmcache.integration.vllm.vllm_service_factory)")
+    assert run(tmp_path, [spec, layout]).ctx.lmcache_version == "0.5.6"
+    r = run(tmp_path, [layout], name="layout.log")
+    assert r.ctx.lmcache_version == "0.4.4..0.5.6"
+    assert r.ctx.lmcache_version_evidence == ["vllm_service_factory.py:111"]
+
+
+# ---- stale draft KV after K=0 in a paste: upstream is not affected, the platform line decides ----------------
+def _k0_paste(metal: bool) -> list[str]:
+    args = (f"{API} INFO 05-04 01:00:00 [api_utils.py:286] non-default args: {{'model': '/m', 'speculative_config': "
+            "{'method': 'draft_model', 'model': '/d', 'num_speculative_tokens': 3, "
+            "'num_speculative_tokens_per_batch_size': [[1, 1, 3], [2, 64, 0]]}}")
+    lines = [args]
+    if metal:
+        lines.append(f"{CORE} INFO 05-04 01:00:05 [draft_model_proposer.py:230] Draft model loaded for speculative decoding: "
+                     "/d (layers=2, kv_heads=2, head_dim=64, patched=0, committed_blocks=4, scratch_blocks=2)")
+    for i, (running, acc) in enumerate([(1, 700), (1, 690), (1, 710), (2, None), (2, None), (1, 300), (1, 280), (1, 310)]):
+        lines.append(f"{API} INFO 05-04 01:1{i}:02 [loggers.py:335] Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg "
+                     f"generation throughput: 96.0 tokens/s, Running: {running} reqs, Waiting: 0 reqs, GPU KV cache usage: "
+                     "12.3%, Prefix cache hit rate: 41.8%")
+        if acc is not None:
+            r = acc / 500
+            lines.append(spec_line(f"01:1{i}:02", acc, 1500, [0.55 * r, 0.28 * r, 0.17 * r], 1 + acc / 500))
+    return lines
+
+
+def test_drop_after_k0_in_a_paste_without_the_platform_caps_stale_draft_kv(tmp_path: Path) -> None:
+    r = run(tmp_path, _k0_paste(metal=False))
+    for rule in ("SD003", "SD001"):
+        (f,) = [f for f in r.findings if f.rule == rule]
+        stale = next(c for c in f.causes if c.id == "stale-draft-kv")
+        assert stale.confidence <= 0.5, rule
+        assert any("does not show which proposer runs" in x for x in stale.for_), rule
+        assert any("Draft model loaded for speculative decoding" in s for s in f.next_steps), rule
+
+
+def test_drop_after_k0_with_the_vllm_metal_proposer_line_is_not_capped(tmp_path: Path) -> None:
+    (f,) = [f for f in run(tmp_path, _k0_paste(metal=True)).findings if f.rule == "SD003"]
+    assert f.causes[0].id == "stale-draft-kv" and f.causes[0].confidence > 0.5
+    assert not any("does not show which proposer runs" in x for x in f.causes[0].for_)

@@ -369,3 +369,109 @@ def test_unprefixed_failed_block_reports_of_two_ranks_add_no_extra_occurrence(tm
                   loc="vllm_v1_adapter.py:964") for n in (1024, 2048)]
     f = kv001(tmp_path, lines)
     assert f["count"] == 1 and f["measurements"]["error_lines"] == 2
+
+
+# ---- KV002 on a paste: a few zero-hit lookups of one prompt ------------------------------------------------
+HASH_WARNING = ("Using builtin hash without PYTHONHASHSEED set. For production environments (non-testing scenarios), "
+                "you MUST set PYTHONHASHSEED to ensure consistent hashing across processes. Example: export PYTHONHASHSEED=0")
+
+
+def _zero_hit_paste(stores: bool, warning: bool, proc: str | None = "EngineCore_DP0 pid=203") -> list[str]:
+    lines = []
+    if warning:
+        lines.append(lmc(HASH_WARNING, level="WARNING", loc="token_database.py:170", logger="lmcache.v1.token_database",
+                         proc=proc, ts="2026-05-06 15:50:00,100"))
+    for i in range(3):
+        lines.append(lookup(f"cmpl-{i}f{i}-0", 4113, 0, proc=proc, ts=f"2026-05-06 15:56:0{i},500"))
+        if stores:
+            lines.append(lmc(f"[req_id=cmpl-{i}f{i}-0] Stored 4096 out of total 4113 tokens. size: 0.5000 GB, cost 12.0000 ms, "
+                             "throughput: 41.6667 GB/s; offload_time: 11.0000 ms, put_time: 1.0000 ms", loc="cache_engine.py:588",
+                             logger="lmcache.v1.cache_engine", proc=None if proc is None else "Worker pid=301",
+                             ts=f"2026-05-06 15:56:0{i},900"))
+    return lines
+
+
+@pytest.mark.parametrize("stores,warning", [(True, True), (True, False), (False, True)],
+                         ids=["stores-and-warning", "stores-only", "warning-only"])
+def test_zero_hit_paste_of_a_repeated_prompt_is_a_capped_kv002(tmp_path, stores, warning) -> None:
+    found = [f for f in findings(tmp_path, _zero_hit_paste(stores, warning)) if f["rule"] == "KV002"]
+    assert found, "a paste of repeated zero-hit lookups gave no KV002"
+    f = found[0]
+    assert f["measurements"]["input_coverage"] == "fragment"
+    assert f["causes"][0]["id"] == "hash-inconsistency"
+    assert all(c["confidence"] <= 0.6 for c in f["causes"])
+    assert "not that LMCache never hits" in f["summary"]
+    against = " ".join(a for c in f["causes"] for a in c["against"])
+    assert "no lookup timeout" not in against and "no memory-pressure line" not in against  # a paste cannot show them
+    steps = " ".join(f["next_steps"])
+    assert "NONE_HASH" in steps and "Stored N out of total M tokens" in steps
+
+
+def test_zero_hit_paste_without_stores_or_hash_warning_is_no_kv002(tmp_path) -> None:
+    assert not [f for f in findings(tmp_path, _zero_hit_paste(False, False)) if f["rule"] == "KV002"]
+
+
+def test_one_hit_in_the_paste_is_no_kv002(tmp_path) -> None:
+    lines = _zero_hit_paste(True, True) + [lookup("cmpl-9f9-0", 4113, 4096, ts="2026-05-06 15:56:09,500")]
+    assert not [f for f in findings(tmp_path, lines) if f["rule"] == "KV002"]
+
+
+# ---- an error pair without a request id joins its lookup through the numbers -------------------------------
+def _old_l6_paste(logger: str, r1: int, r2: int, l1_loc: str, proc_core: str | None, proc_worker: str | None) -> list[str]:
+    l6 = lmc("Lookup results (number of hit tokens) differ across tensor parallel ranks: [4096, 2048].", level="WARNING",
+             loc="lmcache_lookup_client.py:177", logger="lmcache.v1.lookup_client.lmcache_lookup_client", proc=proc_core,
+             ts="2026-05-06 15:56:03,400")
+    l1 = lmc(f"Reqid: {REQ}, Total tokens 4200, LMCache hit tokens: 2048, need to load: 2048", loc=l1_loc, logger=logger,
+             proc=proc_core, ts="2026-05-06 15:56:03,401")
+    return [l6, l1] + shortfall_pair(None, 1024, 2048, proc=proc_worker, r1=r1, r2=r2, logger=logger)
+
+
+@pytest.mark.parametrize("logger,r1,r2,l1_loc,core,worker", [
+    ("lmcache.integration.vllm.vllm_v1_adapter", 891, 895, "vllm_v1_adapter.py:1206", None, None),
+    ("vllm.distributed.kv_transfer.kv_connector.v1.lmcache_integration.vllm_v1_adapter", 897, 901,
+     "vllm_v1_adapter.py:1211", "EngineCore_DP0 pid=203", "Worker_TP1 pid=101"),
+], ids=["lmcache-0.3.9-unprefixed", "vllm-vendored-adapter-prefixed"])
+def test_no_id_pair_after_a_rank_disagreement_is_tied_by_need_to_load(tmp_path, logger, r1, r2, l1_loc, core, worker) -> None:
+    f = kv001(tmp_path, _old_l6_paste(logger, r1, r2, l1_loc, core, worker))
+    top = f["causes"][0]
+    assert top["id"] == "rank-disagreement" and top["confidence"] <= 0.6
+    assert any("only by its numbers (need to load 2048 = expected 2048)" in x for x in top["for"])
+    assert f["measurements"]["request_ids"] == [REQ]
+
+
+def test_no_id_pair_with_two_fitting_lookups_stays_untied(tmp_path) -> None:
+    lines = _old_l6_paste("lmcache.integration.vllm.vllm_v1_adapter", 891, 895, "vllm_v1_adapter.py:1206", None, None)
+    other = lmc("Reqid: cmpl-other-0, Total tokens 4300, LMCache hit tokens: 2048, need to load: 2048",
+                loc="vllm_v1_adapter.py:1206", ts="2026-05-06 15:56:03,402")
+    f = kv001(tmp_path, lines[:2] + [other] + lines[2:])
+    assert REQ not in f["measurements"].get("request_ids", [])
+    assert not any("only by its numbers" in x for c in f["causes"] for x in c["for"])
+
+
+# ---- a lookup → load wait past the default pin_timeout_sec, without the config -----------------------------
+def test_wait_past_the_default_pin_timeout_points_to_the_pin_monitor_without_config(tmp_path) -> None:
+    lines = [lookup(REQ, 4200, 4096, ts="2026-05-06 15:50:00,100")]
+    lines += shortfall_pair(REQ, 3072, 4096, proc="Worker_TP0 pid=100", r1=876, r2=882, ts="2026-05-06 15:56:01,004")
+    f = kv001(tmp_path, lines)
+    top = f["causes"][0]
+    assert top["id"] == "pin-timeout" and top["confidence"] <= 0.6
+    assert any("exceeds the default pin_timeout_sec of 300" in x and "would confirm" in x for x in top["for"])
+
+
+def test_short_wait_without_config_still_argues_against_a_pin_timeout(tmp_path) -> None:
+    lines = [lookup(REQ, 4200, 4096, ts="2026-05-06 15:56:00,100")]
+    lines += shortfall_pair(REQ, 3072, 4096, proc="Worker_TP0 pid=100", r1=876, r2=882, ts="2026-05-06 15:56:01,004")
+    f = kv001(tmp_path, lines)
+    pt = next(c for c in f["causes"] if c["id"] == "pin-timeout")
+    assert f["causes"][0]["id"] != "pin-timeout" and any("default pin_timeout_sec is 300" in x for x in pt["against"])
+
+
+def test_long_wait_before_the_pin_monitor_existed_is_not_a_pin_timeout(tmp_path) -> None:
+    # LMCache 0.3.9 (R1 891 / R2 895 without request id, L1 1206 without computed tokens): no PinMonitor yet
+    l1 = lmc(f"Reqid: {REQ}, Total tokens 4200, LMCache hit tokens: 4096, need to load: 4096", loc="vllm_v1_adapter.py:1206",
+             ts="2026-05-06 15:50:00,100")
+    lines = [l1] + shortfall_pair(None, 3072, 4096, proc=None, r1=891, r2=895, ts="2026-05-06 15:56:01,004")
+    f = kv001(tmp_path, lines)
+    pt = next(c for c in f["causes"] if c["id"] == "pin-timeout")
+    assert f["causes"][0]["id"] != "pin-timeout"
+    assert any("predates the pin monitor" in x for x in pt["against"])

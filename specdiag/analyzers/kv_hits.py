@@ -8,6 +8,7 @@ from itertools import compress, repeat
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
+from specdiag.analyzers.kv_coverage import input_kind
 from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
@@ -35,6 +36,13 @@ class ZeroHitsOnRepeats(Rule):
     (chunks evicted before reuse), ``prompt-shorter-than-chunk`` (no full chunk to store or find),
     ``prefix-served-by-vllm`` (vLLM's own prefix cache serves the repeat, so LMCache's hit is not needed).
 
+    Pasted fragment (at most 50 lines, no startup): a handful of ``Reqid:`` lines cannot show that the cache
+    *never* hits, but a prompt length that misses again after it was looked up (and, on the first try,
+    counted for saving) is already the signature when the excerpt also holds the worker's ``Stored …`` lines
+    or a startup hash warning (``Using builtin hash without PYTHONHASHSEED set``, ``Could not load … Using
+    builtin hash``). The finding then says what the excerpt proves, caps its confidence and names the lines
+    that decide (the same prompt's later lookups, the workers' stores, the startup hash lines).
+
     Fix: set ``PYTHONHASHSEED`` to the same value for every vLLM process (or use a sha256-based
     ``pre_caching_hash_algorithm``), then verify hits appear for repeated prompts.
 
@@ -49,7 +57,8 @@ class ZeroHitsOnRepeats(Rule):
     family = "KV"
     cause_ids = ("hash-inconsistency", "lookup-timeout", "capacity-eviction", "prompt-shorter-than-chunk",
                  "prefix-served-by-vllm")
-    defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3}
+    defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3, "fragment_min_lookups": 2,
+                "fragment_min_repeats": 1}
     events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7"}) | PRESSURE_IDS
     tables = frozenset({"lookups"})
     #: each cause's weight before any evidence (the board keeps this order)
@@ -134,10 +143,16 @@ class ZeroHitsOnRepeats(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         """A finding only when enough lookups were answered, workers stored, almost none hit, and the same
-        prompt lengths missed again and again (a cold cache misses once per prompt, not on every repeat)."""
+        prompt lengths missed again and again (a cold cache misses once per prompt, not on every repeat).
+
+        A pasted fragment is held to what it can show: two or more answered lookups, none hit, one prompt
+        length missing again, and a worker store or a startup hash warning in the same paste."""
         o = self.options
         self.stores = run.count("S1")  # the most frequent line of a busy log: counted, never parsed
         self.first_store = run.first("S1")
+        pasted = input_kind(ctx, run.lines_read, 0) == "fragment"
+        if pasted and self.lookups < o["min_lookups"]:
+            return self._finish_fragment(ctx)
         if self.lookups < o["min_lookups"] or self.stores == 0:
             return []
         ratio = self.hits / self.lookups
@@ -163,8 +178,52 @@ class ZeroHitsOnRepeats(Rule):
             first_seen=None,
         )]
 
-    def _rank_causes(self, ctx: Context, repeated: dict[int, int]) -> CauseBoard:
-        """Weigh the causes of misses on repeated prompts; hash inconsistency leads unless a line says otherwise."""
+    def _finish_fragment(self, ctx: Context) -> list[Finding]:
+        """The few-line form of the finding: what the paste proves, a capped confidence, the deciding lines.
+
+        The scheduler's lookup client hashes each chunk and every rank's lookup server answers for the keys it
+        holds (LMCache 0.5.6 integration/vllm/vllm_v1_adapter.py ``get_num_new_matched_tokens``; keys from
+        v1/token_database.py). A prompt that misses again after its first pass was stored has keys that do not
+        match what the workers wrote — unless the chunks were evicted in between, which the paste cannot rule out.
+        """
+        o = self.options
+        if self.lookups < o["fragment_min_lookups"] or self.hits or not (self.stores or self.hash_warnings):
+            return []
+        repeated = {t: n for t, n in self.zero_totals.items() if n >= 2}
+        repeats = sum(n - 1 for n in repeated.values())
+        if repeats < o["fragment_min_repeats"]:
+            return []
+        board = self._rank_causes(ctx, repeated, pasted=True)
+        top_totals = sorted(repeated.items(), key=lambda kv: -kv[1])[:5]
+        seen = (f"the workers' 'Stored …' line(s) ({self.stores})" if self.stores else "no worker 'Stored …' line")
+        warned = ("a startup hash warning" if self.hash_warnings else "no startup hash line")
+        summary = (f"In this pasted fragment {self.lookups} lookup(s) answered 0 hit tokens, and prompts of the same "
+                   f"length missed again ({', '.join(f'{t} tokens ×{n}' for t, n in top_totals[:3])}); the paste holds "
+                   f"{seen} and {warned}. A fragment shows these misses, not that LMCache never hits: whether later "
+                   "lookups of the same prompt ever hit, and whether the chunks were evicted in between, needs the "
+                   "lines listed below; confidence is capped.")
+        steps = ["Collect later 'Reqid: …, LMCache hit tokens: …' lines of the same prompt (same 'Total tokens'): "
+                 "one hit > 0 ends the hash question.",
+                 "Collect the workers' 'Stored N out of total M tokens' lines for those requests (were the chunks written?) "
+                 "and memory-pressure warnings ('No eviction candidates found …', 'Local cpu memory under pressure …') "
+                 "in between (were they evicted?).",
+                 "Collect the startup lines of every process: 'Using hash algorithm', 'Initialized NONE_HASH=… / Using "
+                 "default NONE_HASH', 'Using builtin hash without PYTHONHASHSEED set' — differing values between processes "
+                 "decide it.",
+                 "Check that every vLLM process (API server, engine core, each worker) sees the same PYTHONHASHSEED."]
+        meas = {"lookups": self.lookups, "lookups_with_hits": 0, "hit_ratio": 0.0, "stores": self.stores,
+                "repeated_prompt_lengths": [t for t, _ in top_totals], "repeat_lookups_with_zero_hits": repeats,
+                "input_coverage": "fragment"}
+        return [Finding(
+            rule=self.code, severity="warning", title=self.title, summary=summary, count=repeats,
+            evidence=self._evidence(), measurements=meas, causes=board.ranked(ceiling=0.6),
+            identity=f"{sorted(repeated)[:5]}", next_steps=steps, first_seen=None,
+        )]
+
+    def _rank_causes(self, ctx: Context, repeated: dict[int, int], pasted: bool = False) -> CauseBoard:
+        """Weigh the causes of misses on repeated prompts; hash inconsistency leads unless a line says otherwise.
+
+        In a pasted fragment the absence of a timeout or pressure line is not counted: the paste cannot show it."""
         b = CauseBoard()
         for cid, prior in self.PRIORS.items():
             b.add(cid, prior, **fix_and_confirm(cid))
@@ -172,11 +231,11 @@ class ZeroHitsOnRepeats(Rule):
         if self.timeouts:
             b.support("lookup-timeout", 4 if self.timeouts >= self.lookups / 2 else 1.5,
                       f"{self.timeouts} lookup timeout(s) (line {self.timeout_ev.rec.line})")
-        else:
+        elif not pasted:
             b.oppose("lookup-timeout", 5, "no lookup timeout in the log")
         if self.pressure:
             b.support("capacity-eviction", 3, f"{self.pressure} memory-pressure line(s)")
-        else:
+        elif not pasted:
             b.oppose("capacity-eviction", 4, "no memory-pressure line: stored chunks had room to stay")
         chunk = ctx.chunk_size or 256
         if max(repeated) < chunk:
@@ -200,8 +259,9 @@ class ZeroHitsOnRepeats(Rule):
         if (ctx.tensor_parallel_size or 1) > 1 or ctx.hash_algorithm == "builtin":
             b.note_for("hash-inconsistency", "the scheduler's lookup client and the workers hash in different processes"
                        + (f" (hash algorithm {ctx.hash_algorithm})" if ctx.hash_algorithm else ""))
-        b.support("hash-inconsistency", 2, f"workers stored {self.stores} times, yet prompts of the same length "
-                  "missed on every later lookup: stored chunks are never found")
+        if self.stores:
+            b.support("hash-inconsistency", 2, f"workers stored {self.stores} times, yet prompts of the same length "
+                      "missed on every later lookup: stored chunks are never found")
 
     def _evidence(self) -> list[Evidence]:
         """The first miss, the first repeated miss, the first store and up to two hash warnings, each line once."""

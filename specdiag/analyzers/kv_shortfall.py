@@ -78,6 +78,10 @@ KV001_CAUSES = (
 )
 #: confidence ceilings by how much of the log the input covers (a two-line paste proves the arithmetic only)
 CEILING = {"fragment": 0.6, "partial": 0.7}
+#: LMCache's default ``pin_timeout_sec`` (v1/config.py, 0.3.12+)
+DEFAULT_PIN_TIMEOUT_S = 300
+#: how far back a lookup may lie to be tied to an id-less error pair by its numbers alone
+NEED_TIE_WINDOW_S = 3 * DEFAULT_PIN_TIMEOUT_S
 
 
 @dataclass
@@ -398,6 +402,7 @@ class RetrievalShortfall(Rule):
                 occ.l6 = self.l6_for.get(h)
             return
         if occ.r4 is None or occ.r4.get("total") is None:
+            self._attach_lookup_by_need(occ)
             return
         for n, (h, kept) in enumerate(self.lookups.newest_first()):
             if kept[3] == occ.r4["total"]:
@@ -408,6 +413,45 @@ class RetrievalShortfall(Rule):
                     return
             if n > 2000:
                 return
+
+    def _attach_lookup_by_need(self, occ: Shortfall) -> None:
+        """No request id and no retrieve line: the one recent lookup whose ``need to load`` is this ``expected``.
+
+        The adapter's ``num_expected_tokens`` is ``lmcache_cached_tokens − vllm_cached_tokens`` of the request's
+        load spec, the numbers the scheduler printed in its ``Reqid: …, need to load: N`` line (``need`` is one
+        less on a full-prompt hit, the last token being recomputed): LMCache 0.5.6
+        integration/vllm/vllm_v1_adapter.py ``get_num_new_matched_tokens`` and ``start_load_kv``; the same in
+        0.3.x, whose R1 (and vLLM's vendored copy's) carries no request id. Only an unambiguous match among the
+        newest lookups of the same input, at or before the error and at most ``NEED_TIE_WINDOW_S`` before it (a
+        request may wait long between lookup and load: three default pin timeouts), is taken; the tie rests on
+        numbers, so an L6 reached through it is weighed as a loose one.
+        """
+        expected, anchor = occ.expected, occ.anchor.rec
+        if expected is None or expected <= 0:
+            return
+        found: dict[str, tuple] = {}
+        for n, (h, kept) in enumerate(self.lookups.newest_first()):
+            if n >= 64:
+                break
+            path, line, _row, hit = kept
+            if path != anchor.path or line >= anchor.line or hit is None or hit < expected:
+                continue
+            lk = self._lookup_fields(self._lookup_event(kept))
+            if lk is None or lk.get("need") is None:
+                continue
+            need = int(lk["need"])
+            if expected not in (need, need + 1 if lk["hit"] == lk["total"] else need):
+                continue
+            if lk["t"] is not None and occ.t is not None and not 0 <= occ.t - lk["t"] <= NEED_TIE_WINDOW_S:
+                continue
+            found.setdefault(lk["ev"].f.get("req_id") or "", (h, lk))
+            if len(found) > 1:
+                return  # two requests fit: no tie
+        if len(found) == 1:
+            (rid, (h, lk)), = found.items()
+            occ.req_id, occ.lookup = rid or None, lk
+            occ.l6 = self.l6_for.get(h)
+            occ.l6_loose = occ.l6 is not None
 
     def _unpaired_l6(self, occ: Shortfall, rec) -> Event | None:
         """A rank-disagreement warning with no lookup after it in the input, that can be this request's.
@@ -816,7 +860,7 @@ class RetrievalShortfall(Rule):
         self._weigh_alignment(b, views, chunk, bool(fams.get("read-miss")))
         self._weigh_ranks(b, ctx, occs)
         self._weigh_pressure(b, ctx, fams, occs, where)
-        self._weigh_pins(b, ctx.lmcache_config, fams, occs, where)
+        self._weigh_pins(b, ctx.lmcache_config, fams, occs, where, ctx.lmcache_version)
         remote_cfg = self._weigh_backends(b, ctx.lmcache_config, fams)
         self._weigh_staging(b, ctx.lmcache_config, fams, where, remote_cfg)
         self._weigh_rank_disagreement(b, ctx, occs)
@@ -884,7 +928,7 @@ class RetrievalShortfall(Rule):
         b.note_for("lookup-retrieve-eviction", "upgrade LMCache to ≥ 0.3.3 so every rank pins its looked-up chunks")
 
     def _weigh_pins(self, b: CauseBoard, cfg: dict | None, fams: dict[str, list[Event]], occs: list[Shortfall],
-                    where: str) -> None:
+                    where: str, lmcache_version: str | None = None) -> None:
         """A double unpin (negative pin count) or the pin monitor's forced unpin made looked-up chunks evictable."""
         neg = fams.get("pin-negative", []) + fams.get("ref-negative", [])
         pto = fams.get("pin-timeout", [])
@@ -902,13 +946,22 @@ class RetrievalShortfall(Rule):
             b.support("pin-accounting-bug", 2, f"{self.signals.totals['pin-negative']} negative pin-count warning(s) elsewhere in the log")
         elif not pto:
             b.absent("pin-accounting-bug", 2, "no 'Pin count of MemoryObj … is negative' warning in the log")
-        self._weigh_pin_timeout(b, cfg, pto, occs, where)
+        self._weigh_pin_timeout(b, cfg, pto, occs, where, lmcache_version)
 
     @staticmethod
-    def _weigh_pin_timeout(b: CauseBoard, cfg: dict | None, pto: list[Event], occs: list[Shortfall], where: str) -> None:
-        """The pin monitor's forced unpin, or the lookup-to-retrieve gap against ``pin_timeout_sec``."""
+    def _weigh_pin_timeout(b: CauseBoard, cfg: dict | None, pto: list[Event], occs: list[Shortfall], where: str,
+                           lmcache_version: str | None = None) -> None:
+        """The pin monitor's forced unpin, or the lookup-to-retrieve gap against ``pin_timeout_sec``.
+
+        Without the config the gap is held against the default: the PinMonitor (LMCache v1/pin_monitor.py,
+        0.3.12+) force-unpins every object pinned longer than ``pin_timeout_sec`` (default 300 s, config key
+        ``pin_timeout_sec`` / ``LMCACHE_PIN_TIMEOUT_SEC``), and the lookup pinned this request's chunks at its
+        ``Reqid:`` line; a build older than 0.3.12 has no monitor, so a long wait cannot unpin anything there.
+        """
         gap = next((o.t - o.lookup["t"] for o in occs if o.lookup and o.lookup.get("t") and o.t), None)
         pin_timeout = (cfg or {}).get("pin_timeout_sec")
+        newest = version_tuple((lmcache_version or "").split("..")[-1]) if lmcache_version else None
+        no_monitor = newest is not None and newest < (0, 3, 12)
         if pto:
             b.support("pin-timeout", 15, f"pin monitor force-unpinned objects on {where} before the retrieve (line {pto[-1].rec.line})")
             if (cfg or {}).get("save_decode_cache") is True:
@@ -919,6 +972,13 @@ class RetrievalShortfall(Rule):
             b.oppose("pin-timeout", 10, f"only {gap:.2f} s between lookup and retrieve, far below pin_timeout_sec={pin_timeout}")
         elif gap is not None and gap < 30:
             b.oppose("pin-timeout", 5, f"only {gap:.2f} s between lookup and retrieve (default pin_timeout_sec is 300)")
+        elif gap is not None and gap > DEFAULT_PIN_TIMEOUT_S and no_monitor:
+            b.oppose("pin-timeout", 3, f"{gap:.1f} s between lookup and retrieve, but LMCache {lmcache_version} predates "
+                     "the pin monitor (0.3.12): nothing force-unpins there")
+        elif gap is not None and gap > DEFAULT_PIN_TIMEOUT_S and pin_timeout is None:
+            b.support("pin-timeout", 6, f"{gap:.1f} s between lookup and retrieve exceeds the default pin_timeout_sec of "
+                      f"{DEFAULT_PIN_TIMEOUT_S} (the config is not in the input: its pin_timeout_sec, or a 'Pin timeout "
+                      "detected' warning, would confirm it)")
         else:
             b.absent("pin-timeout", 1.5, "no 'Pin timeout detected' warning in the log")
 
@@ -987,9 +1047,12 @@ class RetrievalShortfall(Rule):
         if tied:
             b.support("rank-disagreement", 10, f"the lookup of this request warned that ranks disagree: {tied[0].f['results']} (line {tied[0].rec.line})")
         elif l6:
+            o = next(o for o in occs if o.l6 is not None)
+            why = ("the error names no request, so it is tied to the 'Reqid:' line after that warning only by its "
+                   f"numbers (need to load {o.lookup.get('need')} = expected {o.expected})" if o.lookup is not None else
+                   "the 'Reqid:' line that would tie it to this request is not in the input")
             b.support("rank-disagreement", 5, f"ranks disagreed at a lookup just before (line {l6[0].rec.line}: "
-                      f"{l6[0].f['results']}), whose minimum fits this load; the 'Reqid:' line that would tie it to "
-                      "this request is not in the input")
+                      f"{l6[0].f['results']}), whose minimum fits this load; {why}")
         elif self.l6_count:
             b.support("rank-disagreement", 1.5, f"{self.l6_count} 'Lookup results … differ across ranks' warning(s) in the log")
         elif not self._one_rank(ctx, occs):

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from specdiag.analyzers.base import register
+from specdiag.analyzers.kv_coverage import FRAGMENT_LINES
 from specdiag.analyzers.sd_common import (
     DEFINITIONS,
     FRAGMENT_CEILING,
     FRAGMENT_NOTE,
+    PASTE_PLATFORM_CAP,
+    PLATFORM_STEP,
+    PLATFORM_UNKNOWN,
     STATELESS_METHODS,
     SpecSeriesRule,
     changepoint,
@@ -101,8 +105,38 @@ class AcceptanceDrop(SpecSeriesRule):
     cause_ids = ("stale-draft-kv", "draft-state-not-restored", "workload-shift")
     defaults = {"min_intervals_per_side": 3, "min_drafts_per_side": 300, "min_z": 4.0, "max_ratio": 0.75,
                 "min_abs_drop": 0.05}
+    events = SpecSeriesRule.events | frozenset({"V_DRAFT_LOADED"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.metal: Event | None = None  # vllm-metal's draft-model proposer announced itself
+
+    def observe_other(self, ev: Event) -> None:
+        if ev.id == "V_DRAFT_LOADED":
+            self.metal = self.metal or ev
+
+    def _weigh_schedule(self, b: CauseBoard, ctx: Context, sched, k0: list, pasted: bool) -> dict[str, float] | None:
+        """K=0 intervals of a dynamic-K schedule right before the drop point to stale draft KV — on a proposer
+        that skips ingestion at K=0 (vllm-metal before PR #716). Upstream vLLM ingests before the K check
+        (v1/spec_decode/llm_base_proposer.py, 0.25.0-0.32.0), so a paste that does not show the platform caps
+        the cause (returned as the ``cap`` for ``ranked``)."""
+        if sched and k_zero_ranges(sched):
+            if k0:
+                b.support("stale-draft-kv", 6, f"{len(k0)} K=0 interval(s) right before the drop under schedule {sched}")
+                if pasted and self.metal is None:
+                    b.note_for("stale-draft-kv", PLATFORM_UNKNOWN)
+                    return {"stale-draft-kv": PASTE_PLATFORM_CAP}
+            else:
+                b.oppose("stale-draft-kv", 2, f"schedule {sched} has K=0 ranges, but no K=0 interval precedes the drop")
+        elif config_seen(ctx):
+            b.oppose("stale-draft-kv", 6, "no K=0 range in a dynamic-K schedule")
+        else:
+            b.oppose("stale-draft-kv", 1.5, "no dynamic-K schedule in the excerpt (its config is not shown)")
+        return None
+
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         o = self.options
+        pasted = run.lines_read is not None and run.lines_read <= FRAGMENT_LINES
         out = []
         method = method_of(ctx)
         sched = schedule_of(ctx)
@@ -142,15 +176,7 @@ class AcceptanceDrop(SpecSeriesRule):
                 b.rule_out("stale-draft-kv", f"method {method} keeps no draft KV cache")
                 b.rule_out("draft-state-not-restored", f"method {method} has no drafter state to restore")
                 b.support("workload-shift", 2, f"{method} acceptance depends on how repetitive the text is")
-            if sched and k_zero_ranges(sched):
-                if k0:
-                    b.support("stale-draft-kv", 6, f"{len(k0)} K=0 interval(s) right before the drop under schedule {sched}")
-                else:
-                    b.oppose("stale-draft-kv", 2, f"schedule {sched} has K=0 ranges, but no K=0 interval precedes the drop")
-            elif config_seen(ctx):
-                b.oppose("stale-draft-kv", 6, "no K=0 range in a dynamic-K schedule")
-            else:
-                b.oppose("stale-draft-kv", 1.5, "no dynamic-K schedule in the excerpt (its config is not shown)")
+            cap = self._weigh_schedule(b, ctx, sched, k0, pasted)
             before = cp["before"]
             ext_b = [iv.ext for iv in items[:idx] if iv.ext is not None]
             ext_a = [iv.ext for iv in items[idx:] if iv.ext is not None]
@@ -166,7 +192,7 @@ class AcceptanceDrop(SpecSeriesRule):
                 if is_eagle_family(method) or method == "draft_model":
                     b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
                               f"(role {ctx.kv_role}) with drafter {method}")
-            causes = b.ranked(ceiling=0.85 if config_seen(ctx) else FRAGMENT_CEILING)
+            causes = b.ranked(ceiling=0.85 if config_seen(ctx) else FRAGMENT_CEILING, cap=cap)
             word = "collapsed" if collapse else "dropped"
             summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
                        f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
@@ -193,7 +219,8 @@ class AcceptanceDrop(SpecSeriesRule):
                 summary=summary, count=len(after), evidence=evidence, measurements=meas, causes=causes,
                 identity=f"{label}|{round(at.t) if at.t else at.line}", first_seen=at.t,
                 next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                            "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."],
+                            "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."]
+                + ([PLATFORM_STEP] if cap else []),
             ))
         return out
 
@@ -209,7 +236,8 @@ class ZeroAcceptance(SpecSeriesRule):
 
     Detects: intervals whose SpecDecoding line reports drafted tokens and 0 (or almost 0) accepted ones,
     for most of the drafted tokens of the run: three such intervals in a log with the server start, two in
-    an excerpt without it (a pasted pair of SpecDecoding lines; confidence capped, the note says so).
+    an excerpt without it (a pasted pair of SpecDecoding lines; confidence capped, the note says so) or in a
+    paste of at most 50 lines that carries the configuration line on top (capped less: the config is known).
 
     Why it matters: every step pays for K draft tokens and their verification and gains nothing — spec
     decode is a pure slowdown.
@@ -249,10 +277,15 @@ class ZeroAcceptance(SpecSeriesRule):
         o = self.options
         out = []
         method = method_of(ctx)
+        # a short paste counts as an excerpt even when the user put the config line on top of it: the config
+        # line says how the server runs, not that the input holds its intervals since the start
+        lines = run.lines_read
+        pasted = lines is not None and lines <= FRAGMENT_LINES
         for label, items in self.engines():
             spec = [iv for iv in items if iv.dr]
             zero = [iv for iv in spec if (iv.acc or 0) <= o["max_rate"] * iv.dr]
-            if len(zero) < (o["min_intervals"] if config_seen(ctx) else min(o["min_intervals"], FRAGMENT_INTERVALS)):
+            needed = o["min_intervals"] if config_seen(ctx) and not pasted else min(o["min_intervals"], FRAGMENT_INTERVALS)
+            if len(zero) < needed:
                 continue
             zdr = sum(iv.dr for iv in zero)
             tdr = sum(iv.dr for iv in spec)
@@ -308,13 +341,15 @@ class ZeroAcceptance(SpecSeriesRule):
             else:
                 b.note_for("draft-state-not-restored", "no restore seen, but the excerpt does not show the connector "
                            "or kv_role configuration")
-            causes = b.ranked(ceiling=0.85 if seen else FRAGMENT_CEILING)
+            causes = b.ranked(ceiling=0.85 if seen and not pasted else (0.7 if seen else FRAGMENT_CEILING))
             summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
                        f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
                        f"{method_text(method).capitalize()}, K={kmax_of(ctx)}"
                        + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
                        + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
-                       + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}."))
+                       + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}.")
+                       + (f" Note: the input is a short paste ({lines} lines): the configuration is known, but whether "
+                          "later intervals accepted drafts is not shown, so confidence is capped." if seen and pasted else ""))
             evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
             if first_retrieve is not None:
                 r = first_retrieve.rec
@@ -389,12 +424,12 @@ class LowAcceptanceFromStart(SpecSeriesRule):
             if not stateless and length is not None and length > o["max_length"]:
                 continue
             if len(spec) < o["min_intervals"] or dr < o["min_drafted"]:
-                out.append(self._too_few(label, spec, rate, acc, dr, length, method, ctx))
+                out.append(self._too_few(label, spec, rate, acc, dr, length, method, ctx, run))
                 continue
-            out.append(self._low(label, spec, head, rh, rate, acc, dr, length, method, ctx))
+            out.append(self._low(label, spec, head, rh, rate, acc, dr, length, method, ctx, run))
         return out
 
-    def _board(self, method: str | None, spec: list, ctx: Context) -> CauseBoard:
+    def _board(self, method: str | None, spec: list, ctx: Context, run: RunState) -> CauseBoard:
         b = CauseBoard()
         b.add("draft-target-mismatch", 0.5, fix="Use the draft/EAGLE head trained for this exact target and tokenizer.",
               confirm_with=CONFIRM_MISMATCH)
@@ -406,15 +441,47 @@ class LowAcceptanceFromStart(SpecSeriesRule):
             b.rule_out("draft-target-mismatch", f"{method} has no draft model")
             b.rule_out("draft-state-not-restored", f"{method} has no drafter state")
         ext = [iv.ext for iv in spec if iv.ext is not None]
-        if ext and sum(ext) / len(ext) > 0.5 and is_eagle_family(method):
-            b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(sum(ext) / len(ext))}")
+        ext_mean = sum(ext) / len(ext) if ext else None
+        if ext_mean is not None and ext_mean > 0.5 and is_eagle_family(method):
+            b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)}")
+        self._weigh_restores(b, method, ctx, run, ext_mean)
         return b
 
-    def _low(self, label, spec, head, rh, rate, acc, dr, length, method, ctx: Context) -> Finding:
+    @staticmethod
+    def _weigh_restores(b: CauseBoard, method: str | None, ctx: Context, run: RunState, ext_mean: float | None) -> None:
+        """KV restored by a connector (LMCache ``Retrieved … out of …`` lines, a P/D consumer, external hits).
+
+        DFlash and DSpark draft from context KV that the drafter writes while the target runs its forward pass;
+        tokens that never ran one — prefix-cache hits and KV-connector restores — leave it unwritten, so the mean
+        acceptance length collapses towards 1.0 (vLLM issue #47930, fix PR #47926; reference spec-decode.md §6).
+        Other EAGLE-family heads also draft from the context's hidden states, more weakly affected.
+        """
+        if method in STATELESS_METHODS:
+            return
+        retrieves = run.count("R4")
+        how = []
+        if retrieves:
+            how.append(f"{retrieves} LMCache retrieve line(s)")
+        if ctx.kv_role == "kv_consumer":
+            how.append("a P/D decode instance (kv_role kv_consumer)")
+        if ext_mean is not None and ext_mean >= 0.3:
+            how.append(f"external prefix cache hit rate {pct(ext_mean)}")
+        if not how:
+            return
+        if method in ("dflash", "dspark"):
+            b.support("draft-state-not-restored", 6, f"{method} drafts from context KV its drafter writes during the "
+                      f"target's forward pass; restored tokens ({', '.join(how)}) never ran one, which drives the mean "
+                      "acceptance length towards 1.0 (vLLM issue #47930, fixed by PR #47926)")
+            b.oppose("draft-target-mismatch", 1.5, "restored context explains it without a mismatched draft")
+        elif is_eagle_family(method):
+            b.support("draft-state-not-restored", 1.5, f"{method} drafts from the context's hidden states and the "
+                      f"context was restored ({', '.join(how)})")
+
+    def _low(self, label, spec, head, rh, rate, acc, dr, length, method, ctx: Context, run: RunState) -> Finding:
         """Low over enough intervals. "From the start" needs the start: without a startup line the excerpt may
         begin at any interval, so the finding says "throughout the excerpt" and caps its confidence."""
         start = ctx.startup_seen
-        b = self._board(method, spec, ctx)
+        b = self._board(method, spec, ctx, run)
         if start:
             b.note_for("draft-target-mismatch", f"first {len(head)} intervals already at {pct(rh)}")
         causes = b.ranked(ceiling=0.7 if start else 0.5)
@@ -435,14 +502,14 @@ class LowAcceptanceFromStart(SpecSeriesRule):
             next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
         )
 
-    def _too_few(self, label, spec, rate, acc, dr, length, method, ctx: Context) -> Finding:
+    def _too_few(self, label, spec, rate, acc, dr, length, method, ctx: Context, run: RunState) -> Finding:
         """Low acceptance in a handful of intervals (a grepped paste): say it, and what would decide it.
 
         A few intervals are a few seconds of traffic; one unusual prompt makes them low. They can neither
         show that acceptance was low from the start nor place a change, so this is information only.
         """
         o = self.options
-        causes = self._board(method, spec, ctx).ranked(ceiling=0.3)
+        causes = self._board(method, spec, ctx, run).ranked(ceiling=0.3)
         return Finding(
             rule=self.code, severity="info", title="Speculative-decoding acceptance is low in too few intervals to judge",
             summary=(f"{label}: {len(spec)} SpecDecoding interval(s) accepted {acc} of {dr} drafted tokens ({pct(rate)}, "

@@ -54,6 +54,15 @@ def config_seen(ctx: Context) -> bool:
     return ctx.startup_seen or spec.get("num_speculative_tokens_source") == "config"
 
 
+#: a paste that does not show the platform: upstream vLLM cannot have this bug, a plugin proposer can
+PASTE_PLATFORM_CAP = 0.5
+PLATFORM_UNKNOWN = ("the input does not show which proposer runs: upstream vLLM (dynamic K exists from 0.25.0) runs "
+                    "the drafter's ingest pass before the K check (v1/spec_decode/llm_base_proposer.py, 0.25.0-0.32.0), "
+                    "so stale draft KV needs a plugin proposer such as vllm-metal's before its PR #716")
+PLATFORM_STEP = ("Collect the startup lines that name the platform: vllm-metal prints 'Draft model loaded for speculative "
+                 "decoding: …'; upstream vLLM prints its version ('vLLM API server version …') and no such line.")
+
+
 #: the most belief an SD finding gives its causes when the excerpt lacks the server start and configuration
 FRAGMENT_CEILING = 0.6
 FRAGMENT_NOTE = ("the excerpt shows neither the server start nor the speculative config, so confidence is capped; "

@@ -8,9 +8,13 @@ the SpecDecoding line missing while the engine generates (K=0 steps record no sp
 from __future__ import annotations
 
 from specdiag.analyzers.base import register
+from specdiag.analyzers.kv_coverage import FRAGMENT_LINES
 from specdiag.analyzers.sd_common import (
     DEFINITIONS,
     DRAFT_STATE_METHODS,
+    PASTE_PLATFORM_CAP,
+    PLATFORM_STEP,
+    PLATFORM_UNKNOWN,
     STATELESS_METHODS,
     SpecSeriesRule,
     dedupe_evidence,
@@ -119,6 +123,10 @@ class AcceptanceAfterKZero(_ScheduleRule):
     Causes weighed: ``stale-draft-kv`` (draft KV not updated during K=0 steps), ``workload-shift``
     (requests served during high-concurrency periods differ from the rest).
 
+    A paste of at most 50 lines that does not show the vllm-metal proposer's startup line cannot tell which
+    proposer ran; since upstream is not affected, ``stale-draft-kv`` is then capped at 0.5 and the finding
+    names the startup lines that decide.
+
     Fix: upgrade the platform plugin (vllm-metal with PR #716/#734) or remove the K=0 range from the
     schedule (e.g. ``[[1, max, K]]`` or K≥1 everywhere).
 
@@ -135,6 +143,7 @@ class AcceptanceAfterKZero(_ScheduleRule):
                 "max_ratio": 0.8, "min_abs_drop": 0.05, "min_margin": 3.0}
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:  # noqa: PLR0915 - predates the 60-statement limit (pyproject); to be split into weighing steps like KV001
+        pasted = run.lines_read is not None and run.lines_read <= FRAGMENT_LINES  # a paste: the platform may be cut off
         o = self.options
         sched = self.schedule(ctx)
         if not sched or not k_zero_ranges(sched):
@@ -176,6 +185,7 @@ class AcceptanceAfterKZero(_ScheduleRule):
             if rp > rb * o["max_ratio"] or rb - rp < o["min_abs_drop"] or margin < o["min_margin"]:
                 continue
             k0_runs = [(items[s], items[e]) for s, e in runs]
+            cap: dict[str, float] | None = None
             b = CauseBoard()
             b.add("stale-draft-kv", 0.5,
                   fix="Use a build whose proposer ingests committed tokens at K=0 (vllm-metal with PR #716/#734; "
@@ -198,13 +208,16 @@ class AcceptanceAfterKZero(_ScheduleRule):
                 if v is not None and v >= (0, 25, 0):
                     b.oppose("stale-draft-kv", 1.5, f"upstream vLLM {ctx.vllm_version} runs the ingest pass before the K "
                              "check (llm_base_proposer.py:617-619) unless a platform plugin replaces the proposer")
+                if pasted:
+                    b.note_for("stale-draft-kv", PLATFORM_UNKNOWN)
+                    cap = {"stale-draft-kv": PASTE_PLATFORM_CAP}
             # recovery after the post window: the signature of per-request staleness
             last_post = max(post_idx)
             later = [items[i] for i in range(last_post + 1, len(items)) if kinds[i] == "spec" and i not in post_idx]
             rl, _, _ = pooled_rate(later)
             if rl is not None and rl >= rb * 0.9:
                 b.support("stale-draft-kv", 1.5, f"acceptance recovers to {pct(rl)} once the prompts turn over")
-            causes = b.ranked(ceiling=0.85)
+            causes = b.ranked(ceiling=0.85, cap=cap)
             runs_txt = "; ".join(span(items[s:e + 1]) for s, e in runs[:4])
             summary = (f"{label}: under schedule {schedule_text(sched)} (K={kmax}), {len(runs)} K=0 stretch(es) ({runs_txt}"
                        f"{'; …' if len(runs) > 4 else ''}; {TIME_BASIS}). The {len(post)} K>0 interval(s) right after them accepted "
@@ -235,7 +248,8 @@ class AcceptanceAfterKZero(_ScheduleRule):
                 headline=(f"{label}: acceptance {pct(rp)} in the {len(post)} interval(s) right after K=0 stretches "
                           f"vs {pct(rb)} otherwise"),
                 next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                            "Until then, prefer a schedule without K=0 (e.g. K=1 at high batch sizes)."],
+                            "Until then, prefer a schedule without K=0 (e.g. K=1 at high batch sizes)."]
+                + ([PLATFORM_STEP] if cap else []),
             ))
         return out
 
