@@ -98,7 +98,10 @@ class Context:
             "lmcache_version_note": self.lmcache_version_note,
             "lmcache_vendored_adapter": self.lmcache_vendored_adapter,
             "model": self.model,
-            "tensor_parallel_size": self.tensor_parallel_size,
+            # a lower bound from rank labels is not the TP size: consumers reading only that integer would get a
+            # size the log never stated, so it goes to its own key and the size stays null (unknown)
+            "tensor_parallel_size": None if self.tensor_parallel_size_inferred else self.tensor_parallel_size,
+            "tensor_parallel_size_at_least": self.tensor_parallel_size if self.tensor_parallel_size_inferred else None,
             "tensor_parallel_size_source": self.tensor_parallel_size_source,
             "tensor_parallel_size_inferred": self.tensor_parallel_size_inferred,
             "pipeline_parallel_size": self.pipeline_parallel_size,

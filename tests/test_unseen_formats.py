@@ -496,7 +496,8 @@ def test_a_tp_suffix_alone_proves_more_than_one_rank(tmp_path: Path, proc: str, 
     line = g.lmcache_line("Num retrieved tokens: 0, num expected tokens: 256", level="ERROR",
                           loc="vllm_v1_adapter.py:882", proc=proc)
     ctx = report(tmp_path, [line])["context"]
-    assert ctx["tensor_parallel_size"] == low and ctx["tensor_parallel_size_inferred"] is True
+    assert ctx["tensor_parallel_size_at_least"] == low and ctx["tensor_parallel_size_inferred"] is True
+    assert ctx["tensor_parallel_size"] is None  # a lower bound is not the size
 
 
 def test_rank_label_gives_a_lower_bound_never_a_stated_tp_size(tmp_path: Path) -> None:

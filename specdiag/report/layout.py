@@ -318,9 +318,10 @@ def input_notes(report: Any) -> list[tuple[str, str]]:
 
 def _parallelism(c: Mapping[str, Any]) -> str:
     tp, pp, dp = c.get("tensor_parallel_size"), c.get("pipeline_parallel_size"), c.get("data_parallel_size")
-    if not (tp or pp or dp):
+    low = c.get("tensor_parallel_size_at_least")
+    if not (tp or low or pp or dp):
         return ""
-    size = f"TP ≥ {tp} (not stated in the log)" if c.get("tensor_parallel_size_inferred") else f"TP={tp or 1}"
+    size = f"TP ≥ {low} (not stated in the log)" if low else f"TP={tp or 1}"
     size += (f" PP={pp}" if pp and pp != 1 else "") + (f" DP={dp}" if dp and dp != 1 else "")
     ranks = [str(r) for r in (c.get("ranks_seen") or []) if r]
     return size + (f"; ranks in the log: {', '.join(ranks)}" if ranks else "")
