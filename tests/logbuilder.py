@@ -63,6 +63,10 @@ def config_dump(proc: str | None, **overrides) -> str:
                proc=proc)
 
 
+#: a line that is neither LMCache's nor a rule's: pads a synthetic log past the length of a paste (50 lines)
+ACCESS_LINE = '(APIServer pid=1) INFO:     127.0.0.1:50000 - "POST /v1/completions HTTP/1.1" 200 OK'
+
+
 def write(path, lines: list[str]) -> str:
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines) + "\n")

@@ -7,7 +7,7 @@ templates), not copied from a corpus file.
 from __future__ import annotations
 
 import pytest
-from logbuilder import config_dump, lmc, lookup, retrieve, shortfall_pair, write
+from logbuilder import ACCESS_LINE, config_dump, lmc, lookup, retrieve, shortfall_pair, write
 
 from specdiag.engine import analyze
 
@@ -84,10 +84,23 @@ def test_full_log_still_counts_absent_warnings(tmp_path) -> None:
                   "lmcache cache_engine metadata: LMCacheMetadata(model_name='m', world_size=2, worker_id=0)",
                   loc="vllm_v1_adapter.py:485", proc="Worker_TP0 pid=100")]
     lines += [lookup(REQ, 9000, 8192)] + shortfall_pair(REQ, 7168, 8192, proc="Worker_TP1 pid=101")
+    lines[3:3] = [ACCESS_LINE] * 60  # a server's log, longer than a paste: its startup lines make it full
     f = kv001(tmp_path, lines)
     assert f["measurements"]["input_coverage"] == "full"
     against = " ".join(a for c in f["causes"] for a in c["against"])
     assert "no 'Pin count of MemoryObj" in against
+
+
+def test_startup_lines_on_top_of_a_short_paste_keep_it_a_paste(tmp_path) -> None:
+    """A config dump pasted above the error pair says how LMCache runs, not that the lines in between are all
+    there: what the paste does not show is not counted against a cause, and the confidence stays capped."""
+    lines = [config_dump(f"Worker_TP{r} pid={100 + r}") for r in range(2)]
+    lines += [lookup(REQ, 9000, 8192)] + shortfall_pair(REQ, 7168, 8192, proc="Worker_TP1 pid=101")
+    f = kv001(tmp_path, lines)
+    assert f["measurements"]["input_coverage"] == "fragment"
+    assert f["causes"][0]["confidence"] <= 0.6
+    against = " ".join(a for c in f["causes"] for a in c["against"])
+    assert "no 'Pin count of MemoryObj" not in against
 
 
 # ---- class 1: LMCache's own arithmetic ---------------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from logbuilder import config_dump, lmc, lookup, vllm, write
+from logbuilder import ACCESS_LINE, config_dump, lmc, lookup, vllm, write
 
 from specdiag.engine import analyze
 
@@ -70,9 +70,9 @@ def test_draft_layers_zero_with_ngram_is_fine(tmp_path) -> None:
 def test_cpu_tier_pressure_needs_a_few_lines_in_a_log(tmp_path) -> None:
     """In a log (its startup lines are there) one allocation failure is a passing moment; a paste: tests/test_precursors.py."""
     m3 = "Failed to allocate memory block of size 262144 because no memory is available"
-    one = [config_dump("Worker_TP0 pid=100"), lmc(m3, loc="memory_management.py:1452", **w())]
+    one = [config_dump("Worker_TP0 pid=100"), *[ACCESS_LINE] * 60, lmc(m3, loc="memory_management.py:1452", **w())]
     assert "KV007" not in rules(write(tmp_path / "a.log", one))
-    f = rules(write(tmp_path / "b.log", one[:1] + one[1:] * 5))["KV007"]
+    f = rules(write(tmp_path / "b.log", one[:-1] + one[-1:] * 5))["KV007"]
     assert f["count"] == 5 and f["causes"][0]["id"] == "cache-too-small"
 
 

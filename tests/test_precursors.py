@@ -9,7 +9,7 @@ load KV001 reports it and weighs them.
 from __future__ import annotations
 
 import pytest
-from logbuilder import config_dump, lmc, lookup, retrieve, shortfall_pair, vllm, write
+from logbuilder import ACCESS_LINE, config_dump, lmc, lookup, retrieve, shortfall_pair, vllm, write
 
 from specdiag.engine import analyze
 
@@ -151,7 +151,7 @@ def test_a_pin_timeout_beside_pressure_on_the_same_rank_says_eviction_follows(tm
 def test_a_pressure_line_or_two_in_a_log_is_a_passing_moment(tmp_path) -> None:
     """In a log with its startup lines, or one longer than a paste, KV007 still wants ``min_events`` lines."""
     one = pasted([ALLOC_FAIL], "prefix")
-    assert "KV007" not in found(tmp_path, [config_dump(PROC)] + one, "startup.log")
+    assert "KV007" not in found(tmp_path, [config_dump(PROC), *[ACCESS_LINE] * 60] + one, "startup.log")
     filler = [lmc(f"Reqid: cmpl-{i}, Total tokens 300, Inference Engine computed tokens: 0, LMCache hit tokens: 0, need to "
                   "load: 0", loc="vllm_v1_adapter.py:1476", proc="EngineCore_DP0 pid=203", color=False) for i in range(80)]
     # the pressure line sits near the top: only the input's own line count tells this log from a paste

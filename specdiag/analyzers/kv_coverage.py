@@ -61,10 +61,10 @@ def input_kind(ctx: Context, lines: int | None, max_line_seen: int) -> str:
     ``lines`` is what the inputs held (``RunState.lines_read``); without it the highest line number the rule
     saw stands in, which is a lower bound (a long log whose warnings sit near its top reads as a fragment).
     """
-    if startup_in_log(ctx):
-        return "full"
     n = lines if lines is not None else max_line_seen
-    return "fragment" if n <= FRAGMENT_LINES else "partial"
+    if n <= FRAGMENT_LINES:  # a paste, even with the startup or config lines on top: it shows no time between them
+        return "fragment"
+    return "full" if startup_in_log(ctx) else "partial"
 
 
 class CoverageTracker:
@@ -116,10 +116,10 @@ class CoverageTracker:
             t0, t1 = rec_time(self.first), rec_time(self.last)
             if t0 is not None and t1 is not None:
                 span = max(t1 - t0, 0.0)
-        if startup:
-            kind = "full"
-        elif self.max_line <= FRAGMENT_LINES:
+        if self.max_line <= FRAGMENT_LINES:  # a paste, even with the startup or config lines on top
             kind = "fragment"
+        elif startup:
+            kind = "full"
         else:
             kind = "partial"
         return Coverage(kind=kind, max_line=self.max_line, span_s=span, missing=missing)
