@@ -56,3 +56,27 @@ def test_a_packed_row_reads_back_as_its_line() -> None:
     assert rows[-1] == b"last one"
     with pytest.raises(IndexError):
         rows[3]
+
+
+def test_lookup_rows_sliced_from_the_fallbacks_text_are_those_cut_from_the_block() -> None:
+    """The pure-Python scan joins the lookup lines it split (``ScanResult.lookup_text``); every run of rows
+    read back from it is the run cut from the block by offsets, as the compiled scan's rows are."""
+    from specdiag.ingest.hot import BlockView
+    from specdiag.ingest.origin import OriginCache
+    from specdiag.ingest.scan_fast import scan_block_fast
+
+    lookup = (b"(EngineCore pid=203) [2026-05-06 15:56:03,745] LMCache INFO: Reqid: r%d, Total tokens %d, LMCache "
+              b"hit tokens: 0 (vllm_v1_adapter.py:1476:lmcache.integration.vllm.vllm_v1_adapter)")
+    lines = [lookup % (i, 100 + i) if i % 3 else b"some other line %d" % i for i in range(12)]
+    block = b"x\n" + b"\n".join(lines) + b"\n"
+    res = scan_block_fast(block[2:], 0)
+    assert res.lookup_text is not None
+    with_text = BlockView("p", block, 2, res, OriginCache(), None)
+    without = BlockView("p", block, 2, scan.ScanResult(res.lines, res.prefixes, res.counts, res.columns), OriginCache(), None)
+    n = len(res.columns["lookups"]["line"])
+    assert n == 8
+    for lo in range(n + 1):
+        for hi in range(lo, n + 1):
+            a, b = with_text.packed_lookups(lo, hi), without.packed_lookups(lo, hi)
+            assert (a.data, list(a.offsets)) == (b.data, list(b.offsets))
+            assert [a[i] for i in range(len(a))] == [lines[j] for j in range(12) if j % 3][lo:hi]

@@ -51,7 +51,7 @@ class BlockView:
         self.year = year
         self._origins = origins
         self._by_proc: list[Origin | None] = [None] * len(res.prefixes)
-        self._values: dict[str, list[tuple]] = {}
+        self._values: dict[str, list | array] = {}  # per-table values and offsets, made once per block
 
     def values(self, table: str) -> list[tuple]:
         """The ``stats`` / ``spec`` rows' parsed values, a tuple per row (``columns`` transposed), once per block."""
@@ -87,6 +87,19 @@ class BlockView:
         proc = cols["proc"][i]
         return metric_record(self.path, cols["line"][i], self.origin(proc), self.raw(table, i),
                              len(self.res.prefixes[proc]), self.year)
+
+    def packed_lookups(self, lo: int, hi: int) -> PackedRows:
+        """Lookup rows ``lo .. hi-1``'s lines in one bytes object: a slice of the scan's ``lookup_text`` where
+        it made one, else cut from the block (``scan.pack_rows``)."""
+        cols, text = self.res.columns["lookups"], self.res.lookup_text
+        if text is None:
+            return PackedRows.of(self.block, self.off, cols["start"], cols["end"], lo, hi)
+        offsets = self._values.get("lookups/offsets")
+        if offsets is None:  # each row's place in the text, once per block
+            offsets = self._values["lookups/offsets"] = array(
+                "q", accumulate(map(sub, cols["end"], cols["start"]), initial=0))
+        first = offsets[lo]
+        return PackedRows(text[first : offsets[hi]], array("q", map(sub, offsets[lo : hi + 1], repeat(first))))
 
     def raw(self, table: str, i: int) -> bytes:
         cols, off = self.res.columns[table], self.off
@@ -209,8 +222,7 @@ class LookupRows:
         holds them kept three times the bytes (13 MiB more at the peak for a history of 20,000 rows)."""
         if self._event is not None:
             return [self._event.rec]
-        cols = self._view.res.columns["lookups"]
-        return PackedRows.of(self._view.block, self._view.off, cols["start"], cols["end"], self.lo, self.hi)
+        return self._view.packed_lookups(self.lo, self.hi)
 
     def origin(self, i: int) -> Origin:
         if self._event is not None:

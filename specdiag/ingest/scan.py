@@ -110,12 +110,17 @@ class ScanResult:
     ``prefixes[i]`` is the process prefix (cleaned bytes, ``b""`` for none) that ``proc == i`` in the
     columns refers to; ``counts`` keys on the prefix bytes themselves so that blocks merge by key.
     Every table has ``line, start, end``: offsets into the block (``end`` excludes the newline).
+
+    ``lookup_text`` is the lookup rows' lines concatenated in row order, where the scan had them at hand
+    (the pure-Python scanner splits the block into lines anyway; None: ``pack_rows`` cuts them from the
+    block). Not part of equality: it is the same bytes either way, made where it is cheaper.
     """
 
     lines: int
     prefixes: list[bytes]
     counts: dict[tuple[bytes, str], int]
     columns: dict[str, dict[str, array]] = field(default_factory=dict)
+    lookup_text: bytes | None = None
 
     def __eq__(self, other: object) -> bool:
         """Equal down to the bits of every column: NaN (a missing float) equals NaN, and ``-0.0`` is not ``0.0``
@@ -141,7 +146,7 @@ class ScanResult:
             if "line" in cols:
                 cols = {**cols, "line": array("q", map(add, cols["line"], repeat(base)))}
             columns[name] = cols
-        return ScanResult(self.lines, self.prefixes, self.counts, columns)
+        return ScanResult(self.lines, self.prefixes, self.counts, columns, self.lookup_text)
 
     @property
     def flagged(self) -> dict[str, array]:
