@@ -102,7 +102,6 @@ class Record:
         return f"Record({self.path}:{self.line} {self.kind} {self.level} {self.msg[:60]!r})"
 
 
-
 def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | None]:
     """Remove LMCache's trailing ``(file.py:123:logger.name)``; returns (msg, file, line, logger)."""
     if msg[-1:] != b")":
@@ -120,7 +119,6 @@ def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | N
     return msg, None, None, None
 
 
-
 def parses_as_record(rest: bytes) -> bool:
     """Whether ``rest`` (after the process prefixes) opens an LMCache or vLLM record the parsers accept."""
     if rest[:1] == b"[":
@@ -130,7 +128,6 @@ def parses_as_record(rest: bytes) -> bool:
         return colon > 0 and rest[34:colon] in LMC_LEVELS
     sp = rest.find(b" ", 3, 10)
     return sp > 0 and rest[:sp] in VLLM_LEVELS and VLLM_REST.match(rest, sp + 1) is not None
-
 
 
 _TS_PARTS = re.compile(rb"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?")
