@@ -21,10 +21,10 @@ from specdiag.ingest.scan import ScanResult
 
 if TYPE_CHECKING:
     from specdiag.ingest.envelope import Record
-    from specdiag.ingest.records import _Reader
+    from specdiag.ingest.records import LineReader
 
 
-def plain_block(reader: _Reader, chunk: bytes, base: int) -> int:
+def plain_block(reader: LineReader, chunk: bytes, base: int) -> int:
     """A block without a scan (``chunk``: whole lines, the first numbered ``base + 1``): every line to the
     per-line stages. Returns its number of lines."""
     lines = chunk.split(b"\n")
@@ -42,7 +42,7 @@ def plain_block(reader: _Reader, chunk: bytes, base: int) -> int:
     return len(lines)
 
 
-def scanned_block(reader: _Reader, data: bytes, start: int, end: int, res: ScanResult, stats,
+def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: ScanResult, stats,
                    window: HotWindow | None, copy: bytes | None = None, base: int = 0) -> int:
     """A scanned block (``data[start:end]``; ``res`` with offsets from ``start``, or into ``copy``, the block
     without its kubectl timestamps): the lines the scanner left go to the per-line stages as they were
@@ -146,7 +146,7 @@ def _rare_line_at(data: bytes, off: int, rare: dict):
     return line_at
 
 
-def metric_rows(reader: _Reader, view: BlockView, todo: list[tuple[int, str, int]], original: _OriginalLines | None) -> None:
+def metric_rows(reader: LineReader, view: BlockView, todo: list[tuple[int, str, int]], original: _OriginalLines | None) -> None:
     """Stats / SpecDecoding lines the scanner parsed (``todo``: ``(line, table, row)`` in line order, no
     other line between them) → ``MetricRows`` batches in ``out``, cut where anything else must come
     between two rows.
@@ -199,7 +199,7 @@ def metric_rows(reader: _Reader, view: BlockView, todo: list[tuple[int, str, int
     _flush(reader, batch)
 
 
-def _metric_batch(reader: _Reader, view: BlockView, todo: list[tuple[int, str, int]]) -> bool:
+def _metric_batch(reader: LineReader, view: BlockView, todo: list[tuple[int, str, int]]) -> bool:
     """``metric_rows`` as one batch, a column at a time, where no row needs the per-row path: no
     Dec→Jan roll among them, no open record of their processes (a held record goes first, as the first
     row would hand it on). No line is cleaned: times come from the ``stamp`` column and a Record is
@@ -229,7 +229,7 @@ def _metric_batch(reader: _Reader, view: BlockView, todo: list[tuple[int, str, i
     return True
 
 
-def _flush(reader: _Reader, batch: MetricRows | None) -> None:
+def _flush(reader: LineReader, batch: MetricRows | None) -> None:
     """Hand on a batch of metric rows (before whatever must follow it); None, the next batch's start
     (``batch = _flush(reader, batch)``)."""
     if batch is not None and len(batch):

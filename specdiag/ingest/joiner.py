@@ -26,7 +26,7 @@ MAX_JOIN_CHARS = 256 * 1024
 #: ended inside a header, at ``ERROR:`` or inside the suffix) or the rows themselves show it (``fills``)
 WRAP_MIN_WIDTH = 80
 #: terminal widths at which a vLLM line may be followed by a shorter last row: the usual default sizes,
-#: plus every width this input proved cut (``records._Reader._prove``). Real logs are full of headerless lines
+#: plus every width this input proved cut (``records.LineReader._prove``). Real logs are full of headerless lines
 #: after vLLM lines of arbitrary length (torch glog, prints), so at any other width a vLLM record is only joined
 #: to a row exactly as wide as its own (two full rows), which then proves the width.
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250})

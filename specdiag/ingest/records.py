@@ -6,7 +6,7 @@ recognise the logger envelope (LMCache's formatter, its legacy form, vLLM's form
 uvicorn); and join continuation lines (multi-line LMCache messages, raw Python tracebacks, hard-wrapped
 dumps, rows cut by a terminal) into one record. Knows nothing about KV caches.
 
-Three stages, one line at a time (``_Reader``): the cleaner (``cleaner.py``), the envelope parsers
+Three stages, one line at a time (``LineReader``): the cleaner (``cleaner.py``), the envelope parsers
 (their patterns, ``split_suffix`` and :class:`~specdiag.ingest.envelope.Record` in ``envelope.py``) and
 the continuation joiner (its tests and joins in ``joiner.py``). This module keeps the per-line state
 machine that runs them (what is open, held and proven for one input) and :func:`iter_records`; a bare CR
@@ -59,7 +59,7 @@ from specdiag.numbers import to_int
 from specdiag.timeutil import initial_year
 
 
-class _Reader:
+class LineReader:
     """The per-line stages for the lines the scanner left (or every line, without it), in line order.
 
     ``feed`` runs, for one physical line: the cleaner (colour, CR, binary junk, over-long lines), the
@@ -432,7 +432,7 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     scanner runs (``ahead.py``); the records are the same.
     """
     stats = source.stats
-    reader = _Reader(source.display, stats, window, count_hot=bool(hot))
+    reader = LineReader(source.display, stats, window, count_hot=bool(hot))
     lineno = 0
     for data, start, end, res, copy in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes):
         if res is None and is_flood(data, start, end):  # a newline flood: no list of empties
