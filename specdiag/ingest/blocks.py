@@ -169,7 +169,7 @@ def metric_rows(reader: LineReader, view: BlockView, todo: list[tuple[int, str, 
         line = scan.clean_line(raw)
         if original is not None:  # scanned from the block's copy without kubectl timestamps: as read decides
             as_read = original.line_at(n)
-            if len(reader.clean(n, as_read) or b"") in reader.widths:
+            if len(reader.cleaner.clean(n, as_read) or b"") in reader.widths:
                 batch = _flush(reader, batch)
                 reader.feed(n, as_read)
                 continue

@@ -88,7 +88,6 @@ class LineReader:
         self.head: CutHead | None = None
         self.core = b""  # the current line after its wrappers, before its process prefix (set by ``peel``)
         self.cleaner = Cleaner(stats)
-        self.clean = self.cleaner.clean  # bound once: called for every line fed
         self.year_hint: int | None = None
         self.last_month = 0
         self.last_y = b""
@@ -147,10 +146,10 @@ class LineReader:
     def _feed_one(self, lineno: int, line: bytes, inherit: Origin | None = None) -> Origin | None:
         """The stages for one line (or one CR-separated piece of one); the origin it was read with."""
         raw_len = len(line) - line.count(b"\r") if self.esc else 0
-        line = self.clean(lineno, line)
+        cleaner = self.cleaner
+        line = cleaner.clean(lineno, line)
         if line is None:
             return None
-        cleaner = self.cleaner
         cut, cleaner.cut = cleaner.cut, False
         plen = raw_len or len(line)  # a row's width as cut: ``fold`` counts the escapes a terminal hides
         if self.head is not None:
