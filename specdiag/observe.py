@@ -28,9 +28,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from specdiag.context import Context
     from specdiag.events import Event
     from specdiag.findings import Finding
+    from specdiag.ingest.envelope import Record
     from specdiag.ingest.hot import LookupRows, MetricRows
     from specdiag.ingest.origin import Origin
-    from specdiag.ingest.records import Record
 
 #: ``(before_line, needle, process_key) -> Record | None`` for the input being read
 LookBack = Callable[[int, bytes, str], "Record | None"]

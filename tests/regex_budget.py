@@ -28,19 +28,19 @@ SIZE = 1024 * 1024
 BUDGET_S = 0.050
 
 #: modules whose module-level compiled patterns run per line (or per record / per config dump)
-MODULES = ["specdiag.ingest.records", "specdiag.ingest.rows", "specdiag.ingest.origin", "specdiag.ingest.wrappers", "specdiag.ingest.sources",
+MODULES = ["specdiag.ingest.envelope", "specdiag.ingest.cleaner", "specdiag.ingest.rows", "specdiag.ingest.origin", "specdiag.ingest.wrappers", "specdiag.ingest.sources",
            "specdiag.metrics.parse", "specdiag.metrics.bench", "specdiag.context", "specdiag.pyrepr",
            "specdiag.events.lmcache", "specdiag.events.vllm", "specdiag.events.text", "specdiag.events"]
 #: how a module-level pattern is applied where it is used (default: scanned from every position)
 #: patterns the code only ever applies to a bounded part of a line: name → the bound (bytes), from the code.
-#: Ingest cuts a line to ``records.MAX_PARSE_LINE`` before peeling prefixes and parsing envelopes; process
+#: Ingest cuts a line to ``cleaner.MAX_PARSE_LINE`` before peeling prefixes and parsing envelopes; process
 #: names are at most 200 bytes (``origin.PREFIX_RE``); config/stats bodies are template groups, which
 #: ``events.MAX_MATCH`` bounds; file names are at most PATH_MAX.
 def _limits() -> dict[str, int]:
     from specdiag.events import MAX_MATCH
-    from specdiag.ingest.records import MAX_PARSE_LINE
+    from specdiag.ingest.cleaner import MAX_PARSE_LINE
 
-    after_cut = {f"records.{n}" for n in ("VLLM_REST", "LMC_LEGACY", "EXC_LINE", "_TS_PARTS")} | {
+    after_cut = {f"envelope.{n}" for n in ("VLLM_REST", "LMC_LEGACY", "EXC_LINE", "_TS_PARTS")} | {
         f"wrappers.{n}" for n in ("ANSI_RE", "ISO_TS", "KUBECTL_PREFIX", "JOURNALD_ISO", "JOURNALD_SHORT",
                                   "COMPOSE", "_ASCTIME", "GREP_N", "GREP_H", "INDENT", "ANSI_BYTES")} | {"origin.PREFIX_RE"}
     after_cut |= {f"rows.{n}" for n in ("_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT",

@@ -19,7 +19,7 @@ def test_no_per_line_pattern_backtracks_on_a_hostile_line(case: Case) -> None:
 
 def test_every_template_and_module_pattern_is_covered() -> None:
     names = {c.name for c in CASES}
-    assert "template E_GENERIC" in names and "records.VLLM_REST" in names and "parse._ITEM" in names
+    assert "template E_GENERIC" in names and "envelope.VLLM_REST" in names and "parse._ITEM" in names
     assert "bench._START" in names and "context._SPEC_REPR" in names and "pyrepr._KV_DICT" in names
     assert len(names) > 100
 
@@ -37,7 +37,7 @@ def test_the_generator_finds_the_quadratic_patterns_that_were_fixed(pattern: str
 
 def test_ingest_cuts_a_line_before_the_bounded_patterns_see_it(tmp_path) -> None:
     from specdiag.ingest import expand_inputs, iter_records
-    from specdiag.ingest.records import MAX_PARSE_LINE
+    from specdiag.ingest.cleaner import MAX_PARSE_LINE
 
     log = tmp_path / "long.log"
     log.write_bytes(b"INFO 05-06 15:56:03 [x.py:1] " + b"(" * (3 * MAX_PARSE_LINE) + b"\n")

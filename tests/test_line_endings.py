@@ -14,7 +14,7 @@ from logbuilder import lmc, lookup, retrieve, shortfall_pair, vllm
 
 from specdiag.engine import analyze
 from specdiag.ingest import expand_inputs, iter_records, scan, scan_fast, sources
-from specdiag.ingest.records import MAX_CR_TRIES, cr_records
+from specdiag.ingest.cr_lines import MAX_CR_TRIES, cr_records
 from specdiag.ingest.sources import LineEnds, Source
 
 ROOT = Path(__file__).resolve().parent.parent

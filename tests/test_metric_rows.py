@@ -12,8 +12,9 @@ from specdiag import engine
 from specdiag.engine import analyze
 from specdiag.events import Event
 from specdiag.ingest import scan
+from specdiag.ingest.envelope import Record
 from specdiag.ingest.hot import HotWindow, MetricRows, RowRecord
-from specdiag.ingest.records import Record, iter_records
+from specdiag.ingest.records import iter_records
 from specdiag.ingest.sources import expand_inputs
 from specdiag.observe import Observer
 from specdiag.timeutil import rec_time

@@ -492,7 +492,7 @@ def test_metric_lines_outside_the_canonical_shapes_go_to_rare(line: bytes) -> No
 
 def test_metric_lines_as_long_as_a_terminal_stay_rare() -> None:
     """A terminal-cut row of that width may continue on the next line; the records path joins it."""
-    from specdiag.ingest.records import TERMINAL_WIDTHS
+    from specdiag.ingest.joiner import TERMINAL_WIDTHS
 
     assert scan.TERMINAL_WIDTHS == TERMINAL_WIDTHS
     short = VLLM_HEAD["stats"] + STATS_MSG.split(b", Preemptions")[0].replace(b"Waiting: 5 reqs", b"Waiting: 5 reqs, GPU KV "

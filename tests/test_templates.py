@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from specdiag.events import default_matcher
+from specdiag.ingest.envelope import Record
 from specdiag.ingest.origin import NO_ORIGIN
-from specdiag.ingest.records import Record
 
 MATCHER = default_matcher()
 TEMPLATES = MATCHER.templates

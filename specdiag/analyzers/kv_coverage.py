@@ -16,8 +16,8 @@ from specdiag.ingest.scan import hot_record
 from specdiag.timeutil import rec_time
 
 if TYPE_CHECKING:
+    from specdiag.ingest.envelope import Record
     from specdiag.ingest.hot import LookupRows
-    from specdiag.ingest.records import Record
 
 #: at most this many lines and no startup: a paste, not a log
 FRAGMENT_LINES = 50

@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from specdiag.ingest.records import Record
+from specdiag.ingest.envelope import Record
 from specdiag.numbers import to_float, to_int
 
 

@@ -30,7 +30,7 @@ from specdiag.timeutil import stamp_times
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.events import Event
-    from specdiag.ingest.records import Record
+    from specdiag.ingest.envelope import Record
 
 NA = scan.NA
 #: look-back reach in lines (as the raw-line window it replaces)
@@ -431,7 +431,7 @@ class MetricRows:
 def revive(kept: Record | bytes, path: str, line: int, origins: OriginCache) -> Event | None:
     """The L1 Event of a row kept with ``LookupRows.keep``."""
     from specdiag.events import default_matcher
-    from specdiag.ingest.records import Record
+    from specdiag.ingest.envelope import Record
 
     rec = kept if isinstance(kept, Record) else scan.hot_record(kept, 0, len(kept), line, path, origins)
     return default_matcher().match(rec)
@@ -446,7 +446,7 @@ def _late() -> tuple:
     global _LATE
     if _LATE is None:
         from specdiag.events import Event, template
-        from specdiag.ingest.records import VLLM_REST, Record
+        from specdiag.ingest.envelope import VLLM_REST, Record
 
         _LATE = (Event, {t: (tid, template(tid)) for t, tid in (("stats", "V_STATS"), ("spec", "V_SPEC"))},
                  VLLM_REST, Record)

@@ -1,10 +1,10 @@
 """Terminal rows: how to tell that a physical line is a cut piece of a longer record, by the record's template.
 
 A terminal (or a chat box, or ``fold``) that wraps a long line inserts newlines at a fixed width and nothing
-else: no process prefix, no kubectl prefix, no grep number on the rows after the first. The joiner in
-``records.py`` must decide, from the rows alone, which lines are such pieces. A width alone is weak evidence
-(a line of exactly 60 characters is not rare); what proves a cut is a row that is *incomplete by its
-template*, something no writer ends a line with:
+else: no process prefix, no kubectl prefix, no grep number on the rows after the first. The joiner
+(``joiner.py``, run by ``records.py``) must decide, from the rows alone, which lines are such pieces. A
+width alone is weak evidence (a line of exactly 60 characters is not rare); what proves a cut is a row
+that is *incomplete by its template*, something no writer ends a line with:
 
 * a header cut before its message starts: ``(Worker_TP2 pid=76``, ``(Worker_TP2 pid=767) `` and nothing
   after it, ``[2026-05-06 15:5``, ``[2026-05-06 15:56:03,745] LMCache ERR``, ``INFO 05-04 01:06:43 [metr``;

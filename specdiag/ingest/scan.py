@@ -49,7 +49,7 @@ from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.metrics.parse import STATS_ORDER
 
 if TYPE_CHECKING:  # pragma: no cover
-    from specdiag.ingest.records import Record
+    from specdiag.ingest.envelope import Record
 
 #: template ids, in the order the compiled scanner numbers them (S1, R4, L1, V_STATS, V_SPEC as in ``specdiag.events``)
 TEMPLATES: tuple[str, ...] = ("S1", "R4", "L1", "UACCESS", "U5XX", "V_STATS", "V_SPEC")
@@ -751,7 +751,7 @@ def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origi
                year: int | None = None) -> Record:
     """The Record of one hot row (``block[start:end]``), built only on demand: for the first line of a
     template, a flagged line, or a rule's look-back. The row's process prefix becomes its Origin."""
-    from specdiag.ingest.records import Record, record_from_hot
+    from specdiag.ingest.envelope import Record, record_from_hot
 
     line = clean_line(block[start:end])
     origin, rest = origins.peel(line) if line[:1] == b"(" else (NO_ORIGIN, line)

@@ -83,9 +83,9 @@ class SourceStats:
     #: how the input ends its lines (``LineEnds``): "LF", "CRLF" or "CR"; None before the first line break
     line_ends: str | None = None
     #: bare CRs that ended a line in an LF/CRLF input: reads without an LF whose CRs became line ends, and
-    #: records the per-line stages found after a CR inside a line (``records.cr_records``)
+    #: records the per-line stages found after a CR inside a line (``cr_lines.cr_records``)
     cr_splits: int = 0
-    #: recognised lines the per-line stages read only in part (cut to ``records.MAX_PARSE_LINE``)
+    #: recognised lines the per-line stages read only in part (cut to ``cleaner.MAX_PARSE_LINE``)
     cut_recognized: int = 0
     #: uvicorn access lines below 500 the per-line stages read (no record: the scanner counts them)
     access_lines: int = 0
@@ -199,7 +199,7 @@ class LineEnds:
       are many bare CRs, each followed by the bar, not by a record);
     * in an LF file a read with no LF at all but CRs (a stretch of CR-ended lines longer than a read) has
       its CRs made line ends too; a CR inside an LF line ends it only where a record follows, which the
-      per-line stages decide (``records.cr_records``); CRLF is one line end everywhere (its CR is dropped).
+      per-line stages decide (``cr_lines.cr_records``); CRLF is one line end everywhere (its CR is dropped).
 
     A read ending in a CR holds it until the next byte is known (``\\r`` then ``\\n`` across two reads is
     CRLF). An LF read that holds an LF costs two O(1) tests: nothing is searched or copied.
@@ -257,7 +257,7 @@ class LineEnds:
 
 
 #: what follows the CR that ends a line of a CR-ended log: a record's first bytes (counted on the sniffed
-#: read only; ``records._starts_record`` is the exact test)
+#: read only; ``cr_lines._starts_record`` is the exact test)
 _CR_RECORD_STARTS = (b"\r(", b"\r[", b"\r\x1b", b"\rINFO", b"\rWARN", b"\rERROR", b"\rDEBUG", b"\rCRITICAL",
                      b"\rTraceback", b"\r ")
 

@@ -14,8 +14,8 @@ from typing import Any
 
 from specdiag.deployments import DeploymentResult, DeploymentRun
 from specdiag.events import Event, default_matcher, template
+from specdiag.ingest.envelope import Record
 from specdiag.ingest.origin import NO_ORIGIN, Origin
-from specdiag.ingest.records import Record
 from specdiag.store.schema import SCHEMA, dep_from_partition, partition
 
 

@@ -1,0 +1,260 @@
+"""Per-block plumbing between the scanner and the per-line stages.
+
+A block read from the input is either fed to the per-line stages whole (``plain_block``: no scanner) or
+scanned first (``scanned_block``): the scanner counts the high-volume lines, hands the lookups on as
+``LookupRows`` and the metric lines as ``MetricRows`` batches (``metric_rows``), and only the lines it left
+reach the reader, in line order. Also how a store/retrieve line the scanner could not take (behind a
+wrapper) is counted as the scanner would have counted it (``counted``). Apart from ``records.py`` so that
+the reader holds the per-line state machine only; these functions drive it, a block or a batch at a time.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from itertools import repeat
+from typing import TYPE_CHECKING
+
+from specdiag.ingest import scan
+from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
+from specdiag.ingest.joiner import TERMINAL_WIDTHS
+from specdiag.ingest.scan import ScanResult
+
+if TYPE_CHECKING:
+    from specdiag.ingest.envelope import Record
+    from specdiag.ingest.records import LineReader
+
+
+def plain_block(reader: LineReader, chunk: bytes, base: int) -> int:
+    """A block without a scan (``chunk``: whole lines, the first numbered ``base + 1``): every line to the
+    per-line stages. Returns its number of lines."""
+    lines = chunk.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+
+    def line_at(n: int) -> bytes | None:
+        i = n - base - 1
+        return lines[i] if 0 <= i < len(lines) else None
+
+    reader.begin_block(chunk, line_at)
+    feed = reader.feed
+    for i, line in enumerate(lines, base + 1):
+        feed(i, line)
+    return len(lines)
+
+
+def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: ScanResult, stats,
+                   window: HotWindow | None, copy: bytes | None = None, base: int = 0) -> int:
+    """A scanned block (``data[start:end]``; ``res`` with offsets from ``start``, or into ``copy``, the block
+    without its kubectl timestamps): the lines the scanner left go to the per-line stages as they were
+    read, the lookups out as rows, in line order."""
+    view = BlockView(reader.path, data, start, res, reader.origins, reader.year_hint) if copy is None else \
+        BlockView(reader.path, copy, 0, res, reader.origins, reader.year_hint)
+    n_hot = stats.hot.add(view)
+    if n_hot:
+        reader.recognized += n_hot
+        _note_formats(stats, res)
+    if window is not None:
+        window.push(view)
+    rare = res.columns["rare"]
+    lk_lines = res.columns["lookups"]["line"]
+    n_lk = len(lk_lines)
+    original = _OriginalLines(data, start, end, base) if copy is not None else None
+    if original is not None:
+        reader.unwrapper.seen.add("iso-timestamp")
+        line_at = original.line_at
+    else:
+        line_at = _rare_line_at(data, start, rare)
+    reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
+    out, feed = reader.out, reader.feed
+    j = 0
+    metric: list[tuple[int, str, int]] = []
+    for n, s, e, table, i in _line_order(res):
+        if table is not None:  # a metric row: no lookup observer reads those, so lookups need not stop here
+            metric.append((n, table, i))
+            continue
+        if metric:
+            metric_rows(reader, view, metric, original)
+            metric = []
+        if j < n_lk and lk_lines[j] < n:
+            k = bisect_left(lk_lines, n, j)
+            reader.hand_on_held()  # a lookup line came between: the held record had no next row
+            out.append(LookupRows.from_view(view, j, k))
+            j = k
+        feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
+    if metric:
+        metric_rows(reader, view, metric, original)
+    if j < n_lk:
+        reader.hand_on_held()
+        out.append(LookupRows.from_view(view, j, n_lk))
+    return res.lines
+
+
+class _OriginalLines:
+    """The lines of a block as read, by number (for a block whose scan ran on a copy without timestamps)."""
+
+    def __init__(self, data: bytes, start: int, end: int, base: int) -> None:
+        self._range = (data, start, end)
+        self._lines: list[bytes] | None = None  # split on the first line asked for (often none is)
+        self.base = base
+
+    def line_at(self, n: int) -> bytes | None:
+        if self._lines is None:
+            data, start, end = self._range
+            self._lines = data[start:end].split(b"\n")
+        i = n - self.base - 1
+        return self._lines[i] if 0 <= i < len(self._lines) else None
+
+
+def _line_order(res: ScanResult):
+    """``(line, start, end, table, row)`` of what the per-line stages must see, in line order: the rare and
+    flagged lines (``table`` None: fed as bytes) and the metric rows (``table`` "stats"/"spec": events)."""
+    rare, flagged = res.columns["rare"], res.columns["flagged"]
+    stats, spec = res.columns["stats"], res.columns["spec"]
+    if not (flagged["line"] or stats["line"] or spec["line"]):
+        return zip(rare["line"], rare["start"], rare["end"], repeat(None), repeat(0))
+    todo = [*zip(rare["line"], rare["start"], rare["end"], repeat(None), repeat(0)),
+            *zip(flagged["line"], flagged["start"], flagged["end"], repeat(None), repeat(0))]
+    for table, cols in (("stats", stats), ("spec", spec)):
+        if cols["line"]:
+            todo += zip(cols["line"], cols["start"], cols["end"], repeat(table), range(len(cols["line"])))
+    todo.sort(key=_first)
+    return todo
+
+
+def _first(row: tuple) -> int:
+    return row[0]
+
+
+_FORMAT_OF = {"UACCESS": "uvicorn", "U5XX": "uvicorn", "V_STATS": "vllm", "V_SPEC": "vllm"}
+
+
+def _note_formats(stats, res) -> None:
+    for _prefix, tid in res.counts:
+        stats.formats.add(_FORMAT_OF.get(tid, "lmcache"))
+
+
+def _rare_line_at(data: bytes, off: int, rare: dict):
+    """``line_at`` for the joiner's look back over blank lines: a rare line's bytes; a hot line is not blank."""
+    lines, starts, ends = rare["line"], rare["start"], rare["end"]
+
+    def line_at(n: int) -> bytes | None:
+        i = bisect_left(lines, n)
+        if i < len(lines) and lines[i] == n:
+            return data[off + starts[i] : off + ends[i]]
+        return b"hot"
+
+    return line_at
+
+
+def metric_rows(reader: LineReader, view: BlockView, todo: list[tuple[int, str, int]], original: _OriginalLines | None) -> None:
+    """Stats / SpecDecoding lines the scanner parsed (``todo``: ``(line, table, row)`` in line order, no
+    other line between them) → ``MetricRows`` batches in ``out``, cut where anything else must come
+    between two rows.
+
+    Each row still does what any vLLM-header line does to the line state (the per-line stages would
+    have read it): it hands on a held record, closes the open record of its process, moves the Dec→Jan
+    year roll (a batch has one year). A line whose width this input proved to be a terminal's could
+    be the first row of a cut line: it goes through the per-line stages instead.
+    """
+    if reader.head is not None:
+        reader.release_head()  # a whole metric line comes next: the held header row had no rest
+    learned = len(reader.widths) > len(TERMINAL_WIDTHS)
+    if original is None and not learned and _metric_batch(reader, view, todo):
+        return
+    batch: MetricRows | None = None
+    prefixes, columns = view.res.prefixes, view.res.columns
+    for n, table, i in todo:
+        cols = columns[table]
+        raw = view.raw(table, i)
+        line = scan.clean_line(raw)
+        if original is not None:  # scanned from the block's copy without kubectl timestamps: as read decides
+            as_read = original.line_at(n)
+            if len(reader.cleaner.clean(n, as_read) or b"") in reader.widths:
+                batch = _flush(reader, batch)
+                reader.feed(n, as_read)
+                continue
+            if as_read[4:5] == b"-" and as_read[10:11] == b"T" and as_read[:4].isdigit():
+                reader.year_hint, reader.last_month = int(as_read[:4]), 0  # what the wrapper's timestamp does
+        elif learned and len(line) in reader.widths:
+            batch = _flush(reader, batch)
+            reader.feed(n, raw)
+            continue
+        if reader.held is not None:
+            batch = _flush(reader, batch)
+            reader.out.append(reader.held)
+            reader.held = None
+        proc, stamp = cols["proc"][i], cols["stamp"][i]
+        month = scan.stamp_month(stamp)
+        if reader.year_hint and reader.last_month == 12 and month == 1:
+            reader.year_hint += 1
+        reader.last_month = month
+        origin = view.origin(proc)
+        if reader.open_recs and origin.key in reader.open_recs:
+            batch = _flush(reader, batch)
+            reader.close_open(origin.key)
+        if batch is None or batch.year != reader.year_hint:
+            _flush(reader, batch)
+            batch = MetricRows(reader.path, reader.year_hint, view)
+        batch.add(table, i, n, origin, len(prefixes[proc]), stamp)
+    _flush(reader, batch)
+
+
+def _metric_batch(reader: LineReader, view: BlockView, todo: list[tuple[int, str, int]]) -> bool:
+    """``metric_rows`` as one batch, a column at a time, where no row needs the per-row path: no
+    Dec→Jan roll among them, no open record of their processes (a held record goes first, as the first
+    row would hand it on). No line is cleaned: times come from the ``stamp`` column and a Record is
+    built, from the line as read, only when shown. False, having done nothing, otherwise."""
+    ns, tables, idx = zip(*todo, strict=True)
+    stats, spec = view.res.columns["stats"], view.res.columns["spec"]
+    p0, t0, p1, t1 = stats["proc"], stats["stamp"], spec["proc"], spec["stamp"]
+    pairs = list(zip(tables, idx, strict=True))
+    procs = [p0[i] if t == "stats" else p1[i] for t, i in pairs]
+    by_proc = {p: view.origin(p) for p in set(procs)}
+    if reader.open_recs and any(o.key in reader.open_recs for o in by_proc.values()):
+        return False
+    stamps = [t0[i] if t == "stats" else t1[i] for t, i in pairs]
+    if reader.year_hint:
+        months = set(map(scan.stamp_month, stamps))
+        if 1 in months and (reader.last_month == 12 or 12 in months):
+            return False  # the year may roll inside: the per-row path cuts the batch there
+    if reader.held is not None:
+        reader.out.append(reader.held)
+        reader.held = None
+    reader.last_month = scan.stamp_month(stamps[-1])
+    plen = [len(p) for p in view.res.prefixes]
+    batch = MetricRows.of_columns(reader.path, reader.year_hint, view, list(tables), list(idx), list(ns),
+                                  list(map(by_proc.__getitem__, procs)), list(map(plen.__getitem__, procs)),
+                                  stamps)
+    _flush(reader, batch)
+    return True
+
+
+def _flush(reader: LineReader, batch: MetricRows | None) -> None:
+    """Hand on a batch of metric rows (before whatever must follow it); None, the next batch's start
+    (``batch = _flush(reader, batch)``)."""
+    if batch is not None and len(batch):
+        reader.recognized += len(batch)
+        reader.stats.formats.add("vllm")
+        reader.out.append(batch)
+
+
+def counted(stats, window: HotWindow | None, rec: Record) -> bool:
+    """A complete store or retrieve line the scanner could not take (behind a wrapper): counted as
+    the scanner would count it, kept for the look-back, never an event. The scanner's grammar
+    decides (``scan.message_values``): what it rejects stays a record for the templates."""
+    msg = rec.raw
+    tag = msg.find(b"] ") + 2 if msg[:8] == b"[req_id=" else 0
+    if msg.startswith(b"Stored ", tag):
+        if scan.message_values("S1", msg) is None:
+            return False
+        stats.hot.add_line("S1", rec)
+        return True
+    if msg.startswith(b"Retrieved ", tag):
+        vals = scan.message_values("R4", msg)
+        if vals is None or vals[0] < vals[1]:
+            return False  # a short retrieve is a shortfall: it reaches the rules
+        stats.hot.add_line("R4", rec)
+        if window is not None:
+            window.note(rec, "R4")
+        return True
+    return False

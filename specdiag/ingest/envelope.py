@@ -1,0 +1,154 @@
+"""The envelope parsers' vocabulary: what a logger header looks like, and the Record it becomes.
+
+A physical line is a record's first line when it carries a logger envelope: LMCache's formatter
+(``[YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file.py:NNN:logger)``), its legacy form, vLLM's formatter
+of every era (``LEVEL MM-DD HH:MM:SS [file.py:NNN] msg``), or an exception line of raw text. The patterns,
+level maps and the suffix splitter live here, apart from the per-line state machine in ``records.py``,
+because the scanner (``scan.py``, ``hot.py``), the joiner (``joiner.py``) and the block plumbing
+(``blocks.py``) read the same envelopes and build the same :class:`Record`. Pure: no state, no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+
+from specdiag.ingest.origin import Origin
+from specdiag.numbers import to_int
+
+VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
+               b"WARN": "WARNING"}
+LMC_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
+              b"WARN": "WARNING"}
+LMC_LEVELS.update({k + b" ": v for k, v in list(LMC_LEVELS.items())})  # "LMCache WARN :" after addLevelName
+VLLM_REST = re.compile(rb"(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
+LMC_LEGACY = re.compile(
+    rb"(DEBUG|INFO|WARNING|ERROR|CRITICAL) LMCache: (.*) \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] -- (\S+\.py):(\d+)$"
+)
+EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
+
+
+def _d(b: bytes | None) -> str | None:
+    return None if b is None else b.decode("utf-8", "replace")
+
+
+class Record:
+    """One logical log record.
+
+    ``raw`` is the message as bytes; ``msg``/``text``/``ts`` decode on first use. ``year`` is the inferred
+    year for vLLM timestamps, which print none.
+    """
+
+    __slots__ = ("path", "line", "end_line", "origin", "kind", "level", "_ts", "year",
+                 "_file", "src_line", "_logger", "raw", "cont", "_msg")
+
+    def __init__(self, path: str, line: int, origin: Origin, kind: str, level: str, ts: bytes | None,
+                 year: int | None, file: bytes | None, src_line: int | None, logger: bytes | None, raw: bytes) -> None:
+        self.path = path
+        self.line = line
+        self.end_line = line
+        self.origin = origin
+        self.kind = kind
+        self.level = level
+        self._ts = ts
+        self.year = year
+        self._file = file
+        self.src_line = src_line
+        self._logger = logger
+        self.raw = raw
+        self.cont: list[bytes] | None = None
+        self._msg: str | None = None
+
+    @property
+    def msg(self) -> str:
+        if self._msg is None:
+            self._msg = self.raw.decode("utf-8", "replace")
+        return self._msg
+
+    @property
+    def ts(self) -> str | None:
+        return _d(self._ts)
+
+    @property
+    def file(self) -> str | None:
+        return _d(self._file)
+
+    @property
+    def logger(self) -> str | None:
+        return _d(self._logger)
+
+    @property
+    def raw_text(self) -> bytes:
+        """Message plus continuation lines, as bytes (what templates match against)."""
+        if self.cont:
+            return self.raw + b"\n" + b"\n".join(self.cont)
+        return self.raw
+
+    @property
+    def text(self) -> str:
+        """Message plus continuation lines."""
+        return self.raw_text.decode("utf-8", "replace") if self.cont else self.msg
+
+    def display(self) -> str:
+        """A one-line rendering for evidence: prefix, level and message (no colour)."""
+        who = f"({self.origin.proc} pid={self.origin.pid}) " if self.origin.pid is not None else ""
+        if self.kind == "lmcache":
+            loc = f" ({self.file}:{self.src_line}:{self.logger})" if self._file else ""
+            return f"{who}[{self.ts}] LMCache {self.level}: {self.msg}{loc}"
+        if self.kind == "vllm":
+            return f"{who}{self.level} {self.ts} [{self.file}:{self.src_line}] {self.msg}"
+        return f"{who}{self.msg}"
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Record({self.path}:{self.line} {self.kind} {self.level} {self.msg[:60]!r})"
+
+
+def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | None]:
+    """Remove LMCache's trailing ``(file.py:123:logger.name)``; returns (msg, file, line, logger)."""
+    if msg[-1:] != b")":
+        msg = msg.rstrip()
+        if msg[-1:] != b")":
+            return msg, None, None, None
+    i = msg.rfind(b" (")
+    if i >= 0:
+        a = msg.find(b":", i)
+        b = msg.find(b":", a + 1) if a > 0 else -1
+        if b > 0 and msg[a - 3 : a] == b".py":
+            num = msg[a + 1 : b]
+            if num.isdigit() and b < len(msg) - 2:
+                return msg[:i], msg[i + 2 : a], to_int(num), msg[b + 1 : -1]
+    return msg, None, None, None
+
+
+def parses_as_record(rest: bytes) -> bool:
+    """Whether ``rest`` (after the process prefixes) opens an LMCache or vLLM record the parsers accept."""
+    if rest[:1] == b"[":
+        if not rest.startswith(b"] LMCache ", 24):
+            return False
+        colon = rest.find(b":", 34)
+        return colon > 0 and rest[34:colon] in LMC_LEVELS
+    sp = rest.find(b" ", 3, 10)
+    return sp > 0 and rest[:sp] in VLLM_LEVELS and VLLM_REST.match(rest, sp + 1) is not None
+
+
+_TS_PARTS = re.compile(rb"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?")
+
+
+def canonical_lmcache_ts(line: bytes) -> bytes:
+    """``[2026-05-06T15:56:03.745123+00:00] LMCache …`` → ``[2026-05-06 15:56:03,745] LMCache …``."""
+    idx = line.find(b"] LMCache ")
+    m = _TS_PARTS.match(line, 1)
+    if m is None or m.start() != 1:
+        return line
+    frac = (m.group(3) or b"0")[:3].ljust(3, b"0")
+    return b"[" + m.group(1) + b" " + m.group(2) + b"," + frac + line[idx:]
+
+
+def record_from_hot(item: tuple) -> Record | None:
+    """Turn a line that ingest only counted (a scanner row: evidence, look-back) into its Record."""
+    path, lineno, origin, line, year = item
+    colon = line.find(b":", 34)
+    level = LMC_LEVELS.get(line[34:colon])
+    msg = line[colon + 2 :]
+    msg, file, src_line, logger = split_suffix(msg)
+    return Record(path, lineno, origin, "lmcache", level or "INFO", line[1:24], None, file, src_line, logger, msg)
+
