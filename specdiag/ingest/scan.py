@@ -16,7 +16,7 @@ Per line, in this order (every step is per line, never sniffed per file or per b
 
 1. a raw line longer than :data:`MAX_HOT_LINE` bytes is rare, and so is one with a CR anywhere but as its
    last byte (CRLF's): a bare CR inside a line may end a record there (a record after a progress bar's CR),
-   which only the Python path splits (``records.cr_records``);
+   which only the Python path splits (``cr_lines.cr_records``);
 2. colour: a line holding ESC loses ``ESC [ [0-9;?]* letter`` sequences, then stray ESC bytes; a line
    without ESC loses the ESC-less residue ``[N(;N)*m`` (N of 1–3 digits) a collector leaves; then CRs;
 3. the cleaned line must be printable ASCII (0x20–0x7f): control bytes, NULs, invalid UTF-8 and any
@@ -85,7 +85,7 @@ _KV_DEV = {d.encode(): i for i, d in enumerate(KV_DEVICES)}
 #: at most this many per-position rates on a hot SpecDecoding line (one per draft position)
 MAX_POSITIONS = 1024
 #: a vLLM line exactly this long may be a terminal-cut row whose rest follows on the next line, which the
-#: records path joins onto it (``records.TERMINAL_WIDTHS``, kept equal by a test): such lines stay rare
+#: records path joins onto it (``joiner.TERMINAL_WIDTHS``, kept equal by a test): such lines stay rare
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250})
 NAN = float("nan")
 
@@ -221,7 +221,7 @@ def peel_prefixes(s: bytes) -> int:
 
 def suffix_start(s: bytes, msg: int) -> int:
     """Where LMCache's ``(file.py:N:logger)`` suffix starts in ``s[msg:]`` (the `` (``), as
-    ``records.split_suffix`` decides for a line ending in ``)``; raises _Reject when there is none."""
+    ``envelope.split_suffix`` decides for a line ending in ``)``; raises _Reject when there is none."""
     n = len(s)
     if n <= msg or s[n - 1] != 0x29:  # ')'
         raise _Reject
@@ -357,7 +357,7 @@ def parse_access(s: bytes, pos: int) -> int:
 def vllm_head(s: bytes, pos: int) -> int:
     """Start of the message after vLLM's ``INFO MM-DD HH:MM:SS[.f] [file:N] `` header at ``pos``; raises _Reject.
 
-    The header ``records.VLLM_REST`` reads (``vllm/logger.py``), narrowed: the level is INFO, the bracket and
+    The header ``envelope.VLLM_REST`` reads (``vllm/logger.py``), narrowed: the level is INFO, the bracket and
     the space after it are present, a fraction has 1-9 digits and the file (``loggers.py``, or a relative path
     under ``VLLM_LOGGING_LEVEL=DEBUG``) holds no ``:``, ``]`` or space.
     """
