@@ -98,6 +98,8 @@ class BlockView:
         if offsets is None:  # each row's place in the text, once per block
             offsets = self._values["lookups/offsets"] = array(
                 "q", accumulate(map(sub, cols["end"], cols["start"]), initial=0))
+        if lo == 0 and hi == len(offsets) - 1:  # the block's lookups in one run: the text and offsets as they are
+            return PackedRows(text, offsets)
         first = offsets[lo]
         return PackedRows(text[first : offsets[hi]], array("q", map(sub, offsets[lo : hi + 1], repeat(first))))
 
