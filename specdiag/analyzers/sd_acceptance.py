@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from specdiag.analyzers.base import register
 from specdiag.analyzers.kv_coverage import FRAGMENT_LINES
 from specdiag.analyzers.sd_common import (
@@ -33,7 +35,8 @@ from specdiag.analyzers.sd_common import (
 )
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import Cause, CauseBoard, Evidence, Finding
+from specdiag.metrics.series import Interval
 from specdiag.observe import RunState
 from specdiag.timeutil import TIME_BASIS
 
@@ -135,94 +138,131 @@ class AcceptanceDrop(SpecSeriesRule):
         return None
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
-        o = self.options
+        """One finding per engine whose acceptance fell at a change-point and stayed down."""
         pasted = run.lines_read is not None and run.lines_read <= FRAGMENT_LINES
         out = []
         method = method_of(ctx)
         sched = schedule_of(ctx)
         lookup = schedule_lookup(sched, kmax_of(ctx)) if sched else None
         for label, items in self.engines():
-            cp = changepoint(items, o["min_intervals_per_side"], o["min_drafts_per_side"])
+            cp = self._sustained_drop(items)
             if cp is None:
                 continue
-            r1, r2 = cp["rate_before"], cp["rate_after"]
-            if r1 is None or r2 is None or r1 <= 0:
-                continue
-            if cp["z"] < o["min_z"] or r2 > r1 * o["max_ratio"] or r1 - r2 < o["min_abs_drop"]:
-                continue
-            after = cp["after"]
-            tail = after[len(after) // 2:]
-            rt, _, _ = pooled_rate(tail)
-            if rt is None or rt > r1 * 0.85:
-                continue  # recovered: episodic, not a sustained drop (SD003 covers the K=0 pattern)
-            at = cp["at"]
-            idx = items.index(at)
-            collapse = r2 <= 0.1 * r1 or (cp["length_after"] is not None and cp["length_after"] <= 1.05)
-            b = CauseBoard()
-            b.add("stale-draft-kv", 0.3,
-                  fix="Remove the K=0 range from num_speculative_tokens_per_batch_size (or use a build whose proposer "
-                      "ingests committed tokens at K=0: upstream vLLM >= 0.25, vllm-metal with PR #716).",
-                  confirm_with=CONFIRM_DYNAMIC_K)
-            b.add("draft-state-not-restored", 0.3,
-                  fix="Tokens restored from a KV connector / prefix cache / after preemption never ran through the "
-                      "drafter: use a build with the drafter-context fix (vLLM PR #47926), or disable the connector "
-                      "load path for the spec-decode pool.",
-                  confirm_with=CONFIRM_RESTORED)
-            b.add("workload-shift", 0.4,
-                  fix="Compare the prompt mix before and after the change; nothing to fix if the traffic changed.",
-                  confirm_with="replay a sample of the earlier prompts now and compare Accepted/Drafted")
+            idx = items.index(cp["at"])
+            b = _drop_priors()
             k0 = _k0_before(items, idx, lookup) if lookup else []
             if method in STATELESS_METHODS:
                 b.rule_out("stale-draft-kv", f"method {method} keeps no draft KV cache")
                 b.rule_out("draft-state-not-restored", f"method {method} has no drafter state to restore")
                 b.support("workload-shift", 2, f"{method} acceptance depends on how repetitive the text is")
             cap = self._weigh_schedule(b, ctx, sched, k0, pasted)
-            before = cp["before"]
-            ext_b = [iv.ext for iv in items[:idx] if iv.ext is not None]
-            ext_a = [iv.ext for iv in items[idx:] if iv.ext is not None]
-            if ext_a and (sum(ext_a) / len(ext_a)) > (sum(ext_b) / len(ext_b) if ext_b else 0) + 0.1:
-                b.support("draft-state-not-restored", 4, f"external prefix cache hit rate rose to {pct(sum(ext_a) / len(ext_a))} "
-                          f"after the drop (from {pct(sum(ext_b) / len(ext_b)) if ext_b else 'none'})")
-            pre_b = max((iv.preempt or 0 for iv in items[:idx]), default=0)
-            pre_a = max((iv.preempt or 0 for iv in items[idx:]), default=0)
-            if pre_a > pre_b:
-                b.support("draft-state-not-restored", 2.5, f"preemptions grew from {pre_b} to {pre_a} around the drop "
-                          "(resumed requests skip the drafter)")
-            if ctx.kv_role in ("kv_consumer",) or ctx.kv_connector:
-                if is_eagle_family(method) or method == "draft_model":
-                    b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
-                              f"(role {ctx.kv_role}) with drafter {method}")
+            _weigh_restores(b, ctx, method, items, idx)
             causes = b.ranked(ceiling=0.85 if config_seen(ctx) else FRAGMENT_CEILING, cap=cap)
-            word = "collapsed" if collapse else "dropped"
-            summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
-                       f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
-                       f"{cp['drafted_after']} drafted) at {span([at])} ({TIME_BASIS}); {cp['z']:.1f}× the interval noise. "
-                       f"[{DEFINITIONS}]")
-            evidence = dedupe_evidence([ev_of(before[0]), ev_of(before[-1]), ev_of(at), ev_of(after[-1]),
-                                        *[ev_of(iv, spec=False) for iv in k0[:2]]])
-            meas = {
-                "engine": label, "method": method,
-                "acceptance_before": round(r1, 4), "acceptance_after": round(r2, 4),
-                "mean_length_before": None if cp["length_before"] is None else round(cp["length_before"], 3),
-                "mean_length_after": None if cp["length_after"] is None else round(cp["length_after"], 3),
-                "drafted_before": cp["drafted_before"], "drafted_after": cp["drafted_after"],
-                "intervals_before": len(before), "intervals_after": len(after),
-                "before": span(before), "after": span(after), "z": round(cp["z"], 2),
-                "noise_sigma": round(cp["sigma"], 4), "schedule": sched, "config_in_excerpt": config_seen(ctx),
-            }
-            if not config_seen(ctx):
-                summary += f" Note: {FRAGMENT_NOTE}."
-            # ngram/suffix acceptance follows the text: a drop explained only by the workload is information
-            sev = "info" if (method in STATELESS_METHODS and causes[0].id == "workload-shift") else "warning"
-            out.append(Finding(
-                rule=self.code, severity=sev, title=f"Speculative-decoding acceptance {word} and stayed down",
-                summary=summary, count=len(after), evidence=evidence, measurements=meas, causes=causes,
-                identity=f"{label}|{round(at.t) if at.t else at.line}", first_seen=at.t,
-                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                            "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."]
-                + ([PLATFORM_STEP] if cap else []),
-            ))
+            out.append(self._finding(ctx, label, method, sched, cp, k0, causes, cap))
         return out
+
+    def _sustained_drop(self, items: list[Interval]) -> dict[str, Any] | None:
+        """The change-point of the series when it is a clear drop (noise, relative and absolute thresholds) whose
+        last half is still low; None otherwise — a recovered drop is episodic (SD003 covers the K=0 pattern)."""
+        o = self.options
+        cp = changepoint(items, o["min_intervals_per_side"], o["min_drafts_per_side"])
+        if cp is None:
+            return None
+        r1, r2 = cp["rate_before"], cp["rate_after"]
+        if r1 is None or r2 is None or r1 <= 0:
+            return None
+        if cp["z"] < o["min_z"] or r2 > r1 * o["max_ratio"] or r1 - r2 < o["min_abs_drop"]:
+            return None
+        after = cp["after"]
+        tail = after[len(after) // 2:]
+        rt, _, _ = pooled_rate(tail)
+        if rt is None or rt > r1 * 0.85:
+            return None  # recovered: episodic, not a sustained drop (SD003 covers the K=0 pattern)
+        return cp
+
+    def _finding(self, ctx: Context, label: str, method: str | None, sched: list[list[int]] | None,
+                 cp: dict[str, Any], k0: list[Interval], causes: list[Cause],
+                 cap: dict[str, float] | None) -> Finding:
+        """The SD001 finding: "collapsed" when almost nothing is accepted any more, info when a stateless
+        method's drop is best explained by the workload (its acceptance follows the text)."""
+        r1, r2 = cp["rate_before"], cp["rate_after"]
+        at, before, after = cp["at"], cp["before"], cp["after"]
+        collapse = r2 <= 0.1 * r1 or (cp["length_after"] is not None and cp["length_after"] <= 1.05)
+        word = "collapsed" if collapse else "dropped"
+        summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
+                   f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
+                   f"{cp['drafted_after']} drafted) at {span([at])} ({TIME_BASIS}); {cp['z']:.1f}× the interval noise. "
+                   f"[{DEFINITIONS}]")
+        evidence = dedupe_evidence([ev_of(before[0]), ev_of(before[-1]), ev_of(at), ev_of(after[-1]),
+                                    *[ev_of(iv, spec=False) for iv in k0[:2]]])
+        if not config_seen(ctx):
+            summary += f" Note: {FRAGMENT_NOTE}."
+        # ngram/suffix acceptance follows the text: a drop explained only by the workload is information
+        sev = "info" if (method in STATELESS_METHODS and causes[0].id == "workload-shift") else "warning"
+        return Finding(
+            rule=self.code, severity=sev, title=f"Speculative-decoding acceptance {word} and stayed down",
+            summary=summary, count=len(after), evidence=evidence,
+            measurements=_drop_measurements(ctx, label, method, sched, cp), causes=causes,
+            identity=f"{label}|{round(at.t) if at.t else at.line}", first_seen=at.t,
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
+                        "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."]
+            + ([PLATFORM_STEP] if cap else []),
+        )
+
+
+def _drop_priors() -> CauseBoard:
+    """SD001's three causes with their priors, fixes and confirming experiments; the workload leads until
+    the log says otherwise."""
+    b = CauseBoard()
+    b.add("stale-draft-kv", 0.3,
+          fix="Remove the K=0 range from num_speculative_tokens_per_batch_size (or use a build whose proposer "
+              "ingests committed tokens at K=0: upstream vLLM >= 0.25, vllm-metal with PR #716).",
+          confirm_with=CONFIRM_DYNAMIC_K)
+    b.add("draft-state-not-restored", 0.3,
+          fix="Tokens restored from a KV connector / prefix cache / after preemption never ran through the "
+              "drafter: use a build with the drafter-context fix (vLLM PR #47926), or disable the connector "
+              "load path for the spec-decode pool.",
+          confirm_with=CONFIRM_RESTORED)
+    b.add("workload-shift", 0.4,
+          fix="Compare the prompt mix before and after the change; nothing to fix if the traffic changed.",
+          confirm_with="replay a sample of the earlier prompts now and compare Accepted/Drafted")
+    return b
+
+
+def _weigh_restores(b: CauseBoard, ctx: Context, method: str | None, items: list[Interval], idx: int) -> None:
+    """Context the drafter never saw around the drop: external cache hits rising, preemptions growing, or a
+    KV connector feeding a model-based drafter all point at ``draft-state-not-restored``."""
+    ext_b = [iv.ext for iv in items[:idx] if iv.ext is not None]
+    ext_a = [iv.ext for iv in items[idx:] if iv.ext is not None]
+    if ext_a and (sum(ext_a) / len(ext_a)) > (sum(ext_b) / len(ext_b) if ext_b else 0) + 0.1:
+        b.support("draft-state-not-restored", 4, f"external prefix cache hit rate rose to {pct(sum(ext_a) / len(ext_a))} "
+                  f"after the drop (from {pct(sum(ext_b) / len(ext_b)) if ext_b else 'none'})")
+    pre_b = max((iv.preempt or 0 for iv in items[:idx]), default=0)
+    pre_a = max((iv.preempt or 0 for iv in items[idx:]), default=0)
+    if pre_a > pre_b:
+        b.support("draft-state-not-restored", 2.5, f"preemptions grew from {pre_b} to {pre_a} around the drop "
+                  "(resumed requests skip the drafter)")
+    if ctx.kv_role in ("kv_consumer",) or ctx.kv_connector:
+        if is_eagle_family(method) or method == "draft_model":
+            b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
+                      f"(role {ctx.kv_role}) with drafter {method}")
+
+
+def _drop_measurements(ctx: Context, label: str, method: str | None, sched: list[list[int]] | None,
+                       cp: dict[str, Any]) -> dict[str, Any]:
+    """SD001's measurements: both sides of the change-point and its noise scale."""
+    r1, r2 = cp["rate_before"], cp["rate_after"]
+    before, after = cp["before"], cp["after"]
+    return {
+        "engine": label, "method": method,
+        "acceptance_before": round(r1, 4), "acceptance_after": round(r2, 4),
+        "mean_length_before": None if cp["length_before"] is None else round(cp["length_before"], 3),
+        "mean_length_after": None if cp["length_after"] is None else round(cp["length_after"], 3),
+        "drafted_before": cp["drafted_before"], "drafted_after": cp["drafted_after"],
+        "intervals_before": len(before), "intervals_after": len(after),
+        "before": span(before), "after": span(after), "z": round(cp["z"], 2),
+        "noise_sigma": round(cp["sigma"], 4), "schedule": sched, "config_in_excerpt": config_seen(ctx),
+    }
 
 
 #: zero-acceptance intervals enough in an excerpt without the server start (with the drafted-token floor):
