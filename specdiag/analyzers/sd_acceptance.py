@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from specdiag.analyzers.base import register
@@ -314,7 +315,7 @@ class ZeroAcceptance(SpecSeriesRule):
                 conn.observe_first(ev)
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
-        o = self.options
+        """One finding per engine where most drafted tokens fell in intervals that accepted (almost) none."""
         out = []
         method = method_of(ctx)
         # a short paste counts as an excerpt even when the user put the config line on top of it: the config
@@ -322,92 +323,142 @@ class ZeroAcceptance(SpecSeriesRule):
         lines = run.lines_read
         pasted = lines is not None and lines <= FRAGMENT_LINES
         for label, items in self.engines():
-            spec = [iv for iv in items if iv.dr]
-            zero = [iv for iv in spec if (iv.acc or 0) <= o["max_rate"] * iv.dr]
-            needed = o["min_intervals"] if config_seen(ctx) and not pasted else min(o["min_intervals"], FRAGMENT_INTERVALS)
-            if len(zero) < needed:
+            zr = self._zero_run(ctx, label, items, pasted)
+            if zr is None:
                 continue
-            zdr = sum(iv.dr for iv in zero)
-            tdr = sum(iv.dr for iv in spec)
-            if zdr < o["min_drafted"] or zdr < 0.5 * tdr:
-                continue
-            rate, acc, dr = pooled_rate(zero)
             seen = config_seen(ctx)
-            from_start = spec[0] in zero and ctx.startup_seen  # the first interval of the excerpt may be any interval
-            b = CauseBoard()
-            b.add("draft-state-not-restored", 0.4,
-                  fix="The drafter never saw the restored tokens: use a vLLM build with the drafter-context fix "
-                      "(PR #47926) or turn speculative decoding off on the decode (kv_consumer) pool; on P/D, keep "
-                      "prefill and decode drafters consistent.",
-                  confirm_with=CONFIRM_RESTORED)
-            b.add("draft-target-mismatch", 0.3,
-                  fix="Use the draft/EAGLE head trained for exactly this target model and tokenizer.",
-                  confirm_with=CONFIRM_MISMATCH)
-            b.add("drafts-never-accepted", 0.2,
-                  fix="Collect per-request spec stats (Prometheus vllm:spec_decode_*) and report upstream.",
-                  confirm_with="specdiag repro --toggle spec=off,draft_model on the same prompts")
-            ext = [iv.ext for iv in zero if iv.ext is not None]
-            ext_mean = sum(ext) / len(ext) if ext else None
-            restored = False
-            if method in STATELESS_METHODS:
-                b.rule_out("draft-state-not-restored", f"method {method} has no drafter state")
-                b.rule_out("draft-target-mismatch", f"method {method} has no draft model")
-            if ctx.kv_role == "kv_consumer":
-                b.support("draft-state-not-restored", 5, "the instance is a P/D decode instance (kv_role kv_consumer): "
-                          "prompts arrive as restored KV, never prefilled through the drafter")
-                restored = True
-            if ext_mean is not None and ext_mean >= 0.3:
-                b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)} in the "
-                          "zero-acceptance intervals")
-                restored = True
+            from_start = zr.spec[0] in zr.zero and ctx.startup_seen  # the first interval of the excerpt may be any interval
             retrieves = run.count("R4")
-            first_retrieve = self.conn.first_retrieve or run.first("R4")
-            if retrieves:
-                b.support("draft-state-not-restored", 2, f"{retrieves} LMCache retrieve line(s) "
-                          "(KV restored from the connector)")
-                restored = True
-            if is_eagle_family(method):
-                b.support("draft-state-not-restored", 1.5, f"{method} drafts from the target's hidden states of the context")
-            if restored:
-                b.oppose("draft-target-mismatch", 2, "restored context alone explains zero acceptance")
-                b.oppose("drafts-never-accepted", 1.5, "restored context explains it")
-            elif seen:
-                b.oppose("draft-state-not-restored", 4, "no KV-connector restore, external hit or kv_consumer role seen")
-                if from_start:
-                    b.support("draft-target-mismatch", 3, "acceptance is 0 from the first interval")
-            spec_cfg = ctx.speculative or {}
-            if spec_cfg.get("model"):
-                b.note_for("draft-target-mismatch", f"draft {spec_cfg.get('model')} for target {ctx.model}")
-            else:
-                b.note_for("draft-state-not-restored", "no restore seen, but the excerpt does not show the connector "
-                           "or kv_role configuration")
+            b = _zero_priors()
+            _weigh_zero_causes(b, ctx, method, zr.ext_mean, retrieves, seen, from_start)
             causes = b.ranked(ceiling=0.85 if seen and not pasted else (0.7 if seen else FRAGMENT_CEILING))
-            summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
-                       f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
-                       f"{method_text(method).capitalize()}, K={kmax_of(ctx)}"
-                       + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
-                       + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
-                       + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}.")
-                       + (f" Note: the input is a short paste ({lines} lines): the configuration is known, but whether "
-                          "later intervals accepted drafts is not shown, so confidence is capped." if seen and pasted else ""))
-            evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
-            if first_retrieve is not None:
-                r = first_retrieve.rec
-                evidence.append(Evidence(r.path, r.line, r.display()))
-            meas = {"engine": label, "method": method, "num_speculative_tokens": kmax_of(ctx),
-                    "zero_intervals": len(zero), "spec_intervals": len(spec), "drafted_tokens": zdr,
-                    "accepted_tokens": acc, "acceptance_rate": round(rate or 0.0, 4),
-                    "mean_acceptance_length": rnd(pooled_length(zero)), "kv_role": ctx.kv_role,
-                    "external_prefix_cache_hit_rate": None if ext_mean is None else round(ext_mean, 4),
-                    "lmcache_retrieves": retrieves, "config_in_excerpt": seen}
-            out.append(Finding(
-                rule=self.code, severity="warning", title=self.title, summary=summary, count=len(zero),
-                evidence=dedupe_evidence(evidence), measurements=meas, causes=causes,
-                identity=f"{label}|{method}|{round(zero[0].t) if zero[0].t else zero[0].line}", first_seen=zero[0].t,
-                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                            "Meanwhile, speculative decoding costs throughput here: consider disabling it on this pool."],
-            ))
+            first_retrieve = self.conn.first_retrieve or run.first("R4")
+            out.append(self._finding(ctx, method, zr, causes, retrieves, first_retrieve, lines, pasted))
         return out
+
+    def _zero_run(self, ctx: Context, label: str, items: list[Interval], pasted: bool) -> _ZeroRun | None:
+        """The zero-acceptance intervals of one engine, or None when they are too few or carry too few (or not
+        most) of the drafts; an excerpt without the server start needs fewer intervals (a pasted pair)."""
+        o = self.options
+        spec = [iv for iv in items if iv.dr]
+        zero = [iv for iv in spec if (iv.acc or 0) <= o["max_rate"] * iv.dr]
+        needed = o["min_intervals"] if config_seen(ctx) and not pasted else min(o["min_intervals"], FRAGMENT_INTERVALS)
+        if len(zero) < needed:
+            return None
+        zdr = sum(iv.dr for iv in zero)
+        tdr = sum(iv.dr for iv in spec)
+        if zdr < o["min_drafted"] or zdr < 0.5 * tdr:
+            return None
+        rate, acc, _dr = pooled_rate(zero)
+        ext = [iv.ext for iv in zero if iv.ext is not None]
+        ext_mean = sum(ext) / len(ext) if ext else None
+        return _ZeroRun(label, spec, zero, zdr, acc, rate, ext_mean)
+
+    def _finding(self, ctx: Context, method: str | None, zr: _ZeroRun, causes: list[Cause], retrieves: int,
+                 first_retrieve: Event | None, lines: int | None, pasted: bool) -> Finding:
+        """The SD002 finding; the first LMCache retrieve joins the evidence, since restored KV is the lead cause."""
+        zero = zr.zero
+        evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
+        if first_retrieve is not None:
+            r = first_retrieve.rec
+            evidence.append(Evidence(r.path, r.line, r.display()))
+        seen = config_seen(ctx)
+        meas = {"engine": zr.label, "method": method, "num_speculative_tokens": kmax_of(ctx),
+                "zero_intervals": len(zero), "spec_intervals": len(zr.spec), "drafted_tokens": zr.drafted,
+                "accepted_tokens": zr.accepted, "acceptance_rate": round(zr.rate or 0.0, 4),
+                "mean_acceptance_length": rnd(pooled_length(zero)), "kv_role": ctx.kv_role,
+                "external_prefix_cache_hit_rate": None if zr.ext_mean is None else round(zr.ext_mean, 4),
+                "lmcache_retrieves": retrieves, "config_in_excerpt": seen}
+        return Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=_zero_summary(ctx, method, zr, lines, pasted), count=len(zero),
+            evidence=dedupe_evidence(evidence), measurements=meas, causes=causes,
+            identity=f"{zr.label}|{method}|{round(zero[0].t) if zero[0].t else zero[0].line}", first_seen=zero[0].t,
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
+                        "Meanwhile, speculative decoding costs throughput here: consider disabling it on this pool."],
+        )
+
+
+@dataclass
+class _ZeroRun:
+    """One engine's zero-acceptance intervals and their totals, read alike by the causes, summary and
+    measurements."""
+
+    label: str
+    spec: list[Interval]
+    zero: list[Interval]
+    drafted: int
+    accepted: int
+    rate: float | None
+    ext_mean: float | None
+
+
+def _zero_priors() -> CauseBoard:
+    """SD002's three causes with their priors: restored context leads, since it is the known cause (#47930)."""
+    b = CauseBoard()
+    b.add("draft-state-not-restored", 0.4,
+          fix="The drafter never saw the restored tokens: use a vLLM build with the drafter-context fix "
+              "(PR #47926) or turn speculative decoding off on the decode (kv_consumer) pool; on P/D, keep "
+              "prefill and decode drafters consistent.",
+          confirm_with=CONFIRM_RESTORED)
+    b.add("draft-target-mismatch", 0.3,
+          fix="Use the draft/EAGLE head trained for exactly this target model and tokenizer.",
+          confirm_with=CONFIRM_MISMATCH)
+    b.add("drafts-never-accepted", 0.2,
+          fix="Collect per-request spec stats (Prometheus vllm:spec_decode_*) and report upstream.",
+          confirm_with="specdiag repro --toggle spec=off,draft_model on the same prompts")
+    return b
+
+
+def _weigh_zero_causes(b: CauseBoard, ctx: Context, method: str | None, ext_mean: float | None, retrieves: int,
+                       seen: bool, from_start: bool) -> None:
+    """Any sign of restored context (kv_consumer role, external cache hits, LMCache retrieves) explains zero
+    acceptance; only when the config is seen does its absence count against it and point at the draft."""
+    restored = False
+    if method in STATELESS_METHODS:
+        b.rule_out("draft-state-not-restored", f"method {method} has no drafter state")
+        b.rule_out("draft-target-mismatch", f"method {method} has no draft model")
+    if ctx.kv_role == "kv_consumer":
+        b.support("draft-state-not-restored", 5, "the instance is a P/D decode instance (kv_role kv_consumer): "
+                  "prompts arrive as restored KV, never prefilled through the drafter")
+        restored = True
+    if ext_mean is not None and ext_mean >= 0.3:
+        b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)} in the "
+                  "zero-acceptance intervals")
+        restored = True
+    if retrieves:
+        b.support("draft-state-not-restored", 2, f"{retrieves} LMCache retrieve line(s) "
+                  "(KV restored from the connector)")
+        restored = True
+    if is_eagle_family(method):
+        b.support("draft-state-not-restored", 1.5, f"{method} drafts from the target's hidden states of the context")
+    if restored:
+        b.oppose("draft-target-mismatch", 2, "restored context alone explains zero acceptance")
+        b.oppose("drafts-never-accepted", 1.5, "restored context explains it")
+    elif seen:
+        b.oppose("draft-state-not-restored", 4, "no KV-connector restore, external hit or kv_consumer role seen")
+        if from_start:
+            b.support("draft-target-mismatch", 3, "acceptance is 0 from the first interval")
+    spec_cfg = ctx.speculative or {}
+    if spec_cfg.get("model"):
+        b.note_for("draft-target-mismatch", f"draft {spec_cfg.get('model')} for target {ctx.model}")
+    else:
+        b.note_for("draft-state-not-restored", "no restore seen, but the excerpt does not show the connector "
+                   "or kv_role configuration")
+
+
+def _zero_summary(ctx: Context, method: str | None, zr: _ZeroRun, lines: int | None, pasted: bool) -> str:
+    """SD002's summary, with the notes that say why confidence is capped (an excerpt, or a short paste)."""
+    seen = config_seen(ctx)
+    zero, ext_mean = zr.zero, zr.ext_mean
+    return (f"{zr.label}: {len(zero)} of {len(zr.spec)} intervals drafted {zr.drafted} tokens and accepted {zr.accepted} "
+            f"({pct(zr.rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
+            f"{method_text(method).capitalize()}, K={kmax_of(ctx)}"
+            + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
+            + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
+            + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}.")
+            + (f" Note: the input is a short paste ({lines} lines): the configuration is known, but whether "
+               "later intervals accepted drafts is not shown, so confidence is capped." if seen and pasted else ""))
 
 
 @register
