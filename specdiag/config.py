@@ -191,24 +191,52 @@ def _coerce_option(code: str, name: str, value: Any, default: Any, where: str) -
 
 
 def _apply(cfg: Config, table: dict[str, Any], label: str, base_dir: Path | None) -> None:
+    """Validate one configuration table and apply it to ``cfg``, recording ``label`` as each value's source.
+
+    An unknown top-level key is rejected before anything is applied, and every other problem raises too: a
+    typo fails the run instead of being silently ignored.
+    """
     from specdiag.analyzers.base import all_rules
 
     rules = all_rules()
     codes = list(rules)
+    norm = _known_keys(table, label)
+    _apply_scalars(cfg, norm, label, base_dir)
+    _apply_severity_table(cfg, norm.get("severity", {}), codes, label)
+    rtab = norm.get("rules", {})
+    if not isinstance(rtab, dict):
+        raise ConfigError(f"{label}: 'rules' must be a table of rule codes")
+    for code, opts in rtab.items():
+        code_u = str(code).upper()
+        if code_u not in rules:
+            raise ConfigError(f"{label}: rules.{code}: unknown rule code (see 'specdiag rules')")
+        if not isinstance(opts, dict):
+            raise ConfigError(f"{label}: rules.{code} must be a table of thresholds")
+        _apply_rule_options(cfg, code_u, opts, rules[code_u].defaults, label)
+
+
+def _known_keys(table: dict[str, Any], label: str) -> dict[str, Any]:
+    """The table with dashed spellings (``fail-on``) normalised to underscores; an unknown key is an error."""
     norm = {}
     for k, v in table.items():
         nk = _norm_key(k)
         if nk not in KNOWN_KEYS:
             raise ConfigError(f"{label}: unknown setting {k!r} (known: {', '.join(KNOWN_KEYS)})")
         norm[nk] = v
+    return norm
 
-    def path_value(key: str, v: Any) -> str:
-        if not isinstance(v, str) or not v:
-            raise ConfigError(f"{label}: '{key}' must be a path")
-        if base_dir is not None and not os.path.isabs(v):
-            return os.path.normpath(os.path.join(base_dir, v))
-        return v
 
+def _path_value(key: str, v: Any, label: str, base_dir: Path | None) -> str:
+    """A path setting, relative to the file that names it (so a config works from any working directory)."""
+    if not isinstance(v, str) or not v:
+        raise ConfigError(f"{label}: '{key}' must be a path")
+    if base_dir is not None and not os.path.isabs(v):
+        return os.path.normpath(os.path.join(base_dir, v))
+    return v
+
+
+def _apply_scalars(cfg: Config, norm: dict[str, Any], label: str, base_dir: Path | None) -> None:
+    """select, ignore, fail-on, baseline and lmcache-config: each replaces the value before it."""
     if "select" in norm:
         cfg.select = _str_list(norm["select"], "select", label)
         cfg.sources["select"] = label
@@ -219,12 +247,16 @@ def _apply(cfg: Config, table: dict[str, Any], label: str, base_dir: Path | None
         cfg.fail_on = _level(norm["fail_on"], FAIL_ON_LEVELS, "fail-on", label)
         cfg.sources["fail_on"] = label
     if "baseline" in norm:
-        cfg.baseline = path_value("baseline", norm["baseline"])
+        cfg.baseline = _path_value("baseline", norm["baseline"], label, base_dir)
         cfg.sources["baseline"] = label
     if "lmcache_config" in norm:
-        cfg.lmcache_config = path_value("lmcache-config", norm["lmcache_config"])
+        cfg.lmcache_config = _path_value("lmcache-config", norm["lmcache_config"], label, base_dir)
         cfg.sources["lmcache_config"] = label
-    sev = norm.get("severity", {})
+
+
+def _apply_severity_table(cfg: Config, sev: Any, codes: list[str], label: str) -> None:
+    """``[severity]``: a code or prefix per level, expanded to every matching rule so that ``sources`` can
+    name the origin of each rule's severity."""
     if not isinstance(sev, dict):
         raise ConfigError(f"{label}: 'severity' must map rule codes or prefixes to error | warning | info")
     for key, level in sev.items():
@@ -232,28 +264,23 @@ def _apply(cfg: Config, table: dict[str, Any], label: str, base_dir: Path | None
         for code in _expand_codes(str(key), codes, label):
             cfg.severity[code] = lv
             cfg.sources[f"severity.{code}"] = label
-    rtab = norm.get("rules", {})
-    if not isinstance(rtab, dict):
-        raise ConfigError(f"{label}: 'rules' must be a table of rule codes")
-    for code, opts in rtab.items():
-        code_u = str(code).upper()
-        if code_u not in rules:
-            raise ConfigError(f"{label}: rules.{code}: unknown rule code (see 'specdiag rules')")
-        if not isinstance(opts, dict):
-            raise ConfigError(f"{label}: rules.{code} must be a table of thresholds")
-        defaults = rules[code_u].defaults
-        for name, value in opts.items():
-            name_n = _norm_key(name)
-            if name_n == "severity":
-                cfg.severity[code_u] = _level(value, SEVERITY_LEVELS, f"rules.{code_u}.severity", label)
-                cfg.sources[f"severity.{code_u}"] = label
-                continue
-            if name_n not in defaults:
-                known = ", ".join(sorted(defaults)) or "none"
-                raise ConfigError(f"{label}: rules.{code_u}.{name}: unknown threshold (known: {known}, severity)")
-            cfg.rule_options.setdefault(code_u, {})[name_n] = _coerce_option(
-                code_u, name_n, value, defaults[name_n], label)
-            cfg.sources[f"rules.{code_u}.{name_n}"] = label
+
+
+def _apply_rule_options(cfg: Config, code_u: str, opts: dict[str, Any], defaults: dict[str, Any],
+                        label: str) -> None:
+    """``[rules.CODE]``: thresholds typed like their defaults, plus ``severity``; an unknown name is an error."""
+    for name, value in opts.items():
+        name_n = _norm_key(name)
+        if name_n == "severity":
+            cfg.severity[code_u] = _level(value, SEVERITY_LEVELS, f"rules.{code_u}.severity", label)
+            cfg.sources[f"severity.{code_u}"] = label
+            continue
+        if name_n not in defaults:
+            known = ", ".join(sorted(defaults)) or "none"
+            raise ConfigError(f"{label}: rules.{code_u}.{name}: unknown threshold (known: {known}, severity)")
+        cfg.rule_options.setdefault(code_u, {})[name_n] = _coerce_option(
+            code_u, name_n, value, defaults[name_n], label)
+        cfg.sources[f"rules.{code_u}.{name_n}"] = label
 
 
 def resolve(
@@ -278,6 +305,21 @@ def resolve(
         for code, level in GATE_SEVERITY.items():
             cfg.severity[code] = level
             cfg.sources[f"severity.{code}"] = GATE_SOURCE
+    path = _config_path(config_file, no_config, cwd)
+    if path is not None:
+        table = load_file(path)
+        label = _label(path)
+        cfg.config_file = str(path)
+        _apply(cfg, table, label, path.resolve().parent)
+    _apply_flags(cfg, select, ignore, fail_on, baseline, lmcache_config)
+    if severity:
+        _apply_severity_flags(cfg, severity)
+    select_rules(cfg.select, cfg.ignore)  # validates codes and prefixes (ConfigError)
+    return cfg
+
+
+def _config_path(config_file: str | None, no_config: bool, cwd: str | None) -> Path | None:
+    """``--config FILE`` (which must exist), else the discovered file unless ``--no-config``."""
     path: Path | None = None
     if config_file:
         path = Path(config_file)
@@ -285,11 +327,12 @@ def resolve(
             raise ConfigError(f"{config_file}: configuration file not found")
     elif not no_config:
         path = find_config(cwd)
-    if path is not None:
-        table = load_file(path)
-        label = _label(path)
-        cfg.config_file = str(path)
-        _apply(cfg, table, label, path.resolve().parent)
+    return path
+
+
+def _apply_flags(cfg: Config, select: list[str] | None, ignore: list[str] | None, fail_on: str | None,
+                 baseline: str | None, lmcache_config: str | None) -> None:
+    """The command-line flags other than ``--severity``: each one given replaces the file's value."""
     if select:
         cfg.select = _str_list(list(select), "--select", "--select")
         cfg.sources["select"] = "--select"
@@ -305,20 +348,21 @@ def resolve(
     if lmcache_config:
         cfg.lmcache_config = lmcache_config
         cfg.sources["lmcache_config"] = "--lmcache-config"
-    if severity:
-        from specdiag.analyzers.base import all_rules
 
-        codes = list(all_rules())
-        for item in severity:
-            key, sep, level = item.partition("=")
-            if not sep:
-                raise ConfigError(f"--severity {item!r}: expected CODE=LEVEL, e.g. KV002=error")
-            lv = _level(level.strip(), SEVERITY_LEVELS, f"--severity {key}", "--severity")
-            for code in _expand_codes(key.strip(), codes, "--severity"):
-                cfg.severity[code] = lv
-                cfg.sources[f"severity.{code}"] = "--severity"
-    select_rules(cfg.select, cfg.ignore)  # validates codes and prefixes (ConfigError)
-    return cfg
+
+def _apply_severity_flags(cfg: Config, severity: list[str]) -> None:
+    """``--severity CODE=LEVEL`` items, a prefix expanded to every matching rule like the file's table."""
+    from specdiag.analyzers.base import all_rules
+
+    codes = list(all_rules())
+    for item in severity:
+        key, sep, level = item.partition("=")
+        if not sep:
+            raise ConfigError(f"--severity {item!r}: expected CODE=LEVEL, e.g. KV002=error")
+        lv = _level(level.strip(), SEVERITY_LEVELS, f"--severity {key}", "--severity")
+        for code in _expand_codes(key.strip(), codes, "--severity"):
+            cfg.severity[code] = lv
+            cfg.sources[f"severity.{code}"] = "--severity"
 
 
 def enabled_codes(cfg: Config) -> list[str]:

@@ -440,6 +440,25 @@ class ContextBuilder(Observer):
     def finish(self, ctx: Context, run: RunState) -> list:
         """Complete ``ctx`` (the one given at construction) from what was observed; no findings."""
         c = self.ctx
+        self._absorb_run(run)
+        self._log_year()
+        c.ranks_seen = sorted(self.ranks, key=_rank_sort)
+        version, evidence, note = self.fp.infer()
+        c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored
+        self._vllm_from_vendored()
+        self._lmcache_version(version, evidence, note)
+        cfg = self._lmcache_config()
+        c.lmcache_config = cfg
+        if c.chunk_size is None and cfg and isinstance(cfg.get("chunk_size"), int):
+            c.chunk_size = cfg["chunk_size"]
+        self._tp_size()
+        self._k_fallback()
+        self._default_failure_policy()
+        return []
+
+    def _absorb_run(self, run: RunState) -> None:
+        """What the run state holds and no event delivered here: the scanner's key lines (fingerprinted as
+        their events would be), the workers' rank labels and the years the inputs carry."""
         for tid in SCANNED_KEY_LINES:  # the scanner's first lookup row places the build as its event did
             ev = run.first(tid)
             if ev is not None and tid not in self.fp.seen and ev.rec.kind == "lmcache":
@@ -450,11 +469,11 @@ class ContextBuilder(Observer):
                 self.tp_suffix = self.tp_suffix or _TP_SUFFIX.search(origin.proc) is not None
         for name, year in run.input_years.items():
             self.observe_input_year(name, year)
-        self._log_year()
-        c.ranks_seen = sorted(self.ranks, key=_rank_sort)
-        version, evidence, note = self.fp.infer()
-        c.lmcache_vendored_adapter = c.lmcache_vendored_adapter or self.fp.vendored
-        self._vllm_from_vendored()
+
+    def _lmcache_version(self, version: str | None, evidence: list[str], note: str | None) -> None:
+        """The printed LMCache version wins over the line-number fingerprint; the note says only where they
+        disagree (a fingerprint that merely predates the release's publication is no disagreement)."""
+        c = self.ctx
         if self.lmcache_exact:
             c.lmcache_version = self.lmcache_exact
             c.lmcache_version_evidence = ["'LMCache initialized for role … with version' line", *evidence]
@@ -466,7 +485,13 @@ class ContextBuilder(Observer):
             # proves the build existed then, so there is nothing to note
         elif version:
             c.lmcache_version, c.lmcache_version_evidence, c.lmcache_version_note = version, evidence, note
-        # LMCache config: the engine dump(s), then kv_connector_extra_config overrides, else the user's file
+
+    def _lmcache_config(self) -> dict[str, Any] | None:
+        """LMCache config: the engine dump(s), then kv_connector_extra_config overrides, else the user's file.
+
+        The log's dump is what the engine ran with, so the user's file only fills keys the dump lacks.
+        """
+        c = self.ctx
         dumps = [d for d in self.configs if "__overrides__" not in d]
         overrides = {}
         for d in self.configs:
@@ -489,17 +514,17 @@ class ContextBuilder(Observer):
             cfg = None
         if overrides:
             cfg = {**(cfg or {}), **overrides}
-        c.lmcache_config = cfg
-        if c.chunk_size is None and cfg and isinstance(cfg.get("chunk_size"), int):
-            c.chunk_size = cfg["chunk_size"]
-        self._tp_size()
-        self._k_fallback()
+        return cfg
+
+    def _default_failure_policy(self) -> None:
+        """vLLM's default kv_load_failure_policy for its version when no line sets one: the KV rules weigh
+        what happens to a failed load by it."""
+        c = self.ctx
         if c.kv_load_failure_policy is None:
             d = default_failure_policy(c.vllm_version)
             if d:
                 c.kv_load_failure_policy = d
                 c.kv_load_failure_policy_source = f"default for vLLM {c.vllm_version}"
-        return []
 
 
 def _schedule(text: str) -> list[list[int]] | str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from specdiag.analyzers.base import register
 from specdiag.analyzers.kv_coverage import FRAGMENT_LINES
 from specdiag.analyzers.sd_common import (
@@ -33,7 +36,8 @@ from specdiag.analyzers.sd_common import (
 )
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import Cause, CauseBoard, Evidence, Finding
+from specdiag.metrics.series import Interval
 from specdiag.observe import RunState
 from specdiag.timeutil import TIME_BASIS
 
@@ -135,94 +139,131 @@ class AcceptanceDrop(SpecSeriesRule):
         return None
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
-        o = self.options
+        """One finding per engine whose acceptance fell at a change-point and stayed down."""
         pasted = run.lines_read is not None and run.lines_read <= FRAGMENT_LINES
         out = []
         method = method_of(ctx)
         sched = schedule_of(ctx)
         lookup = schedule_lookup(sched, kmax_of(ctx)) if sched else None
         for label, items in self.engines():
-            cp = changepoint(items, o["min_intervals_per_side"], o["min_drafts_per_side"])
+            cp = self._sustained_drop(items)
             if cp is None:
                 continue
-            r1, r2 = cp["rate_before"], cp["rate_after"]
-            if r1 is None or r2 is None or r1 <= 0:
-                continue
-            if cp["z"] < o["min_z"] or r2 > r1 * o["max_ratio"] or r1 - r2 < o["min_abs_drop"]:
-                continue
-            after = cp["after"]
-            tail = after[len(after) // 2:]
-            rt, _, _ = pooled_rate(tail)
-            if rt is None or rt > r1 * 0.85:
-                continue  # recovered: episodic, not a sustained drop (SD003 covers the K=0 pattern)
-            at = cp["at"]
-            idx = items.index(at)
-            collapse = r2 <= 0.1 * r1 or (cp["length_after"] is not None and cp["length_after"] <= 1.05)
-            b = CauseBoard()
-            b.add("stale-draft-kv", 0.3,
-                  fix="Remove the K=0 range from num_speculative_tokens_per_batch_size (or use a build whose proposer "
-                      "ingests committed tokens at K=0: upstream vLLM >= 0.25, vllm-metal with PR #716).",
-                  confirm_with=CONFIRM_DYNAMIC_K)
-            b.add("draft-state-not-restored", 0.3,
-                  fix="Tokens restored from a KV connector / prefix cache / after preemption never ran through the "
-                      "drafter: use a build with the drafter-context fix (vLLM PR #47926), or disable the connector "
-                      "load path for the spec-decode pool.",
-                  confirm_with=CONFIRM_RESTORED)
-            b.add("workload-shift", 0.4,
-                  fix="Compare the prompt mix before and after the change; nothing to fix if the traffic changed.",
-                  confirm_with="replay a sample of the earlier prompts now and compare Accepted/Drafted")
+            idx = items.index(cp["at"])
+            b = _drop_priors()
             k0 = _k0_before(items, idx, lookup) if lookup else []
             if method in STATELESS_METHODS:
                 b.rule_out("stale-draft-kv", f"method {method} keeps no draft KV cache")
                 b.rule_out("draft-state-not-restored", f"method {method} has no drafter state to restore")
                 b.support("workload-shift", 2, f"{method} acceptance depends on how repetitive the text is")
             cap = self._weigh_schedule(b, ctx, sched, k0, pasted)
-            before = cp["before"]
-            ext_b = [iv.ext for iv in items[:idx] if iv.ext is not None]
-            ext_a = [iv.ext for iv in items[idx:] if iv.ext is not None]
-            if ext_a and (sum(ext_a) / len(ext_a)) > (sum(ext_b) / len(ext_b) if ext_b else 0) + 0.1:
-                b.support("draft-state-not-restored", 4, f"external prefix cache hit rate rose to {pct(sum(ext_a) / len(ext_a))} "
-                          f"after the drop (from {pct(sum(ext_b) / len(ext_b)) if ext_b else 'none'})")
-            pre_b = max((iv.preempt or 0 for iv in items[:idx]), default=0)
-            pre_a = max((iv.preempt or 0 for iv in items[idx:]), default=0)
-            if pre_a > pre_b:
-                b.support("draft-state-not-restored", 2.5, f"preemptions grew from {pre_b} to {pre_a} around the drop "
-                          "(resumed requests skip the drafter)")
-            if ctx.kv_role in ("kv_consumer",) or ctx.kv_connector:
-                if is_eagle_family(method) or method == "draft_model":
-                    b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
-                              f"(role {ctx.kv_role}) with drafter {method}")
+            _weigh_restores(b, ctx, method, items, idx)
             causes = b.ranked(ceiling=0.85 if config_seen(ctx) else FRAGMENT_CEILING, cap=cap)
-            word = "collapsed" if collapse else "dropped"
-            summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
-                       f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
-                       f"{cp['drafted_after']} drafted) at {span([at])} ({TIME_BASIS}); {cp['z']:.1f}× the interval noise. "
-                       f"[{DEFINITIONS}]")
-            evidence = dedupe_evidence([ev_of(before[0]), ev_of(before[-1]), ev_of(at), ev_of(after[-1]),
-                                        *[ev_of(iv, spec=False) for iv in k0[:2]]])
-            meas = {
-                "engine": label, "method": method,
-                "acceptance_before": round(r1, 4), "acceptance_after": round(r2, 4),
-                "mean_length_before": None if cp["length_before"] is None else round(cp["length_before"], 3),
-                "mean_length_after": None if cp["length_after"] is None else round(cp["length_after"], 3),
-                "drafted_before": cp["drafted_before"], "drafted_after": cp["drafted_after"],
-                "intervals_before": len(before), "intervals_after": len(after),
-                "before": span(before), "after": span(after), "z": round(cp["z"], 2),
-                "noise_sigma": round(cp["sigma"], 4), "schedule": sched, "config_in_excerpt": config_seen(ctx),
-            }
-            if not config_seen(ctx):
-                summary += f" Note: {FRAGMENT_NOTE}."
-            # ngram/suffix acceptance follows the text: a drop explained only by the workload is information
-            sev = "info" if (method in STATELESS_METHODS and causes[0].id == "workload-shift") else "warning"
-            out.append(Finding(
-                rule=self.code, severity=sev, title=f"Speculative-decoding acceptance {word} and stayed down",
-                summary=summary, count=len(after), evidence=evidence, measurements=meas, causes=causes,
-                identity=f"{label}|{round(at.t) if at.t else at.line}", first_seen=at.t,
-                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                            "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."]
-                + ([PLATFORM_STEP] if cap else []),
-            ))
+            out.append(self._finding(ctx, label, method, sched, cp, k0, causes, cap))
         return out
+
+    def _sustained_drop(self, items: list[Interval]) -> dict[str, Any] | None:
+        """The change-point of the series when it is a clear drop (noise, relative and absolute thresholds) whose
+        last half is still low; None otherwise — a recovered drop is episodic (SD003 covers the K=0 pattern)."""
+        o = self.options
+        cp = changepoint(items, o["min_intervals_per_side"], o["min_drafts_per_side"])
+        if cp is None:
+            return None
+        r1, r2 = cp["rate_before"], cp["rate_after"]
+        if r1 is None or r2 is None or r1 <= 0:
+            return None
+        if cp["z"] < o["min_z"] or r2 > r1 * o["max_ratio"] or r1 - r2 < o["min_abs_drop"]:
+            return None
+        after = cp["after"]
+        tail = after[len(after) // 2:]
+        rt, _, _ = pooled_rate(tail)
+        if rt is None or rt > r1 * 0.85:
+            return None  # recovered: episodic, not a sustained drop (SD003 covers the K=0 pattern)
+        return cp
+
+    def _finding(self, ctx: Context, label: str, method: str | None, sched: list[list[int]] | None,
+                 cp: dict[str, Any], k0: list[Interval], causes: list[Cause],
+                 cap: dict[str, float] | None) -> Finding:
+        """The SD001 finding: "collapsed" when almost nothing is accepted any more, info when a stateless
+        method's drop is best explained by the workload (its acceptance follows the text)."""
+        r1, r2 = cp["rate_before"], cp["rate_after"]
+        at, before, after = cp["at"], cp["before"], cp["after"]
+        collapse = r2 <= 0.1 * r1 or (cp["length_after"] is not None and cp["length_after"] <= 1.05)
+        word = "collapsed" if collapse else "dropped"
+        summary = (f"{label}: acceptance {word} from {pct(r1)} (mean length {num(cp['length_before'])}, "
+                   f"{cp['drafted_before']} drafted) to {pct(r2)} (mean length {num(cp['length_after'])}, "
+                   f"{cp['drafted_after']} drafted) at {span([at])} ({TIME_BASIS}); {cp['z']:.1f}× the interval noise. "
+                   f"[{DEFINITIONS}]")
+        evidence = dedupe_evidence([ev_of(before[0]), ev_of(before[-1]), ev_of(at), ev_of(after[-1]),
+                                    *[ev_of(iv, spec=False) for iv in k0[:2]]])
+        if not config_seen(ctx):
+            summary += f" Note: {FRAGMENT_NOTE}."
+        # ngram/suffix acceptance follows the text: a drop explained only by the workload is information
+        sev = "info" if (method in STATELESS_METHODS and causes[0].id == "workload-shift") else "warning"
+        return Finding(
+            rule=self.code, severity=sev, title=f"Speculative-decoding acceptance {word} and stayed down",
+            summary=summary, count=len(after), evidence=evidence,
+            measurements=_drop_measurements(ctx, label, method, sched, cp), causes=causes,
+            identity=f"{label}|{round(at.t) if at.t else at.line}", first_seen=at.t,
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
+                        "Watch Accepted/Drafted per interval (specdiag metrics LOG --format table)."]
+            + ([PLATFORM_STEP] if cap else []),
+        )
+
+
+def _drop_priors() -> CauseBoard:
+    """SD001's three causes with their priors, fixes and confirming experiments; the workload leads until
+    the log says otherwise."""
+    b = CauseBoard()
+    b.add("stale-draft-kv", 0.3,
+          fix="Remove the K=0 range from num_speculative_tokens_per_batch_size (or use a build whose proposer "
+              "ingests committed tokens at K=0: upstream vLLM >= 0.25, vllm-metal with PR #716).",
+          confirm_with=CONFIRM_DYNAMIC_K)
+    b.add("draft-state-not-restored", 0.3,
+          fix="Tokens restored from a KV connector / prefix cache / after preemption never ran through the "
+              "drafter: use a build with the drafter-context fix (vLLM PR #47926), or disable the connector "
+              "load path for the spec-decode pool.",
+          confirm_with=CONFIRM_RESTORED)
+    b.add("workload-shift", 0.4,
+          fix="Compare the prompt mix before and after the change; nothing to fix if the traffic changed.",
+          confirm_with="replay a sample of the earlier prompts now and compare Accepted/Drafted")
+    return b
+
+
+def _weigh_restores(b: CauseBoard, ctx: Context, method: str | None, items: list[Interval], idx: int) -> None:
+    """Context the drafter never saw around the drop: external cache hits rising, preemptions growing, or a
+    KV connector feeding a model-based drafter all point at ``draft-state-not-restored``."""
+    ext_b = [iv.ext for iv in items[:idx] if iv.ext is not None]
+    ext_a = [iv.ext for iv in items[idx:] if iv.ext is not None]
+    if ext_a and (sum(ext_a) / len(ext_a)) > (sum(ext_b) / len(ext_b) if ext_b else 0) + 0.1:
+        b.support("draft-state-not-restored", 4, f"external prefix cache hit rate rose to {pct(sum(ext_a) / len(ext_a))} "
+                  f"after the drop (from {pct(sum(ext_b) / len(ext_b)) if ext_b else 'none'})")
+    pre_b = max((iv.preempt or 0 for iv in items[:idx]), default=0)
+    pre_a = max((iv.preempt or 0 for iv in items[idx:]), default=0)
+    if pre_a > pre_b:
+        b.support("draft-state-not-restored", 2.5, f"preemptions grew from {pre_b} to {pre_a} around the drop "
+                  "(resumed requests skip the drafter)")
+    if ctx.kv_role in ("kv_consumer",) or ctx.kv_connector:
+        if is_eagle_family(method) or method == "draft_model":
+            b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
+                      f"(role {ctx.kv_role}) with drafter {method}")
+
+
+def _drop_measurements(ctx: Context, label: str, method: str | None, sched: list[list[int]] | None,
+                       cp: dict[str, Any]) -> dict[str, Any]:
+    """SD001's measurements: both sides of the change-point and its noise scale."""
+    r1, r2 = cp["rate_before"], cp["rate_after"]
+    before, after = cp["before"], cp["after"]
+    return {
+        "engine": label, "method": method,
+        "acceptance_before": round(r1, 4), "acceptance_after": round(r2, 4),
+        "mean_length_before": None if cp["length_before"] is None else round(cp["length_before"], 3),
+        "mean_length_after": None if cp["length_after"] is None else round(cp["length_after"], 3),
+        "drafted_before": cp["drafted_before"], "drafted_after": cp["drafted_after"],
+        "intervals_before": len(before), "intervals_after": len(after),
+        "before": span(before), "after": span(after), "z": round(cp["z"], 2),
+        "noise_sigma": round(cp["sigma"], 4), "schedule": sched, "config_in_excerpt": config_seen(ctx),
+    }
 
 
 #: zero-acceptance intervals enough in an excerpt without the server start (with the drafted-token floor):
@@ -274,7 +315,7 @@ class ZeroAcceptance(SpecSeriesRule):
                 conn.observe_first(ev)
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
-        o = self.options
+        """One finding per engine where most drafted tokens fell in intervals that accepted (almost) none."""
         out = []
         method = method_of(ctx)
         # a short paste counts as an excerpt even when the user put the config line on top of it: the config
@@ -282,92 +323,142 @@ class ZeroAcceptance(SpecSeriesRule):
         lines = run.lines_read
         pasted = lines is not None and lines <= FRAGMENT_LINES
         for label, items in self.engines():
-            spec = [iv for iv in items if iv.dr]
-            zero = [iv for iv in spec if (iv.acc or 0) <= o["max_rate"] * iv.dr]
-            needed = o["min_intervals"] if config_seen(ctx) and not pasted else min(o["min_intervals"], FRAGMENT_INTERVALS)
-            if len(zero) < needed:
+            zr = self._zero_run(ctx, label, items, pasted)
+            if zr is None:
                 continue
-            zdr = sum(iv.dr for iv in zero)
-            tdr = sum(iv.dr for iv in spec)
-            if zdr < o["min_drafted"] or zdr < 0.5 * tdr:
-                continue
-            rate, acc, dr = pooled_rate(zero)
             seen = config_seen(ctx)
-            from_start = spec[0] in zero and ctx.startup_seen  # the first interval of the excerpt may be any interval
-            b = CauseBoard()
-            b.add("draft-state-not-restored", 0.4,
-                  fix="The drafter never saw the restored tokens: use a vLLM build with the drafter-context fix "
-                      "(PR #47926) or turn speculative decoding off on the decode (kv_consumer) pool; on P/D, keep "
-                      "prefill and decode drafters consistent.",
-                  confirm_with=CONFIRM_RESTORED)
-            b.add("draft-target-mismatch", 0.3,
-                  fix="Use the draft/EAGLE head trained for exactly this target model and tokenizer.",
-                  confirm_with=CONFIRM_MISMATCH)
-            b.add("drafts-never-accepted", 0.2,
-                  fix="Collect per-request spec stats (Prometheus vllm:spec_decode_*) and report upstream.",
-                  confirm_with="specdiag repro --toggle spec=off,draft_model on the same prompts")
-            ext = [iv.ext for iv in zero if iv.ext is not None]
-            ext_mean = sum(ext) / len(ext) if ext else None
-            restored = False
-            if method in STATELESS_METHODS:
-                b.rule_out("draft-state-not-restored", f"method {method} has no drafter state")
-                b.rule_out("draft-target-mismatch", f"method {method} has no draft model")
-            if ctx.kv_role == "kv_consumer":
-                b.support("draft-state-not-restored", 5, "the instance is a P/D decode instance (kv_role kv_consumer): "
-                          "prompts arrive as restored KV, never prefilled through the drafter")
-                restored = True
-            if ext_mean is not None and ext_mean >= 0.3:
-                b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)} in the "
-                          "zero-acceptance intervals")
-                restored = True
+            from_start = zr.spec[0] in zr.zero and ctx.startup_seen  # the first interval of the excerpt may be any interval
             retrieves = run.count("R4")
-            first_retrieve = self.conn.first_retrieve or run.first("R4")
-            if retrieves:
-                b.support("draft-state-not-restored", 2, f"{retrieves} LMCache retrieve line(s) "
-                          "(KV restored from the connector)")
-                restored = True
-            if is_eagle_family(method):
-                b.support("draft-state-not-restored", 1.5, f"{method} drafts from the target's hidden states of the context")
-            if restored:
-                b.oppose("draft-target-mismatch", 2, "restored context alone explains zero acceptance")
-                b.oppose("drafts-never-accepted", 1.5, "restored context explains it")
-            elif seen:
-                b.oppose("draft-state-not-restored", 4, "no KV-connector restore, external hit or kv_consumer role seen")
-                if from_start:
-                    b.support("draft-target-mismatch", 3, "acceptance is 0 from the first interval")
-            spec_cfg = ctx.speculative or {}
-            if spec_cfg.get("model"):
-                b.note_for("draft-target-mismatch", f"draft {spec_cfg.get('model')} for target {ctx.model}")
-            else:
-                b.note_for("draft-state-not-restored", "no restore seen, but the excerpt does not show the connector "
-                           "or kv_role configuration")
+            b = _zero_priors()
+            _weigh_zero_causes(b, ctx, method, zr.ext_mean, retrieves, seen, from_start)
             causes = b.ranked(ceiling=0.85 if seen and not pasted else (0.7 if seen else FRAGMENT_CEILING))
-            summary = (f"{label}: {len(zero)} of {len(spec)} intervals drafted {zdr} tokens and accepted {acc} "
-                       f"({pct(rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
-                       f"{method_text(method).capitalize()}, K={kmax_of(ctx)}"
-                       + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
-                       + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
-                       + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}.")
-                       + (f" Note: the input is a short paste ({lines} lines): the configuration is known, but whether "
-                          "later intervals accepted drafts is not shown, so confidence is capped." if seen and pasted else ""))
-            evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
-            if first_retrieve is not None:
-                r = first_retrieve.rec
-                evidence.append(Evidence(r.path, r.line, r.display()))
-            meas = {"engine": label, "method": method, "num_speculative_tokens": kmax_of(ctx),
-                    "zero_intervals": len(zero), "spec_intervals": len(spec), "drafted_tokens": zdr,
-                    "accepted_tokens": acc, "acceptance_rate": round(rate or 0.0, 4),
-                    "mean_acceptance_length": rnd(pooled_length(zero)), "kv_role": ctx.kv_role,
-                    "external_prefix_cache_hit_rate": None if ext_mean is None else round(ext_mean, 4),
-                    "lmcache_retrieves": retrieves, "config_in_excerpt": seen}
-            out.append(Finding(
-                rule=self.code, severity="warning", title=self.title, summary=summary, count=len(zero),
-                evidence=dedupe_evidence(evidence), measurements=meas, causes=causes,
-                identity=f"{label}|{method}|{round(zero[0].t) if zero[0].t else zero[0].line}", first_seen=zero[0].t,
-                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                            "Meanwhile, speculative decoding costs throughput here: consider disabling it on this pool."],
-            ))
+            first_retrieve = self.conn.first_retrieve or run.first("R4")
+            out.append(self._finding(ctx, method, zr, causes, retrieves, first_retrieve, lines, pasted))
         return out
+
+    def _zero_run(self, ctx: Context, label: str, items: list[Interval], pasted: bool) -> _ZeroRun | None:
+        """The zero-acceptance intervals of one engine, or None when they are too few or carry too few (or not
+        most) of the drafts; an excerpt without the server start needs fewer intervals (a pasted pair)."""
+        o = self.options
+        spec = [iv for iv in items if iv.dr]
+        zero = [iv for iv in spec if (iv.acc or 0) <= o["max_rate"] * iv.dr]
+        needed = o["min_intervals"] if config_seen(ctx) and not pasted else min(o["min_intervals"], FRAGMENT_INTERVALS)
+        if len(zero) < needed:
+            return None
+        zdr = sum(iv.dr for iv in zero)
+        tdr = sum(iv.dr for iv in spec)
+        if zdr < o["min_drafted"] or zdr < 0.5 * tdr:
+            return None
+        rate, acc, _dr = pooled_rate(zero)
+        ext = [iv.ext for iv in zero if iv.ext is not None]
+        ext_mean = sum(ext) / len(ext) if ext else None
+        return _ZeroRun(label, spec, zero, zdr, acc, rate, ext_mean)
+
+    def _finding(self, ctx: Context, method: str | None, zr: _ZeroRun, causes: list[Cause], retrieves: int,
+                 first_retrieve: Event | None, lines: int | None, pasted: bool) -> Finding:
+        """The SD002 finding; the first LMCache retrieve joins the evidence, since restored KV is the lead cause."""
+        zero = zr.zero
+        evidence = [ev_of(zero[0]), ev_of(zero[0], spec=False), ev_of(zero[-1])]
+        if first_retrieve is not None:
+            r = first_retrieve.rec
+            evidence.append(Evidence(r.path, r.line, r.display()))
+        seen = config_seen(ctx)
+        meas = {"engine": zr.label, "method": method, "num_speculative_tokens": kmax_of(ctx),
+                "zero_intervals": len(zero), "spec_intervals": len(zr.spec), "drafted_tokens": zr.drafted,
+                "accepted_tokens": zr.accepted, "acceptance_rate": round(zr.rate or 0.0, 4),
+                "mean_acceptance_length": rnd(pooled_length(zero)), "kv_role": ctx.kv_role,
+                "external_prefix_cache_hit_rate": None if zr.ext_mean is None else round(zr.ext_mean, 4),
+                "lmcache_retrieves": retrieves, "config_in_excerpt": seen}
+        return Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=_zero_summary(ctx, method, zr, lines, pasted), count=len(zero),
+            evidence=dedupe_evidence(evidence), measurements=meas, causes=causes,
+            identity=f"{zr.label}|{method}|{round(zero[0].t) if zero[0].t else zero[0].line}", first_seen=zero[0].t,
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
+                        "Meanwhile, speculative decoding costs throughput here: consider disabling it on this pool."],
+        )
+
+
+@dataclass
+class _ZeroRun:
+    """One engine's zero-acceptance intervals and their totals, read alike by the causes, summary and
+    measurements."""
+
+    label: str
+    spec: list[Interval]
+    zero: list[Interval]
+    drafted: int
+    accepted: int
+    rate: float | None
+    ext_mean: float | None
+
+
+def _zero_priors() -> CauseBoard:
+    """SD002's three causes with their priors: restored context leads, since it is the known cause (#47930)."""
+    b = CauseBoard()
+    b.add("draft-state-not-restored", 0.4,
+          fix="The drafter never saw the restored tokens: use a vLLM build with the drafter-context fix "
+              "(PR #47926) or turn speculative decoding off on the decode (kv_consumer) pool; on P/D, keep "
+              "prefill and decode drafters consistent.",
+          confirm_with=CONFIRM_RESTORED)
+    b.add("draft-target-mismatch", 0.3,
+          fix="Use the draft/EAGLE head trained for exactly this target model and tokenizer.",
+          confirm_with=CONFIRM_MISMATCH)
+    b.add("drafts-never-accepted", 0.2,
+          fix="Collect per-request spec stats (Prometheus vllm:spec_decode_*) and report upstream.",
+          confirm_with="specdiag repro --toggle spec=off,draft_model on the same prompts")
+    return b
+
+
+def _weigh_zero_causes(b: CauseBoard, ctx: Context, method: str | None, ext_mean: float | None, retrieves: int,
+                       seen: bool, from_start: bool) -> None:
+    """Any sign of restored context (kv_consumer role, external cache hits, LMCache retrieves) explains zero
+    acceptance; only when the config is seen does its absence count against it and point at the draft."""
+    restored = False
+    if method in STATELESS_METHODS:
+        b.rule_out("draft-state-not-restored", f"method {method} has no drafter state")
+        b.rule_out("draft-target-mismatch", f"method {method} has no draft model")
+    if ctx.kv_role == "kv_consumer":
+        b.support("draft-state-not-restored", 5, "the instance is a P/D decode instance (kv_role kv_consumer): "
+                  "prompts arrive as restored KV, never prefilled through the drafter")
+        restored = True
+    if ext_mean is not None and ext_mean >= 0.3:
+        b.support("draft-state-not-restored", 3, f"external prefix cache hit rate {pct(ext_mean)} in the "
+                  "zero-acceptance intervals")
+        restored = True
+    if retrieves:
+        b.support("draft-state-not-restored", 2, f"{retrieves} LMCache retrieve line(s) "
+                  "(KV restored from the connector)")
+        restored = True
+    if is_eagle_family(method):
+        b.support("draft-state-not-restored", 1.5, f"{method} drafts from the target's hidden states of the context")
+    if restored:
+        b.oppose("draft-target-mismatch", 2, "restored context alone explains zero acceptance")
+        b.oppose("drafts-never-accepted", 1.5, "restored context explains it")
+    elif seen:
+        b.oppose("draft-state-not-restored", 4, "no KV-connector restore, external hit or kv_consumer role seen")
+        if from_start:
+            b.support("draft-target-mismatch", 3, "acceptance is 0 from the first interval")
+    spec_cfg = ctx.speculative or {}
+    if spec_cfg.get("model"):
+        b.note_for("draft-target-mismatch", f"draft {spec_cfg.get('model')} for target {ctx.model}")
+    else:
+        b.note_for("draft-state-not-restored", "no restore seen, but the excerpt does not show the connector "
+                   "or kv_role configuration")
+
+
+def _zero_summary(ctx: Context, method: str | None, zr: _ZeroRun, lines: int | None, pasted: bool) -> str:
+    """SD002's summary, with the notes that say why confidence is capped (an excerpt, or a short paste)."""
+    seen = config_seen(ctx)
+    zero, ext_mean = zr.zero, zr.ext_mean
+    return (f"{zr.label}: {len(zero)} of {len(zr.spec)} intervals drafted {zr.drafted} tokens and accepted {zr.accepted} "
+            f"({pct(zr.rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
+            f"{method_text(method).capitalize()}, K={kmax_of(ctx)}"
+            + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
+            + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")
+            + f". [{DEFINITIONS}]" + ("" if seen else f" Note: {FRAGMENT_NOTE}.")
+            + (f" Note: the input is a short paste ({lines} lines): the configuration is known, but whether "
+               "later intervals accepted drafts is not shown, so confidence is capped." if seen and pasted else ""))
 
 
 @register

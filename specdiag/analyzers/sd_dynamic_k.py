@@ -7,6 +7,9 @@ the SpecDecoding line missing while the engine generates (K=0 steps record no sp
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 from specdiag.analyzers.base import register
 from specdiag.analyzers.kv_coverage import FRAGMENT_LINES
 from specdiag.analyzers.sd_common import (
@@ -37,6 +40,7 @@ from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding
 from specdiag.fingerprints import version_tuple
+from specdiag.metrics.series import Interval
 from specdiag.observe import RunState
 from specdiag.timeutil import TIME_BASIS
 from specdiag.values import schedule_text
@@ -73,6 +77,70 @@ def stretches(items, kinds, what=("k0",)):
     if start is not None:
         runs.append((start, len(kinds) - 1))
     return runs
+
+
+def _post_window(kinds: list[str], runs: list[tuple[int, int]], window: int) -> set[int]:
+    """Indices of the first ``window`` K>0 intervals after each K=0 stretch; the window stops early at the
+    next K=0 stretch, so an interval is never counted as both."""
+    post_idx: set[int] = set()
+    for _s, e in runs:
+        taken = 0
+        j = e + 1
+        while j < len(kinds) and taken < window:
+            if kinds[j] in ("k0", "mixed"):
+                break
+            if kinds[j] == "spec":
+                post_idx.add(j)
+                taken += 1
+            j += 1
+    return post_idx
+
+
+@dataclass
+class _PostKZero:
+    """One engine's post-K=0 window against its other K>0 intervals, kept together so that the causes, the
+    summary and the measurements all read the same numbers."""
+
+    items: list[Interval]
+    kinds: list[str]
+    runs: list[tuple[int, int]]
+    post_idx: set[int]
+    post: list[Interval]
+    base: list[Interval]
+    rate_post: float
+    acc_post: int
+    drafted_post: int
+    rate_base: float
+    acc_base: int
+    drafted_base: int
+    margin: float
+
+    def rate_after_window(self) -> float | None:
+        """Pooled acceptance of the K>0 intervals after the last post-K=0 interval: recovery there is the
+        signature of per-request staleness."""
+        last_post = max(self.post_idx)
+        later = [self.items[i] for i in range(last_post + 1, len(self.items))
+                 if self.kinds[i] == "spec" and i not in self.post_idx]
+        rl, _, _ = pooled_rate(later)
+        return rl
+
+
+def _measurements(label: str, method: str | None, sched: list[list[int]], kmax: int | None,
+                  cmp: _PostKZero) -> dict[str, Any]:
+    """The SD003 measurements: the stretches with their batch sizes and both sides of the comparison."""
+    items, runs, post, base = cmp.items, cmp.runs, cmp.post, cmp.base
+    return {
+        "engine": label, "method": method, "schedule": sched, "num_speculative_tokens": kmax,
+        "k0_stretches": [f"{span(items[s:e + 1])}, running "
+                         f"{sorted({iv.running for iv in items[s:e + 1] if iv.running is not None})}"
+                         for s, e in runs[:20]],
+        "k0_intervals": sum(e - s + 1 for s, e in runs),
+        "after_intervals": len(post), "baseline_intervals": len(base),
+        "acceptance_after_k0": round(cmp.rate_post, 4), "acceptance_baseline": round(cmp.rate_base, 4),
+        "mean_length_after_k0": rnd(pooled_length(post)), "mean_length_baseline": rnd(pooled_length(base)),
+        "drafted_after_k0": cmp.drafted_post, "drafted_baseline": cmp.drafted_base, "margin_mad": round(cmp.margin, 2),
+        "after_k0_intervals": [f"{span([iv])}: {pct(iv.acceptance)}" for iv in post[:20]],
+    }
 
 
 class _ScheduleRule(SpecSeriesRule):
@@ -142,9 +210,9 @@ class AcceptanceAfterKZero(_ScheduleRule):
     defaults = {"after_window": 3, "min_after_intervals": 2, "min_base_intervals": 3, "min_after_drafts": 100,
                 "max_ratio": 0.8, "min_abs_drop": 0.05, "min_margin": 3.0}
 
-    def finish(self, ctx: Context, run: RunState) -> list[Finding]:  # noqa: PLR0915 - predates the 60-statement limit (pyproject); to be split into weighing steps like KV001
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        """One finding per engine whose post-K=0 intervals accept clearly less than its other K>0 intervals."""
         pasted = run.lines_read is not None and run.lines_read <= FRAGMENT_LINES  # a paste: the platform may be cut off
-        o = self.options
         sched = self.schedule(ctx)
         if not sched or not k_zero_ranges(sched):
             return []
@@ -157,101 +225,110 @@ class AcceptanceAfterKZero(_ScheduleRule):
             runs = stretches(items, kinds, ("k0", "mixed"))
             if not runs:
                 continue
-            post_idx: set[int] = set()
-            for _s, e in runs:
-                taken = 0
-                j = e + 1
-                while j < len(items) and taken < o["after_window"]:
-                    if kinds[j] in ("k0", "mixed"):
-                        break
-                    if kinds[j] == "spec":
-                        post_idx.add(j)
-                        taken += 1
-                    j += 1
-            post = [items[i] for i in sorted(post_idx)]
-            base = [iv for i, iv in enumerate(items) if kinds[i] == "spec" and i not in post_idx]
-            if len(post) < o["min_after_intervals"] or len(base) < o["min_base_intervals"]:
+            cmp = self._compare(items, kinds, runs)
+            if cmp is None:
                 continue
-            rp, ap, dp = pooled_rate(post)
-            rb, ab, db = pooled_rate(base)
-            if rp is None or rb is None or dp < o["min_after_drafts"] or rb <= 0:
-                continue
-            base_rates = [iv.acc / iv.dr for iv in base if iv.dr]
-            med = wmedian(base_rates, [iv.dr for iv in base if iv.dr]) or rb
-            sigma = max(mad(base_rates, med), 0.02)
-            post_rates = [iv.acc / iv.dr for iv in post if iv.dr]
-            post_med = sorted(post_rates)[len(post_rates) // 2]
-            margin = (med - post_med) / sigma
-            if rp > rb * o["max_ratio"] or rb - rp < o["min_abs_drop"] or margin < o["min_margin"]:
-                continue
-            k0_runs = [(items[s], items[e]) for s, e in runs]
-            cap: dict[str, float] | None = None
-            b = CauseBoard()
-            b.add("stale-draft-kv", 0.5,
-                  fix="Use a build whose proposer ingests committed tokens at K=0 (vllm-metal with PR #716/#734; "
-                      "upstream vLLM ≥ 0.25 does) or remove the K=0 range from num_speculative_tokens_per_batch_size.",
-                  confirm_with=CONFIRM)
-            b.add("workload-shift", 0.3,
-                  fix="Compare the prompts served during high-concurrency periods with the rest.",
-                  confirm_with="replay the post-K=0 prompts alone at batch size 1 and compare Accepted/Drafted")
-            b.support("stale-draft-kv", 3, f"{len(post)} interval(s) right after {len(runs)} K=0 stretch(es) accept "
-                      f"{pct(rp)} vs {pct(rb)} elsewhere")
-            if method in STATELESS_METHODS:
-                b.rule_out("stale-draft-kv", f"method {method} keeps no draft KV cache")
-            elif method in DRAFT_STATE_METHODS or method is None:
-                b.support("stale-draft-kv", 2, f"method {method} keeps draft KV that must be advanced every step")
-            if self.metal is not None:
-                b.support("stale-draft-kv", 3, f"vllm-metal draft-model proposer (line {self.metal.rec.line}); its "
-                          "K=0 early return skipped ingestion before PR #716")
-            else:
-                v = version_tuple(ctx.vllm_version)
-                if v is not None and v >= (0, 25, 0):
-                    b.oppose("stale-draft-kv", 1.5, f"upstream vLLM {ctx.vllm_version} runs the ingest pass before the K "
-                             "check (llm_base_proposer.py:617-619) unless a platform plugin replaces the proposer")
-                if pasted:
-                    b.note_for("stale-draft-kv", PLATFORM_UNKNOWN)
-                    cap = {"stale-draft-kv": PASTE_PLATFORM_CAP}
-            # recovery after the post window: the signature of per-request staleness
-            last_post = max(post_idx)
-            later = [items[i] for i in range(last_post + 1, len(items)) if kinds[i] == "spec" and i not in post_idx]
-            rl, _, _ = pooled_rate(later)
-            if rl is not None and rl >= rb * 0.9:
-                b.support("stale-draft-kv", 1.5, f"acceptance recovers to {pct(rl)} once the prompts turn over")
-            causes = b.ranked(ceiling=0.85, cap=cap)
-            runs_txt = "; ".join(span(items[s:e + 1]) for s, e in runs[:4])
-            summary = (f"{label}: under schedule {schedule_text(sched)} (K={kmax}), {len(runs)} K=0 stretch(es) ({runs_txt}"
-                       f"{'; …' if len(runs) > 4 else ''}; {TIME_BASIS}). The {len(post)} K>0 interval(s) right after them accepted "
-                       f"{ap}/{dp} drafted tokens ({pct(rp)}, mean length {num(pooled_length(post))}) against "
-                       f"{ab}/{db} ({pct(rb)}, mean length {num(pooled_length(base))}) in the other {len(base)} "
-                       f"K>0 intervals; margin {margin:.1f}× the baseline MAD. [{DEFINITIONS}]")
-            evidence = self.args_evidence()
-            for s, _e in runs[:2]:
-                evidence.append(ev_of(items[s], spec=False))
-            evidence += [ev_of(iv) for iv in post[:3]]
-            evidence += [ev_of(base[0])]
-            meas = {
-                "engine": label, "method": method, "schedule": sched, "num_speculative_tokens": kmax,
-                "k0_stretches": [f"{span(items[s:e + 1])}, running "
-                                 f"{sorted({iv.running for iv in items[s:e + 1] if iv.running is not None})}"
-                                 for s, e in runs[:20]],
-                "k0_intervals": sum(e - s + 1 for s, e in runs),
-                "after_intervals": len(post), "baseline_intervals": len(base),
-                "acceptance_after_k0": round(rp, 4), "acceptance_baseline": round(rb, 4),
-                "mean_length_after_k0": rnd(pooled_length(post)), "mean_length_baseline": rnd(pooled_length(base)),
-                "drafted_after_k0": dp, "drafted_baseline": db, "margin_mad": round(margin, 2),
-                "after_k0_intervals": [f"{span([iv])}: {pct(iv.acceptance)}" for iv in post[:20]],
-            }
-            out.append(Finding(
-                rule=self.code, severity="warning", title=self.title, summary=summary, count=len(post),
-                evidence=dedupe_evidence(evidence, 10), measurements=meas, causes=causes,
-                identity=f"{label}|{sched}", first_seen=post[0].t if k0_runs else None,
-                headline=(f"{label}: acceptance {pct(rp)} in the {len(post)} interval(s) right after K=0 stretches "
-                          f"vs {pct(rb)} otherwise"),
-                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
-                            "Until then, prefer a schedule without K=0 (e.g. K=1 at high batch sizes)."]
-                + ([PLATFORM_STEP] if cap else []),
-            ))
+            board, cap = self._weigh_causes(ctx, method, cmp, pasted)
+            causes = board.ranked(ceiling=0.85, cap=cap)
+            out.append(self._finding(label, sched, kmax, method, cmp, causes, cap))
         return out
+
+    def _compare(self, items: list[Interval], kinds: list[str],
+                 runs: list[tuple[int, int]]) -> _PostKZero | None:
+        """The post-K=0 window against the baseline, or None when either side is too thin or the drop is not
+        clear (relative, absolute and robust margin all required, so one noisy interval cannot fire)."""
+        o = self.options
+        post_idx = _post_window(kinds, runs, o["after_window"])
+        post = [items[i] for i in sorted(post_idx)]
+        base = [iv for i, iv in enumerate(items) if kinds[i] == "spec" and i not in post_idx]
+        if len(post) < o["min_after_intervals"] or len(base) < o["min_base_intervals"]:
+            return None
+        rp, ap, dp = pooled_rate(post)
+        rb, ab, db = pooled_rate(base)
+        if rp is None or rb is None or dp < o["min_after_drafts"] or rb <= 0:
+            return None
+        base_rates = [iv.acc / iv.dr for iv in base if iv.dr]
+        med = wmedian(base_rates, [iv.dr for iv in base if iv.dr]) or rb
+        sigma = max(mad(base_rates, med), 0.02)
+        post_rates = [iv.acc / iv.dr for iv in post if iv.dr]
+        post_med = sorted(post_rates)[len(post_rates) // 2]
+        margin = (med - post_med) / sigma
+        if rp > rb * o["max_ratio"] or rb - rp < o["min_abs_drop"] or margin < o["min_margin"]:
+            return None
+        return _PostKZero(items, kinds, runs, post_idx, post, base, rp, ap, dp, rb, ab, db, margin)
+
+    def _weigh_causes(self, ctx: Context, method: str | None, cmp: _PostKZero,
+                      pasted: bool) -> tuple[CauseBoard, dict[str, float] | None]:
+        """Stale draft KV against a workload shift; the method, the platform and the recovery after the window
+        decide. A paste that cannot show the platform caps ``stale-draft-kv`` (returned as the cap)."""
+        cap: dict[str, float] | None = None
+        b = CauseBoard()
+        b.add("stale-draft-kv", 0.5,
+              fix="Use a build whose proposer ingests committed tokens at K=0 (vllm-metal with PR #716/#734; "
+                  "upstream vLLM ≥ 0.25 does) or remove the K=0 range from num_speculative_tokens_per_batch_size.",
+              confirm_with=CONFIRM)
+        b.add("workload-shift", 0.3,
+              fix="Compare the prompts served during high-concurrency periods with the rest.",
+              confirm_with="replay the post-K=0 prompts alone at batch size 1 and compare Accepted/Drafted")
+        b.support("stale-draft-kv", 3, f"{len(cmp.post)} interval(s) right after {len(cmp.runs)} K=0 stretch(es) "
+                  f"accept {pct(cmp.rate_post)} vs {pct(cmp.rate_base)} elsewhere")
+        if method in STATELESS_METHODS:
+            b.rule_out("stale-draft-kv", f"method {method} keeps no draft KV cache")
+        elif method in DRAFT_STATE_METHODS or method is None:
+            b.support("stale-draft-kv", 2, f"method {method} keeps draft KV that must be advanced every step")
+        if self.metal is not None:
+            b.support("stale-draft-kv", 3, f"vllm-metal draft-model proposer (line {self.metal.rec.line}); its "
+                      "K=0 early return skipped ingestion before PR #716")
+        else:
+            v = version_tuple(ctx.vllm_version)
+            if v is not None and v >= (0, 25, 0):
+                b.oppose("stale-draft-kv", 1.5, f"upstream vLLM {ctx.vllm_version} runs the ingest pass before the K "
+                         "check (llm_base_proposer.py:617-619) unless a platform plugin replaces the proposer")
+            if pasted:
+                b.note_for("stale-draft-kv", PLATFORM_UNKNOWN)
+                cap = {"stale-draft-kv": PASTE_PLATFORM_CAP}
+        # recovery after the post window: the signature of per-request staleness
+        rl = cmp.rate_after_window()
+        if rl is not None and rl >= cmp.rate_base * 0.9:
+            b.support("stale-draft-kv", 1.5, f"acceptance recovers to {pct(rl)} once the prompts turn over")
+        return b, cap
+
+    def _finding(self, label: str, sched: list[list[int]], kmax: int | None, method: str | None,
+                 cmp: _PostKZero, causes: list[Cause], cap: dict[str, float] | None) -> Finding:
+        """The SD003 finding of one engine: summary, evidence and measurements all read the same comparison."""
+        post = cmp.post
+        return Finding(
+            rule=self.code, severity="warning", title=self.title, summary=self._summary(label, sched, kmax, cmp),
+            count=len(post), evidence=dedupe_evidence(self._evidence(cmp), 10),
+            measurements=_measurements(label, method, sched, kmax, cmp), causes=causes,
+            identity=f"{label}|{sched}", first_seen=post[0].t if cmp.runs else None,
+            headline=(f"{label}: acceptance {pct(cmp.rate_post)} in the {len(post)} interval(s) right after K=0 "
+                      f"stretches vs {pct(cmp.rate_base)} otherwise"),
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
+                        "Until then, prefer a schedule without K=0 (e.g. K=1 at high batch sizes)."]
+            + ([PLATFORM_STEP] if cap else []),
+        )
+
+    @staticmethod
+    def _summary(label: str, sched: list[list[int]], kmax: int | None, cmp: _PostKZero) -> str:
+        """The before/after numbers in one paragraph, with at most four K=0 stretches named."""
+        items, runs, post, base = cmp.items, cmp.runs, cmp.post, cmp.base
+        runs_txt = "; ".join(span(items[s:e + 1]) for s, e in runs[:4])
+        return (f"{label}: under schedule {schedule_text(sched)} (K={kmax}), {len(runs)} K=0 stretch(es) ({runs_txt}"
+                f"{'; …' if len(runs) > 4 else ''}; {TIME_BASIS}). The {len(post)} K>0 interval(s) right after them "
+                f"accepted {cmp.acc_post}/{cmp.drafted_post} drafted tokens ({pct(cmp.rate_post)}, mean length "
+                f"{num(pooled_length(post))}) against {cmp.acc_base}/{cmp.drafted_base} ({pct(cmp.rate_base)}, mean "
+                f"length {num(pooled_length(base))}) in the other {len(base)} "
+                f"K>0 intervals; margin {cmp.margin:.1f}× the baseline MAD. [{DEFINITIONS}]")
+
+    def _evidence(self, cmp: _PostKZero) -> list[Evidence]:
+        """The schedule line, the first two K=0 stretches, three post-K=0 intervals and one baseline interval."""
+        evidence = self.args_evidence()
+        for s, _e in cmp.runs[:2]:
+            evidence.append(ev_of(cmp.items[s], spec=False))
+        evidence += [ev_of(iv) for iv in cmp.post[:3]]
+        evidence += [ev_of(cmp.base[0])]
+        return evidence
 
 
 @register
