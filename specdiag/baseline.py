@@ -15,7 +15,6 @@ other lines before it, keeps its fingerprint.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from specdiag.engine import ConfigError
@@ -78,16 +77,14 @@ def render_baseline(findings: list[Finding]) -> str:
 
 
 def write_baseline(path: str, findings: list[Finding]) -> None:
-    d = os.path.dirname(path)
+    """Write the baseline file atomically (``outfile.write_output``: a stream such as /dev/stdout is written
+    through, a symlink to a file is replaced, never followed)."""
+    from specdiag.outfile import OutputError, write_output
+
     try:
-        if d:
-            os.makedirs(d, exist_ok=True)
-        tmp = f"{path}.tmp{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(render_baseline(findings))
-        os.replace(tmp, path)
-    except OSError as e:
-        raise BaselineError(f"{path}: cannot write baseline ({e.strerror or e})") from e
+        write_output(path, render_baseline(findings))
+    except OutputError as e:
+        raise BaselineError(f"{path}: cannot write baseline ({str(e).rsplit(': ', 1)[-1]})") from e
 
 
 def apply_baseline(report: Report, fingerprints: set[str]) -> Report:
