@@ -139,13 +139,10 @@ def redis_spec(settings: dict[str, str], device: DeviceSpec, rt: RuntimeValues) 
     return RedisSpec(argv=argv, port=rt.redis_port)
 
 
-def materialise(cell: Cell, device: DeviceSpec, rt: RuntimeValues | None = None) -> CellSpec:
-    """The argument list, environment additions and LMCache YAML for ``cell`` on ``device``."""
-    import yaml
-
-    rt = rt or RuntimeValues()
-    s = cell.settings
-    notes: list[str] = []
+def _server_argv(settings: dict[str, str], device: DeviceSpec, rt: RuntimeValues) -> list[str]:
+    """The vLLM server's base argument list: the flags every cell sets, before speculation, KV transfer and
+    ``vllm.*`` pass-throughs are appended (in that order, so a pass-through can still override)."""
+    s = settings
     argv = [
         device.python, "-m", "vllm.entrypoints.openai.api_server",
         "--model", device.model, "--served-model-name", SERVED_MODEL_NAME,
@@ -163,10 +160,12 @@ def materialise(cell: Cell, device: DeviceSpec, rt: RuntimeValues | None = None)
         argv += ["--tensor-parallel-size", s["tp"]]
     if s["num_gpu_blocks"] != "off":
         argv += ["--num-gpu-blocks-override", str(int(s["num_gpu_blocks"]))]
-    spec = speculative_config(s, device.model)
-    if spec:
-        argv += ["--speculative-config", _compact(spec)]
+    return argv
 
+
+def _server_env(device: DeviceSpec, rt: RuntimeValues) -> dict[str, str]:
+    """Environment additions every cell gets: offline, deterministic hashing, and temp files kept inside the
+    cell's own directory so cells never see each other's sockets."""
     env: dict[str, str] = {
         "HF_HUB_OFFLINE": "1",
         "TRANSFORMERS_OFFLINE": "1",
@@ -187,34 +186,58 @@ def materialise(cell: Cell, device: DeviceSpec, rt: RuntimeValues | None = None)
             "TORCHINDUCTOR_CACHE_DIR": f"{device.cache_dir}/inductor-cache",
             "HF_HOME": f"{device.cache_dir}/hf-home",
         })
+    return env
 
-    kv: dict[str, Any] | None = None
+
+@dataclass
+class _LMCacheWiring:
+    """What turning LMCache on adds to a cell; all ``None`` when it is off."""
+
+    kv_transfer_config: dict[str, Any] | None = None
     yaml_text: str | None = None
     yaml_path: str | None = None
-    redis = None
-    if as_bool(s["lmcache"], "lmcache"):
-        kv = {
-            "kv_connector": "LMCacheConnectorV1",
-            "kv_role": "kv_both",
-            # distinct per cell so two servers on one host (Ray) do not share LMCache's RPC socket names
-            "kv_connector_extra_config": {"lmcache_rpc_port": cell.index},
-        }
-        if s["kv_load_failure_policy"] != "default":
-            kv["kv_load_failure_policy"] = s["kv_load_failure_policy"]
-        argv += ["--kv-transfer-config", _compact(kv)]
-        yaml_text = yaml.safe_dump(lmcache_config(s, rt), sort_keys=False)
-        yaml_path = f"{rt.cell_dir}/lmcache.yaml"
-        env["LMCACHE_CONFIG_FILE"] = yaml_path
-        if device.kind == "cpu":
-            env[CPU_CONNECTOR_ENV] = "1"  # activates specdiag's pure-torch LMCache CPU connector (vLLM plugin)
-        redis = redis_spec(s, device, rt)
-        if spec and spec["method"] == "draft_model":
-            notes.append("LMCache 0.5.6 counts no draft layers for method=draft_model: expect an IndexError "
-                         "at the first store (crash signature B)")
-    elif s["redis_maxmemory"] != "off":
-        raise PlanError("redis_maxmemory needs lmcache=on")
+    redis: RedisSpec | None = None
 
-    for k, v in s.items():
+
+def _wire_lmcache(cell: Cell, device: DeviceSpec, rt: RuntimeValues, spec: dict[str, Any] | None,
+                  argv: list[str], env: dict[str, str], notes: list[str]) -> _LMCacheWiring:
+    """Append the KV-transfer flag and LMCache environment to ``argv``/``env`` when ``lmcache=on``.
+
+    Kept in place (mutating the caller's lists) so the flags land at the same position as always: after
+    speculation, before the ``vllm.*`` pass-throughs.
+    """
+    import yaml
+
+    s = cell.settings
+    if not as_bool(s["lmcache"], "lmcache"):
+        if s["redis_maxmemory"] != "off":
+            raise PlanError("redis_maxmemory needs lmcache=on")
+        return _LMCacheWiring()
+    kv: dict[str, Any] = {
+        "kv_connector": "LMCacheConnectorV1",
+        "kv_role": "kv_both",
+        # distinct per cell so two servers on one host (Ray) do not share LMCache's RPC socket names
+        "kv_connector_extra_config": {"lmcache_rpc_port": cell.index},
+    }
+    if s["kv_load_failure_policy"] != "default":
+        kv["kv_load_failure_policy"] = s["kv_load_failure_policy"]
+    argv += ["--kv-transfer-config", _compact(kv)]
+    yaml_text = yaml.safe_dump(lmcache_config(s, rt), sort_keys=False)
+    yaml_path = f"{rt.cell_dir}/lmcache.yaml"
+    env["LMCACHE_CONFIG_FILE"] = yaml_path
+    if device.kind == "cpu":
+        env[CPU_CONNECTOR_ENV] = "1"  # activates specdiag's pure-torch LMCache CPU connector (vLLM plugin)
+    redis = redis_spec(s, device, rt)
+    if spec and spec["method"] == "draft_model":
+        notes.append("LMCache 0.5.6 counts no draft layers for method=draft_model: expect an IndexError "
+                     "at the first store (crash signature B)")
+    return _LMCacheWiring(kv_transfer_config=kv, yaml_text=yaml_text, yaml_path=yaml_path, redis=redis)
+
+
+def _apply_passthroughs(settings: dict[str, str], argv: list[str], env: dict[str, str]) -> None:
+    """Append ``vllm.<flag>`` settings as server flags and ``env.<NAME>`` settings as environment, last, so a
+    user's explicit pass-through wins over anything computed above."""
+    for k, v in settings.items():
         if k.startswith("vllm."):
             flag = "--" + k.split(".", 1)[1]
             low = v.lower()
@@ -226,5 +249,20 @@ def materialise(cell: Cell, device: DeviceSpec, rt: RuntimeValues | None = None)
                 argv += [flag, v]
         elif k.startswith("env."):
             env[k.split(".", 1)[1]] = v
-    return CellSpec(argv=argv, env=env, lmcache_yaml=yaml_text, lmcache_yaml_path=yaml_path, redis=redis,
-                    speculative_config=spec, kv_transfer_config=kv, notes=notes)
+
+
+def materialise(cell: Cell, device: DeviceSpec, rt: RuntimeValues | None = None) -> CellSpec:
+    """The argument list, environment additions and LMCache YAML for ``cell`` on ``device``."""
+    rt = rt or RuntimeValues()
+    s = cell.settings
+    notes: list[str] = []
+    argv = _server_argv(s, device, rt)
+    spec = speculative_config(s, device.model)
+    if spec:
+        argv += ["--speculative-config", _compact(spec)]
+    env = _server_env(device, rt)
+    lm = _wire_lmcache(cell, device, rt, spec, argv, env, notes)
+    _apply_passthroughs(s, argv, env)
+    return CellSpec(argv=argv, env=env, lmcache_yaml=lm.yaml_text, lmcache_yaml_path=lm.yaml_path,
+                    redis=lm.redis, speculative_config=spec, kv_transfer_config=lm.kv_transfer_config,
+                    notes=notes)
