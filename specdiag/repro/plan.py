@@ -358,7 +358,100 @@ def _workload_from(data: Any, where: str) -> WorkloadSpec:
     return WorkloadSpec(kind, dict(params))
 
 
-def build_plan(  # noqa: PLR0915 - predates the 60-statement limit (pyproject); to be split into plan steps
+@dataclass
+class _PlanDraft:
+    """The plan as it is being assembled: each source (preset, plan file, command line) edits it in turn."""
+
+    name: str = "custom"
+    description: str = ""
+    base: dict[str, str] = field(default_factory=dict)
+    toggles: dict[str, list[str]] = field(default_factory=dict)
+    workload: WorkloadSpec = field(
+        default_factory=lambda: WorkloadSpec("distinct_prefixes", dict(PRESETS["eviction"].workload.params)))
+    repeat: int = 1
+
+
+def _apply_preset(draft: _PlanDraft, pname: str) -> None:
+    """Lay a preset over the draft: its name, description and workload replace, its base and toggles merge."""
+    if pname not in PRESETS:
+        raise PlanError(f"unknown preset {pname!r}; presets: {', '.join(PRESETS)}")
+    p = PRESETS[pname]
+    draft.name, draft.description, draft.workload = p.name, p.description, p.workload
+    draft.base.update(p.base)
+    draft.toggles.update({k: list(v) for k, v in p.toggles.items()})
+
+
+def _plan_file_toggles(draft: _PlanDraft, data: dict[Any, Any]) -> None:
+    """The plan file's ``toggles``: each key replaces the draft's toggle. A bare ``dynamic_k`` list of
+    integers is one value, not a list of values."""
+    for k, vs in _mapping(data.get("toggles"), "plan file: toggles", MAX_TOGGLES).items():
+        key = check_key(str(_scalar(k, "plan file: toggles key")))
+        vals = vs if isinstance(vs, list) and not (key == "dynamic_k" and vs and isinstance(vs[0], int)) else [vs]
+        if not vals:
+            raise PlanError(f"plan file: toggle {key!r} has no values")
+        if len(vals) > MAX_VALUES:
+            raise PlanError(f"plan file: toggle {key!r} has more than {MAX_VALUES} values")
+        draft.toggles[key] = [_setting_value(key, v, f"plan file: toggles.{key}") for v in vals]
+
+
+def _apply_plan_file(draft: _PlanDraft, plan_yaml: str | bytes) -> None:
+    """Lay a YAML plan file over the draft; its own ``preset:`` is applied first, then its other keys."""
+    data = _load_yaml(plan_yaml)
+    if not isinstance(data, dict):
+        raise PlanError("plan file: expected a mapping at the top level")
+    unknown = {str(k) for k in data} - {"preset", "name", "description", "base", "set", "toggles", "workload",
+                                        "repeat"}
+    if unknown:
+        raise PlanError(f"plan file: unknown top-level keys {sorted(unknown)}")
+    if data.get("preset"):
+        _apply_preset(draft, str(_scalar(data["preset"], "plan file: preset")))
+    draft.name = str(_scalar(data.get("name", draft.name), "plan file: name"))
+    draft.description = str(_scalar(data.get("description", draft.description), "plan file: description"))
+    for section in ("base", "set"):
+        for k, v in _mapping(data.get(section), f"plan file: {section}").items():
+            key = check_key(str(_scalar(k, f"plan file: {section} key")))
+            draft.base[key] = _setting_value(key, v, f"plan file: {section}.{key}")
+    _plan_file_toggles(draft, data)
+    if "workload" in data:
+        draft.workload = _workload_from(data["workload"], "plan file")
+    if "repeat" in data:
+        r = data["repeat"]
+        if isinstance(r, bool) or not isinstance(r, int):
+            raise PlanError(f"plan file: repeat must be a whole number, got {r!r}")
+        draft.repeat = r
+
+
+def _apply_command_line(draft: _PlanDraft, sets: list[str] | None, toggles: list[str] | None,
+                        repeat: int | None) -> None:
+    """``--set`` pins a key (dropping its toggle), then ``--toggle`` crosses one (dropping its base value)."""
+    for s in sets or []:
+        k, vs = parse_assignment(s)
+        if len(vs) != 1:
+            raise PlanError(f"--set {k}: one value only (use --toggle for several)")
+        draft.base[k] = vs[0]
+        draft.toggles.pop(k, None)
+    for t in toggles or []:
+        k, vs = parse_assignment(t)
+        draft.toggles[k] = vs
+        draft.base.pop(k, None)
+    if repeat is not None:
+        draft.repeat = repeat
+
+
+def _check_plan_limits(draft: _PlanDraft) -> None:
+    """Refuse a plan too large to run: repeats, toggle count and matrix size are all bounded."""
+    if draft.repeat < 1 or draft.repeat > MAX_REPEAT:
+        raise PlanError(f"repeat must be between 1 and {MAX_REPEAT}")
+    if len(draft.toggles) > MAX_TOGGLES:
+        raise PlanError(f"at most {MAX_TOGGLES} toggles")
+    cells = 1
+    for vs in draft.toggles.values():
+        cells *= len(vs)
+    if cells > MAX_CELLS:
+        raise PlanError(f"the matrix has {cells} cells; at most {MAX_CELLS} (fewer toggles or values)")
+
+
+def build_plan(
     preset: str | None = None,
     toggles: list[str] | None = None,
     sets: list[str] | None = None,
@@ -370,79 +463,17 @@ def build_plan(  # noqa: PLR0915 - predates the 60-statement limit (pyproject); 
     A later source replaces a toggle key entirely (``--toggle max_local_cpu_size=0.5,20`` on top of the
     ``eviction`` preset runs exactly those two sizes).
     """
-    name = "custom"
-    description = ""
-    base: dict[str, str] = {}
-    tog: dict[str, list[str]] = {}
-    workload = WorkloadSpec("distinct_prefixes", dict(PRESETS["eviction"].workload.params))
-    rep = 1
-
-    def apply_preset(pname: str) -> None:
-        nonlocal name, description, workload
-        if pname not in PRESETS:
-            raise PlanError(f"unknown preset {pname!r}; presets: {', '.join(PRESETS)}")
-        p = PRESETS[pname]
-        name, description, workload = p.name, p.description, p.workload
-        base.update(p.base)
-        tog.update({k: list(v) for k, v in p.toggles.items()})
-
+    draft = _PlanDraft()
     if preset:
-        apply_preset(preset)
+        _apply_preset(draft, preset)
     if plan_yaml is not None:
-        data = _load_yaml(plan_yaml)
-        if not isinstance(data, dict):
-            raise PlanError("plan file: expected a mapping at the top level")
-        unknown = {str(k) for k in data} - {"preset", "name", "description", "base", "set", "toggles", "workload",
-                                            "repeat"}
-        if unknown:
-            raise PlanError(f"plan file: unknown top-level keys {sorted(unknown)}")
-        if data.get("preset"):
-            apply_preset(str(_scalar(data["preset"], "plan file: preset")))
-        name = str(_scalar(data.get("name", name), "plan file: name"))
-        description = str(_scalar(data.get("description", description), "plan file: description"))
-        for section in ("base", "set"):
-            for k, v in _mapping(data.get(section), f"plan file: {section}").items():
-                key = check_key(str(_scalar(k, f"plan file: {section} key")))
-                base[key] = _setting_value(key, v, f"plan file: {section}.{key}")
-        for k, vs in _mapping(data.get("toggles"), "plan file: toggles", MAX_TOGGLES).items():
-            key = check_key(str(_scalar(k, "plan file: toggles key")))
-            vals = vs if isinstance(vs, list) and not (key == "dynamic_k" and vs and isinstance(vs[0], int)) else [vs]
-            if not vals:
-                raise PlanError(f"plan file: toggle {key!r} has no values")
-            if len(vals) > MAX_VALUES:
-                raise PlanError(f"plan file: toggle {key!r} has more than {MAX_VALUES} values")
-            tog[key] = [_setting_value(key, v, f"plan file: toggles.{key}") for v in vals]
-        if "workload" in data:
-            workload = _workload_from(data["workload"], "plan file")
-        if "repeat" in data:
-            r = data["repeat"]
-            if isinstance(r, bool) or not isinstance(r, int):
-                raise PlanError(f"plan file: repeat must be a whole number, got {r!r}")
-            rep = r
-    for s in sets or []:
-        k, vs = parse_assignment(s)
-        if len(vs) != 1:
-            raise PlanError(f"--set {k}: one value only (use --toggle for several)")
-        base[k] = vs[0]
-        tog.pop(k, None)
-    for t in toggles or []:
-        k, vs = parse_assignment(t)
-        tog[k] = vs
-        base.pop(k, None)
-    if repeat is not None:
-        rep = repeat
-    if rep < 1 or rep > MAX_REPEAT:
-        raise PlanError(f"repeat must be between 1 and {MAX_REPEAT}")
-    if len(tog) > MAX_TOGGLES:
-        raise PlanError(f"at most {MAX_TOGGLES} toggles")
-    cells = 1
-    for vs in tog.values():
-        cells *= len(vs)
-    if cells > MAX_CELLS:
-        raise PlanError(f"the matrix has {cells} cells; at most {MAX_CELLS} (fewer toggles or values)")
+        _apply_plan_file(draft, plan_yaml)
+    _apply_command_line(draft, sets, toggles, repeat)
+    _check_plan_limits(draft)
     if not preset and plan_yaml is None and not toggles and not sets:
         raise PlanError("nothing to run: give --preset, --plan FILE or --toggle key=v1,v2")
-    return Plan(name=name, base=base, toggles=tog, workload=workload, repeat=rep, description=description)
+    return Plan(name=draft.name, base=draft.base, toggles=draft.toggles, workload=draft.workload,
+                repeat=draft.repeat, description=draft.description)
 
 
 def check_plan_dict(data: Any, where: str) -> dict[str, Any]:
