@@ -25,7 +25,7 @@ from specdiag.report.layout import (
 )
 from specdiag.report.model import Report
 from specdiag.report.text import status_line, suppressed
-from specdiag.report.verdict import nothing_judged, nothing_to_judge
+from specdiag.report.verdict import Status, nothing_judged, nothing_to_judge
 from specdiag.sanitize import markdown_text, neutralise_workflow_commands, plain_text
 from specdiag.timeutil import TIME_BASIS, fmt_time
 
@@ -138,20 +138,22 @@ def _sentence(text: str) -> str:
     return cell(text[:1].upper() + text[1:]) + "."
 
 
-def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: str | None = None,
-                    artifact_hint: str = "the JSON or SARIF report", verbose: bool = False) -> str:
-    """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it; ``verbose``:
-    every cause and reason in full, as the terminal's ``-v`` (``layout.VERBOSE``)."""
-    views = finding_views(report, VERBOSE if verbose else DEFAULT)
+def _headline(report: Report, unjudged: Status | None) -> str:
+    """The summary's title line: the worst severity shown, or a warning when nothing could be judged."""
     c = report.summary
-    unjudged = nothing_judged(report) if not views else None
     if c["errors"]:
         head = "❌"
     elif c["warnings"] or unjudged:
         head = "⚠️"
     else:
         head = "✅"
-    header = [f"## {head} specdiag: {status_line(report)}\n\n"]
+    return f"## {head} specdiag: {status_line(report)}\n\n"
+
+
+def _header_md(report: Report, views: list[FindingView], fail_on: str | None) -> list[str]:
+    """Title, fail-on threshold, input problems and, when there are no findings, why not; never truncated."""
+    unjudged = nothing_judged(report) if not views else None
+    header = [_headline(report, unjudged)]
     if fail_on is not None:
         header.append(f"Fails on: **{fail_on}**.\n\n")
     problems = input_notes(report)
@@ -167,6 +169,11 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
         header.append(" ".join([_sentence("no findings" + unseen), *map(_sentence, hints)]) + "\n")
     elif not views:
         header.append("No line of the input was recognised as vLLM or LMCache output.\n")
+    return header
+
+
+def _blocks_md(report: Report, views: list[FindingView], verbose: bool) -> list[str]:
+    """The droppable body, in the order it is cut from the end: findings table, details, deployments."""
     blocks: list[str] = []
     if views:
         blocks.append("| rule | severity | count | first evidence | top cause |\n|---|---|---|---|---|\n")
@@ -175,16 +182,23 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
         blocks += [_details(v, verbose) for v in views]
     if report.recognized_lines and (dep := _deployments_md(report)):
         blocks.append(dep)
+    return blocks
+
+
+def _footer_md(report: Report, artifact_hint: str) -> list[str]:
+    """Baseline count and where the full details are; kept even when blocks are dropped."""
     sup = suppressed(report)
     footer = []
     if sup:
         footer.append(f"{len(sup)} finding(s) matched the baseline and are not shown.\n\n")
     footer.append(f"Machine-readable details: {artifact_hint}.\n")
+    return footer
 
-    text = _safe("".join(header) + "".join(blocks) + "".join(footer))
-    if max_bytes is None or len(text.encode()) <= max_bytes:
-        return text
-    # keep as many whole blocks as fit, then say what was cut
+
+def _truncated_md(header: list[str], blocks: list[str], footer: list[str], max_bytes: int,
+                  artifact_hint: str) -> str:
+    """Keep as many whole blocks as fit in ``max_bytes`` with header and footer, then say what was cut; a
+    header that alone is too big is cut hard."""
     note_tpl = "\n> **Truncated:** {n} of {t} blocks left out to stay within the {k} KiB summary limit; " \
                f"see {artifact_hint} for everything.\n\n"
     budget = max_bytes - len("".join(header).encode()) - len("".join(footer).encode()) \
@@ -202,6 +216,20 @@ def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: st
     if len(text.encode()) > max_bytes:  # pathological header (thousands of input problems): hard cut
         text = text.encode()[: max_bytes - 64].decode("utf-8", "ignore") + "\n\n> **Truncated.**\n"
     return text
+
+
+def render_markdown(report: Report, *, max_bytes: int | None = None, fail_on: str | None = None,
+                    artifact_hint: str = "the JSON or SARIF report", verbose: bool = False) -> str:
+    """The summary; with ``max_bytes`` whole blocks are dropped from the end to stay within it; ``verbose``:
+    every cause and reason in full, as the terminal's ``-v`` (``layout.VERBOSE``)."""
+    views = finding_views(report, VERBOSE if verbose else DEFAULT)
+    header = _header_md(report, views, fail_on)
+    blocks = _blocks_md(report, views, verbose)
+    footer = _footer_md(report, artifact_hint)
+    text = _safe("".join(header) + "".join(blocks) + "".join(footer))
+    if max_bytes is None or len(text.encode()) <= max_bytes:
+        return text
+    return _truncated_md(header, blocks, footer, max_bytes, artifact_hint)
 
 
 def _safe(text: str) -> str:
