@@ -84,7 +84,7 @@ def write_baseline(path: str, findings: list[Finding]) -> None:
     try:
         write_output(path, render_baseline(findings))
     except OutputError as e:
-        raise BaselineError(f"{path}: cannot write baseline ({str(e).rsplit(': ', 1)[-1]})") from e
+        raise BaselineError(f"{path}: cannot write baseline ({e.reason})") from e
 
 
 def apply_baseline(report: Report, fingerprints: set[str]) -> Report:

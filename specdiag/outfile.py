@@ -19,7 +19,12 @@ from pathlib import Path
 
 
 class OutputError(Exception):
-    """The output could not be written (exit code 2); the message is one line for the user."""
+    """The output could not be written (exit code 2); the message is one line for the user, ``reason``
+    the part after the path (for callers that name the file their own way)."""
+
+    def __init__(self, target: Path, reason: str) -> None:
+        super().__init__(f"cannot write {target}: {reason}")
+        self.reason = reason
 
 
 def write_output(path: str | os.PathLike[str], data: str | bytes, *, make_parents: bool = True) -> Path:
@@ -31,7 +36,7 @@ def write_output(path: str | os.PathLike[str], data: str | bytes, *, make_parent
     target = Path(path)
     payload = data.encode("utf-8", "replace") if isinstance(data, str) else data
     if target.is_dir() and not target.is_symlink():
-        raise OutputError(f"cannot write {target}: it is a directory")
+        raise OutputError(target, "it is a directory")
     if is_stream(target):
         return _write_through(target, payload)
     parent = target.parent
@@ -40,7 +45,7 @@ def write_output(path: str | os.PathLike[str], data: str | bytes, *, make_parent
             parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=parent)
     except OSError as e:
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from e
+        raise OutputError(target, str(e.strerror or e)) from e
     try:
         umask = os.umask(0)
         os.umask(umask)
@@ -55,7 +60,7 @@ def write_output(path: str | os.PathLike[str], data: str | bytes, *, make_parent
             os.unlink(tmp)
         except OSError:
             pass
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from e
+        raise OutputError(target, str(e.strerror or e)) from e
     return target
 
 
@@ -75,5 +80,5 @@ def _write_through(target: Path, payload: bytes) -> Path:
         with open(target, "wb") as fh:
             fh.write(payload)
     except OSError as e:
-        raise OutputError(f"cannot write {target}: {e.strerror or e}") from e
+        raise OutputError(target, str(e.strerror or e)) from e
     return target

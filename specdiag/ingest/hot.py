@@ -20,7 +20,7 @@ from array import array
 from bisect import bisect_left
 from collections import deque
 from itertools import accumulate, repeat
-from operator import itemgetter, sub
+from operator import sub
 from typing import TYPE_CHECKING
 
 from specdiag.ingest import scan
@@ -115,8 +115,7 @@ def _pick(columns: list[list], idx: list[int]) -> list:
         return [[] for _ in columns]
     if idx[-1] - idx[0] + 1 == len(idx):
         return [col[idx[0] : idx[-1] + 1] for col in columns]
-    pick = itemgetter(*idx) if len(idx) > 1 else lambda col: (col[idx[0]],)
-    return list(map(pick, columns))
+    return [scan.gather(col, idx) for col in columns]
 
 
 class PackedRows:
@@ -404,8 +403,7 @@ class MetricRows:
             return self.engine(lo)
         idx = self._rows[lo::2]
         cols = self._view.res.columns["stats"]
-        pick = itemgetter(*idx) if len(idx) > 1 else lambda col: (col[idx[0]],)
-        engines, n_engines = pick(cols["engine"]), pick(cols["n_engines"])
+        engines, n_engines = scan.gather(cols["engine"], idx), scan.gather(cols["n_engines"], idx)
         if engines.count(engines[0]) != len(engines) or n_engines.count(n_engines[0]) != len(n_engines):
             return None
         return (None if engines[0] == NA else engines[0], None if n_engines[0] == NA else n_engines[0])

@@ -42,7 +42,7 @@ from array import array
 from dataclasses import dataclass, field
 from itertools import compress, repeat
 from math import isnan
-from operator import add, eq, or_
+from operator import add, eq, itemgetter, or_
 from typing import TYPE_CHECKING
 
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
@@ -792,6 +792,14 @@ def scan_block_c(block: bytes, base_line: int) -> ScanResult:
         raise RuntimeError("specdiag.ingest._scan was not built (no C compiler at install time)")
     lines, prefixes, counts, raw = _compiled.scan(block, base_line)
     return assemble(lines, prefixes, counts, raw)
+
+
+def gather(seq, idx: list[int]) -> tuple | list:
+    """``[seq[i] for i in idx]`` by one ``itemgetter`` (C, no method call per item: half the time of a
+    ``map`` of ``seq.__getitem__``); a tuple, or a list for fewer than two indices."""
+    if len(idx) > 1:
+        return itemgetter(*idx)(seq)
+    return [seq[idx[0]]] if idx else []
 
 
 def pack_rows_py(block: bytes, base: int, starts: array, ends: array, lo: int, hi: int) -> bytes:
