@@ -233,10 +233,9 @@ def with_rates(fig: dict, nbytes: int) -> dict:
 
 
 def analyze_argv(cmd: list[str], target: str, jobs: int) -> list[str]:
-    """One core is ``-j 1``; two are ``-j 2`` with one scan thread beside the reading one (``-j`` alone
-    spreads deployments over processes, and one file is one deployment)."""
-    extra = ["--scan-threads", str(jobs - 1)] if jobs > 1 else []
-    return [*cmd, "analyze", target, "--format", "json", "-j", str(jobs), *extra]
+    """One core is ``-j 1``; two are ``-j 2``, which scans one input on a thread beside the reading one
+    (compiled scanner) or on two worker processes (the Python fallback) by default."""
+    return [*cmd, "analyze", target, "--format", "json", "-j", str(jobs)]
 
 
 def grep_file(inp: Input, timeout: float, use_time: bool) -> dict:
@@ -403,11 +402,9 @@ def targets(rows: list[Row], stream_gib: float) -> list[dict]:
 
 def scanner_of(cmd: list[str], env: dict) -> str:
     """``scan.IMPLEMENTATION`` as the analyzer's own interpreter sees it under ``env``."""
-    py = Path(cmd[0]).with_name("python") if os.sep in cmd[0] else None
-    exe = str(py) if py and py.exists() else sys.executable
     code = "from specdiag.ingest import scan; print(scan.IMPLEMENTATION)"
     try:
-        r = subprocess.run([exe, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run([bench.analyzer_python(cmd), "-c", code], env=env, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return "?"
     return r.stdout.strip() or "?"
@@ -415,16 +412,14 @@ def scanner_of(cmd: list[str], env: dict) -> str:
 
 def zstd_readable(cmd: list[str]) -> bool:
     """Whether the analyzer's interpreter can read .zst (the optional ``zstandard`` module)."""
-    py = Path(cmd[0]).with_name("python") if os.sep in cmd[0] else None
-    exe = str(py) if py and py.exists() else sys.executable
-    r = subprocess.run([exe, "-c", "import zstandard"], capture_output=True, timeout=60)
+    r = subprocess.run([bench.analyzer_python(cmd), "-c", "import zstandard"], capture_output=True, timeout=60)
     return r.returncode == 0
 
 
 def plan_file_rows(tp8: Input, tp1: Input, cmd: list[str]) -> list[tuple[str, str, Input, list[str], str]]:
     """(name, description, input, argv, scanner env) of every file row, in table order."""
     rows = [("tp8-j1", "tp8 file, -j 1", tp8, analyze_argv(cmd, str(tp8.path), 1), ""),
-            ("tp8-j2", "tp8 file, -j 2 --scan-threads 1", tp8, analyze_argv(cmd, str(tp8.path), 2), ""),
+            ("tp8-j2", "tp8 file, -j 2 (one scan thread)", tp8, analyze_argv(cmd, str(tp8.path), 2), ""),
             ("tp1-j1", "tp1 file, -j 1", tp1, analyze_argv(cmd, str(tp1.path), 1), ""),
             ("tp8-python", "tp8 file, -j 1, SPECDIAG_SCANNER=python", tp8, analyze_argv(cmd, str(tp8.path), 1),
              "python"),
@@ -469,6 +464,7 @@ def run_file_rows(size_mib: float, data_dir: Path, cmd: list[str], only: frozens
         plan += [p for p in more if p[0] in only]
         done += [r for r in skipped if r.name in only]
     scanners: dict[str, str] = {}
+    bench.compile_bytecode(cmd)
     for name, what, inp, argv, forced in plan:
         env = {k: v for k, v in os.environ.items() if k != "SPECDIAG_SCANNER"}
         if forced:

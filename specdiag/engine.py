@@ -58,8 +58,9 @@ class AnalyzeOptions:
     stdin_name: str = "-"
     #: parallel worker processes across input groups (1: in this process; 0: one per core)
     jobs: int = 1
-    #: threads scanning the blocks of one input beside the reading thread (0: none; ``ingest/ahead.py``)
-    scan_threads: int = 0
+    #: threads scanning the blocks of one input beside the reading thread (0: none; None: one when ``jobs``
+    #: leaves a core to spare, :func:`scan_threads`; ``ingest/ahead.py``)
+    scan_threads: int | None = None
     #: run the rules (``specdiag metrics`` needs only the context and the series)
     rules: bool = True
     #: intervals kept per engine by the metrics collector; ``keep_metrics`` returns the collector itself
@@ -121,7 +122,7 @@ def _validate(opts: AnalyzeOptions) -> None:
         if sev not in SEVERITIES:
             raise ConfigError(f"severity for {code} must be one of {', '.join(SEVERITIES)}, not {sev!r}")
     select_rules(opts.select, opts.ignore)
-    if not 0 <= opts.scan_threads <= MAX_SCAN_THREADS:
+    if opts.scan_threads is not None and not 0 <= opts.scan_threads <= MAX_SCAN_THREADS:
         raise ConfigError(f"scan_threads must be 0 to {MAX_SCAN_THREADS}, not {opts.scan_threads}")
 
 
@@ -165,9 +166,20 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
     sources = sources_of(group, opts.stdin_name)
     processes = scan_processes(opts)
     for src in sources:
-        _read_source(src, group.id, run_for, tally, progress, opts.scan_threads, processes)
+        _read_source(src, group.id, run_for, tally, progress, scan_threads(opts), processes)
     deployments = [r.finish() for r in runs.values()] or [run_for(group.id).finish()]
     return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
+
+
+def scan_threads(opts: AnalyzeOptions) -> int:
+    """Threads that scan the blocks of one input beside the reading thread: as asked, else one when ``jobs``
+    leaves a core to spare (ingest uses them only where the compiled scanner runs, ``ingest/ahead.py``).
+    One is enough: with the scan on its own core the reading thread's Python is the longer of the two
+    (``docs/benchmark.md``). A group analysed in a pool worker has ``jobs == 1``: its cores are the pool's."""
+    if opts.scan_threads is not None:
+        return opts.scan_threads
+    jobs = opts.jobs or os.cpu_count() or 1
+    return 1 if jobs > 1 else 0
 
 
 def scan_processes(opts: AnalyzeOptions) -> int:

@@ -154,3 +154,32 @@ def test_worker_processes_work_where_the_platform_can_only_spawn(pools: list, mo
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
     assert pools[0]._mp_context.get_start_method() == "spawn"  # noqa: SLF001 - which method the pool used
+
+
+@pytest.mark.parametrize("base", [0, 1, 7, 2**40, -3])
+def test_a_shifted_column_is_the_same_by_the_compiled_loop_and_by_the_python_map(base: int,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from array import array
+
+    column = array("q", [0, 1, 5, 2**50, -(2**20)])
+    by_python = _shift_without_the_extension(column, base, monkeypatch)
+    assert list(by_python) == [v + base for v in column]
+    if scan._compiled is not None:  # noqa: SLF001 - the compiled loop, where it was built
+        monkeypatch.undo()
+        assert scan.shift_column(column, base) == by_python
+    assert list(column) == [0, 1, 5, 2**50, -(2**20)], "the column itself is left as it was"
+
+
+def _shift_without_the_extension(column, base: int, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(scan, "_compiled", None)
+    return scan.shift_column(column, base)
+
+
+@pytest.mark.skipif(scan._compiled is None, reason="the compiled scanner was not built")  # noqa: SLF001
+@pytest.mark.parametrize("column", [b"12345678", "array-of-int32"])
+def test_the_compiled_shift_refuses_what_is_not_a_writable_int64_column(column) -> None:
+    from array import array
+
+    target = array("i", [1, 2]) if column == "array-of-int32" else column
+    with pytest.raises((ValueError, TypeError)):
+        scan._compiled.shift(target, 1)  # noqa: SLF001

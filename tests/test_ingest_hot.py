@@ -261,6 +261,23 @@ def test_generated_logs_give_the_same_report_with_and_without_the_scanner(tmp_pa
     _assert_same_without_the_compiled_scanner(tmp_path, compiled, monkeypatch)
 
 
+@pytest.mark.parametrize(("jobs", "asked", "expected"), [(2, None, 1), (8, None, 1), (1, None, 0), (2, 0, 0),
+                                                         (1, 3, 3)])
+def test_scan_threads_default_to_one_when_the_jobs_leave_a_core_to_spare(jobs: int, asked: int | None,
+                                                                         expected: int) -> None:
+    """``-j 2`` on one input scans it beside the reading thread; ``-j 1`` (a pool worker's jobs too) never
+    does; ``--scan-threads`` is taken as given."""
+    opts = engine.AnalyzeOptions(paths=("x.log",), jobs=jobs, scan_threads=asked)
+    assert engine.scan_threads(opts) == expected
+
+
+def test_all_cores_by_default_means_a_scan_thread_where_there_are_two(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(engine.os, "cpu_count", lambda: 2)
+    assert engine.scan_threads(engine.AnalyzeOptions(paths=("x.log",), jobs=0)) == 1
+    monkeypatch.setattr(engine.os, "cpu_count", lambda: 1)
+    assert engine.scan_threads(engine.AnalyzeOptions(paths=("x.log",), jobs=0)) == 0
+
+
 @pytest.mark.parametrize("threads", [-1, 65])
 def test_scan_threads_out_of_bounds_are_a_config_error(threads: int) -> None:
     from specdiag.engine import ConfigError

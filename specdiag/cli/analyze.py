@@ -79,7 +79,7 @@ def analyze_cmd(
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the verdict lines; no progress bar or notes."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin in reports."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores); without the compiled scanner also the block scans of one input."),
-    scan_threads: int = SCAN_THREADS_OPTION,
+    scan_threads: int | None = SCAN_THREADS_OPTION,
 ) -> None:
     from specdiag.config import resolve
     from specdiag.engine import ConfigError, analyze

@@ -147,7 +147,7 @@ def check_cmd(  # noqa: PLR0915 - predates the 60-statement limit (pyproject): o
     lmcache_config: str = typer.Option(None, "--lmcache-config", help="LMCache YAML used by the deployment."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Path to show for stdin in annotations."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores); without the compiled scanner also the block scans of one input."),
-    scan_threads: int = SCAN_THREADS_OPTION,
+    scan_threads: int | None = SCAN_THREADS_OPTION,
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress bar, status line or notes on stderr "
                                                             "(errors still)."),
 ) -> None:

@@ -17,9 +17,9 @@ EXIT_NO_RECOGNISED = 3
 
 #: ``--scan-threads`` of ``analyze`` and ``check`` (one definition: the same words and bounds in both)
 SCAN_THREADS_OPTION = typer.Option(
-    0, "--scan-threads", min=0, max=64,
-    help="Threads that scan the blocks of one input while the main thread reads them (0: none; the compiled "
-         "scanner only). Helps where idle physical cores exist; see docs/benchmark.md.")
+    None, "--scan-threads", min=0, max=64, show_default="1 when -j leaves a core to spare, else 0",
+    help="Threads that scan the blocks of one input while the main thread reads and analyses them (0: none; "
+         "the compiled scanner only); see docs/benchmark.md.")
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:

@@ -1275,9 +1275,29 @@ done:
     return out;
 }
 
+/* shift(column, base): add base to every int64 of a writable buffer, in place. ScanResult.shifted numbers a
+ * block's rows once the lines before it are known (a block scanned ahead on another thread or process), so
+ * nothing counts line breaks ahead of the scan; the pure-Python reference is a map of add. */
+static PyObject *py_shift(PyObject *self, PyObject *args) {
+    Py_buffer v;
+    long long base;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "w*L:shift", &v, &base)) return NULL;
+    if (v.itemsize != 8 || v.len % 8) {
+        PyBuffer_Release(&v);
+        PyErr_SetString(PyExc_ValueError, "shift: an int64 column is required");
+        return NULL;
+    }
+    int64_t *p = (int64_t *)v.buf;
+    for (Py_ssize_t i = 0, n = v.len / 8; i < n; i++) p[i] = (int64_t)((uint64_t)p[i] + (uint64_t)base);
+    PyBuffer_Release(&v);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS, "scan(block, base_line) -> (lines, prefixes, counts, columns)"},
     {"pack", py_pack, METH_VARARGS, "pack(buf, base, starts, ends, lo, hi) -> the rows' bytes, concatenated"},
+    {"shift", py_shift, METH_VARARGS, "shift(column, base): base added to every int64 of the column, in place"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -134,16 +134,16 @@ def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes
                depth: int, base: int = 0) -> Iterator[Item]:
     """Blocks submitted as they are read, at most ``depth`` in flight, handed on in file order.
 
-    Each block is submitted with the line number it starts at, counted here (a C-speed count of its line
-    breaks: the blocks end on one), so the rows come back numbered; a scan that counted otherwise is
-    shifted by the difference when it is handed on."""
+    Each block is scanned as if it were the input's first (line numbers from 1) and its rows are shifted
+    by the lines before it when it is handed on (``ScanResult.shifted``, one C loop per column where the
+    scanner is compiled). Numbering blocks before their scan meant counting their line breaks here, and
+    ``bytes.count`` of one byte reads ~2 GB/s: on the TP=8 shape that count alone took this thread as long
+    as the scan it was to hand off (``docs/benchmark.md``)."""
     pending: deque = deque()
-    at = base
     try:
         for data, start, end in blocks:
             flood = is_flood(data, start, end)
-            pending.append((data, start, end, at, None if flood else submit(data, start, end, at)))
-            at += data.count(b"\n", start, end)
+            pending.append((data, start, end, 0, None if flood else submit(data, start, end, 0)))
             if len(pending) > depth:
                 base = yield from _hand_on(pending.popleft(), base)
         while pending:
