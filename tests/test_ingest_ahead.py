@@ -23,6 +23,7 @@ def python_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sources, "BLOCK_SIZE", 4096)
     monkeypatch.setattr(ahead, "PROCESS_AFTER", 2)
     monkeypatch.setattr(ahead, "SCAN_WHILE_STARTING", False)
+    monkeypatch.setattr(scan_workers, "SCAN_HERE_BELOW", 0)  # the 4 KiB blocks go to the workers too
 
 
 def _blocks():
@@ -130,7 +131,9 @@ def test_the_shared_ring_is_unlinked_when_the_input_ends_or_is_abandoned() -> No
     assert set(Path("/dev/shm").iterdir()) <= before
 
 
-def test_a_broken_pool_takes_no_new_block_and_keeps_its_slot_free() -> None:
+def test_a_broken_pool_takes_no_new_block_and_keeps_its_slot_free(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scan_workers, "SCAN_HERE_BELOW", 0)
+
     class Broken:
         def submit(self, *_a, **_k):
             raise BrokenProcessPool("gone")
@@ -183,3 +186,17 @@ def test_the_compiled_shift_refuses_what_is_not_a_writable_int64_column(column) 
     target = array("i", [1, 2]) if column == "array-of-int32" else column
     with pytest.raises((ValueError, TypeError)):
         scan._compiled.shift(target, 1)  # noqa: SLF001
+
+
+def test_a_block_smaller_than_a_round_trip_is_worth_is_scanned_here() -> None:
+    """The line a read boundary cut is a block of its own after every read: it never goes to a worker."""
+
+    class Refusing:
+        def submit(self, *_a, **_k):
+            raise AssertionError("a small block was sent to a worker")
+
+    small = b"x\n" * (scan_workers.SCAN_HERE_BELOW // 2 - 1)
+    assert scan_workers.submit(Refusing(), None, small, 0, len(small), 0) is None
+    big = b"x\n" * (scan_workers.SCAN_HERE_BELOW // 2)
+    with pytest.raises(AssertionError, match="sent to a worker"):
+        scan_workers.submit(Refusing(), None, big, 0, len(big), 0)

@@ -15,7 +15,7 @@ import pytest
 from specdiag import engine
 from specdiag.analyzers.kv_shortfall import LookupHistory
 from specdiag.engine import analyze
-from specdiag.ingest import ahead, scan, sources
+from specdiag.ingest import ahead, scan, scan_workers, sources
 from specdiag.ingest.hot import HotWindow, LookupRows
 from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.records import iter_records
@@ -73,6 +73,7 @@ def _assert_same_without_the_compiled_scanner(path: Path, compiled: dict, monkey
         assert _report(path) == compiled, "pure-Python scanner"
         m.setattr(ahead, "PROCESS_AFTER", 1)
         m.setattr(ahead, "SCAN_WHILE_STARTING", False)
+        m.setattr(scan_workers, "SCAN_HERE_BELOW", 0)  # small test blocks go to the workers too
         # one group's blocks after its first scanned by two worker processes (several groups: one per process)
         assert _report(path, jobs=2) == compiled, "pure-Python scanner on worker processes"
     with monkeypatch.context() as m:

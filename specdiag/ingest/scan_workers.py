@@ -20,6 +20,9 @@ from specdiag.workers import start_worker
 
 #: a slot holds one read and the line a read boundary cut (the blocks ``Source.blocks`` yields)
 SLOT_SIZE = BLOCK_SIZE + 64 * 1024
+#: a block smaller than this is scanned in this process: the line a read boundary cut makes a block of its
+#: own after every read, and a round trip to a worker costs more than scanning it (``ahead._pipelined``)
+SCAN_HERE_BELOW = 16 * 1024
 
 
 def process_pool(processes: int) -> Executor:
@@ -68,7 +71,10 @@ class BlockRing:
 
 
 def submit(pool: Executor, ring: BlockRing | None, data: bytes, start: int, end: int, at: int) -> Future | None:
-    """One block's scan on the pool (None when the pool is broken: the block is then scanned here)."""
+    """One block's scan on the pool (None when the pool is broken, or for a small block: it is then scanned
+    here)."""
+    if end - start < SCAN_HERE_BELOW:
+        return None
     slot = ring.put(data, start, end) if ring is not None else None
     try:
         if slot is None:
