@@ -421,6 +421,7 @@ def plan_file_rows(tp8: Input, tp1: Input, cmd: list[str]) -> list[tuple[str, st
     rows = [("tp8-j1", "tp8 file, -j 1", tp8, analyze_argv(cmd, str(tp8.path), 1), ""),
             ("tp8-j2", "tp8 file, -j 2 (one scan thread)", tp8, analyze_argv(cmd, str(tp8.path), 2), ""),
             ("tp1-j1", "tp1 file, -j 1", tp1, analyze_argv(cmd, str(tp1.path), 1), ""),
+            ("tp1-j2", "tp1 file, -j 2 (one scan thread)", tp1, analyze_argv(cmd, str(tp1.path), 2), ""),
             ("tp8-python", "tp8 file, -j 1, SPECDIAG_SCANNER=python", tp8, analyze_argv(cmd, str(tp8.path), 1),
              "python"),
             ("tp1-python", "tp1 file, -j 1, SPECDIAG_SCANNER=python", tp1, analyze_argv(cmd, str(tp1.path), 1),
@@ -448,7 +449,7 @@ def compressed_rows(tp8: Input, tp1: Input, cmd: list[str]) -> tuple[list[tuple]
     return plan, skipped
 
 
-ROW_NAMES = ("tp8-j1", "tp8-j2", "tp1-j1", "tp8-python", "tp1-python", "tp8-python-j2", "tp1-python-j2", "tp8-gz", "tp1-gz", "tp8-zst", "tp1-zst",
+ROW_NAMES = ("tp8-j1", "tp8-j2", "tp1-j1", "tp1-j2", "tp8-python", "tp1-python", "tp8-python-j2", "tp1-python-j2", "tp8-gz", "tp1-gz", "tp8-zst", "tp1-zst",
              "stream-tp1")
 
 

@@ -22,7 +22,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 import bench_suite  # noqa: E402
 
-FILE_ROWS = {"tp8-j1", "tp8-j2", "tp1-j1", "tp8-python", "tp1-python", "tp8-python-j2", "tp1-python-j2", "tp8-gz", "tp1-gz",
+FILE_ROWS = {"tp8-j1", "tp8-j2", "tp1-j1", "tp1-j2", "tp8-python", "tp1-python", "tp8-python-j2", "tp1-python-j2", "tp8-gz", "tp1-gz",
              "tp8-zst", "tp1-zst"}
 
 
