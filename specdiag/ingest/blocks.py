@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from itertools import repeat
+from operator import floordiv, itemgetter
 from typing import TYPE_CHECKING
 
 from specdiag.ingest import scan
@@ -117,12 +118,8 @@ def _line_order(res: ScanResult):
     for table, cols in (("stats", stats), ("spec", spec)):
         if cols["line"]:
             todo += zip(cols["line"], cols["start"], cols["end"], repeat(table), range(len(cols["line"])))
-    todo.sort(key=_first)
+    todo.sort(key=itemgetter(0))  # line numbers are unique: one key, compared in C
     return todo
-
-
-def _first(row: tuple) -> int:
-    return row[0]
 
 
 _FORMAT_OF = {"UACCESS": "uvicorn", "U5XX": "uvicorn", "V_STATS": "vllm", "V_SPEC": "vllm"}
@@ -214,7 +211,7 @@ def _metric_batch(reader: LineReader, view: BlockView, todo: list[tuple[int, str
         return False
     stamps = [t0[i] if t == "stats" else t1[i] for t, i in pairs]
     if reader.year_hint:
-        months = set(map(scan.stamp_month, stamps))
+        months = set(map(floordiv, stamps, repeat(scan.STAMP_MONTH)))  # scan.stamp_month of each, in C
         if 1 in months and (reader.last_month == 12 or 12 in months):
             return False  # the year may roll inside: the per-row path cuts the batch there
     if reader.held is not None:

@@ -377,9 +377,13 @@ def stamp_value(stamp: bytes) -> int:
     return int(stamp[0:2] + stamp[3:5] + stamp[6:8] + stamp[9:11] + stamp[12:14])
 
 
+#: a ``stamp_value`` divided by this is its month (``MMDDhhmmss`` → ``MM``)
+STAMP_MONTH = 100000000
+
+
 def stamp_month(stamp: int) -> int:
     """The month of a ``stamp_value`` (``MMDDhhmmss`` → ``MM``)."""
-    return stamp // 100000000
+    return stamp // STAMP_MONTH
 
 
 def _decimal(s: bytes, pos: int, end: int) -> tuple[float, int]:
