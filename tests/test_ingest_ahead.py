@@ -142,7 +142,7 @@ def test_a_broken_pool_takes_no_new_block_and_keeps_its_slot_free(monkeypatch: p
     if ring is None:
         pytest.skip("no shared memory here")
     try:
-        assert scan_workers.submit(Broken(), ring, b"x\n", 0, 2, 0) is None
+        assert scan_workers.submit(Broken(), ring, b"x\n", 0, 2) is None
         assert sorted(ring.free) == [0, 1]
     finally:
         ring.close()
@@ -196,7 +196,7 @@ def test_a_block_smaller_than_a_round_trip_is_worth_is_scanned_here() -> None:
             raise AssertionError("a small block was sent to a worker")
 
     small = b"x\n" * (scan_workers.SCAN_HERE_BELOW // 2 - 1)
-    assert scan_workers.submit(Refusing(), None, small, 0, len(small), 0) is None
+    assert scan_workers.submit(Refusing(), None, small, 0, len(small)) is None
     big = b"x\n" * (scan_workers.SCAN_HERE_BELOW // 2)
     with pytest.raises(AssertionError, match="sent to a worker"):
-        scan_workers.submit(Refusing(), None, big, 0, len(big), 0)
+        scan_workers.submit(Refusing(), None, big, 0, len(big))

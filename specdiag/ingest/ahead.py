@@ -4,8 +4,9 @@ The compiled scanner releases the GIL, so threads that scan blocks N+1… while 
 the per-line stages and the observers on block N can use other cores for the byte work. At most
 ``DEPTH + threads`` blocks are in flight, so memory stays that of a few blocks; results arrive in file
 order. The Python scanner holds the GIL, so without the compiled one threads would only add switching:
-``scan_ahead`` then runs inline. Opt-in (``--scan-threads``): on the 2-vCPU machines measured here two
-threads in parallel each ran at ~60 % of one alone, and the pipeline got slower (``docs/benchmark.md``).
+``scan_ahead`` then runs inline. The engine asks for one thread when ``-j`` leaves a core to spare
+(``engine.scan_threads``): on the 2-vCPU machines measured here the TP=8 shape then runs 1.3–1.5× faster
+than on one thread (``docs/benchmark.md``, 2026-12-04 evening).
 
 Without the compiled scanner the scan is three quarters of the run, so there it goes to worker
 *processes* instead (``processes``; the engine asks for one per ``-j`` job; ``scan_workers.py``): the blocks
@@ -99,7 +100,7 @@ def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(threads, thread_name_prefix="specdiag-scan") as pool:
-        yield from _pipelined(blocks, lambda d, s, e, at: pool.submit(scan_unwrapped, d, s, e, at), DEPTH + threads)
+        yield from _pipelined(blocks, lambda d, s, e: pool.submit(scan_unwrapped, d, s, e, 0), DEPTH + threads)
 
 
 def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> Iterator[Item]:
@@ -121,7 +122,7 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
                 up = pool.submit(int)  # a first task: done once a worker runs
                 if not SCAN_WHILE_STARTING:
                     wait([up])
-        yield from _pipelined(blocks, lambda d, s, e, at: scan_workers.submit(pool, ring, d, s, e, at),
+        yield from _pipelined(blocks, lambda d, s, e: scan_workers.submit(pool, ring, d, s, e),
                               DEPTH + processes, base)
     finally:
         if pool is not None:
@@ -130,7 +131,7 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
             ring.close()
 
 
-def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes, int, int, int], Future | None],
+def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes, int, int], Future | None],
                depth: int, base: int = 0) -> Iterator[Item]:
     """Blocks submitted as they are read, at most ``depth`` in flight, handed on in file order.
 
@@ -143,7 +144,7 @@ def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes
     try:
         for data, start, end in blocks:
             flood = is_flood(data, start, end)
-            pending.append((data, start, end, 0, None if flood else submit(data, start, end, 0)))
+            pending.append((data, start, end, 0, None if flood else submit(data, start, end)))
             if len(pending) > depth:
                 base = yield from _hand_on(pending.popleft(), base)
         while pending:

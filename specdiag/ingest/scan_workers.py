@@ -70,16 +70,16 @@ class BlockRing:
         self.shm.unlink()
 
 
-def submit(pool: Executor, ring: BlockRing | None, data: bytes, start: int, end: int, at: int) -> Future | None:
-    """One block's scan on the pool (None when the pool is broken, or for a small block: it is then scanned
-    here)."""
+def submit(pool: Executor, ring: BlockRing | None, data: bytes, start: int, end: int) -> Future | None:
+    """One block's scan on the pool, numbered from line 1 (``ahead._hand_on`` renumbers it); None when the
+    pool is broken, or for a small block: it is then scanned here."""
     if end - start < SCAN_HERE_BELOW:
         return None
     slot = ring.put(data, start, end) if ring is not None else None
     try:
         if slot is None:
-            return pool.submit(scan_job, data if start == 0 and end == len(data) else data[start:end], at)
-        fut = pool.submit(scan_slot, ring.shm.name, slot * SLOT_SIZE, end - start, at)
+            return pool.submit(scan_job, data if start == 0 and end == len(data) else data[start:end], 0)
+        fut = pool.submit(scan_slot, ring.shm.name, slot * SLOT_SIZE, end - start, 0)
     except BrokenExecutor:
         if slot is not None:
             ring.free.append(slot)
