@@ -141,10 +141,11 @@ class ScanResult:
         of it were counted (on a scan thread), numbered when it is handed on in file order."""
         if not base:
             return self
+        compiled = compiled_in_use()  # once, not per column: it reads the environment
         columns = {}
         for name, cols in self.columns.items():
             if "line" in cols:
-                cols = {**cols, "line": shift_column(cols["line"], base)}
+                cols = {**cols, "line": shift_column(cols["line"], base, compiled)}
             columns[name] = cols
         return ScanResult(self.lines, self.prefixes, self.counts, columns, self.lookup_text)
 
@@ -817,10 +818,11 @@ def pack_rows_py(block: bytes, base: int, starts: array, ends: array, lo: int, h
     return b"".join(map(block.__getitem__, map(slice, first, last)))  # C-level maps: no Python frame per row
 
 
-def shift_column(column: array, base: int) -> array:
+def shift_column(column: array, base: int, compiled: bool | None = None) -> array:
     """A copy of the int64 ``column`` with ``base`` added to every value: one copy and one C loop where the
-    scanner is compiled, a C-level ``map`` of ``add`` in the pure-Python fallback."""
-    if compiled_in_use():
+    scanner is compiled (``compiled``: whether it is in use, when the caller knows), a C-level ``map`` of
+    ``add`` in the pure-Python fallback."""
+    if compiled if compiled is not None else compiled_in_use():
         out = column[:]
         _compiled.shift(out, base)
         return out
