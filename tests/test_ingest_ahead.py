@@ -200,3 +200,15 @@ def test_a_block_smaller_than_a_round_trip_is_worth_is_scanned_here() -> None:
     big = b"x\n" * (scan_workers.SCAN_HERE_BELOW // 2)
     with pytest.raises(AssertionError, match="sent to a worker"):
         scan_workers.submit(Refusing(), None, big, 0, len(big))
+
+
+@pytest.mark.usefixtures("python_scanner")
+@pytest.mark.parametrize("here_below", [1 << 30, 600], ids=["every-block-here", "some-blocks-here"])
+def test_blocks_scanned_here_beside_the_workers_keep_their_line_numbers(here_below: int, pools: list,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block too small to send is scanned in this process, numbered as it is scanned: never renumbered
+    again on the way out (the scans and their line columns equal the inline ones)."""
+    monkeypatch.setattr(scan_workers, "SCAN_HERE_BELOW", here_below)
+    inline = _scans(ahead.scanned(_blocks(), True))
+    assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == inline
+    assert len(pools) == 1

@@ -163,12 +163,15 @@ def _hand_on(item: tuple, base: int):
     if is_flood(data, start, end):
         yield data, start, end, None, None
         return base + data.count(b"\n", start, end)
-    try:
-        res, copy = fut.result() if fut is not None else scan_unwrapped(data, start, end, base)
-    except BrokenExecutor:  # a worker died (killed, out of memory): this block, and the next ones, here
+    if fut is None:  # scanned here, already numbered
         res, copy = scan_unwrapped(data, start, end, base)
     else:
-        res = res.shifted(base - asked)
+        try:
+            res, copy = fut.result()
+        except BrokenExecutor:  # a worker died (killed, out of memory): this block, and the next ones, here
+            res, copy = scan_unwrapped(data, start, end, base)
+        else:
+            res = res.shifted(base - asked)
     yield data, start, end, res, copy
     return base + res.lines
 
