@@ -49,6 +49,11 @@ def _random_log(rng: random.Random) -> bytes:
     return b"".join(parts)
 
 
+def _carrying(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks as a pipe, a decompressed or a re-encoded input gets them: the cut line carried to the next read."""
+    monkeypatch.setattr(sources.Source, "_can_rewind", lambda self, fh: False)
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_blocks_yield_the_lines_of_the_copying_loop_they_replaced(seed: int, tmp_path: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
@@ -57,6 +62,7 @@ def test_blocks_yield_the_lines_of_the_copying_loop_they_replaced(seed: int, tmp
     block_size, max_line = rng.choice([7, 64, 256, 1000]), rng.choice([50, 300, 5000])
     monkeypatch.setattr(sources, "BLOCK_SIZE", block_size)
     monkeypatch.setattr(sources, "MAX_LINE", max_line)
+    _carrying(monkeypatch)
     log = tmp_path / "x.log"
     log.write_bytes(data)
     blocks = list(expand_inputs([str(log)])[0].blocks())
@@ -66,9 +72,77 @@ def test_blocks_yield_the_lines_of_the_copying_loop_they_replaced(seed: int, tmp
 
 def test_a_read_of_whole_lines_is_handed_on_without_a_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sources, "BLOCK_SIZE", 12)
+    _carrying(monkeypatch)
     log = tmp_path / "x.log"
     log.write_bytes(b"line one\nline two\nthree\n")
     blocks = list(expand_inputs([str(log)])[0].blocks())
     # the second read starts inside "line two": its head joins the carry, the rest is the read itself
     assert [(d[s:e], s, e == len(d)) for d, s, e in blocks] == [
         (b"line one\n", 0, False), (b"line two\n", 0, True), (b"three\n", 6, True)]
+
+
+def test_a_file_is_read_again_from_the_line_a_read_cut_instead_of_carrying_it(tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """No one-line block after every read: the next read starts with the cut line."""
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 12)
+    log = tmp_path / "x.log"
+    log.write_bytes(b"line one\nline two\nthree\n")
+    src = expand_inputs([str(log)])[0]
+    blocks = list(src.blocks())
+    assert [(d[s:e], s) for d, s, e in blocks] == [(b"line one\n", 0), (b"line two\n", 0), (b"three\n", 0)]
+    assert src.stats.bytes_read == log.stat().st_size
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_a_file_read_again_from_each_cut_line_yields_every_line_once(seed: int, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines no longer than a read: exactly the file's lines, one block per read, every byte counted once."""
+    rng = random.Random(seed)
+    block_size = rng.choice([64, 256, 1000, 4096])
+    monkeypatch.setattr(sources, "BLOCK_SIZE", block_size)
+    lines = [bytes(rng.choice(b"abc \t\x1b[") for _ in range(rng.randrange(0, block_size))) for _ in range(200)]
+    data = b"\n".join(lines) + rng.choice([b"\n", b""])
+    log = tmp_path / "x.log"
+    log.write_bytes(data)
+    src = expand_inputs([str(log)])[0]
+    blocks = list(src.blocks())
+    assert b"".join(d[s:e] for d, s, e in blocks) == (data if data.endswith(b"\n") else data + b"\n")
+    assert len(blocks) <= -(-len(data) // block_size) + len(lines) // 2  # no block made of a carried line alone
+    assert all(s == 0 for d, s, e in blocks)  # every read starts at a line
+    assert src.stats.bytes_read == len(data)
+
+
+@pytest.mark.parametrize("content", [b"a\r\nb\r\nc\r\n" * 40, b"a\rb\rc\r" * 40], ids=["CRLF", "CR"])
+def test_files_whose_lines_do_not_end_in_lf_alone_keep_carrying(content: bytes, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """CRLF and CR files: their line ends are rewritten per read, so a cut line is carried, not read again."""
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 13)
+    log = tmp_path / "x.log"
+    log.write_bytes(content)
+    answers: list[bool] = []
+    real = sources.Source._rewound
+
+    def asked(*args) -> bool:
+        answers.append(real(*args))
+        return answers[-1]
+
+    monkeypatch.setattr(sources.Source, "_rewound", asked)
+    blocks = list(expand_inputs([str(log)])[0].blocks())
+    assert b"".join(d[s:e] for d, s, e in blocks).replace(b"\r\n", b"\n") == b"a\nb\nc\n" * 40
+    assert answers and not any(answers)
+
+
+def test_a_pipe_is_never_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import threading
+
+    monkeypatch.setattr(sources, "BLOCK_SIZE", 12)
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    data = b"line one\nline two\nthree\n"
+    writer = threading.Thread(target=fifo.write_bytes, args=(data,))
+    writer.start()
+    blocks = list(expand_inputs([str(fifo)])[0].blocks())
+    writer.join()
+    assert b"".join(d[s:e] for d, s, e in blocks) == data
+    assert (b"line two\n", 0) in [(d[s:e], s) for d, s, e in blocks]  # the carried line, joined to the next read
