@@ -5,7 +5,7 @@ the per-line stages and the observers on block N can use other cores for the byt
 ``DEPTH + threads`` blocks are in flight, so memory stays that of a few blocks; results arrive in file
 order. The Python scanner holds the GIL, so without the compiled one threads would only add switching:
 ``scan_ahead`` then runs inline. The engine asks for one thread when ``-j`` leaves a core to spare
-(``engine.scan_threads``): on the 2-vCPU machines measured here the TP=8 shape then runs 1.3–1.5× faster
+(``engine.scan_threads``): on the 2-vCPU machines measured here the TP=8 shape then runs 1.15–1.6× faster
 than on one thread (``docs/benchmark.md``, 2026-12-04 evening).
 
 Without the compiled scanner the scan is three quarters of the run, so there it goes to worker
