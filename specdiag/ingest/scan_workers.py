@@ -20,8 +20,9 @@ from specdiag.workers import start_worker
 
 #: a slot holds one read and the line a read boundary cut (the blocks ``Source.blocks`` yields)
 SLOT_SIZE = BLOCK_SIZE + 64 * 1024
-#: a block smaller than this is scanned in this process: the line a read boundary cut makes a block of its
-#: own after every read, and a round trip to a worker costs more than scanning it (``ahead._pipelined``)
+#: a block smaller than this is scanned in this process: the line a read boundary cut is a block of its own
+#: after every read of a pipe or a compressed input (``Source.blocks``), and a round trip to a worker costs
+#: more than scanning it (``ahead._pipelined``)
 SCAN_HERE_BELOW = 16 * 1024
 
 
