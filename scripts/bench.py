@@ -259,8 +259,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - predates the 
     analyze_argv = cmd + ["analyze", str(log), "--format", "json"]
     res_an: dict = {"argv": analyze_argv, "error": "skipped (--no-analyze)", "rc": 0}
     digest: dict = {}
+    bytecode = None
     if not args.no_analyze:
-        compile_bytecode(cmd)
+        bytecode = compile_bytecode(cmd)
         with tempfile.TemporaryDirectory() as td:
             out_json = Path(td) / "report.json"
             res_an = best_of(analyze_argv, args.repeat, out_json, args.timeout, use_time)
@@ -291,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - predates the 
         "bytes": size,
         "mib": size / 2**20,
         "warm_read_s": warm_s,
+        "bytecode_compiled": bytecode,
         "rss_measured_by": "gnu-time" if use_time else "wait4",
         "rss_floor_bytes": floor,
         "host": {"python": platform.python_version(), "machine": platform.machine(),

@@ -465,7 +465,6 @@ def run_file_rows(size_mib: float, data_dir: Path, cmd: list[str], only: frozens
         plan += [p for p in more if p[0] in only]
         done += [r for r in skipped if r.name in only]
     scanners: dict[str, str] = {}
-    bench.compile_bytecode(cmd)
     for name, what, inp, argv, forced in plan:
         env = {k: v for k, v in os.environ.items() if k != "SPECDIAG_SCANNER"}
         if forced:
@@ -487,6 +486,7 @@ def run_suite(size_mib: float, stream_gib: float, data_dir: Path, cmd: list[str]
     chosen = frozenset(only or ROW_NAMES)
     load0 = list(os.getloadavg())
     commit = _commit()   # before the runs: what was measured, not what was committed meanwhile
+    bytecode = bench.compile_bytecode(cmd)
     done: list[Row] = []
     if chosen - {"stream-tp1"}:
         done = run_file_rows(size_mib, data_dir, cmd, chosen, seed, incidents, force, timeout, use_time)
@@ -496,7 +496,7 @@ def run_suite(size_mib: float, stream_gib: float, data_dir: Path, cmd: list[str]
         done.append(stream_row(stream_gib, seed, incidents, cmd, env, timeout, use_time, scanner_of(cmd, env),
                                data_dir if stream_feed == "file" else None))
     return {"schema": "specdiag.bench-suite/1", "when": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-            "commit": commit, "load_average_start": load0, "load_average": list(os.getloadavg()),
+            "commit": commit, "bytecode_compiled": bytecode, "load_average_start": load0, "load_average": list(os.getloadavg()),
             "size_mib": size_mib, "stream_gib": stream_gib, "rss_measured_by": "gnu-time" if use_time else "wait4",
             "host": {"python": platform.python_version(), "machine": platform.machine(), "cpus": os.cpu_count(),
                      "system": platform.platform()},

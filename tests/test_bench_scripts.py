@@ -94,6 +94,7 @@ def test_suite_judges_every_target_and_prints_a_markdown_table(tiny_suite: tuple
     body = [ln for ln in table.splitlines() if re.match(r"\| (tp[18]|stream)-", ln)]
     assert len(body) == len(result["rows"]) and all(ln.count("|") == cells for ln in body)
     assert result["commit"] and len(result["load_average"]) == 3
+    assert result["bytecode_compiled"] is True  # the package written as pip install leaves it
 
 
 def _fake_report(tmp_path: Path, findings: list[dict]) -> Path:

@@ -79,8 +79,8 @@ def submit(pool: Executor, ring: BlockRing | None, data: bytes, start: int, end:
     slot = ring.put(data, start, end) if ring is not None else None
     try:
         if slot is None:
-            return pool.submit(scan_job, data if start == 0 and end == len(data) else data[start:end], 0)
-        fut = pool.submit(scan_slot, ring.shm.name, slot * SLOT_SIZE, end - start, 0)
+            return pool.submit(scan_job, data if start == 0 and end == len(data) else data[start:end])
+        fut = pool.submit(scan_slot, ring.shm.name, slot * SLOT_SIZE, end - start)
     except BrokenExecutor:
         if slot is not None:
             ring.free.append(slot)
@@ -89,26 +89,27 @@ def submit(pool: Executor, ring: BlockRing | None, data: bytes, start: int, end:
     return fut
 
 
-def scan_job(block: bytes, base_line: int) -> tuple[ScanResult, bytes | None]:
-    """One block's scan in a worker process, by the Python scanner (the only one that runs there)."""
+def scan_job(block: bytes) -> tuple[ScanResult, bytes | None]:
+    """One block's scan in a worker process, by the Python scanner (the only one that runs there), numbered
+    from line 1: the block is renumbered when it is handed on (``ahead._hand_on``)."""
     from specdiag.ingest.scan_fast import scan_block_fast
 
     copy = ahead.unwrapped(block, 0, len(block)) if block else None
-    return scan_block_fast(block if copy is None else copy, base_line), copy
+    return scan_block_fast(block if copy is None else copy, 0), copy
 
 
 #: the segments this worker has attached, by name (one per input scanned on this pool)
 _ATTACHED: dict = {}
 
 
-def scan_slot(name: str, offset: int, length: int, base_line: int) -> tuple[ScanResult, bytes | None]:
+def scan_slot(name: str, offset: int, length: int) -> tuple[ScanResult, bytes | None]:
     """:func:`scan_job` of the block in a ring's slot."""
     shm = _ATTACHED.get(name)
     if shm is None:
         from multiprocessing.shared_memory import SharedMemory
 
         shm = _ATTACHED[name] = SharedMemory(name=name)
-    return scan_job(bytes(shm.buf[offset : offset + length]), base_line)
+    return scan_job(bytes(shm.buf[offset : offset + length]))
 
 
 __all__ = ["SLOT_SIZE", "BlockRing", "process_pool", "scan_job", "scan_slot", "submit"]
