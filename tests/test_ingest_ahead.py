@@ -3,7 +3,7 @@ inline, no pool for a small input, a broken pool leaves the rest to this process
 
 from __future__ import annotations
 
-from concurrent.futures import Future
+from concurrent.futures import BrokenExecutor, Future
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
@@ -40,8 +40,8 @@ def pools(monkeypatch: pytest.MonkeyPatch) -> list:
     made: list = []
     real = scan_workers.process_pool
 
-    def keep(processes: int):
-        made.append(real(processes))
+    def keep(processes: int, slots: int):
+        made.append(real(processes, slots))
         return made[-1]
 
     monkeypatch.setattr(scan_workers, "process_pool", keep)
@@ -71,13 +71,17 @@ def test_the_compiled_scanner_never_uses_worker_processes(pools: list, monkeypat
 
 
 @pytest.mark.usefixtures("python_scanner")
-def test_closing_the_stream_shuts_its_worker_processes_down(pools: list) -> None:
+@pytest.mark.parametrize("read", ["part", "all"])
+def test_closing_the_stream_shuts_its_worker_processes_down(read: str, pools: list) -> None:
     items = ahead.scan_ahead(_blocks(), True, processes=2)
-    for _ in range(ahead.PROCESS_AFTER + 3):
-        next(items)
-    items.close()
-    with pytest.raises(RuntimeError, match="shutdown"):
-        pools[0].submit(int, 1)
+    if read == "part":  # scans still queued: the workers are stopped without them
+        for _ in range(ahead.PROCESS_AFTER + 3):
+            next(items)
+        items.close()
+    else:
+        list(items)
+    assert len(pools[0].procs) == 2
+    assert [p.exitcode is None for p in pools[0].procs] == [False, False]
 
 
 @pytest.mark.usefixtures("python_scanner")
@@ -111,9 +115,10 @@ def test_a_worker_exits_when_the_analysing_process_is_gone() -> None:
 
 @pytest.mark.usefixtures("python_scanner")
 @pytest.mark.parametrize("transport", ["some blocks over a slot", "no shared memory"])
-def test_blocks_that_cannot_use_the_shared_ring_travel_pickled(transport: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_blocks_that_cannot_use_the_shared_ring_travel_in_the_message(transport: str,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     if transport == "no shared memory":
-        monkeypatch.setattr(scan_workers.BlockRing, "open", classmethod(lambda cls, slots: None))
+        monkeypatch.setattr(scan_workers, "_shared_memory", lambda size: None)
     else:
         monkeypatch.setattr(scan_workers, "SLOT_SIZE", 3000)  # the 4 KiB reads do not fit, the joined lines do
     assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
@@ -131,21 +136,77 @@ def test_the_shared_ring_is_unlinked_when_the_input_ends_or_is_abandoned() -> No
     assert set(Path("/dev/shm").iterdir()) <= before
 
 
-def test_a_broken_pool_takes_no_new_block_and_keeps_its_slot_free(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scan_workers, "SCAN_HERE_BELOW", 0)
-
-    class Broken:
-        def submit(self, *_a, **_k):
-            raise BrokenProcessPool("gone")
-
-    ring = scan_workers.BlockRing.open(2)
-    if ring is None:
-        pytest.skip("no shared memory here")
+@pytest.mark.usefixtures("python_scanner")
+def test_a_pool_whose_worker_was_killed_breaks_and_takes_no_new_block() -> None:
+    pool = scan_workers.process_pool(2, 4)
     try:
-        assert scan_workers.submit(Broken(), ring, b"x\n", 0, 2) is None
-        assert sorted(ring.free) == [0, 1]
+        while not pool.started():
+            pool.wait()
+        data = b"x\n" * 100
+        ticket = pool.submit(data, 0, len(data))
+        assert ticket.result()[0] == scan.scan_range(data, 0, len(data), 0)
+        pool.procs[0].kill()
+        pool.procs[0].join()
+        waiting = pool.submit(data, 0, len(data))  # taken by the live worker, or queued: broken either way
+        with pytest.raises(BrokenExecutor):
+            while True:  # the death is noticed when this process next waits for a result
+                waiting.result()
+                waiting = pool.submit(data, 0, len(data))
+        assert pool.submit(data, 0, len(data)) is None
     finally:
-        ring.close()
+        pool.close()
+    assert [p.is_alive() for p in pool.procs] == [False, False]
+
+
+@pytest.mark.usefixtures("python_scanner")
+def test_the_rest_of_the_input_is_scanned_here_when_a_worker_dies(pools: list, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = scan_workers.submit
+    sent: list = []
+
+    def kill_after_two(pool, data, start, end):
+        sent.append(start)
+        if len(sent) == 3:
+            pool.procs[1].kill()
+            pool.procs[1].join()
+        return real(pool, data, start, end)
+
+    monkeypatch.setattr(scan_workers, "submit", kill_after_two)
+    assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
+    assert pools[0].broken
+
+
+@pytest.mark.parametrize("room", [1 << 16, 100], ids=["fits-its-slot", "larger-than-its-slot"])
+def test_a_scan_goes_back_in_its_blocks_slot_when_it_fits_else_inside_the_message(room: int) -> None:
+    import pickle
+    from multiprocessing.shared_memory import SharedMemory
+
+    data = LOG.read_bytes()[:8000]
+    data = data[: data.rindex(b"\n") + 1]
+    shm = SharedMemory(create=True, size=2 * (1 << 16))
+    try:
+        message = scan_workers.answer(shm, room, 3, 1 << 16, data)
+        task, what, at, length = scan_workers._DONE.unpack_from(message)  # noqa: SLF001
+        assert (task, what) == (3, scan_workers._RESULT)  # noqa: SLF001
+        if room > 100:
+            assert (at, len(message)) == (1 << 16, scan_workers._DONE.size)  # noqa: SLF001
+            payload = bytes(shm.buf[at : at + length])
+        else:
+            assert at == -1
+            payload = message[scan_workers._DONE.size :]  # noqa: SLF001
+        assert len(payload) == length > 100
+        assert pickle.loads(payload) == scan_workers.scan_job(data)
+    finally:
+        shm.close()
+        shm.unlink()
+
+
+def test_an_exception_in_a_workers_scan_is_raised_here_for_that_block() -> None:
+    what, payload = scan_workers._scanned(None)  # noqa: SLF001 - what a worker sends for a scan that raised
+    assert what == scan_workers._ERROR  # noqa: SLF001
+    pool = scan_workers.ScanPool.__new__(scan_workers.ScanPool)  # no processes: only the reply is read
+    pool.arrived, pool.slot_of, pool.broken = {7: (what, -1, len(payload), payload)}, {}, False
+    with pytest.raises(AttributeError, match="endswith"):  # what scanning None raises, raised here
+        pool.result(7)
 
 
 @pytest.mark.usefixtures("python_scanner")
@@ -156,7 +217,7 @@ def test_worker_processes_work_where_the_platform_can_only_spawn(pools: list, mo
 
     monkeypatch.setattr(multiprocessing, "get_all_start_methods", lambda: ["spawn"])
     assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
-    assert pools[0]._mp_context.get_start_method() == "spawn"  # noqa: SLF001 - which method the pool used
+    assert pools[0].method == "spawn"
 
 
 @pytest.mark.parametrize("base", [0, 1, 7, 2**40, -3])
@@ -196,10 +257,10 @@ def test_a_block_smaller_than_a_round_trip_is_worth_is_scanned_here() -> None:
             raise AssertionError("a small block was sent to a worker")
 
     small = b"x\n" * (scan_workers.SCAN_HERE_BELOW // 2 - 1)
-    assert scan_workers.submit(Refusing(), None, small, 0, len(small)) is None
+    assert scan_workers.submit(Refusing(), small, 0, len(small)) is None
     big = b"x\n" * (scan_workers.SCAN_HERE_BELOW // 2)
     with pytest.raises(AssertionError, match="sent to a worker"):
-        scan_workers.submit(Refusing(), None, big, 0, len(big))
+        scan_workers.submit(Refusing(), big, 0, len(big))
 
 
 @pytest.mark.usefixtures("python_scanner")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import BrokenExecutor, Future, wait
+from concurrent.futures import BrokenExecutor, Future
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import ScanResult, scan_range
@@ -109,26 +109,22 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
     from specdiag.ingest import scan_workers
 
     base = here = 0
-    pool = ring = up = None
+    pool = None
     try:
-        while up is None or not up.done():
+        while pool is None or not (pool.started() or pool.broken):
             item = next(blocks, None)
             if item is None:
                 return
             base = yield from _hand_on((*item, base, None), base)
             here += 1
             if pool is None and here >= PROCESS_AFTER:
-                pool, ring = scan_workers.process_pool(processes), scan_workers.BlockRing.open(DEPTH + processes + 2)
-                up = pool.submit(int)  # a first task: done once a worker runs
-                if not SCAN_WHILE_STARTING:
-                    wait([up])
-        yield from _pipelined(blocks, lambda d, s, e: scan_workers.submit(pool, ring, d, s, e),
-                              DEPTH + processes, base)
+                pool = scan_workers.process_pool(processes, DEPTH + processes + 2)
+                while not SCAN_WHILE_STARTING and not (pool.started() or pool.broken):
+                    pool.wait()
+        yield from _pipelined(blocks, lambda d, s, e: scan_workers.submit(pool, d, s, e), DEPTH + processes, base)
     finally:
         if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)  # no worker reads the ring after this
-        if ring is not None:
-            ring.close()
+            pool.close()  # no worker reads the ring after this
 
 
 def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes, int, int], Future | None],
