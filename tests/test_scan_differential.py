@@ -172,6 +172,17 @@ def test_access_lines_count_below_500_and_flag_server_errors() -> None:
     assert err.counts == {(b"", "U5XX"): 1} and list(err.flagged["tid"]) == [scan.ACCESS_5XX]
 
 
+@pytest.mark.parametrize("statuses", [(200, 404, 101, 302, 499), (200, 503), (200, 599, 500), (200, 99), (200, 600),
+                                      (600,), (404, 1), (200, 200)])
+def test_blocks_of_access_lines_are_counted_flagged_or_rare_as_the_reference_does(statuses: tuple[int, ...]) -> None:
+    """The fallback reads a block's statuses from their first digits while every one is 1xx-4xx."""
+    block = b"".join(b'(APIServer pid=1) INFO:     10.0.0.1:5 - "GET / HTTP/1.1" %03d OK\n' % s for s in statuses)
+    ref = scan_block_py(block, 3)
+    _assert_fallback_same(block, 3, ref)
+    assert len(ref.rare["line"]) == sum(not 100 <= s <= 599 for s in statuses)
+    assert len(ref.flagged["line"]) == sum(500 <= s <= 599 for s in statuses)
+
+
 @pytest.mark.parametrize("line", [
     b"(APIServer pid=1) INFO 05-06 08:00:00 [logger.py:39] Received request: prompt: '" + ENV + b"Stored 5 out of total 5 tokens'",
     b"Stored 5 out of total 5 tokens (cache_engine.py:588:lmcache.v1.cache_engine)",

@@ -475,20 +475,27 @@ class _Block:
     def prefixes(self, sel_lines: Sequence[bytes], sel_infos: Sequence[tuple]) -> list[bytes]:
         """The cleaned process prefix of each selected line (cleaned once per distinct raw prefix)."""
         raw = list(self.field(sel_lines, sel_infos, 1))
+        if raw and raw.count(raw[0]) == len(raw):  # one process prefix, as in most blocks: cleaned once
+            return [_clean_prefix(raw[0])] * len(raw)
         table = {r: _clean_prefix(r) for r in set(raw)}  # local: another thread may empty the cache
         return list(map(table.__getitem__, raw))
 
     def note(self, clean: list[bytes], sel: list[int], tids: int | list[int]) -> None:
         """Count the lines per (prefix, template) and note each prefix's first line; ``tids`` is the
         template of every line, or one per line (a list)."""
-        counts = self.counts
+        counts, first = self.counts, self.first
+        if isinstance(tids, int) and clean and clean.count(clean[0]) == len(clean):  # one prefix (one object)
+            p = clean[0]
+            counts[p, tids] += len(clean)
+            if sel[0] < first.get(p, self.n):
+                first[p] = sel[0]
+            return
         if isinstance(tids, int):  # one template: count the prefixes alone (no tuple per line)
             for p, c in Counter(clean).items():
                 counts[p, tids] += c
         else:
             for key, c in Counter(zip(clean, tids, strict=True)).items():
                 counts[key] += c
-        first = self.first
         for p, i in dict(zip(reversed(clean), reversed(sel), strict=True)).items():  # each prefix's first line
             if i < first.get(p, self.n):
                 first[p] = i
@@ -551,7 +558,11 @@ def _lookups(b: _Block) -> list:
 def _access(b: _Block) -> None:
     """uvicorn lines are only counted (5xx also flagged); a status outside 100–599 makes the line rare."""
     sel, lines, infos = b.take(ACCESS)
-    status = array("q", map(int, b.field(lines, infos, 2)))
+    texts = list(b.field(lines, infos, 2))
+    if not b"".join(texts)[::3].translate(None, b"1234"):  # every status 1xx-4xx (3 digits each, keyed)
+        b.note(b.prefixes(lines, infos), sel, ACCESS)
+        return
+    status = array("q", map(int, texts))
     if status and (min(status) < 100 or max(status) > 599):
         keep = [100 <= s <= 599 for s in status]
         b.rare.extend(compress(sel, map(is_, keep, repeat(False))))
