@@ -29,11 +29,12 @@ from specdiag.deployments import (
 )
 from specdiag.events import Event, default_matcher, template
 from specdiag.findings import SEVERITIES
-from specdiag.ingest import InputError, Source, iter_records
+from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.sanitize import error_text
+from specdiag.workers import keep_freed_memory
 
 _DIGITS = re.compile(r"\d+")
 _HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
@@ -165,6 +166,8 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
     processes = scan_processes(opts)
+    if not scan.compiled_in_use():  # the Python scanner's block-sized buffers, reused (specdiag/workers.py)
+        keep_freed_memory()
     for src in sources:
         _read_source(src, group.id, run_for, tally, progress, scan_threads(opts), processes)
     deployments = [r.finish() for r in runs.values()] or [run_for(group.id).finish()]

@@ -18,14 +18,14 @@ import time
 
 
 def start_worker(owner: int, scan_only: bool = False) -> None:
-    """A pool's ``initializer`` (``initargs=(os.getpid(),)``): the owner watched and freed memory kept for
-    the next block (:func:`keep_freed_memory`); for a scan worker (``scan_only``) also Ctrl-C ignored and
-    the collector tuned as the CLI does (a scan makes many short-lived lists and no cycles)."""
-    keep_freed_memory()
+    """A pool's ``initializer`` (``initargs=(os.getpid(),)``): the owner watched; for a scan worker
+    (``scan_only``) also Ctrl-C ignored, the collector tuned as the CLI does (a scan makes many
+    short-lived lists and no cycles) and freed memory kept for the next block (:func:`keep_freed_memory`)."""
     if scan_only:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         gc.freeze()
         gc.set_threshold(50_000, 20, 20)
+        keep_freed_memory()
     threading.Thread(target=watch_owner, args=(owner,), name="specdiag-owner-watch", daemon=True).start()
 
 
@@ -42,8 +42,9 @@ def keep_freed_memory() -> bool:
     result). glibc's defaults returned that memory after each block and faulted it in again for the next:
     measured ~100k page faults and 0.16-0.31 s of system time per worker per 525 MB of the TP=1 shape,
     against ~5k and 0.02 s with these settings, and 244k / 16k faults (0.63 / 0.13 s) for the whole
-    analysis in one process (``docs/benchmark.md``). The peak stays what the largest block needs (+1-4 MiB
-    measured); only the return of memory to the system is deferred. The CLI sets it for its own process.
+    analysis in one process (``docs/benchmark.md``). Only the return of memory to the system is deferred,
+    but the peak grew by 1-6 MiB, for nothing measurable where the scanner is compiled: the engine sets
+    it only where the Python scanner runs in its process (``engine.analyze_group``), and scan workers.
     """
     try:
         import ctypes

@@ -21,7 +21,6 @@ import typer
 
 from specdiag import __version__
 from specdiag.outfile import OutputError
-from specdiag.workers import keep_freed_memory
 
 COMMAND_MODULES = ["analyze", "metrics", "check", "fleet", "events", "rules", "config", "repro"]
 
@@ -163,7 +162,6 @@ def _tune_gc() -> None:
 
 def main() -> None:
     _tune_gc()
-    keep_freed_memory()
     sys.argv = _take_debug_flag(sys.argv)
     usage_error, click_exception, aborts = _click_errors()
     try:
