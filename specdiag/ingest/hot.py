@@ -96,12 +96,12 @@ class BlockView:
             return PackedRows.of(self.block, self.off, cols["start"], cols["end"], lo, hi)
         offsets = self._values.get("lookups/offsets")
         if offsets is None:  # each row's place in the text, once per block
-            offsets = self._values["lookups/offsets"] = array(
+            offsets = self._values["lookups/offsets"] = scan.packed_array(
                 "q", accumulate(map(sub, cols["end"], cols["start"]), initial=0))
         if lo == 0 and hi == len(offsets) - 1:  # the block's lookups in one run: the text and offsets as they are
             return PackedRows(text, offsets)
         first = offsets[lo]
-        return PackedRows(text[first : offsets[hi]], array("q", map(sub, offsets[lo : hi + 1], repeat(first))))
+        return PackedRows(text[first : offsets[hi]], scan.packed_array("q", map(sub, offsets[lo : hi + 1], repeat(first))))
 
     def raw(self, table: str, i: int) -> bytes:
         cols, off = self.res.columns[table], self.off

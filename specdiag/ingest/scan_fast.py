@@ -36,7 +36,6 @@ a probe line with varied digits must give the reference's own row before a decis
 from __future__ import annotations
 
 import re
-import struct
 import zlib
 from array import array
 from bisect import bisect_right
@@ -72,6 +71,7 @@ from specdiag.ingest.scan import (
     _scan_hot,
     clean_line,
     gather,
+    packed_array,
     peel_prefixes,
     stamp_value,
     vllm_head,
@@ -414,26 +414,6 @@ def _remember(cache: dict, key: bytes, value):
     return value
 
 
-def _array(code: str, values) -> array:
-    """``array(code, values)`` through one ``struct.pack``: array's constructor converts every item with a
-    ``PyArg_Parse`` call, about 190 instructions an item (4 % of this scanner's instructions, callgrind),
-    and struct's packer takes a third of the time. Anything struct refuses gets array's own conversion
-    (and its error)."""
-    items = values if isinstance(values, (list, tuple)) else list(values)
-    if _STRUCT_FITS.get(code):
-        try:
-            out = array(code)
-            out.frombytes(struct.pack(f"{len(items)}{code}", *items))
-            return out
-        except (struct.error, TypeError, OverflowError):
-            pass
-    return array(code, items)
-
-
-#: the typecodes whose native struct size is the array's item size (both native order: one layout)
-_STRUCT_FITS = {code: struct.calcsize(code) == array(code).itemsize for code in "bBIqQd"}
-
-
 def _groups(tids: list[int]) -> dict[int, list[int]]:
     """The line indices of each decision, in line order (a plain loop: faster here than a stable sort
     by decision, and than one ``compress`` pass per decision)."""
@@ -486,7 +466,7 @@ class _Block:
         """
         texts = b" ".join(self.field(sel_lines, sel_infos, 2)).translate(None, _NOT_NUMBER).split()
         try:  # one C parse of all of them; it refuses what ``int`` reads otherwise (a leading 0, a lone '-')
-            values = _array("q", _json_ints(b"[" + b",".join(texts) + b"]"))
+            values = packed_array("q", _json_ints(b"[" + b",".join(texts) + b"]"))
         except (ValueError, TypeError, OverflowError):
             values = array("q", map(int, texts))
         if len(values) != count * len(sel_lines):  # cannot happen for a verified key; never guess
@@ -523,8 +503,8 @@ class _Block:
 
     def positions(self, sel: list[int]) -> tuple[array, array, array]:
         """The line numbers, start and end offsets of the selected lines."""
-        return (_array("q", map(add, sel, repeat(self.base1))), _array("q", gather(self.starts, sel)),
-                _array("q", gather(self.ends, sel)))
+        return (packed_array("q", map(add, sel, repeat(self.base1))), packed_array("q", gather(self.starts, sel)),
+                packed_array("q", gather(self.ends, sel)))
 
     def take(self, tid: int) -> tuple[list[int], Sequence[bytes], Sequence[tuple]]:
         """The line indices, lines and decisions of one template's lines."""
@@ -555,7 +535,7 @@ def _lookups(b: _Block) -> list:
     proc = b.prefixes(lines, infos)
     b.note(proc, sel, LOOKUP)
     rids = list(b.field(lines, infos, 3))
-    hashes = _array("Q", map(or_, map(lshift, map(zlib.crc32, rids), repeat(32)), map(zlib.adler32, rids)))
+    hashes = packed_array("Q", map(or_, map(lshift, map(zlib.crc32, rids), repeat(32)), map(zlib.adler32, rids)))
     shapes = list(map(itemgetter(4), infos))
     kinds = set(shapes)
     if len(kinds) == 1:  # one shape (one set of optional fields) per block is the common case
@@ -671,7 +651,7 @@ def _spec(b: _Block) -> tuple[list, array]:
         offsets = list(accumulate(counts, initial=0))
     proc = b.prefixes(lines, infos)
     b.note(proc, sel, SPEC)
-    return [*b.positions(sel), proc, *cols, offsets[:-1], counts, _stamps(b, lines, infos, 8)], _array("d", rates)
+    return [*b.positions(sel), proc, *cols, offsets[:-1], counts, _stamps(b, lines, infos, 8)], packed_array("d", rates)
 
 
 class _RowOf:
@@ -748,7 +728,7 @@ def scan_block_fast(block: bytes, base_line: int) -> scan.ScanResult:
             cols[3] = [index[proc[0]]] * len(proc)
         else:
             cols[3] = list(map(index.__getitem__, proc))
-        columns[name] = {c: array(code, v) if isinstance(v, array) else _array(code, v)
+        columns[name] = {c: array(code, v) if isinstance(v, array) else packed_array(code, v)
                          for (c, code), v in zip(SCHEMA[name], cols, strict=True)}
     flagged = sorted(b.flagged)
     rows = [i for i, _t in flagged]
