@@ -273,3 +273,50 @@ def test_blocks_scanned_here_beside_the_workers_keep_their_line_numbers(here_bel
     inline = _scans(ahead.scanned(_blocks(), True))
     assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == inline
     assert len(pools) == 1
+
+
+def _children(pid: int) -> list[int]:
+    """The pids whose parent is ``pid`` (read from /proc)."""
+    kids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            kids.append(int(stat.parent.name))
+    return kids
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+def test_ctrl_c_ends_an_analysis_and_its_scan_workers_at_once(tmp_path: Path) -> None:
+    """Ctrl-C while the pure-Python scanner's workers are busy: exit code 130 at once, no process left."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    log = tmp_path / "tp1.log"
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_bench_log.py"), str(log), "--shape", "tp1",
+                    "--size-mb", "8"], check=True, capture_output=True, timeout=120)
+    env = {**os.environ, "SPECDIAG_SCANNER": "python"}
+    proc = subprocess.Popen([sys.executable, "-m", "specdiag", "analyze", "-", "-j", "2", "--format", "json"],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    try:
+        proc.stdin.write(log.read_bytes())  # the workers start after a few blocks; the pipe stays open
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while not (workers := [w for k in _children(proc.pid) for w in _children(k)]) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert workers, "no scan worker started"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=10) == 130
+        assert time.monotonic() - sent < 2
+        time.sleep(0.5)
+        assert [w for w in workers if Path(f"/proc/{w}").exists()] == []
+        assert b"Traceback" not in proc.stderr.read()
+    finally:
+        proc.kill()
+        proc.wait()
