@@ -114,14 +114,36 @@ def test_a_worker_exits_when_the_analysing_process_is_gone() -> None:
 
 
 @pytest.mark.usefixtures("python_scanner")
-@pytest.mark.parametrize("transport", ["some blocks over a slot", "no shared memory"])
-def test_blocks_that_cannot_use_the_shared_ring_travel_in_the_message(transport: str,
+def test_blocks_larger_than_a_slot_are_scanned_here_beside_the_workers(pools: list,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    if transport == "no shared memory":
+    """Never through the pipe: a large task could wait for a worker that waits for this process."""
+    monkeypatch.setattr(scan_workers, "SLOT_SIZE", 3000)  # the 4 KiB reads do not fit, the joined lines do
+    sent: list[int] = []
+    real = scan_workers.ScanPool.submit
+
+    def count(pool, data, start, end):
+        ticket = real(pool, data, start, end)
+        sent.append(ticket is not None)
+        return ticket
+
+    monkeypatch.setattr(scan_workers.ScanPool, "submit", count)
+    assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
+    assert True in sent and False in sent
+
+
+@pytest.mark.usefixtures("python_scanner")
+@pytest.mark.parametrize("missing", ["shared memory", "processes"])
+def test_without_shared_memory_or_processes_the_input_is_scanned_here(missing: str, pools: list,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if missing == "shared memory":
         monkeypatch.setattr(scan_workers, "_shared_memory", lambda size: None)
     else:
-        monkeypatch.setattr(scan_workers, "SLOT_SIZE", 3000)  # the 4 KiB reads do not fit, the joined lines do
+        def refuse(*_a, **_k):
+            raise OSError(11, "Resource temporarily unavailable")
+
+        monkeypatch.setattr(scan_workers, "ScanPool", refuse)
     assert _scans(ahead.scan_ahead(_blocks(), True, processes=2)) == _scans(ahead.scanned(_blocks(), True))
+    assert pools == [None]
 
 
 @pytest.mark.skipif(not Path("/dev/shm").is_dir(), reason="no /dev/shm to look at")
@@ -139,6 +161,7 @@ def test_the_shared_ring_is_unlinked_when_the_input_ends_or_is_abandoned() -> No
 @pytest.mark.usefixtures("python_scanner")
 def test_a_pool_whose_worker_was_killed_breaks_and_takes_no_new_block() -> None:
     pool = scan_workers.process_pool(2, 4)
+    assert pool is not None, "no shared memory here"
     try:
         while not pool.started():
             pool.wait()
@@ -177,7 +200,6 @@ def test_the_rest_of_the_input_is_scanned_here_when_a_worker_dies(pools: list, m
 
 @pytest.mark.parametrize("room", [1 << 16, 100], ids=["fits-its-slot", "larger-than-its-slot"])
 def test_a_scan_goes_back_in_its_blocks_slot_when_it_fits_else_inside_the_message(room: int) -> None:
-    import pickle
     from multiprocessing.shared_memory import SharedMemory
 
     data = LOG.read_bytes()[:8000]
@@ -187,26 +209,24 @@ def test_a_scan_goes_back_in_its_blocks_slot_when_it_fits_else_inside_the_messag
         message = scan_workers.answer(shm, room, 3, 1 << 16, data)
         task, what, at, length = scan_workers._DONE.unpack_from(message)  # noqa: SLF001
         assert (task, what) == (3, scan_workers._RESULT)  # noqa: SLF001
+        payload = message[scan_workers._DONE.size :]  # noqa: SLF001
         if room > 100:
-            assert (at, len(message)) == (1 << 16, scan_workers._DONE.size)  # noqa: SLF001
-            payload = bytes(shm.buf[at : at + length])
+            assert (at, payload) == (1 << 16, b"")
         else:
-            assert at == -1
-            payload = message[scan_workers._DONE.size :]  # noqa: SLF001
-        assert len(payload) == length > 100
-        assert pickle.loads(payload) == scan_workers.scan_job(data)
+            assert at == -1 and len(payload) == length > 100
+        assert length > 100
+        assert scan_workers.unpacked(shm, what, at, length, payload) == scan_workers.scan_job(data)
     finally:
         shm.close()
         shm.unlink()
 
 
 def test_an_exception_in_a_workers_scan_is_raised_here_for_that_block() -> None:
-    what, payload = scan_workers._scanned(None)  # noqa: SLF001 - what a worker sends for a scan that raised
-    assert what == scan_workers._ERROR  # noqa: SLF001
-    pool = scan_workers.ScanPool.__new__(scan_workers.ScanPool)  # no processes: only the reply is read
-    pool.arrived, pool.slot_of, pool.broken = {7: (what, -1, len(payload), payload)}, {}, False
+    message = scan_workers.answer(None, 0, 7, 0, None)  # what a worker sends for a scan that raised (no room)
+    task, what, at, length = scan_workers._DONE.unpack_from(message)  # noqa: SLF001
+    assert (task, what, at) == (7, scan_workers._ERROR, -1)  # noqa: SLF001
     with pytest.raises(AttributeError, match="endswith"):  # what scanning None raises, raised here
-        pool.result(7)
+        scan_workers.unpacked(None, what, at, length, message[scan_workers._DONE.size :])  # noqa: SLF001
 
 
 @pytest.mark.usefixtures("python_scanner")

@@ -119,6 +119,10 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
             here += 1
             if pool is None and here >= PROCESS_AFTER:
                 pool = scan_workers.process_pool(processes, DEPTH + processes + 2)
+                if pool is None:  # no shared memory here: the rest of the input too
+                    for item in blocks:
+                        base = yield from _hand_on((*item, base, None), base)
+                    return
                 while not SCAN_WHILE_STARTING and not (pool.started() or pool.broken):
                     pool.wait()
         yield from _pipelined(blocks, lambda d, s, e: scan_workers.submit(pool, d, s, e), DEPTH + processes, base)

@@ -10,9 +10,13 @@ Both ways go through one shared-memory ring of slots: a block is copied into a f
 copies it out, scans it and writes its pickled result back into the same slot, then sends a few bytes
 ("task N done, in slot S, B bytes"). A worker so never waits for this process to read a result (a result
 pushed through a pipe blocks its writer until the reader takes it: what made an earlier pipe-per-worker
-pool slower, ``docs/benchmark.md``). A block or result larger than a slot travels inside the message
-instead; a platform without shared memory sends every block that way. A slot is free again once its
-result has been read.
+pool slower, ``docs/benchmark.md``). A result larger than its slot follows its message instead. A slot
+is free again once its result has been read.
+
+This process never blocks on a write: a task is 24 bytes, far below a pipe's buffer, and a block larger
+than a slot (or a moment with no free slot) is scanned here rather than sent through the pipe (a large
+task could wait for a worker that waits, holding the result lock, for this process to read its large
+result). Where no shared memory can be made there is no pool: the input is scanned here.
 
 A worker that dies (killed, out of memory) breaks the pool: every scan not yet handed on raises
 ``BrokenExecutor`` and ``ahead`` scans the rest of the input here. An exception inside a worker's scan
@@ -38,8 +42,7 @@ SLOT_SIZE = BLOCK_SIZE + 64 * 1024
 #: after every read of a pipe or a compressed input (``Source.blocks``), and a round trip to a worker costs
 #: more than scanning it (``ahead._pipelined``)
 SCAN_HERE_BELOW = 16 * 1024
-#: a task: (task id, offset of its slot or -1 when the block follows the header, block length); task id -1
-#: stops a worker
+#: a task: (task id, offset of its slot, block length); task id -1 stops a worker
 _TASK = struct.Struct("qqq")
 #: a worker's message: (task id, what, offset of the slot holding the payload or -1 when the payload follows
 #: the header, payload length)
@@ -87,22 +90,21 @@ class Ticket:
 
 
 class ScanPool:
-    """``processes`` worker processes scanning blocks copied into ``slots`` shared-memory slots."""
+    """``processes`` worker processes scanning blocks copied into the slots of ``shm``."""
 
-    def __init__(self, processes: int, slots: int) -> None:
+    def __init__(self, processes: int, shm) -> None:
         ctx = _context()
         self.method = ctx.get_start_method()
         self.slot_size = SLOT_SIZE
-        self.shm = _shared_memory(slots * SLOT_SIZE)
-        self.free: deque[int] = deque(range(slots) if self.shm is not None else ())
+        self.shm = shm
+        self.free: deque[int] = deque(range(shm.size // SLOT_SIZE))
         self.tasks, self._tasks_w = ctx.Pipe(duplex=False)
         self._done_r, done_w = ctx.Pipe(duplex=False)
         #: one reader of the tasks, one writer of the results at a time; kept while the workers live (a lock
         #: collected here is gone before a worker forked from the server has unpickled it)
         self.locks = (ctx.Lock(), ctx.Lock())
-        name = self.shm.name if self.shm is not None else None
-        self.procs = [ctx.Process(target=serve, args=(os.getpid(), name, SLOT_SIZE, self.tasks, done_w, *self.locks), daemon=True,
-                                  name="specdiag-scan") for _ in range(processes)]
+        args = (os.getpid(), shm.name, SLOT_SIZE, self.tasks, done_w, *self.locks)
+        self.procs = [ctx.Process(target=serve, args=args, daemon=True, name="specdiag-scan") for _ in range(processes)]
         for proc in self.procs:
             proc.start()
         self.tasks.close()  # the workers hold these ends: writing fails, and reading ends, once they are gone
@@ -120,24 +122,22 @@ class ScanPool:
         return self.ready
 
     def submit(self, data: bytes, start: int, end: int) -> Ticket | None:
-        """Send ``data[start:end]`` to a worker; None when the pool is broken (the block is scanned here)."""
-        if self.broken:
+        """Send ``data[start:end]`` to a worker; None (the block is then scanned here) when the pool is
+        broken, the block is larger than a slot or no slot is free."""
+        length = end - start
+        if self.broken or length > self.slot_size or not self.free:
             return None
         task, self.next_task = self.next_task, self.next_task + 1
-        length = end - start
-        if length <= self.slot_size and self.free:
-            slot = self.free.popleft()
-            at = slot * self.slot_size
-            self.shm.buf[at : at + length] = memoryview(data)[start:end]
-            self.slot_of[task] = slot
-            message = _TASK.pack(task, at, length)
-        else:
-            message = _TASK.pack(task, -1, length) + data[start:end]
+        slot = self.free.popleft()
+        at = slot * self.slot_size
+        self.shm.buf[at : at + length] = memoryview(data)[start:end]
         try:
-            self._tasks_w.send_bytes(message)
+            self._tasks_w.send_bytes(_TASK.pack(task, at, length))
         except OSError:
+            self.free.append(slot)
             self._break()
             return None
+        self.slot_of[task] = slot
         return Ticket(self, task)
 
     def result(self, task: int) -> Scanned:
@@ -146,13 +146,10 @@ class ScanPool:
             if self.broken:
                 raise BrokenExecutor("a scan worker died")
             self.wait()
-        what, at, length, payload = self.arrived.pop(task)
-        value = pickle.loads(self.shm.buf[at : at + length] if at >= 0 else payload)
-        if task in self.slot_of:
+        try:
+            return unpacked(self.shm, *self.arrived.pop(task))
+        finally:
             self.free.append(self.slot_of.pop(task))
-        if what == _ERROR:
-            raise value
-        return value
 
     def wait(self) -> None:
         """Read the next message, or notice that a worker died."""
@@ -197,14 +194,22 @@ class ScanPool:
                 proc.join()
         self._tasks_w.close()
         self._done_r.close()
-        if self.shm is not None:
-            self.shm.close()
-            self.shm.unlink()
+        self.shm.close()
+        self.shm.unlink()
 
 
-def process_pool(processes: int, slots: int) -> ScanPool:
-    """Worker processes for block scans, with a ring of ``slots`` shared-memory slots."""
-    return ScanPool(processes, slots)
+def process_pool(processes: int, slots: int) -> ScanPool | None:
+    """Worker processes for block scans, with a ring of ``slots`` shared-memory slots; None where no
+    shared memory can be made or no process started (the blocks are then scanned in this process)."""
+    shm = _shared_memory(slots * SLOT_SIZE)
+    if shm is None:
+        return None
+    try:
+        return ScanPool(processes, shm)
+    except OSError:  # no process could be started (a limit on processes, file descriptors): all scanned here
+        shm.close()
+        shm.unlink()
+        return None
 
 
 def submit(pool: ScanPool, data: bytes, start: int, end: int) -> Ticket | None:
@@ -224,15 +229,13 @@ def scan_job(block: bytes) -> Scanned:
     return scan_block_fast(block if copy is None else copy, 0), copy
 
 
-def serve(owner: int, shm_name: str | None, slot_size: int, tasks, done, task_lock, done_lock) -> None:
+def serve(owner: int, shm_name: str, slot_size: int, tasks, done, task_lock, done_lock) -> None:
     """A worker's loop: take a task, scan its block, put the pickled result where the block was. Ends on a
     stop task, or quietly when the analysing process is gone (its pipe ends closed)."""
-    start_worker(owner, True)
-    shm = None
-    if shm_name is not None:
-        from multiprocessing.shared_memory import SharedMemory
+    from multiprocessing.shared_memory import SharedMemory
 
-        shm = SharedMemory(name=shm_name)
+    start_worker(owner, True)
+    shm = SharedMemory(name=shm_name)
     try:
         _reply(done, done_lock, _DONE.pack(-1, _READY, -1, 0))
         while (task := _next_task(tasks, task_lock, shm)) is not None:
@@ -240,28 +243,36 @@ def serve(owner: int, shm_name: str | None, slot_size: int, tasks, done, task_lo
     except (EOFError, OSError):
         return
     finally:
-        if shm is not None:
-            shm.close()
+        shm.close()
 
 
 def _next_task(tasks, lock, shm) -> tuple[int, int, bytes] | None:
-    """(task id, slot offset or -1, the block copied out of its slot), or None for a stop task."""
+    """(task id, slot offset, the block copied out of its slot), or None for a stop task."""
     with lock:
         message = tasks.recv_bytes()
     number, at, length = _TASK.unpack_from(message)
     if number < 0:
         return None
-    return number, at, bytes(shm.buf[at : at + length]) if at >= 0 else message[_TASK.size :]
+    return number, at, bytes(shm.buf[at : at + length])
 
 
 def answer(shm, slot_size: int, number: int, at: int, block: bytes) -> bytes:
     """The message that hands the scan of task ``number`` back: its pickle goes into the block's slot (at
     offset ``at``) when it fits there, else it follows the message's header."""
     what, payload = _scanned(block)
-    if at >= 0 and len(payload) <= slot_size:
+    if len(payload) <= slot_size:
         shm.buf[at : at + len(payload)] = payload
         return _DONE.pack(number, what, at, len(payload))
     return _DONE.pack(number, what, -1, len(payload)) + payload
+
+
+def unpacked(shm, what: int, at: int, length: int, payload: bytes) -> Scanned:
+    """The scan a worker's message hands back (from its slot at ``at``, or the ``payload`` after the
+    message's header when ``at`` is -1); the exception the scan raised, raised here."""
+    value = pickle.loads(shm.buf[at : at + length] if at >= 0 else payload)
+    if what == _ERROR:
+        raise value
+    return value
 
 
 def _reply(done, lock, message: bytes) -> None:
@@ -280,4 +291,4 @@ def _scanned(block: bytes) -> tuple[int, bytes]:
             return _ERROR, pickle.dumps(RuntimeError(f"scan worker: {e!r}"), pickle.HIGHEST_PROTOCOL)
 
 
-__all__ = ["SLOT_SIZE", "ScanPool", "Ticket", "answer", "process_pool", "scan_job", "serve", "submit"]
+__all__ = ["SLOT_SIZE", "ScanPool", "Ticket", "answer", "process_pool", "scan_job", "serve", "submit", "unpacked"]
