@@ -119,7 +119,7 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
             here += 1
             if pool is None and here >= PROCESS_AFTER:
                 pool = scan_workers.process_pool(processes, DEPTH + processes + 2)
-                if pool is None:  # no shared memory here: the rest of the input too
+                if pool is None:  # no shared memory or no process here: the rest of the input too
                     for item in blocks:
                         base = yield from _hand_on((*item, base, None), base)
                     return
