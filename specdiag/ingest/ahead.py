@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import BrokenExecutor, Future
+from concurrent.futures import BrokenExecutor
+from typing import Protocol
 
 from specdiag.ingest import scan
 from specdiag.ingest.scan import ScanResult, scan_range
@@ -37,6 +38,14 @@ Item = tuple[bytes, int, int, "ScanResult | None", "bytes | None"]
 #: kubectl / docker ``--timestamps`` in front of a line the scanner could take (a process prefix, colour or
 #: an LMCache timestamp follows): ``wrappers.ISO_TS``, anchored at each line start
 _ISO_FRONT = re.compile(rb"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (?=\(|\x1b|\[\d)")
+
+
+class Pending(Protocol):
+    """A scan under way: a thread pool's ``Future`` or a worker pool's ``scan_workers.Ticket``."""
+
+    def result(self) -> tuple[ScanResult, bytes | None]: ...
+
+    def cancel(self) -> bool: ...
 
 
 def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
@@ -92,10 +101,9 @@ def scan_ahead(blocks: Iterator[tuple[bytes, int, int]], hot: bool, threads: int
 def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[Item]:
     """Scans on a thread pool, results in file order.
 
-    Line numbers need the lines before a block: this thread counts them as it reads (``_pipelined``), so
-    blocks can be scanned in any order. Reading stays on
-    this thread, so an input error surfaces here as without threads; closing the generator cancels the
-    scans not started and waits for the running ones.
+    Each block is scanned from line 1 and renumbered when it is handed on (``_pipelined``), so blocks can
+    be scanned in any order. Reading stays on this thread, so an input error surfaces here as without
+    threads; closing the generator cancels the scans not started and waits for the running ones.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -131,7 +139,7 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
             pool.close()  # no worker reads the ring after this
 
 
-def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes, int, int], Future | None],
+def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes, int, int], Pending | None],
                depth: int, base: int = 0) -> Iterator[Item]:
     """Blocks submitted as they are read, at most ``depth`` in flight, handed on in file order.
 

@@ -4,7 +4,8 @@ Why a pool of its own instead of ``ProcessPoolExecutor``: the executor runs two 
 process (one moves tasks to the workers, one reads and unpickles every result), and on two cores they
 fight the reading thread for the GIL at every block: measured 0.38 CPU-s of helper threads per 525 MB of
 the TP=1 shape, and the reading thread's I/O calls waiting for the GIL after every read. Here this
-thread writes a task (a slot number) straight to a pipe, and takes a result when it needs it.
+thread writes a task (its id and its block's place in the ring) straight to a pipe, and takes a result
+when it needs it.
 
 Both ways go through one shared-memory ring of slots: a block is copied into a free slot, the worker
 copies it out, scans it and writes its pickled result back into the same slot, then sends a few bytes
@@ -75,7 +76,7 @@ def _shared_memory(size: int):
 
 
 class Ticket:
-    """One block's scan on the pool, as far as ``ahead`` needs a future: its result, in file order."""
+    """One block's scan on the pool, as far as ``ahead`` needs a future (``ahead.Pending``): its result."""
 
     def __init__(self, pool: ScanPool, task: int) -> None:
         self.pool = pool
@@ -97,13 +98,13 @@ class ScanPool:
         self.method = ctx.get_start_method()
         self.slot_size = SLOT_SIZE
         self.shm = shm
-        self.free: deque[int] = deque(range(shm.size // SLOT_SIZE))
+        self.free: deque[int] = deque(range(shm.size // self.slot_size))
         self.tasks, self._tasks_w = ctx.Pipe(duplex=False)
         self._done_r, done_w = ctx.Pipe(duplex=False)
         #: one reader of the tasks, one writer of the results at a time; kept while the workers live (a lock
         #: collected here is gone before a worker forked from the server has unpickled it)
         self.locks = (ctx.Lock(), ctx.Lock())
-        args = (os.getpid(), shm.name, SLOT_SIZE, self.tasks, done_w, *self.locks)
+        args = (os.getpid(), shm.name, self.slot_size, self.tasks, done_w, *self.locks)
         self.procs = [ctx.Process(target=serve, args=args, daemon=True, name="specdiag-scan") for _ in range(processes)]
         for proc in self.procs:
             proc.start()
