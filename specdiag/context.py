@@ -71,6 +71,9 @@ class Context:
     #: a startup line (version, non-default args, engine config, KV cache size) is in the inputs: the excerpt
     #: covers the server's start, so "from the start" and "no such config line" mean something
     startup_seen: bool = False
+    #: vLLM's ``non-default args`` line is in the inputs: it lists ``kv_transfer_config`` whenever one is set,
+    #: so a KV connector absent from it is absent from the server
+    vllm_args_seen: bool = False
     #: SpecDecoding/Speculative metrics lines seen (one per logging interval and engine)
     spec_intervals: int = 0
     #: the year of the log's vLLM times, from lines of the same input that carry one; None = unknown
@@ -298,6 +301,7 @@ class ContextBuilder(Observer):
                 c.model = c.model or m.group(1)
             self._spec_from_repr(cfg)
         elif tid in ("V_ARGS", "V_ARGS_OLD"):
+            c.vllm_args_seen = True
             self._from_args(f["args"])
         elif tid == "V_CREATE_CONNECTOR":
             c.kv_connector = c.kv_connector or f["name"]

@@ -128,6 +128,9 @@ class CauseBoard:
         self.unobserved: list[tuple[str, str]] = []
         #: when False (a fragment or excerpt), ``absent`` records instead of opposing
         self.observable = True
+        #: causes with a precondition (``require``); those whose precondition the input does not show
+        self._preconditioned: set[str] = set()
+        self._unverified: set[str] = set()
 
     def add(self, cause_id: str, prior: float, fix: str = "", confirm_with: str = "") -> None:
         self._causes[cause_id] = Cause(cause_id, 0.0, fix=fix, confirm_with=confirm_with)
@@ -164,6 +167,26 @@ class CauseBoard:
             self._ruled_out.add(cause_id)
             self._causes[cause_id].against.append(why)
 
+    def require(self, cause_id: str, what: str, shown: bool | None, collect: str) -> None:
+        """A cause that can only hold when ``what`` is true of the deployment (a KV connector, P2P on…).
+
+        A mechanism whose precondition the input disproves is impossible, whatever else points at it, so it
+        is ruled out with the reason. When the input cannot tell (a pasted fragment), ``ranked`` keeps it
+        below every cause that needs no precondition — a guess about the setup must not outrank a cause the
+        lines support unconditionally — and ``collect`` names the line that would decide.
+        """
+        if cause_id not in self._causes:
+            return
+        self._preconditioned.add(cause_id)
+        if shown is True:
+            self._causes[cause_id].for_.append(f"precondition met: {what}")
+        elif shown is False:
+            self.rule_out(cause_id, f"precondition not met: the input shows no {what}")
+        else:
+            self._unverified.add(cause_id)
+            self._causes[cause_id].against.append(f"precondition not shown: needs {what}; collect {collect}")
+            self.unobserved.append((cause_id, collect))
+
     def note_for(self, cause_id: str, why: str) -> None:
         if cause_id in self._causes:
             self._causes[cause_id].for_.append(why)
@@ -179,4 +202,17 @@ class CauseBoard:
                 cause.confidence = min(ceiling * live[cid] / total, ceiling)
             if cap and cid in cap:
                 cause.confidence = min(cause.confidence, cap[cid])
+        self._below_unconditional()
         return sorted(self._causes.values(), key=lambda c: (-c.confidence, c.id))
+
+    def _below_unconditional(self) -> None:
+        """Cap each cause with an unverified precondition just below the best cause that needs none."""
+        free = [c.confidence for cid, c in self._causes.items()
+                if cid not in self._preconditioned and cid not in self._ruled_out]
+        if not free or not self._unverified:
+            return
+        top = max(free)
+        for cid in self._unverified - self._ruled_out:
+            cause = self._causes[cid]
+            if cause.confidence >= top:
+                cause.confidence = round(top * 0.9, 3)

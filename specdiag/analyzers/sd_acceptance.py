@@ -14,10 +14,12 @@ from specdiag.analyzers.sd_common import (
     PASTE_PLATFORM_CAP,
     PLATFORM_STEP,
     PLATFORM_UNKNOWN,
+    CONNECTOR_COLLECT,
     STATELESS_METHODS,
     SpecSeriesRule,
     changepoint,
     config_seen,
+    connector_shown,
     dedupe_evidence,
     ev_of,
     is_eagle_family,
@@ -47,6 +49,27 @@ CONFIRM_RESTORED = ("specdiag repro --toggle spec=draft_model --toggle lmcache=o
                     "an instance without the KV connector / with --no-enable-prefix-caching and compare Accepted/Drafted)")
 CONFIRM_MISMATCH = ("serve the same prompts with the connector and prefix caching off (specdiag repro --toggle "
                     "prefix_caching=off --toggle spec=draft_model): acceptance that stays low points at the draft itself")
+
+
+RESTORE_PRECONDITION = "KV connector restoring context (kv_transfer_config, LMCache lines or a kv_consumer role)"
+
+
+def require_restore(b: CauseBoard, ctx: Context, method: str | None, restores: int, ext_mean: float | None,
+                    other: str | None = None) -> None:
+    """``draft-state-not-restored`` needs context that reached the KV cache without the drafter's forward pass.
+
+    On a server without a KV connector that only leaves preemption resumes and, for DFlash/DSpark (whose
+    drafter writes its own context KV), prefix-cache hits (vLLM issue #47930). ``other`` names such a source
+    when the caller saw one; otherwise the connector decides: disproved, the cause is ruled out; not shown, it
+    stays below the causes that need no precondition.
+    """
+    if method in STATELESS_METHODS:
+        return
+    shown = connector_shown(ctx, restores, ext_mean)
+    what = RESTORE_PRECONDITION
+    if shown is not True and other:
+        shown, what = True, other
+    b.require("draft-state-not-restored", what, shown, CONNECTOR_COLLECT)
 
 
 class _ConnectorSignals:
@@ -240,9 +263,12 @@ def _weigh_restores(b: CauseBoard, ctx: Context, method: str | None, items: list
                   f"after the drop (from {pct(sum(ext_b) / len(ext_b)) if ext_b else 'none'})")
     pre_b = max((iv.preempt or 0 for iv in items[:idx]), default=0)
     pre_a = max((iv.preempt or 0 for iv in items[idx:]), default=0)
+    other = None
     if pre_a > pre_b:
         b.support("draft-state-not-restored", 2.5, f"preemptions grew from {pre_b} to {pre_a} around the drop "
                   "(resumed requests skip the drafter)")
+        other = "preemption resumes around the drop" if method in ("dflash", "dspark") else None
+    require_restore(b, ctx, method, 0, (sum(ext_a) / len(ext_a)) if ext_a else None, other)
     if ctx.kv_role in ("kv_consumer",) or ctx.kv_connector:
         if is_eagle_family(method) or method == "draft_model":
             b.support("draft-state-not-restored", 1.5, f"KV connector {ctx.kv_connector or ''} "
@@ -432,6 +458,7 @@ def _weigh_zero_causes(b: CauseBoard, ctx: Context, method: str | None, ext_mean
         restored = True
     if is_eagle_family(method):
         b.support("draft-state-not-restored", 1.5, f"{method} drafts from the target's hidden states of the context")
+    require_restore(b, ctx, method, retrieves, ext_mean)
     if restored:
         b.oppose("draft-target-mismatch", 2, "restored context alone explains zero acceptance")
         b.oppose("drafts-never-accepted", 1.5, "restored context explains it")
@@ -550,6 +577,7 @@ class LowAcceptanceFromStart(SpecSeriesRule):
         if method in STATELESS_METHODS:
             return
         retrieves = run.count("R4")
+        require_restore(b, ctx, method, retrieves, ext_mean)
         how = []
         if retrieves:
             how.append(f"{retrieves} LMCache retrieve line(s)")

@@ -54,6 +54,29 @@ def config_seen(ctx: Context) -> bool:
     return ctx.startup_seen or spec.get("num_speculative_tokens_source") == "config"
 
 
+#: what would show whether a KV connector restores context on this server
+CONNECTOR_COLLECT = ("the startup line 'non-default args: {…}' (it lists kv_transfer_config when a connector is set) "
+                     "or any LMCache line of the same server")
+
+
+def connector_shown(ctx: Context, restores: int = 0, ext_mean: float | None = None) -> bool | None:
+    """Whether the input shows a KV connector that restores context (True), shows there is none (False), or
+    cannot tell (None: a fragment without the arguments line).
+
+    vLLM prints ``non-default args`` at start-up with ``kv_transfer_config`` in it whenever a connector is
+    configured (entrypoints/serve/utils/api_utils.py:286, 0.9.2+), so that line without it, and no LMCache
+    line, is a server without a connector. External prefix-cache hits are only reported by a connector
+    (v1/metrics/loggers.py, 0.11.2+).
+    """
+    if ctx.kv_connector or ctx.kv_role or restores or ctx.lmcache_version or ctx.lmcache_config:
+        return True
+    if ext_mean is not None and ext_mean > 0:
+        return True
+    if ctx.vllm_args_seen:
+        return False
+    return None
+
+
 #: a paste that does not show the platform: upstream vLLM cannot have this bug, a plugin proposer can
 PASTE_PLATFORM_CAP = 0.5
 PLATFORM_UNKNOWN = ("the input does not show which proposer runs: upstream vLLM (dynamic K exists from 0.25.0) runs "
