@@ -11,7 +11,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import Cause, CauseBoard, Evidence, Finding
+from specdiag.findings import Cause, CauseBoard, Evidence, Finding, with_primary
 from specdiag.observe import RunState
 from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
 
@@ -33,6 +33,10 @@ _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*\Z", re.M)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
+#: the lines that announce a death themselves; without one, a death seen only in the crash dump and the
+#: fatal traceback body is inferred (the excerpt was cut above its header)
+HEADERS = frozenset({"V_CORE_FATAL", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED"})
+HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc … died unexpectedly' header"
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR"})
 
@@ -195,6 +199,8 @@ class EngineDeath(Rule):
         self.wrapper_detail: tuple | None = None
         self.dump: dict = {}  # what the crash dump (dump_input.py) said: vLLM version, failing step
         self.fatal_frame: str | None = None
+        self.header: Event | None = None  # the first line that announces the death itself (HEADERS)
+        self.dump_ev: Event | None = None  # the first crash-dump line (dump_input.py)
 
     def _t(self, ev: Event) -> float | None:
         return self._time_at(ev.rec.path, rec_time(ev.rec))
@@ -257,6 +263,10 @@ class EngineDeath(Rule):
                 self.death = key
             return
         hard = tid in HARD or (tid == "V_EXC" and _classify(detail, tid) in ("cuda-oom", "kv-cache-memory"))
+        if tid in HEADERS:
+            self.header = self.header or ev
+        elif tid in ("V_DUMP_INPUT", "V_DUMP_SCHED"):
+            self.dump_ev = self.dump_ev or ev
         if tid == "V_DUMP_INPUT":
             self.dump.setdefault("vllm_version", ev.f.get("version"))
         elif tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output"):
@@ -342,6 +352,7 @@ class EngineDeath(Rule):
             measurements["crash_dump"] = {k: v for k, v in self.dump.items() if v}
         if self.fatal_frame:
             measurements["fatal_frame"] = self.fatal_frame
+        summary, evs = self._inferred(summary, evs, measurements, causes)
         steps = [causes[0].fix, f"Confirm: {causes[0].confirm_with}"]
         steps.append("Restart the engine; clients saw errors for every request in flight.")
         return [Finding(
@@ -349,6 +360,32 @@ class EngineDeath(Rule):
             evidence=dedupe_evidence(evs), causes=causes, measurements=measurements,
             identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt, next_steps=steps,
         )]
+
+    def _inferred(self, summary: str, evs: list[Evidence], measurements: dict,
+                  causes: list[Cause]) -> tuple[str, list[Evidence]]:
+        """Say when the death is inferred rather than read: the header is missing, the dump proves the crash.
+
+        vLLM prints the crash dump (``Dumping input data for V1 LLM engine …``, logging_utils/dump_input.py
+        0.9.2+) only on the engine core's except path, before it re-raises into ``run_engine_core``, which
+        logs the fatal error and exits (v1/engine/core.py). A dump, or a traceback through a loop vLLM never
+        survives, is therefore a death even when the excerpt starts below its header line.
+        """
+        measurements["crashed"] = True
+        inferred = self.header is None and (self.dump_ev is not None or self.fatal_frame is not None)
+        measurements["death_inferred"] = inferred
+        if not inferred:
+            return summary, evs
+        basis = " and ".join(x for x in ("the crash dump (dump_input.py)" if self.dump_ev else "",
+                                         f"a traceback through {self.fatal_frame}" if self.fatal_frame else "") if x)
+        measurements["missing"] = HEADER_TEXT
+        summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt; {basis} appear only when the engine "
+                    "core's step raised, so the engine died (confidence high). Against: without the header, the time "
+                    "of death is that of the dump. Collect the lines around the dump to read the header.")
+        causes[0].against.append(f"the death is inferred from {basis}: {HEADER_TEXT} is missing")
+        if self.dump_ev is not None:
+            r = self.dump_ev.rec
+            evs = with_primary(evs, Evidence(r.path, r.line, r.display()[:400]))
+        return summary, evs
 
     @staticmethod
     def _causes(root: tuple | None, ctx: Context) -> list[Cause]:

@@ -43,7 +43,9 @@ class AsyncLoadingInvalidatedObject(Rule):
     severity_note = "error when the load assertion killed the engine, warning when it kept running"
     family = "KV"
     cause_ids = ("async-loading-invalidated-object", "ref-count-bug")
-    events = frozenset({"M13", "E_INVALIDATED_ASSERT", "V_INVALIDATED_ASSERT", "L8", "M6"})
+    #: lines that prove the engine died (a header, or the crash dump printed only on its except path)
+    DEATH = frozenset({"V_CORE_FATAL", "V_PROC_DIED", "V_DUMP_INPUT", "V_DUMP_SCHED"})
+    events = frozenset({"M13", "E_INVALIDATED_ASSERT", "V_INVALIDATED_ASSERT", "L8", "M6"}) | DEATH
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -52,9 +54,13 @@ class AsyncLoadingInvalidatedObject(Rule):
         self.asserts: list[Event] = []
         self.async_seen = False
         self.m6 = 0
+        self.death: Event | None = None  # an engine death after the first invalidated access
 
     def observe(self, ev: Event) -> None:
-        if ev.id == "M13":
+        if ev.id in self.DEATH:
+            if self.m13 and self.death is None:
+                self.death = ev
+        elif ev.id == "M13":
             self.n_m13 += 1
             if len(self.m13) < 3:
                 self.m13.append(ev)
@@ -70,15 +76,17 @@ class AsyncLoadingInvalidatedObject(Rule):
         if not self.m13:
             return []
         async_on = ctx.cfg("enable_async_loading") is True or self.async_seen
-        crashed = bool(self.asserts)
+        crashed = bool(self.asserts) or self.death is not None
         c1 = Cause("async-loading-invalidated-object", 0.8 if async_on else 0.45,
                    **fix_and_confirm("async-loading-invalidated-object"))
         if async_on:
             c1.for_.append("asynchronous loading is on (enable_async_loading / 'Responding to scheduler … retrieved length')")
         else:
             c1.against.append("the log does not show asynchronous loading")
-        if crashed:
+        if self.asserts:
             c1.for_.append(f"the worker then failed 'assert memory_obj.tensor is not None' (line {self.asserts[0].rec.line})")
+        elif crashed:
+            c1.for_.append(f"the engine died after it (line {self.death.rec.line}; SRV001 has the root error)")
         c2 = Cause("ref-count-bug", 0.1 + (0.3 if self.m6 else 0.0), **fix_and_confirm("ref-count-bug"))
         if self.m6:
             c2.for_.append(f"{self.m6} negative ref-count warning(s)")
@@ -86,7 +94,8 @@ class AsyncLoadingInvalidatedObject(Rule):
             c2.against.append("no negative ref-count warning")
         causes = sorted([c1, c2], key=lambda c: -c.confidence)
         summary = f"{self.n_m13} 'Trying to access an invalidated MemoryObj' warning(s)"
-        summary += ", followed by the load assertion that kills the engine." if crashed else "."
+        summary += (", followed by the load assertion that kills the engine." if self.asserts
+                    else ", followed by an engine death (see SRV001)." if crashed else ".")
         return [Finding(rule=self.code, severity="error" if crashed else "warning", title=self.title, summary=summary,
                         count=self.n_m13, evidence=[_ev(e) for e in (self.m13[:2] + self.asserts[:1])],
                         measurements={"invalidated_accesses": self.n_m13, "crashed": crashed, "async_loading": async_on},
