@@ -22,7 +22,9 @@ class MultiProcessFailures(Rule):
     Detects: ``Something went wrong when processing the retrieve|store request for request_id=…``,
     ``Bypassing LMCache for request … after a failed async KV load`` (a failed load, recomputed),
     ``[req=…] LMCache hit mismatch across servers``, ``LOOKUP to … timed out … Marking server as unhealthy``
-    and ``LMCache server is unhealthy — entering degraded mode`` (``LMCacheMPConnector`` with a separate ``lmcache server``; this mode never prints the
+    and ``LMCache server is unhealthy — entering degraded mode``, the server's ``Store task N to adapter M failed
+    for keys: …`` (an L2 adapter failed to persist chunks: they stay only in L1, so a later lookup misses them
+    once L1 evicts; ``v1/distributed/storage_controllers/store_controller.py:791``, 0.5.6) (``LMCacheMPConnector`` with a separate ``lmcache server``; this mode never prints the
     in-process ``Num retrieved tokens`` error, so KV001 cannot see its losses).
 
     Why it matters: a failed retrieve is recomputed (or fails the request under vLLM's ``fail`` policy);
@@ -45,7 +47,7 @@ class MultiProcessFailures(Rule):
     severity = "warning"
     family = "KV"
     cause_ids = ("mp-server-unhealthy", "mp-retrieve-failure", "mp-hit-mismatch")
-    events = frozenset({"P1", "P2", "P3", "P4", "P5"})
+    events = frozenset({"P1", "P2", "P3", "P4", "P5", "P6"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -53,7 +55,7 @@ class MultiProcessFailures(Rule):
         self.counts = {"retrieve": 0, "store": 0, "mismatch": 0, "unhealthy": 0}
 
     def observe(self, ev: Event) -> None:
-        kind = {"P2": "mismatch", "P3": "unhealthy", "P4": "unhealthy", "P5": "retrieve"}.get(ev.id) or \
+        kind = {"P2": "mismatch", "P3": "unhealthy", "P4": "unhealthy", "P5": "retrieve", "P6": "store"}.get(ev.id) or \
             ev.f.get("op") or "retrieve"
         self.counts[kind] += 1
         if len(self.by_kind[kind]) < 3:

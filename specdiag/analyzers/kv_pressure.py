@@ -21,7 +21,9 @@ class CpuTierPressure(Rule):
     Detects: ``Failed to allocate memory block …``, ``Failed to batched allocate …``, ``Local cpu memory
     under pressure so choosing to store only N total chunks`` / ``… to not store`` (LMCache 0.3.1–0.3.3:
     ``Failed to allocate memory for the KV cache. The KV cache will not be stored.``), ``No eviction
-    candidates found in local cpu backend``, per rank.
+    candidates found in local cpu backend``, and the NIXL/PD receiver's ``Failed to allocate memory object,
+    retrying...`` busy-loop (its transfer buffer is full; LMCache ``v1/storage_backend/pd_backend.py``, 0.3.x
+    ``connector/nixl_connector_v3.py``), per rank.
 
     Why it matters: prompts are stored partially or not at all, so later requests miss (lower hit rate);
     when nothing can be evicted (every chunk pinned by pending lookups) allocations busy-wait. It is the
@@ -130,9 +132,14 @@ class CpuTierPressure(Rule):
         else:
             b.oppose("pinned-chunks-block-eviction", 2, "no 'No eviction candidates' line")
         self._weigh_single_rank(b, ctx)
+        if self.counts.get("M14"):
+            b.support("cache-too-small", 3, f"{self.counts['M14']} allocation retr(ies) of the NIXL/PD receive buffer: "
+                      "the transfer buffer (pd_buffer_size / nixl_buffer_size) is smaller than the KV in flight")
         parts = []
         names = {"M3": "failed allocations", "M4": "failed batched allocations", "S4": "partial stores",
-                 "S5": "dropped stores", "M1": "no-eviction-candidate waits"}
+                 "S5": "dropped stores", "M1": "no-eviction-candidate waits",
+                 "M14": "allocation retries ('Failed to allocate memory object, retrying...': the NIXL/PD receive "
+                        "buffer is full, the receiver busy-waits)"}
         for k, label in names.items():
             if self.counts.get(k):
                 parts.append(f"{self.counts[k]} {label}")
@@ -144,6 +151,9 @@ class CpuTierPressure(Rule):
             summary += (" Under this pressure a chunk a lookup counted can be evicted before its load, which then comes "
                         "up short (lookup-retrieve-eviction, reported by KV001). " + self.loads.sentence(run.count("R4")))
             steps = self._paste_steps()
+        if self.counts.get("M14"):
+            steps.append("NIXL/PD allocation retries: raise pd_buffer_size (or nixl_buffer_size) or lower the concurrent "
+                         "long prompts sent to this receiver; collect the sender's log to see whether transfers stalled.")
         return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary,
                         count=total, evidence=evidence,
                         measurements={**{f"count_{k}": v for k, v in self.counts.items()}, "by_rank": self.by_rank,

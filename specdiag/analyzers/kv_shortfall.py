@@ -62,6 +62,10 @@ class LookupHistory:
 MAX_OCCURRENCES = 20_000
 
 
+#: LMCache P2P backend lines (v1/storage_backend/p2p_backend.py, 0.5.6): P2P is on in this deployment
+P2P_IDS = frozenset({"P2P1", "P2P2", "P2P3"})
+
+
 def complete_retrieve(ev: Event) -> bool:
     """An R4 line with ``retrieved >= required`` by its numbers (the scanner hands on only short ones; a
     line the per-line stages read may be complete). False where the numbers cannot be read cheaply."""
@@ -224,7 +228,7 @@ class RetrievalShortfall(Rule):
         "L6", "L8", "R1", "R2", "R3", "R4", "V1", "V2",
         "M5", "M6", "M7", "M8", "M9", "R7", "X1", "X2", "X3", "X4", "X5", "X6",
         "X7", "X8", "X9", "D3", "D4", "D5", "D6", "Z1", "L7", "M13", "R8", "C34",
-    }) | PRESSURE_IDS
+    }) | PRESSURE_IDS | P2P_IDS
     tables = frozenset({"lookups"})
 
     def __init__(self, options=None) -> None:
@@ -248,6 +252,7 @@ class RetrievalShortfall(Rule):
         self._coverage: Coverage | None = None
         self.by_req: OrderedDict[str, Shortfall] = OrderedDict()
         self.req_short: OrderedDict[str, bool] = OrderedDict()  # request ids with a recorded shortfall
+        self.p2p_lines = 0  # LMCache P2P backend lines: P2P is on even when the config dump is not shown
 
     # ---- observation ------------------------------------------------------------------------------
     @staticmethod
@@ -276,6 +281,8 @@ class RetrievalShortfall(Rule):
             self._on_r4(ev)
         elif tid == "R3":
             self._on_r3(ev)
+        elif tid in P2P_IDS:
+            self.p2p_lines += 1
         elif tid in ("V1", "V2"):
             if len(self.outcomes) < 10_000:
                 self.outcomes.append(ev)
@@ -800,6 +807,9 @@ class RetrievalShortfall(Rule):
             b.support("adapter-token-accounting-bug", (3 if sub_chunk else 6) if strong else 2, why)
             for cid in ("lookup-retrieve-eviction", "remote-backend-loss", "pin-timeout", "pin-accounting-bug"):
                 b.oppose(cid, 3 if strong else 1.3, "chunk-level losses are multiples of chunk_size; this one is not")
+        elif v.retrieved == 0 and (v.missing or 0) >= chunk:
+            b.oppose("unfull-chunk-mismatch", 10, f"nothing of {v.missing} tokens was loaded ({v.missing // chunk} "
+                     f"chunk(s) or more): an unfull last chunk loses less than one {chunk}-token chunk")
         else:
             b.note_for("unfull-chunk-mismatch", "retrieved 0 says nothing about alignment: the retrieve line "
                        "('Retrieved X out of Y required tokens') would decide")
@@ -1065,11 +1075,8 @@ class RetrievalShortfall(Rule):
     def _weigh_features(self, b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
         """Causes tied to an LMCache feature or version: P2P, async loading, hashing, adapter accounting."""
         cfg = ctx.lmcache_config
+        self._weigh_p2p_precondition(b, cfg, occs)
         if cfg is not None:
-            if cfg.get("enable_p2p") is True:
-                self._weigh_p2p(b, occs)
-            else:
-                b.rule_out("p2p-retrieve-bug", "enable_p2p is not enabled")
             if cfg.get("enable_async_loading") is True:
                 b.support("async-loading-partial", 6, "enable_async_loading: True")
             else:
@@ -1098,8 +1105,23 @@ class RetrievalShortfall(Rule):
         if any(o.retrieved == 0 for o in occs):
             b.support("backend-read-failure", 1.5, "retrieved 0: the very first chunk failed")
 
+    def _weigh_p2p_precondition(self, b: CauseBoard, cfg: dict | None, occs: list[Shortfall]) -> None:
+        """``p2p-retrieve-bug`` needs P2P on: ``enable_p2p: True`` in the config dump, or the P2P backend's own
+        lines (v1/storage_backend/p2p_backend.py, 0.5.6) when a fragment does not show the dump."""
+        if cfg is not None and cfg.get("enable_p2p") is True:
+            b.require("p2p-retrieve-bug", "P2P (enable_p2p: True)", True, "")
+            self._weigh_p2p(b, occs, "enable_p2p: True")
+        elif self.p2p_lines:
+            b.require("p2p-retrieve-bug", f"P2P ({self.p2p_lines} P2P backend line(s))", True, "")
+            self._weigh_p2p(b, occs, f"{self.p2p_lines} P2P backend line(s)")
+        elif cfg is not None:
+            b.rule_out("p2p-retrieve-bug", "enable_p2p is not enabled")
+        else:
+            b.require("p2p-retrieve-bug", "P2P (enable_p2p: True)", None,
+                      "the LMCache config dump ('Creating LMCacheEngine with config', enable_p2p) or the P2P backend lines")
+
     @staticmethod
-    def _weigh_p2p(b: CauseBoard, occs: list[Shortfall]) -> None:
+    def _weigh_p2p(b: CauseBoard, occs: list[Shortfall], basis: str = "enable_p2p: True") -> None:
         """With P2P on, exactly 0 retrieved is that path's bug, not a lost chunk.
 
         LMCache ~0.3.2 (issues #1094, #1055): the P2P branch of ``LMCacheEngine.retrieve`` filled the KV but
@@ -1108,9 +1130,9 @@ class RetrievalShortfall(Rule):
         """
         zero = [o for o in occs if o.retrieved == 0]
         if not zero:
-            b.support("p2p-retrieve-bug", 3, "enable_p2p: True")
+            b.support("p2p-retrieve-bug", 3, basis)
             return
-        b.support("p2p-retrieve-bug", 40, f"enable_p2p: True and retrieved exactly 0 of {zero[0].expected} expected: the "
+        b.support("p2p-retrieve-bug", 40, f"{basis} and retrieved exactly 0 of {zero[0].expected} expected: the "
                   "P2P retrieve path returned an empty mask (LMCache issues #1094, #1055)")
         b.oppose("lookup-retrieve-eviction", 2, "retrieved 0 with P2P on: the P2P path reports 0 without any chunk lost")
 

@@ -14,7 +14,7 @@ from specdiag.timeutil import rec_time
 
 # signal template ids → family
 SIGNAL_FAMILY = {
-    "M1": "pressure", "M3": "pressure", "M4": "pressure", "S4": "pressure", "S5": "pressure", "S5b": "pressure",
+    "M1": "pressure", "M3": "pressure", "M14": "pressure", "M4": "pressure", "S4": "pressure", "S5": "pressure", "S5b": "pressure",
     "M5": "pin-negative", "M6": "ref-negative", "M7": "gc-leak",
     "M8": "pin-timeout", "M9": "pin-timeout",
     "R7": "read-miss", "X8": "redis-evicted",

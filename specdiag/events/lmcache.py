@@ -217,6 +217,21 @@ LMCACHE_TEMPLATES: list[Template] = [
       ints=("n", "pinned", "secs")),
     T("M13", L, "Trying", "invalidated MemoryObj", r"Trying to access an invalidated MemoryObj", "all",
       "v1/memory_management.py:865", "Trying to access an invalidated MemoryObj"),
+    # a receiver's allocation busy-loop (no log in between retries): the NIXL/PD receive buffer is full
+    T("M14", L, "Failed", "Failed to allocate memory object, retrying", r"Failed to allocate memory object, retrying",
+      "0.3.x-0.5.x", "v1/storage_backend/pd_backend.py (PD receiver alloc loop); 0.3.x "
+      "v1/storage_backend/connector/nixl_connector_v3.py (NixlAllocResponse)", "Failed to allocate memory object, retrying..."),
+    # ---- P2P backend (storage-backend P2P, 0.5.x): its presence is evidence that P2P is on ------------------
+    T("P2P1", L, "Established", "peer_lookup_url",
+      r"Established connection to peer_init_url: (?P<peer>\S+), peer_lookup_url: (?P<lookup>\S+)", "0.5.6",
+      "v1/storage_backend/p2p_backend.py:548",
+      "Established connection to peer_init_url: 10.0.0.7:8200, peer_lookup_url: tcp://10.0.0.7:8201"),
+    T("P2P2", L, "Received", "Received P2P batched lookup",
+      r"Received P2P batched lookup and (?P<op>get|put) msg", "0.5.6", "v1/storage_backend/p2p_backend.py:394/:453",
+      "Received P2P batched lookup and get msg, lookup_id: 7f1c"),
+    T("P2P3", L, None, "P2P", r"(?:Starting P2P backend batched get handler at (?P<url>\S+)|P2P transfer finished for request "
+      r"(?P<req>\d+)|(?:Error during P2P get operation|P2P error) for lookup_id (?P<lookup_id>\S+?):?\s)", "0.5.6",
+      "v1/storage_backend/p2p_backend.py:354/:383/:631/:641", "P2P transfer finished for request 42"),
     # ---- multi-process mode -------------------------------------------------------------------------
     T("P1", L, "Something", "went wrong when processing the",
       r"Something went wrong when processing the (?P<op>retrieve|store) request for request_id=(?P<req_id>[^,\s]+)", "0.5.6",
@@ -234,4 +249,9 @@ LMCACHE_TEMPLATES: list[Template] = [
       r"Bypassing LMCache for request (?P<req_id>\S+) after a failed async KV load", "0.5.6",
       "integration/vllm/lmcache_mp_connector.py:1280",
       "Bypassing LMCache for request cmpl-1 after a failed async KV load; the prompt will be recomputed locally."),
+    # the L1→L2 store controller of the multi-process server: an L2 adapter (disk, remote, P2P…) failed a store
+    T("P6", L, "Store", "to adapter", r"Store (?:task|request) (?P<task>\d+) to adapter (?P<adapter>\d+) failed for keys",
+      "0.5.6+", "v1/distributed/storage_controllers/store_controller.py:791 (later trees: 'Store request %d …')",
+      "Store task 17 to adapter 0 failed for keys: [ObjectKey(chunk_hash=0x5a1e, model_name='m', kv_rank=0)]",
+      ints=("task", "adapter")),
 ]

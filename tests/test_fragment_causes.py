@@ -1,0 +1,113 @@
+"""Causes on pasted fragments: preconditions, inferred deaths, P2P zero retrieves, MP store and NIXL lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specdiag.engine import analyze
+from specdiag.findings import CauseBoard
+
+HERE = Path(__file__).resolve().parent / "fragments_causes"
+
+
+def findings(name: str, rule: str) -> list:
+    return [f for f in analyze([str(HERE / name)]).findings if f.rule == rule]
+
+
+def by_id(f) -> dict:
+    return {c.id: c for c in f.causes}
+
+
+# ---- 1. a precondition the input disproves or cannot show ---------------------------------------------------
+def test_board_rules_out_a_cause_whose_precondition_is_disproved() -> None:
+    b = CauseBoard()
+    b.add("needs-connector", 0.9)
+    b.add("free", 0.1)
+    b.require("needs-connector", "KV connector", False, "the args line")
+    top = b.ranked()[0]
+    assert top.id == "free"
+    assert any("precondition not met" in a for a in by_id_list(b.ranked())["needs-connector"].against)
+
+
+def by_id_list(causes: list) -> dict:
+    return {c.id: c for c in causes}
+
+
+def test_board_keeps_an_unshown_precondition_below_unconditional_causes() -> None:
+    b = CauseBoard()
+    b.add("needs-connector", 0.9)
+    b.add("free", 0.1)
+    b.require("needs-connector", "KV connector", None, "the args line")
+    causes = b.ranked()
+    assert [c.id for c in causes] == ["free", "needs-connector"]
+    assert "collect the args line" in causes[1].against[0]
+    assert ("needs-connector", "the args line") in b.unobserved
+
+
+def test_mtp_drop_without_connector_rejects_the_restore_cause() -> None:
+    (f,) = findings("mtp-drop-no-connector.log", "SD001")
+    causes = by_id(f)
+    assert f.causes[0].id == "workload-shift"
+    restore = causes["draft-state-not-restored"]
+    assert restore.confidence <= 0.01
+    assert any("precondition not met" in a for a in restore.against)
+
+
+def test_mtp_drop_fragment_without_args_caps_the_restore_cause_and_says_what_to_collect() -> None:
+    (f,) = findings("mtp-drop-unknown-connector.log", "SD001")
+    restore = by_id(f)["draft-state-not-restored"]
+    assert f.causes[0].id == "workload-shift"
+    assert restore.confidence < f.causes[0].confidence
+    assert any("non-default args" in a for a in restore.against)
+
+
+# ---- 2. an engine death whose header was cut ----------------------------------------------------------------
+def test_cut_header_death_is_inferred_from_dump_and_traceback_body() -> None:
+    (f,) = findings("engine-death-header-cut.log", "SRV001")
+    assert f.severity == "error"
+    m = f.measurements
+    assert m["crashed"] is True and m["death_inferred"] is True
+    assert "fatal error" in m["missing"]
+    assert "Dumping input data" in f.evidence[0].text
+    assert "Inferred, not read" in f.summary and "confidence high" in f.summary
+    assert any("inferred" in a for a in f.causes[0].against)
+
+
+def test_invalidated_object_before_an_inferred_death_counts_as_a_crash() -> None:
+    (f,) = findings("engine-death-header-cut.log", "KV005")
+    assert f.severity == "error" and f.measurements["crashed"] is True
+
+
+# ---- 3. a P2P retrieve of 0 tokens --------------------------------------------------------------------------
+def test_zero_p2p_retrieve_ranks_the_p2p_bug_over_the_unfull_chunk() -> None:
+    (f,) = findings("p2p-retrieve-zero.log", "KV001")
+    causes = by_id(f)
+    assert f.causes[0].id == "p2p-retrieve-bug"
+    unfull = causes["unfull-chunk-mismatch"]
+    assert unfull.confidence < causes["p2p-retrieve-bug"].confidence
+    assert any("chunk" in a for a in unfull.against)
+
+
+def test_zero_retrieve_without_p2p_evidence_leaves_the_p2p_bug_unconfirmed(tmp_path: Path) -> None:
+    lines = (HERE / "p2p-retrieve-zero.log").read_text().splitlines()[1:]
+    p = tmp_path / "paste.log"
+    p.write_text("\n".join(lines) + "\n")
+    (f,) = [x for x in analyze([str(p)]).findings if x.rule == "KV001"]
+    p2p = by_id(f)["p2p-retrieve-bug"]
+    assert f.causes[0].id != "p2p-retrieve-bug"
+    assert any("precondition not shown" in a for a in p2p.against)
+
+
+# ---- 4. multi-process store task failures --------------------------------------------------------------------
+def test_mp_store_task_failure_is_a_failed_store() -> None:
+    (f,) = findings("mp-store-task-failed.log", "KV009")
+    assert f.measurements["store"] == 2 and f.measurements["retrieve"] == 0
+    assert "store_controller.py" in f.evidence[0].text
+
+
+# ---- 5. NIXL/PD allocation retries --------------------------------------------------------------------------
+def test_nixl_allocation_retry_loop_is_memory_pressure_with_a_count() -> None:
+    (f,) = findings("nixl-alloc-retry.log", "KV007")
+    assert f.measurements["count_M14"] == 4 and f.count == 4
+    assert "allocation retries" in f.summary
+    assert any("pd_buffer_size" in s for s in f.next_steps)
