@@ -8,13 +8,13 @@ from typing import Any
 from specdiag.analyzers.base import register
 from specdiag.analyzers.kv_coverage import FRAGMENT_LINES
 from specdiag.analyzers.sd_common import (
+    CONNECTOR_COLLECT,
     DEFINITIONS,
     FRAGMENT_CEILING,
     FRAGMENT_NOTE,
     PASTE_PLATFORM_CAP,
     PLATFORM_STEP,
     PLATFORM_UNKNOWN,
-    CONNECTOR_COLLECT,
     STATELESS_METHODS,
     SpecSeriesRule,
     changepoint,
