@@ -386,6 +386,9 @@ def read_release(item: dict, path: Path) -> tuple[dict, int, dict[str, str]]:
     for rel, src in sources.items():
         digest = digests[rel] = hashlib.sha1(src).hexdigest()
         if item["name"] == "lmcache-cli":
+            plain = rel.removeprefix("inprocess/")
+            if plain != rel and sources.get(plain) == src:
+                continue  # the same file twice in one release: read once, under its usual path
             rel = normalise_cli(rel, present)
         if digest not in _MEMO:  # most files are unchanged from one release to the next
             _MEMO[digest] = extract(src)

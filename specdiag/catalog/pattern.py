@@ -27,7 +27,8 @@ class Pattern:
     lits: tuple[str, ...]
     kinds: str
     convs: str  # the printf conversions, for rendering samples
-    weight: int  # literal characters that are not whitespace: how specific the format is
+    weight: int  # literal characters: how specific the format is
+    typed: int  # placeholders with a type to check (a tie between equally long formats goes to the typed)
     longest: int  # non-space characters of the longest literal: below 4 the text alone says too little
     head: Pattern | None = None  # the format up to its first literal newline, for a first line alone
 
@@ -59,9 +60,9 @@ def compile_fmt(fmt: str) -> Pattern:
 
 
 def _pattern(lits: list[str], convs: list[str], head: Pattern | None) -> Pattern:
-    sizes = [len("".join(x.split())) for x in lits]
-    return Pattern(tuple(lits), "".join(_KIND[c] for c in convs), "".join(convs), sum(sizes),
-                   max(sizes), head)
+    kinds = "".join(_KIND[c] for c in convs)
+    return Pattern(tuple(lits), kinds, "".join(convs), sum(map(len, lits)), len(kinds) - kinds.count("s"),
+                   max(len("".join(x.split())) for x in lits), head)
 
 
 def values(p: Pattern, msg: str) -> list[str] | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from itertools import repeat
 from pathlib import Path
 
 from specdiag.catalog.entry import Entry
@@ -44,23 +45,22 @@ class Catalog:
         for index in (self._first, self._prefix, self._inner):
             for table in index.values():
                 for cands in table.values():
-                    cands.sort(key=lambda c: (-c[1].weight, -c[2]))
+                    cands.sort(key=lambda c: (-c[1].weight, -c[1].typed, -c[2]))
 
     def _add(self, row: dict) -> None:
         project = PROJECTS[row["id"][:3]]
         names = self.releases[project]
+        runs = row["runs"]
         lines: dict[str, int] = {}
-        newest = 0
-        for first, last, line in row["runs"]:
-            for i in range(first, last + 1):
-                lines[names[i]] = line
-            newest = last
+        for first, last, line in runs:
+            lines.update(zip(names[first:last + 1], repeat(line)))
+        newest = runs[-1][1]
         e = Entry(row["id"], project, row["module"], row["level"], row["fmt"], row.get("family"),
                   tuple(lines), lines, row.get("expr"))
         self.entries.append(e)
         self._ids[e.id] = e
         base = _basename(e.module)
-        for line in set(lines.values()):
+        for line in {r[2] for r in runs}:
             self._at.setdefault((base, line), []).append(e)
         if e.fmt is not None:
             p = compile_fmt(e.fmt)
@@ -146,7 +146,7 @@ class Catalog:
         """The most specific candidate that fits (more literal text, then newer release)."""
         best: Cand | None = None
         for c in cands:
-            if (best is None or (c[1].weight, c[2]) > (best[1].weight, best[2])) and fits(c[1], msg) is not None:
+            if (best is None or _rank(c) > _rank(best)) and fits(c[1], msg) is not None:
                 best = c
         return None if best is None else best[0]
 
@@ -165,7 +165,7 @@ class Catalog:
                 if not cands:
                     continue
                 for c in cands:
-                    if best is not None and (c[1].weight, c[2]) <= (best[1].weight, best[2]):
+                    if best is not None and _rank(c) <= _rank(best):
                         break  # sorted: nothing later in this list beats the best so far
                     e = c[0]
                     if (level is None or e.level == level) and (base is None or _basename(e.module) == base) \
@@ -173,6 +173,11 @@ class Catalog:
                         best = c
                         break
         return None if best is None else best[0]
+
+
+def _rank(c: Cand) -> tuple[int, int, int]:
+    """Most specific first: more literal text, then more typed placeholders, then the newer release."""
+    return c[1].weight, c[1].typed, c[2]
 
 
 def _basename(module: str) -> str:
@@ -183,5 +188,5 @@ def load(path: Path = DATA) -> Catalog:
     """Read the shipped data file (gzip JSONL: a header line, then one entry per line)."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         header = json.loads(f.readline())
-        rows = [json.loads(line) for line in f if line.strip()]
+        rows = json.loads("[" + ",".join(line for line in f.read().split("\n") if line) + "]")
     return Catalog(header, rows)
