@@ -45,6 +45,8 @@ EXCEPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("vllm", "v1/engine/", "EngineCore encountered a fatal error", "engine-death"),
     ("vllm", "v1/engine/", "Engine core initialization failed", "engine-death"),
     ("vllm", "", "AsyncLLM output_handler failed", "engine-death"),
+    ("vllm", "logging_utils/dump_input.py", "", "engine-death"),  # printed only while the engine core crashes
+    ("vllm", "v1/fault_tolerance/", "", "engine-death"),
     ("lmcache", "integration/vllm/", "Num retrieved tokens", "lookup-retrieve"),
     ("lmcache", "", "PYTHONHASHSEED", "configuration"),
 )
@@ -61,7 +63,7 @@ _CONFIG = ("config", "environment variable", "env var", "not supported", "unsupp
 
 #: (path substring, family) for LMCache modules, first match wins
 _LMCACHE_PATHS: tuple[tuple[str, str], ...] = (
-    ("multiprocess/", "mp-server"), ("mp_", "mp-server"), ("sdk/", "mp-server"),
+    ("multiprocess/", "mp-server"), ("mp_", "mp-server"), ("sdk/", "mp-server"), ("standalone/", "mp-server"),
     ("cache_controller", "controller-p2p"), ("controller", "controller-p2p"), ("p2p", "controller-p2p"),
     ("distributed/", "controller-p2p"), ("transfer_channel", "controller-p2p"), ("lookup_server", "controller-p2p"),
     ("offload", "offload-tier"), ("memory_orchestrator", "offload-tier"),
@@ -89,9 +91,11 @@ _VLLM_PATHS: tuple[tuple[str, str], ...] = (
     ("executor/", "worker"), ("worker/", "worker"), ("v1/worker", "worker"),
     ("distributed/", "distributed"),
     ("model_loader", "model-loading"), ("transformers_utils", "model-loading"), ("lora", "model-loading"),
-    ("model_executor/models", "model-loading"), ("tokenizer", "model-loading"),
+    ("model_executor/models", "model-loading"), ("tokenizer", "model-loading"), ("models/", "model-loading"),
+    ("snapshot/", "model-loading"),
     ("core/sched", "scheduler"), ("v1/core", "scheduler"), ("core/", "scheduler"),
     ("entrypoints/", "api-server"), ("tool_parsers", "api-server"), ("reasoning", "api-server"),
+    ("parser/", "api-server"), ("gc_utils", "platform"), ("import_utils", "platform"),
     ("platforms/", "platform"), ("device", "platform"),
     ("compilation", "compilation"), ("cuda_graph", "compilation"),
     ("attention", "kernels"), ("model_executor/layers", "kernels"), ("quantization", "kernels"),
