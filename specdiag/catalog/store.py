@@ -1,0 +1,192 @@
+"""The loaded catalog: entries, their indexes, and message matching.
+
+Loaded once (``specdiag.catalog.catalog()``) from the gzip JSONL the generator wrote. Three text indexes
+make dispatch O(1) per message: by the first literal word (``first``), by the first characters of a
+format that starts with a word glued to a placeholder (``prefix``), and, for formats that start with a
+placeholder, by the first whole word of their first literal (``inner``, looked up for the first
+``INNER_TOKENS`` tokens of the message). A location index answers ``file:line`` first. Candidates of each
+list are sorted most specific first, so the first that fits is that list's best.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from itertools import repeat
+from pathlib import Path
+
+from specdiag.catalog.entry import Entry
+from specdiag.catalog.pattern import Pattern, compile_fmt, fits, render
+
+DATA = Path(__file__).with_name("messages.jsonl.gz")
+PREFIX_CHARS = 4
+INNER_TOKENS = 16
+MIN_LITERAL = 4  # non-space characters a format's longest literal needs before its text alone can match
+PROJECTS = {"lmc": "lmcache", "vll": "vllm"}
+
+Cand = tuple[Entry, Pattern, int]  # the entry, its pattern, its newest release's index in its project
+
+
+class Catalog:
+    """Every catalogued message of both projects, with lookup by id, location, format text and message."""
+
+    def __init__(self, header: dict, rows: list[dict]) -> None:
+        self.header = header
+        self.releases: dict[str, list[str]] = header["releases"]
+        self.entries: list[Entry] = []
+        self._ids: dict[str, Entry] = {}
+        self._pat: dict[str, Cand] = {}
+        self._at: dict[tuple[str, int], list[Entry]] = {}
+        self._first: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
+        self._prefix: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
+        self._inner: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
+        for row in rows:
+            self._add(row)
+        for index in (self._first, self._prefix, self._inner):
+            for table in index.values():
+                for cands in table.values():
+                    cands.sort(key=lambda c: (-c[1].weight, -c[1].typed, -c[2]))
+
+    def _add(self, row: dict) -> None:
+        project = PROJECTS[row["id"][:3]]
+        names = self.releases[project]
+        runs = row["runs"]
+        lines: dict[str, int] = {}
+        for first, last, line in runs:
+            lines.update(zip(names[first:last + 1], repeat(line)))
+        newest = runs[-1][1]
+        e = Entry(row["id"], project, row["module"], row["level"], row["fmt"], row.get("family"),
+                  tuple(lines), lines, row.get("expr"))
+        self.entries.append(e)
+        self._ids[e.id] = e
+        base = _basename(e.module)
+        for line in {r[2] for r in runs}:
+            self._at.setdefault((base, line), []).append(e)
+        if e.fmt is not None:
+            p = compile_fmt(e.fmt)
+            self._pat[e.id] = cand = (e, p, newest)
+            if p.longest >= MIN_LITERAL:
+                self._index(project, cand)
+
+    def _index(self, project: str, cand: Cand) -> None:
+        """File a textually matchable entry under the key a message will lead to."""
+        lits = cand[1].lits
+        if lits[0]:
+            word = lits[0].split(None, 1)[0]
+            whole = len(lits) == 1 or len(word) < len(lits[0])
+            if whole:
+                self._first[project].setdefault(word, []).append(cand)
+            else:
+                self._prefix[project].setdefault(word[:PREFIX_CHARS], []).append(cand)
+            return
+        for i, lit in enumerate(lits[1:], 1):
+            parts = lit.split()
+            lo = 0 if lit[:1].isspace() else 1  # a word glued to the placeholder before it is not whole
+            hi = len(parts) - (0 if lit[-1:].isspace() or i == len(lits) - 1 else 1)
+            if lo < hi:
+                self._inner[project].setdefault(parts[lo], []).append(cand)
+                return
+
+    def by_id(self, entry_id: str) -> Entry | None:
+        """The entry with this stable id, or None."""
+        return self._ids.get(entry_id)
+
+    def find_format(self, project: str, fmt_substring: str) -> list[Entry]:
+        """Entries of ``project`` whose format contains this literal text (to point templates at entries)."""
+        return [e for e in self.entries if e.project == project and e.fmt is not None and fmt_substring in e.fmt]
+
+    def sample(self, entry: Entry) -> str:
+        """The message rendered with typed sample values; empty for an entry without a format."""
+        cand = self._pat.get(entry.id)
+        return "" if cand is None else render(entry.fmt or "", cand[1])
+
+    def values(self, entry: Entry, message: str) -> list[str] | None:
+        """The placeholder texts of ``message`` when it is this entry's message, else None."""
+        cand = self._pat.get(entry.id)
+        return None if cand is None else fits(cand[1], message.strip())
+
+    def match(self, message: str, *, project: str | None = None, file: str | None = None,
+              line: int | None = None, level: str | None = None) -> Entry | None:
+        """The entry that printed ``message`` (the text after the envelope), or None.
+
+        With ``file`` and ``line``: the entries at that location (any release) whose format fits the
+        text, best first; then a text match within that file; then the location alone when only one
+        entry was ever there; then the text alone. Without them: the text alone.
+        """
+        msg = message.strip()
+        if file and line is not None:
+            base = file.replace("\\", "/").rsplit("/", 1)[-1]
+            here = self._located(base, file, line, project, level)
+            got = self._best([c for c in (self._pat.get(e.id) for e in here) if c is not None], msg)
+            if got is not None:
+                return got
+            got = self._text(msg, project, level, base)
+            if got is not None:
+                return got
+            if len(here) == 1:
+                return here[0]
+        return self._text(msg, project, level, None)
+
+    def _located(self, base: str, file: str, line: int, project: str | None, level: str | None) -> list[Entry]:
+        """Entries ever at ``file:line``: same basename, a longer printed path must agree with the module."""
+        here = self._at.get((base, line), [])
+        if project is not None or level is not None:
+            here = [e for e in here if (project is None or e.project == project) and (level is None or e.level == level)]
+        tail = file.replace("\\", "/")
+        if "/" in tail and "…" not in tail and "..." not in tail:
+            for root in ("/vllm/", "/lmcache/"):
+                tail = tail.rsplit(root, 1)[-1]
+            tail = tail.removeprefix("vllm/").removeprefix("lmcache/")
+            agree = [e for e in here if e.module.endswith(tail) or tail.endswith(e.module)]
+            here = agree or here
+        return here
+
+    @staticmethod
+    def _best(cands: list[Cand], msg: str) -> Entry | None:
+        """The most specific candidate that fits (more literal text, then newer release)."""
+        best: Cand | None = None
+        for c in cands:
+            if (best is None or _rank(c) > _rank(best)) and fits(c[1], msg) is not None:
+                best = c
+        return None if best is None else best[0]
+
+    def _text(self, msg: str, project: str | None, level: str | None, base: str | None) -> Entry | None:
+        """Text-only matching through the indexes; ``base`` keeps only entries of that file."""
+        best: Cand | None = None
+        projects = [project] if project else list(self._first)
+        head = msg[:4096].split(None, INNER_TOKENS)[:INNER_TOKENS]
+        first = head[0] if head else ""
+        for proj in projects:
+            lists = [self._first[proj].get(first)]
+            lists += [self._prefix[proj].get(msg[:k]) for k in range(1, PREFIX_CHARS + 1)]
+            inner = self._inner[proj]
+            lists += [inner.get(w) for w in head]
+            for cands in lists:
+                if not cands:
+                    continue
+                for c in cands:
+                    if best is not None and _rank(c) <= _rank(best):
+                        break  # sorted: nothing later in this list beats the best so far
+                    e = c[0]
+                    if (level is None or e.level == level) and (base is None or _basename(e.module) == base) \
+                            and fits(c[1], msg) is not None:
+                        best = c
+                        break
+        return None if best is None else best[0]
+
+
+def _rank(c: Cand) -> tuple[int, int, int]:
+    """Most specific first: more literal text, then more typed placeholders, then the newer release."""
+    return c[1].weight, c[1].typed, c[2]
+
+
+def _basename(module: str) -> str:
+    return module.rsplit("/", 1)[-1]
+
+
+def load(path: Path = DATA) -> Catalog:
+    """Read the shipped data file (gzip JSONL: a header line, then one entry per line)."""
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        header = json.loads(f.readline())
+        rows = json.loads("[" + ",".join(line for line in f.read().split("\n") if line) + "]")
+    return Catalog(header, rows)
