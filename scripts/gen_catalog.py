@@ -276,13 +276,20 @@ class Formats:
 
 
 # ---------------------------------------------------------------- logging calls
+def _loggerish(name: str) -> bool:
+    """A name a logger is bound to: the usual ones, a parameter such as vLLM's ``lgr`` (the version banner
+    is ``lgr.info(...)``), and any ``*logger`` / ``*_log`` name (``vllm_logger``, ``default_logger``)."""
+    low = name.lower()
+    return name in RECEIVERS or low in ("lgr", "_lgr") or low.endswith("logger") or low.endswith("_log")
+
+
 def _is_receiver(node: ast.AST) -> bool:
     if isinstance(node, ast.Name):
-        return node.id in RECEIVERS
+        return _loggerish(node.id)
     if isinstance(node, ast.Attribute):
         if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls") and node.attr in SELF_ATTRS:
             return True
-        return node.attr in ("logger", "_logger", "LOGGER")
+        return node.attr in ("logger", "_logger", "LOGGER") or node.attr.lower().endswith("logger")
     if isinstance(node, ast.Call):
         f = node.func
         name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""

@@ -31,6 +31,9 @@ class Pattern:
     typed: int  # placeholders with a type to check (a tie between equally long formats goes to the typed)
     longest: int  # non-space characters of the longest literal: below 4 the text alone says too little
     head: Pattern | None = None  # the format up to its first literal newline, for a first line alone
+    #: the format with its literal newlines removed, for a record whose continuation ingest joined to its
+    #: first line as one wrapped row (a multi-line message under a width-cutting collector)
+    flat: Pattern | None = None
 
 
 def compile_fmt(fmt: str) -> Pattern:
@@ -56,13 +59,14 @@ def compile_fmt(fmt: str) -> Pattern:
             if i < len(lits) - 1 or cut < len(lit.rstrip()):
                 head = _pattern(lits[:i] + [lit[:cut].rstrip()], convs[:i], None)
             break
-    return _pattern(lits, convs, head if head is not None and head.longest >= 4 else None)
+    flat = _pattern([lit.replace("\n", "") for lit in lits], convs, None) if "\n" in "".join(lits) else None
+    return _pattern(lits, convs, head if head is not None and head.longest >= 4 else None, flat)
 
 
-def _pattern(lits: list[str], convs: list[str], head: Pattern | None) -> Pattern:
+def _pattern(lits: list[str], convs: list[str], head: Pattern | None, flat: Pattern | None = None) -> Pattern:
     kinds = "".join(_KIND[c] for c in convs)
     return Pattern(tuple(lits), kinds, "".join(convs), sum(map(len, lits)), len(kinds) - kinds.count("s"),
-                   max(len("".join(x.split())) for x in lits), head)
+                   max(len("".join(x.split())) for x in lits), head, flat)
 
 
 def values(p: Pattern, msg: str) -> list[str] | None:
@@ -127,6 +131,8 @@ def fits(p: Pattern, msg: str) -> list[str] | None:
     if got is None and p.head is not None:
         cut = msg.find("\n")
         got = values(p.head, msg if cut < 0 else msg[:cut].rstrip())
+        if got is None and cut < 0 and p.flat is not None:
+            got = values(p.flat, msg)
     return got
 
 

@@ -123,8 +123,11 @@ class Catalog:
             got = self._text(msg, project, level, base)
             if got is not None:
                 return got
-            if len(here) == 1:
-                return here[0]
+            if here and len({(e.fmt, e.level) for e in here}) == 1:
+                return here[-1]  # one message ever printed there (its copies in moved modules are one)
+            opaque = [e for e in here if e.fmt is None]
+            if opaque and len({e.level for e in opaque}) == 1:
+                return opaque[-1]  # no format there fits the text: the one message whose text is a variable
         return self._text(msg, project, level, None)
 
     def _located(self, base: str, file: str, line: int, project: str | None, level: str | None) -> list[Entry]:
