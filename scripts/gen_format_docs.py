@@ -76,6 +76,48 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
 """
 
 
+CATALOG_HEADER = """## The message catalog
+
+Beyond the templates above, every message vLLM and LMCache can log is recognised from a catalog generated
+from the releases' own source (`scripts/gen_catalog.py`: every `logger.*` call, its level, its format as a
+typed matcher and its `file:line` in each release; shipped as `specdiag/catalog/messages.jsonl.gz`). A
+record no template reads is matched to its catalog entry by the location its envelope prints, checked
+against its text (or by its text alone in a paste without one). Warnings and errors no specific rule
+explains are grouped by their entry's signal family into LOG001 / LOG002 findings.
+
+Coverage: each release's messages rendered with sample values and matched back at the line that release
+prints them from (`specdiag/catalog/coverage.py`; a message no log line can tell from another — the same
+call in a moved module — counts as recognised).
+"""
+
+
+def render_catalog() -> str:
+    """The catalog section: releases, coverage per release and level class, signal families."""
+    from specdiag.catalog import catalog
+    from specdiag.catalog.coverage import PROBLEM, release_coverage
+    from specdiag.catalog.families import FAMILIES
+
+    cat = catalog()
+    cov = release_coverage(cat)
+    out = [CATALOG_HEADER, "| project | release | messages | WARNING or worse | recognised (all) | recognised (WARNING+) |",
+           "|---|---|---|---|---|---|"]
+    for project in ("lmcache", "vllm"):
+        for release in cat.releases.get(project, []):
+            c = cov.get((project, release))
+            if c is None:
+                continue
+            problem = sum(n for k, n in c.total.items() if k in PROBLEM)
+            out.append(f"| {project} | {release} | {sum(c.total.values()):,} | {problem:,} | {c.rate():.1%} | "
+                       f"{c.rate(PROBLEM):.1%} |")
+    fam = {(e.family, e.project) for e in cat.entries}
+    counts = {k: sum(1 for e in cat.entries if (e.family, e.project) == k and e.level in PROBLEM) for k in fam}
+    out += ["", "Signal families of the messages at WARNING or worse (entries per project):", "",
+            "| family | what it covers | LMCache | vLLM |", "|---|---|---|---|"]
+    for name, desc in FAMILIES.items():
+        out.append(f"| `{name}` | {desc} | {counts.get((name, 'lmcache'), 0):,} | {counts.get((name, 'vllm'), 0):,} |")
+    return "\n".join(out) + "\n"
+
+
 def render() -> str:
     rows = default_matcher().templates
     out = [HEADER]
@@ -93,6 +135,7 @@ def render() -> str:
             lazy = " (lazy)" if t.lazy else ""
             out.append(f"| `{t.id}`{lazy} | {t.versions} | `{t.location}` | `{sample}` |")
         out.append("")
+    out.append(render_catalog())
     return "\n".join(out)
 
 

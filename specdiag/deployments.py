@@ -20,13 +20,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from specdiag.context import Context, ContextBuilder
-from specdiag.events import Event
+from specdiag.events import CATALOG_KINDS, UNKNOWN_EVENT, Event
 from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
 from specdiag.ingest.hot import LookupRows, MetricRows
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
-from specdiag.observe import COUNTED, METRIC_ROW_EVENTS, SERIES_CAP, Observer, RunState
+from specdiag.observe import COUNTED, METRIC_ROW_EVENTS, PROBLEM_LEVELS, SERIES_CAP, Observer, RunState
 from specdiag.sanitize import error_text
 
 
@@ -129,6 +129,8 @@ class DeploymentRun:
         self.row_observers = [obs for obs in self.observers if "lookups" in obs.tables]
         #: observers of the stats / SpecDecoding rows (``tables = {"metrics"}``)
         self.metric_observers = [obs for obs in self.observers if "metrics" in obs.tables]
+        #: observers of every warning and error, whatever its template (``Observer.levels``)
+        self.level_observers = [obs for obs in self.observers if obs.levels]
 
     @property
     def observers(self) -> list[Observer]:
@@ -151,8 +153,18 @@ class DeploymentRun:
         error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev) or error
         if ev.id == "L1" and self.row_observers:  # a lookup the Python path read: to the row observers as one row
             error = _to_all(self.row_observers, "observe_rows", LookupRows.from_event(ev)) or error
+        level = ev.rec.level
+        if level in PROBLEM_LEVELS and self.level_observers:
+            error = _to_all([o for o in self.level_observers if level in o.levels and ev.id not in o.events],
+                            "observe", ev) or error
         if error is not None:
             raise error
+
+    def deliver_unmatched(self, rec: Any) -> None:
+        """A record no template and no catalog entry knows: an upstream warning or error is still handed to
+        the observers of every problem line (``Observer.levels``), as ``UNKNOWN_EVENT``, so it is named."""
+        if rec.level in PROBLEM_LEVELS and rec.kind in CATALOG_KINDS and self.level_observers:
+            self.deliver(Event(UNKNOWN_EVENT, rec, {}))
 
     def deliver_metrics(self, rows: MetricRows) -> None:
         """Hand a batch of stats / SpecDecoding rows on: to the run's interval series, the observers of the
@@ -178,10 +190,15 @@ class DeploymentRun:
     def finish(self) -> DeploymentResult:
         self._finish_one(self.builder)
         findings: list[Finding] = []
-        for rule in self.rules:
+        explained: set[str] = set(self._deselected_events())
+        for rule in sorted(self.rules, key=lambda r: r.late):  # late rules last, in registry order
+            if rule.late:
+                self.run.explained = frozenset(explained)
             severity = self.severity_overrides.get(rule.code)
-            for f in self._finish_one(rule):
-                findings.append(replace(f, deployment=self.id, severity=severity or f.severity))
+            mine = self._finish_one(rule)
+            if mine:
+                explained.update(rule.events)
+            findings.extend(replace(f, deployment=self.id, severity=severity or f.severity) for f in mine)
         self._finish_one(self.metrics)
         for obs in self.extra:
             self._finish_one(obs)
@@ -193,6 +210,14 @@ class DeploymentRun:
             rules_failed=[{"rule": k, "error": v} for k, v in self.failed.items()], notes=notes,
             metrics=self.metrics if self.keep_metrics else None,
         )
+
+    def _deselected_events(self) -> frozenset[str]:
+        """The templates only deselected rules read: a user who ignores a rule (``--ignore KV001``) chose not
+        to hear about its lines, so the accounting of unexplained lines does not list them either."""
+        from specdiag.analyzers.base import all_rules
+
+        running = {r.code for r in self.rules}
+        return frozenset(e for code, cls in all_rules().items() if code not in running for e in cls.events)
 
     def _finish_one(self, obs: Observer) -> list[Finding]:
         try:

@@ -255,6 +255,7 @@ def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, win
     ev = matcher.match(rec)
     if ev is None:
         _tally_unrecognized(tally, rec)
+        dep.deliver_unmatched(rec)
         return 0
     if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)

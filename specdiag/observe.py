@@ -71,6 +71,9 @@ class RunState:
         self.input_lines: dict[str, int] = {}
         self._lookback: LookBack = _no_lookback
         self._current: str | None = None
+        #: template ids read by a rule that reported a finding: set before the late rules finish (the
+        #: accounting of upstream lines leaves what a specific diagnosis already took to that diagnosis)
+        self.explained: frozenset[str] = frozenset()
 
     # --- asked by observers ------------------------------------------------------------------------------
     def count(self, tid: str) -> int:
@@ -147,6 +150,9 @@ def _full_retrieve(ev: Event) -> bool:
 
 #: templates whose lines the run state counts, whichever path read them (scanner rows or events)
 COUNTED = frozenset({"S1", "R4", "L1"})
+#: the levels at which an upstream line is a problem report someone must be told about
+PROBLEM_LEVELS = frozenset({"WARNING", "ERROR", "CRITICAL"})
+
 #: templates that reach ``tables = {"metrics"}`` observers as ``MetricRows``, not as events
 METRIC_ROW_EVENTS = frozenset({"V_STATS", "V_SPEC"})
 
@@ -158,6 +164,10 @@ class Observer:
     #: scanner tables this observer reads as rows (``"lookups"``: ``observe_rows`` gets ``LookupRows``;
     #: ``"metrics"``: ``observe_metrics`` gets ``MetricRows``)
     tables: ClassVar[frozenset[str]] = frozenset()
+    #: record levels whose events this observer gets whatever their template id: the accounting of the
+    #: upstream warnings and errors that no specific rule explains reads every one of them, including
+    #: records no template knows (id ``UNKNOWN_EVENT``); empty for every other observer
+    levels: ClassVar[frozenset[str]] = frozenset()
     run: RunState
 
     def start(self, run: RunState) -> None:
@@ -178,4 +188,4 @@ class Observer:
         return []
 
 
-__all__ = ["COUNTED", "METRIC_ROW_EVENTS", "LookBack", "Observer", "RunState"]
+__all__ = ["COUNTED", "METRIC_ROW_EVENTS", "PROBLEM_LEVELS", "LookBack", "Observer", "RunState"]

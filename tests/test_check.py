@@ -73,7 +73,8 @@ def test_fail_on_levels_are_really_exercised():
     assert expected_exit(hs, "error") == 0 and expected_exit(hs, "warning") == 1
     tp2 = severities("tp2-lookup-disagreement-vllm025")
     assert "info" in tp2 and expected_exit(tp2, "info") == 1
-    assert severities("clean-healthy-ngram-tp2") == ()
+    # a healthy server's own warnings (the experimental KV-connector API) are listed as LOG002, at info
+    assert severities("clean-healthy-ngram-tp2") == ("info",)
 
 
 def test_default_fail_on_is_error(in_corpus):
@@ -234,7 +235,7 @@ def test_rule_selection_and_severity_override(in_corpus, tmp_path):
     assert r.exit_code == 0 and not any(c.startswith("KV") for c in json.loads(js.read_text())["rules_run"])
     r = run(["check", case, "--no-config", "--severity", "KV=info", "-f", f"json:{js}"])
     assert r.exit_code == 0
-    assert {f["severity"] for f in json.loads(js.read_text())["findings"]} == {"info"}
+    assert {f["severity"] for f in json.loads(js.read_text())["findings"] if f["rule"].startswith("KV")} == {"info"}
 
 
 # --- baselines ----------------------------------------------------------------------------------------------

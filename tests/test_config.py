@@ -167,7 +167,7 @@ def test_check_uses_the_configuration(tmp_path, monkeypatch):
     Path("specdiag.yaml").write_text("fail_on: warning\n")
     assert run(["check", log]).exit_code == 1
     assert run(["check", log, "--fail-on", "error"]).exit_code == 0  # flag beats file
-    Path("specdiag.yaml").write_text("ignore: [KV002]\nfail_on: info\n")
+    Path("specdiag.yaml").write_text("ignore: [KV002, LOG002]\nfail_on: info\n")
     assert run(["check", log]).exit_code == 0
     # thresholds reach the rule: KV002 needs more lookups than the log has
     Path("specdiag.yaml").write_text("fail_on: warning\nrules:\n  KV002:\n    min_lookups: 100000\n")

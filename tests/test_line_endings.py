@@ -57,7 +57,7 @@ def test_the_tp8_example_read_with_cr_ends_keeps_its_three_findings(tmp_path: Pa
     cr = tmp_path / "serve.log"
     cr.write_bytes((ROOT / "examples/tp8-shortfall/serve.log").read_bytes().replace(b"\n", b"\r"))
     report = analyze([str(cr)])
-    assert sorted({f.rule for f in report.findings}) == ["KV001", "KV003", "KV007"]
+    assert sorted({f.rule for f in report.findings if not f.rule.startswith("LOG")}) == ["KV001", "KV003", "KV007"]
     assert report.inputs[0]["errors"] == []
 
 

@@ -218,6 +218,6 @@ def test_sarif_carries_each_shown_cause_with_its_fix_and_confirmation() -> None:
     for r in json.loads(render_sarif(report))["runs"][0]["results"]:
         v = views[r["partialFingerprints"][next(iter(r["partialFingerprints"]))]]
         props = r["properties"]
-        assert [(c["id"], c["fix"], c["confirmWith"]) for c in props["causes"]] == \
+        assert [(c["id"], c["fix"], c["confirmWith"]) for c in props.get("causes", [])] == \
             [(c.id, c.fix, c.confirm_with) for c in v.shown]
         assert [c["id"] for c in props.get("alsoWeighed", [])] == [c.id for c in v.also]

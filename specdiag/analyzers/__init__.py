@@ -14,4 +14,5 @@ from specdiag.analyzers import (  # noqa: F401
     kv_precursors,
     kv_pressure,
     kv_shortfall,
+    upstream_lines,
 )

@@ -41,6 +41,8 @@ class Rule(Observer):
     defaults: ClassVar[dict[str, Any]] = {}
     #: the cause ids this rule may report
     cause_ids: ClassVar[tuple[str, ...]] = ()
+    #: finishes after every other rule, when ``run.explained`` names the template ids their findings read
+    late: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = {**self.defaults, **(options or {})}

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from specdiag.ingest.envelope import Record
 from specdiag.numbers import to_float, to_int
@@ -124,6 +125,16 @@ class Event:
         return f"Event({self.id} {self.rec.path}:{self.rec.line} {self.f})"
 
 
+#: the id of an event whose record no hand-written template knows but the generated message catalog does
+#: (``specdiag.catalog``): its one field, ``entry``, is the catalog entry
+CATALOG_EVENT = "LOG"
+#: the id of a warning or error record of vLLM or LMCache that neither a template nor the catalog knows;
+#: handed only to the observers of every problem line (``Observer.levels``), never counted as recognised
+UNKNOWN_EVENT = "UNK"
+#: record kinds whose messages the catalog holds (the envelope said which project printed the line)
+CATALOG_KINDS = frozenset({"vllm", "lmcache"})
+
+
 def first_word(msg: bytes) -> bytes:
     """The dispatch key: first word, skipping a leading ``[req_id=...]`` tag."""
     if msg[:8] == b"[req_id=":
@@ -171,7 +182,54 @@ class Matcher:
                     d = t.match(data)
                     if d is not None:
                         return Event(t.id, rec, d)
+        if kind in CATALOG_KINDS:
+            entry = catalog_entry(rec)
+            if entry is not None:
+                return Event(CATALOG_EVENT, rec, {"entry": entry})
         return None
+
+
+def catalog_entry(rec: Record) -> Any:
+    """The catalog entry of a record's message, found by where the envelope says it was printed (LMCache's
+    ``(file:line:logger)`` suffix, vLLM's ``[file:line]``) and checked against its text; by the text alone
+    when the envelope names no location (a paste without it)."""
+    from specdiag.catalog import catalog
+
+    text = rec.text if rec.cont else rec.msg
+    return catalog().match(text[:MAX_MATCH], project=rec.kind, file=_printed_path(rec), line=rec.src_line,
+                           level=rec.level)
+
+
+def _printed_path(rec: Record) -> str | None:
+    """The file the envelope names, as precise as it says: LMCache prints its logger (the module path,
+    ``lmcache.v1.cache_engine`` → ``lmcache/v1/cache_engine.py``) beside the bare file name, which tells
+    apart the dozens of ``utils.py`` and ``__main__.py`` files."""
+    file = rec.file
+    logger = rec.logger
+    if file and logger and logger.startswith("lmcache.") and logger.endswith(file[:-3]):
+        return logger.replace(".", "/") + ".py"
+    return file
+
+
+def family_description(family: str) -> str:
+    """What a signal family is, in a few words (the catalog's family table; the family name itself for a
+    family the table does not describe)."""
+    from specdiag.catalog.families import FAMILIES
+
+    if family == "unrecognised":
+        return "messages no catalogued vLLM or LMCache release prints"
+    return FAMILIES.get(family, family)
+
+
+def entry_of(ev: Event) -> Any:
+    """The catalog entry behind an event: its own for a catalog event, else the entry the record's text and
+    location match (a hand-written template's line is one of the catalog's messages too); None when the
+    catalog does not know it (a record of an unknown message, a pre-catalog release)."""
+    if ev.id == CATALOG_EVENT:
+        return ev.f.get("entry")
+    if ev.id == UNKNOWN_EVENT or ev.rec.kind not in CATALOG_KINDS:
+        return None
+    return catalog_entry(ev.rec)
 
 
 def template(tid: str) -> Template:

@@ -129,10 +129,10 @@ def write_events(roots: list[str], out_dir: str, opts: AnalyzeOptions) -> list[s
     """Write the events store of every deployment under the roots; returns the deployment ids written."""
     from functools import partial
 
-    from specdiag.events import default_matcher
+    from specdiag.events import CATALOG_EVENT, default_matcher
     from specdiag.store.reader import write_manifest
 
-    all_events = frozenset(t.id for t in default_matcher().templates)
+    all_events = frozenset(t.id for t in default_matcher().templates) | {CATALOG_EVENT}
     groups = discover(roots)
     ids: list[str] = []
     for group in groups:

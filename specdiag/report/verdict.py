@@ -23,6 +23,8 @@ from typing import Any
 from specdiag.findings import SEVERITY_RANK, Finding
 
 HEADLINE_MAX = 110
+#: the rule that lists upstream warnings no specific rule diagnoses: information, not a problem found
+WARNINGS_LISTED = "LOG002"
 NEXT_MAX = 90
 _TO_CONFIRM = re.compile(r"^To confirm [\w.-]+: ")  # the cause id is already on the verdict line
 _SENTENCE_END = re.compile(r"(?<![.\s][a-z])\.(?:\s|$)")  # '. ' but not after "e.g" / "i.e"
@@ -175,7 +177,7 @@ def _status(report: Any, all_codes: list[str]) -> Status:
     rec = report.recognized_lines
     n_in = len(report.inputs)
     where = f"{n_in} input{'s' if n_in != 1 else ''}"
-    if report.findings:
+    if report.findings and not all(f.rule == WARNINGS_LISTED for f in report.findings):
         s = report.summary
         parts = [f"{s['errors']} error{'s' if s['errors'] != 1 else ''}",
                  f"{s['warnings']} warning{'s' if s['warnings'] != 1 else ''}", f"{s['infos']} info"]
@@ -199,9 +201,15 @@ def _status(report: Any, all_codes: list[str]) -> Status:
                       f"no finding from the {len(report.rules_run)} rule(s) that ran on {rec:,} recognised lines; "
                       f"{len(skipped)} rule(s) did not run ({code_ranges(skipped)}, deselected by --select/--ignore "
                       "or the configuration), so this is not a clean bill of health")
+    unknown = unknown_upstream_records(report)
+    if unknown:
+        return unknown_status(report, unknown, rec)
     unseen, hints = nothing_to_judge(report)
+    listed = sum(f.count for f in report.findings)
+    also = (f"; {listed:,} upstream WARNING line{'s' if listed != 1 else ''} no rule diagnoses listed "
+            f"({WARNINGS_LISTED})") if listed else ""
     return Status("clean", f"no problem found: {rec:,} of {lines:,} lines recognised, all {len(report.rules_run)} "
-                           f"rules ran{unseen}", hints)
+                           f"rules ran{also}{unseen}", hints)
 
 
 def nothing_to_judge(report: Any) -> tuple[str, tuple[str, ...]]:
@@ -219,6 +227,26 @@ def nothing_to_judge(report: Any) -> tuple[str, tuple[str, ...]]:
     hint += "; for speculative decoding, vLLM's 'SpecDecoding metrics' lines (VLLM_LOG_STATS_INTERVAL)"
     return ("; the log holds no LMCache line and no speculative-decoding metrics, so the KV and SD rules had "
             "nothing to judge there", (hint,))
+
+
+def unknown_upstream_records(report: Any) -> int:
+    """Records that vLLM or LMCache printed (their envelope says so) whose message neither a template nor
+    the message catalog knows: no rule read them, so a report with any is not clean."""
+    unrec = report.unrecognized or {}
+    return sum(v for k, v in unrec.items() if k in ("vllm", "lmcache") and isinstance(v, int))
+
+
+def unknown_status(report: Any, unknown: int, rec: int) -> Status:
+    """No finding, but upstream records no rule could read: say how many, show the first shapes, and what
+    to do, instead of 'no problem found'."""
+    shapes = list((report.unrecognized or {}).get("top_warnings") or {})[:2]
+    seen = f" (e.g. {'; '.join(repr(s[:80]) for s in shapes)})" if shapes else ""
+    text = (f"no finding in {rec:,} recognised lines, but {unknown:,} vLLM/LMCache record{'s' if unknown != 1 else ''}"
+            f" carr{'y' if unknown != 1 else 'ies'} a message no template and no catalogued release knows{seen}, so "
+            "no rule read them — this is not a clean bill of health")
+    hint = ("name the vLLM and LMCache versions in use (pip show vllm lmcache): a message from a newer release or a "
+            "plugin is not catalogued yet")
+    return Status("unknown-records", text, (hint,))
 
 
 #: what to collect when the recognised lines were cut (a terminal or chat paste, a dump)
@@ -272,4 +300,4 @@ def nothing_analysed(report: Any) -> Status:
 
 
 __all__ = ["Status", "Verdict", "code_ranges", "headline", "next_action", "nothing_analysed", "nothing_judged",
-           "nothing_to_judge", "shorten", "status", "verdicts"]
+           "nothing_to_judge", "shorten", "status", "unknown_status", "unknown_upstream_records", "verdicts"]

@@ -109,6 +109,8 @@ def replay(store: str, dep_id: str, run: DeploymentRun) -> DeploymentResult:
         ev = matcher.match(rec)
         if ev is not None:
             run.deliver(ev)
+        else:
+            run.deliver_unmatched(rec)
     run.run.add_counts(_counts(store, dep_id), _firsts(store, dep_id))
     run.run.end_source(year)
     return run.finish()

@@ -11,7 +11,7 @@ from specdiag.events import Event
 from specdiag.ingest.hot import LookupRows
 from specdiag.metrics.frames import interval_row
 from specdiag.metrics.series import SPEC_EVENTS, STATS_EVENTS, SeriesTracker
-from specdiag.observe import Observer, RunState
+from specdiag.observe import PROBLEM_LEVELS, Observer, RunState
 from specdiag.sanitize import json_safe
 from specdiag.store.schema import RECORD_COLUMNS, partition
 from specdiag.timeutil import rec_time
@@ -47,6 +47,8 @@ class EventSink(Observer):
     """Every event → ``records``; at the end the counted lines → ``counts`` and the intervals → ``series``."""
 
     tables = frozenset({"lookups"})
+    #: warnings and errors no template knows are stored too (as ``UNKNOWN_EVENT``): a replay names them
+    levels = PROBLEM_LEVELS
 
     def __init__(self, deployment: str, out_dir: str, all_events: frozenset[str]) -> None:
         self.events = all_events - {"L1"}  # lookup lines arrive as rows (``observe_rows``), whichever path read them

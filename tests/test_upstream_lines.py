@@ -1,0 +1,90 @@
+"""Every vLLM/LMCache warning and error lands in a finding: the specific rules first, LOG001/LOG002 for the rest.
+
+The lines are built from upstream formats (tests/logbuilder.py) or rendered from the shipped message
+catalog, never copied from a corpus file.
+"""
+
+from __future__ import annotations
+
+from logbuilder import lmc, write
+from typer.testing import CliRunner
+
+from specdiag.catalog import catalog
+from specdiag.cli import app
+from specdiag.engine import analyze
+from specdiag.report.verdict import status
+
+UNKNOWN_ERROR = lmc("Frobnicator exploded while flushing 42 widgets", level="ERROR", loc="frob_backend.py:77",
+                    logger="lmcache.v1.frob_backend", proc="Worker_TP1 pid=9")
+USER_R2 = ("(Worker_TP2 pid=767) [2026-05-06 15:56:03,745] LMCache ERROR: Num retrieved tokens: 49664, num expected "
+           "tokens: 55808 (vllm_v1_adapter.py:884:lmcache.integration.vllm.vllm_v1_adapter)")
+
+
+def _report(tmp_path, lines, **kw):
+    return analyze([write(tmp_path / "paste.log", lines)], **kw)
+
+
+def _rule(report, code):
+    return [f for f in report.findings if f.rule == code]
+
+
+def _entry_line(pred, level: str) -> tuple[object, str]:
+    """A catalog entry of LMCache at ``level`` satisfying ``pred``, rendered in LMCache's envelope."""
+    cat = catalog()
+    for e in cat.entries:
+        if e.project == "lmcache" and e.level == level and e.fmt and pred(e):
+            release = sorted(e.lines)[-1]
+            file = e.module.rsplit("/", 1)[-1]
+            return e, lmc(cat.sample(e), level=level, loc=f"{file}:{e.lines[release]}",
+                          logger="lmcache." + e.module[:-3].replace("/", "."), proc="Worker_TP0 pid=5")
+    raise AssertionError("no such catalog entry")
+
+
+def test_an_unknown_lmcache_error_is_named_not_called_clean(tmp_path):
+    report = _report(tmp_path, [UNKNOWN_ERROR])
+    found = _rule(report, "LOG001")
+    assert len(found) == 1
+    f = found[0]
+    assert f.measurements["family"] == "unrecognised" and f.count == 1
+    assert "Frobnicator exploded" in f.measurements["messages"][0]["message"]
+    assert f.measurements["ranks"] == ["TP1"]
+    assert "no problem found" not in status(report, []).text
+
+
+def test_a_catalogued_backend_error_is_grouped_by_its_family_with_its_upstream_location(tmp_path):
+    entry, line = _entry_line(lambda e: "s3" in e.module.lower() and e.family, "ERROR")
+    report = _report(tmp_path, [line, line.replace("Worker_TP0", "Worker_TP3")])
+    [f] = _rule(report, "LOG001")
+    assert f.measurements["family"] == entry.family and f.count == 2
+    msg = f.measurements["messages"][0]
+    assert msg["location"] == f"lmcache {entry.location()}" and msg["releases"] == entry.release_range()
+    assert msg["ranks"] == ["TP0", "TP3"] and len(f.evidence) == 2  # first and last line
+
+
+def test_lines_a_reporting_rule_read_are_left_to_that_rule(tmp_path):
+    report = _report(tmp_path, [USER_R2])
+    assert _rule(report, "KV001")
+    assert not _rule(report, "LOG001")  # the error pair is KV001's diagnosis, not an unexplained error
+
+
+def test_warnings_no_rule_reads_become_one_info_finding_per_family(tmp_path):
+    _, line = _entry_line(lambda e: "nixl" in e.module.lower() and e.family, "WARNING")
+    report = _report(tmp_path, [line] * 3)
+    [f] = _rule(report, "LOG002")
+    assert f.severity == "info" and f.count == 3 and len(f.evidence) == 2
+
+
+def test_unknown_error_fails_the_gate_at_warning(tmp_path):
+    path = write(tmp_path / "paste.log", [UNKNOWN_ERROR])
+    res = CliRunner().invoke(app, ["analyze", path, "--fail-on", "warning", "-q"])
+    assert res.exit_code == 1
+    assert "LOG001" in res.output and "no problem found" not in res.output
+
+
+def test_info_records_no_catalogued_release_prints_keep_the_report_from_being_clean(tmp_path):
+    line = lmc("Widget cache primed with 12 widgets", level="INFO", loc="frob.py:3", logger="lmcache.frob")
+    _, known = _entry_line(lambda e: "cache_engine" in e.module, "INFO")
+    report = _report(tmp_path, [known, line])
+    assert report.analysed >= 1
+    st = status(report, [])
+    assert st.kind == "unknown-records" and "no problem found" not in st.text
