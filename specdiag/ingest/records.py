@@ -53,7 +53,7 @@ from specdiag.ingest.joiner import (
 )
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
-from specdiag.ingest.shapes import SHAPE_FIRST, read_head, uvicorn_line
+from specdiag.ingest.shapes import SHAPE_FIRST, SHAPE_HEAD, read_head, uvicorn_line
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper
 from specdiag.numbers import to_int
@@ -190,7 +190,7 @@ class LineReader:
             line = canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
         if self._lmcache(lineno, origin, line, plen) or self._vllm(lineno, origin, line, plen):
             return
-        if line[:1] in SHAPE_FIRST and self._shape(lineno, origin, line, plen):
+        if line[:1] in SHAPE_FIRST and SHAPE_HEAD.match(line) is not None and self._shape(lineno, origin, line, plen):
             return
         if (cleaned is not None and plen >= MIN_ROW and cut_head(line, origin.pid is not None)
                 and self._hold_head(lineno, origin, cleaned, plen)):

@@ -42,8 +42,18 @@ BASIC = re.compile(_LEVEL + rb":" + _NAME + rb":")
 #: vLLM's ``[file.py:NNN] `` (0.31+ may print a path) right after the level, the time cut off
 BARE_WHERE = re.compile(rb"\[([\w./-]{1,200}\.py):(\d{1,9})\] ?")
 _LEVEL_FIRST = frozenset(b"DIWEC")
+#: the levels at which a bare ``LEVEL msg`` line is read by its message alone: what users paste from an incident
+_ALERT = frozenset({"WARNING", "ERROR", "CRITICAL"})
 #: the first bytes a header of these shapes can start with (a one-byte ``bytes`` each: ``line[:1] in``)
 SHAPE_FIRST = frozenset(bytes([c]) for c in b"0123456789LDIWEC")
+#: every shape's fixed start in one anchored pattern: the one test a line of another program pays (a third
+#: of a microsecond) before :func:`read_head` reads it field by field
+SHAPE_HEAD = re.compile(rb"""
+    \d{4}-\d\d-\d\d\ \d\d:\d\d:\d\d[,.\d]{0,7}\ -\ (?:vllm|lmcache)[.\ ]
+  | LMCache[ ]
+  | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::(?:vllm|lmcache)[.:]|\ \[)
+  | (?:WARNING|WARN|ERROR|CRITICAL)\ [^\s\d]
+""", re.X)
 
 
 class Head(NamedTuple):
@@ -75,7 +85,7 @@ def read_head(line: bytes) -> Head | None:
         return None
     c = line[0]
     if 48 <= c <= 57:
-        return _asctime(line)
+        return _asctime(line) if line[4:5] == b"-" else None
     if c == 76:  # 'L'
         return _bare_lmcache(line) if line.startswith(b"LMCache ") else None
     if c not in _LEVEL_FIRST:
@@ -133,7 +143,7 @@ def _bare_lmcache(line: bytes) -> Head | None:
 def _bare_level(line: bytes, sp: int, level: str) -> Head | None:
     """``LEVEL [file.py:NNN] msg`` or ``LEVEL msg``, the time cut off: only what the tables vouch for."""
     msg = line[sp + 1 :]
-    m = BARE_WHERE.match(msg)
+    m = BARE_WHERE.match(msg) if msg[:1] == b"[" else None
     if m is not None:
         text = msg[m.end() :]
         kind = template_kind(text, level)
@@ -142,8 +152,8 @@ def _bare_level(line: bytes, sp: int, level: str) -> Head | None:
         if kind is None:
             return None
         return Head(kind, level, None, None, m.group(1), to_int(m.group(2)), None, text, kind)
-    if msg[:1] in (b"", b" ", b"\t") or msg[:1].isdigit():
-        return None
+    if level not in _ALERT or msg[:1] in (b"", b" ", b"\t") or msg[:1].isdigit():
+        return None  # an INFO line without time or file is too common in other programs' logs
     text, file, src_line, logger = split_suffix(msg)
     kind = template_kind(text, level)
     if kind is None and (logger or b"").startswith(b"lmcache"):
@@ -154,57 +164,82 @@ def _bare_level(line: bytes, sp: int, level: str) -> Head | None:
 
 
 # ---- what the template tables vouch for -----------------------------------------------------------------
-_SPECIFIC: dict[tuple[str, bytes], list] | None = None
-_SPECIFIC_ANY: dict[str, list] = {}
-_FILES: frozenset[bytes] | None = None
+class _Tables:
+    """The specific templates of both projects, LMCache's first (built on first use: ingest needs no
+    events module for the common shapes): by first word, and those without one behind one pattern of
+    their literals, so that a message with neither (most lines of other programs) costs a dict lookup
+    and one search."""
+
+    def __init__(self) -> None:
+        from specdiag.events import FieldError, default_matcher, first_word
+
+        self.first_word, self.field_error = first_word, FieldError
+        m = default_matcher()
+        self.by_word: dict[bytes, list] = {}
+        self.anywhere: list = []
+        for src in ("lmcache", "vllm"):
+            for (s, word), ts in m.by_first.items():
+                if s == src and word:
+                    self.by_word.setdefault(word, []).extend(_row(src, t) for t in ts if _specific(t))
+            self.anywhere.extend(_row(src, t) for t in m.anywhere.get(src, ()) if _specific(t))
+        needles = sorted({row[0] for row in self.anywhere}, key=len, reverse=True)
+        self.needles = re.compile(b"|".join(re.escape(n) for n in needles))
+        #: a found literal → the templates whose literal it holds (a longer one found hides one inside it)
+        self.by_needle = {n: [row for row in self.anywhere if row[0] in n] for n in needles}
+        self.files = frozenset(t.location.split(":")[0].split(" ")[0].rsplit("/", 1)[-1].encode()
+                               for t in m.templates if t.source == "vllm")
+
+
+_TABLES: _Tables | None = None
 
 
 def _specific(t) -> bool:
     """A template that tells a line apart on its own: not one that matches anywhere in a message (``.*``),
     from leading blanks, or any exception line (``V_EXC``)."""
-    return t.source in ("vllm", "lmcache") and not t.pattern.startswith((".*", "\\s", "(?P<exc>"))
+    return not t.pattern.startswith((".*", "\\s", "(?P<exc>"))
 
 
-def _tables() -> dict[tuple[str, bytes], list]:
-    """The specific templates by (source, first word), built on first use (ingest needs no events
-    module for the common shapes)."""
-    global _SPECIFIC
-    if _SPECIFIC is None:
-        from specdiag.events import default_matcher
-
-        m = default_matcher()
-        _SPECIFIC = {k: [t for t in ts if _specific(t)] for k, ts in m.by_first.items() if k[1]}
-        for src in ("lmcache", "vllm"):
-            _SPECIFIC_ANY[src] = [t for t in m.anywhere.get(src, ()) if _specific(t)]
-    return _SPECIFIC
+def _tables() -> _Tables:
+    global _TABLES
+    if _TABLES is None:
+        _TABLES = _Tables()
+    return _TABLES
 
 
 def template_kind(msg: bytes, level: str) -> str | None:
     """``lmcache`` or ``vllm`` when a specific template of that project reads ``msg`` at ``level``."""
-    from specdiag.events import FieldError, first_word
+    tab = _tables()
+    cands = tab.by_word.get(tab.first_word(msg))
+    if cands:
+        got = _first_match(cands, msg, level, tab.field_error)
+        if got is not None:
+            return got
+    for needle in set(tab.needles.findall(msg, 0, 4096)):
+        got = _first_match(tab.by_needle[needle], msg, level, tab.field_error)
+        if got is not None:
+            return got
+    return None
 
-    tables = _tables()
-    word = first_word(msg)
-    for src in ("lmcache", "vllm"):
-        for t in (*tables.get((src, word), ()), *_SPECIFIC_ANY[src]):
-            if t.bneedle in msg and (t.level is None or t.level == level):
-                try:
-                    if t.match(msg) is not None:
-                        return src
-                except FieldError:
-                    return src  # the template's shape, with a number no rule can use: still its line
+
+def _row(src: str, t) -> tuple:
+    """A template as the loop below reads it: plain tuple items cost less than a dataclass's attributes."""
+    return t.bneedle, t.level, src, t
+
+
+def _first_match(cands: list, msg: bytes, level: str, field_error: type) -> str | None:
+    for needle, lvl, src, t in cands:
+        if needle in msg and (lvl is None or lvl == level):
+            try:
+                if t.match(msg) is not None:
+                    return src
+            except field_error:
+                return src  # the template's shape, with a number no rule can use: still its line
     return None
 
 
 def _known_files() -> frozenset[bytes]:
     """The vLLM source files the template tables name (``core.py``, ``multiproc_executor.py``, …)."""
-    global _FILES
-    if _FILES is None:
-        from specdiag.events import default_matcher
-
-        _FILES = frozenset(t.location.split(":")[0].split(" ")[0].rsplit("/", 1)[-1].encode()
-                           for t in default_matcher().templates if t.source == "vllm")
-    return _FILES
+    return _tables().files
 
 
 def uvicorn_line(line: bytes) -> bool:
@@ -221,4 +256,4 @@ def uvicorn_line(line: bytes) -> bool:
 def starts_head(rest: bytes) -> bool:
     """Whether ``rest`` starts a header of this module's shapes (``wrappers.is_envelope`` asks, for a loose
     wrapper in front or a record after a bare CR)."""
-    return read_head(rest) is not None
+    return rest[:1] in SHAPE_FIRST and SHAPE_HEAD.match(rest) is not None and read_head(rest) is not None

@@ -25,7 +25,7 @@ import json
 import re
 
 from specdiag.ingest.rows import MIN_ROW, cut_head
-from specdiag.ingest.shapes import SHAPE_FIRST, starts_head
+from specdiag.ingest.shapes import starts_head
 
 ANSI_RE = re.compile(r"\x1b?\[\d{1,3}(?:;\d{1,3})*m")
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[\d{1,3}(?:;\d{1,3})*m")
@@ -88,7 +88,7 @@ def is_envelope(rest: bytes) -> bool:
         return starts_head(rest)  # the time cut off: only what the template tables vouch for
     if rest.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback (most recent call last)")):
         return True
-    return c in SHAPE_FIRST and starts_head(rest)  # Python logging's formats, ``LMCache LEVEL:`` without time
+    return starts_head(rest)  # Python logging's formats, ``LMCache LEVEL:`` without time
 
 
 def _cut_row(line: bytes, rest: bytes) -> bool:
