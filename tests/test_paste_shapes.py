@@ -16,7 +16,7 @@ from specdiag.engine import analyze
 from specdiag.events import default_matcher
 from specdiag.ingest import expand_inputs, iter_records
 from specdiag.ingest.envelope import module_path
-from specdiag.ingest.shapes import read_head
+from specdiag.ingest.shapes import read_head, starts_head
 
 PIN = ("Pin count of MemoryObj 0x7f3a10is negative: -1.Double unpin occurred somewhere.Setting pin count back "
        "to 0 as a hack but please find the bug.")
@@ -214,3 +214,19 @@ def test_uvicorns_own_lines_are_still_recognised(tmp_path: Path) -> None:
              "ERROR:    Exception in ASGI application", 'INFO:   1.2.3.4:5 - "GET / HTTP/1.1" 200 OK']
     rep = analyze([write(tmp_path / "u.log", lines)]).to_dict()
     assert rep["inputs"][0]["recognized"] == 4 and "uvicorn" in rep["inputs"][0]["formats"]
+
+
+def test_every_specific_templates_sample_pasted_without_time_is_read_as_its_project() -> None:
+    """The one pattern in front (``shapes.SHAPE_HEAD``) assumes a message starts with a letter or ``[``: a
+    template added later that breaks that fails here, not silently in a user's paste."""
+    from specdiag.ingest.shapes import _tables
+
+    tab = _tables()
+    rows = [r for rs in tab.by_word.values() for r in rs] + tab.anywhere
+    missed = []
+    for _, level, src, t in rows:
+        line = f"{level or 'ERROR'} {t.sample.split(' ⏎ ')[0]}".encode()
+        head = read_head(line) if starts_head(line) else None
+        if head is None or head.kind != src:
+            missed.append(t.id)
+    assert not missed

@@ -52,8 +52,8 @@ SHAPE_HEAD = re.compile(rb"""
     \d{4}-\d\d-\d\d\ \d\d:\d\d:\d\d[,.\d]{0,7}\ -\ (?:vllm|lmcache)[.\ ]
   | LMCache[ ]
   | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::(?:vllm|lmcache)[.:]|\ \[)
-  | (?:WARNING|WARN|ERROR|CRITICAL)\ [^\s\d]
-""", re.X)
+  | (?:WARNING|WARN|ERROR|CRITICAL)\ [A-Za-z\[]
+""", re.X)  # every template's message starts with a letter or ``[`` (``[req_id=…]``, ``[shutdown]``)
 
 
 class Head(NamedTuple):
@@ -152,7 +152,7 @@ def _bare_level(line: bytes, sp: int, level: str) -> Head | None:
         if kind is None:
             return None
         return Head(kind, level, None, None, m.group(1), to_int(m.group(2)), None, text, kind)
-    if level not in _ALERT or msg[:1] in (b"", b" ", b"\t") or msg[:1].isdigit():
+    if level not in _ALERT or not (msg[:1].isalpha() or msg[:1] == b"["):
         return None  # an INFO line without time or file is too common in other programs' logs
     text, file, src_line, logger = split_suffix(msg)
     kind = template_kind(text, level)
