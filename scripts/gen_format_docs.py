@@ -52,7 +52,18 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
 * envelopes: LMCache `[YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file.py:line:logger)` (also `WARN`,
   and the 2024 legacy form), vLLM `LEVEL MM-DD HH:MM:SS[.fff] [file:line] msg` (year taken from a line
   of the same input that carries one — LMCache's, a wrapper's — else left unknown; one Dec→Jan wrap; never
-  a future date), uvicorn access lines, raw Python tracebacks (also when cut below the `Traceback` line);
+  a future date), uvicorn lines (its padded `INFO:     `; pip's `WARNING: x` is not one), raw Python
+  tracebacks (also when cut below the `Traceback` line);
+* rarer headers (`specdiag/ingest/shapes.py`), tried only after those, behind one anchored pattern:
+  Python logging's `%(asctime)s - %(name)s - %(levelname)s - %(message)s` and `%(levelname)s:%(name)s:%(message)s`
+  (`VLLM_CONFIGURE_LOGGING=0`, a deployment's own logging config) when the logger is `vllm`/`lmcache` or
+  below it — the name gives the record's project (vLLM's vendored `…lmcache_integration…` adapter is
+  LMCache's) and `Record.module` its file (`lmcache.v1.cache_engine` → `v1/cache_engine.py`); another
+  logger (`myapp.db`, `root`) stays unrecognised. Pastes that cut the time off: `LMCache LEVEL: msg`
+  (with or without the suffix), `LEVEL [file.py:NNN] msg` when a template reads the message or the file
+  is one the tables name, and `WARNING`/`ERROR`/`CRITICAL msg` only when a specific template (first word
+  or literal, anchored pattern; not the catch-all ones) reads the message. A line without time keeps
+  `ts` None: no time or year is made up;
 * multi-line records: an LMCache message without its `(file:line:logger)` suffix continues until the
   line that carries it; tracebacks until the last exception line; hard-wrapped config dumps until their
   brackets close.

@@ -18,12 +18,15 @@ from specdiag.ingest.wrappers import is_envelope
 MAX_CR_TRIES = 4096
 #: bytes after a CR that ``_starts_record`` reads: a colour code or two and a record header fit well within
 CR_HEAD = 256
-_RECORD_FIRST = frozenset(b"([\x1bIWEDCT")
+#: a record's first byte: a process prefix, LMCache's ``[``, an escape, a level word, ``Traceback``, and for the
+#: rarer shapes (``shapes.py``) ``LMCache`` without its time and Python logging's ``asctime``
+_RECORD_FIRST = frozenset(b"([\x1bIWEDCTL0123456789")
 
 
 def _starts_record(line: bytes, at: int) -> bool:
     """Whether ``line[at:]`` starts a log record (colour codes in front allowed): a vLLM process prefix or
-    header, an LMCache header, a uvicorn line or a traceback. A progress bar's redraw starts with none."""
+    header, an LMCache header, a uvicorn line, a traceback, or a header of ``shapes.py`` (Python logging's
+    formats with a vLLM/LMCache logger, ``LMCache LEVEL:``). A progress bar's redraw starts with none."""
     if at >= len(line) or line[at] not in _RECORD_FIRST:
         return False
     head = line[at : at + CR_HEAD]

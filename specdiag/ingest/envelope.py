@@ -77,6 +77,13 @@ class Record:
         return _d(self._logger)
 
     @property
+    def module(self) -> str | None:
+        """The upstream source file the logger names, relative to its package (``lmcache.v1.cache_engine`` →
+        ``v1/cache_engine.py``): a line whose format printed no file (Python logging's ``%(name)s``) can
+        still be traced to its source."""
+        return module_path(self.logger)
+
+    @property
     def raw_text(self) -> bytes:
         """Message plus continuation lines, as bytes (what templates match against)."""
         if self.cont:
@@ -93,13 +100,30 @@ class Record:
         who = f"({self.origin.proc} pid={self.origin.pid}) " if self.origin.pid is not None else ""
         if self.kind == "lmcache":
             loc = f" ({self.file}:{self.src_line}:{self.logger})" if self._file else ""
-            return f"{who}[{self.ts}] LMCache {self.level}: {self.msg}{loc}"
+            if not loc and self._logger:
+                loc = f" ({self.logger})"  # Python logging's format: the logger name is all it printed
+            when = f"[{self.ts}] " if self._ts is not None else ""  # a paste without the time shows none
+            return f"{who}{when}LMCache {self.level}: {self.msg}{loc}"
         if self.kind == "vllm":
-            return f"{who}{self.level} {self.ts} [{self.file}:{self.src_line}] {self.msg}"
+            when = f" {self.ts}" if self._ts is not None else ""
+            where = f"{self.file}:{self.src_line}" if self._file else self.logger  # Python logging: the logger
+            return f"{who}{self.level}{when} [{where}] {self.msg}" if where else f"{who}{self.level}{when} {self.msg}"
         return f"{who}{self.msg}"
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Record({self.path}:{self.line} {self.kind} {self.level} {self.msg[:60]!r})"
+
+
+def module_path(logger: str | None) -> str | None:
+    """``lmcache.v1.cache_engine`` → ``v1/cache_engine.py``, ``vllm.v1.engine.core_client`` →
+    ``v1/engine/core_client.py`` (the package's own name dropped, as the template tables name files);
+    None for a name that is no vLLM/LMCache module. A package's ``__init__.py`` cannot be told apart."""
+    if not logger:
+        return None
+    top, _, rest = logger.partition(".")
+    if top not in ("vllm", "lmcache") or not rest:
+        return None
+    return rest.replace(".", "/") + ".py"
 
 
 def split_suffix(msg: bytes) -> tuple[bytes, bytes | None, int | None, bytes | None]:

@@ -53,6 +53,7 @@ from specdiag.ingest.joiner import (
 )
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
+from specdiag.ingest.shapes import SHAPE_FIRST, SHAPE_HEAD, read_head, uvicorn_line
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper
 from specdiag.numbers import to_int
@@ -189,6 +190,8 @@ class LineReader:
             line = canonical_lmcache_ts(line)  # a patched formatter or collector changed the timestamp shape
         if self._lmcache(lineno, origin, line, plen) or self._vllm(lineno, origin, line, plen):
             return
+        if line[:1] in SHAPE_FIRST and SHAPE_HEAD.match(line) is not None and self._shape(lineno, origin, line, plen):
+            return
         if (cleaned is not None and plen >= MIN_ROW and cut_head(line, origin.pid is not None)
                 and self._hold_head(lineno, origin, cleaned, plen)):
             return  # only a line no parser took: a whole header never reaches the test
@@ -273,10 +276,19 @@ class LineReader:
             return False
         msg = line[colon + 2 :] if line[colon + 1 : colon + 2] == b" " else line[colon + 1 :]
         ts = line[1:24]
-        y = ts[:4]
+        self._dated(ts[:4])
+        return self._lmcache_msg(lineno, origin, level, ts, msg, plen, line[-1:] == b" ")
+
+    def _dated(self, y: bytes) -> None:
+        """A line that prints its year: vLLM's year-less lines after it take it."""
         if y != self.last_y and y.isdigit():
             self.last_y = y
             self.year_hint, self.last_month = int(y), 0  # a dated line: no New Year wrap to infer across it
+
+    def _lmcache_msg(self, lineno: int, origin: Origin, level: str, ts: bytes | None, msg: bytes, plen: int,
+                     space: bool) -> bool:
+        """An LMCache record from its message (``ts`` None: the paste cut the time off). Without its
+        ``(file:line:logger)`` suffix it stays open: the next rows may be the rest of it."""
         msg, file, src_line, logger = split_suffix(msg)
         self.close_open(origin.key)
         rec = Record(self.path, lineno, origin, "lmcache", level, ts, None, file, src_line, logger, msg)
@@ -288,7 +300,7 @@ class LineReader:
             self.out.append(rec)
         else:
             rec.raw = msg.rstrip()
-            self.last_cut = self.open_recs[origin.key] = OpenRecord(rec, "lmcache", line[-1:] == b" ", plen)
+            self.last_cut = self.open_recs[origin.key] = OpenRecord(rec, "lmcache", space, plen)
             if plen >= MIN_ROW and plen not in self.proven and (not rec.raw or cut_suffix(rec.raw)):
                 self._prove(plen)  # the row ended at ``ERROR:`` or inside ``(file.py:NNN:logger)``: a cut
         return True
@@ -318,6 +330,29 @@ class LineReader:
             self.held, self.held_width, self.held_last = rec, plen, lineno
         else:
             self.out.append(rec)
+        return True
+
+    def _shape(self, lineno: int, origin: Origin, line: bytes, plen: int) -> bool:
+        """The rarer headers (``shapes.py``): Python logging's formats with a vLLM or LMCache logger name,
+        and a paste that cut the time off (no time is made up for it). Asked only for a line whose first
+        byte can start one, after vLLM's and LMCache's own formatters failed."""
+        head = read_head(line)
+        if head is None:
+            return False
+        if head.open:  # LMCache's formatter without time or suffix: open like any suffix-less LMCache line
+            return self._lmcache_msg(lineno, origin, head.level, None, head.msg, plen, line[-1:] == b" ")
+        if head.year is not None:
+            self._dated(line[:4])
+        self.close_open(origin.key)
+        year = head.year if head.kind == "vllm" else None
+        rec = Record(self.path, lineno, origin, head.kind, head.level, head.ts, year, head.file, head.src_line,
+                     head.logger, head.msg)
+        self.recognized += 1
+        self.stats.formats.add(head.style)
+        self.stats.formats.add(head.kind)
+        if head.kind == "lmcache" and self.count_hot and head.level == "INFO" and counted(self.stats, self.window, rec):
+            return True
+        self.out.append(rec)
         return True
 
     # ---- the continuation joiner ------------------------------------------------------------------
@@ -377,7 +412,7 @@ class LineReader:
             self.open_recs[origin.key] = OpenRecord(rec, "traceback")
             self.recognized += 1
             return
-        if line.startswith((b"INFO:", b"WARNING:", b"ERROR:")):
+        if line.startswith((b"INFO:", b"WARNING:", b"ERROR:")) and uvicorn_line(line):
             self.recognized += 1
             self.stats.formats.add("uvicorn")
             if b'" 5' in line or line.startswith(b"ERROR:"):

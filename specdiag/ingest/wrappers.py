@@ -25,6 +25,7 @@ import json
 import re
 
 from specdiag.ingest.rows import MIN_ROW, cut_head
+from specdiag.ingest.shapes import starts_head
 
 ANSI_RE = re.compile(r"\x1b?\[\d{1,3}(?:;\d{1,3})*m")
 ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[\d{1,3}(?:;\d{1,3})*m")
@@ -49,9 +50,9 @@ INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0|>|[-*+](?=[ \t]))+")
 _INDENT_FIRST = frozenset(b" \t>-*+")
 _ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
 
-#: first words of lines that carry no wrapper: vLLM's formatter, uvicorn, tracebacks
+#: first words of lines that carry no wrapper: vLLM's formatter, uvicorn, tracebacks, LMCache's without its time
 PLAIN_STARTS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ", b"INFO:", b"WARNING:",
-                b"ERROR:", b"Traceback ")
+                b"ERROR:", b"Traceback ", b"LMCache ")
 _VLLM_LEVELS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ")
 _MAX_DEPTH = 6
 
@@ -82,8 +83,12 @@ def is_envelope(rest: bytes) -> bool:
         return b"] LMCache " in rest[:48]
     if rest.startswith(_VLLM_LEVELS):
         sp = rest.find(b" ")
-        return rest[sp + 3 : sp + 4] == b"-" and rest[sp + 1 : sp + 3].isdigit() or rest[sp + 1 : sp + 9] == b"LMCache:"
-    return rest.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback (most recent call last)"))
+        if rest[sp + 3 : sp + 4] == b"-" and rest[sp + 1 : sp + 3].isdigit() or rest[sp + 1 : sp + 9] == b"LMCache:":
+            return True
+        return starts_head(rest)  # the time cut off: only what the template tables vouch for
+    if rest.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback (most recent call last)")):
+        return True
+    return starts_head(rest)  # Python logging's formats, ``LMCache LEVEL:`` without time
 
 
 def _cut_row(line: bytes, rest: bytes) -> bool:
