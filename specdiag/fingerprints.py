@@ -33,6 +33,9 @@ INPROCESS_LOGGER = "lmcache.inprocess."
 #: hostile input must not grow the state or the catalog lookups without bound
 MAX_LOCATIONS = 256
 MAX_EVIDENCE = 8
+#: characters of a message kept for matching its format: a format ending in a placeholder (a config dump)
+#: still fits the head, and a hostile megabyte line is not held (nor cached) whole
+MAX_MESSAGE = 8192
 
 #: the earliest date each release can have been published, where it is known: the wheel upload on the
 #: project's GitHub releases (LMCache mirrored at sourceforge.net/projects/lmcache.mirror; 0.5.3rc1 dates
@@ -109,7 +112,7 @@ class VersionFingerprint:
              msg: str | None) -> None:
         if ts and len(ts) >= 10 and ts[4] == "-" and ts[:4].isdigit() and (self.log_date is None or ts[:10] < self.log_date):
             self.log_date = ts[:10]
-        table[(file, line)] = (logger, msg)
+        table[(file, line)] = (logger, msg[:MAX_MESSAGE] if msg else msg)
 
     def infer(self) -> tuple[str | None, list[str], str | None]:
         """(version or range, evidence like ``vllm_v1_adapter.py:878``, note)."""

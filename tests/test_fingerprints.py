@@ -202,3 +202,10 @@ def test_a_log_without_suffixed_lmcache_lines_never_loads_the_catalog(tmp_path: 
             f"r = analyze([{str(log)!r}]); assert r.deployments, 'nothing analysed'; "
             "assert not c.loaded(), 'catalog loaded'")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parent.parent)
+
+
+def test_a_huge_config_dump_is_kept_short_and_still_places_the_build() -> None:
+    dump = "Creating LMCacheEngine with config: {'chunk_size': 256, 'extra': '" + "x" * 100_000 + "'}"
+    fp = _fp(("cache_engine.py", 105, "lmcache.v1.cache_engine", dump))
+    assert len(fp.located[("cache_engine.py", 105)][1] or "") < 10_000
+    assert fp.infer()[0] == "0.4.5..0.5.0"
