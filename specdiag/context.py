@@ -11,13 +11,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from specdiag.events import Event
-from specdiag.fingerprints import KEY_LINES, VERSIONS, VersionFingerprint
+from specdiag.fingerprints import VersionFingerprint, in_span
 from specdiag.numbers import finite_or_none, to_int
 from specdiag.observe import Observer, RunState
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
 from specdiag.timeutil import TIME_BASIS, is_nominal_year
 
 if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ingest.envelope import Record
     from specdiag.ingest.hot import MetricRows
 from specdiag.yamlfile import read_mapping
 
@@ -145,9 +146,14 @@ def _jsonable(v: Any) -> Any:
 
 
 def default_failure_policy(vllm_version: str | None) -> str | None:
-    """vLLM's default ``kv_load_failure_policy`` for a version (None when unknown)."""
+    """vLLM's default ``kv_load_failure_policy`` for a version (None when unknown). For a range inferred from
+    line numbers (``0.19.0..0.28.0``) both ends must agree: a range across a change of default says nothing."""
     from specdiag.fingerprints import version_tuple
 
+    if vllm_version and ".." in vllm_version:
+        lo, _, hi = vllm_version.partition("..")
+        policy = default_failure_policy(lo)
+        return policy if policy == default_failure_policy(hi) else None
     v = version_tuple(vllm_version)
     if v is None:
         return None
@@ -158,15 +164,16 @@ def default_failure_policy(vllm_version: str | None) -> str | None:
     return "fail"
 
 
-#: fingerprint key lines the scanner only counts: their first row (``run.first``) places the build too
+#: lines the scanner only counts, never handing their records on: their first row (``run.first``) places
+#: the build too
 SCANNED_KEY_LINES = ("S1", "R4", "L1")
 
 
 class ContextBuilder(Observer):
     """Observes configuration/startup events and fills the deployment's Context in ``finish``.
 
-    The key lines of the LMCache version fingerprint (``fingerprints.KEY_LINES``) are observed too: their
-    printed ``file:line`` places the build.
+    Every LMCache record with a ``(file:line:logger)`` suffix reaches ``observe_record`` too (recognised or
+    not): the version fingerprint places the build from the first record of each printed location.
     """
 
     EVENTS = {
@@ -177,7 +184,7 @@ class ContextBuilder(Observer):
     #: lines vLLM prints only while the server starts
     STARTUP = frozenset({"V_VERSION", "V_LOGO", "V_ARGS", "V_ARGS_OLD", "V_ENGINE_CFG", "V_KV_SIZE"})
 
-    events = frozenset(EVENTS) | frozenset(KEY_LINES)
+    events = frozenset(EVENTS)
     tables = frozenset({"metrics"})  # the SpecDecoding lines: how many intervals, and K from their positions
 
     def __init__(self, ctx: Context, lmcache_config_file: dict[str, Any] | None = None,
@@ -217,15 +224,12 @@ class ContextBuilder(Observer):
         c.log_year_source = src
 
     def observe(self, ev: Event) -> None:
-        tid = ev.id
-        if tid in KEY_LINES and tid not in self.fp.seen and ev.rec.kind == "lmcache":
-            self._fingerprint(ev)
-        if tid in self.EVENTS:
+        if ev.id in self.EVENTS:
             self._observe_config(ev)
 
-    def _fingerprint(self, ev: Event) -> None:
-        r = ev.rec
-        self.fp.observe(ev.id, r.file, r.src_line, r.logger, r.ts)
+    def observe_record(self, rec: Record) -> None:
+        """A suffixed LMCache record, whatever its template (or none): its location to the fingerprint."""
+        self.fp.observe_record(rec)
 
     def _observe_config(self, ev: Event) -> None:
         if ev.id in self.STARTUP:
@@ -465,8 +469,8 @@ class ContextBuilder(Observer):
         their events would be), the workers' rank labels and the years the inputs carry."""
         for tid in SCANNED_KEY_LINES:  # the scanner's first lookup row places the build as its event did
             ev = run.first(tid)
-            if ev is not None and tid not in self.fp.seen and ev.rec.kind == "lmcache":
-                self._fingerprint(ev)
+            if ev is not None and ev.rec.kind == "lmcache":
+                self.fp.observe_record(ev.rec)
         for origin in run.origins:
             if origin.role == "Worker" and origin.rank_label:
                 self.ranks.add(origin.rank_label)
@@ -483,7 +487,7 @@ class ContextBuilder(Observer):
             c.lmcache_version_evidence = ["'LMCache initialized for role … with version' line", *evidence]
             if version and not version.startswith("~"):
                 c.lmcache_version_note = f"line numbers match {version}" if self.lmcache_exact.split("-g")[0] not in version else None
-            elif version and not (note and "published" in note and _in_span(self.lmcache_exact, version)):
+            elif version and not (note and "published" in note and in_span(self.lmcache_exact, version)):
                 c.lmcache_version_note = f"line numbers are nearest to {version.lstrip('~')} (no release matches exactly)"
             # else: the lines match the printed release and only predate its publication: the printed version
             # proves the build existed then, so there is nothing to note
@@ -563,15 +567,6 @@ def _clean_spec_numbers(spec: dict[str, Any]) -> None:
             spec["num_speculative_tokens"] = k
         else:
             spec.pop("num_speculative_tokens")
-
-
-def _in_span(exact: str, span: str) -> bool:
-    """Whether a printed version (``0.5.6-g3e11e108``) lies in a fingerprint span (``~0.5.5..0.5.6``)."""
-    base = exact.split("-g")[0]
-    lo, _, hi = span.lstrip("~").partition("..")
-    if base not in VERSIONS or lo not in VERSIONS:
-        return False
-    return VERSIONS.index(lo) <= VERSIONS.index(base) <= VERSIONS.index(hi or lo)
 
 
 def _rank_sort(label: str) -> tuple:

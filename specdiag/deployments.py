@@ -17,7 +17,7 @@ import os
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdiag.context import Context, ContextBuilder
 from specdiag.events import CATALOG_KINDS, UNKNOWN_EVENT, Event
@@ -28,6 +28,9 @@ from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
 from specdiag.observe import COUNTED, METRIC_ROW_EVENTS, PROBLEM_LEVELS, SERIES_CAP, Observer, RunState
 from specdiag.sanitize import error_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ingest.envelope import Record
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,12 @@ class DeploymentRun:
     @property
     def observers(self) -> list[Observer]:
         return [self.builder, *self.rules, self.metrics, *self.extra]
+
+    def note_record(self, rec: Record) -> None:
+        """Every record, before it is matched: a suffixed LMCache line places the build whether or not a
+        template knows it (the fingerprint keeps the first of each location, so this stays a dict lookup)."""
+        if rec.src_line is not None and rec.kind == "lmcache":
+            self.builder.observe_record(rec)
 
     def deliver(self, ev: Event) -> None:
         """Hand the event to its observers, all of them even when one raises; then re-raise the first error.

@@ -252,6 +252,7 @@ def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, win
     if rec.origin is not dep.last_origin:
         dep.last_origin = rec.origin
         dep.run.saw_origin(rec.origin)
+    dep.note_record(rec)
     ev = matcher.match(rec)
     if ev is None:
         _tally_unrecognized(tally, rec)

@@ -266,13 +266,19 @@ def test_a_future_year_in_the_input_is_not_taken_as_the_log_year() -> None:
     assert initial_year(b"INFO 05-06 10:00:00 [x.py:1] a\n[2025-05-06 10:00:01,000] LMCache INFO: b") == 2025
 
 
+#: the adapter's error pair as 0.3.12+ prints it
+_PAIR_TEXT = {"R1": "Request cmpl-1The number of retrieved tokens is less than the expected number of tokens! "
+                    "This should not happen!",
+              "R2": "Num retrieved tokens: 0, num expected tokens: 256"}
+
+
 def _fp(lines: dict[str, int], date: str | None):
     from specdiag.fingerprints import VersionFingerprint
 
     fp = VersionFingerprint()
     for tid, ln in lines.items():
         fp.observe(tid, "vllm_v1_adapter.py", ln, "lmcache.integration.vllm.vllm_v1_adapter",
-                   f"{date} 10:00:00,000" if date else None)
+                   f"{date} 10:00:00,000" if date else None, _PAIR_TEXT[tid])
     return fp.infer()
 
 
@@ -308,13 +314,18 @@ def test_vendored_adapter_line_numbers_give_the_vllm_version_when_no_line_prints
              f"[2026-08-01 10:00:00,000] LMCache ERROR: Num retrieved tokens: 0, num expected tokens: 256 "
              f"(vllm_v1_adapter.py:901:{lg})"]
     r = run(tmp_path, lines)
-    assert r.ctx.vllm_version == "0.20.0..0.28.0"
+    # the catalog's vendored adapter prints these two at 897/901 in 0.19.0-0.28.0 (0.23.0 at 896/900)
+    assert r.ctx.vllm_version == "0.19.0..0.28.0"
     assert "vendored" in r.ctx.vllm_version_source
     assert r.ctx.lmcache_version is None  # the vendored copy's numbers say nothing about LMCache's release
-    assert r.ctx.kv_load_failure_policy == "fail"  # vLLM >= 0.20 default
-    # the same numbers in a log written before v0.25.0 came out can only be 0.20.0
+    # 0.19 defaults to recompute, 0.20+ to fail: a range across the change states no default
+    assert r.ctx.kv_load_failure_policy is None
+    # the same numbers in a log written before v0.25.0 came out can only be 0.19.0..0.24.0
     early = run(tmp_path, [ln.replace("2026-08-01", "2026-05-01") for ln in lines], name="early.log")
-    assert early.ctx.vllm_version == "0.20.0" and "excluded" in early.ctx.vllm_version_source
+    assert early.ctx.vllm_version == "0.19.0..0.24.0" and "excluded" in early.ctx.vllm_version_source
+    # the pair at 0.31.0+'s lines, after 0.25.0's publication: the newest releases, whose default is fail
+    late = run(tmp_path, [ln.replace(":897:", ":912:").replace(":901:", ":916:") for ln in lines], name="late.log")
+    assert late.ctx.vllm_version == "0.31.0..0.34.0" and late.ctx.kv_load_failure_policy == "fail"
 
 
 def test_a_printed_vllm_version_wins_over_the_vendored_line_numbers(tmp_path: Path) -> None:
@@ -448,9 +459,10 @@ def test_layout_and_speculative_echo_lines_give_the_lmcache_version(tmp_path: Pa
     layout = ("[2026-09-14 09:20:11,302] LMCache INFO: num_layer: 36, chunk_size: 256, num_kv_head (per gpu): 8, head_size: "
               "128, hidden_dim (D) for KV (per gpu): 1024, use mla: False, kv shape: (36, 2, 256, 8, 128), num_draft_layers: 0 "
               "(vllm_service_factory.py:111:lmcache.integration.vllm.vllm_service_factory)")
-    assert run(tmp_path, [spec, layout]).ctx.lmcache_version == "0.5.6"
+    # lmcache-cli 0.5.7.dev0 (LMCache's tree after 0.5.6) still prints both at 0.5.6's lines
+    assert run(tmp_path, [spec, layout]).ctx.lmcache_version == "0.5.6..0.5.7.dev0"
     r = run(tmp_path, [layout], name="layout.log")
-    assert r.ctx.lmcache_version == "0.4.4..0.5.6"
+    assert r.ctx.lmcache_version == "0.4.3..0.5.7.dev0"  # 0.4.3 (not in the old tables) has it there too
     assert r.ctx.lmcache_version_evidence == ["vllm_service_factory.py:111"]
 
 

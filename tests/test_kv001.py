@@ -111,9 +111,12 @@ def test_rank_disagreement_warning_at_lookup(tmp_path) -> None:
 
 
 def test_pre_0312_pair_without_request_id_is_joined_by_retrieve_and_lookup(tmp_path) -> None:
-    lines = [lookup(REQ, 9000, 8192, loc="vllm_v1_adapter.py:1206"),
-             lmc("Retrieved 7168 out of 8192 out of total 8192 tokens", loc="cache_engine.py:513",
-                 logger="lmcache.v1.cache_engine", proc="Worker_TP0 pid=100")]
+    # 0.3.9's own texts at its lines (the lookup has no computed-tokens field before 0.3.15)
+    lines = [lmc(f"Reqid: {REQ}, Total tokens 9000, LMCache hit tokens: 8192, need to load: 8192",
+                 loc="vllm_v1_adapter.py:1206", proc="EngineCore_DP0 pid=203", ts="2026-05-06 15:56:03,500"),
+             lmc("Retrieved 7168 out of 8192 required tokens (from 8192 total tokens). size: 0.7813 gb, cost 41.2210 ms, "
+                 "throughput: 18.9531 GB/s;", loc="cache_engine.py:513", logger="lmcache.v1.cache_engine",
+                 proc="Worker_TP0 pid=100")]
     lines += shortfall_pair(None, 7168, 8192, proc="Worker_TP0 pid=100", r1=891, r2=895)
     rep = analyze([write(tmp_path / "a.log", lines)]).to_dict()
     f = [x for x in rep["findings"] if x["rule"] == "KV001"][0]

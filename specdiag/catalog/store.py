@@ -91,6 +91,14 @@ class Catalog:
         """The entry with this stable id, or None."""
         return self._ids.get(entry_id)
 
+    def at(self, base: str, line: int, project: str | None = None) -> list[Entry]:
+        """Entries that print at ``base:line`` (a file's basename) in at least one release, of ``project`` if given.
+
+        The version fingerprint reads ``entry.lines`` of each to learn which releases print there.
+        """
+        here = self._at.get((base, line), [])
+        return here if project is None else [e for e in here if e.project == project]
+
     def find_format(self, project: str, fmt_substring: str) -> list[Entry]:
         """Entries of ``project`` whose format contains this literal text (to point templates at entries)."""
         return [e for e in self.entries if e.project == project and e.fmt is not None and fmt_substring in e.fmt]

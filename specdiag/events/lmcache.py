@@ -1,4 +1,4 @@
-"""LMCache message templates (lmcache 0.3.1 → 0.5.x and the post-0.5.6 tree).
+"""LMCache message templates (lmcache 0.3.1 → 0.5.x and the post-0.5.6 tree, lmcache-cli 0.5.7 pre-releases).
 
 Ids follow the shared reference (``log-formats.md``); ``location`` is the lmcache 0.5.6 file:line unless a
 version is named. Patterns apply to the message after the envelope and the ``(file:line:logger)`` suffix

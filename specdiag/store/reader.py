@@ -106,6 +106,7 @@ def replay(store: str, dep_id: str, run: DeploymentRun) -> DeploymentResult:
         if rec.origin is not run.last_origin:
             run.last_origin = rec.origin
             run.run.saw_origin(rec.origin)
+        run.note_record(rec)
         ev = matcher.match(rec)
         if ev is not None:
             run.deliver(ev)
