@@ -51,6 +51,7 @@ from specdiag.ingest.joiner import (
     opens_wrap,
     wrapped_continuation,
 )
+from specdiag.ingest.marks import CountMark, split_at_markers, starts_marked, take_mark
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
 from specdiag.ingest.sources import Source
@@ -419,7 +420,8 @@ def _no_line(n: int) -> bytes | None:
 
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
-                 scan_threads: int = 0, scan_processes: int = 0) -> Iterator[Record | LookupRows | MetricRows]:
+                 scan_threads: int = 0, scan_processes: int = 0,
+                 marks: bool = False) -> Iterator[Record | LookupRows | MetricRows | CountMark]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
@@ -428,16 +430,21 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     other lines (and the flagged ones: short retrieves, 5xx) reach the per-line stages. Without ``hot``
     every line does (what tests of the per-line stages use). ``scan_threads`` scans the blocks on that
     many threads while this one reads them, ``scan_processes`` on worker processes where only the Python
-    scanner runs (``ahead.py``); the records are the same.
+    scanner runs (``ahead.py``); the records are the same. With ``marks`` the blocks are cut before every
+    line that holds a server-start marker's literal and a :class:`~specdiag.ingest.marks.CountMark` (the
+    counts before that line) is yielded ahead of each such block's records (``marks.py``).
     """
     stats = source.stats
     reader = LineReader(source.display, stats, window, count_hot=bool(hot))
     lineno = 0
-    for data, start, end, res, copy in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes):
+    blocks = split_at_markers(source.blocks()) if marks else source.blocks()
+    for data, start, end, res, copy in scan_ahead(blocks, bool(hot), scan_threads, scan_processes):
         if res is None and is_flood(data, start, end):  # a newline flood: no list of empties
             lineno += end - start
             continue
         base = lineno
+        if marks and starts_marked(data, start, end):  # counted so far: what a run ending here holds
+            yield take_mark(stats.hot, base + 1)
         if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
             reader.year_hint = initial_year(data[start:end])
         if res is not None:
