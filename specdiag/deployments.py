@@ -414,7 +414,7 @@ class Deployment:
         if self._counts is not None:
             counts, firsts, exact = self._counts.take(self.id, rec.line)
             self.current.run.add_counts(counts, firsts)
-            if not exact:
+            if not exact and counts:  # lines counted since the last hand-over may be either run's
                 self.notes.append(f"{rec.path}:{rec.line}: the counted store/retrieve/lookup lines of the block "
                                   f"holding this run start went to run {len(self.done) + 1}, the run before it")
         self.current.run.end_source(rec.year, max(0, rec.line - self._from_line))

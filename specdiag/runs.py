@@ -35,7 +35,7 @@ from specdiag.ingest.marks import START_MARKERS
 SLACK = 60.0
 #: a quiet stretch after which a repeated start marker is a new start (seconds)
 GAP = 600.0
-#: context facts compared between runs (``run_changes``); ``lmcache_config`` is compared key by key
+#: context facts compared between runs (``run_changes``), with ``lmcache_config``; mappings key by key
 COMPARED = ("vllm_version", "lmcache_version", "model", "tensor_parallel_size", "pipeline_parallel_size",
             "data_parallel_size", "speculative", "prefix_caching", "kv_role", "kv_connector", "chunk_size")
 
@@ -127,10 +127,15 @@ def run_changes(contexts: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _facts(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
-    pairs = [(k, a.get(k), b.get(k)) for k in COMPARED]
-    ca, cb = a.get("lmcache_config") or {}, b.get("lmcache_config") or {}
-    if ca and cb:
-        pairs += [(f"lmcache_config.{k}", ca.get(k), cb.get(k)) for k in sorted(set(ca) | set(cb))]
+    """The compared facts of two contexts; a mapping both show (the speculative and LMCache configs) key
+    by key, so a change reads ``speculative.method ngram → eagle3``, not two whole dicts."""
+    pairs: list[tuple[str, Any, Any]] = []
+    for key in (*COMPARED, "lmcache_config"):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            pairs += [(f"{key}.{k}", x.get(k), y.get(k)) for k in sorted(set(x) | set(y), key=str)]
+        else:
+            pairs.append((key, x, y))
     return pairs
 
 

@@ -80,14 +80,28 @@ def marker_cuts(data: bytes, start: int, end: int) -> list[int]:
     return sorted(cuts)[:MAX_CUTS]
 
 
-def split_at_markers(blocks: Iterable[tuple[bytes, int, int]]) -> Iterator[tuple[bytes, int, int]]:
-    """The blocks, each cut before every line that holds a marker literal (no copy: the same ``data``)."""
+def split_at_markers(blocks: Iterable[tuple[bytes, int, int]],
+                     whole: dict[tuple[int, int], int] | None = None) -> Iterator[tuple[bytes, int, int]]:
+    """The blocks, each cut before every line that holds a marker literal (no copy: the same ``data``).
+
+    ``whole`` gets ``(id(data), start) → end of the block as read`` for each part of a cut block, so that
+    what is decided per block read (the year of an input's vLLM lines) is decided as without the cuts;
+    the consumer pops each entry (``whole_end``)."""
     for data, start, end in blocks:
         pos = start
         for cut in marker_cuts(data, start, end):
+            if whole is not None:
+                whole[(id(data), pos)] = end
             yield data, pos, cut
             pos = cut
+        if whole is not None and pos != start:
+            whole[(id(data), pos)] = end
         yield data, pos, end
+
+
+def whole_end(whole: dict[tuple[int, int], int], data: bytes, start: int, end: int) -> int:
+    """The end of the block as read that ``data[start:end]`` is part of (``split_at_markers``)."""
+    return whole.pop((id(data), start), end) if whole else end
 
 
 def starts_marked(data: bytes, start: int, end: int) -> bool:
@@ -98,4 +112,4 @@ def starts_marked(data: bytes, start: int, end: int) -> bool:
 
 
 __all__ = ["MARKER_LITERALS", "START_MARKERS", "CountMark", "marker_cuts", "split_at_markers",
-           "starts_marked", "take_mark"]
+           "starts_marked", "take_mark", "whole_end"]

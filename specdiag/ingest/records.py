@@ -51,7 +51,7 @@ from specdiag.ingest.joiner import (
     opens_wrap,
     wrapped_continuation,
 )
-from specdiag.ingest.marks import CountMark, split_at_markers, starts_marked, take_mark
+from specdiag.ingest.marks import CountMark, split_at_markers, starts_marked, take_mark, whole_end
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
 from specdiag.ingest.sources import Source
@@ -437,16 +437,18 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     stats = source.stats
     reader = LineReader(source.display, stats, window, count_hot=bool(hot))
     lineno = 0
-    blocks = split_at_markers(source.blocks()) if marks else source.blocks()
+    whole: dict[tuple[int, int], int] = {}
+    blocks = split_at_markers(source.blocks(), whole) if marks else source.blocks()
     for data, start, end, res, copy in scan_ahead(blocks, bool(hot), scan_threads, scan_processes):
+        read_end = whole_end(whole, data, start, end)
         if res is None and is_flood(data, start, end):  # a newline flood: no list of empties
             lineno += end - start
             continue
         base = lineno
         if marks and starts_marked(data, start, end):  # counted so far: what a run ending here holds
             yield take_mark(stats.hot, base + 1)
-        if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
-            reader.year_hint = initial_year(data[start:end])
+        if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input's block that does
+            reader.year_hint = initial_year(data[start:read_end])
         if res is not None:
             lineno = base + scanned_block(reader, data, start, end, res, stats, window, copy, base)
         else:
