@@ -27,7 +27,15 @@ from specdiag.ingest.hot import LookupRows, MetricRows
 from specdiag.ingest.marks import START_MARKERS, CountMark
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
-from specdiag.observe import COUNTED, METRIC_ROW_EVENTS, SERIES_CAP, LookBack, Observer, RunState
+from specdiag.observe import (
+    COUNTED,
+    METRIC_ROW_EVENTS,
+    SERIES_CAP,
+    LookBack,
+    Observer,
+    RunState,
+    full_retrieve,
+)
 from specdiag.runs import RunInfo, RunStart, run_changes, starts_new_run
 from specdiag.sanitize import error_text
 from specdiag.timeutil import rec_time
@@ -338,9 +346,8 @@ class Deployment:
         self._lookback: LookBack | None = None
         self._counts: InputCounts | None = None
         self._from_line = 1
-        self._last: Any = None  # the last Record or MetricRows read: its time, asked only when needed
-        self._first_at: tuple[str, int] | None = None
-        self._last_at: tuple[str, int] | None = None
+        self._n = 0  # inputs begun: a line's place is (input number, line)
+        self._span = _Span()
 
     @property
     def run(self) -> RunState:
@@ -356,6 +363,7 @@ class Deployment:
 
     def begin_source(self, name: str, lookback: LookBack | None, counts: InputCounts) -> None:
         self._src, self._lookback, self._counts, self._from_line = name, lookback, counts, 1
+        self._n += 1
         self.current.run.begin_source(name, lookback)
 
     def end_source(self, year: int | None, lines: int, input_counts: InputCounts) -> None:
@@ -366,32 +374,37 @@ class Deployment:
         self.current.run.end_source(year, max(0, lines - self._from_line + 1))
         self._src, self._counts = None, None
 
-    def _seen(self, path: str, line: int, last: Any, served: bool) -> None:
+    def _seen(self, path: str, lo: int, hi: int, item: Any, served: bool) -> None:
+        """Lines ``lo..hi`` of the current input reached the run (``item``: a Record or MetricRows that
+        has times, else None)."""
         st = self.st
         st.held = True
         st.inputs.add(self._src)
         if served:
             st.served_in.add(self._src)
-        if self._first_at is None:
-            self._first_at = (path, line)
-        self._last_at = (path, line)
-        if last is not None:
-            self._last = last
-            if self.info.start is None:
-                self.info.start = _time_of(last)
+        self._span.see(path, (self._n, lo), (self._n, hi), item)
 
     def deliver(self, ev: Event) -> None:
-        if ev.id in START_MARKERS:
+        """To the current run, after a start marker's run rule. A line the scanner would only have counted
+        (a complete store or retrieve) or handed on as a row (a lookup: no time) is seen as the scanner's
+        path sees it, so the runs' lines and times are the same whichever path read the input."""
+        tid, rec = ev.id, ev.rec
+        if tid in START_MARKERS:
             self._at_marker(ev)
-        self._seen(ev.rec.path, ev.rec.line, ev.rec, ev.id in COUNTED or ev.id in _SERVING)
+        if tid == "S1" or (tid == "R4" and full_retrieve(ev)):
+            self.st.held = True
+            self.st.inputs.add(self._src)
+            self.st.served_in.add(self._src)
+        else:
+            self._seen(rec.path, rec.line, rec.line, None if tid == "L1" else rec, tid in COUNTED or tid in _SERVING)
         self.current.deliver(ev)
 
     def deliver_rows(self, rows: LookupRows) -> None:
-        self._seen(rows.path, rows.line[rows.hi - 1], None, True)
+        self._seen(rows.path, rows.line[rows.lo], rows.line[rows.hi - 1], None, True)
         self.current.deliver_rows(rows)
 
     def deliver_metrics(self, rows: MetricRows) -> None:
-        self._seen(rows.path, rows.lines[-1], rows, True)
+        self._seen(rows.path, rows.lines[0], rows.lines[-1], rows, True)
         self.current.deliver_metrics(rows)
 
     def _at_marker(self, ev: Event) -> None:
@@ -401,10 +414,8 @@ class Deployment:
         proc = rec.origin.key if rec.origin.pid is not None else None
         if self._counts is not None and self._counts.grew(self.id, rec.line):
             self.st.served_in.add(self._src)  # stores, retrieves or lookups were counted since the last hand-over
-        span = (self.info.start, _time_of(self._last) if self._last is not None else None)
-        if starts_new_run(self.st, ev.id, proc, t, self._src or "", span):
+        if starts_new_run(self.st, ev.id, proc, t, self._src or "", self._span.times()):
             self._new_run(rec)
-            self.info.start = t
         self.st.note_marker(ev.id, proc or rec.origin.key)
         if self.info.marker is None:
             self.info.marker = ev.id
@@ -422,15 +433,13 @@ class Deployment:
         self.current = self._make(self.id)
         self.info, self.st = RunInfo(len(self.done) + 1), RunStart()
         self.current.run.begin_source(self._src or rec.path, self._lookback)
-        self._from_line, self._last, self._first_at, self._last_at = rec.line, None, None, None
+        self._from_line, self._span = rec.line, _Span()
 
     def _close_run(self) -> None:
         result = self.current.finish()
         info = self.info
-        info.first_line = _where(self._first_at)
-        info.last_line = _where(self._last_at)
-        if self._last is not None:
-            info.end = _time_of(self._last)
+        info.first_line, info.last_line = self._span.lines()
+        info.start, info.end = self._span.times()
         info.versions = {"vllm": result.context.vllm_version, "lmcache": result.context.lmcache_version}
         self.done.append((result, info))
 
@@ -457,16 +466,44 @@ class Deployment:
 _SERVING = frozenset({"U5XX"})
 
 
-def _time_of(item: Any) -> float | None:
-    """The log time of a Record, or of a MetricRows batch's last row."""
+class _Span:
+    """The first and last line that reached a run, and its first and last times, by place in the inputs
+    (``(input number, line)``), not by arrival: a batch of metric rows may reach the run before lookup rows
+    of earlier lines, so lines and times are the same whichever scan path read the input. Times are
+    computed only when asked (``times``), of two items kept."""
+
+    def __init__(self) -> None:
+        self.first: tuple[tuple[int, int], str] | None = None
+        self.last: tuple[tuple[int, int], str] | None = None
+        self.t0: tuple[tuple[int, int], Any] | None = None
+        self.t1: tuple[tuple[int, int], Any] | None = None
+
+    def see(self, path: str, lo: tuple[int, int], hi: tuple[int, int], item: Any) -> None:
+        if self.first is None or lo < self.first[0]:
+            self.first = (lo, path)
+        if self.last is None or hi > self.last[0]:
+            self.last = (hi, path)
+        if item is not None:
+            if self.t0 is None or lo < self.t0[0]:
+                self.t0 = (lo, item)
+            if self.t1 is None or hi > self.t1[0]:
+                self.t1 = (hi, item)
+
+    def lines(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        first, last = self.first, self.last
+        return (({"path": first[1], "line": first[0][1]} if first else None),
+                ({"path": last[1], "line": last[0][1]} if last else None))
+
+    def times(self) -> tuple[float | None, float | None]:
+        return (_time_of(self.t0[1], 0) if self.t0 else None, _time_of(self.t1[1], -1) if self.t1 else None)
+
+
+def _time_of(item: Any, k: int = -1) -> float | None:
+    """The log time of a Record, or of row ``k`` of a MetricRows batch."""
     if isinstance(item, MetricRows):
         times = item.times()
-        return times[-1] if times else None
+        return times[k] if times else None
     return rec_time(item)
-
-
-def _where(at: tuple[str, int] | None) -> dict[str, Any] | None:
-    return {"path": at[0], "line": at[1]} if at is not None else None
 
 
 def _merged_timeline(timelines: list[dict[str, Any]]) -> dict[str, Any]:
