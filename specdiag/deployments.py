@@ -348,6 +348,7 @@ class Deployment:
         self._from_line = 1
         self._n = 0  # inputs begun: a line's place is (input number, line)
         self._span = _Span()
+        self._end: float | None = None  # the run's latest time in the inputs it read before the current one
 
     @property
     def run(self) -> RunState:
@@ -362,6 +363,8 @@ class Deployment:
         self.current.last_origin = origin
 
     def begin_source(self, name: str, lookback: LookBack | None, counts: InputCounts) -> None:
+        if self._span.t1 is not None:
+            self._end = max(t for t in (self._end, self._span.times()[1], float("-inf")) if t is not None)
         self._src, self._lookback, self._counts, self._from_line = name, lookback, counts, 1
         self._n += 1
         self.current.run.begin_source(name, lookback)
@@ -414,11 +417,21 @@ class Deployment:
         proc = rec.origin.key if rec.origin.pid is not None else None
         if self._counts is not None and self._counts.grew(self.id, rec.line):
             self.st.served_in.add(self._src)  # stores, retrieves or lookups were counted since the last hand-over
-        if starts_new_run(self.st, ev.id, proc, t, self._src or "", self._span.times()):
+        if starts_new_run(self.st, ev.id, proc, t, self._src or "", self._times()):
             self._new_run(rec)
-        self.st.note_marker(ev.id, proc or rec.origin.key)
+        self.st.note_marker(ev.id, proc or rec.origin.key, self._src or "")
         if self.info.marker is None:
             self.info.marker = ev.id
+
+    def _times(self) -> tuple[float | None, float | None, float | None]:
+        """The run's first time, its last time in the current input (None: it has not fed the run) and its
+        last time in the inputs before (all of its inputs, when the current one has not fed it): what
+        ``runs.starts_new_run`` compares a start line's time with."""
+        first, last = self._span.times()
+        if self._span.last is not None and self._span.last[0][0] == self._n:
+            return first, last, self._end
+        ends = [t for t in (self._end, last) if t is not None]
+        return first, None, max(ends) if ends else None
 
     def _new_run(self, rec: Any) -> None:
         """End the current run before ``rec`` (with the counted lines up to it) and start a fresh one."""
@@ -433,7 +446,7 @@ class Deployment:
         self.current = self._make(self.id)
         self.info, self.st = RunInfo(len(self.done) + 1), RunStart()
         self.current.run.begin_source(self._src or rec.path, self._lookback)
-        self._from_line, self._span = rec.line, _Span()
+        self._from_line, self._span, self._end = rec.line, _Span(), None
 
     def _close_run(self) -> None:
         result = self.current.finish()

@@ -11,14 +11,15 @@ rules, metrics) and its findings carry the run's index.
 new run when the current run already holds records and:
 
 * I already fed the current run (one stream), and any of: P already printed this start line (the same
-  template) in this run (a restart; P known by its pid — an unnamed process, such as an LMCache-only log's, counts
-  only after a gap); the run already served in I (lookups, stats, stores, retrieves or access lines); T is
+  template) in this run, in I (a restart; P known by its pid — an unnamed process, such as an LMCache-only
+  log's, counts only after a gap); the run already served in I (lookups, stats, stores, retrieves or access lines); T is
   more than ``SLACK`` earlier than the run's last time (another server's log follows); T is more than
   ``GAP`` after it and the run already saw a start marker of this kind;
 * or I is a further input of the group (per-rank files of one server are one run; each may repeat the
-  engine-init lines of its rank): P, known by its pid, already printed this start line and T is after the run's
-  end or unknown (``kubectl logs --previous`` and the current log as two files), or T lies outside the
-  run's span by more than ``SLACK`` (a file of another run).
+  engine-init lines of its rank): T lies outside the run's span by more than ``SLACK`` (a file of another
+  run);
+* or, whichever input, P (known by its pid) printed this start line in another input of the run and T is
+  after the run's end or unknown (``kubectl logs --previous`` and the current log as two files).
 
 The banner (logo or version line), ``non-default args`` and engine-init lines of one start are different
 templates or come from different processes (one per rank), so they stay one run.
@@ -65,16 +66,16 @@ class RunInfo:
 class RunStart:
     """What the current run has seen that the run rule asks about."""
 
-    #: (template id, process key) of the start lines read
-    started: set[tuple[str, str]] = field(default_factory=set)
+    #: (template id, process key) of the start lines read → the inputs they were read from
+    started: dict[tuple[str, str], set[str]] = field(default_factory=dict)
     kinds: set[str] = field(default_factory=set)
     inputs: set[str] = field(default_factory=set)
     #: inputs in which the run served (lookups, stats, stores, retrieves or access lines reached it)
     served_in: set[str] = field(default_factory=set)
     held: bool = False
 
-    def note_marker(self, tid: str, proc: str) -> None:
-        self.started.add((tid, proc))
+    def note_marker(self, tid: str, proc: str, src: str) -> None:
+        self.started.setdefault((tid, proc), set()).add(src)
         self.kinds.add(START_MARKERS[tid][0])
 
 
@@ -85,18 +86,18 @@ def marker_kind(tid: str) -> str | None:
 
 
 def starts_new_run(st: RunStart, tid: str, proc: str | None, t: float | None, src: str,
-                   span: tuple[float | None, float | None]) -> str | None:
+                   times: tuple[float | None, float | None, float | None]) -> str | None:
     """Why a start marker begins a new run (the module's rule), or None when it belongs to the current one.
 
-    ``proc`` is the process key when its pid is known (None otherwise); ``span`` the run's first and last
-    times (the last: of the last item it read)."""
+    ``proc`` is the process key when its pid is known (None otherwise); ``times`` the run's first time,
+    its last time in ``src`` (None when ``src`` has not fed it) and its last time in the inputs before."""
     if not st.held:
         return None
-    first, last = span
+    first, last, end = times
     kind = START_MARKERS[tid][0]
-    restart = proc is not None and (tid, proc) in st.started
+    printed = st.started.get((tid, proc), set()) if proc is not None else set()
     if src in st.inputs:
-        if restart:
+        if src in printed:
             return "restart"
         if src in st.served_in:
             return "after serving"
@@ -105,11 +106,10 @@ def starts_new_run(st: RunStart, tid: str, proc: str | None, t: float | None, sr
                 return "time went back"
             if t > last + GAP and kind in st.kinds:
                 return "gap"
-        return None
-    if restart and (t is None or last is None or t > last):
-        return "restart"
-    if t is not None and first is not None and last is not None and not first - SLACK <= t <= last + SLACK:
+    elif t is not None and first is not None and end is not None and not first - SLACK <= t <= end + SLACK:
         return "outside the run's time"
+    if printed and (t is None or end is None or t > end):
+        return "restart"  # printed in another input, before this one: the previous log, then the current
     return None
 
 

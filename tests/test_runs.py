@@ -151,9 +151,11 @@ def test_one_servers_rank_files_given_separately_stay_one_run(tmp_path: Path) ->
 def test_previous_and_current_log_as_two_files_are_two_runs(tmp_path: Path) -> None:
     a, b = tmp_path / "previous.log", tmp_path / "current.log"
     a.write_bytes(_log("healthy-ngram"))
-    b.write_bytes(_log("healthy-ngram").replace(b" 05-04 ", b" 05-05 ").replace(b"2026-05-04 ", b"2026-05-05 "))
+    preamble = b"(APIServer pid=1) INFO 05-05 09:02:40 [__init__.py:216] Automatically detected platform cuda.\n"
+    b.write_bytes(preamble + _log("healthy-ngram").replace(b" 05-04 ", b" 05-05 ").replace(b"2026-05-04 ", b"2026-05-05 "))
     dep = _doc([str(a), str(b)])["deployments"][0]
     assert [(r["first_line"]["path"], r["index"]) for r in dep["runs"]] == [(str(a), 1), (str(b), 2)]
+    assert dep["runs"][1]["start"].startswith("2026-05-05") and "run_changes" in dep
 
 
 def test_single_run_reports_list_one_run_and_tag_no_finding() -> None:
@@ -181,18 +183,24 @@ def test_blocks_are_cut_before_each_marker_line() -> None:
 
 def test_the_run_rule() -> None:
     st = RunStart(held=True, inputs={"a"})
-    st.note_marker("C13", "Worker_TP0:213:")
-    assert starts_new_run(st, "C13", "Worker_TP1:214:", 100.0, "a", (90.0, 99.0)) is None  # another rank
-    assert starts_new_run(st, "C13", "Worker_TP0:213:", 100.0, "a", (90.0, 99.0)) == "restart"
-    assert starts_new_run(st, "C13", None, 100.0, "a", (90.0, 99.0)) is None  # unnamed process, no gap
-    assert starts_new_run(st, "C13", None, 99.0 + 3600, "a", (90.0, 99.0)) == "gap"
-    assert starts_new_run(st, "V_ARGS", None, 10.0, "a", (90.0, 99.0)) == "time went back"
+    st.note_marker("C13", "Worker_TP0:213:", "a")
+    t = (90.0, 99.0, 99.0)
+    assert starts_new_run(st, "C13", "Worker_TP1:214:", 100.0, "a", t) is None  # another rank
+    assert starts_new_run(st, "C13", "Worker_TP0:213:", 100.0, "a", t) == "restart"
+    assert starts_new_run(st, "C13", None, 100.0, "a", t) is None  # unnamed process, no gap
+    assert starts_new_run(st, "C13", None, 99.0 + 3600, "a", t) == "gap"
+    assert starts_new_run(st, "V_ARGS", None, 10.0, "a", t) == "time went back"
     st.served_in.add("a")
-    assert starts_new_run(st, "V_ARGS", None, 100.0, "a", (90.0, 99.0)) == "after serving"
+    assert starts_new_run(st, "V_ARGS", None, 100.0, "a", t) == "after serving"
     # a further input: another rank's file overlaps the run's time; a restart after its end is a new run
-    assert starts_new_run(st, "C13", "Worker_TP1:214:", 92.0, "b", (90.0, 500.0)) is None
-    assert starts_new_run(st, "C13", "Worker_TP0:213:", 600.0, "b", (90.0, 500.0)) == "restart"
-    assert starts_new_run(RunStart(), "V_ARGS", None, 1.0, "a", (None, None)) is None  # nothing held yet
+    assert starts_new_run(st, "C13", "Worker_TP1:214:", 92.0, "b", (90.0, None, 500.0)) is None
+    assert starts_new_run(st, "C13", "Worker_TP0:213:", 92.0, "b", (90.0, None, 500.0)) is None
+    assert starts_new_run(st, "C13", "Worker_TP0:213:", 501.0, "b", (90.0, None, 500.0)) == "restart"
+    assert starts_new_run(st, "V_ARGS", None, 2000.0, "b", (90.0, None, 500.0)) == "outside the run's time"
+    # the further input fed the run a line before its start line: still its process's second start
+    st.inputs.add("b")
+    assert starts_new_run(st, "C13", "Worker_TP0:213:", 501.0, "b", (90.0, 501.0, 500.0)) == "restart"
+    assert starts_new_run(RunStart(), "V_ARGS", None, 1.0, "a", (None, None, None)) is None  # nothing held yet
 
 
 def test_run_changes_compare_facts_both_runs_show() -> None:
