@@ -14,7 +14,7 @@ from specdiag import engine
 from specdiag.engine import analyze
 from specdiag.events import template
 from specdiag.ingest import ahead, scan, scan_workers, sources
-from specdiag.ingest.marks import START_MARKERS, marker_cuts, split_at_markers
+from specdiag.ingest.marks import START_MARKERS, cut_at_markers
 from specdiag.observe import Observer
 from specdiag.report.json_report import render_json
 from specdiag.report.terminal import render_terminal
@@ -174,11 +174,25 @@ def test_every_marker_templates_sample_holds_its_literal(tid: str) -> None:
         assert START_MARKERS[tid][1][0] in _log("healthy-ngram")
 
 
-def test_blocks_are_cut_before_each_marker_line() -> None:
-    data = b"a\nb non-default args: {}\nc\nd Creating LMCacheEngine with config: {}\n"
-    assert marker_cuts(data, 0, len(data)) == [2, 27]
-    parts = [data[s:e] for _, s, e in split_at_markers([(data, 0, len(data))])]
-    assert b"".join(parts) == data and parts[1].startswith(b"b non-default") and len(parts) == 3
+@pytest.mark.parametrize("stamped", [False, True], ids=["plain", "kubectl-timestamps"])
+def test_blocks_are_cut_before_each_marker_line(stamped: bool) -> None:
+    """Each part scanned again: its counts and line numbers are those of the lines it holds."""
+    lines = [b"(Worker_TP0 pid=2) [2026-05-04 09:00:00,000] LMCache INFO: Stored 256 out of total 256 tokens. "
+             b"size: 0.0 gb, cost 1.0 ms, throughput: 1.0 GB/s (cache_engine.py:1:lmcache.v1.cache_engine)",
+             b"(APIServer pid=1) INFO 05-04 09:00:01 [api_utils.py:273] non-default args: {}",
+             b"(APIServer pid=1) INFO 05-04 09:00:01 [model.py:619] Resolved architecture: X",
+             b"(Worker_TP0 pid=2) [2026-05-04 09:00:02,000] LMCache INFO: Creating LMCacheEngine with config: {}"]
+    if stamped:
+        lines = [b"2026-05-04T09:00:00.000000000Z " + ln for ln in lines]
+    data = b"\n".join(lines * 2) + b"\n"
+    res, copy = ahead.scan_unwrapped(data, 0, len(data), 10)
+    parts = cut_at_markers((data, 0, len(data), res, copy), 10)
+    assert b"".join(data[s:e] for _, s, e, _, _ in parts) == data
+    assert [data[s:e].count(b"\n") for _, s, e, _, _ in parts] == [1, 2, 2, 2, 1]
+    assert all(b"non-default" in data[s:e].split(b"\n")[0] or b"Creating" in data[s:e].split(b"\n")[0]
+               for _, s, e, _, _ in parts[1:])
+    assert [p[3].lines for p in parts] == [1, 2, 2, 2, 1]
+    assert parts[2][3].columns["stores"]["line"].tolist() == [15]  # the second store: line 10 + 5
 
 
 def test_the_run_rule() -> None:

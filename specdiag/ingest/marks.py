@@ -3,9 +3,9 @@
 One log may hold several runs of a server (a node journal across redeploys, ``kubectl logs --previous``
 followed by the current log, rotated files of different runs given together). The engine starts a new run
 at a start marker (``specdiag.runs``), but the scanner only *counts* the high-volume lines of a block, and
-a block is counted whole before its records reach the engine. So ingest cuts each block at every line that
-holds a marker's literal (``split_at_markers``: ``bytes.find``, C speed) and, before a block that begins
-with such a line, hands on a :class:`CountMark`: the input's counts as they stood before that line. The
+a block is counted whole before its records reach the engine. So ingest cuts each scanned block at every
+line the scanner left that holds a marker's literal (``cut_at_markers``; the parts scanned again) and,
+before a block that begins with such a line, hands on a :class:`CountMark`: the input's counts as they stood before that line. The
 engine gives a run that ends there exactly the counts up to its mark; the lines after it are counted in
 the next blocks.
 
@@ -16,13 +16,15 @@ template's sample holds its literal).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+from specdiag.ingest.ahead import Item, scan_unwrapped
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.envelope import Record
     from specdiag.ingest.hot import HotTally
+    from specdiag.ingest.scan import ScanResult
 
 #: template id → (kind of start, literals of which every line the template reads contains one)
 START_MARKERS: dict[str, tuple[str, tuple[bytes, ...]]] = {
@@ -63,45 +65,50 @@ def take_mark(tally: HotTally, line: int) -> CountMark:
     return mark
 
 
-def marker_cuts(data: bytes, start: int, end: int) -> list[int]:
-    """Offsets of the starts of the lines in ``data[start:end]`` that hold a marker literal, sorted, at
-    most ``MAX_CUTS``, ``start`` itself excluded."""
-    cuts: set[int] = set()
-    for lit in MARKER_LITERALS:
-        i = data.find(lit, start, end)
-        while i >= 0 and len(cuts) < MAX_CUTS:
-            line_start = data.rfind(b"\n", start, i) + 1 or start
-            if line_start > start:
-                cuts.add(line_start)
-            nl = data.find(b"\n", i, end)
-            if nl < 0:
+def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]:
+    """``(line, start)`` of the lines the scanner left (a start line is never a counted one) that hold a
+    marker literal, at most ``MAX_CUTS``; ``start`` relative to ``off`` in ``buf`` (what ``res`` scanned)."""
+    rare = res.columns["rare"]
+    out: list[tuple[int, int]] = []
+    for n, s, e in zip(rare["line"], rare["start"], rare["end"], strict=True):
+        line = buf[off + s : off + e]
+        if any(map(line.__contains__, MARKER_LITERALS)):
+            out.append((n, s))
+            if len(out) == MAX_CUTS:
                 break
-            i = data.find(lit, nl + 1, end)
-    return sorted(cuts)[:MAX_CUTS]
+    return out
 
 
-def split_at_markers(blocks: Iterable[tuple[bytes, int, int]],
-                     whole: dict[tuple[int, int], int] | None = None) -> Iterator[tuple[bytes, int, int]]:
-    """The blocks, each cut before every line that holds a marker literal (no copy: the same ``data``).
+def cut_at_markers(item: Item, base: int) -> list[Item]:
+    """A scanned block (``ahead.Item``, its first line numbered ``base + 1``) as parts cut before each
+    line that holds a marker literal, each part scanned again on its own; the block as it is when it holds
+    none. Only the lines the scanner left are searched (a few percent of a busy log's bytes) and only a
+    block with a start line is scanned twice, so the cuts cost nearly nothing."""
+    data, start, end, res, copy = item
+    if res is None:
+        return [item]
+    marked = marked_lines(res, copy if copy is not None else data, 0 if copy is not None else start)
+    cuts = [_offset(data, start, base, n, s, copy is None) for n, s in marked]
+    cuts = sorted({c for c in cuts if start < c < end})
+    if not cuts:
+        return [item]
+    parts: list[Item] = []
+    for lo, hi in zip([start, *cuts], [*cuts, end], strict=True):
+        part_res, part_copy = scan_unwrapped(data, lo, hi, base)
+        base += part_res.lines
+        parts.append((data, lo, hi, part_res, part_copy))
+    return parts
 
-    ``whole`` gets ``(id(data), start) → end of the block as read`` for each part of a cut block, so that
-    what is decided per block read (the year of an input's vLLM lines) is decided as without the cuts;
-    the consumer pops each entry (``whole_end``)."""
-    for data, start, end in blocks:
-        pos = start
-        for cut in marker_cuts(data, start, end):
-            if whole is not None:
-                whole[(id(data), pos)] = end
-            yield data, pos, cut
-            pos = cut
-        if whole is not None and pos != start:
-            whole[(id(data), pos)] = end
-        yield data, pos, end
 
-
-def whole_end(whole: dict[tuple[int, int], int], data: bytes, start: int, end: int) -> int:
-    """The end of the block as read that ``data[start:end]`` is part of (``split_at_markers``)."""
-    return whole.pop((id(data), start), end) if whole else end
+def _offset(data: bytes, start: int, base: int, line: int, rel: int, direct: bool) -> int:
+    """Where ``line`` starts in ``data``: ``start + rel`` when the scan read ``data`` itself, else (a copy
+    without kubectl timestamps: other offsets) found by counting line breaks from the block's start."""
+    if direct:
+        return start + rel
+    pos = start
+    for _ in range(line - base - 1):
+        pos = data.find(b"\n", pos) + 1
+    return pos
 
 
 def starts_marked(data: bytes, start: int, end: int) -> bool:
@@ -111,5 +118,5 @@ def starts_marked(data: bytes, start: int, end: int) -> bool:
     return any(data.find(lit, start, stop) >= 0 for lit in MARKER_LITERALS)
 
 
-__all__ = ["MARKER_LITERALS", "START_MARKERS", "CountMark", "marker_cuts", "split_at_markers",
-           "starts_marked", "take_mark", "whole_end"]
+__all__ = ["MARKER_LITERALS", "START_MARKERS", "CountMark", "cut_at_markers", "marked_lines", "starts_marked",
+           "take_mark"]
