@@ -20,14 +20,26 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specdiag.context import Context, ContextBuilder
-from specdiag.events import CATALOG_KINDS, UNKNOWN_EVENT, Event
+from specdiag.events import CATALOG_KINDS, UNKNOWN_EVENT, Event, template
 from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
 from specdiag.ingest.hot import LookupRows, MetricRows
+from specdiag.ingest.marks import START_MARKERS, CountMark
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
-from specdiag.observe import COUNTED, METRIC_ROW_EVENTS, PROBLEM_LEVELS, SERIES_CAP, Observer, RunState
+from specdiag.observe import (
+    COUNTED,
+    METRIC_ROW_EVENTS,
+    PROBLEM_LEVELS,
+    SERIES_CAP,
+    LookBack,
+    Observer,
+    RunState,
+    full_retrieve,
+)
+from specdiag.runs import RunInfo, RunStart, run_changes, starts_new_run
 from specdiag.sanitize import error_text
+from specdiag.timeutil import rec_time
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.envelope import Record
@@ -98,11 +110,19 @@ class DeploymentResult:
     notes: list[str] = field(default_factory=list)
     #: the collector itself, only when asked for (``specdiag metrics`` builds its tables from it)
     metrics: MetricsCollector | None = None
+    #: the server's runs in the inputs (``specdiag.runs``); the context above is the last run's
+    runs: list[RunInfo] = field(default_factory=list)
+    #: what differs between consecutive runs' contexts (``runs.run_changes``)
+    run_changes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "sources": list(self.sources), "context": self.context.to_dict()}
         if self.notes:
             out["notes"] = list(self.notes)
+        if self.runs:
+            out["runs"] = [r.to_dict() for r in self.runs]
+        if len(self.runs) > 1:
+            out["run_changes"] = list(self.run_changes)
         return out
 
 
@@ -221,7 +241,7 @@ class DeploymentRun:
         )
 
     def _deselected_events(self) -> frozenset[str]:
-        """The templates only deselected rules read: a user who ignores a rule (``--ignore KV001``) chose not
+        """The templates deselected rules read: a user who ignores a rule (``--ignore KV001``) chose not
         to hear about its lines, so the accounting of unexplained lines does not list them either."""
         from specdiag.analyzers.base import all_rules
 
@@ -269,3 +289,288 @@ class StreamTally:
 
     def top_warnings(self, n: int) -> dict[str, int]:
         return {self.examples.get(k, k): c for k, c in self.unknown_shapes.most_common(n)}
+
+
+class InputCounts:
+    """One input's counted lines (``HotTally``), handed to the runs they belong to.
+
+    Ingest counts a block's hot lines before its records reach a deployment, so a run that ends inside
+    an input takes the counts of the ``CountMark`` ingest put before its successor's marker line (the
+    block was cut there); the rest goes, at the input's end, to the run then current. Kept per deployment
+    of the input: what it was handed so far. First rows come per span between marks and go to the run
+    whose span it was."""
+
+    def __init__(self, hot: Any) -> None:
+        self.hot = hot
+        self.mark: CountMark | None = None
+        self.handed: dict[str, dict[str, int]] = {}
+        self.first: dict[str, Any] = {}
+        self.named_first: dict[str | None, dict[str, Any]] = {}
+
+    def note(self, mark: CountMark) -> None:
+        """A mark ingest yielded: the counts before its line; the first rows of the span it closes."""
+        self.mark = mark
+        self._keep_firsts(mark.first, mark.named_first)
+
+    def _keep_firsts(self, first: dict, named_first: dict) -> None:
+        for tid, rec in first.items():
+            self.first.setdefault(tid, rec)
+        for key, recs in named_first.items():
+            kept = self.named_first.setdefault(key, {})
+            for tid, rec in recs.items():
+                kept.setdefault(tid, rec)
+
+    def _totals(self, dep_id: str, counts: dict[str, int], named: dict[str | None, dict[str, int]]) -> dict[str, int]:
+        """The stream's unnamed counts plus the lines whose wrapper named this deployment."""
+        out = dict(counts)
+        for key, more in named.items():
+            if key is None or deployment_key_of(key) == dep_id:
+                for tid, n in more.items():
+                    out[tid] = out.get(tid, 0) + n
+        return out
+
+    def _exact(self, line: int | None) -> bool:
+        return line is not None and self.mark is not None and self.mark.line == line
+
+    def grew(self, dep_id: str, line: int) -> bool:
+        """Whether lines were counted for ``dep_id`` since its last hand-over, up to ``line``."""
+        src = self.mark if self._exact(line) else self.hot
+        handed = self.handed.get(dep_id, {})
+        return any(n != handed.get(tid, 0) for tid, n in self._totals(dep_id, src.counts, src.named).items())
+
+    def take(self, dep_id: str, line: int | None) -> tuple[dict[str, int], dict[str, Event], bool]:
+        """The counts and first rows of ``dep_id``'s run that ends before ``line`` (None: at the input's
+        end), less what was handed before; and whether they are exact (False: the boundary's mark was
+        missing, the counts of the block holding ``line`` go to the run that ends)."""
+        exact = self._exact(line)
+        src = self.mark if exact else self.hot
+        if not exact:  # the current span's first rows belong to this run too
+            self._keep_firsts(self.hot.first, self.hot.named_first)
+            self.hot.first, self.hot.named_first = {}, {}
+        totals = self._totals(dep_id, src.counts, src.named)
+        handed = self.handed.get(dep_id, {})
+        self.handed[dep_id] = totals
+        delta = {tid: n - handed.get(tid, 0) for tid, n in totals.items() if n != handed.get(tid, 0)}
+        firsts: dict[str, Any] = {}
+        for key, recs in self.named_first.items():
+            if key is None or deployment_key_of(key) == dep_id:
+                firsts.update(recs)
+        firsts.update(self.first)
+        self.first, self.named_first = {}, {}
+        return delta, {tid: Event(tid, rec, None, template(tid)) for tid, rec in firsts.items()}, exact or line is None
+
+
+class Deployment:
+    """One server while reading: its runs (``specdiag.runs``), each with its own observers.
+
+    Events, lookup rows and metric rows go to the current run's :class:`DeploymentRun`; a start marker
+    that begins a new run (``runs.starts_new_run``) finishes the current run's observers, with the
+    counted lines up to the marker, and starts fresh ones. ``finish`` returns the deployment's result:
+    every run's findings (tagged with their run when there are several), the last run's context, the runs
+    and what changed between them."""
+
+    def __init__(self, dep_id: str, make: Callable[[str], DeploymentRun]) -> None:
+        self.id = dep_id
+        self._make = make
+        self.current = make(dep_id)
+        self.done: list[tuple[DeploymentResult, RunInfo]] = []
+        self.info = RunInfo(1)
+        self.st = RunStart()
+        self.notes: list[str] = []
+        self._src: str | None = None
+        self._lookback: LookBack | None = None
+        self._counts: InputCounts | None = None
+        self._from_line = 1
+        self._n = 0  # inputs begun: a line's place is (input number, line)
+        self._span = _Span()
+        self._end: float | None = None  # the run's latest time in the inputs it read before the current one
+
+    @property
+    def run(self) -> RunState:
+        return self.current.run
+
+    @property
+    def last_origin(self) -> object:
+        return self.current.last_origin
+
+    @last_origin.setter
+    def last_origin(self, origin: object) -> None:
+        self.current.last_origin = origin
+
+    def begin_source(self, name: str, lookback: LookBack | None, counts: InputCounts) -> None:
+        if self._span.t1 is not None:
+            self._end = max(t for t in (self._end, self._span.times()[1], float("-inf")) if t is not None)
+        self._src, self._lookback, self._counts, self._from_line = name, lookback, counts, 1
+        self._n += 1
+        self.current.run.begin_source(name, lookback)
+
+    def end_source(self, year: int | None, lines: int, input_counts: InputCounts) -> None:
+        """The input ends: the rest of its counted lines go to the current run (also when no line of it
+        reached this deployment: an empty input's default deployment)."""
+        counts, firsts, _ = input_counts.take(self.id, None)
+        self.current.run.add_counts(counts, firsts)
+        self.current.run.end_source(year, max(0, lines - self._from_line + 1))
+        self._src, self._counts = None, None
+
+    def _seen(self, path: str, lo: int, hi: int, item: Any, served: bool) -> None:
+        """Lines ``lo..hi`` of the current input reached the run (``item``: a Record or MetricRows that
+        has times, else None)."""
+        st = self.st
+        st.held = True
+        st.inputs.add(self._src)
+        if served:
+            st.served_in.add(self._src)
+        self._span.see(path, (self._n, lo), (self._n, hi), item)
+
+    def deliver(self, ev: Event) -> None:
+        """To the current run, after a start marker's run rule. A line the scanner would only have counted
+        (a complete store or retrieve) or handed on as a row (a lookup: no time) is seen as the scanner's
+        path sees it, so the runs' lines and times are the same whichever path read the input."""
+        tid, rec = ev.id, ev.rec
+        if tid in START_MARKERS:
+            self._at_marker(ev)
+        if tid == "S1" or (tid == "R4" and full_retrieve(ev)):
+            self.st.held = True
+            self.st.inputs.add(self._src)
+            self.st.served_in.add(self._src)
+        else:
+            self._seen(rec.path, rec.line, rec.line, None if tid == "L1" else rec, tid in COUNTED or tid in _SERVING)
+        self.current.deliver(ev)
+
+    def deliver_unmatched(self, rec: Any) -> None:
+        self.current.deliver_unmatched(rec)
+
+    def note_record(self, rec: Any) -> None:
+        self.current.note_record(rec)
+
+    def deliver_rows(self, rows: LookupRows) -> None:
+        self._seen(rows.path, rows.line[rows.lo], rows.line[rows.hi - 1], None, True)
+        self.current.deliver_rows(rows)
+
+    def deliver_metrics(self, rows: MetricRows) -> None:
+        self._seen(rows.path, rows.lines[0], rows.lines[-1], rows, True)
+        self.current.deliver_metrics(rows)
+
+    def _at_marker(self, ev: Event) -> None:
+        """A start marker: a new run when the run rule says so; noted in the run either way."""
+        rec = ev.rec
+        t = _time_of(rec)
+        proc = rec.origin.key if rec.origin.pid is not None else None
+        if self._counts is not None and self._counts.grew(self.id, rec.line):
+            self.st.served_in.add(self._src)  # stores, retrieves or lookups were counted since the last hand-over
+        if starts_new_run(self.st, ev.id, proc, t, self._src or "", self._times()):
+            self._new_run(rec)
+        self.st.note_marker(ev.id, proc or rec.origin.key, self._src or "")
+        if self.info.marker is None:
+            self.info.marker = ev.id
+
+    def _times(self) -> tuple[float | None, float | None, float | None]:
+        """The run's first time, its last time in the current input (None: it has not fed the run) and its
+        last time in the inputs before (all of its inputs, when the current one has not fed it): what
+        ``runs.starts_new_run`` compares a start line's time with."""
+        first, last = self._span.times()
+        if self._span.last is not None and self._span.last[0][0] == self._n:
+            return first, last, self._end
+        ends = [t for t in (self._end, last) if t is not None]
+        return first, None, max(ends) if ends else None
+
+    def _new_run(self, rec: Any) -> None:
+        """End the current run before ``rec`` (with the counted lines up to it) and start a fresh one."""
+        if self._counts is not None:
+            counts, firsts, exact = self._counts.take(self.id, rec.line)
+            self.current.run.add_counts(counts, firsts)
+            if not exact and counts:  # lines counted since the last hand-over may be either run's
+                self.notes.append(f"{rec.path}:{rec.line}: the counted store/retrieve/lookup lines of the block "
+                                  f"holding this run start went to run {len(self.done) + 1}, the run before it")
+        self.current.run.end_source(rec.year, max(0, rec.line - self._from_line))
+        self._close_run()
+        self.current = self._make(self.id)
+        self.info, self.st = RunInfo(len(self.done) + 1), RunStart()
+        self.current.run.begin_source(self._src or rec.path, self._lookback)
+        self._from_line, self._span, self._end = rec.line, _Span(), None
+
+    def _close_run(self) -> None:
+        result = self.current.finish()
+        info = self.info
+        info.first_line, info.last_line = self._span.lines()
+        info.start, info.end = self._span.times()
+        info.versions = {"vllm": result.context.vllm_version, "lmcache": result.context.lmcache_version}
+        self.done.append((result, info))
+
+    def finish(self) -> DeploymentResult:
+        """Every run's result as the deployment's: findings tagged by run when there are several."""
+        self._close_run()
+        if len(self.done) == 1:
+            result, info = self.done[0]
+            return replace(result, runs=[info], notes=[*result.notes, *self.notes])
+        findings, failed, notes, sources = [], [], [], []
+        for result, info in self.done:
+            findings += [replace(f, run=info.index) for f in result.findings]
+            failed += [{**f, "run": str(info.index)} for f in result.rules_failed]
+            notes += [f"run {info.index}: {n}" for n in result.notes]
+            sources += [s for s in result.sources if s not in sources]
+        last = self.done[-1][0]
+        return replace(last, sources=sources, findings=findings, rules_failed=failed, notes=[*notes, *self.notes],
+                       timeline=_merged_timeline([r.timeline for r, _ in self.done]),
+                       runs=[info for _, info in self.done],
+                       run_changes=run_changes([r.context.to_dict() for r, _ in self.done]))
+
+
+#: templates whose events only a serving server prints (the access log's 5xx lines)
+_SERVING = frozenset({"U5XX"})
+
+
+class _Span:
+    """The first and last line that reached a run, and its first and last times, by place in the inputs
+    (``(input number, line)``), not by arrival: a batch of metric rows may reach the run before lookup rows
+    of earlier lines, so lines and times are the same whichever scan path read the input. Times are
+    computed only when asked (``times``), of two items kept."""
+
+    def __init__(self) -> None:
+        self.first: tuple[tuple[int, int], str] | None = None
+        self.last: tuple[tuple[int, int], str] | None = None
+        self.t0: tuple[tuple[int, int], Any] | None = None
+        self.t1: tuple[tuple[int, int], Any] | None = None
+
+    def see(self, path: str, lo: tuple[int, int], hi: tuple[int, int], item: Any) -> None:
+        if self.first is None or lo < self.first[0]:
+            self.first = (lo, path)
+        if self.last is None or hi > self.last[0]:
+            self.last = (hi, path)
+        if item is not None:
+            if self.t0 is None or lo < self.t0[0]:
+                self.t0 = (lo, item)
+            if self.t1 is None or hi > self.t1[0]:
+                self.t1 = (hi, item)
+
+    def lines(self) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+        first, last = self.first, self.last
+        return (({"path": first[1], "line": first[0][1]} if first else None),
+                ({"path": last[1], "line": last[0][1]} if last else None))
+
+    def times(self) -> tuple[float | None, float | None]:
+        return (_time_of(self.t0[1], 0) if self.t0 else None, _time_of(self.t1[1], -1) if self.t1 else None)
+
+
+def _time_of(item: Any, k: int = -1) -> float | None:
+    """The log time of a Record, or of row ``k`` of a MetricRows batch."""
+    if isinstance(item, MetricRows):
+        times = item.times()
+        return times[k] if times else None
+    return rec_time(item)
+
+
+def _merged_timeline(timelines: list[dict[str, Any]]) -> dict[str, Any]:
+    """The runs' timelines as one: each series' points in run order, every marker."""
+    out: dict[str, Any] = {"series": {}, "markers": []}
+    for tl in timelines:
+        for name, series in tl.get("series", {}).items():
+            if name in out["series"]:
+                out["series"][name] = {**series, "points": out["series"][name]["points"] + series["points"]}
+            else:
+                out["series"][name] = dict(series)
+        out["markers"] += tl.get("markers", [])
+        if tl.get("markers_dropped"):
+            out["markers_dropped"] = out.get("markers_dropped", 0) + tl["markers_dropped"]
+    out["markers"].sort(key=lambda m: m["t"])
+    return out

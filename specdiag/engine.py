@@ -18,19 +18,21 @@ from typing import Any
 from specdiag.analyzers.base import Rule, all_rules
 from specdiag.context import load_lmcache_yaml
 from specdiag.deployments import (
+    Deployment,
     DeploymentResult,
     DeploymentRun,
+    InputCounts,
     InputGroup,
     StreamTally,
     deployment_key,
-    deployment_key_of,
     group_inputs,
     sources_of,
 )
-from specdiag.events import Event, default_matcher, template
+from specdiag.events import default_matcher
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
+from specdiag.ingest.marks import CountMark
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.sanitize import error_text
@@ -156,11 +158,11 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
                   progress: Callable[[str, int], None] | None = None) -> GroupResult:
     """Read one input group and run every deployment found in it to its findings."""
     make = deployment_runs(opts)
-    runs: dict[str, DeploymentRun] = {}
+    runs: dict[str, Deployment] = {}
 
-    def run_for(dep_id: str) -> DeploymentRun:
+    def run_for(dep_id: str) -> Deployment:
         if dep_id not in runs:
-            runs[dep_id] = make(dep_id)
+            runs[dep_id] = Deployment(dep_id, make)
         return runs[dep_id]
 
     tally = StreamTally()
@@ -193,17 +195,20 @@ def scan_processes(opts: AnalyzeOptions) -> int:
     return jobs if jobs > 1 else 0
 
 
-def _read_source(src: Source, default_id: str, run_for: Callable[[str], DeploymentRun], tally: StreamTally,
+def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployment], tally: StreamTally,
                  progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
     """Stream one input's records (and lookup rows) to the deployment each belongs to; with
     ``scan_threads`` the blocks are scanned on that many threads while this one reads them, with
-    ``processes`` on that many worker processes (:func:`scan_processes`)."""
+    ``processes`` on that many worker processes (:func:`scan_processes`). Ingest's count marks go to the
+    input's :class:`InputCounts`, which splits the counted lines between the runs."""
     matcher = default_matcher()
     window = HotWindow(src.display)
-    current: DeploymentRun | None = None
-    fed: dict[str, DeploymentRun] = {}
+    counts = InputCounts(src.stats.hot)
+    current: Deployment | None = None
+    fed: dict[str, Deployment] = {}
     text_events = reported = 0
-    items = iter_records(src, hot=True, window=window, scan_threads=scan_threads, scan_processes=processes)
+    items = iter_records(src, hot=True, window=window, scan_threads=scan_threads, scan_processes=processes,
+                         marks=True)
     while True:
         try:
             item = next(items, None)
@@ -215,6 +220,9 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
         if item is None:
             break
         kind = type(item)
+        if kind is CountMark:
+            counts.note(item)
+            continue
         rows = kind is LookupRows or kind is MetricRows  # scanned rows carry no wrapper: the current deployment's
         key = None if rows else deployment_key(item)
         if key is not None and (current is None or current.id != key):
@@ -223,7 +231,7 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
             current = run_for(default_id)
         if current.id not in fed:
             fed[current.id] = current
-            current.run.begin_source(src.display, window.find_back)
+            current.begin_source(src.display, window.find_back, counts)
         try:
             if kind is MetricRows:
                 tally.analysed += len(item)
@@ -243,11 +251,11 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
     # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
     src.stats.recognized += text_events
     tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines
-    _hand_counts(src, list(fed.values()) or [run_for(default_id)], src.stats.year)
+    _hand_counts(src, list(fed.values()) or [run_for(default_id)], counts)
     window.clear()
 
 
-def _deliver(rec: Any, matcher: Any, dep: DeploymentRun, tally: StreamTally, window: HotWindow | None = None) -> int:
+def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window: HotWindow | None = None) -> int:
     """Match one record and hand its event to the deployment; 1 when it was raw text a template read."""
     if rec.origin is not dep.last_origin:
         dep.last_origin = rec.origin
@@ -295,24 +303,15 @@ def _counted_lines(hot: Any) -> int:
             + sum(n for c in hot.named.values() for tid, n in c.items() if tid != "L1"))
 
 
-def _hand_counts(src: Source, fed: list[DeploymentRun], year: int | None) -> None:
-    """Give the lines ingest only counted to the deployment(s) this input fed."""
+def _hand_counts(src: Source, fed: list[Deployment], counts: InputCounts) -> None:
+    """Give the lines ingest only counted, those after the last run boundary, to the deployment(s) this
+    input fed (their current runs)."""
     hot = src.stats.hot
-    shared, shared_first = _merged(hot.counts, hot.first, hot.named.get(None, {}), hot.named_first.get(None, {}))
-    named = {deployment_key_of(k): (v, hot.named_first.get(k, {})) for k, v in hot.named.items() if k is not None}
+    shared = any(hot.counts.values()) or any(hot.named.get(None, {}).values())
     for dep in fed:
-        counts, firsts = _merged(shared, shared_first, *named.get(dep.id, ({}, {})))
-        dep.run.add_counts(counts, {tid: Event(tid, rec, None, template(tid)) for tid, rec in firsts.items()})
-        dep.run.end_source(year, src.stats.lines)
-        if len(fed) > 1 and any(shared.values()):
+        dep.end_source(src.stats.year, src.stats.lines, counts)
+        if len(fed) > 1 and shared:
             dep.run.shared_count_sources.append(src.display)
-
-
-def _merged(counts: dict, first: dict, more: dict, more_first: dict) -> tuple[dict, dict]:
-    out = dict(counts)
-    for tid, n in more.items():
-        out[tid] = out.get(tid, 0) + n
-    return out, {**more_first, **first}
 
 
 # ------------------------------------------------------------------------------------------ parallel

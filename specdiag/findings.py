@@ -86,6 +86,8 @@ class Finding:
     headline: str = ""
     #: the deployment (server) the finding belongs to; set by the engine, which knows it (rules do not)
     deployment: str | None = None
+    #: the run of the deployment it belongs to (``specdiag.runs``), set only when the deployment had several
+    run: int | None = None
 
     @property
     def fingerprint(self) -> str:
@@ -108,7 +110,7 @@ class Finding:
             "causes": [c.to_dict() for c in self.causes],
             "next_steps": list(self.next_steps),
             "fingerprint": self.fingerprint,
-        }
+        } | ({"run": self.run} if self.run is not None else {})
 
 
 class CauseBoard:

@@ -336,7 +336,7 @@ def version_tuple(v: str | None) -> tuple[int, ...] | None:
     """``(major, minor, patch)`` of a version or of a range's first release (``~0.5.1..0.5.4`` -> (0, 5, 1))."""
     if not v:
         return None
-    m = re.match(r"~?>?(\d+)\.(\d+)(?:\.(\d+))?", v)
+    m = re.match(r"~?>?(\d{1,9})\.(\d{1,9})(?:\.(\d{1,9}))?(?!\d)", v)  # a 5,000-digit "version" is none
     if not m:
         return None
     return tuple(int(x) for x in m.groups(default="0"))

@@ -126,7 +126,7 @@ class RunState:
         """A line of a counted template that reached the observers as an event (the Python path read it)."""
         tid = ev.id
         self._counts[tid] = self._counts.get(tid, 0) + 1
-        if tid not in self._first and (tid != "R4" or _full_retrieve(ev)):
+        if tid not in self._first and (tid != "R4" or full_retrieve(ev)):
             self._first[tid] = ev
 
     def add_counts(self, counts: dict[str, int], first: dict[str, Event]) -> None:
@@ -141,7 +141,7 @@ class RunState:
             self.origins.append(origin)
 
 
-def _full_retrieve(ev: Event) -> bool:
+def full_retrieve(ev: Event) -> bool:
     """A retrieve that loaded all it was asked for: the kind ``first("R4")`` shows (as the scanner's first row)."""
     f = ev.f
     required = f.get("required") if f.get("required") is not None else f.get("required2")
@@ -188,4 +188,5 @@ class Observer:
         return []
 
 
-__all__ = ["COUNTED", "METRIC_ROW_EVENTS", "PROBLEM_LEVELS", "LookBack", "Observer", "RunState"]
+__all__ = ["COUNTED", "METRIC_ROW_EVENTS", "PROBLEM_LEVELS", "LookBack", "Observer", "RunState",
+           "full_retrieve"]

@@ -194,10 +194,11 @@ def test_release_names_order_and_spans() -> None:
     assert version_tuple("~0.5.7rc2.dev0..0.5.7rc3.dev0") == (0, 5, 7)
 
 
-def test_a_log_without_suffixed_lmcache_lines_never_loads_the_catalog(tmp_path: Path) -> None:
+def test_a_log_without_suffixed_lmcache_lines_never_loads_the_catalog_to_fingerprint(tmp_path: Path) -> None:
+    """The fingerprint alone: records every template reads (the matcher asks the catalog only for the rest)."""
     log = tmp_path / "v.log"
     log.write_text("INFO 05-04 01:00:00 [api_server.py:1272] vLLM API server version 0.25.0\n"
-                   "[2026-05-04 01:00:01,000] LMCache INFO: a line without its location suffix\n")
+                   "[2026-05-04 01:00:01,000] LMCache ERROR: Num retrieved tokens: 512, num expected tokens: 768\n")
     code = ("import sys; from specdiag.engine import analyze; import specdiag.catalog as c; "
             f"r = analyze([{str(log)!r}]); assert r.deployments, 'nothing analysed'; "
             "assert not c.loaded(), 'catalog loaded'")

@@ -48,8 +48,8 @@ def _report(path: Path, scan_threads: int = 0, jobs: int = 1) -> dict:
 def _without_scanner(monkeypatch: pytest.MonkeyPatch) -> None:
     real = engine.iter_records
 
-    def every_line(src, hot=None, window=None, **_scan):  # noqa: ARG001 - the engine's call, minus the scanner
-        return real(src, None, window)
+    def every_line(src, hot=None, window=None, marks=False, **_scan):  # noqa: ARG001 - the engine's call, minus the scanner
+        return real(src, None, window, marks=marks)
 
     monkeypatch.setattr(engine, "iter_records", every_line)
 

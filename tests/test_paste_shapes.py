@@ -122,7 +122,7 @@ def test_vllms_vendored_lmcache_adapter_logger_is_lmcache_output() -> None:
 # ---- a progress bar's CR in front -----------------------------------------------------------------------------
 CR_RECORDS = {
     "vllm": ("(VllmWorker rank=0 pid=42) INFO 05-06 15:56:03 [default_loader.py:262] Loading weights took 1.2 seconds",
-             "vllm", None),
+             "vllm", "LOG"),  # no hand-written template: the message catalog knows it
     "lmcache": (f"[{ASCTIME}] LMCache WARNING: {PIN}{PIN_SUFFIX}", "lmcache", "M5"),
     "lmcache-bare": (f"LMCache ERROR: {SHORT}", "lmcache", "R2"),
     "asctime": (f"{ASCTIME} - vllm.v1.engine.core_client - ERROR - {DIED}", "vllm", "V_PROC_DIED"),

@@ -15,13 +15,15 @@ from typing import Any, ClassVar
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.context import Context
-from specdiag.events import UNKNOWN_EVENT, Event, entry_of, family_description
+from specdiag.events import CATALOG_EVENT, UNKNOWN_EVENT, Event, entry_of, family_description
 from specdiag.findings import Evidence, Finding
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
-#: distinct messages kept per family (the rest are counted as "more messages")
+#: distinct messages a finding lists (its line count covers them all)
 MAX_MESSAGES = 40
+#: distinct (template, printed place) pairs kept; lines past them are counted as "more"
+MAX_BUCKETS = 4096
 #: ranks named per message and per family
 MAX_RANKS = 64
 #: messages a finding shows evidence for (first and last line of each)
@@ -47,6 +49,7 @@ class _Message:
     first_seen: float | None
     count: int = 0
     ranks: set[str] = field(default_factory=set)
+    last_seq: int = 0
 
     def evidence(self) -> tuple[Evidence, ...]:
         if self.count < 2:
@@ -63,6 +66,19 @@ def _evidence(ev: Event) -> Evidence:
     return Evidence(ev.rec.path, ev.rec.line, ev.rec.display()[:600])
 
 
+@dataclass
+class _Bucket:
+    """The lines of one template at one printed place, kept before anyone asks which catalog entry they
+    are: the entry (the catalog's load and text match) is asked at the end, and only for the buckets no
+    reporting rule took."""
+
+    first: Event
+    last_rec: Any
+    last_seq: int
+    count: int = 0
+    ranks: set[str] = field(default_factory=set)
+
+
 class _UpstreamLines(Rule):
     """Shared by the error and the warning accounting: what differs is the levels and the severity."""
 
@@ -72,52 +88,44 @@ class _UpstreamLines(Rule):
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
-        #: (family, template id, message key) -> message; the key is the format, so one message's copies in
-        #: moved modules (and the traceback lines vLLM prints under its header) are one message
-        self.messages: dict[tuple[str, str, str], _Message] = {}
-        self.more: dict[str, int] = {}
-        self._entries: dict[tuple[str, str | None, int | None], Any] = {}
+        self.buckets: dict[tuple, _Bucket] = {}
+        self.overflow = 0
+        self._seq = 0
 
     def observe(self, ev: Event) -> None:
-        entry = self._entry(ev)
-        family = (entry.family if entry is not None else None) or (UNRECOGNISED if ev.id == UNKNOWN_EVENT
-                                                                    else "other")
-        key = (family, ev.id, (entry.fmt or entry.id) if entry is not None else _shape(ev.rec.msg))
-        msg = self.messages.get(key)
-        if msg is None:
-            if sum(1 for k in self.messages if k[0] == family) >= MAX_MESSAGES:
-                self.more[family] = self.more.get(family, 0) + 1
-                return
-            msg = self.messages[key] = _new_message(ev, entry)
-        msg.count += 1
-        msg.last_rec = ev.rec
-        rank = ev.rec.origin.rank_label
-        if rank and len(msg.ranks) < MAX_RANKS:
-            msg.ranks.add(rank)
-
-    def _entry(self, ev: Event) -> Any:
-        """The catalog entry, asked once per template and printed location (the catalog's text match is
-        the expensive part, and one location prints one message)."""
-        if ev.id == UNKNOWN_EVENT:
-            return None
         rec = ev.rec
-        key = (ev.id, rec.file, rec.src_line)
-        if rec.file is None or ev.id == "LOG":
-            return entry_of(ev)
-        if key not in self._entries:
-            self._entries[key] = entry_of(ev)
-        return self._entries[key]
+        if ev.id == CATALOG_EVENT:
+            key: tuple = (ev.id, ev.f["entry"].id, rec.level)
+        elif ev.id == UNKNOWN_EVENT:
+            key = (ev.id, rec.kind, rec.level, _shape(rec.msg))
+        else:
+            key = (ev.id, rec.file, rec.src_line, rec.level)
+        self._seq += 1
+        b = self.buckets.get(key)
+        if b is None:
+            if len(self.buckets) >= MAX_BUCKETS:
+                self.overflow += 1
+                return
+            b = self.buckets[key] = _Bucket(ev, rec, self._seq)
+        b.count += 1
+        b.last_rec, b.last_seq = rec, self._seq
+        rank = rec.origin.rank_label
+        if rank and len(b.ranks) < MAX_RANKS:
+            b.ranks.add(rank)
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        messages: dict[tuple[str, str], _Message] = {}
+        for b in self.buckets.values():
+            if b.first.id not in run.explained:
+                _merge(messages, b)
         by_family: dict[str, list[_Message]] = {}
-        for (family, tid, _), msg in self.messages.items():
-            if tid not in run.explained:
-                by_family.setdefault(family, []).append(msg)
+        for (family, _), msg in messages.items():
+            by_family.setdefault(family, []).append(msg)
         return [self._finding(family, sorted(msgs, key=lambda m: -m.count))
                 for family, msgs in sorted(by_family.items(), key=lambda kv: -sum(m.count for m in kv[1]))]
 
     def _finding(self, family: str, msgs: list[_Message]) -> Finding:
-        lines = sum(m.count for m in msgs) + self.more.get(family, 0)
+        lines = sum(m.count for m in msgs)
         top = msgs[0]
         projects = sorted({self.project_names.get(m.project, m.project) for m in msgs})
         level = "ERROR" if any(m.level in ("ERROR", "CRITICAL") for m in msgs) else "WARNING"
@@ -128,12 +136,29 @@ class _UpstreamLines(Rule):
         ranks = sorted({r for m in msgs for r in m.ranks})
         return Finding(
             rule=self.code, severity=self.severity, title=self.title, headline=head,
-            summary=_summary(family, what, msgs, self.more.get(family, 0)), count=lines, evidence=evidence,
+            summary=_summary(family, what, msgs, self.overflow), count=lines, evidence=evidence,
             measurements={"family": family, "lines": lines, "ranks": ranks,
                           "messages": [m.to_dict() for m in msgs[:MAX_MESSAGES]]},
             next_steps=_next_steps(family, top), identity=f"{self.code}|{family}|{top.label}",
             first_seen=min((m.first_seen for m in msgs if m.first_seen is not None), default=None), priority=-1,
         )
+
+
+def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket) -> None:
+    """Add a bucket to its message: one message per family and format (a message's copies in moved modules
+    and the traceback lines vLLM prints under its header are one), or per shape when no entry is known."""
+    ev = b.first
+    entry = None if ev.id == UNKNOWN_EVENT else entry_of(ev)
+    family = (entry.family if entry is not None else None) or (UNRECOGNISED if ev.id == UNKNOWN_EVENT else "other")
+    key = (family, (entry.fmt or entry.id) if entry is not None else _shape(ev.rec.msg))
+    msg = messages.get(key)
+    if msg is None:
+        msg = messages[key] = _new_message(ev, entry)
+        msg.last_seq = 0
+    msg.count += b.count
+    if b.last_seq > msg.last_seq:
+        msg.last_rec, msg.last_seq = b.last_rec, b.last_seq
+    msg.ranks.update(sorted(b.ranks)[: MAX_RANKS - len(msg.ranks)])
 
 
 def _new_message(ev: Event, entry: Any) -> _Message:
@@ -162,8 +187,8 @@ def _summary(family: str, what: str, msgs: list[_Message], more: int) -> str:
     parts = [f"'{_short(m.label, 100)}' ×{m.count}" + (f" ({m.location}, {m.releases})" if m.location else "")
              for m in msgs[:5]]
     rest = len(msgs) - 5
-    tail = (f"; {rest} more message(s)" if rest > 0 else "") + (f"; {more} more line(s) of other messages"
-                                                               if more else "")
+    tail = (f"; {rest} more message(s)" if rest > 0 else "") + (f"; {more} line(s) past the {MAX_BUCKETS} "
+                                                               "places kept, not grouped" if more else "")
     return (f"{what} of the {family} family ({desc}) that no specific rule read for a diagnosis: "
             f"{'; '.join(parts)}{tail}.")
 

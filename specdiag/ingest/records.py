@@ -51,6 +51,7 @@ from specdiag.ingest.joiner import (
     opens_wrap,
     wrapped_continuation,
 )
+from specdiag.ingest.marks import CountMark, cut_at_markers, starts_marked, take_mark
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
 from specdiag.ingest.shapes import SHAPE_FIRST, SHAPE_HEAD, read_head, uvicorn_line
@@ -454,7 +455,8 @@ def _no_line(n: int) -> bytes | None:
 
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
-                 scan_threads: int = 0, scan_processes: int = 0) -> Iterator[Record | LookupRows | MetricRows]:
+                 scan_threads: int = 0, scan_processes: int = 0,
+                 marks: bool = False) -> Iterator[Record | LookupRows | MetricRows | CountMark]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
@@ -463,25 +465,31 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     other lines (and the flagged ones: short retrieves, 5xx) reach the per-line stages. Without ``hot``
     every line does (what tests of the per-line stages use). ``scan_threads`` scans the blocks on that
     many threads while this one reads them, ``scan_processes`` on worker processes where only the Python
-    scanner runs (``ahead.py``); the records are the same.
+    scanner runs (``ahead.py``); the records are the same. With ``marks`` the scanned blocks are cut before
+    every line that holds a server-start marker's literal and a :class:`~specdiag.ingest.marks.CountMark`
+    (the counts before that line) is yielded ahead of each such part's records (``marks.py``).
     """
     stats = source.stats
     reader = LineReader(source.display, stats, window, count_hot=bool(hot))
     lineno = 0
-    for data, start, end, res, copy in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes):
-        if res is None and is_flood(data, start, end):  # a newline flood: no list of empties
-            lineno += end - start
+    for item in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes):
+        data, start, read_end, res, _ = item
+        if res is None and is_flood(data, start, read_end):  # a newline flood: no list of empties
+            lineno += read_end - start
             continue
-        base = lineno
         if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
-            reader.year_hint = initial_year(data[start:end])
-        if res is not None:
-            lineno = base + scanned_block(reader, data, start, end, res, stats, window, copy, base)
-        else:
-            lineno = base + plain_block(reader, data[start:end], base)
-        if reader.out:
-            yield from reader.out
-            reader.out.clear()
+            reader.year_hint = initial_year(data[start:read_end])
+        for data, start, end, res, copy in cut_at_markers(item, lineno) if marks else (item,):
+            base = lineno
+            if marks and res is not None and starts_marked(data, start, end):  # what a run ending here holds
+                yield take_mark(stats.hot, base + 1)
+            if res is not None:
+                lineno = base + scanned_block(reader, data, start, end, res, stats, window, copy, base)
+            else:
+                lineno = base + plain_block(reader, data[start:end], base)
+            if reader.out:
+                yield from reader.out
+                reader.out.clear()
     reader.end()
     yield from reader.out
     stats.lines = lineno

@@ -125,6 +125,8 @@ class FindingView:
     fingerprint: str
     #: the deployment (server) the finding belongs to, when the report holds several; else None
     deployment: str | None = None
+    #: the run of its deployment (``specdiag.runs``), when the deployment had several; else None
+    run: int | None = None
     #: the causes shown in full (reasons trimmed to the detail level), best first
     shown: tuple[CauseView, ...] = ()
     #: the causes only named, with their confidence
@@ -233,6 +235,7 @@ def finding_view(f: Finding, detail: Detail = DEFAULT, deployment: str | None = 
         next_steps=tuple(f.next_steps or ()),
         fingerprint=f.fingerprint,
         deployment=deployment,
+        run=f.run,
         shown=tuple(_trimmed(c, detail.reasons) for c in causes[:cut]),
         also=causes[cut:],
         evidence_shown=_shown_evidence(evidence, detail),
@@ -384,6 +387,28 @@ def deployment_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [(k, v if isinstance(v, str) else format_value(v)) for k, v in rows if v not in _EMPTY]
 
 
+def run_lines(report: Any) -> list[str]:
+    """Per deployment with several runs: one line per run (lines, times, versions) and what changed
+    between runs — what someone verifying a rollout wants first. Log-derived text: escape per channel."""
+    from specdiag.runs import change_text
+    from specdiag.timeutil import fmt_time
+
+    out: list[str] = []
+    for d in report.deployments:
+        if len(d.runs) < 2:
+            continue
+        where = f" of {d.id}" if len(report.deployments) > 1 else ""
+        out.append(f"{len(d.runs)} server runs{where}:")
+        for r in d.runs:
+            span = " → ".join(fmt_time(t) for t in (r.start, r.end) if t is not None)
+            first, last = r.first_line or {}, r.last_line or {}
+            lines = f"lines {first.get('line')}–{last.get('line')} of {display_path(str(first.get('path')))}"
+            vers = ", ".join(f"{k} {v}" for k, v in (("vLLM", r.versions.get("vllm")), ("LMCache", r.versions.get("lmcache"))) if v)
+            out.append(f"  run {r.index}: {lines}" + (f", {span}" if span else "") + (f" ({vers})" if vers else ""))
+        out += [f"  changed: {change_text(ch)}" for ch in d.run_changes]
+    return out
+
+
 def deployment_blocks(report: Any) -> list[tuple[str, dict[str, Any]]]:
     """(title, context) per deployment: one "deployment" block, or one per server when there are several."""
     if report.context is not None or len(report.deployments) <= 1:
@@ -394,6 +419,6 @@ def deployment_blocks(report: Any) -> list[tuple[str, dict[str, Any]]]:
 
 __all__ = [
     "CAUSES_SHOWN", "DEFAULT", "REASONS_SHOWN", "VERBOSE", "WHY_NOT_CAUSE", "WHY_NOT_SETTING", "CauseView", "Detail",
-    "EvidenceLine", "FindingView", "deployment_blocks", "deployment_rows", "display_path", "finding_deployment",
+    "EvidenceLine", "FindingView", "deployment_blocks", "run_lines", "deployment_rows", "display_path", "finding_deployment",
     "finding_view", "finding_views", "input_notes", "measurement_items", "ordered_findings", "tool_problems",
 ]

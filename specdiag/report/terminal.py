@@ -41,6 +41,7 @@ from specdiag.report.layout import (
     line_ends_note,
     measurement_items,
     ordered_findings,
+    run_lines,
 )
 from specdiag.report.model import Report
 from specdiag.report.verdict import Status, status, verdicts
@@ -224,6 +225,8 @@ def _head(v: FindingView) -> Text:
         head.append(f"  ×{v.count} occurrences", style="bold")
     if v.deployment:
         head.append(f"  on {terminal_text(v.deployment)}", style="bold")
+    if v.run is not None:
+        head.append(f"  in run {v.run}", style="bold")
     return head
 
 
@@ -340,6 +343,8 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     if quiet:
         out.flush()
         return
+    for line in run_lines(report):  # several server runs: which, and what changed, first
+        console.print(_t(line, "bold" if not line.startswith(" ") else ""))
     console.print(_inputs_line(report), style="dim")
     for level, msg in input_notes(report):
         console.print(_t(f"  ! {level}: {one_line(msg)}", "yellow"))
