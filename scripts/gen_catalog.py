@@ -56,7 +56,10 @@ LEVELS = {"debug": "DEBUG", "info": "INFO", "warning": "WARNING", "warn": "WARNI
           "exception": "ERROR", "critical": "CRITICAL", "fatal": "CRITICAL", "warning_once": "WARNING",
           "info_once": "INFO", "debug_once": "DEBUG", "error_once": "ERROR"}
 HELPERS = {"print_warning_once": "WARNING", "print_info_once": "INFO", "print_warning": "WARNING",
-           "print_info": "INFO", "print_error": "ERROR"}
+           "print_info": "INFO", "print_error": "ERROR",
+           # a logger method passed in: vLLM's periodic stats and SpecDecoding lines are ``log_fn(...)``,
+           # ``logger.info`` unless the engine is idle (then ``logger.debug``); catalogued at INFO
+           "log_fn": "INFO", "log_func": "INFO"}
 LEVEL_NAMES = {"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"}
 LEVEL_INTS = {10: "DEBUG", 20: "INFO", 30: "WARNING", 40: "ERROR", 50: "CRITICAL"}
 RECEIVERS = {"logger", "log", "_logger", "LOGGER", "_LOGGER", "LOG", "_log", "logging"}

@@ -54,6 +54,11 @@ class Template:
     #: its first 64 occurrences, each within ``near`` bytes. For patterns whose tail must scan to a far
     #: terminator (``'…', please check``), which a line repeating their prefix would make quadratic.
     near: int = 0
+    #: why this vLLM/LMCache row is no message of the generated catalog (a traceback line, a plugin's
+    #: message, a line built at run time from parts); empty for every row that is one: a test checks that
+    #: each such row's sample is recognised by the catalog at its location, so no row describes a line
+    #: upstream never printed
+    outside: str = ""
     compiled: re.Pattern = field(init=False, repr=False, compare=False)
     bneedle: bytes = field(init=False, repr=False, compare=False)
 

@@ -147,7 +147,7 @@ LMCACHE_TEMPLATES: list[Template] = [
       "0.5.6", "v1/storage_backend/remote_backend.py:124", "Failed to initialize/re-establish remote connection: refused"),
     T("X6", L, None, "failed", r"(?P<op>batch_get_buffer|batch_get_into|batch_put_from|get_into|batch_is_exist) failed(?: for key (?P<key>.+?))?(?:: (?P<error>.*))?$",
       "0.3.5+ (mooncake)", "v1/storage_backend/connector/mooncakestore_connector.py",
-      "batch_get_into failed for key CacheEngineKey(model_name='m', chunk_hash=1), error code: -600"),
+      "batch_get_into failed for key CacheEngineKey(model_name='m', chunk_hash=1) (code=-600)"),
     T("X7", L, "Failed", "Failed to allocate memory during remote receive", r"Failed to allocate memory during remote receive",
       "0.5.6", "v1/storage_backend/connector/redis_connector.py:296", "Failed to allocate memory during remote receive"),
     T("X8", L, "Key", "KV cache does not exist", r"Key exists but KV cache does not exist", "0.5.6",
