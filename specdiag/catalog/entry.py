@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from dataclasses import dataclass
 
 
@@ -12,6 +13,10 @@ class Entry:
     ``fmt`` is a canonical printf format (``%%`` a literal percent) or None when the source passes a
     variable the catalog cannot resolve; such an entry can only be recognised by its ``file:line``.
     Identity is the stable ``id`` (the project prefix and a hash of project, module, level and format).
+
+    Where it prints is kept as ``runs``: flat ``(first, last, line)`` triples of indexes into ``names``
+    (the project's releases, oldest first, one list shared by every entry), so ten thousand entries cost
+    a few hundred KiB; ``releases`` and ``lines`` are built when asked (the fingerprint, the docs).
     """
 
     id: str
@@ -20,19 +25,42 @@ class Entry:
     level: str
     fmt: str | None
     family: str | None
-    releases: tuple[str, ...]
-    lines: dict[str, int]
+    runs: array
+    names: list[str]
     expr: str | None = None  # the unresolved message expression, when fmt is None
+
+    @property
+    def releases(self) -> tuple[str, ...]:
+        """The releases that print it, oldest first."""
+        r, names = self.runs, self.names
+        return tuple(names[i] for k in range(0, len(r), 3) for i in range(r[k], r[k + 1] + 1))
+
+    @property
+    def lines(self) -> dict[str, int]:
+        """Release → the line its logger prints."""
+        r, names = self.runs, self.names
+        return {names[i]: r[k + 2] for k in range(0, len(r), 3) for i in range(r[k], r[k + 1] + 1)}
+
+    def printed_lines(self) -> set[int]:
+        """Every line some release prints it from (the location index's keys)."""
+        return {self.runs[k + 2] for k in range(0, len(self.runs), 3)}
+
+    def prints_at(self, line: int) -> bool:
+        r = self.runs
+        return any(r[k + 2] == line for k in range(0, len(r), 3))
+
+    def newest(self) -> int:
+        """Index of the newest release that prints it (ranks equally specific formats)."""
+        return self.runs[-2]
 
     def location(self) -> str:
         """``module:line`` in the newest release that has it (what a current log would print)."""
-        return f"{self.module}:{self.lines[self.releases[-1]]}"
+        return f"{self.module}:{self.runs[-1]}"
 
     def release_range(self) -> str:
         """First–last release that has it (``0.3.12–0.5.6``), or the one release."""
-        if len(self.releases) == 1:
-            return self.releases[0]
-        return f"{self.releases[0]}–{self.releases[-1]}"
+        first, last = self.names[self.runs[0]], self.names[self.runs[-2]]
+        return first if first == last else f"{first}–{last}"
 
     def __hash__(self) -> int:
         return hash(self.id)

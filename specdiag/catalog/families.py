@@ -64,6 +64,11 @@ _CONFIG = ("config", "environment variable", "env var", "not supported", "unsupp
 #: (path substring, family) for LMCache modules, first match wins
 _LMCACHE_PATHS: tuple[tuple[str, str], ...] = (
     ("multiprocess/", "mp-server"), ("mp_", "mp-server"), ("sdk/", "mp-server"), ("standalone/", "mp-server"),
+    # the 0.5 storage manager under v1/distributed/: its L2 adapters (S3, NIXL, Valkey, raw block, DAX, Mooncake)
+    # are storage tiers (connection trouble refined to remote-connection below), its memory manager allocates,
+    # its storage controllers move chunks between tiers for the multi-process server
+    ("l2_adapters", "backend-io"), ("distributed/memory_manager", "memory-pressure"),
+    ("storage_controllers", "mp-server"),
     ("cache_controller", "controller-p2p"), ("controller", "controller-p2p"), ("p2p", "controller-p2p"),
     ("distributed/", "controller-p2p"), ("transfer_channel", "controller-p2p"), ("lookup_server", "controller-p2p"),
     ("offload", "offload-tier"), ("memory_orchestrator", "offload-tier"),
@@ -145,7 +150,7 @@ def _refine(project: str, module: str, family: str, text: str) -> str:
         return "worker-death"
     if project == "vllm" and family == "other" and ("executor" in text or "worker" in text) and dying:
         return "worker-death"
-    if family == "backend-io" and any(k in text for k in _CONNECT):
+    if family == "backend-io" and any(k in text for k in _CONNECT + ("connection",)):
         return "remote-connection"
     if family == "remote-connection" and not any(k in text for k in _CONNECT) and project == "lmcache" \
             and "storage_backend" in module:

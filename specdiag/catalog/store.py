@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import gzip
 import json
-from itertools import repeat
+from array import array
+from collections.abc import Iterable
 from pathlib import Path
 
 from specdiag.catalog.entry import Entry
@@ -21,6 +22,8 @@ from specdiag.catalog.pattern import Pattern, compile_fmt, fits, render
 DATA = Path(__file__).with_name("messages.jsonl.gz")
 PREFIX_CHARS = 4
 INNER_TOKENS = 16
+#: (file, line) places whose entries are kept once asked (cleared past it: bounded whatever a log holds)
+MAX_PLACES = 65_536
 MIN_LITERAL = 4  # non-space characters a format's longest literal needs before its text alone can match
 PROJECTS = {"lmc": "lmcache", "vll": "vllm"}
 
@@ -30,12 +33,14 @@ Cand = tuple[Entry, Pattern, int]  # the entry, its pattern, its newest release'
 class Catalog:
     """Every catalogued message of both projects, with lookup by id, location, format text and message."""
 
-    def __init__(self, header: dict, rows: list[dict]) -> None:
+    def __init__(self, header: dict, rows: Iterable[dict]) -> None:
         self.header = header
         self.releases: dict[str, list[str]] = header["releases"]
         self.entries: list[Entry] = []
         self._ids: dict[str, Entry] = {}
         self._pat: dict[str, Cand] = {}
+        #: basename -> its entries; ``(basename, line)`` -> entries printing there, filled as asked
+        self._by_base: dict[str, list[Entry]] = {}
         self._at: dict[tuple[str, int], list[Entry]] = {}
         self._first: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
         self._prefix: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
@@ -50,18 +55,13 @@ class Catalog:
     def _add(self, row: dict) -> None:
         project = PROJECTS[row["id"][:3]]
         names = self.releases[project]
-        runs = row["runs"]
-        lines: dict[str, int] = {}
-        for first, last, line in runs:
-            lines.update(zip(names[first:last + 1], repeat(line)))
-        newest = runs[-1][1]
-        e = Entry(row["id"], project, row["module"], row["level"], row["fmt"], row.get("family"),
-                  tuple(lines), lines, row.get("expr"))
+        runs = array("I", [n for run in row["runs"] for n in run])
+        newest = runs[-2]
+        e = Entry(row["id"], project, row["module"], row["level"], row["fmt"], row.get("family"), runs, names,
+                  row.get("expr"))
         self.entries.append(e)
         self._ids[e.id] = e
-        base = _basename(e.module)
-        for line in {r[2] for r in runs}:
-            self._at.setdefault((base, line), []).append(e)
+        self._by_base.setdefault(_basename(e.module), []).append(e)
         if e.fmt is not None:
             p = compile_fmt(e.fmt)
             self._pat[e.id] = cand = (e, p, newest)
@@ -96,8 +96,19 @@ class Catalog:
 
         The version fingerprint reads ``entry.lines`` of each to learn which releases print there.
         """
-        here = self._at.get((base, line), [])
+        here = self._printing_at(base, line)
         return here if project is None else [e for e in here if e.project == project]
+
+    def _printing_at(self, base: str, line: int) -> list[Entry]:
+        """The entries of file ``base`` that print at ``line`` in some release: found among that file's
+        entries on first ask and kept (a log prints from few places, so few are ever asked)."""
+        key = (base, line)
+        here = self._at.get(key)
+        if here is None:
+            if len(self._at) >= MAX_PLACES:
+                self._at.clear()
+            here = self._at[key] = [e for e in self._by_base.get(base, ()) if e.prints_at(line)]
+        return here
 
     def find_format(self, project: str, fmt_substring: str) -> list[Entry]:
         """Entries of ``project`` whose format contains this literal text (to point templates at entries)."""
@@ -140,7 +151,7 @@ class Catalog:
 
     def _located(self, base: str, file: str, line: int, project: str | None, level: str | None) -> list[Entry]:
         """Entries ever at ``file:line``: same basename, a longer printed path must agree with the module."""
-        here = self._at.get((base, line), [])
+        here = self._printing_at(base, line)
         if project is not None or level is not None:
             here = [e for e in here if (project is None or e.project == project) and (level is None or e.level == level)]
         tail = file.replace("\\", "/")
@@ -199,5 +210,6 @@ def load(path: Path = DATA) -> Catalog:
     """Read the shipped data file (gzip JSONL: a header line, then one entry per line)."""
     with gzip.open(path, "rt", encoding="utf-8") as f:
         header = json.loads(f.readline())
-        rows = json.loads("[" + ",".join(line for line in f.read().split("\n") if line) + "]")
-    return Catalog(header, rows)
+        # one row at a time: the decompressed text (megabytes) is never held whole, so the process's
+        # memory after loading is the catalog's own
+        return Catalog(header, (json.loads(line) for line in f if line.strip()))
