@@ -38,6 +38,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from specdiag.catalog.families import FAMILIES, assign  # noqa: E402
+from specdiag.catalog.store import dispatch  # noqa: E402
 
 OUT = ROOT / "specdiag" / "catalog" / "messages.jsonl.gz"
 CACHE = Path.home() / ".cache" / "specdiag-catalog"
@@ -465,6 +466,8 @@ def write(path: Path, header: dict, entries: dict[str, dict]) -> None:
             row["family"] = e["family"]
         if e["fmt"] is None:
             row["expr"] = e["expr"]
+        else:  # what the loader files it under, so loading compiles no format (store.dispatch)
+            row.update(dispatch(e["fmt"]))
         row["runs"] = runs(e["lines"])
         rows.append(row)
     rows.sort(key=lambda r: (r["id"][:3], r["module"], r["runs"][-1][2], r["id"]))

@@ -170,3 +170,18 @@ def test_entry_location_and_release_range_name_the_newest_release(cat):
     assert e.release_range().startswith("0.3.1–")
     assert cat.values(e, "Num retrieved tokens: 49664, num expected tokens: 55808") == ["49664", "55808"]
     assert cat.values(e, "Num retrieved tokens: many, num expected tokens: 55808") is None
+
+
+def test_the_stored_dispatch_keys_are_those_the_formats_give_today():
+    """The generator stores each format's index key and specificity so loading compiles nothing; a change
+    to the matcher's rules without regenerating the data would file formats under stale keys."""
+    import gzip
+    import json
+
+    from specdiag.catalog.store import DATA, dispatch
+
+    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+        rows = [json.loads(line) for line in list(f)[1:]]
+    stale = [r["id"] for r in rows if r["fmt"] is not None
+             and {k: r[k] for k in ("w", "t", "ix") if k in r} != dispatch(r["fmt"])]
+    assert len(rows) > 10_000 and stale == []

@@ -27,7 +27,56 @@ MAX_PLACES = 65_536
 MIN_LITERAL = 4  # non-space characters a format's longest literal needs before its text alone can match
 PROJECTS = {"lmc": "lmcache", "vll": "vllm"}
 
-Cand = tuple[Entry, Pattern, int]  # the entry, its pattern, its newest release's index in its project
+class Cand:
+    """A matchable entry: how specific its format is (``rank``, what the indexes sort by) and its pattern,
+    compiled on first use: a log meets few of the ten thousand formats, so loading compiles none."""
+
+    __slots__ = ("entry", "rank", "_pattern")
+
+    def __init__(self, entry: Entry, weight: int, typed: int) -> None:
+        self.entry = entry
+        #: most specific first: more literal text, then more typed placeholders, then the newer release
+        self.rank = (weight, typed, entry.newest())
+        self._pattern: Pattern | None = None
+
+    @property
+    def pattern(self) -> Pattern:
+        if self._pattern is None:
+            self._pattern = compile_fmt(self.entry.fmt or "")
+        return self._pattern
+
+
+def dispatch(fmt: str) -> dict:
+    """What the loader needs of a format without compiling it, stored in the data by the generator:
+    ``w`` literal characters, ``t`` typed placeholders, and ``ix`` = [table, key] of the text index it
+    is filed under (absent: its text says too little, it is found by location only)."""
+    p = compile_fmt(fmt)
+    out: dict = {"w": p.weight, "t": p.typed}
+    key = index_key(p)
+    if key is not None:
+        out["ix"] = list(key)
+    return out
+
+
+def index_key(p: Pattern) -> tuple[str, str] | None:
+    """The text index a pattern is filed under and its key: ``first`` (its first literal word),
+    ``prefix`` (the first characters of a word glued to a placeholder) or ``inner`` (the first whole word
+    of a later literal, for a format that starts with a placeholder); None below ``MIN_LITERAL``."""
+    if p.longest < MIN_LITERAL:
+        return None
+    lits = p.lits
+    if lits[0]:
+        word = lits[0].split(None, 1)[0]
+        if len(lits) == 1 or len(word) < len(lits[0]):
+            return "first", word
+        return "prefix", word[:PREFIX_CHARS]
+    for i, lit in enumerate(lits[1:], 1):
+        parts = lit.split()
+        lo = 0 if lit[:1].isspace() else 1  # a word glued to the placeholder before it is not whole
+        hi = len(parts) - (0 if lit[-1:].isspace() or i == len(lits) - 1 else 1)
+        if lo < hi:
+            return "inner", parts[lo]
+    return None
 
 
 class Catalog:
@@ -45,47 +94,28 @@ class Catalog:
         self._first: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
         self._prefix: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
         self._inner: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
+        self._tables = {"first": self._first, "prefix": self._prefix, "inner": self._inner}
         for row in rows:
             self._add(row)
-        for index in (self._first, self._prefix, self._inner):
+        for index in self._tables.values():
             for table in index.values():
                 for cands in table.values():
-                    cands.sort(key=lambda c: (-c[1].weight, -c[1].typed, -c[2]))
+                    cands.sort(key=lambda c: c.rank, reverse=True)
 
     def _add(self, row: dict) -> None:
         project = PROJECTS[row["id"][:3]]
         names = self.releases[project]
         runs = array("I", [n for run in row["runs"] for n in run])
-        newest = runs[-2]
         e = Entry(row["id"], project, row["module"], row["level"], row["fmt"], row.get("family"), runs, names,
                   row.get("expr"))
         self.entries.append(e)
         self._ids[e.id] = e
         self._by_base.setdefault(_basename(e.module), []).append(e)
         if e.fmt is not None:
-            p = compile_fmt(e.fmt)
-            self._pat[e.id] = cand = (e, p, newest)
-            if p.longest >= MIN_LITERAL:
-                self._index(project, cand)
-
-    def _index(self, project: str, cand: Cand) -> None:
-        """File a textually matchable entry under the key a message will lead to."""
-        lits = cand[1].lits
-        if lits[0]:
-            word = lits[0].split(None, 1)[0]
-            whole = len(lits) == 1 or len(word) < len(lits[0])
-            if whole:
-                self._first[project].setdefault(word, []).append(cand)
-            else:
-                self._prefix[project].setdefault(word[:PREFIX_CHARS], []).append(cand)
-            return
-        for i, lit in enumerate(lits[1:], 1):
-            parts = lit.split()
-            lo = 0 if lit[:1].isspace() else 1  # a word glued to the placeholder before it is not whole
-            hi = len(parts) - (0 if lit[-1:].isspace() or i == len(lits) - 1 else 1)
-            if lo < hi:
-                self._inner[project].setdefault(parts[lo], []).append(cand)
-                return
+            self._pat[e.id] = cand = Cand(e, row["w"], row["t"])
+            ix = row.get("ix")
+            if ix is not None:
+                self._tables[ix[0]][project].setdefault(ix[1], []).append(cand)
 
     def by_id(self, entry_id: str) -> Entry | None:
         """The entry with this stable id, or None."""
@@ -117,12 +147,12 @@ class Catalog:
     def sample(self, entry: Entry) -> str:
         """The message rendered with typed sample values; empty for an entry without a format."""
         cand = self._pat.get(entry.id)
-        return "" if cand is None else render(entry.fmt or "", cand[1])
+        return "" if cand is None else render(entry.fmt or "", cand.pattern)
 
     def values(self, entry: Entry, message: str) -> list[str] | None:
         """The placeholder texts of ``message`` when it is this entry's message, else None."""
         cand = self._pat.get(entry.id)
-        return None if cand is None else fits(cand[1], message.strip())
+        return None if cand is None else fits(cand.pattern, message.strip())
 
     def match(self, message: str, *, project: str | None = None, file: str | None = None,
               line: int | None = None, level: str | None = None) -> Entry | None:
@@ -168,9 +198,9 @@ class Catalog:
         """The most specific candidate that fits (more literal text, then newer release)."""
         best: Cand | None = None
         for c in cands:
-            if (best is None or _rank(c) > _rank(best)) and fits(c[1], msg) is not None:
+            if (best is None or c.rank > best.rank) and fits(c.pattern, msg) is not None:
                 best = c
-        return None if best is None else best[0]
+        return None if best is None else best.entry
 
     def _text(self, msg: str, project: str | None, level: str | None, base: str | None) -> Entry | None:
         """Text-only matching through the indexes; ``base`` keeps only entries of that file."""
@@ -187,19 +217,14 @@ class Catalog:
                 if not cands:
                     continue
                 for c in cands:
-                    if best is not None and _rank(c) <= _rank(best):
+                    if best is not None and c.rank <= best.rank:
                         break  # sorted: nothing later in this list beats the best so far
-                    e = c[0]
+                    e = c.entry
                     if (level is None or e.level == level) and (base is None or _basename(e.module) == base) \
-                            and fits(c[1], msg) is not None:
+                            and fits(c.pattern, msg) is not None:
                         best = c
                         break
-        return None if best is None else best[0]
-
-
-def _rank(c: Cand) -> tuple[int, int, int]:
-    """Most specific first: more literal text, then more typed placeholders, then the newer release."""
-    return c[1].weight, c[1].typed, c[2]
+        return None if best is None else best.entry
 
 
 def _basename(module: str) -> str:
