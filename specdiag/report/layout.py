@@ -245,11 +245,12 @@ def finding_view(f: Finding, detail: Detail = DEFAULT, deployment: str | None = 
 
 def measurement_items(m: Mapping[str, Any], verbose: bool = False) -> list[tuple[str, str]]:
     """The finding's numbers as (name, value) text for one wrapped line: request ids last (they are long),
-    per-request rows only in JSON; long values shortened unless ``verbose``."""
+    per-request rows and per-message tables (LOG001/LOG002's ``messages``, which the summary lists) only in
+    JSON; long values shortened unless ``verbose``."""
     limit = 20 if verbose else 3
     out = []
     for k, v in m.items():
-        if k in ("request_ids", "per_request"):
+        if k in ("request_ids", "per_request", "messages"):
             continue
         shown = format_value(v, limit)
         out.append((k, shown if verbose or len(shown) <= 160 else shown[:157] + "…"))
