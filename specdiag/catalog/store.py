@@ -90,6 +90,8 @@ class Catalog:
         self._pat: dict[str, Cand] = {}
         #: basename -> its entries; ``(basename, line)`` -> entries printing there, filled as asked
         self._by_base: dict[str, list[Entry]] = {}
+        #: (printed file, line, project, level) -> (its entries, their candidates), filled as asked
+        self._places: dict[tuple, tuple[list[Entry], list[Cand]]] = {}
         self._at: dict[tuple[str, int], list[Entry]] = {}
         self._first: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
         self._prefix: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
@@ -165,8 +167,8 @@ class Catalog:
         msg = message.strip()
         if file and line is not None:
             base = file.replace("\\", "/").rsplit("/", 1)[-1]
-            here = self._located(base, file, line, project, level)
-            got = self._best([c for c in (self._pat.get(e.id) for e in here) if c is not None], msg)
+            here, cands = self._located(base, file, line, project, level)
+            got = self._best(cands, msg)
             if got is not None:
                 return got
             got = self._text(msg, project, level, base)
@@ -179,8 +181,21 @@ class Catalog:
                 return opaque[-1]  # no format there fits the text: the one message whose text is a variable
         return self._text(msg, project, level, None)
 
-    def _located(self, base: str, file: str, line: int, project: str | None, level: str | None) -> list[Entry]:
-        """Entries ever at ``file:line``: same basename, a longer printed path must agree with the module."""
+    def _located(self, base: str, file: str, line: int, project: str | None,
+                 level: str | None) -> tuple[list[Entry], list[Cand]]:
+        """The matchable candidates ever at ``file:line`` (same basename; a longer printed path must agree
+        with the module), of that project and level; kept per place, as a log prints from few places and
+        repeats them (a DEBUG line of an internal loop, a million times)."""
+        key = (file, line, project, level)
+        got = self._places.get(key)
+        if got is None:
+            if len(self._places) >= MAX_PLACES:
+                self._places.clear()
+            here = self._entries_at(base, file, line, project, level)
+            got = self._places[key] = (here, [c for c in (self._pat.get(e.id) for e in here) if c is not None])
+        return got
+
+    def _entries_at(self, base: str, file: str, line: int, project: str | None, level: str | None) -> list[Entry]:
         here = self._printing_at(base, line)
         if project is not None or level is not None:
             here = [e for e in here if (project is None or e.project == project) and (level is None or e.level == level)]
