@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specdiag.context import Context, ContextBuilder
-from specdiag.events import CATALOG_KINDS, UNKNOWN_EVENT, Event, template
+from specdiag.events import CATALOG_EVENT, CATALOG_KINDS, UNKNOWN_EVENT, Event, template
 from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
 from specdiag.ingest.hot import LookupRows, MetricRows
@@ -427,6 +427,11 @@ class Deployment:
         (a complete store or retrieve) or handed on as a row (a lookup: no time) is seen as the scanner's
         path sees it, so the runs' lines and times are the same whichever path read the input."""
         tid, rec = ev.id, ev.rec
+        if tid == CATALOG_EVENT and rec.level not in PROBLEM_LEVELS:
+            # an INFO/DEBUG message only the catalog knows says nothing of where a run starts or ends: the
+            # logo vLLM prints as one call spans several lines before the version line that starts a run
+            self.current.deliver(ev)
+            return
         if tid in START_MARKERS:
             self._at_marker(ev)
         if tid == "S1" or (tid == "R4" and full_retrieve(ev)):

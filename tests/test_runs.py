@@ -225,3 +225,16 @@ def test_run_changes_compare_facts_both_runs_show() -> None:
     b = {"vllm_version": None, "model": "m", "lmcache_config": {"max_local_cpu_size": 32.0, "chunk_size": 256}}
     (ch,) = run_changes([a, b])
     assert change_text(ch) == "max_local_cpu_size 16 → 32 between run 1 and run 2"
+
+
+def test_a_run_ends_at_its_own_last_line_not_at_the_next_banner(tmp_path: Path) -> None:
+    """vLLM prints its logo as one call under one header, several lines before the version line that
+    starts a run: those lines say nothing of the run, and the run before must not end at them."""
+    text = (ROOT / "examples/tp8-shortfall/serve.log").read_text() + (ROOT / "examples/healthy-ngram/serve.log").read_text()
+    n_first = (ROOT / "examples/tp8-shortfall/serve.log").read_text().count("\n")
+    log = tmp_path / "both.log"
+    log.write_text(text)
+    runs = analyze([str(log)]).to_dict()["deployments"][0]["runs"]
+    assert [r["index"] for r in runs] == [1, 2]
+    assert runs[0]["last_line"]["line"] <= n_first < runs[1]["first_line"]["line"]
+    assert runs[0]["end"] < "2026-05-06 16" and runs[1]["start"].startswith("2026-05-04")
