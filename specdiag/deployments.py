@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from specdiag.context import Context, ContextBuilder
 from specdiag.events import CATALOG_EVENT, CATALOG_KINDS, UNKNOWN_EVENT, Event, template
+from specdiag.events.rows import metric_events
 from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
 from specdiag.ingest.hot import LookupRows, MetricRows
@@ -205,7 +206,7 @@ class DeploymentRun:
         self.run.series.observe_rows(rows)
         error = _to_all(self.metric_observers, "observe_metrics", rows)
         if self.dispatch.get("V_STATS") or self.dispatch.get("V_SPEC"):
-            for ev in rows.events():
+            for ev in metric_events(rows):
                 error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev) or error
         if error is not None:
             raise error

@@ -35,6 +35,7 @@ from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
 from specdiag.ingest.marks import CountMark
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
+from specdiag.ruledocs import rule_table
 from specdiag.sanitize import error_text
 from specdiag.workers import keep_freed_memory
 
@@ -354,6 +355,7 @@ def _assemble(parts: list[GroupResult], opts: AnalyzeOptions, elapsed: float) ->
     return Report.from_deployments(
         deployments, inputs=inputs, rules_run=rules_run, elapsed_s=elapsed,
         unrecognized={**dict(tally.unrecognized), "top_warnings": tally.top_warnings(10)}, analysed=tally.analysed,
+        rules=rule_table(),
     )
 
 

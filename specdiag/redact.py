@@ -131,8 +131,13 @@ def _walk(obj: Any, depth: int = 0) -> Any:
 
 def redact_report(report: Any) -> Any:
     """A redacted copy of the report (every renderer then shows the redacted text); the original is kept."""
-    copy = _walk(deepcopy(report))
-    return dataclasses.replace(copy, redacted=True) if dataclasses.is_dataclass(copy) else copy
+    if not dataclasses.is_dataclass(report):
+        return _walk(deepcopy(report))
+    # the rule documentation (``Report.rules``) comes from the registry, not a log: kept as it is, unwalked
+    rules = getattr(report, "rules", None)
+    bare = dataclasses.replace(report, rules={}) if rules else report
+    copy = _walk(deepcopy(bare))
+    return dataclasses.replace(copy, redacted=True, **({"rules": rules} if rules else {}))
 
 
 __all__ = ["redact_report", "redact_text"]

@@ -148,6 +148,14 @@ def generate_docs() -> dict[str, str]:
     return files
 
 
+def rule_table() -> dict[str, RuleDoc]:
+    """Every registered rule's documentation by code, in code order: what a ``Report`` carries
+    (``Report.rules``) so that renderers name, title and describe rules without importing the rules."""
+    from specdiag.analyzers.base import all_rules
+
+    return {code: rule_doc(cls) for code, cls in all_rules().items()}
+
+
 def render_explain(d: RuleDoc, width: int = 100) -> str:
     """Plain text for ``specdiag explain CODE``."""
 
@@ -206,4 +214,4 @@ def help_markdown(d: RuleDoc) -> str:
 
 
 __all__ = ["SECTIONS", "RuleDoc", "generate_docs", "help_markdown", "parse_docstring", "render_cause", "render_explain",
-           "render_index", "render_rule_markdown", "rule_doc"]
+           "render_index", "render_rule_markdown", "rule_doc", "rule_table"]

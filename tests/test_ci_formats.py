@@ -23,6 +23,7 @@ from specdiag.report.markdown import fence, render_markdown
 from specdiag.report.model import Report
 from specdiag.report.sarif import FINGERPRINT_KEY, artifact_uri, render_sarif
 from specdiag.report.text import render_text
+from specdiag.ruledocs import rule_table
 
 HERE = Path(__file__).resolve().parent
 SCHEMA_FILE = HERE / "schemas" / "sarif-schema-2.1.0.json"
@@ -69,7 +70,8 @@ def synthetic(n_err=0, n_warn=0, n_info=0, path="logs/serve.log") -> Report:
                 causes=[Cause("lookup-retrieve-eviction", confidence=(i % 7) / 10, fix="fix it")],
                 identity=f"{sev}|{i}"))
     return Report(inputs=[{"path": path, "lines": 1000, "recognized": 900, "skipped": 0, "formats": ["vllm"],
-                           "errors": []}], context={}, findings=findings, rules_run=["KV001", "KV002"])
+                           "errors": []}], context={}, findings=findings, rules_run=["KV001", "KV002"],
+                  rules=rule_table())
 
 
 # --- SARIF ---------------------------------------------------------------------------------------------------
@@ -115,7 +117,8 @@ def test_sarif_on_all_logs_together_and_levels():
 
 def test_sarif_tool_errors_are_notifications():
     rep = corpus_report("seed-minimal-variant")
-    rep2 = Report(inputs=rep.inputs, context=rep.context, findings=rep.findings, rules_run=rep.rules_run)
+    rep2 = Report(inputs=rep.inputs, context=rep.context, findings=rep.findings, rules_run=rep.rules_run,
+                  rules=rep.rules)
     rep2 = rep2.with_tool_errors([{"path": "logs/gone.log", "message": "logs/gone.log: no such file or directory"}])
     doc = assert_valid_sarif(render_sarif(rep2))
     inv = doc["runs"][0]["invocations"][0]
@@ -224,18 +227,19 @@ def test_gitlab_fingerprints_unique_and_stable():
 
 
 def test_gitlab_severity_mapping():
+    rules = rule_table()
     f = Finding(rule="KV001", severity="error", title="t")
-    assert severity_of(f) == "major"
+    assert severity_of(f, rules) == "major"
     f.measurements["crashed"] = True
-    assert severity_of(f) == "critical"
-    assert severity_of(Finding(rule="KV001", severity="warning", title="t")) == "minor"
-    assert severity_of(Finding(rule="KV001", severity="info", title="t")) == "info"
-    from specdiag.analyzers.base import all_rules
-
-    for code, cls in all_rules().items():
-        if cls.name == "engine-death":  # engine death is GitLab's "critical"
-            assert severity_of(Finding(rule=code, severity="error", title="t")) == "critical"
-            assert severity_of(Finding(rule=code, severity="warning", title="t")) == "minor"
+    assert severity_of(f, rules) == "critical"
+    assert severity_of(Finding(rule="KV001", severity="warning", title="t"), rules) == "minor"
+    assert severity_of(Finding(rule="KV001", severity="info", title="t"), rules) == "info"
+    deaths = [code for code, doc in rules.items() if doc.name == "engine-death"]
+    assert deaths  # engine death is GitLab's "critical", known from the report's rule table
+    for code in deaths:
+        assert severity_of(Finding(rule=code, severity="error", title="t"), rules) == "critical"
+        assert severity_of(Finding(rule=code, severity="warning", title="t"), rules) == "minor"
+        assert severity_of(Finding(rule=code, severity="error", title="t"), {}) == "major"
 
 
 # --- GitHub annotations --------------------------------------------------------------------------------------------

@@ -25,6 +25,7 @@ from specdiag.report.html import (
     write_repro_html,
 )
 from specdiag.report.model import Report
+from specdiag.ruledocs import rule_table
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 EVIL = '<script>alert(1)</script> "><img src=x onerror=alert(1)> </script><!-- \u2028 & \x1b[31m \udcff'
@@ -77,7 +78,8 @@ def rich_report(n: int = 400, evil: str = EVIL) -> Report:
                  "ranks_seen": ["TP0", "TP1", "TP2", "TP3"],
                  "speculative": {"method": "eagle3", "num_speculative_tokens": 4},
                  "lmcache_config": {"chunk_size": 256, "remote_url": evil}},
-        findings=[f, g], timeline=tl, rules_run=["KV001"], unrecognized={"vllm": 3, "top_warnings": {evil: 2}})
+        findings=[f, g], timeline=tl, rules_run=["KV001"], unrecognized={"vllm": 3, "top_warnings": {evil: 2}},
+        rules=rule_table())
 
 
 def sample_verdict() -> dict:

@@ -15,6 +15,7 @@ import pytest
 from specdiag import engine
 from specdiag.analyzers.kv_shortfall import LookupHistory
 from specdiag.engine import analyze
+from specdiag.events.rows import lookup_event
 from specdiag.ingest import ahead, scan, scan_workers, sources
 from specdiag.ingest.hot import HotWindow, LookupRows
 from specdiag.ingest.origin import OriginCache
@@ -102,7 +103,7 @@ def test_lookups_come_out_as_rows_between_the_records_in_line_order(tmp_path: Pa
     kinds = [(type(i).__name__, i.line if hasattr(i, "kind") else list(i.line[i.lo:i.hi])) for i in items]
     assert kinds == [("Record", 1), ("LookupRows", [2, 3]), ("Record", 4), ("LookupRows", [5])]
     rows = items[1]
-    assert list(rows.hit[rows.lo:rows.hi]) == [512, 512] and rows.event(rows.lo).f["req_id"] == "req-1"
+    assert list(rows.hit[rows.lo:rows.hi]) == [512, 512] and lookup_event(rows, rows.lo).f["req_id"] == "req-1"
     assert rows.rid_hash[rows.lo] == scan.rid_hash(b"req-1")
 
 

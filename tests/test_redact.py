@@ -13,6 +13,7 @@ import pytest
 from specdiag.findings import Cause, Evidence, Finding
 from specdiag.redact import redact_report, redact_text
 from specdiag.report.model import Report
+from specdiag.ruledocs import rule_table
 
 CORPUS = Path(__file__).resolve().parent / "corpus"
 SECRET = "TOPSECRET"
@@ -89,6 +90,7 @@ def _secret_report() -> Report:
         timeline={"series": {}, "markers": [{"t": 1761038310.0, "kind": "error", "label": line, "rank": None,
                                              "rule": None}]},
         unrecognized={"vllm": 1, "top_warnings": {f"WARNING Received request x: prompt: '{SECRET} …": 1}},
+        rules=rule_table(),
     )
 
 
@@ -105,6 +107,8 @@ def test_report_is_redacted_for_every_renderer(tmp_path):
     assert f.measurements["prompt"] == "[redacted: 9 chars]"
     assert f.measurements["prompt_token_ids"] == "[redacted: 3 token ids]"
     assert f.measurements["expected_tokens"] == 20480
+    # the rule table is the registry's documentation, not log text: carried over as it is, not copied or walked
+    assert r.rules.keys() == original.rules.keys() and r.rules["KV001"] is original.rules["KV001"]
 
     from specdiag.report.html import render_html
     from specdiag.report.json_report import render_json

@@ -13,6 +13,7 @@ from specdiag.report.markdown import render_markdown
 from specdiag.report.model import Report
 from specdiag.report.terminal import render_terminal
 from specdiag.report.text import finding_message
+from specdiag.ruledocs import rule_table
 
 
 def _finding(**kw) -> Finding:
@@ -31,7 +32,7 @@ def _finding(**kw) -> Finding:
 
 def _report(f: Finding) -> Report:
     inputs = [{"path": "a.log", "lines": 50, "recognized": 50, "skipped": 0}]
-    return Report(inputs=inputs, context={}, findings=[f], rules_run=["KV001"])
+    return Report(inputs=inputs, context={}, findings=[f], rules_run=["KV001"], rules=rule_table())
 
 
 def _terminal(report: Report, width: int = 120) -> str:

@@ -11,13 +11,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from specdiag.context import Context
-from specdiag.ingest.origin import OriginCache
-from specdiag.ingest.scan import hot_record
+from specdiag.events.rows import row_record
 from specdiag.timeutil import rec_time
 
 if TYPE_CHECKING:
-    from specdiag.ingest.envelope import Record
-    from specdiag.ingest.hot import LookupRows
+    from specdiag.events import Record
+    from specdiag.events.rows import LookupRows
 
 #: at most this many lines and no startup: a paste, not a log
 FRAGMENT_LINES = 50
@@ -98,7 +97,7 @@ class CoverageTracker:
     def last(self) -> Record | None:
         if self._last_rows is not None:
             path, line, kept = self._last_rows
-            self._last = kept if not isinstance(kept, bytes) else hot_record(kept, 0, len(kept), line, path, OriginCache())
+            self._last = row_record(kept, path, line)
             self._last_rows = None
         return self._last
 

@@ -6,8 +6,8 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
+from specdiag.events.rows import LookupRows
 from specdiag.findings import CauseBoard, Evidence, Finding
-from specdiag.ingest.hot import LookupRows
 from specdiag.observe import RunState
 
 

@@ -12,8 +12,8 @@ from specdiag.analyzers.kv_coverage import input_kind
 from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
+from specdiag.events.rows import NA, LookupRows, lookup_event
 from specdiag.findings import CauseBoard, Evidence, Finding
-from specdiag.ingest.hot import NA, LookupRows
 from specdiag.observe import RunState
 
 MAX_KEYS = 100_000
@@ -102,9 +102,9 @@ class ZeroHitsOnRepeats(Rule):
             if len(self.zero_totals) < MAX_KEYS or t in self.zero_totals:
                 self.zero_totals[t] += 1
                 if self.zero_totals[t] == 2 and self.repeat_example is None:
-                    self.repeat_example = rows.event(i)
+                    self.repeat_example = lookup_event(rows, i)
             if self.first_zero is None:
-                self.first_zero = rows.event(i)
+                self.first_zero = lookup_event(rows, i)
             c = computed[i]
             if c != NA and c >= t - 1 > 0:
                 self.computed_full += 1

@@ -14,11 +14,9 @@ from specdiag.analyzers.kv_coverage import Coverage, CoverageTracker
 from specdiag.analyzers.signals import PRESSURE_IDS, SignalWindow
 from specdiag.context import Context
 from specdiag.events import Event, template
+from specdiag.events.rows import LookupRows, OriginCache, message_values, revive, rid_hash
 from specdiag.findings import CauseBoard, Evidence, Finding, with_primary
 from specdiag.fingerprints import version_tuple
-from specdiag.ingest.hot import LookupRows, revive
-from specdiag.ingest.origin import OriginCache
-from specdiag.ingest.scan import message_values, rid_hash
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 

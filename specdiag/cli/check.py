@@ -183,8 +183,9 @@ def check_cmd(  # noqa: PLR0915 - predates the 60-statement limit (pyproject): o
             tool_errors.append({"path": None, "message": str(e)})
     if report is None:
         from specdiag.config import enabled_codes
+        from specdiag.ruledocs import rule_table
 
-        report = Report(inputs=[], context={}, findings=[], rules_run=enabled_codes(cfg))
+        report = Report(inputs=[], context={}, findings=[], rules_run=enabled_codes(cfg), rules=rule_table())
     report = report.with_tool_errors(tool_errors)
 
     try:

@@ -200,20 +200,14 @@ class LookupRows:
             return self._event.rec
         return self._view.record("lookups", i)
 
-    def event(self, i: int) -> Event:
-        """Row ``i`` as the L1 Event the Python path would have made (fields parsed on demand)."""
-        if self._event is not None:
-            return self._event
-        from specdiag.events import default_matcher
-
-        rec = self.record(i)
-        ev = default_matcher().match(rec)
-        if ev is None or ev.id != "L1":  # pragma: no cover - the scanner's grammar is a subset of L1's
-            raise ValueError(f"line {rec.line}: a scanned lookup row is not an L1 line")
-        return ev
+    @property
+    def read_event(self) -> Event | None:
+        """The Event of a batch of one that the Python path read (``from_event``); None for scanned rows.
+        Turning a scanned row into an Event is the events layer's job (``events.rows.lookup_event``)."""
+        return self._event
 
     def keep(self, i: int) -> Record | bytes:
-        """What to keep of row ``i`` to rebuild it later (``revive``): its raw bytes, or its Record."""
+        """What to keep of row ``i`` to rebuild it later (``events.rows.revive``): its raw bytes, or its Record."""
         return self._event.rec if self._event is not None else self._view.raw("lookups", i)
 
     def kept_rows(self) -> PackedRows | list[Record]:
@@ -235,7 +229,7 @@ def metric_record(path: str, line: int, origin: Origin, raw: bytes, plen: int, y
     """The Record of a stats / SpecDecoding line the scanner accepted (``raw``: the line as read; ``plen``:
     the length of its process prefixes once cleaned, before ``INFO MM-DD hh:mm:ss [file:line] …``), as the
     per-line stages make it."""
-    _event_cls, _templates, VLLM_REST, Record = _late()  # noqa: N806 - the imported names
+    VLLM_REST, Record = _late()  # noqa: N806 - the imported names
     rest = scan.clean_line(raw)[plen:]
     m = VLLM_REST.match(rest, 5)
     return Record(path, line, origin, "vllm", "INFO", m.group(1), year, m.group(2), to_int(m.group(3)), None,
@@ -419,37 +413,32 @@ class MetricRows:
         ref = self.record_ref(k)
         return ref() if isinstance(ref, RowRecord) else ref
 
-    def events(self) -> list[Event]:
-        """The rows as the V_STATS / V_SPEC Events the per-line stages make (for observers of those events)."""
-        if self._events is None:
-            view = self._view
-            self._events = [metric_event(view, kind, row, self.record(k))
-                            for k, (kind, row) in enumerate(zip(self.kinds, self._rows, strict=True))]
-        return self._events
+    @property
+    def read_events(self) -> list[Event] | None:
+        """The Event of a batch of one that the per-line stages read (``from_event``); None for scanned rows,
+        whose Events the events layer builds (``events.rows.metric_events``) from ``event_fields``."""
+        return self._events if self._view is None else None
 
-
-def revive(kept: Record | bytes, path: str, line: int, origins: OriginCache) -> Event | None:
-    """The L1 Event of a row kept with ``LookupRows.keep``."""
-    from specdiag.events import default_matcher
-    from specdiag.ingest.envelope import Record
-
-    rec = kept if isinstance(kept, Record) else scan.hot_record(kept, 0, len(kept), line, path, origins)
-    return default_matcher().match(rec)
+    def event_fields(self, k: int, rec: Record) -> dict:
+        """Row ``k``'s V_STATS / V_SPEC template fields (``rec``: its ``record(k)``), with the parsed body
+        (``metrics.parse`` caches it as ``_kv``) taken from the columns instead of parsed again."""
+        table, i = self.kinds[k], self._rows[k]
+        fields = metric_fields(table, rec.raw)
+        fields["_kv"] = scan.stats_row(self._view.res, i) if table == "stats" else scan.spec_row(self._view.res, i)
+        return fields
 
 
 _LATE: tuple | None = None
 
 
 def _late() -> tuple:
-    """``(Event, {table: (tid, template)}, VLLM_REST, Record)``, imported once on first use: records and
-    events import this module, so it cannot import them at load time."""
+    """``(VLLM_REST, Record)``, imported once on first use: the envelope module is imported by the
+    records path after this one, so it is not imported at load time."""
     global _LATE
     if _LATE is None:
-        from specdiag.events import Event, template
         from specdiag.ingest.envelope import VLLM_REST, Record
 
-        _LATE = (Event, {t: (tid, template(tid)) for t, tid in (("stats", "V_STATS"), ("spec", "V_SPEC"))},
-                 VLLM_REST, Record)
+        _LATE = (VLLM_REST, Record)
     return _LATE
 
 
@@ -466,17 +455,7 @@ def metric_fields(table: str, msg: bytes) -> dict:
     return {"engine": None, "n_engines": msg[:cut].decode(), "body": msg[cut + 21 :].decode()}
 
 
-def metric_event(view: BlockView, table: str, i: int, rec: Record) -> Event:
-    """The V_STATS / V_SPEC event of a metric row: the template's own fields, and the parsed body
-    (``metrics.parse`` caches it as ``_kv``) taken from the columns instead of parsed again."""
-    event_cls, templates, _rest, _rec = _late()
-    tid, t = templates[table]
-    fields = metric_fields(table, rec.raw)
-    fields["_kv"] = scan.stats_row(view.res, i) if table == "stats" else scan.spec_row(view.res, i)
-    return event_cls(tid, rec, fields, t)
-
-
-#: metric rows become events (``metric_event``): counted as events, not as scanner counts
+#: metric rows become events (``events.rows.metric_events``): counted as events, not as scanner counts
 _NOT_COUNTED = ("V_STATS", "V_SPEC")
 
 
@@ -602,4 +581,4 @@ class HotWindow:
         return None
 
 
-__all__ = ["BlockView", "HotTally", "HotWindow", "LookupRows", "MetricRows", "RowRecord", "revive"]
+__all__ = ["BlockView", "HotTally", "HotWindow", "LookupRows", "MetricRows", "RowRecord"]

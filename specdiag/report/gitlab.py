@@ -16,24 +16,28 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from specdiag.findings import Finding
 from specdiag.report.model import Report
 from specdiag.report.text import cause_line, display_path, finding_message, ordered_findings
 from specdiag.sanitize import json_safe
 
+if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ruledocs import RuleDoc
+
 SEVERITY = {"error": "major", "warning": "minor", "info": "info"}
 ENGINE_DEATH_KEYS = ("crashed", "engine_dead", "engine_died")
 ENGINE_DEATH_RULES = ("engine-death",)  # rule names (stable) whose errors mean the engine died
 
 
-def severity_of(f: Finding) -> str:
+def severity_of(f: Finding, rules: Mapping[str, RuleDoc]) -> str:
+    """GitLab's severity of a finding; ``rules`` (``Report.rules``) says which rule codes mean the engine
+    died (by the rule's stable name), so an error of theirs is ``critical``."""
     if f.severity == "error":
-        from specdiag.analyzers.base import all_rules
-
-        cls = all_rules().get(f.rule)
-        if (cls is not None and cls.name in ENGINE_DEATH_RULES) or any(
+        doc = rules.get(f.rule)
+        if (doc is not None and doc.name in ENGINE_DEATH_RULES) or any(
                 f.measurements.get(k) is True for k in ENGINE_DEATH_KEYS):
             return "critical"
     return SEVERITY[f.severity]
@@ -63,7 +67,7 @@ def issues(report: Report) -> list[dict[str, Any]]:
             "description": desc,
             "content": {"body": finding_message(f)},
             "categories": ["Bug Risk"],
-            "severity": severity_of(f),
+            "severity": severity_of(f, report.rules),
             "fingerprint": fp,
             "location": {"path": path, "lines": {"begin": max(1, ev.line) if ev else 1}},
             "engine_name": "specdiag",

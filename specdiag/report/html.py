@@ -728,12 +728,6 @@ def _timeline_html(charts: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _rule_codes() -> list[str]:
-    from specdiag.analyzers.base import all_rules
-
-    return list(all_rules())
-
-
 def _verdict_html(st: Any, findings: list[Any], where: Any = None) -> str:
     """The answer, above everything else: the status and one verdict line per finding group, each with its
     arithmetic (the headline), the most likely cause and the next step, linked to the finding."""
@@ -777,7 +771,7 @@ def _render_html(report: Any, detail: Detail = DEFAULT) -> str:
     lines = sum(int(i.get("lines", 0) or 0) for i in report.inputs or [])
     b.append(f"<p class=\"sub\">{esc(', '.join(paths[:6]) + (f' (+{len(paths) - 6} more)' if len(paths) > 6 else ''))}"
              f" — {lines:,} lines, {report.recognized_lines:,} recognised</p>")
-    st = status(report, list(_rule_codes()))
+    st = status(report, list(report.rules))
     b.append("<div class=\"badges\">")
     if st.kind == "clean":
         b.append("<span class=\"badge ok\">no problem found</span>")

@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from specdiag.findings import Finding, severity_at_least
 from specdiag.report.layout import finding_view
 from specdiag.report.model import Report
 from specdiag.report.text import display_path, finding_message, ordered_findings
 from specdiag.sanitize import xml_text as _xml_channel
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ruledocs import RuleDoc
 
 _INVALID_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MAX_EVIDENCE = 20
@@ -34,12 +39,12 @@ def xml_text(s: object) -> str:
     return _INVALID_XML.sub("", _xml_channel(s))
 
 
-def _rule_label(code: str) -> tuple[str, str]:
-    from specdiag.analyzers.base import all_rules
-
-    cls = all_rules().get(code)
-    name = getattr(cls, "name", "") if cls else ""
-    family = (getattr(cls, "family", "") if cls else "") or re.sub(r"\d+$", "", code) or code
+def _rule_label(code: str, rules: Mapping[str, RuleDoc]) -> tuple[str, str]:
+    """(classname, test name) of a rule's test case, from its documentation in ``Report.rules``; a code
+    the report knows no rule for keeps its letters as the family."""
+    doc = rules.get(code)
+    name = doc.name if doc else ""
+    family = (doc.family if doc else "") or re.sub(r"\d+$", "", code) or code
     return f"specdiag.{family}", f"{code} {name}".strip()
 
 
@@ -68,10 +73,10 @@ def _findings_by_suite(report: Report, findings: list[Finding]) -> tuple[list[st
     return suites_order, by_suite
 
 
-def _rule_case(suite: ET.Element, code: str, fs: list[Finding], fail_on: str) -> int:
+def _rule_case(suite: ET.Element, code: str, fs: list[Finding], fail_on: str, rules: Mapping[str, RuleDoc]) -> int:
     """The test case of one rule in one suite: a failure listing the findings at or above ``fail_on``, the
     others in ``<system-out>``. Returns the number of failures (0 or 1)."""
-    classname, name = _rule_label(code)
+    classname, name = _rule_label(code, rules)
     case = ET.SubElement(suite, "testcase", classname=classname, name=name, time="0")
     failing = [f for f in fs if fail_on != "never" and severity_at_least(f.severity, fail_on)]
     if failing:
@@ -113,7 +118,7 @@ def render_junit(report: Report, *, fail_on: str = "error") -> str:
         suite = ET.SubElement(root, "testsuite", name=xml_text(display_path(suite_name)))
         n = {"tests": len(codes), "failures": 0, "errors": 0}
         for code in codes:
-            n["failures"] += _rule_case(suite, code, by_suite[suite_name].get(code, []), fail_on)
+            n["failures"] += _rule_case(suite, code, by_suite[suite_name].get(code, []), fail_on, report.rules)
         errs = partial.get(suite_name) or []
         if errs:
             se = ET.SubElement(suite, "system-err")

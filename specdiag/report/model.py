@@ -10,6 +10,7 @@ from specdiag.findings import SEVERITY_RANK, Finding
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.deployments import DeploymentResult
+    from specdiag.ruledocs import RuleDoc
 
 SCHEMA = "specdiag.report/1"
 
@@ -45,6 +46,11 @@ class Report:
     #: None: not counted, a report the engine did not build). 0 with lines recognised: nothing could be judged.
     #: Not in the JSON: how many depends on which lines the scanner took (whether any did, does not)
     analysed: int | None = None
+    #: every registered rule's documentation by code (``ruledocs.rule_table``): names, titles, severities,
+    #: families and sections for the renderers, which never import the rules. Filled by whoever builds the
+    #: report (the engine, ``check`` without a readable input); empty: renderers know no rule but by code.
+    #: Not in the JSON: ``specdiag rules`` and docs/rules/ publish it
+    rules: dict[str, RuleDoc] = field(default_factory=dict)
 
     @classmethod
     def from_deployments(cls, deployments: list[DeploymentResult], **kw: Any) -> Report:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from specdiag import __version__
@@ -26,6 +27,9 @@ from specdiag.report.layout import finding_view
 from specdiag.report.model import Report
 from specdiag.report.text import display_path, execution_failed, ordered_findings, suppressed, tool_problems
 from specdiag.sanitize import json_safe
+
+if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ruledocs import RuleDoc
 
 SARIF_SCHEMA_URI = "https://json.schemastore.org/sarif-2.1.0.json"
 LEVEL = {"error": "error", "warning": "warning", "info": "note"}
@@ -55,14 +59,13 @@ def _location(path: str, line: int | None, text: str | None = None) -> dict[str,
     return {"physicalLocation": phys}
 
 
-def _rule_descriptor(code: str) -> dict[str, Any]:
-    from specdiag.analyzers.base import all_rules
-    from specdiag.ruledocs import SECTIONS, help_markdown, rule_doc
+def _rule_descriptor(code: str, rules: Mapping[str, RuleDoc]) -> dict[str, Any]:
+    """SARIF's ``reportingDescriptor`` of a rule, from its documentation in ``Report.rules``."""
+    from specdiag.ruledocs import SECTIONS, help_markdown
 
-    cls = all_rules().get(code)
-    if cls is None:
+    d = rules.get(code)
+    if d is None:
         return {"id": code}
-    d = rule_doc(cls)
     full = d.sections.get("Detects") or d.summary or d.title
     help_text = "\n\n".join(f"{s}: {d.sections[s]}".replace("``", "`") for s in SECTIONS if d.sections.get(s))
     desc: dict[str, Any] = {
@@ -133,7 +136,7 @@ def sarif_log(report: Report) -> dict[str, Any]:
             "name": "specdiag",
             "version": __version__,
             "semanticVersion": __version__,
-            "rules": [_rule_descriptor(code) for code in fired],
+            "rules": [_rule_descriptor(code, report.rules) for code in fired],
         }},
         "invocations": [{
             "executionSuccessful": not execution_failed(report),

@@ -64,12 +64,6 @@ def _t(s: Any, style: str = "") -> Text:
     return Text(terminal_text(s), style=style)
 
 
-def _all_codes() -> list[str]:
-    from specdiag.analyzers.base import all_rules
-
-    return list(all_rules())
-
-
 def _deployment_of(report: Report) -> Any:
     """Names each finding's deployment when the report holds several (else None: nothing to tell apart)."""
     return report.deployment_of if len(report.deployments) > 1 else None
@@ -338,7 +332,7 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     console = Console(file=out, no_color=color is False, highlight=False, soft_wrap=False, emoji=False,
                       markup=False, width=w)
     findings = ordered_findings(report)
-    st = status(report, _all_codes())
+    st = status(report, list(report.rules))
     _verdict_block(console, st, findings, compact, _deployment_of(report))
     if quiet:
         out.flush()

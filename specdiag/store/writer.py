@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from specdiag.events import Event
-from specdiag.ingest.hot import LookupRows
+from specdiag.events.rows import LookupRows, lookup_event
 from specdiag.metrics.frames import interval_row
 from specdiag.metrics.series import SPEC_EVENTS, STATS_EVENTS, SeriesTracker
 from specdiag.observe import PROBLEM_LEVELS, Observer, RunState
@@ -71,7 +71,7 @@ class EventSink(Observer):
 
     def observe_rows(self, rows: LookupRows) -> None:
         for i in range(rows.lo, rows.hi):
-            self.observe(rows.event(i))
+            self.observe(lookup_event(rows, i))
 
     def _flush(self, day: str) -> None:
         pa, pq = _pyarrow()
