@@ -74,7 +74,8 @@ def test_the_scanner_counts_the_hot_templates_as_hot() -> None:
     """The scanner's own templates must take the fast path, so their rows measure it."""
     for spec in SPECS:
         hand = spec.name.split(":")[0]
-        if hand in TEMPLATES and spec.release in ("-", "0.32.0", "0.34.0") or spec.name.startswith(("S1:lmc.8a4", "R4:lmc.72a")):
+        current = spec.release in ("-", "0.32.0", "0.34.0") or spec.name.startswith(("S1:lmc.8a4", "R4:lmc.72a"))
+        if hand in TEMPLATES and current:   # the current wording of each scanner template (older ones may be rare)
             res = scan_block_py("".join(g.dominant_lines(spec, 4)).encode(), 0)
             assert sum(res.counts.values()) == 4, spec.name
 
