@@ -6,6 +6,7 @@
     python scripts/bench.py --generate 1024 --json > bench-data/result.json
     python scripts/bench.py --generate 256 --shape tp1   # lookup-heavy, metric-dense TP=1 shape
     python scripts/bench.py --suite --size-mb 200 --stream-gb 2 [--json]   # every row of issue 9, item 7
+    python scripts/bench.py --per-template --repeat 3 [--template-mb 50] [--shape-mb 100]   # one row per template
 
 For each tool the child process is started with `subprocess.Popen` and reaped with `os.wait4`, which
 returns the resource usage of exactly that child (wall time, user+sys CPU seconds, peak RSS incl. its
@@ -231,7 +232,20 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - predates the 
                          "generated once into --data-dir and read by cat (beyond the generator's ~40 MB/s)")
     ap.add_argument("--only", default=None, metavar="ROWS",
                     help="--suite: comma-separated row names to run (default all; e.g. stream-tp1)")
+    ap.add_argument("--per-template", action="store_true",
+                    help="one row per high-volume template (a log where it is ~90 %% of the lines), a foreign-noise "
+                         "row and the TP=8 / TP=1 shapes, each beside grep -c; see scripts/bench_templates.py")
+    ap.add_argument("--templates", default=None, metavar="NAMES",
+                    help="--per-template: only the templates whose name contains one of these (comma-separated)")
+    ap.add_argument("--template-mb", type=float, default=50.0, help="--per-template: MiB per template log (50)")
+    ap.add_argument("--shape-mb", type=float, default=100.0, help="--per-template: MiB of the TP shapes (0: none)")
+    ap.add_argument("--no-noise", action="store_true", help="--per-template: skip the foreign-noise row")
+    ap.add_argument("--keep", action="store_true", help="--per-template: keep the generated logs")
     args = ap.parse_args(argv)
+    if args.per_template:
+        import bench_templates
+
+        return bench_templates.main(args)
     if args.suite:
         import bench_suite
 
