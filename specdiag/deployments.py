@@ -28,6 +28,7 @@ from specdiag.ingest.hot import LookupRows, MetricRows
 from specdiag.ingest.marks import START_MARKERS, CountMark
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
+from specdiag.metrics.series import MAX_ENGINES
 from specdiag.observe import (
     COUNTED,
     METRIC_ROW_EVENTS,
@@ -234,6 +235,9 @@ class DeploymentRun:
             self._finish_one(obs)
         notes = [f"{s}: store/retrieve line counts are those of the whole merged stream"
                  for s in self.run.shared_count_sources]
+        if self.run.series.untracked_rows:
+            notes.append(f"{self.run.series.untracked_rows:,} stats/SpecDecoding line(s) of engines past the first "
+                         f"{MAX_ENGINES:,} were counted but not kept in the interval series")
         return DeploymentResult(
             id=self.id, sources=list(self.run.sources), context=self.ctx, findings=findings,
             timeline=self.metrics.timeline(findings, self.ctx),

@@ -184,3 +184,20 @@ def test_folding_every_group_at_once_gives_folds_result_to_the_bit(data, stride:
     rows = data.draw(st.lists(_rows(common), min_size=stride * groups, max_size=stride * groups))
     expected = [fold(rows[i : i + stride]) for i in range(0, len(rows), stride)]
     assert _same(fold_groups(rows, stride), expected)
+
+
+def test_a_log_naming_a_new_engine_on_every_line_keeps_memory_bounded(tmp_path) -> None:
+    """Rows of engines past MAX_ENGINES are counted and named in a note, not kept: memory must not grow
+    with a log that names a new engine every few lines (a generator's or a hostile log's)."""
+    from specdiag.engine import analyze
+    from specdiag.metrics.series import MAX_ENGINES
+
+    line = ("(APIServer pid=1) INFO 05-06 08:01:{s:02d} [loggers.py:127] Engine {e:03d}: Avg prompt throughput: "
+            "35.7 tokens/s, Avg generation throughput: 82.2 tokens/s, Running: 4 reqs, Waiting: 0 reqs, "
+            "GPU KV cache usage: 8.2%, Prefix cache hit rate: 10.0%")
+    log = tmp_path / "engines.log"
+    log.write_text("\n".join(line.format(s=e % 60, e=e) for e in range(MAX_ENGINES + 36)) + "\n")
+    rep = analyze([str(log)], keep_metrics=True)
+    dep = rep.deployments[0]
+    assert len(dep.metrics.series.engines) == MAX_ENGINES
+    assert any("36 stats/SpecDecoding line(s) of engines past the first 64" in n for n in dep.notes)

@@ -305,9 +305,11 @@ class _EngineRows:
     """One engine's rows: ``done`` (each covering ``stride`` stats lines) and ``pending``, the newest rows
     not yet folded (the last one may still be joined by its SpecDecoding line)."""
 
-    __slots__ = ("done", "pending", "stride")
+    __slots__ = ("cap", "done", "pending", "stride")
 
-    def __init__(self) -> None:
+    def __init__(self, cap: int) -> None:
+        #: rows kept before folding, fixed when the engine is first seen (``SeriesTracker._engine``)
+        self.cap = cap
         self.done: list[list] = []
         self.pending: list[list] = []
         self.stride = 1
@@ -356,12 +358,22 @@ class _EngineRows:
         return self.done + ([fold(self.pending)] if self.pending else [])
 
 
+#: engines (path, process, engine label) whose interval series are kept, and how many of them keep the full
+#: ``cap`` of rows (the others an eighth of it): a data-parallel server has a handful of engines, while a
+#: log that names a new engine every few lines must not grow memory with its size (at most
+#: 8 × cap + 56 × cap / 8 rows whatever it holds)
+MAX_ENGINES = 64
+FULL_ENGINES = 8
+
+
 class SeriesTracker:
     """Feeds stats/SpecDecoding rows into per-engine rows (bounded by ``cap`` per engine)."""
 
     def __init__(self, cap: int = 20000) -> None:
         self.cap = max(2, cap)
         self._engines: dict[tuple, _EngineRows] = {}
+        #: stats/SpecDecoding rows of engines past ``MAX_ENGINES``, counted and dropped
+        self.untracked_rows = 0
         self.last: dict[tuple, tuple[list, tuple]] = {}  # (path, process key) → its last row and engine key
         self._built: dict[tuple, list[Interval]] | None = None
 
@@ -401,13 +413,16 @@ class SeriesTracker:
         pkey = (rows.path, origins[0].key)
         ekey = (rows.path, pkey[1], label)
         eng = self._engine(ekey)
+        if eng is None:
+            self.untracked_rows += n
+            return True
         refs = rows.refs()[lo:] if eng.stride == 1 else self._first_refs(rows, lo, n, len(eng.pending), eng.stride)
         columns = _pair_columns(rows.times()[lo:], rows.lines[lo:], refs, *values)
         if eng.stride > 1:  # past the cap: the complete groups are folded from the columns
-            eng.extend_columns(columns, self.cap)
+            eng.extend_columns(columns, eng.cap)
         else:  # below it every stats line keeps a row of its own
             eng.pending.extend(map(list, zip(*columns, strict=True)))
-            eng.settle(self.cap)
+            eng.settle(eng.cap)
         self.last[pkey] = (eng.pending[-1], ekey)
         return True
 
@@ -449,14 +464,24 @@ class SeriesTracker:
 
     def _add(self, pkey: tuple, ekey: tuple, row: list) -> None:
         eng = self._engine(ekey)
+        if eng is None:
+            self.untracked_rows += 1
+            return
         eng.pending.append(row)
-        eng.settle(self.cap)
-        self.last[pkey] = (row, ekey)
+        eng.settle(eng.cap)
+        if pkey in self.last or len(self.last) < MAX_ENGINES:
+            self.last[pkey] = (row, ekey)
 
-    def _engine(self, ekey: tuple) -> _EngineRows:
+    def _engine(self, ekey: tuple) -> _EngineRows | None:
+        """The engine's rows; None for an engine past the first ``MAX_ENGINES`` (its rows are counted in
+        ``untracked_rows``, not kept): a log naming a new engine on every line must not grow memory."""
         eng = self._engines.get(ekey)
         if eng is None:
-            eng = self._engines[ekey] = _EngineRows()
+            n = len(self._engines)
+            if n >= MAX_ENGINES:
+                return None
+            cap = self.cap if n < FULL_ENGINES else max(2, self.cap // FULL_ENGINES)
+            eng = self._engines[ekey] = _EngineRows(cap)
         return eng
 
     @property
