@@ -23,42 +23,36 @@ from specdiag.cli.common import (
     note,
     read_inputs_or_stdin,
     readable_inputs,
+    render_format,
     split_list,
     write_file,
 )
+from specdiag.report.formats import FORMATS, format_names
 
-FORMATS = ("text", "json", "markdown")
+FORMAT_HELP = (f"{' | '.join(FORMATS)} (the same formats as 'check'; text: the full report). With -o the "
+               "report goes to that file.")
 
 
 def register(app: typer.Typer) -> None:
     app.command("analyze", help="Diagnose vLLM/LMCache logs: root causes ranked by evidence.")(analyze_cmd)
 
 
-def _render(report, fmt: str, verbose: bool, quiet: bool, to_file: bool, fail_on: str) -> str | None:
-    """The report as text for a file or a pipe; ``None`` when it was printed to the terminal directly."""
-    if fmt == "json":
-        from specdiag.report.json_report import render_json
+def _render(report, fmt: str, verbose: bool, quiet: bool, output: str | None, fail_on: str) -> str | None:
+    """The report as text for a file or a pipe, through the format table; ``None`` when it was printed to
+    the terminal directly (``text`` on stdout: Rich needs the real stream for its width and colour)."""
+    if fmt == "text" and not output:
+        from specdiag.report.terminal import render_terminal
 
-        return render_json(report)
-    if fmt == "markdown":
-        from specdiag.report.markdown import render_markdown
-
-        return render_markdown(report, fail_on=fail_on, verbose=verbose)
-    from specdiag.report.terminal import render_terminal
-
-    if to_file:
-        import io
-
-        buf = io.StringIO()
-        render_terminal(report, verbose=verbose, color=False, file=buf, quiet=quiet)
-        return buf.getvalue()
-    render_terminal(report, verbose=verbose, color=None if not os.environ.get("NO_COLOR") else False, quiet=quiet)
-    return None
-
+        render_terminal(report, verbose=verbose, color=None if not os.environ.get("NO_COLOR") else False,
+                        quiet=quiet)
+        return None
+    hint = output or "the full report (specdiag analyze --format markdown or json)"
+    return render_format(fmt, report, verbose=verbose, quiet=quiet, fail_on=fail_on, summary_hint=hint,
+                         layout="full")
 
 def analyze_cmd(
     paths: list[str] = typer.Argument(None, help="Log files, folders, globs or '-' for stdin.", show_default=False),
-    fmt: str = typer.Option("text", "--format", "-f", help="text | json | markdown"),
+    fmt: str = typer.Option("text", "--format", "-f", help=FORMAT_HELP),
     output: str = typer.Option(None, "--output", "-o", help="Write the report to this file instead of stdout "
                                                             "(folders are created)."),
     lmcache_config: str = typer.Option(None, "--lmcache-config", help="LMCache YAML used by the deployment."),
@@ -85,8 +79,9 @@ def analyze_cmd(
     from specdiag.engine import ConfigError, analyze
     from specdiag.ingest import InputError
 
+    fmt = fmt.strip().lower()
     if fmt not in FORMATS:
-        fail(f"unknown --format {fmt!r} ({', '.join(FORMATS)})")
+        fail(f"unknown --format {fmt!r} (one of: {format_names()})")
     try:
         cfg = resolve(config, no_config=no_config, select=split_list(select), ignore=split_list(ignore),
                       fail_on=fail_on, lmcache_config=lmcache_config)
@@ -108,17 +103,13 @@ def analyze_cmd(
         from specdiag.redact import redact_report
 
         report = redact_report(report)
-    text = _render(report, fmt, verbose, quiet, bool(output), cfg.fail_on)
+    text = _render(report, fmt, verbose, quiet, output, cfg.fail_on)
     if output:
         write_file(output, text or "", f"the {fmt} report", quiet)
     elif text is not None:
         sys.stdout.write(text)
-    if html:
-        try:
-            from specdiag.report.html import render_html
-        except ImportError:
-            fail("the HTML report is not available in this build")
-        write_file(html, render_html(report, verbose=verbose), "the HTML report", quiet)
+    if html:  # --html FILE: the html format beside the one chosen by --format
+        write_file(html, render_format("html", report, verbose=verbose), "the HTML report", quiet)
     for e in tool_errors:
         sys.stderr.write(f"specdiag: error: {e['message']} (the report covers the other inputs)\n")
     if tool_errors:

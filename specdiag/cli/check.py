@@ -24,15 +24,19 @@ from specdiag.cli.common import (
     note,
     read_inputs_or_stdin,
     readable_inputs,
+    render_format,
     split_list,
     write_file,
 )
+from specdiag.report.formats import FORMATS as RENDERERS
+from specdiag.report.formats import format_names
 
-FORMATS = ("text", "json", "github", "markdown", "sarif", "junit", "gitlab", "auto")
-STRUCTURED = ("json", "sarif", "junit", "gitlab")  # machine-readable: alone on stdout, or to a file
-FORMAT_HELP = ("Output format, repeatable: text | json | github | markdown | sarif | junit | gitlab | auto; "
-               "FORMAT:PATH writes to a file (e.g. sarif:specdiag.sarif), otherwise stdout. 'auto' is text, "
-               "plus GitHub annotations when GITHUB_ACTIONS=true. Default: text.")
+#: the table's formats, plus ``auto`` (an alias this command resolves: text, and github annotations on Actions)
+FORMATS = (*RENDERERS, "auto")
+STRUCTURED = tuple(n for n, r in RENDERERS.items() if r.structured)  # machine-readable: alone on stdout, or to a file
+FORMAT_HELP = (f"Output format, repeatable: {' | '.join(FORMATS)}; FORMAT:PATH writes to a file (e.g. "
+               "sarif:specdiag.sarif), otherwise stdout. 'auto' is text, plus GitHub annotations when "
+               "GITHUB_ACTIONS=true. Default: text.")
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +51,7 @@ def parse_formats(specs: list[str] | None) -> list[tuple[str, str | None]]:
         name, sep, path = spec.partition(":")
         name = name.strip().lower()
         if name not in FORMATS:
-            fail(f"unknown --format {name!r} ({', '.join(FORMATS)})")
+            fail(f"unknown --format {name!r} (one of: {format_names()}, auto)")
         if sep and not path:
             fail(f"--format {spec!r}: missing file name after ':'")
         if name == "auto":
@@ -73,35 +77,8 @@ def parse_formats(specs: list[str] | None) -> list[tuple[str, str | None]]:
 
 
 def _render(name: str, report, fail_on: str, summary_hint: str) -> str:
-    if name == "text":
-        from specdiag.report.text import render_text
-
-        return render_text(report, fail_on=fail_on)
-    if name == "json":
-        from specdiag.report.json_report import render_json
-
-        return render_json(report)
-    if name == "github":
-        from specdiag.report.github import render_github
-
-        return render_github(report, summary_hint=summary_hint)
-    if name == "markdown":
-        from specdiag.report.markdown import render_markdown
-
-        return render_markdown(report, fail_on=fail_on)
-    if name == "sarif":
-        from specdiag.report.sarif import render_sarif
-
-        return render_sarif(report)
-    if name == "junit":
-        from specdiag.report.junit import render_junit
-
-        return render_junit(report, fail_on=fail_on)
-    if name == "gitlab":
-        from specdiag.report.gitlab import render_gitlab
-
-        return render_gitlab(report)
-    raise AssertionError(name)  # pragma: no cover
+    """One output through the format table; ``text`` in its CI layout (one line per finding)."""
+    return render_format(name, report, fail_on=fail_on, summary_hint=summary_hint, layout="lines")
 
 
 def write_step_summary(markdown_for, path: str) -> str | None:

@@ -73,6 +73,17 @@ def write_file(path: str, data: str | bytes, what: str, quiet: bool = False) -> 
         note(f"wrote {what} to {written}")
 
 
+def render_format(name: str, report, **options) -> str:
+    """The report in the table's format ``name`` (``specdiag.report.formats``), the one path every command
+    renders through; a format whose code this build lacks (the HTML assets) is a one-line error, exit 2."""
+    from specdiag.report.formats import FORMATS
+
+    try:
+        return FORMATS[name].render(report, **options)
+    except ImportError:
+        fail(f"the {name} report is not available in this build")
+
+
 def readable_inputs(inputs: list[str], stdin_name: str) -> tuple[list[str], list[dict[str, str | None]]]:
     """Split the inputs into those that can be opened and one error per input that cannot (reported, and
     the rest still analysed: a missing rank file must not hide what the others say)."""

@@ -1,0 +1,118 @@
+"""The one format table (``specdiag/report/formats.py``): every format renders through both commands, a name
+means the same output on both, jsonl is one finding per line and escapes like json, and an unknown format
+is the contract's usage error listing the table's names."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from specdiag.cli import app
+from specdiag.report.formats import FORMATS, Renderer
+
+ROOT = Path(__file__).resolve().parent.parent
+TP8 = str(ROOT / "examples" / "tp8-shortfall" / "serve.log")
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, [*args, "--no-config", "-q"], env={"NO_COLOR": "1", "GITHUB_ACTIONS": ""})
+
+
+@pytest.fixture(scope="module")
+def tp8_findings() -> int:
+    r = invoke("analyze", TP8, "-f", "json")
+    return len(json.loads(r.stdout)["findings"])
+
+
+def test_the_table_holds_every_format_and_each_is_a_renderer() -> None:
+    assert set(FORMATS) == {"text", "json", "jsonl", "markdown", "sarif", "github", "junit", "gitlab", "html"}
+    for name, r in FORMATS.items():
+        assert isinstance(r, Renderer) and r.name == name
+        assert r.description and r.extension.startswith(".") and not r.binary
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_every_format_renders_tp8_through_analyze(tmp_path, name) -> None:
+    out = tmp_path / f"r{FORMATS[name].extension}"
+    r = invoke("analyze", TP8, "-f", name, "-o", str(out))
+    assert r.exit_code == 1, r.stderr  # the example's KV001 is an error
+    assert out.read_text(encoding="utf-8").strip()
+    on_stdout = invoke("analyze", TP8, "-f", name)
+    assert on_stdout.exit_code == 1 and on_stdout.stdout.strip()
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_every_format_renders_tp8_through_check(tmp_path, name) -> None:
+    out = tmp_path / f"r{FORMATS[name].extension}"
+    r = invoke("check", TP8, "-f", f"{name}:{out}")
+    assert r.exit_code == 1, r.stderr
+    assert out.read_text(encoding="utf-8").strip()
+
+
+@pytest.mark.parametrize("name", [n for n in FORMATS if n != "text"])
+def test_a_name_means_the_same_output_on_both_commands(tmp_path, name) -> None:
+    a, c = tmp_path / "a", tmp_path / "c"
+    invoke("analyze", TP8, "-f", name, "-o", str(a))
+    invoke("check", TP8, "-f", f"{name}:{c}")
+    strip = re.compile(r'"(?:startTimeUtc|endTimeUtc|timestamp)":\s*"[^"]*"|time="[^"]*"|timestamp="[^"]*"|took [\d.]+ s')
+    assert strip.sub("", a.read_text(encoding="utf-8")) == strip.sub("", c.read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("command", ["analyze", "check"])
+def test_jsonl_is_one_parseable_finding_per_line(command, tp8_findings) -> None:
+    r = invoke(command, TP8, "-f", "jsonl")
+    lines = r.stdout.splitlines()
+    assert len(lines) == tp8_findings > 0
+    report = json.loads(invoke("analyze", TP8, "-f", "json").stdout)
+    for line, finding in zip(lines, report["findings"], strict=True):
+        doc = json.loads(line)
+        assert doc["schema"] == report["schema"] and doc["tool"] == report["tool"]
+        assert {k: v for k, v in doc.items() if k not in ("schema", "tool")} == finding
+
+
+@pytest.mark.parametrize("command", ["analyze", "check"])
+def test_an_unknown_format_is_one_line_exit_2_naming_the_table(command) -> None:
+    r = invoke(command, TP8, "-f", "yaml")
+    assert r.exit_code == 2
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("specdiag: error: unknown --format 'yaml'")
+    for name in FORMATS:
+        assert re.search(rf"\b{name}\b", line), name
+
+
+def test_html_option_still_writes_beside_the_chosen_format(tmp_path) -> None:
+    page = tmp_path / "r.html"
+    r = invoke("analyze", TP8, "-f", "jsonl", "--html", str(page))
+    assert r.exit_code == 1 and page.read_text(encoding="utf-8").lstrip().lower().startswith("<!doctype html")
+    assert all(json.loads(line) for line in r.stdout.splitlines())
+
+
+def test_jsonl_escapes_hostile_text_like_json(tmp_path) -> None:
+    from logbuilder import vllm
+
+    from specdiag.engine import analyze
+    from specdiag.report.json_report import render_json, render_jsonl
+
+    evil = ("HOSTILE\x1b]0;T\x07 \u2028sep\u2029para\x85nel \ud800 <script> \x01\x0b \r\n"
+            "::warning::fake")
+    log = tmp_path / "serve.log"
+    lines = [vllm("EngineCore failed to start.", level="ERROR", loc="core.py:1510", proc="EngineCore_DP0 pid=9"),
+             "(EngineCore_DP0 pid=9) Traceback (most recent call last):",
+             '(EngineCore_DP0 pid=9)   File "x.py", line 1, in <module>',
+             "(EngineCore_DP0 pid=9) RuntimeError: " + evil]
+    log.write_bytes(("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
+    report = analyze([str(log)])
+    out = render_jsonl(report)
+    assert "HOSTILE" in out, "the hostile text must reach a finding, or the test proves nothing"
+    out.encode("utf-8")  # no lone surrogate
+    assert len(out.splitlines()) == len(out.split("\n")) - 1 == len(report.findings)  # no separator splits a line
+    assert not re.search("[\x00-\x1f\x7f\x85\u2028\u2029]", out.replace("\n", ""))
+    whole = json.loads(render_json(report))
+    assert [json.loads(line)["rule"] for line in out.splitlines()] == [f["rule"] for f in whole["findings"]]
+    for line, finding in zip(out.splitlines(), whole["findings"], strict=True):
+        doc = json.loads(line)
+        assert {k: v for k, v in doc.items() if k not in ("schema", "tool")} == finding
