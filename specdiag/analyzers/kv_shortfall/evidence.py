@@ -19,6 +19,22 @@ from specdiag.analyzers.kv_shortfall.shortfall import (
     single_rank,
     tp_stated,
 )
+from specdiag.analyzers.kv_shortfall.weights import (
+    CONCLUSIVE,
+    DECISIVE,
+    HINT,
+    HINT_1_3,
+    MODERATE,
+    MODERATE_6,
+    MODERATE_8,
+    RECORD_ONLY,
+    SLIGHT,
+    SLIGHT_2_5,
+    STRONG,
+    STRONG_20,
+    WEAK,
+    WEAK_4,
+)
 from specdiag.context import Context
 from specdiag.findings import CauseBoard
 from specdiag.fingerprints import version_tuple
@@ -30,8 +46,8 @@ def weigh_alignment(b: CauseBoard, views: list[LossViews], chunk: int, read_miss
     aligned = [x.aligned for x in views]
     if all(a is True for a in aligned):
         basis = "LMCache's retrieve view" if v.not_loaded is not None else "the adapter's numbers"
-        b.oppose("unfull-chunk-mismatch", 30, f"the loss is a whole number of {chunk}-token chunks ({basis})")
-        b.oppose("adapter-token-accounting-bug", 2, "the loss is chunk-aligned")
+        b.oppose("unfull-chunk-mismatch", CONCLUSIVE, f"the loss is a whole number of {chunk}-token chunks ({basis})")
+        b.oppose("adapter-token-accounting-bug", SLIGHT, "the loss is chunk-aligned")
         b.note_for("lookup-retrieve-eviction", f"chunk-aligned loss ({chunk}-token chunks): whole chunks vanished")
     elif any(a is False for a in aligned):
         known_view = v.not_loaded is not None
@@ -40,24 +56,24 @@ def weigh_alignment(b: CauseBoard, views: list[LossViews], chunk: int, read_miss
         why = (f"the retrieve lost {v.not_loaded} tokens, not a whole number of {chunk}-token chunks" if known_view
                else f"missing tokens are not a multiple of chunk_size {chunk}")
         if read_miss:
-            b.support("unfull-chunk-mismatch", 2, why)
-            b.oppose("unfull-chunk-mismatch", 8, "a read failed ('can't be retrieved'): the chunk was asked for, "
+            b.support("unfull-chunk-mismatch", SLIGHT, why)
+            b.oppose("unfull-chunk-mismatch", MODERATE_8, "a read failed ('can't be retrieved'): the chunk was asked for, "
                      "not cut off by a chunk-multiple slice")
         elif strong and sub_chunk:
-            b.support("unfull-chunk-mismatch", 20, why + ", and less than one chunk short")
+            b.support("unfull-chunk-mismatch", STRONG_20, why + ", and less than one chunk short")
         else:
-            b.support("unfull-chunk-mismatch", 3 if strong else 1.5, why)
-        b.support("adapter-token-accounting-bug", (3 if sub_chunk else 6) if strong else 2, why)
+            b.support("unfull-chunk-mismatch", WEAK if strong else HINT, why)
+        b.support("adapter-token-accounting-bug", (WEAK if sub_chunk else MODERATE_6) if strong else SLIGHT, why)
         for cid in ("lookup-retrieve-eviction", "remote-backend-loss", "pin-timeout", "pin-accounting-bug"):
-            b.oppose(cid, 3 if strong else 1.3, "chunk-level losses are multiples of chunk_size; this one is not")
+            b.oppose(cid, WEAK if strong else HINT_1_3, "chunk-level losses are multiples of chunk_size; this one is not")
     elif v.retrieved == 0 and (v.missing or 0) >= chunk:
-        b.oppose("unfull-chunk-mismatch", 10, f"nothing of {v.missing} tokens was loaded ({v.missing // chunk} "
+        b.oppose("unfull-chunk-mismatch", STRONG, f"nothing of {v.missing} tokens was loaded ({v.missing // chunk} "
                  f"chunk(s) or more): an unfull last chunk loses less than one {chunk}-token chunk")
     else:
         b.note_for("unfull-chunk-mismatch", "retrieved 0 says nothing about alignment: the retrieve line "
                    "('Retrieved X out of Y required tokens') would decide")
     if v.hit_aligned is True and v.not_loaded is not None and v.not_loaded % chunk == 0:
-        b.oppose("unfull-chunk-mismatch", 3, f"the lookup hit ({v.lmcache_cached} tokens) ends on a chunk boundary")
+        b.oppose("unfull-chunk-mismatch", WEAK, f"the lookup hit ({v.lmcache_cached} tokens) ends on a chunk boundary")
     elif v.hit_aligned is False:
         b.note_for("unfull-chunk-mismatch", f"the lookup hit ({v.lmcache_cached} tokens) ends mid-chunk: an unfull "
                    "last chunk was stored (save_unfull_chunk, PD or blending)")
@@ -74,14 +90,14 @@ def weigh_ranks(b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
     all_ranks = stated and tp > 1 and len(known) >= tp
     if (all_ranks or len(known) >= 2) and same_numbers and len(incidents_of(occs)) == 1:
         what = f"all {tp} ranks" if all_ranks else f"{len(known)} ranks ({where})"
-        b.support("adapter-token-accounting-bug", 4 if all_ranks else 2.5,
+        b.support("adapter-token-accounting-bug", WEAK_4 if all_ranks else SLIGHT_2_5,
                   f"{what} were short by exactly the same numbers at the same moment: a systematic cause "
                   "(accounting, configuration), not a per-rank loss")
         for cid in ("lookup-retrieve-eviction", "pin-accounting-bug", "pin-timeout", "rank-disagreement"):
-            b.oppose(cid, 2.5 if all_ranks else 1.5, f"{what} lost the same tokens at once: ranks evict and pin "
+            b.oppose(cid, SLIGHT_2_5 if all_ranks else HINT, f"{what} lost the same tokens at once: ranks evict and pin "
                      "independently, so a per-rank loss would not repeat identically")
         if ctx.cfg("remote_url"):
-            b.support("remote-backend-loss", 1.5, "one shared remote store can fail every rank at once")
+            b.support("remote-backend-loss", HINT, "one shared remote store can fail every rank at once")
         return
     if stated and tp > 1 and known and len(known) < tp and len(ctx.ranks_seen) >= tp:
         for cid in ("lookup-retrieve-eviction", "pin-accounting-bug", "remote-backend-loss", "rank-disagreement"):
@@ -94,18 +110,18 @@ def weigh_rank_disagreement(b: CauseBoard, st: ShortfallTracker, ctx: Context, o
     l6 = [o.l6 for o in occs if o.l6 is not None]
     tied = [o.l6 for o in occs if o.l6 is not None and not o.l6_loose]
     if tied:
-        b.support("rank-disagreement", 10, f"the lookup of this request warned that ranks disagree: {tied[0].f['results']} (line {tied[0].rec.line})")
+        b.support("rank-disagreement", STRONG, f"the lookup of this request warned that ranks disagree: {tied[0].f['results']} (line {tied[0].rec.line})")
     elif l6:
         o = next(o for o in occs if o.l6 is not None)
         why = ("the error names no request, so it is tied to the 'Reqid:' line after that warning only by its "
                f"numbers (need to load {o.lookup.get('need')} = expected {o.expected})" if o.lookup is not None else
                "the 'Reqid:' line that would tie it to this request is not in the input")
-        b.support("rank-disagreement", 5, f"ranks disagreed at a lookup just before (line {l6[0].rec.line}: "
+        b.support("rank-disagreement", MODERATE, f"ranks disagreed at a lookup just before (line {l6[0].rec.line}: "
                   f"{l6[0].f['results']}), whose minimum fits this load; {why}")
     elif st.l6_count:
-        b.support("rank-disagreement", 1.5, f"{st.l6_count} 'Lookup results … differ across ranks' warning(s) in the log")
+        b.support("rank-disagreement", HINT, f"{st.l6_count} 'Lookup results … differ across ranks' warning(s) in the log")
     elif not one_rank(ctx, occs):
-        b.absent("rank-disagreement", 2, "no 'Lookup results … differ across ranks' warning before it",
+        b.absent("rank-disagreement", SLIGHT, "no 'Lookup results … differ across ranks' warning before it",
                  observable=b.observable and any(o.lookup for o in occs))
     else:
         b.rule_out("rank-disagreement", "a single rank cannot disagree with itself")
@@ -117,32 +133,32 @@ def weigh_features(b: CauseBoard, st: ShortfallTracker, ctx: Context, occs: list
     weigh_p2p_precondition(b, st, cfg, occs)
     if cfg is not None:
         if cfg.get("enable_async_loading") is True:
-            b.support("async-loading-partial", 6, "enable_async_loading: True")
+            b.support("async-loading-partial", MODERATE_6, "enable_async_loading: True")
         else:
             b.rule_out("async-loading-partial", "enable_async_loading is not enabled")
     elif st.async_lengths:
         # storage_manager.py:648 (LMCache 0.5.6) answers the scheduler's lookup only on the async path
-        b.support("async-loading-partial", 4, "'Responding to scheduler … with retrieved length' is printed only "
+        b.support("async-loading-partial", WEAK_4, "'Responding to scheduler … with retrieved length' is printed only "
                   "with asynchronous loading (enable_async_loading: True)")
     shorter = async_shorter(st, occs)
     if shorter:
         o, length = shorter[0]
         whose = f"of this very request ({o.req_id})" if o.req_id in st.async_lengths else "of this rank just before"
-        b.support("async-loading-partial", 40, f"the async lookup {whose} answered "
+        b.support("async-loading-partial", DECISIVE, f"the async lookup {whose} answered "
                   f"{length} tokens, fewer than the {o.expected} later expected")
-        b.oppose("lookup-retrieve-eviction", 3, "the async lookup already answered a shorter prefix: nothing had to "
+        b.oppose("lookup-retrieve-eviction", WEAK, "the async lookup already answered a shorter prefix: nothing had to "
                  "be evicted after it")
     if len(set(ctx.none_hashes)) > 1:
-        b.support("hash-inconsistency", 3, "processes initialised different NONE_HASH values")
-    b.oppose("hash-inconsistency", 3, "hash mismatches make lookups miss (0 hits); they do not make a promised chunk disappear")
+        b.support("hash-inconsistency", WEAK, "processes initialised different NONE_HASH values")
+    b.oppose("hash-inconsistency", WEAK, "hash mismatches make lookups miss (0 hits); they do not make a promised chunk disappear")
     weigh_accounting(b, occs)
     lmc_v = version_tuple(ctx.lmcache_version)
     if lmc_v is not None and lmc_v <= (0, 3, 1):
-        b.support("adapter-token-accounting-bug", 8, f"LMCache {ctx.lmcache_version} ≤ 0.3.1 had token-accounting bugs (issues #889, #910)")
+        b.support("adapter-token-accounting-bug", MODERATE_8, f"LMCache {ctx.lmcache_version} ≤ 0.3.1 had token-accounting bugs (issues #889, #910)")
     elif ctx.lmcache_version_note:
-        b.support("adapter-token-accounting-bug", 1.5, "LMCache build matches no release (development or patched build)")
+        b.support("adapter-token-accounting-bug", HINT, "LMCache build matches no release (development or patched build)")
     if any(o.retrieved == 0 for o in occs):
-        b.support("backend-read-failure", 1.5, "retrieved 0: the very first chunk failed")
+        b.support("backend-read-failure", HINT, "retrieved 0: the very first chunk failed")
 
 
 def weigh_p2p_precondition(b: CauseBoard, st: ShortfallTracker, cfg: dict | None, occs: list[Shortfall]) -> None:
@@ -170,11 +186,11 @@ def weigh_p2p(b: CauseBoard, occs: list[Shortfall], basis: str = "enable_p2p: Tr
     """
     zero = [o for o in occs if o.retrieved == 0]
     if not zero:
-        b.support("p2p-retrieve-bug", 3, basis)
+        b.support("p2p-retrieve-bug", WEAK, basis)
         return
-    b.support("p2p-retrieve-bug", 40, f"{basis} and retrieved exactly 0 of {zero[0].expected} expected: the "
+    b.support("p2p-retrieve-bug", DECISIVE, f"{basis} and retrieved exactly 0 of {zero[0].expected} expected: the "
               "P2P retrieve path returned an empty mask (LMCache issues #1094, #1055)")
-    b.oppose("lookup-retrieve-eviction", 2, "retrieved 0 with P2P on: the P2P path reports 0 without any chunk lost")
+    b.oppose("lookup-retrieve-eviction", SLIGHT, "retrieved 0 with P2P on: the P2P path reports 0 without any chunk lost")
 
 
 def weigh_accounting(b: CauseBoard, occs: list[Shortfall]) -> None:
@@ -194,15 +210,15 @@ def weigh_accounting(b: CauseBoard, occs: list[Shortfall]) -> None:
         if computed is None and hit is not None and isinstance(lk.get("need"), int) and lk["need"] > 0:
             computed = hit - lk["need"] - (1 if hit == lk.get("total") else 0)  # before 0.3.15: from need
         if hit is not None and computed is not None and 0 < abs(hit - computed - o.expected) < MIN_BLOCK:
-            b.support("adapter-token-accounting-bug", 6,
+            b.support("adapter-token-accounting-bug", MODERATE_6,
                       f"the adapter expected {o.expected} tokens but its lookup promised {hit} − {computed} = "
                       f"{hit - computed}: tokens were subtracted between lookup and retrieve (skip_last_n_tokens)")
             return
         if o.expected % MIN_BLOCK and (o.r4 or {}).get("total") is None and hit is None:
-            b.support("adapter-token-accounting-bug", 5,
+            b.support("adapter-token-accounting-bug", MODERATE,
                       f"expected {o.expected} is not a multiple of {MIN_BLOCK}: a chunk-aligned hit minus whole "
                       "vLLM blocks cannot give it, so the adapter dropped a few tokens (or the hit ended mid-chunk)")
-            b.support("unfull-chunk-mismatch", 1.5, f"expected {o.expected} is not a multiple of {MIN_BLOCK}: "
+            b.support("unfull-chunk-mismatch", HINT, f"expected {o.expected} is not a multiple of {MIN_BLOCK}: "
                       "the hit may end mid-chunk")
             return
 
@@ -233,11 +249,11 @@ def weigh_decode_cache(b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> No
         b.rule_out(cid, "save_decode_cache is True: decode chunks are stored")
     if ctx.speculative and ctx.speculative.get("enabled"):
         b.note_for(cid, f"speculative decoding ({ctx.speculative.get('method')}) is on — context only")
-    b.oppose(cid, 1, "save_decode_cache only changes what is *stored*; a lookup counts only chunks that exist, "
+    b.oppose(cid, RECORD_ONLY, "save_decode_cache only changes what is *stored*; a lookup counts only chunks that exist, "
                      "so unsaved decode chunks cause misses (fewer hit tokens), never retrieved < expected "
                      "(LMCache vllm_v1_adapter.py: the flag is read only when building save metadata)")
     lk = next((o.lookup for o in occs if o.lookup), None)
     if lk is not None and lk["hit"] <= lk["total"]:
-        b.oppose(cid, 1, f"the promised prefix ({lk['hit']} tokens) lies within the request's {lk['total']} tokens at lookup: "
+        b.oppose(cid, RECORD_ONLY, f"the promised prefix ({lk['hit']} tokens) lies within the request's {lk['total']} tokens at lookup: "
                          "those chunks were stored and then lost, not skipped")
 

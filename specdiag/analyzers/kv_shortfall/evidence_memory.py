@@ -14,6 +14,23 @@ from specdiag.analyzers.kv_shortfall.shortfall import (
     rank_of,
     single_rank,
 )
+from specdiag.analyzers.kv_shortfall.weights import (
+    CONCLUSIVE,
+    HINT,
+    HINT_1_3,
+    MODERATE,
+    MODERATE_6,
+    MODERATE_8,
+    RECORD_ONLY,
+    SLIGHT,
+    SLIGHT_2_5,
+    STRONG,
+    STRONG_12,
+    STRONG_15,
+    STRONG_25,
+    WEAK,
+    WEAK_4,
+)
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard
@@ -30,19 +47,19 @@ def weigh_pressure(b: CauseBoard, st: ShortfallTracker, ctx: Context, fams: dict
     pressure = fams.get("pressure", [])
     specific = specific_mechanism(st, fams, occs)
     if pressure and specific:
-        b.support("lookup-retrieve-eviction", 1.3,
+        b.support("lookup-retrieve-eviction", HINT_1_3,
                   f"{len(pressure)} memory-pressure line(s) on {where} shortly before — but {specific[1]} names the "
                   f"mechanism ({specific[0]}), which explains the pressure as well")
-        b.support("pin-timeout", 1.5, "the local cache was full, so force-unpinned chunks would be evicted at once")
+        b.support("pin-timeout", HINT, "the local cache was full, so force-unpinned chunks would be evicted at once")
     elif pressure:
-        b.support("lookup-retrieve-eviction", 5,
+        b.support("lookup-retrieve-eviction", MODERATE,
                   f"{len(pressure)} memory-pressure line(s) on {where} shortly before "
                   f"(e.g. line {pressure[-1].rec.line}: {pressure[-1].rec.msg[:90]})")
-        b.support("pin-timeout", 1.5, "the local cache was full, so force-unpinned chunks would be evicted at once")
+        b.support("pin-timeout", HINT, "the local cache was full, so force-unpinned chunks would be evicted at once")
     elif st.signals.totals.get("pressure"):
-        b.support("lookup-retrieve-eviction", 1.5, f"{st.signals.totals['pressure']} memory-pressure line(s) elsewhere in the log")
+        b.support("lookup-retrieve-eviction", HINT, f"{st.signals.totals['pressure']} memory-pressure line(s) elsewhere in the log")
     elif st.stores_total:
-        b.absent("lookup-retrieve-eviction", 2.5, f"the log shows {st.stores_total} stores but no memory-pressure line "
+        b.absent("lookup-retrieve-eviction", SLIGHT_2_5, f"the log shows {st.stores_total} stores but no memory-pressure line "
                  "(eviction itself is only logged at DEBUG)")
     else:
         b.note_for("lookup-retrieve-eviction", "the most common cause; the log shows too little of this rank to confirm or exclude it")
@@ -50,7 +67,7 @@ def weigh_pressure(b: CauseBoard, st: ShortfallTracker, ctx: Context, fams: dict
     if lmc_v is not None and lmc_v < (0, 3, 3):
         weigh_unpinned_ranks(b, ctx, occs)
     elif lmc_v is not None and not (fams.get("pin-negative") or fams.get("pin-timeout")):
-        b.oppose("lookup-retrieve-eviction", 1.3, f"LMCache {ctx.lmcache_version} pins looked-up chunks on every rank; eviction needs a lost pin")
+        b.oppose("lookup-retrieve-eviction", HINT_1_3, f"LMCache {ctx.lmcache_version} pins looked-up chunks on every rank; eviction needs a lost pin")
 
 
 def weigh_unpinned_ranks(b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
@@ -66,7 +83,7 @@ def weigh_unpinned_ranks(b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> 
         b.note_for("lookup-retrieve-eviction", f"LMCache {v} < 0.3.3 pinned only on rank 0 (PR #1101), but rank 0 "
                    "was short too: its pins held, so unpinned ranks do not explain it")
         return
-    b.support("lookup-retrieve-eviction", 4 if known else 2,
+    b.support("lookup-retrieve-eviction", WEAK_4 if known else SLIGHT,
               f"LMCache {v} < 0.3.3: only rank 0 pinned at lookup (fixed by PR #1101)"
               + (f"; {'/'.join(sorted(known))} did not pin" if known else ""))
     b.note_for("lookup-retrieve-eviction", "upgrade LMCache to ≥ 0.3.3 so every rank pins its looked-up chunks")
@@ -79,18 +96,18 @@ def weigh_pins(b: CauseBoard, st: ShortfallTracker, cfg: dict | None, fams: dict
     pto = fams.get("pin-timeout", [])
     if neg and pto and min((e.rec.path, e.rec.line) for e in pto) < max((e.rec.path, e.rec.line) for e in neg):
         # the pin monitor forced the count to 0; the request's own unpin then goes negative: a consequence
-        b.support("pin-accounting-bug", 1.5, f"negative pin count at line {neg[-1].rec.line}, but after the pin monitor's forced unpin")
+        b.support("pin-accounting-bug", HINT, f"negative pin count at line {neg[-1].rec.line}, but after the pin monitor's forced unpin")
         b.note_for("pin-timeout", f"the negative pin count at line {neg[-1].rec.line} follows the forced unpin "
                    "(the request's own unpin after its retrieve)")
         neg = []
     elif neg:
         # the double unpin is the mechanism; eviction is how its chunks then disappear
-        b.support("pin-accounting-bug", 30, f"'{neg[-1].rec.msg[:70]}…' on {where} at line {neg[-1].rec.line}: a double unpin made pinned chunks evictable")
+        b.support("pin-accounting-bug", CONCLUSIVE, f"'{neg[-1].rec.msg[:70]}…' on {where} at line {neg[-1].rec.line}: a double unpin made pinned chunks evictable")
         b.note_for("lookup-retrieve-eviction", "a lost pin lets eviction take looked-up chunks (see pin-accounting-bug)")
     elif st.signals.totals.get("pin-negative"):
-        b.support("pin-accounting-bug", 2, f"{st.signals.totals['pin-negative']} negative pin-count warning(s) elsewhere in the log")
+        b.support("pin-accounting-bug", SLIGHT, f"{st.signals.totals['pin-negative']} negative pin-count warning(s) elsewhere in the log")
     elif not pto:
-        b.absent("pin-accounting-bug", 2, "no 'Pin count of MemoryObj … is negative' warning in the log")
+        b.absent("pin-accounting-bug", SLIGHT, "no 'Pin count of MemoryObj … is negative' warning in the log")
     weigh_pin_timeout(b, cfg, pto, occs, where, lmcache_version)
 
 
@@ -108,24 +125,24 @@ def weigh_pin_timeout(b: CauseBoard, cfg: dict | None, pto: list[Event], occs: l
     newest = version_tuple((lmcache_version or "").split("..")[-1]) if lmcache_version else None
     no_monitor = newest is not None and newest < (0, 3, 12)
     if pto:
-        b.support("pin-timeout", 15, f"pin monitor force-unpinned objects on {where} before the retrieve (line {pto[-1].rec.line})")
+        b.support("pin-timeout", STRONG_15, f"pin monitor force-unpinned objects on {where} before the retrieve (line {pto[-1].rec.line})")
         if (cfg or {}).get("save_decode_cache") is True:
             b.note_for("pin-timeout", "save_decode_cache: true adds decode-phase stores that evict force-unpinned chunks")
     elif gap is not None and isinstance(pin_timeout, (int, float)) and gap > pin_timeout:
-        b.support("pin-timeout", 8, f"{gap:.1f} s between lookup and retrieve exceeds pin_timeout_sec={pin_timeout}")
+        b.support("pin-timeout", MODERATE_8, f"{gap:.1f} s between lookup and retrieve exceeds pin_timeout_sec={pin_timeout}")
     elif gap is not None and isinstance(pin_timeout, (int, float)):
-        b.oppose("pin-timeout", 10, f"only {gap:.2f} s between lookup and retrieve, far below pin_timeout_sec={pin_timeout}")
+        b.oppose("pin-timeout", STRONG, f"only {gap:.2f} s between lookup and retrieve, far below pin_timeout_sec={pin_timeout}")
     elif gap is not None and gap < 30:
-        b.oppose("pin-timeout", 5, f"only {gap:.2f} s between lookup and retrieve (default pin_timeout_sec is 300)")
+        b.oppose("pin-timeout", MODERATE, f"only {gap:.2f} s between lookup and retrieve (default pin_timeout_sec is 300)")
     elif gap is not None and gap > DEFAULT_PIN_TIMEOUT_S and no_monitor:
-        b.oppose("pin-timeout", 3, f"{gap:.1f} s between lookup and retrieve, but LMCache {lmcache_version} predates "
+        b.oppose("pin-timeout", WEAK, f"{gap:.1f} s between lookup and retrieve, but LMCache {lmcache_version} predates "
                  "the pin monitor (0.3.12): nothing force-unpins there")
     elif gap is not None and gap > DEFAULT_PIN_TIMEOUT_S and pin_timeout is None:
-        b.support("pin-timeout", 6, f"{gap:.1f} s between lookup and retrieve exceeds the default pin_timeout_sec of "
+        b.support("pin-timeout", MODERATE_6, f"{gap:.1f} s between lookup and retrieve exceeds the default pin_timeout_sec of "
                   f"{DEFAULT_PIN_TIMEOUT_S} (the config is not in the input: its pin_timeout_sec, or a 'Pin timeout "
                   "detected' warning, would confirm it)")
     else:
-        b.absent("pin-timeout", 1.5, "no 'Pin timeout detected' warning in the log")
+        b.absent("pin-timeout", HINT, "no 'Pin timeout detected' warning in the log")
 
 
 def weigh_backends(b: CauseBoard, st: ShortfallTracker, cfg: dict | None, fams: dict[str, list[Event]]) -> bool | None:
@@ -137,23 +154,23 @@ def weigh_backends(b: CauseBoard, st: ShortfallTracker, cfg: dict | None, fams: 
     api_err = fams.get("backend-api-error", [])
     disk_err = fams.get("disk-error", [])
     if not redis_ev and st.signals.totals.get("redis-evicted"):
-        b.support("remote-backend-loss", 4, f"{st.signals.totals['redis-evicted']} Redis 'Key exists but KV cache "
+        b.support("remote-backend-loss", WEAK_4, f"{st.signals.totals['redis-evicted']} Redis 'Key exists but KV cache "
                   "does not exist' warning(s) elsewhere in the log")
     if redis_ev:
-        b.support("remote-backend-loss", 25, f"Redis: 'Key exists but KV cache does not exist' at line {redis_ev[-1].rec.line}: the store evicted the KV bytes after the lookup saw the key")
+        b.support("remote-backend-loss", STRONG_25, f"Redis: 'Key exists but KV cache does not exist' at line {redis_ev[-1].rec.line}: the store evicted the KV bytes after the lookup saw the key")
     if read_miss:
-        b.support("backend-read-failure", 3, f"'The cache block is in the storage, but it can't be retrieved' at line {read_miss[-1].rec.line}")
-        b.support("remote-backend-loss", 2 if remote_cfg else 1, "a key counted as present could not be read")
-        b.oppose("lookup-retrieve-eviction", 3, "the key was found but its read failed (evicted keys vanish silently, without this warning)")
+        b.support("backend-read-failure", WEAK, f"'The cache block is in the storage, but it can't be retrieved' at line {read_miss[-1].rec.line}")
+        b.support("remote-backend-loss", SLIGHT if remote_cfg else RECORD_ONLY, "a key counted as present could not be read")
+        b.oppose("lookup-retrieve-eviction", WEAK, "the key was found but its read failed (evicted keys vanish silently, without this warning)")
     if api_err:
-        b.support("backend-read-failure", 12, f"backend call failed right before: '{api_err[-1].rec.msg[:80]}' (line {api_err[-1].rec.line})")
+        b.support("backend-read-failure", STRONG_12, f"backend call failed right before: '{api_err[-1].rec.msg[:80]}' (line {api_err[-1].rec.line})")
     if remote_err:
-        b.support("backend-read-failure", 4, f"remote backend error/timeout before the retrieve (line {remote_err[-1].rec.line})")
-        b.support("remote-backend-loss", 2, "remote backend errors around the retrieve")
+        b.support("backend-read-failure", WEAK_4, f"remote backend error/timeout before the retrieve (line {remote_err[-1].rec.line})")
+        b.support("remote-backend-loss", SLIGHT, "remote backend errors around the retrieve")
     if disk_err:
-        b.support("backend-read-failure", 6, f"disk read error before the retrieve (line {disk_err[-1].rec.line})")
+        b.support("backend-read-failure", MODERATE_6, f"disk read error before the retrieve (line {disk_err[-1].rec.line})")
     if not (read_miss or api_err or remote_err or disk_err):
-        b.absent("backend-read-failure", 2, "no 'can't be retrieved' or backend error line before it")
+        b.absent("backend-read-failure", SLIGHT, "no 'can't be retrieved' or backend error line before it")
     return remote_cfg
 
 
@@ -165,12 +182,12 @@ def weigh_remote_config(b: CauseBoard, cfg: dict | None) -> bool | None:
     if not remote_cfg:
         b.rule_out("remote-backend-loss", "no remote_url or storage plugin in the LMCache config")
         return remote_cfg
-    b.support("remote-backend-loss", 2, f"remote backend configured ({cfg.get('remote_url') or 'storage plugin'}); remote backends cannot pin")
+    b.support("remote-backend-loss", SLIGHT, f"remote backend configured ({cfg.get('remote_url') or 'storage plugin'}); remote backends cannot pin")
     if cfg.get("local_cpu") is False and not cfg.get("local_disk"):
-        b.oppose("lookup-retrieve-eviction", 6, "no local tier: chunks live only in the remote store, whose "
+        b.oppose("lookup-retrieve-eviction", MODERATE_6, "no local tier: chunks live only in the remote store, whose "
                  "evictions are remote-backend-loss")
     if cfg.get("local_cpu") is True:
-        b.oppose("remote-backend-loss", 2, "a local CPU tier sits in front of the remote store")
+        b.oppose("remote-backend-loss", SLIGHT, "a local CPU tier sits in front of the remote store")
     return remote_cfg
 
 
@@ -179,10 +196,10 @@ def weigh_staging(b: CauseBoard, st: ShortfallTracker, cfg: dict | None, fams: d
     """A disk or remote load needs a CPU staging buffer; without one the load returns partial results."""
     staging = fams.get("staging-exhausted", [])
     if staging:
-        b.support("cpu-staging-exhausted", 30, f"no CPU staging buffer for a disk/remote load on {where} just before "
+        b.support("cpu-staging-exhausted", CONCLUSIVE, f"no CPU staging buffer for a disk/remote load on {where} just before "
                   f"(line {staging[-1].rec.line}): the load returned partial results")
     elif st.signals.totals.get("staging-exhausted"):
-        b.support("cpu-staging-exhausted", 3, f"{st.signals.totals['staging-exhausted']} staging-exhausted line(s) "
+        b.support("cpu-staging-exhausted", WEAK, f"{st.signals.totals['staging-exhausted']} staging-exhausted line(s) "
                   "elsewhere in the log")
     elif cfg is not None and not (cfg.get("local_disk") or remote_cfg):
         b.rule_out("cpu-staging-exhausted", "no disk or remote tier configured (staging is only needed for those)")

@@ -15,6 +15,18 @@ from specdiag.analyzers.kv_shortfall import evidence as ev
 from specdiag.analyzers.kv_shortfall import evidence_memory as mem
 from specdiag.analyzers.kv_shortfall.detect import ShortfallTracker
 from specdiag.analyzers.kv_shortfall.shortfall import Shortfall, rank_of, signal_families, single_rank
+from specdiag.analyzers.kv_shortfall.weights import (
+    PRIOR_COMMON,
+    PRIOR_COMMON_0_4,
+    PRIOR_HUNCH,
+    PRIOR_OCCASIONAL,
+    PRIOR_OCCASIONAL_0_2,
+    PRIOR_RARE,
+    PRIOR_RARE_0_06,
+    PRIOR_UNCOMMON,
+    PRIOR_UNCOMMON_0_15,
+    PRIOR_USUAL,
+)
 from specdiag.context import Context
 from specdiag.findings import CauseBoard
 
@@ -26,11 +38,12 @@ KV001_CAUSES = (
 )
 #: each cause's weight before any evidence: how often it explains a shortfall in practice
 PRIORS = {
-    "lookup-retrieve-eviction": 1.0, "pin-accounting-bug": 0.45, "pin-timeout": 0.4,
-    "remote-backend-loss": 0.3, "backend-read-failure": 0.45, "cpu-staging-exhausted": 0.2,
-    "adapter-token-accounting-bug": 0.15, "p2p-retrieve-bug": 0.05, "rank-disagreement": 0.45,
-    "hash-inconsistency": 0.06, "async-loading-partial": 0.1, "unfull-chunk-mismatch": 0.1,
-    "decode-cache-not-saved": 0.02,
+    "lookup-retrieve-eviction": PRIOR_USUAL, "pin-accounting-bug": PRIOR_COMMON, "pin-timeout": PRIOR_COMMON_0_4,
+    "remote-backend-loss": PRIOR_OCCASIONAL, "backend-read-failure": PRIOR_COMMON,
+    "cpu-staging-exhausted": PRIOR_OCCASIONAL_0_2, "adapter-token-accounting-bug": PRIOR_UNCOMMON_0_15,
+    "p2p-retrieve-bug": PRIOR_RARE, "rank-disagreement": PRIOR_COMMON, "hash-inconsistency": PRIOR_RARE_0_06,
+    "async-loading-partial": PRIOR_UNCOMMON, "unfull-chunk-mismatch": PRIOR_UNCOMMON,
+    "decode-cache-not-saved": PRIOR_HUNCH,
 }
 #: confidence ceilings by how much of the log the input covers (a two-line paste proves the arithmetic only)
 CEILING = {"fragment": 0.6, "partial": 0.7}
