@@ -64,12 +64,14 @@ class ShortfallTracker:
 
     @staticmethod
     def _remember(d: OrderedDict, key: str, value) -> None:
+        """Insert as newest and drop the oldest past ``MAX_TRACKED``: every per-request map stays bounded."""
         d[key] = value
         d.move_to_end(key)
         if len(d) > MAX_TRACKED:
             d.popitem(last=False)
 
     def observe(self, ev: Event) -> None:
+        """Dispatch one line by template id; anything not a KV001 line of its own is a signal for the window."""
         tid = ev.id
         rec = ev.rec
         key = rec.origin.key
@@ -110,6 +112,7 @@ class ShortfallTracker:
         self.seen.see_rows(rows)
 
     def _lookup_event(self, kept: tuple) -> Event | None:
+        """A kept lookup row as its Event again (built only when a shortfall asks for it)."""
         path, line, row, _hit = kept
         return revive(row, path, line, self.origins)
 
@@ -153,6 +156,7 @@ class ShortfallTracker:
         return None
 
     def _on_r2(self, ev: Event) -> None:
+        """The adapter's error pair: complete the retrieve line's occurrence, or open one with its header's id."""
         rec = ev.rec
         key = rec.origin.key
         r1 = self.pending_r1.pop(key, None)
@@ -319,6 +323,7 @@ class ShortfallTracker:
 
     @staticmethod
     def _lookup_fields(ev: Event | None) -> dict | None:
+        """The numbers of a lookup line that the arithmetic and the weighing read (None: no usable hit)."""
         if ev is None:
             return None
         f = ev.f
@@ -329,6 +334,7 @@ class ShortfallTracker:
 
     @staticmethod
     def _r4_fields(ev: Event | None) -> dict | None:
+        """A retrieve line's numbers under one name whichever of its eras printed it (``required2``/``total2``)."""
         if ev is None or not ev.f:
             return None
         f = ev.f
@@ -374,6 +380,7 @@ class ShortfallTracker:
         return list(incidents.values())
 
     def _match_outcome(self, occ: Shortfall) -> Event | None:
+        """vLLM's failure line naming this request, else a recovery line within 5 s or 40 lines after it."""
         for out in self.outcomes:
             if out.id == "V2" and occ.req_id and occ.req_id in out.f.get("ids", ""):
                 return out

@@ -241,6 +241,7 @@ def async_shorter(st: ShortfallTracker, occs: list[Shortfall]) -> list[tuple[Sho
 
 
 def weigh_decode_cache(b: CauseBoard, ctx: Context, occs: list[Shortfall]) -> None:
+    """The user's usual hunch, kept on the board only to be argued against: it changes stores, not loads."""
     cid = "decode-cache-not-saved"
     sdc = ctx.cfg("save_decode_cache")
     if sdc is False:

@@ -56,6 +56,7 @@ def _headline(v0: LossViews, where: str, outcome: Event | None, requests: int) -
 
 
 def tp_words(ctx: Context, ranks: list[str], stated: bool) -> str:
+    """The TP size after the ranks, hedged when the log only lets it be guessed (a lower bound)."""
     tp = ctx.tensor_parallel_size
     if tp and tp > 1:
         return f" of TP={tp}" if stated else f" (TP ≥ {tp}: the log does not state the TP size)"
@@ -63,6 +64,7 @@ def tp_words(ctx: Context, ranks: list[str], stated: bool) -> str:
 
 
 def views_of(o: Shortfall, chunk: int) -> LossViews:
+    """Both of LMCache's views of this occurrence's loss (adapter and retrieve), from whichever lines it has."""
     return loss_views(chunk, o.expected, o.retrieved, o.r4, o.lookup, o.r3.f if o.r3 is not None else None)
 
 
@@ -180,6 +182,7 @@ def summary_text(ctx: Context, incidents: list[list[Shortfall]], v0: LossViews, 
 
 
 def impact(ctx: Context, occs: list[Shortfall], outcome: Event | None) -> str:
+    """What the loss cost: vLLM's outcome line when present, else what the policy and version imply."""
     if outcome is not None and outcome.id == "V2":
         return "vLLM failed the request (kv_load_failure_policy=fail): the client received an error."
     if outcome is not None and outcome.id == "V1":
@@ -199,6 +202,7 @@ def impact(ctx: Context, occs: list[Shortfall], outcome: Event | None) -> str:
 
 
 def evidence_lines(incidents: list[list[Shortfall]]) -> list[Evidence]:
+    """At most 14 distinct lines: the first request's lookup, warnings and pair, then the next requests' anchors."""
     out: list[Evidence] = []
     seen: set[tuple[str, int]] = set()
 

@@ -163,10 +163,12 @@ def rank_of(o: Shortfall, single_rank: bool, ctx: Context | None = None) -> str:
 
 
 def incidents_of(occs: list[Shortfall]) -> set:
+    """Distinct requests among these occurrences: by id, else by numbers and second (one request, many ranks)."""
     return {(o.req_id or f"~{o.expected}|{o.retrieved}|{int(o.t) if o.t is not None else id(o)}") for o in occs}
 
 
 def family(ev: Event) -> str:
+    """The signal family of a line (pressure, pin-timeout, …); imported late to keep the import graph flat."""
     from specdiag.analyzers.signals import SIGNAL_FAMILY
 
     return SIGNAL_FAMILY.get(ev.id, "other")
