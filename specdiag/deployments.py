@@ -222,13 +222,15 @@ class DeploymentRun:
         self._finish_one(self.builder)
         findings: list[Finding] = []
         explained: set[str] = set(self._deselected_events())
+        claimed: list[str] = []
         for rule in sorted(self.rules, key=lambda r: r.late):  # late rules last, in registry order
             if rule.late:
-                self.run.explained = frozenset(explained)
+                self.run.explained, self.run.claimed = frozenset(explained), tuple(claimed)
             severity = self.severity_overrides.get(rule.code)
             mine = self._finish_one(rule)
             if mine:
                 explained.update(rule.events)
+                claimed.extend(rule.claims)
             findings.extend(replace(f, deployment=self.id, severity=severity or f.severity) for f in mine)
         self._finish_one(self.metrics)
         for obs in self.extra:

@@ -74,6 +74,8 @@ class RunState:
         #: template ids read by a rule that reported a finding: set before the late rules finish (the
         #: accounting of upstream lines leaves what a specific diagnosis already took to that diagnosis)
         self.explained: frozenset[str] = frozenset()
+        #: the literal message parts those rules claim (``Rule.claims``): catalog lines they account for
+        self.claimed: tuple[str, ...] = ()
 
     # --- asked by observers ------------------------------------------------------------------------------
     def count(self, tid: str) -> int:

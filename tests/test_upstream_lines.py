@@ -88,3 +88,17 @@ def test_info_records_no_catalogued_release_prints_keep_the_report_from_being_cl
     assert report.analysed >= 1
     st = status(report, [])
     assert st.kind == "unknown-records" and "no problem found" not in st.text
+
+
+def test_a_reporting_rule_takes_the_consequence_lines_it_claims(tmp_path):
+    """KV003 reports the requests vLLM failed under the fail policy; the API server's own 'failed with an
+    internal error during generation' line for each is its consequence, not an unexplained error."""
+    from pathlib import Path
+
+    case = Path(__file__).resolve().parent / "corpus" / "real-cpu-redis-flushall-shortfall"
+    report = analyze([str(case)])
+    assert {f.rule for f in report.findings} >= {"KV001", "KV003"}
+    assert not [f for f in _rule(report, "LOG001") if f.measurements["family"] in ("api-server", "engine-core")]
+    report = analyze([str(case)], ignore=("KV003",))
+    assert any("internal error during generation" in m["message"] for f in _rule(report, "LOG001")
+               for m in f.measurements["messages"])

@@ -43,6 +43,9 @@ class Rule(Observer):
     cause_ids: ClassVar[tuple[str, ...]] = ()
     #: finishes after every other rule, when ``run.explained`` names the template ids their findings read
     late: ClassVar[bool] = False
+    #: literal parts of upstream messages no hand-written template reads (catalog messages) whose lines this
+    #: rule's finding accounts for when it reports one: the consequence lines of what it diagnoses
+    claims: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         self.options = {**self.defaults, **(options or {})}

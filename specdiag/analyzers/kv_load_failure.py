@@ -39,6 +39,9 @@ class KvLoadFailureOutcome(Rule):
     family = "KV"
     cause_ids = ("connector-load-failure", "policy-fail")
     events = frozenset({"V1", "V2"})
+    #: under the fail policy the API server logs each request it failed (vLLM 0.13.0+: entrypoints/openai/
+    #: serving_engine.py, then openai/engine/serving.py from 0.15.0, generate/base/serving.py from 0.25.0)
+    claims = ("failed with an internal error during generation",)
 
     def __init__(self, options=None) -> None:
         super().__init__(options)

@@ -117,7 +117,7 @@ class _UpstreamLines(Rule):
         messages: dict[tuple[str, str], _Message] = {}
         for b in self.buckets.values():
             if b.first.id not in run.explained:
-                _merge(messages, b)
+                _merge(messages, b, run.claimed)
         by_family: dict[str, list[_Message]] = {}
         for (family, _), msg in messages.items():
             by_family.setdefault(family, []).append(msg)
@@ -144,11 +144,14 @@ class _UpstreamLines(Rule):
         )
 
 
-def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket) -> None:
+def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple[str, ...] = ()) -> None:
     """Add a bucket to its message: one message per family and format (a message's copies in moved modules
-    and the traceback lines vLLM prints under its header are one), or per shape when no entry is known."""
+    and the traceback lines vLLM prints under its header are one), or per shape when no entry is known; a
+    message a reporting rule claims (``Rule.claims``) is that rule's, not listed."""
     ev = b.first
     entry = None if ev.id == UNKNOWN_EVENT else entry_of(ev)
+    if entry is not None and entry.fmt and any(c in entry.fmt for c in claimed):
+        return
     family = (entry.family if entry is not None else None) or (UNRECOGNISED if ev.id == UNKNOWN_EVENT else "other")
     key = (family, (entry.fmt or entry.id) if entry is not None else _shape(ev.rec.msg))
     msg = messages.get(key)
