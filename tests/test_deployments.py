@@ -144,6 +144,6 @@ def test_verdicts_of_two_pods_are_two_lines_naming_each_pod(tmp_path):
     assert {f.deployment for f in rep.findings} == {"pod/vllm-a/vllm", "pod/vllm-b/vllm"}
     buf = io.StringIO()
     render_terminal(rep, color=False, file=buf, width=140)
-    head = buf.getvalue().splitlines()[:4]
+    head = buf.getvalue().splitlines()[:8]  # the status, the suspected settings, then one line per pod
     assert any("pod/vllm-a/vllm: 512 tokens" in line for line in head)
     assert any("pod/vllm-b/vllm: 768 tokens" in line for line in head)

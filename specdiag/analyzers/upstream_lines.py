@@ -200,9 +200,10 @@ def _next_steps(family: str, top: _Message) -> list[str]:
     if family == UNRECOGNISED:
         return [f"'{_short(top.label, 60)}' is in no catalogued vLLM/LMCache release: note the versions in use "
                 "(pip show vllm lmcache) and look the message up in that release's source"]
-    where = f" ({top.location}, releases {top.releases})" if top.location else ""
-    return [f"read where upstream prints '{_short(top.label, 60)}'{where} for the condition it reports, and the "
-            "lines of the same rank just before it"]
+    if not top.location:
+        return [f"read where upstream prints the {family} message, and the lines of the same rank just before it"]
+    return [f"read {top.location} (releases {top.releases}), where upstream prints the message, for the "
+            "condition it reports, and the lines of the same rank just before it"]
 
 
 @register

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import replace
 
 import typer
 
@@ -35,6 +36,21 @@ FORMAT_HELP = (f"{' | '.join(FORMATS)} (the same formats as 'check'; text: the f
 
 def register(app: typer.Typer) -> None:
     app.command("analyze", help="Diagnose vLLM/LMCache logs: root causes ranked by evidence.")(analyze_cmd)
+
+
+def _suspects(names: list[str]) -> tuple[str, ...]:
+    """The ``--suspect`` names (comma lists too), each a known suspect or cause id; else a usage error."""
+    from specdiag.analyzers.base import all_rules
+    from specdiag.analyzers.causes import CATALOG as CAUSES
+    from specdiag.report.verdict import SUSPECTS
+
+    known = {*SUSPECTS, *CAUSES, *(c for rule in all_rules().values() for c in rule.cause_ids)}
+    out = tuple(n.strip() for name in names for n in name.split(",") if n.strip())
+    unknown = [n for n in out if n not in known]
+    if unknown:
+        fail(f"unknown --suspect {', '.join(unknown)} (settings: {', '.join(SUSPECTS)}; or a cause id, "
+             "'specdiag explain')")
+    return out
 
 
 def _render(report, fmt: str, verbose: bool, quiet: bool, output: str | None, fail_on: str) -> str | None:
@@ -71,6 +87,10 @@ def analyze_cmd(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every cause and reason in full and up to 40 "
                                                                 "evidence lines (terminal, markdown and --html alike)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the verdict lines; no progress bar or notes."),
+    suspect: list[str] = typer.Option(None, "--suspect", help="A setting or cause you suspect (repeatable): "
+                                      "save_decode_cache, enable_async_loading, dynamic-k, chunk-size, "
+                                      "pin_timeout_sec, hashing, or a cause id ('specdiag explain'); the verdict "
+                                      "says whether the evidence rejects, allows or supports it."),
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin in reports."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores); without the compiled scanner also the block scans of one input."),
     scan_threads: int | None = SCAN_THREADS_OPTION,
@@ -99,6 +119,8 @@ def analyze_cmd(
     except (InputError, ConfigError) as e:
         fail(str(e))
     report = report.with_tool_errors(tool_errors)
+    if suspect:
+        report = replace(report, suspects=_suspects(suspect))
     if redact:
         from specdiag.redact import redact_report
 

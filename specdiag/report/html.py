@@ -44,7 +44,7 @@ from specdiag.report.layout import (
     input_notes,
     ordered_findings,
 )
-from specdiag.report.verdict import status, verdicts
+from specdiag.report.verdict import present_suspects, status, suspects, verdicts
 from specdiag.timeutil import TIME_BASIS, YEAR_KNOWN_FROM, fmt_time
 from specdiag.values import is_schedule, schedule_rows, schedule_text
 
@@ -728,14 +728,20 @@ def _timeline_html(charts: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
-def _verdict_html(st: Any, findings: list[Any], where: Any = None) -> str:
-    """The answer, above everything else: the status and one verdict line per finding group, each with its
-    arithmetic (the headline), the most likely cause and the next step, linked to the finding."""
+def _verdict_html(st: Any, findings: list[Any], where: Any = None, sus: list[Any] | None = None) -> str:
+    """The answer, above everything else: the status, the suspected settings' verdicts, and one verdict
+    line per finding group, each with its arithmetic (the headline), the most likely cause and the next
+    step, linked to the finding."""
     first = {}
     for i, f in enumerate(findings, 1):
         first.setdefault(f.rule, i)
     out = ["<section id=\"verdict\" class=\"verdict\"><h2>Summary</h2>",
            f"<p class=\"status status-{esc(st.kind)}\"><b>{esc(st.text)}</b></p>"]
+    if sus:
+        out.append("<ul class=\"suspects\">")
+        out += [f"<li><b>{esc(s.name)}</b>: <b>{esc(s.verdict)}</b>{esc(s.line()[len(s.name) + 2 + len(s.verdict):])}</li>"
+                for s in sus]
+        out.append("</ul>")
     vs = verdicts(findings, where)
     if vs:
         out.append("<ul class=\"verdicts\">")
@@ -781,7 +787,8 @@ def _render_html(report: Any, detail: Detail = DEFAULT) -> str:
     if redacted:
         b.append("<span class=\"badge redacted\">prompts and completions redacted</span>")
     b.append("</div></header>")
-    b.append(_verdict_html(st, findings, report.deployment_of if len(report.deployments) > 1 else None))
+    sus = suspects(findings, report.suspects, present_suspects([d.context.to_dict() for d in report.deployments]))
+    b.append(_verdict_html(st, findings, report.deployment_of if len(report.deployments) > 1 else None, sus))
     b.append(_notes_html(report))
     b.append(f"<h2>Findings ({len(findings)})</h2>")
     if views:

@@ -51,6 +51,8 @@ class Report:
     #: report (the engine, ``check`` without a readable input); empty: renderers know no rule but by code.
     #: Not in the JSON: ``specdiag rules`` and docs/rules/ publish it
     rules: dict[str, RuleDoc] = field(default_factory=dict)
+    #: settings the user asked about (``analyze --suspect``): each gets a verdict line, weighed or not
+    suspects: tuple[str, ...] = ()
 
     @classmethod
     def from_deployments(cls, deployments: list[DeploymentResult], **kw: Any) -> Report:

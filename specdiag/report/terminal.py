@@ -44,12 +44,13 @@ from specdiag.report.layout import (
     run_lines,
 )
 from specdiag.report.model import Report
-from specdiag.report.verdict import Status, status, verdicts
+from specdiag.report.verdict import Status, present_suspects, status, suspects, verdicts
 from specdiag.sanitize import one_line, terminal_text
 from specdiag.timeutil import fmt_log_time
 
 SEV_STYLE = {"error": "bold white on red", "warning": "bold black on yellow", "info": "bold white on blue"}
 SEV_COLOR = {"error": "red", "warning": "yellow", "info": "blue"}
+SUSPECT_COLOR = {"rejected": "green", "possible": "yellow", "supported": "red", "not weighed": "dim"}
 COMPACT_BELOW = 100
 DEFAULT_WIDTH = 120  # pasted or piped reports: a fixed, readable width
 
@@ -69,10 +70,12 @@ def _deployment_of(report: Report) -> Any:
     return report.deployment_of if len(report.deployments) > 1 else None
 
 
-def _verdict_block(console: Console, st: Status, findings: list[Finding], compact: bool, where: Any = None) -> None:
+def _verdict_block(console: Console, st: Status, findings: list[Finding], compact: bool, where: Any = None,
+                   asked: tuple[str, ...] = (), present: frozenset[str] = frozenset()) -> None:
     head = Text("specdiag: ", style="bold")
     head.append(st.text, style="bold" if st.kind in ("findings", "clean") else "bold yellow")
     console.print(head)
+    _suspect_lines(console, suspects(findings, asked, present), compact)  # the user's suspicion, answered first
     vs = verdicts(findings, where)
     if vs and compact:  # no hanging-indent column: the full width for the words
         for v in vs:
@@ -95,6 +98,24 @@ def _verdict_block(console: Console, st: Status, findings: list[Finding], compac
         console.print(grid)
     for h in st.hints:
         console.print(_t("  " + h, "dim"))
+
+
+def _suspect_lines(console: Console, sus: list, compact: bool) -> None:
+    """``save_decode_cache: rejected (0.00) — why; settle: …``, the words under the verdict when wrapped."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column()
+    for s in sus:
+        head = Text("  ")
+        head.append(terminal_text(s.name) + ":", style="bold")
+        body = Text(s.verdict, style=SUSPECT_COLOR.get(s.verdict, ""))
+        body.append(terminal_text(s.line()[len(s.name) + 2 + len(s.verdict):]))
+        if compact:  # no hanging-indent column: the full width for the words
+            console.print(head + Text(" ") + body)
+        else:
+            grid.add_row(head, body)
+    if sus and not compact:
+        console.print(grid)
 
 
 def _inputs_line(report: Report) -> Text:
@@ -333,7 +354,8 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
                       markup=False, width=w)
     findings = ordered_findings(report)
     st = status(report, list(report.rules))
-    _verdict_block(console, st, findings, compact, _deployment_of(report))
+    _verdict_block(console, st, findings, compact, _deployment_of(report), report.suspects,
+                   present_suspects([d.context.to_dict() for d in report.deployments]))
     if quiet:
         out.flush()
         return
@@ -354,7 +376,8 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     _unrecognised(console, report)
     console.print(Text(""))
     console.print(Text("── verdict " + "─" * max(0, min(w, 80) - 11), style="dim"))
-    _verdict_block(console, st, findings, compact, _deployment_of(report))
+    _verdict_block(console, st, findings, compact, _deployment_of(report), report.suspects,
+                   present_suspects([d.context.to_dict() for d in report.deployments]))
     out.flush()
 
 

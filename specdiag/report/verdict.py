@@ -25,9 +25,13 @@ from specdiag.findings import SEVERITY_RANK, Finding
 HEADLINE_MAX = 110
 #: the rule that lists upstream warnings no specific rule diagnoses: information, not a problem found
 WARNINGS_LISTED = "LOG002"
-NEXT_MAX = 90
 _TO_CONFIRM = re.compile(r"^To confirm [\w.-]+: ")  # the cause id is already on the verdict line
-_SENTENCE_END = re.compile(r"(?<![.\s][a-z])\.(?:\s|$)")  # '. ' but not after "e.g" / "i.e"
+_SENTENCE_END = re.compile(r"(?<![.\s][a-z])(?<!\.)\.(?!\.)(?:\s|$)")  # '. ' but not "e.g. ", "i.e. ", "..."
+
+
+#: below this confidence the leading cause is not called "most likely": the verdict says the cause is
+#: undetermined and names the leading candidates (a cause at 0.13 is a candidate, not a diagnosis)
+UNDETERMINED_BELOW = 0.25
 
 
 @dataclass(frozen=True)
@@ -41,15 +45,21 @@ class Verdict:
     cause: str | None
     confidence: float | None
     next: str
+    #: the leading causes with their confidences (shown when the cause is undetermined)
+    candidates: tuple[tuple[str, float], ...] = ()
 
     def line(self) -> str:
         return f"{self.rule} {self.severity} — {self.headline}" + self.tail()
 
     def tail(self, esc: Callable[[str], str] = str, strong: Callable[[str], str] = str) -> str:
-        """What follows the headline: more of the same rule, the top cause, the next step. ``esc`` and
-        ``strong`` let a renderer escape the text and mark the cause (HTML)."""
+        """What follows the headline: more of the same rule, the top cause (or, below
+        ``UNDETERMINED_BELOW``, that it is undetermined and the leading candidates), the next step. ``esc``
+        and ``strong`` let a renderer escape the text and mark the cause (HTML)."""
         s = f" (+{self.count - 1} more)" if self.count > 1 else ""
-        if self.cause:
+        if self.cause and self.confidence is not None and self.confidence < UNDETERMINED_BELOW:
+            lead = ", ".join(f"{strong(esc(c))} {p:.2f}" for c, p in self.candidates[:2])
+            s += f"; cause undetermined (leading: {lead})"
+        elif self.cause:
             s += f"; most likely {strong(esc(self.cause))} ({self.confidence:.2f})"
         if self.next:
             s += f"; next: {esc(self.next)}"
@@ -94,12 +104,20 @@ def headline(f: Finding) -> str:
 
 
 def next_action(f: Finding) -> str:
-    """The first thing to do: the finding's first next step, else the top cause's check, else its fix."""
+    """The first thing to do: the finding's first next step, else the top cause's check, else its fix —
+    its first sentence whole (a step cut mid-sentence cannot be followed)."""
     c = f.top_cause
     for cand in (*(f.next_steps[:1]), c.confirm_with if c else "", c.fix if c else ""):
         if cand:
-            return shorten(_TO_CONFIRM.sub("", cand).rstrip("."), NEXT_MAX)
+            return first_sentence(_TO_CONFIRM.sub("", cand))
     return ""
+
+
+def first_sentence(text: str) -> str:
+    """``text``'s first sentence, whole, without its full stop."""
+    text = " ".join(text.split())
+    m = _SENTENCE_END.search(text)
+    return (text[: m.start()] if m else text).rstrip(".")
 
 
 def verdicts(findings: list[Finding], where: Callable[[Finding], str | None] | None = None) -> list[Verdict]:
@@ -120,8 +138,99 @@ def verdicts(findings: list[Finding], where: Callable[[Finding], str | None] | N
         confident = c is not None and c.confidence >= 0.05
         head = f"{dep}: {headline(lead)}" if dep else headline(lead)
         out.append(Verdict(rule, worst, head, len(fs), c.id if confident else None,
-                           c.confidence if confident else None, next_action(lead)))
+                           c.confidence if confident else None, next_action(lead),
+                           tuple((x.id, x.confidence) for x in lead.causes[:3])))
     return out
+
+
+#: the settings users suspect first, each the cause id through which the rules weigh it
+SUSPECTS: dict[str, str] = {
+    "save_decode_cache": "decode-cache-not-saved",
+    "enable_async_loading": "async-loading-partial",
+    "dynamic-k": "stale-draft-kv",
+    "chunk-size": "unfull-chunk-mismatch",
+    "pin_timeout_sec": "pin-timeout",
+    "hashing": "hash-inconsistency",
+}
+#: a suspect at or above this confidence, ranked first in its finding, is supported; above ``POSSIBLE`` possible
+SUPPORTED, POSSIBLE = 0.5, 0.15
+
+
+@dataclass(frozen=True)
+class Suspect:
+    """What the evidence says of one suspected setting: ``verdict`` (rejected | possible | supported | not
+    weighed), its confidence, why in one clause, and the experiment that would settle it."""
+
+    name: str
+    verdict: str
+    confidence: float | None
+    why: str
+    settle: str
+
+    def line(self) -> str:
+        conf = f" ({self.confidence:.2f})" if self.confidence is not None else ""
+        settle = f"; settle: {self.settle}" if self.settle else ""
+        return f"{self.name}: {self.verdict}{conf} — {self.why}{settle}"
+
+
+#: the suspect every retrieve shortfall is blamed on first: always answered where it was weighed
+CLASSIC_SUSPECT = "save_decode_cache"
+
+
+def suspects(findings: list[Finding], asked: tuple[str, ...] = (), present: frozenset[str] = frozenset()) -> list[Suspect]:
+    """The user's own question answered where they look: one line per suspected setting that was asked
+    about (``--suspect``), that the input's configuration shows in use (``present``: a confounder), that
+    the evidence allows or supports, and the classic suspect wherever a finding weighed it — each with
+    the verdict, why in one clause, and the experiment that would settle it."""
+    out = []
+    for name in dict.fromkeys([*asked, *SUSPECTS]):
+        cause_id = SUSPECTS.get(name, name)
+        weighed = [(i, c) for f in findings for i, c in enumerate(f.causes) if c.id == cause_id]
+        if not weighed:
+            if name in asked or name in present:
+                out.append(Suspect(name, "not weighed", None, "no finding in this input is one it could cause", ""))
+            continue
+        rank, c = max(weighed, key=lambda w: w[1].confidence)
+        s = _suspect(name, rank, c)
+        if name in asked or name in present or name == CLASSIC_SUSPECT or s.verdict != "rejected":
+            out.append(s)
+    return out
+
+
+def present_suspects(contexts: list[dict[str, Any]]) -> frozenset[str]:
+    """The suspected settings the inputs' configuration shows in use (the confounders of the report)."""
+    out: set[str] = set()
+    for ctx in contexts:
+        cfg = ctx.get("lmcache_config") or {}
+        spec = ctx.get("speculative") or {}
+        if cfg.get("save_decode_cache") is False:
+            out.add("save_decode_cache")
+        if cfg.get("enable_async_loading") is True:
+            out.add("enable_async_loading")
+        if spec.get("per_batch_size"):
+            out.add("dynamic-k")
+    return frozenset(out)
+
+
+def _suspect(name: str, rank: int, c: Any) -> Suspect:
+    if rank == 0 and c.confidence >= SUPPORTED:
+        verdict, why = "supported", (c.for_ or ["the evidence puts it first"])[0]
+    elif c.confidence >= POSSIBLE:
+        verdict, why = "possible", (c.for_ or c.against or ["weighed below the leading cause"])[0]
+    else:
+        verdict, why = "rejected", (c.against or ["the evidence does not point at it"])[0]
+    settle = _TO_CONFIRM.sub("", c.confirm_with or "").strip()
+    return Suspect(name, verdict, c.confidence, first_clause(why), settle)
+
+
+def first_clause(text: str) -> str:
+    """The first clause of a reason: up to its first ``; `` or parenthesis, without markdown emphasis."""
+    text = first_sentence(text).replace("*", "")
+    for sep in ("; ", " ("):
+        cut = text.find(sep)
+        if cut > 20:
+            text = text[:cut]
+    return text
 
 
 @dataclass(frozen=True)
@@ -299,5 +408,5 @@ def nothing_analysed(report: Any) -> Status:
     return Status("nothing-analysed", text, (COLLECT_WHOLE,) if n_cut or cut else (COLLECT_MORE,))
 
 
-__all__ = ["Status", "Verdict", "code_ranges", "headline", "next_action", "nothing_analysed", "nothing_judged",
+__all__ = ["SUSPECTS", "Status", "Suspect", "Verdict", "first_clause", "present_suspects", "suspects", "code_ranges", "headline", "next_action", "nothing_analysed", "nothing_judged",
            "nothing_to_judge", "shorten", "status", "unknown_status", "unknown_upstream_records", "verdicts"]
