@@ -16,6 +16,7 @@ import typer
 
 from specdiag.cli.common import (
     EXIT_NO_RECOGNISED,
+    EXIT_OK,
     EXIT_USAGE,
     SCAN_THREADS_OPTION,
     Progress,
@@ -87,6 +88,8 @@ def analyze_cmd(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every cause and reason in full and up to 40 "
                                                                 "evidence lines (terminal, markdown and --html alike)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the verdict lines; no progress bar or notes."),
+    exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings reach --fail-on (usage, "
+                                   "input and nothing-recognised exits 2 and 3 stay)."),
     suspect: list[str] = typer.Option(None, "--suspect", help="A setting or cause you suspect (repeatable): "
                                       "save_decode_cache, enable_async_loading, dynamic-k, chunk-size, "
                                       "pin_timeout_sec, hashing, or a cause id ('specdiag explain'); the verdict "
@@ -140,4 +143,4 @@ def analyze_cmd(
         if not quiet:
             note("no line of the input was recognised as vLLM or LMCache output")
         raise typer.Exit(EXIT_NO_RECOGNISED)
-    raise typer.Exit(exit_code_for(report, cfg.fail_on))
+    raise typer.Exit(EXIT_OK if exit_zero else exit_code_for(report, cfg.fail_on))

@@ -32,6 +32,9 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 def read_inputs_or_stdin(paths: list[str] | None) -> list[str]:
     if paths:
+        if "-" in paths and sys.stdin.isatty():  # a terminal waiting for a paste looks hung without this
+            print("specdiag: reading the log from the terminal: paste it, then press Ctrl-D on an empty line",
+                  file=sys.stderr)
         return list(paths)
     if not sys.stdin.isatty():
         return ["-"]

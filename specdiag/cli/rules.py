@@ -44,11 +44,25 @@ def rules_cmd(
     if fmt == "markdown":
         sys.stdout.write(render_index(docs))
         return
+    _rule_lines(docs)
+
+
+def _rule_lines(docs: list) -> None:
+    """One rule a row; on a terminal the title wraps at word boundaries under its own column (piped output
+    keeps one line per rule, for grep)."""
+    import shutil
+    import textwrap
+
     wc = max((len(d.code) for d in docs), default=4)
     wn = max((len(d.name) for d in docs), default=4)
+    indent = wc + 2 + 7 + 2 + wn + 2
+    width = shutil.get_terminal_size((0, 0)).columns if sys.stdout.isatty() else 0
     for d in docs:
         varies = f"  [severity: {d.severity_note}]" if d.severity_note else ""
-        sys.stdout.write(f"{d.code:<{wc}}  {d.severity:<7}  {d.name:<{wn}}  {d.title}{varies}\n")
+        text = f"{d.title}{varies}"
+        if width > indent + 20:
+            text = ("\n" + " " * indent).join(textwrap.wrap(text, width - indent, break_long_words=False))
+        sys.stdout.write(f"{d.code:<{wc}}  {d.severity:<7}  {d.name:<{wn}}  {text}\n")
 
 
 def explain_cmd(
@@ -72,8 +86,9 @@ def explain_cmd(
             using = [c for c, r in rules.items() if info.id in r.cause_ids]
             sys.stdout.write(render_cause(info, using, markdown=fmt == "markdown"))
             return
-        close = [c for c in rules if c.startswith(key.upper()[:2])] or list(rules)
-        fail(f"unknown rule or cause id {code!r}; known rules: {', '.join(close)} (see 'specdiag rules'; cause ids "
+        from specdiag.report.verdict import code_ranges
+
+        fail(f"unknown rule or cause id {code!r}; known rules: {code_ranges(list(rules))} (see 'specdiag rules'; cause ids "
              "are listed by 'specdiag explain RULE')")
     d = rule_doc(cls)
     sys.stdout.write(render_rule_markdown(d) if fmt == "markdown" else render_explain(d))

@@ -270,6 +270,13 @@ def _cr_to_lf(block: bytes) -> bytes:
     return block.replace(b"\r", b"\n")
 
 
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty()) and hasattr(stream, "read1")
+    except (AttributeError, ValueError, OSError):
+        return False
+
+
 class Source:
     """One input stream (a file or stdin)."""
 
@@ -283,6 +290,8 @@ class Source:
         self.found = found
         self._raw = None
         self._reader: _GzipMembers | None = None
+        #: a terminal typed or pasted into: one Ctrl-D ends the input (``_read_block``)
+        self._interactive = stream is not None and _is_terminal(stream)
         if error:
             self.stats.errors.append(error)
             self.found = True
@@ -460,7 +469,9 @@ class Source:
         if ends.done:
             return None
         try:
-            block = fh.read(BLOCK_SIZE)
+            # a terminal's read(n) goes on reading past a Ctrl-D until n bytes arrive (a second Ctrl-D):
+            # read1 returns what one read gave, so one Ctrl-D on an empty line is the end
+            block = fh.read1(BLOCK_SIZE) if self._interactive and fh is self._raw else fh.read(BLOCK_SIZE)
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
             kind = self.stats.compression or "file"
             self.stats.errors.append(
