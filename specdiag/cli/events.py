@@ -25,7 +25,7 @@ def events_cmd(
     try:
         import pyarrow  # noqa: F401
     except ImportError:
-        fail("the events store needs pyarrow: pip install 'specdiag-vllm[parquet]'")
+        fail("the events store needs pyarrow: pip install pyarrow")
     try:
         ids = write_events(list(roots), out, AnalyzeOptions(paths=(), lmcache_config=lmcache_config))
     except (InputError, ConfigError, OSError) as e:

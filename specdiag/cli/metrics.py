@@ -146,7 +146,7 @@ def _bench(inputs: list[str], fmt: str, output: str | None, stdin_name: str) -> 
         try:
             df.to_parquet(buf, index=False)
         except ImportError:
-            fail("parquet output needs pyarrow: pip install 'specdiag-vllm[parquet]'")
+            fail("parquet output needs pyarrow: pip install pyarrow")
         write_file(output, buf.getvalue(), "the parquet export")
         text = None
     if text is not None:

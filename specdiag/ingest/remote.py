@@ -1,6 +1,6 @@
 """Inputs behind fsspec URLs (``s3://``, ``gs://``, ``az://``, …): listed and streamed in ranges, never downloaded.
 
-Needs fsspec and the backend for the scheme (``pip install 'specdiag-vllm[s3]'`` brings s3fs). Credentials come
+Needs fsspec and the backend for the scheme (``pip install fsspec s3fs`` for S3). Credentials come
 from the backend's usual chain (environment, profile, instance role) and are never printed: errors name
 the URL and the kind of failure only.
 """
@@ -26,7 +26,7 @@ def filesystem(url: str) -> tuple[Any, str]:
     try:
         import fsspec
     except ImportError as e:
-        raise InputError(f"{url}: remote inputs need fsspec and its backend (pip install 'specdiag-vllm[s3]')") from e
+        raise InputError(f"{url}: remote inputs need fsspec and its backend (pip install fsspec s3fs, or gcsfs / adlfs for other schemes)") from e
     try:
         return fsspec.core.url_to_fs(url)
     except (ImportError, ValueError) as e:

@@ -360,7 +360,7 @@ class Source:
                 import zstandard  # optional extra
             except ImportError as e:
                 raise InputError(
-                    f"{self.display}: zstd-compressed; install the 'zstandard' package (pip install 'specdiag-vllm[zstd]')"
+                    f"{self.display}: zstd-compressed; install the 'zstandard' package (pip install zstandard)"
                 ) from e
             return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return raw

@@ -109,7 +109,7 @@ def write_frame(df, fmt: str, path: str | None):
         try:
             import pyarrow  # noqa: F401
         except ImportError as e:
-            raise ValueError("parquet output needs pyarrow: pip install 'specdiag-vllm[parquet]'") from e
+            raise ValueError("parquet output needs pyarrow: pip install pyarrow") from e
         df.to_parquet(path, index=False)
         return None
     raise ValueError(f"unknown format {fmt!r}")

@@ -24,7 +24,7 @@ def _pyarrow():
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as e:
-        raise RuntimeError("the events store needs pyarrow: pip install 'specdiag-vllm[parquet]'") from e
+        raise RuntimeError("the events store needs pyarrow: pip install pyarrow") from e
     return pa, pq
 
 
