@@ -53,3 +53,18 @@ def test_analyze_exit_zero_keeps_reporting(tmp_path) -> None:
 def test_shell_completion_is_offered() -> None:
     res = CliRunner().invoke(app, ["--help"])
     assert "--install-completion" in res.output and "--show-completion" in res.output
+
+
+def test_brief_sits_between_quiet_and_the_full_report() -> None:
+    from pathlib import Path
+
+    log = str(Path(__file__).resolve().parent.parent / "examples/tp8-shortfall/serve.log")
+    env = {"NO_COLOR": "1", "COLUMNS": "100"}
+    out = {lvl: CliRunner().invoke(app, ["analyze", log, "--fail-on", "never", *flag], env=env).output
+           for lvl, flag in (("q", ["-q"]), ("brief", ["--brief"]), ("full", []))}
+    assert len(out["q"].splitlines()) < len(out["brief"].splitlines()) < len(out["full"].splitlines())
+    brief = out["brief"]
+    assert "1. pin-accounting-bug" in brief and "2. lookup-retrieve-eviction" not in brief
+    assert "── verdict" not in brief and "── verdict" in out["full"]
+    res = CliRunner().invoke(app, ["analyze", log, "--brief", "-q"])
+    assert res.exit_code == 2 and "one of -q, --brief, -v" in res.output

@@ -54,18 +54,19 @@ def _suspects(names: list[str]) -> tuple[str, ...]:
     return out
 
 
-def _render(report, fmt: str, verbose: bool, quiet: bool, output: str | None, fail_on: str) -> str | None:
+def _render(report, fmt: str, verbose: bool, quiet: bool, output: str | None, fail_on: str,
+            brief: bool = False) -> str | None:
     """The report as text for a file or a pipe, through the format table; ``None`` when it was printed to
     the terminal directly (``text`` on stdout: Rich needs the real stream for its width and colour)."""
     if fmt == "text" and not output:
         from specdiag.report.terminal import render_terminal
 
         render_terminal(report, verbose=verbose, color=None if not os.environ.get("NO_COLOR") else False,
-                        quiet=quiet)
+                        quiet=quiet, brief=brief)
         return None
     hint = output or "the full report (specdiag analyze --format markdown or json)"
     return render_format(fmt, report, verbose=verbose, quiet=quiet, fail_on=fail_on, summary_hint=hint,
-                         layout="full")
+                         layout="full", brief=brief)
 
 def analyze_cmd(
     paths: list[str] = typer.Argument(None, help="Log files, folders, globs or '-' for stdin.", show_default=False),
@@ -88,6 +89,8 @@ def analyze_cmd(
     verbose: bool = typer.Option(False, "--verbose", "-v", help="Show every cause and reason in full and up to 40 "
                                                                 "evidence lines (terminal, markdown and --html alike)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only the verdict lines; no progress bar or notes."),
+    brief: bool = typer.Option(False, "--brief", help="Between -q and the full report: the verdict, then each "
+                               "finding's head, leading cause, fix and two evidence lines."),
     exit_zero: bool = typer.Option(False, "--exit-zero", help="Exit 0 even when findings reach --fail-on (usage, "
                                    "input and nothing-recognised exits 2 and 3 stay)."),
     suspect: list[str] = typer.Option(None, "--suspect", help="A setting or cause you suspect (repeatable): "
@@ -102,6 +105,8 @@ def analyze_cmd(
     from specdiag.engine import ConfigError, analyze
     from specdiag.ingest import InputError
 
+    if brief and (quiet or verbose):
+        fail("--brief is a level between -q and the full report: give one of -q, --brief, -v")
     fmt = fmt.strip().lower()
     if fmt not in FORMATS:
         fail(f"unknown --format {fmt!r} (one of: {format_names()})")
@@ -128,7 +133,7 @@ def analyze_cmd(
         from specdiag.redact import redact_report
 
         report = redact_report(report)
-    text = _render(report, fmt, verbose, quiet, output, cfg.fail_on)
+    text = _render(report, fmt, verbose, quiet, output, cfg.fail_on, brief)
     if output:
         write_file(output, text or "", f"the {fmt} report", quiet)
     elif text is not None:

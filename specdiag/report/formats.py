@@ -63,7 +63,7 @@ def _text(report: Report, opts: dict[str, Any]) -> str:
 
     buf = io.StringIO()
     render_terminal(report, verbose=bool(opts.get("verbose")), color=False, file=buf,
-                    quiet=bool(opts.get("quiet")))
+                    quiet=bool(opts.get("quiet")), brief=bool(opts.get("brief")))
     return buf.getvalue()
 
 

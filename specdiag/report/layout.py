@@ -67,6 +67,8 @@ class Detail:
 
 
 DEFAULT = Detail(CAUSES_SHOWN, REASONS_SHOWN, EVIDENCE_SHOWN)
+#: ``--brief``: each finding's head, its leading cause with two reasons each way, its fix, two evidence lines
+BRIEF = Detail(1, 2, 2)
 VERBOSE = Detail(None, None, EVIDENCE_SHOWN_VERBOSE)
 
 

@@ -29,6 +29,7 @@ from rich.text import Text
 
 from specdiag.findings import Finding
 from specdiag.report.layout import (
+    BRIEF,
     DEFAULT,
     VERBOSE,
     WHY_NOT_SETTING,
@@ -339,9 +340,10 @@ class _RightStripped:
 
 
 def render_terminal(report: Report, verbose: bool = False, color: bool | None = None, file: Any = None,
-                    width: int | None = None, quiet: bool = False) -> None:
+                    width: int | None = None, quiet: bool = False, brief: bool = False) -> None:
     """Print the report. ``width`` overrides the detected terminal width (tests, screenshots); ``quiet``
-    prints only the status and verdict lines."""
+    prints only the status and verdict lines; ``brief`` the verdict, then each finding's head, leading
+    cause, fix and two evidence lines (no deployment panel, timeline or closing verdict)."""
     from specdiag.sanitize import sanitized_report
 
     report = sanitized_report(report)  # log text reaches the tty without escape sequences or bidi controls
@@ -365,6 +367,11 @@ def render_terminal(report: Report, verbose: bool = False, color: bool | None = 
     for level, msg in input_notes(report):
         console.print(_t(f"  ! {level}: {one_line(msg)}", "yellow"))
     if st.kind == "nothing-recognised":
+        out.flush()
+        return
+    if brief:
+        for v in finding_views(report, BRIEF):
+            console.print(_finding(v, False, compact))
         out.flush()
         return
     ctx = _context(report, compact)
