@@ -7,6 +7,7 @@ import gzip
 import json
 import os
 import threading
+from pathlib import Path
 
 import pytest
 from corpus_paths import CORPUS
@@ -160,3 +161,21 @@ def test_damaged_gzip_keeps_its_good_part(tmp_path) -> None:
     p.write_bytes(data[: len(data) // 2])
     src = expand_inputs([str(p)])[0]
     assert b"".join(src.chunks()) and any("truncated" in e for e in src.stats.errors)
+
+
+def test_a_damaged_log_gets_one_message_per_problem(tmp_path) -> None:
+    """A 2 MiB line and binary junk: one note each (the reader's cut and the parse limit in one; the
+    skipped lines once), not two messages with different numbers for the same thing."""
+    from specdiag.engine import analyze
+    from specdiag.report.layout import input_notes
+
+    root = Path(__file__).resolve().parent.parent
+    head = (root / "examples/tp8-shortfall/serve.log").read_bytes().split(b"\n")[:50]
+    junk = [bytes(range(1, 9)) * 10 + b"\x00" for _ in range(44)]
+    log = tmp_path / "damaged.log"
+    log.write_bytes(b"\n".join([*head, *junk, b"A" * (2 * 1024 * 1024), *head]) + b"\n")
+    notes = [m for _, m in input_notes(analyze([str(log)]))]
+    cut = [m for m in notes if "KiB" in m or "for parsing" in m]
+    skipped = [m for m in notes if "skipped" in m]
+    assert len(cut) == 1 and "cut at that length (and parsed in its first 64 KiB)" in cut[0], notes
+    assert len(skipped) == 1 and "44 line(s)" in skipped[0], notes

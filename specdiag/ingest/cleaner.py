@@ -18,6 +18,8 @@ ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 ANSI_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
 #: a logical line longer than this is cut before parsing (no vLLM/LMCache record is anywhere near it)
 MAX_PARSE_LINE = 64 * 1024
+#: the longest line the reader keeps (``sources.MAX_LINE``: sources imports nothing of the per-line stages)
+MAX_LINE = 1024 * 1024
 
 
 class Cleaner:
@@ -72,7 +74,8 @@ class Cleaner:
             return None
         if len(line) > MAX_PARSE_LINE:
             self.cut = True
-            if len(self.stats.errors) < 20:
+            # a line the reader already cut (at MAX_LINE) was announced there, with this limit: one message
+            if len(self.stats.errors) < 20 and len(line) != MAX_LINE:
                 self.stats.errors.append(f"line {lineno}: {len(line):,} bytes long, cut to {MAX_PARSE_LINE:,} for parsing")
             line = line[:MAX_PARSE_LINE]
         return line

@@ -28,6 +28,8 @@ from specdiag.ingest.hot import HotTally
 BLOCK_SIZE = 1024 * 1024
 #: physical lines longer than this are cut; the rest of the line is skipped and reported
 MAX_LINE = 1024 * 1024
+#: how much of a line the per-line stages parse (``cleaner.MAX_PARSE_LINE``), for the one message a cut line gets
+MAX_PARSE_LINE = 64 * 1024
 
 MAGIC = {
     b"\x1f\x8b": "gzip",
@@ -511,7 +513,8 @@ class Source:
 
     def _note_long_line(self) -> None:
         if len(self.stats.errors) < 20:
-            self.stats.errors.append(f"a line longer than {MAX_LINE // 1024} KiB was cut at that length")
+            self.stats.errors.append(f"a line longer than {MAX_LINE // 1024} KiB was cut at that length (and "
+                                     f"parsed in its first {MAX_PARSE_LINE // 1024} KiB)")
 
 
 

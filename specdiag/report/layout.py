@@ -317,7 +317,8 @@ def input_notes(report: Any) -> list[tuple[str, str]]:
     out = [(p["level"], p["message"]) for p in tool_problems(report)]
     for inp in report.inputs:
         n = inp.get("skipped") or 0
-        if isinstance(n, int) and n > 0:
+        said = any("line(s) skipped" in str(e) for e in inp.get("errors") or ())  # ingest's own note: one message
+        if isinstance(n, int) and n > 0 and not said:
             out.append(("warning", f"{inp.get('path')}: {n:,} line(s) skipped (binary/NUL)"))
     return out
 
