@@ -9,7 +9,6 @@ and their results merged here.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
@@ -28,7 +27,7 @@ from specdiag.deployments import (
     group_inputs,
     sources_of,
 )
-from specdiag.events import default_matcher
+from specdiag.events import default_matcher, message_shape
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
@@ -39,8 +38,6 @@ from specdiag.ruledocs import rule_table
 from specdiag.sanitize import error_text
 from specdiag.workers import keep_freed_memory
 
-_DIGITS = re.compile(r"\d+")
-_HEX = re.compile(r"0x[0-9a-f]+|[0-9a-f]{8,}")
 #: scan threads beside the reading one: each holds a block in flight (1 MiB), so a bound keeps memory flat
 MAX_SCAN_THREADS = 64
 
@@ -291,7 +288,7 @@ def _note_skipped(src: Any, rec: Any, e: BaseException, what: str) -> None:
 def _tally_unrecognized(tally: StreamTally, rec: Any) -> None:
     tally.unrecognized[rec.kind] += 1
     if rec.level in ("WARNING", "ERROR", "CRITICAL") and len(tally.unknown_shapes) < 500:
-        shape = f"{rec.kind} {rec.level}: " + _HEX.sub("…", _DIGITS.sub("N", rec.msg[:90]))
+        shape = f"{rec.kind} {rec.level}: " + message_shape(rec.msg, 90)
         if shape not in tally.unknown_shapes:  # shown as its first real line, not the N-for-digits key
             tally.examples[shape] = f"{rec.kind} {rec.level}: {rec.msg[:90]}"
         tally.unknown_shapes[shape] += 1

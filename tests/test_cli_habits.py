@@ -36,7 +36,7 @@ def test_rules_wrap_at_word_boundaries_on_a_terminal(monkeypatch) -> None:
     assert "kv_load_failure_policy=recompute)," in words or "(kv_load_failure_policy=recompute)," in words
 
 
-def test_rules_piped_keep_one_line_per_rule(monkeypatch) -> None:
+def test_rules_piped_keep_one_line_per_rule() -> None:
     res = CliRunner().invoke(app, ["rules"])
     assert res.exit_code == 0 and all(line[:2].isalpha() for line in res.output.splitlines())
 

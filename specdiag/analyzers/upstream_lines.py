@@ -9,13 +9,12 @@ it, so that no error goes unexplained and a report never calls a log with error 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.context import Context
-from specdiag.events import CATALOG_EVENT, UNKNOWN_EVENT, Event, entry_of, family_description
+from specdiag.events import CATALOG_EVENT, UNKNOWN_EVENT, Event, entry_of, family_description, message_shape
 from specdiag.findings import Evidence, Finding
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
@@ -30,8 +29,6 @@ MAX_RANKS = 64
 SHOWN = 3
 #: the family of a line no template and no catalog entry knows
 UNRECOGNISED = "unrecognised"
-_DIGITS = re.compile(r"\d+")
-_HEX = re.compile(r"0x[0-9a-fA-F]+")
 
 
 @dataclass
@@ -97,7 +94,7 @@ class _UpstreamLines(Rule):
         if ev.id == CATALOG_EVENT:
             key: tuple = (ev.id, ev.f["entry"].id, rec.level)
         elif ev.id == UNKNOWN_EVENT:
-            key = (ev.id, rec.kind, rec.level, _shape(rec.msg))
+            key = (ev.id, rec.kind, rec.level, message_shape(rec.msg))
         else:
             key = (ev.id, rec.file, rec.src_line, rec.level)
         self._seq += 1
@@ -121,10 +118,12 @@ class _UpstreamLines(Rule):
         by_family: dict[str, list[_Message]] = {}
         for (family, _), msg in messages.items():
             by_family.setdefault(family, []).append(msg)
-        return [self._finding(family, sorted(msgs, key=lambda m: -m.count))
-                for family, msgs in sorted(by_family.items(), key=lambda kv: -sum(m.count for m in kv[1]))]
+        ordered = sorted(by_family.items(), key=lambda kv: -sum(m.count for m in kv[1]))
+        return [self._finding(family, sorted(msgs, key=lambda m: -m.count), self.overflow if i == 0 else 0)
+                for i, (family, msgs) in enumerate(ordered)]
 
-    def _finding(self, family: str, msgs: list[_Message]) -> Finding:
+    def _finding(self, family: str, msgs: list[_Message], overflow: int = 0) -> Finding:
+        """One family's finding; ``overflow`` (lines past the places kept, told once per rule) in its summary."""
         lines = sum(m.count for m in msgs)
         top = msgs[0]
         projects = sorted({self.project_names.get(m.project, m.project) for m in msgs})
@@ -136,7 +135,7 @@ class _UpstreamLines(Rule):
         ranks = sorted({r for m in msgs for r in m.ranks})
         return Finding(
             rule=self.code, severity=self.severity, title=self.title, headline=head,
-            summary=_summary(family, what, msgs, self.overflow), count=lines, evidence=evidence,
+            summary=_summary(family, what, msgs, overflow), count=lines, evidence=evidence,
             measurements={"family": family, "lines": lines, "ranks": ranks,
                           "messages": [m.to_dict() for m in msgs[:MAX_MESSAGES]]},
             next_steps=_next_steps(family, top), identity=f"{self.code}|{family}|{top.label}",
@@ -153,7 +152,7 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
     if entry is not None and entry.fmt and any(c in entry.fmt for c in claimed):
         return
     family = (entry.family if entry is not None else None) or (UNRECOGNISED if ev.id == UNKNOWN_EVENT else "other")
-    key = (family, (entry.fmt or entry.id) if entry is not None else _shape(ev.rec.msg))
+    key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(ev.rec.msg))
     msg = messages.get(key)
     if msg is None:
         msg = messages[key] = _new_message(ev, entry)
@@ -172,12 +171,6 @@ def _new_message(ev: Event, entry: Any) -> _Message:
                         entry.release_range(), first, rec, rec_time(rec))
     loc = f"{rec.kind} {rec.file}:{rec.src_line}" if rec.file else None
     return _Message(rec.msg[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
-
-
-def _shape(msg: str) -> str:
-    """An unknown message's key: its first 100 characters with numbers and addresses blanked, so one
-    message with different values is one group."""
-    return _DIGITS.sub("N", _HEX.sub("0x…", msg[:100]))
 
 
 def _short(text: str, limit: int = 70) -> str:

@@ -206,14 +206,23 @@ def catalog_entry(rec: Record) -> Any:
 
 
 def _printed_path(rec: Record) -> str | None:
-    """The file the envelope names, as precise as it says: LMCache prints its logger (the module path,
-    ``lmcache.v1.cache_engine`` → ``lmcache/v1/cache_engine.py``) beside the bare file name, which tells
-    apart the dozens of ``utils.py`` and ``__main__.py`` files."""
-    file = rec.file
-    logger = rec.logger
-    if file and logger and logger.startswith("lmcache.") and logger.endswith(file[:-3]):
-        return logger.replace(".", "/") + ".py"
+    """The file the envelope names, as precise as it says: LMCache prints its logger beside the bare file
+    name, and the module that logger names (``Record.module``: ``v1/cache_engine.py``) tells apart the
+    dozens of ``utils.py`` and ``__main__.py`` files."""
+    file, module = rec.file, rec.module
+    if file and module and module.rsplit("/", 1)[-1] == file:
+        return module
     return file
+
+
+_DIGITS = re.compile(r"\d+")
+_HEX = re.compile(r"0x[0-9a-fA-F]+|[0-9a-f]{8,}")
+
+
+def message_shape(msg: str, limit: int = 100) -> str:
+    """A message with its numbers and addresses blanked (first ``limit`` characters): one message printed
+    with different values is one shape, for grouping lines no template or catalog entry knows."""
+    return _HEX.sub("…", _DIGITS.sub("N", msg[:limit]))
 
 
 def family_description(family: str) -> str:

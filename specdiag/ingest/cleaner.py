@@ -14,12 +14,12 @@ import re
 from specdiag.ingest import rows, wrappers
 from specdiag.ingest.rows import esc_cut_at_end
 
+# the line limits live with the reader: MAX_PARSE_LINE, a logical line longer than this is cut before parsing
+# (no vLLM/LMCache record is anywhere near it); MAX_LINE, what the reader already cut (and announced)
+from specdiag.ingest.sources import MAX_LINE, MAX_PARSE_LINE
+
 ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 ANSI_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
-#: a logical line longer than this is cut before parsing (no vLLM/LMCache record is anywhere near it)
-MAX_PARSE_LINE = 64 * 1024
-#: the longest line the reader keeps (``sources.MAX_LINE``: sources imports nothing of the per-line stages)
-MAX_LINE = 1024 * 1024
 
 
 class Cleaner:

@@ -28,7 +28,8 @@ from specdiag.ingest.hot import HotTally
 BLOCK_SIZE = 1024 * 1024
 #: physical lines longer than this are cut; the rest of the line is skipped and reported
 MAX_LINE = 1024 * 1024
-#: how much of a line the per-line stages parse (``cleaner.MAX_PARSE_LINE``), for the one message a cut line gets
+#: how much of a line the per-line stages parse (the cleaner cuts there); defined beside MAX_LINE so that a
+#: line the reader cut gets one message naming both limits
 MAX_PARSE_LINE = 64 * 1024
 
 MAGIC = {
