@@ -40,7 +40,7 @@ class OptionalBuildExt(build_ext):
 
 
 ext_modules = [] if os.environ.get("SPECDIAG_NO_EXT") == "1" else [
-    Extension("specdiag.ingest._scan", ["specdiag/ingest/_scan.c"]),
+    Extension("specdiag.ingest._scan", ["specdiag/ingest/_scan.c", "specdiag/ingest/_prefilter.c"]),
 ]
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt})

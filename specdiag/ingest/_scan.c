@@ -1294,10 +1294,15 @@ static PyObject *py_shift(PyObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* in _prefilter.c: which rare lines can never make a record (prefilter.py is the reference) */
+PyObject *specdiag_prefilter(PyObject *self, PyObject *args);
+
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS, "scan(block, base_line) -> (lines, prefixes, counts, columns)"},
     {"pack", py_pack, METH_VARARGS, "pack(buf, base, starts, ends, lo, hi) -> the rows' bytes, concatenated"},
     {"shift", py_shift, METH_VARARGS, "shift(column, base): base added to every int64 of the column, in place"},
+    {"prefilter", specdiag_prefilter, METH_VARARGS,
+     "prefilter(buf, off, starts, ends, flags) -> one kind byte per line (see prefilter.py)"},
     {NULL, NULL, 0, NULL},
 };
 

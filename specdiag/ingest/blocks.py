@@ -10,15 +10,19 @@ the reader holds the per-line state machine only; these functions drive it, a bl
 
 from __future__ import annotations
 
+import os
 from bisect import bisect_left
-from itertools import repeat
-from operator import floordiv, itemgetter
+from itertools import compress, repeat
+from operator import floordiv, itemgetter, not_
 from typing import TYPE_CHECKING
 
-from specdiag.ingest import scan
+from specdiag.ingest import prefilter, scan
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.joiner import TERMINAL_WIDTHS
 from specdiag.ingest.scan import ScanResult
+
+#: ``SPECDIAG_PREFILTER=off`` reads every rare line (the differential tests compare whole analyses both ways)
+PREFILTER = os.environ.get("SPECDIAG_PREFILTER", "on").strip().lower() != "off"
 
 if TYPE_CHECKING:
     from specdiag.ingest.envelope import Record
@@ -66,28 +70,92 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     else:
         line_at = _rare_line_at(data, start, rare)
     reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
+    skip = _Inert(reader, data, start, rare) if PREFILTER and copy is None and rare["line"] else None
     out, feed = reader.out, reader.feed
     j = 0
     metric: list[tuple[int, str, int]] = []
-    for n, s, e, table, i in _line_order(res):
+
+    def flush_lookups(n: int) -> None:
+        nonlocal j
+        if j < n_lk and lk_lines[j] < n:
+            k = bisect_left(lk_lines, n, j)
+            reader.hand_on_held()  # a lookup line came between: the held record had no next row
+            out.append(LookupRows.from_view(view, j, k))
+            j = k
+
+    def feed_inert(n: int, raw: bytes) -> bool:  # an inert line, read because a record is open
+        nonlocal metric
+        if metric:
+            metric_rows(reader, view, metric, original)
+            metric = []
+            if not reader.busy():
+                return False  # the metric rows before it closed what was open
+        flush_lookups(n)
+        feed(n, raw)
+        return True
+
+    for n, s, e, table, i in _line_order(res, skip.kept if skip is not None else rare):
+        if skip is not None and skip.before(n):
+            skip.read_until(n, feed_inert)
         if table is not None:  # a metric row: no lookup observer reads those, so lookups need not stop here
             metric.append((n, table, i))
             continue
         if metric:
             metric_rows(reader, view, metric, original)
             metric = []
-        if j < n_lk and lk_lines[j] < n:
-            k = bisect_left(lk_lines, n, j)
-            reader.hand_on_held()  # a lookup line came between: the held record had no next row
-            out.append(LookupRows.from_view(view, j, k))
-            j = k
+        flush_lookups(n)
         feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
+    if skip is not None:
+        skip.read_until(1 << 62, feed_inert)
+        skip.count()
     if metric:
         metric_rows(reader, view, metric, original)
     if j < n_lk:
         reader.hand_on_held()
         out.append(LookupRows.from_view(view, j, n_lk))
     return res.lines
+
+
+class _Inert:
+    """The rare lines of a block that the prefilter (``prefilter.py``) found inert: counted, not read, while
+    no record is open; read in their turn while one is (``read_until``), as every line was before."""
+
+    def __init__(self, reader: LineReader, data: bytes, start: int, rare: dict) -> None:
+        cleaner = reader.cleaner
+        flags = (prefilter.ESC_BLOCK if cleaner.esc else 0) | (prefilter.RESIDUE_BLOCK if cleaner.residue else 0)
+        self.reader, self.data, self.start = reader, data, start
+        self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
+        self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, flags)
+        self.kept = {name: list(compress(col, map(not_, self.kinds))) for name, col in rare.items()}
+        self.p = 0  # the next rare line not yet read or skipped
+        self.read_prefixed = 0
+
+    def before(self, n: int) -> bool:
+        """Whether inert lines may lie before line ``n`` (a literal comparison: the common answer is no)."""
+        return self.p < len(self.lines) and self.lines[self.p] < n
+
+    def read_until(self, n: int, feed_inert) -> None:
+        """Past the rare lines before line ``n``: kept ones were read already; inert ones are read (by
+        ``feed_inert``, which first hands on what must come before them) while a record is open, else
+        skipped all at once."""
+        lines, kinds, reader = self.lines, self.kinds, self.reader
+        p = self.p
+        while p < len(lines) and lines[p] < n:
+            kind = kinds[p]
+            if kind == prefilter.KEEP:
+                p += 1
+                continue
+            if not reader.busy():
+                p = bisect_left(lines, n, p)
+                break
+            if feed_inert(lines[p], self.data[self.start + self.starts[p] : self.start + self.ends[p]]):
+                self.read_prefixed += kind == prefilter.PREFIXED
+            p += 1
+        self.p = p
+
+    def count(self) -> None:
+        """The block is done: a skipped line with a process prefix is vLLM output, as the reader counts it."""
+        self.reader.recognized += self.kinds.count(prefilter.PREFIXED) - self.read_prefixed
 
 
 class _OriginalLines:
@@ -106,10 +174,11 @@ class _OriginalLines:
         return self._lines[i] if 0 <= i < len(self._lines) else None
 
 
-def _line_order(res: ScanResult):
-    """``(line, start, end, table, row)`` of what the per-line stages must see, in line order: the rare and
-    flagged lines (``table`` None: fed as bytes) and the metric rows (``table`` "stats"/"spec": events)."""
-    rare, flagged = res.columns["rare"], res.columns["flagged"]
+def _line_order(res: ScanResult, rare: dict):
+    """``(line, start, end, table, row)`` of what the per-line stages must see, in line order: the rare lines
+    ``rare`` (those the prefilter kept) and the flagged lines (``table`` None: fed as bytes) and the metric
+    rows (``table`` "stats"/"spec": events)."""
+    flagged = res.columns["flagged"]
     stats, spec = res.columns["stats"], res.columns["spec"]
     if not (flagged["line"] or stats["line"] or spec["line"]):
         return zip(rare["line"], rare["start"], rare["end"], repeat(None), repeat(0))

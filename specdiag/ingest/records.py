@@ -435,6 +435,13 @@ class LineReader:
         if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
             self.out.append(Record(path, lineno, origin, "text", "", None, year, None, None, None, line))
 
+    def busy(self) -> bool:
+        """Whether the next line may be read differently for what came before it: a record open or held, a
+        header row held, an escape cut at the end of the last line, a wrapper carried to the next line.
+        While not, an inert line (``prefilter.py``) can be counted instead of read."""
+        return bool(self.open_recs or self.held is not None or self.head is not None or self.cleaner.esc_cut
+                    or self.unwrapper.carries())
+
     def hand_on_held(self) -> None:
         """A line the scanner took comes next: the held record (and a held header row) is complete."""
         if self.head is not None:

@@ -151,6 +151,11 @@ class LineUnwrapper:
         #: block indents every row alike, so the wrapped rest of it loses exactly that much although it is no envelope
         self._indent: bytes | None = None
 
+    def carries(self) -> bool:
+        """Whether the last line left something for the next one: a ``grep -n`` number it expects, an
+        indentation the paste's next row may repeat."""
+        return self._grep_next is not None or self._indent is not None
+
     def strip(self, line: bytes) -> bytes:
         self.deployment = None
         self.year = None

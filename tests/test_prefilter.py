@@ -1,0 +1,248 @@
+"""The prefilter counts lines instead of reading them: a line it calls inert must be one the per-line stages
+would have read to no effect, the compiled copy must agree with the reference byte for byte, and whole
+analyses must not change."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+from array import array
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from specdiag.catalog import catalog
+from specdiag.ingest import prefilter
+from specdiag.ingest.prefilter import ESC_BLOCK, INERT, KEEP, PREFIXED, RESIDUE_BLOCK, inert_kind
+from specdiag.ingest.records import LineReader
+from specdiag.ingest.sources import SourceStats
+
+ROOT = Path(__file__).resolve().parents[1]
+compiled = pytest.importorskip("specdiag.ingest._scan")
+
+FOREIGN = [
+    b"node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1",
+    b"node-1:1234:5684 [6] NCCL INFO threadThresholds 8/8/64 | 64/8/64 | 512 | 512",
+    b"node-1:1234:5679 [1] NCCL INFO Using network Socket",
+    b"2026-05-06 08:12:21,060 - myapp.db - INFO - retrying upstream call (attempt 4)",
+    b"2026-05-06 08:11:55,864 - myapp.cache - WARNING - cache miss for key user:50120",
+    b"[rank0]:[W506 15:56:03.031500 ProcessGroupNCCL.cpp:4561] Warning: TORCH_NCCL_AVOID_RECORD_STREAMS is the default",
+    b"/usr/local/lib/python3.12/dist-packages/torch/cuda/__init__.py:61: FutureWarning: The pynvml package is deprecated.",
+    b"  warnings.warn(",
+    b"\x1b[1;36m(VllmWorker TP0 pid=765)\x1b[0;0m node-1:765:765 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>",
+    b"(Worker_TP3 pid=767) node-1:767:767 [3] NCCL INFO comm 0x5581 rank 3 nranks 8 cudaDev 3 busId 41000 - Init COMPLETE",
+    b"",
+    b"Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.02s/it]",
+]
+#: lines that must be read: records, wrappers, tracebacks, exceptions, cut headers, continuation-like rows
+READ = [
+    b"INFO 05-06 15:56:03 [core.py:94] Initializing a V1 LLM engine",
+    b"[2026-05-06 15:56:03,745] LMCache ERROR: Num retrieved tokens: 49664, num expected tokens: 55808 (vllm_v1_adapter.py:884:x)",
+    b"(Worker_TP2 pid=767) [2026-05-06 15:56:03,745] LMCache INFO: Stored 256 out of total 512 tokens",
+    b"Traceback (most recent call last):",
+    b'  File "/x/vllm/v1/engine/core.py", line 1, in run',
+    b"RuntimeError: CUDA error: an illegal memory access was encountered",
+    b"FutureWarning: something",
+    b"torch.OutOfMemoryError: CUDA out of memory.",
+    b"2026-05-06T15:56:03.745123456Z node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1",
+    b"[pod/vllm-0/vllm] node-1:1234:5678 [0] NCCL INFO Channel 00/02",
+    b'{"log":"node-1 NCCL INFO x\\n","stream":"stdout","time":"2026-05-06T15:56:03Z"}',
+    b"Dec 03 10:00:00 host vllm[123]: node NCCL INFO",
+    b"Dec 03 10:00:00 host ident[12",
+    b"12:INFO 05-06 15:56:03 [core.py:94] x",
+    b"serve.log:12:INFO 05-06 15:56:03 [core.py:94] x",
+    b"vllm-1  | INFO 05-06 15:56:03 [core.py:94] x",
+    b"    INFO 05-06 15:56:03 [core.py:94] x",
+    b"> [2026-05-06 15:56:03,745] LMCache INFO: x (a.py:1:b)",
+    b"[2026-05-06 15:5",
+    b"(Worker_TP2 pid=76",
+    b"(Worker_TP2 pid=767) ",
+    b"INFO:     10.0.0.1:5555 - \"GET /health HTTP/1.1\" 200 OK",
+    b"vLLM API server version 0.11.0",
+    b"LMCache: INFO something",
+    b"line\rwith a bare CR",
+    b"INF",
+    b"binary \x00 junk",
+]
+
+
+def _reader() -> LineReader:
+    reader = LineReader("x.log", SourceStats("x.log"))
+    reader.begin_block(b"", lambda n: None, few_lines=True)
+    return reader
+
+
+def _read_to_no_effect(line: bytes, flags: int) -> tuple[bool, int]:
+    """Feed ``line`` to fresh per-line stages whose cleaner has the block flags: (nothing happened, recognised)."""
+    reader = _reader()
+    reader.cleaner.esc = bool(flags & ESC_BLOCK)
+    reader.cleaner.residue = bool(flags & RESIDUE_BLOCK)
+    stats = reader.stats
+    before = (set(stats.formats), list(stats.errors), stats.access_lines, stats.skipped)
+    reader.feed(1, line)
+    reader.end()
+    after = (set(stats.formats), list(stats.errors), stats.access_lines, stats.skipped)
+    quiet = (not reader.out and not reader.busy() and before == after and not reader.unwrapper.seen
+             and reader.year_hint is None and reader.cleaner.skipped == 0)
+    return quiet, reader.recognized
+
+
+def _compiled_kinds(lines: list[bytes], flags: int) -> bytes:
+    data = b"\n".join(lines)
+    starts, ends, pos = array("q"), array("q"), 0
+    for line in lines:
+        starts.append(pos)
+        ends.append(pos + len(line))
+        pos += len(line) + 1
+    return compiled.prefilter(data, 0, starts, ends, flags)
+
+
+def _check_sound(line: bytes, flags: int) -> None:
+    kind = inert_kind(line, flags)
+    if kind != KEEP:
+        quiet, recognised = _read_to_no_effect(line, flags)
+        assert quiet, f"inert but read to some effect: {line!r}"
+        assert recognised == (kind == PREFIXED), line
+
+
+@pytest.mark.parametrize("flags", [0, ESC_BLOCK, RESIDUE_BLOCK])
+def test_foreign_lines_are_inert_and_records_are_read(flags):
+    for line in FOREIGN:
+        if b"\x1b" in line and not flags & ESC_BLOCK:
+            continue
+        assert inert_kind(line, flags) != KEEP, line
+        _check_sound(line, flags)
+    for line in READ:
+        assert inert_kind(line, flags) == KEEP, line
+
+
+def test_a_process_prefix_counts_as_vllm_output():
+    assert inert_kind(FOREIGN[-4], ESC_BLOCK) == PREFIXED
+    assert inert_kind(FOREIGN[0], 0) == INERT
+
+
+def _catalog_lines() -> list[bytes]:
+    """Every catalogued message's sample bare (as a paste without its envelope, or a message's later row),
+    and in its envelope; plus foreign and record lines."""
+    out: list[bytes] = []
+    cat = catalog()
+    for e in cat.entries:
+        for part in cat.sample(e).split("\n"):
+            raw = part.encode("utf-8", "replace")
+            out += [raw, b"  " + raw, b"12:" + raw, b"(Worker_TP1 pid=9) " + raw]
+    return out + FOREIGN + READ
+
+
+def test_no_catalogued_message_is_dropped_and_the_compiled_copy_agrees():
+    lines = _catalog_lines()
+    for flags in (0, ESC_BLOCK, RESIDUE_BLOCK):
+        some = lines if flags == 0 else lines[::7]  # the flags change only colour handling, tested below too
+        ref = prefilter.kinds(b"\n".join(some), 0, *_offsets(some), flags)
+        assert _compiled_kinds(some, flags) == ref
+        for line, kind in zip(some, ref, strict=True):
+            if kind != KEEP:
+                _check_sound(line, flags)
+
+
+def _offsets(lines: list[bytes]) -> tuple[array, array]:
+    starts, ends, pos = array("q"), array("q"), 0
+    for line in lines:
+        starts.append(pos)
+        ends.append(pos + len(line))
+        pos += len(line) + 1
+    return starts, ends
+
+
+#: pieces a hostile or unusual line is built from: every literal the prefilter or the stages look at
+PIECES = [b"INFO", b"INF", b"WARN", b"ERROR", b"DEBUG", b"CRITICAL", b" ", b"  ", b":", b"-", b"|", b"[", b"]", b"(",
+          b")", b"{", b"}", b">", b"*", b"+", b".", b"0", b"12", b"2026", b"-05-06", b"T", b"Z", b" pid=", b"pid=7",
+          b", ip=1", b"Warning", b"Error", b"FutureWarning:", b"LMCache", b"vllm", b"Traceback", b"File \"",
+          b"\x1b[1;36m", b"\x1b[0m", b"\x1b", b"[0;0m", b"[1;36m", b"\t", b"\r", b"\x00", b"\xc3\xa9", b"NCCL",
+          b"node-1", b"Dec", b"03", b"10:00:00", b"host", b"ident[12]: ", b"[pod/x] ", b"version", b"\"log\"",
+          b"(Worker_TP2 pid=767) ", b"[2026-05-06 15:56:03,745] LMCache INFO: ", b"05-06 15:56:03 ", b"a", b"Zz9_"]
+
+
+@settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(PIECES), max_size=14), st.sampled_from([0, ESC_BLOCK, RESIDUE_BLOCK]))
+def test_built_lines_are_sound_and_both_copies_agree(pieces, flags):
+    line = b"".join(pieces).replace(b"\n", b"")
+    assert _compiled_kinds([line], flags) == bytes([inert_kind(line, flags)])
+    _check_sound(line, flags)
+
+
+@settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "300")), deadline=None)
+@given(st.binary(max_size=200), st.sampled_from([0, ESC_BLOCK, RESIDUE_BLOCK]))
+def test_random_bytes_are_sound_and_both_copies_agree(raw, flags):
+    line = raw.replace(b"\n", b"")
+    assert _compiled_kinds([line], flags) == bytes([inert_kind(line, flags)])
+    _check_sound(line, flags)
+
+
+def test_adversarial_lines_cost_linear_time():
+    """Lines built from the prefilter's own structure (wrapper after wrapper, digit runs, prefix after
+    prefix, near-anchors), each 4 KiB and ending in a byte that breaks the shape."""
+    shapes = [b"a:1:" * 1024, b"1-" * 2048, b"(a pid=1) " * 409, b"-1" * 2048, b" -" * 2048,
+              b"Dec 03 " * 585, b"LMCach" * 682, b"a|" * 2048, b"[1;1" * 1024, b"\x1b[" * 2048]
+    lines = [s[:4095] + b"!" for s in shapes] * 25
+    t = time.perf_counter()
+    _compiled_kinds(lines, ESC_BLOCK)
+    assert time.perf_counter() - t < 0.5
+    t = time.perf_counter()
+    prefilter.kinds(b"\n".join(lines[:10]), 0, *_offsets(lines[:10]), ESC_BLOCK)
+    assert time.perf_counter() - t < 2.0
+
+
+def test_a_record_left_open_still_reads_the_inert_lines_after_it(tmp_path):
+    """A traceback, a multi-line LMCache message and a wrapped dump keep reading the next rows, inert or not:
+    the records and the report are the same with and without the prefilter."""
+    log = tmp_path / "open.log"
+    lines = [
+        "(Worker_TP0 pid=7) [2026-05-06 15:56:03,745] LMCache ERROR: Num retrieved tokens: 6400, num expected",
+        "(Worker_TP0 pid=7) tokens: 8448 and more (vllm_v1_adapter.py:884:lmcache.integration.vllm.vllm_v1_adapter)",
+        "Traceback (most recent call last):",
+        '  File "/x/vllm/v1/engine/core.py", line 1, in run',
+        "    node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1",
+        "RuntimeError: boom",
+        "node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1",
+    ] * 50
+    log.write_text("\n".join(lines) + "\n")
+    on, off = _analyse(log, "on"), _analyse(log, "off")
+    assert on == off
+    assert on["inputs"][0]["recognized"] > 0
+
+
+def _analyse(path: Path, switch: str) -> dict:
+    env = {**os.environ, "SPECDIAG_PREFILTER": switch}
+    out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(path), "--format", "json", "-j", "1",
+                          "--fail-on", "never"], capture_output=True, text=True, env=env, check=True).stdout
+    report = json.loads(out)
+    report.pop("generated_at", None)
+    report.pop("timing", None)
+    return report
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (ROOT / "examples").iterdir() if (p / "serve.log").exists()))
+def test_examples_report_the_same_with_and_without_the_prefilter(name):
+    log = ROOT / "examples" / name / "serve.log"
+    assert _analyse(log, "on") == _analyse(log, "off")
+
+
+def test_noise_around_an_incident_reports_the_same_with_and_without_the_prefilter(tmp_path):
+    rng = random.Random(5)
+    start = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_bytes().splitlines()
+    noise = FOREIGN[:-1] + [b"    " + FOREIGN[0], b"12:" + FOREIGN[1], b"x | " + FOREIGN[2]]
+    out = []
+    for line in start:
+        out.append(line)
+        out += rng.sample(noise, rng.randrange(0, 4))
+    log = tmp_path / "mixed.log"
+    log.write_bytes(b"\n".join(out) + b"\n")
+    assert _analyse(log, "on") == _analyse(log, "off")
+
