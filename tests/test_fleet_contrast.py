@@ -66,7 +66,14 @@ def test_a_contrast_that_is_not_significant_says_so():
     (sep,) = rc.shown
     assert sep.p_value == pytest.approx(0.1) and not sep.decisive  # 3/3 vs 0/3: two tables as extreme
     assert sep.sentence().endswith("(p = 0.10, not significant)")
-    assert "none of 1 contrast(s) compared is decisive" in rc.heading()
+    assert rc.heading().endswith("none of 1 contrast(s) compared is decisive (smallest p = 0.10)")
+
+
+def test_an_imperfect_contrast_that_is_not_significant_is_counted_not_stated():
+    attrs = _fleet(10, cpu={0: "20", 1: "20", 2: "20", 5: "20"})
+    (rc,) = contrast(attrs, {"KV001": _ids(0, 1, 2, 3)})  # 3/4 with, 1/6 without
+    assert rc.shown == () and rc.lines() == [] and rc.compared == 1 and rc.decisive == 0
+    assert rc.smallest_p == pytest.approx(fisher_exact(3, 1, 1, 5)) and rc.smallest_p > ALPHA
 
 
 def test_ties_are_named_same_deployments_merged_and_left_out_counted():

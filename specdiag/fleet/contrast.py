@@ -143,6 +143,8 @@ class RuleContrast:
     compared: int = 0
     decisive: int = 0
     tied_left_out: int = 0
+    #: the smallest p of every contrast compared (None: none compared)
+    smallest_p: float | None = None
 
     @property
     def drawn(self) -> bool:
@@ -168,13 +170,14 @@ class RuleContrast:
         if not self.compared:
             return f"{head}; no attribute value is more common with it than without"
         if not self.decisive:
-            return f"{head}; none of {self.compared} contrast(s) compared is decisive"
+            return (f"{head}; none of {self.compared} contrast(s) compared is decisive "
+                    f"(smallest {describe_p(self.smallest_p or 1.0)})")
         return f"{head}; decisive (p < {ALPHA:g}): {self.decisive} of {self.compared} contrast(s) compared"
 
     def left_out_note(self) -> str | None:
         """How many contrasts are not stated, and how many of those are as strong as the last stated."""
-        if not self.left_out:
-            return None
+        if not self.left_out or not self.shown:
+            return None  # nothing stated: the heading already counts what was compared
         note = f"{self.left_out} more left out ({self.left_out_decisive} of them decisive"
         if self.tied_left_out:
             note += f"; {self.tied_left_out} with the same p and rates as the last shown"
@@ -189,7 +192,7 @@ class RuleContrast:
         return {"rule": self.rule, "affected": self.affected, "others": self.others, "drawn": self.drawn,
                 "compared": self.compared, "decisive": self.decisive, "shown": len(self.shown),
                 "left_out": self.left_out, "left_out_decisive": self.left_out_decisive,
-                "tied_left_out": self.tied_left_out, "statement": self.heading()}
+                "tied_left_out": self.tied_left_out, "smallest_p": self.smallest_p, "statement": self.heading()}
 
 
 def contrast(attrs: dict[str, dict[str, str]], affected_by_rule: dict[str, set[str]],
@@ -236,15 +239,18 @@ def _candidates(rule: str, attrs: dict[str, dict[str, str]], affected: set[str],
 
 
 def _ranked(rc: RuleContrast, found: list[Separator], top: int) -> RuleContrast:
-    """The best ``top`` by p, then effect; only decisive ones, or the single best when none is decisive."""
+    """The best ``top`` decisive contrasts by p, then effect. With none decisive, a perfect split is still
+    stated, marked not significant: it is what a reader would otherwise take for a cause (3/3 against 0/3
+    is p = 0.10); an imperfect one that is not significant supports no sentence and is only counted."""
     found.sort(key=Separator.rank_key)
     decisive = [s for s in found if s.decisive]
-    shown = decisive[:top] if decisive else found[:1]
+    shown = decisive[:top] if decisive else [s for s in found if s.perfect][:1]
     tied = 0
     if shown:
         last = shown[-1].rank_key()[:2]
-        tied = sum(1 for s in found[len(shown):] if s.rank_key()[:2] == last)
-    return RuleContrast(rc.rule, rc.affected, rc.others, tuple(shown), len(found), len(decisive), tied)
+        tied = sum(1 for s in found if s not in shown and s.rank_key()[:2] == last)
+    smallest = found[0].p_value if found else None
+    return RuleContrast(rc.rule, rc.affected, rc.others, tuple(shown), len(found), len(decisive), tied, smallest)
 
 
 def _value_counts(attrs: dict[str, dict[str, str]], ids: list[str]) -> dict[str, Counter]:
