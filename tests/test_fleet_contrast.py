@@ -106,6 +106,18 @@ def test_an_attribute_few_affected_logs_show_gives_no_contrast():
     assert rc.drawn and rc.shown == () and rc.compared == 0
 
 
+def test_deployments_whose_logs_lack_the_attribute_are_left_out_of_the_table():
+    attrs = _fleet(12, cpu={0: "20", 1: "20", 2: "20"})
+    for d in _ids(3, 9, 10):
+        del attrs[d]["cpu"]  # one affected and two other pods without a config dump
+    (rc,) = contrast(attrs, {"KV001": _ids(0, 1, 2, 3)})
+    (sep,) = rc.shown
+    assert (sep.affected_with, sep.affected, sep.others_with, sep.others) == (3, 4, 0, 8)
+    assert (sep.affected_not_shown, sep.others_not_shown) == (1, 2) and not sep.perfect
+    assert (sep.without_value.hits, sep.without_value.n) == (0, 6)  # not 1/9: a missing dump is not a value
+    assert sep.p_value == pytest.approx(fisher_exact(3, 0, 0, 6))
+
+
 def test_json_carries_counts_p_value_decisive_and_the_rules_not_drawn():
     attrs = _fleet(22, local_disk={i: "X" for i in range(6)}, odd={21: "only-me"})
     data = json.loads(render_fleet_json(_report(attrs, {"KV002": _ids(0, 1, 2, 3, 4), "KV007": _ids(21)})))
@@ -117,7 +129,8 @@ def test_json_carries_counts_p_value_decisive_and_the_rules_not_drawn():
     assert c["p_value"] == pytest.approx(fisher_exact(5, 1, 0, 16))
     assert c["with_value"]["count"] == 5 and c["with_value"]["n"] == 6 and len(c["with_value"]["ci95"]) == 2
     assert c["without_value"] == {"count": 0, "n": 16, "rate": 0.0, "ci95": [0.0, pytest.approx(0.194, abs=1e-3)]}
-    assert c["statement"].endswith("(p < 0.001)") and c["same_deployments"] == [] and c["not_shown"] == 0
+    assert c["statement"].endswith("(p < 0.001)") and c["same_deployments"] == []
+    assert c["not_shown"] == {"affected": 0, "others": 0}
     kv007 = next(r for r in data["contrast_rules"] if r["rule"] == "KV007")
     assert kv007["drawn"] is False and kv007["shown"] == 0 and "only 1 affected" in kv007["statement"]
     assert data["contrast_method"]["min_affected"] == MIN_AFFECTED and data["contrast_method"]["alpha"] == ALPHA

@@ -61,7 +61,9 @@ class Separator:
     """One attribute value's 2×2 table for one rule, over the deployments whose logs show the attribute.
 
     ``affected_with`` of the ``affected`` deployments with the finding hold the value, ``others_with`` of
-    the ``others``; ``not_shown`` deployments' logs do not show the attribute and are in neither count.
+    the ``others`` (both counts of every analysed deployment, as the report has always given them); the
+    ``*_not_shown`` of each group have logs that do not show the attribute and are left out of the table:
+    a missing config dump is not another value.
     """
 
     rule: str
@@ -71,7 +73,8 @@ class Separator:
     affected: int
     others_with: int
     others: int
-    not_shown: int = 0
+    affected_not_shown: int = 0
+    others_not_shown: int = 0
     #: other ``(attribute, value)`` pairs held by exactly the same deployments: the fleet cannot tell them apart
     same_deployments: tuple[tuple[str, str], ...] = ()
 
@@ -87,13 +90,21 @@ class Separator:
     @property
     def without_value(self) -> Rate:
         """The finding's rate among the deployments that show another value."""
-        return wilson(self.affected - self.affected_with,
-                      self.affected + self.others - self.affected_with - self.others_with)
+        return wilson(self._affected_shown - self.affected_with,
+                      self._affected_shown + self._others_shown - self.affected_with - self.others_with)
+
+    @property
+    def _affected_shown(self) -> int:
+        return self.affected - self.affected_not_shown
+
+    @property
+    def _others_shown(self) -> int:
+        return self.others - self.others_not_shown
 
     @cached_property
     def p_value(self) -> float:
         a, b = self.affected_with, self.others_with
-        return fisher_exact(a, b, self.affected - a, self.others - b)
+        return fisher_exact(a, b, self._affected_shown - a, self._others_shown - b)
 
     @property
     def decisive(self) -> bool:
@@ -120,7 +131,8 @@ class Separator:
     def to_dict(self) -> dict[str, Any]:
         return {"rule": self.rule, "attribute": self.attribute, "value": self.value,
                 "affected_with": self.affected_with, "affected": self.affected,
-                "others_with": self.others_with, "others": self.others, "not_shown": self.not_shown,
+                "others_with": self.others_with, "others": self.others,
+                "not_shown": {"affected": self.affected_not_shown, "others": self.others_not_shown},
                 "perfect": self.perfect, "with_value": _rate_dict(self.with_value),
                 "without_value": _rate_dict(self.without_value), "p_value": self.p_value,
                 "decisive": self.decisive,
@@ -229,8 +241,9 @@ def _candidates(rule: str, attrs: dict[str, dict[str, str]], affected: set[str],
             a = sum(1 for d in shown_affected if attrs[d][name] == value)
             if a == 0 or holders == len(shown):
                 continue
-            sep = Separator(rule, name, value, a, len(shown_affected), holders - a,
-                            len(shown) - len(shown_affected), len(attrs) - len(shown))
+            n_others, others_shown = len(attrs) - len(affected), len(shown) - len(shown_affected)
+            sep = Separator(rule, name, value, a, len(affected), holders - a, n_others,
+                            len(affected) - len(shown_affected), n_others - others_shown)
             if sep.effect > 0:
                 key = (frozenset(d for d in shown if attrs[d][name] == value), frozenset(shown))
                 by_holders.setdefault(key, []).append(sep)
