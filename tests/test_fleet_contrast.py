@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 from math import comb
+from pathlib import Path
 
 import pytest
 
-from specdiag.fleet.contrast import MIN_AFFECTED, contrast
+from specdiag.fleet.contrast import MIN_AFFECTED, TOP_PER_RULE, contrast
 from specdiag.fleet.model import FleetReport, FleetRow
 from specdiag.report.fleet import render_fleet_json, render_fleet_markdown, render_fleet_text
 from specdiag.report.fleet_html import render_fleet_html
@@ -154,3 +155,9 @@ def test_attribute_values_from_logs_are_escaped_in_every_format(render):
         assert "<script>" not in out and "<b>key" not in out
     if render is render_fleet_markdown:
         assert "\\|" in out and "\\*x\\*" in out
+
+
+def test_the_fleet_doc_states_the_floor_and_limits_the_code_uses():
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "fleet.md").read_text()
+    assert f"**At least {MIN_AFFECTED} affected deployments.**" in doc
+    assert f"at most {TOP_PER_RULE} per rule are stated" in doc and f"below p = {ALPHA:g}" in doc.replace("\n", " ")
