@@ -260,10 +260,15 @@ def _ranked(rc: RuleContrast, found: list[Separator], top: int) -> RuleContrast:
     shown = decisive[:top] if decisive else [s for s in found if s.perfect][:1]
     tied = 0
     if shown:
-        last = shown[-1].rank_key()[:2]
-        tied = sum(1 for s in found if s not in shown and s.rank_key()[:2] == last)
+        last = _strength(shown[-1])
+        tied = sum(1 for s in found if s not in shown and _strength(s) == last)
     smallest = found[0].p_value if found else None
     return RuleContrast(rc.rule, rc.affected, rc.others, tuple(shown), len(found), len(decisive), tied, smallest)
+
+
+def _strength(s: Separator) -> tuple[float, float | None, float | None]:
+    """What a reader compares two contrasts by: the p and the two rates (a tie on all three is a tie)."""
+    return s.p_value, s.with_value.value, s.without_value.value
 
 
 def _value_counts(attrs: dict[str, dict[str, str]], ids: list[str]) -> dict[str, Counter]:
