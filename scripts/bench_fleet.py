@@ -71,8 +71,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"local pool -j {a.jobs}: {len(groups)} pods, ~{total / 1e9:.1f} GB in {fleet_s:.1f} s = {gbs:.3f} GB/s, "
           f"{len(groups) / fleet_s * 60:.1f} deployments/min; {gbs / (single_gbs * a.jobs):.0%} of {a.jobs} x single; "
           f"peak RSS of the largest worker {rss:.0f} MiB")
-    for sep in rep.contrast:
-        print("  contrast:", sep.sentence())
+    for rc in rep.contrast_rules:
+        print("  contrast:", rc.heading())
+        for line in rc.lines():
+            print("    ", line)
     affected = sorted({r.id for r in rep.deployments for f in r.findings if f.rule in ("KV001", "SD001")})
     print("  pods with KV001 or SD001:", ", ".join(affected))
     if a.ray:

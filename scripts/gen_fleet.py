@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate a synthetic fleet: one folder per pod, each a gzip'd TP=8 server log, a few pods with incidents.
 
-    python scripts/gen_fleet.py bench-data/fleet --pods 32 --size-mb 256 [--kv001 2] [--collapse 1]
+    python scripts/gen_fleet.py bench-data/fleet --pods 32 --size-mb 256 [--kv001 3] [--collapse 1]
 
 * ``--kv001`` pods get retrieval shortfalls AND share two attributes the other pods do not have: another
   LMCache build (``0.5.7.dev12-g0a1b2c3d``) and ``max_local_cpu_size: 20``;
@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("out", type=Path)
     ap.add_argument("--pods", type=int, default=32)
     ap.add_argument("--size-mb", type=float, default=256.0, help="uncompressed size per pod (MiB)")
-    ap.add_argument("--kv001", type=int, default=2)
+    ap.add_argument("--kv001", type=int, default=3)
     ap.add_argument("--collapse", type=int, default=1)
     ap.add_argument("--seed", type=int, default=11)
     a = ap.parse_args(argv)

@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def fleet_and_store(tmp_path_factory) -> tuple[Path, Path, dict]:
     base = tmp_path_factory.mktemp("store")
     logs, store = base / "logs", base / "store"
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_fleet.py"), str(logs), "--pods", "4",
-                           "--size-mb", "3", "--kv001", "2", "--collapse", "0"],
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_fleet.py"), str(logs), "--pods", "6",
+                           "--size-mb", "3", "--kv001", "3", "--collapse", "0"],
                           capture_output=True, text=True, check=True)
     res = CliRunner().invoke(app, ["events", str(logs), "--out", str(store)])
     assert res.exit_code == 0, res.output
@@ -59,11 +59,12 @@ def test_fleet_from_events_equals_the_raw_run(fleet_and_store):
     for a, b in zip(raw.deployments, replayed.deployments, strict=True):
         assert a.context == b.context
         assert {k: v["count"] for k, v in a.by_rule().items()} == {k: v["count"] for k, v in b.by_rule().items()}
-    assert [s.to_dict() for s in raw.contrast] == [s.to_dict() for s in replayed.contrast]
+    assert [s.to_dict() for s in raw.contrast] == [s.to_dict() for s in replayed.contrast] != []
+    assert [rc.to_dict() for rc in raw.contrast_rules] == [rc.to_dict() for rc in replayed.contrast_rules]
 
 
 def test_a_damaged_partition_is_a_row_with_its_error(fleet_and_store, tmp_path):
-    _logs, store, _plan = fleet_and_store
+    _logs, store, plan = fleet_and_store
     import shutil
 
     copy = tmp_path / "store"
@@ -72,7 +73,7 @@ def test_a_damaged_partition_is_a_row_with_its_error(fleet_and_store, tmp_path):
     part.write_bytes(b"not parquet")
     rep = run_fleet_from_events(str(copy), AnalyzeOptions(paths=()))
     row = next(r for r in rep.deployments if r.id == "pod-03")
-    assert row.error and len(rep.deployments) == 4
+    assert row.error and len(rep.deployments) == len(plan["pods"])
 
 
 def test_not_a_store_is_a_one_line_error(tmp_path):

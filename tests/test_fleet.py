@@ -22,22 +22,25 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture(scope="module")
 def fleet(tmp_path_factory) -> tuple[Path, dict]:
     out = tmp_path_factory.mktemp("fleet")
-    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_fleet.py"), str(out), "--pods", "5",
-                           "--size-mb", "3", "--kv001", "2", "--collapse", "0"],
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "gen_fleet.py"), str(out), "--pods", "8",
+                           "--size-mb", "3", "--kv001", "3", "--collapse", "0"],
                           capture_output=True, text=True, check=True)
     return out, json.loads(proc.stdout)
 
 
-def test_fleet_finds_the_kv001_pods_and_their_shared_attribute(fleet):
+def test_fleet_finds_the_kv001_pods_and_states_their_shared_attributes_with_p(fleet):
     root, plan = fleet
     rep = run_fleet([str(root)], AnalyzeOptions(paths=(), jobs=1))
     with_kv001 = {r.id for r in rep.deployments if any(f.rule == "KV001" for f in r.findings)}
     assert with_kv001 == {p for p, kind in plan["pods"].items() if kind == "kv001"}
-    statements = [s for s in rep.contrast if s.rule == "KV001" and s.perfect]
-    assert any(s.attribute == "lmcache_version" and s.value == plan["affected_version"] for s in statements)
-    sep = next(s for s in statements if s.attribute == "lmcache_version")
-    assert (sep.affected_with, sep.affected, sep.others_with, sep.others) == (2, 2, 0, 3)
-    assert sep.sentence().startswith("all 2 deployments with KV001 have lmcache_version = ")
+    (sep,) = [s for s in rep.contrast if s.rule == "KV001"]
+    # the planted build and CPU size are on exactly the same pods: one contrast naming both
+    pairs = {(sep.attribute, sep.value), *sep.same_deployments}
+    assert ("lmcache_version", plan["affected_version"]) in pairs and ("lmcache.max_local_cpu_size", "20.0") in pairs
+    assert (sep.affected_with, sep.affected, sep.others_with, sep.others) == (3, 3, 0, 5)
+    assert sep.p_value == pytest.approx(1 / 56) and sep.decisive  # 1 / C(8, 3): only the table seen is as extreme
+    assert sep.sentence().startswith("KV001 in 3/3 = 100.0 % (95 % CI 43.9–100.0 %) of deployments with ")
+    assert "in 0/5 = 0.0 % (95 % CI 0.0–43.4 %) without (p = 0.018)" in sep.sentence()
 
 
 def test_fleet_json_follows_the_contract_and_exit_code_is_check_style(fleet):
@@ -48,7 +51,7 @@ def test_fleet_json_follows_the_contract_and_exit_code_is_check_style(fleet):
     assert data["schema"] == "specdiag.fleet/1"
     assert [d["id"] for d in data["deployments"]] == sorted(d["id"] for d in data["deployments"])
     assert all(d["error"] is None and d["sources"] and "context" in d for d in data["deployments"])
-    assert data["summary"]["deployments"] == 5 and data["contrast"]
+    assert data["summary"]["deployments"] == 8 and data["contrast"]
     never = CliRunner().invoke(app, ["fleet", str(root), "--format", "json", "--fail-on", "never", "-j", "1"])
     assert never.exit_code == 0
     assert json.loads(never.stdout)["deployments"] == data["deployments"]  # -j 2 and serial agree
@@ -69,13 +72,13 @@ def test_a_pod_that_fails_twice_is_a_row_with_its_error(fleet, monkeypatch):
     rep = run_fleet([str(root)], AnalyzeOptions(paths=(), jobs=1))
     row = next(r for r in rep.deployments if r.id == "pod-03")
     assert row.error == "OSError: disk went away" and calls["pod-03"] == 2  # retried once
-    assert len(rep.deployments) == 5 and rep.exit_code("never") == 2
+    assert len(rep.deployments) == 8 and rep.exit_code("never") == 2
 
 
 def test_contrast_skips_values_shared_by_all_or_unique_to_each():
-    attrs = {f"p{i}": {"v": "same", "id": f"x{i}", "cpu": "20" if i < 2 else "40"} for i in range(5)}
-    seps = contrast(attrs, {"KV001": {"p0", "p1"}})
-    assert [(s.attribute, s.value) for s in seps] == [("cpu", "20")]
+    attrs = {f"p{i}": {"v": "same", "id": f"x{i}", "cpu": "20" if i < 3 else "40"} for i in range(8)}
+    (rc,) = contrast(attrs, {"KV001": {"p0", "p1", "p2"}})
+    assert [(s.attribute, s.value) for s in rc.shown] == [("cpu", "20")] and rc.compared == 1
     assert majority_differences(attrs)["p0"] == {"cpu": "20"} and majority_differences(attrs)["p4"] == {}
 
 

@@ -54,6 +54,7 @@ def test_ray_executor_gives_the_identical_report(fleet, local_ray):
     remote = run_fleet([str(fleet)], opts, executor="ray")
     assert _rows(remote) == _rows(local)
     assert [s.to_dict() for s in remote.contrast] == [s.to_dict() for s in local.contrast]
+    assert [rc.to_dict() for rc in remote.contrast_rules] == [rc.to_dict() for rc in local.contrast_rules]
 
 
 def _ray_task_pids() -> list[int]:

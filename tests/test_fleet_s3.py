@@ -75,6 +75,7 @@ def test_fleet_from_s3_equals_the_fleet_on_disk(fleet_dir, s3):
     remote = run_fleet(["s3://logs/fleet"], AnalyzeOptions(paths=(), jobs=2))  # pool workers stream from S3 too
     assert _rows(remote) == _rows(local)
     assert [s.to_dict() for s in remote.contrast] == [s.to_dict() for s in local.contrast]
+    assert [rc.to_dict() for rc in remote.contrast_rules] == [rc.to_dict() for rc in local.contrast_rules]
     assert any(r.findings for r in remote.deployments)
     assert all(src.startswith("s3://logs/fleet/") for r in remote.deployments for src in r.sources)
 

@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from specdiag import __version__
 from specdiag.findings import SEVERITY_RANK, Finding
-from specdiag.fleet.contrast import Separator, attributes, contrast, majority_differences
+from specdiag.fleet.contrast import (
+    METHOD,
+    RuleContrast,
+    Separator,
+    attributes,
+    contrast,
+    majority_differences,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.fleet.run import Outcome
@@ -51,7 +58,12 @@ class FleetRow:
 @dataclass(frozen=True)
 class FleetReport:
     deployments: list[FleetRow]
-    contrast: list[Separator]
+    contrast_rules: list[RuleContrast]
+
+    @property
+    def contrast(self) -> list[Separator]:
+        """The contrasts stated, every rule's in turn (the JSON ``contrast`` list)."""
+        return [s for rc in self.contrast_rules for s in rc.shown]
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -80,7 +92,9 @@ class FleetReport:
     def to_dict(self) -> dict[str, Any]:
         return {"schema": SCHEMA, "tool": {"name": "specdiag", "version": __version__},
                 "deployments": [r.to_dict() for r in self.deployments],
-                "contrast": [s.to_dict() for s in self.contrast], "summary": self.summary}
+                "contrast": [s.to_dict() for s in self.contrast],
+                "contrast_rules": [rc.to_dict() for rc in self.contrast_rules], "contrast_method": dict(METHOD),
+                "summary": self.summary}
 
 
 def row_id(group_id: str, dep_id: str) -> str:

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import json
 
+from specdiag.fleet.contrast import ALPHA
 from specdiag.fleet.model import FleetReport, FleetRow
 from specdiag.sanitize import json_safe, markdown_text, one_line
 from specdiag.timeutil import fmt_time
+
+#: the contrast section's title in every format: what was compared and by which test
+CONTRAST_TITLE = (f"What separates the deployments with each finding from the others "
+                  f"(Fisher's exact test, two-sided; p < {ALPHA:g} is decisive)")
+NO_CONTRAST = "No finding at warning or above to contrast."
 
 
 def render_fleet_json(report: FleetReport) -> str:
@@ -35,11 +41,10 @@ def render_fleet_text(report: FleetReport) -> str:
     s = report.summary
     lines = [f"specdiag fleet — {s['deployments']} deployment(s), {s['with_findings']} with findings, "
              f"{s['failed']} not analysed", ""]
-    if report.contrast:
-        lines.append("What the affected deployments have in common:")
-        lines += [f"  {one_line(sep.sentence())}" for sep in report.contrast]
-    else:
-        lines.append("No attribute separates the affected deployments from the others (or nothing was found).")
+    lines.append(f"{CONTRAST_TITLE}:" if report.contrast_rules else NO_CONTRAST)
+    for rc in report.contrast_rules:
+        lines.append(f"  {one_line(rc.heading())}")
+        lines += [f"    {one_line(line)}" for line in rc.lines()]
     lines.append("")
     for row in report.deployments:
         lines.append(f"{one_line(row.id)}  [{one_line(_versions(row))}]")
@@ -54,9 +59,11 @@ def render_fleet_markdown(report: FleetReport) -> str:
     s = report.summary
     out = [f"## specdiag fleet: {s['deployments']} deployments, {s['with_findings']} with findings, "
            f"{s['failed']} not analysed\n"]
-    if report.contrast:
-        out.append("**What the affected deployments have in common**\n")
-        out += [f"- {markdown_text(sep.sentence())}" for sep in report.contrast]
+    out.append(f"**{markdown_text(CONTRAST_TITLE)}**\n" if report.contrast_rules else f"{NO_CONTRAST}\n")
+    for rc in report.contrast_rules:
+        out.append(f"- {markdown_text(rc.heading())}")
+        out += [f"  - {markdown_text(line)}" for line in rc.lines()]
+    if report.contrast_rules:
         out.append("")
     out.append("| deployment | versions | findings | differs from the majority |")
     out.append("|---|---|---|---|")

@@ -12,6 +12,7 @@ import html
 
 from specdiag.findings import SEVERITY_RANK
 from specdiag.fleet.model import FleetReport, FleetRow
+from specdiag.report.fleet import CONTRAST_TITLE
 from specdiag.sanitize import plain_text
 from specdiag.timeutil import fmt_time
 
@@ -62,9 +63,10 @@ def render_fleet_html(report: FleetReport) -> str:
            "<title>specdiag fleet</title>", f"<style>{STYLE}</style></head><body>",
            f"<h1>specdiag fleet: {s['deployments']} deployments, {s['with_findings']} with findings, "
            f"{s['failed']} not analysed</h1>"]
-    if report.contrast:
-        out.append("<h2>What the affected deployments have in common</h2><ul>")
-        out += [f"<li>{_esc(sep.sentence())}</li>" for sep in report.contrast]
+    if report.contrast_rules:
+        out.append(f"<h2>{_esc(CONTRAST_TITLE)}</h2><ul>")
+        out += [f"<li>{_esc(rc.heading())}<ul>{''.join(f'<li>{_esc(x)}</li>' for x in rc.lines())}</ul></li>"
+                for rc in report.contrast_rules]
         out.append("</ul>")
     if span:
         out.append(f"<p>Findings by first occurrence, {BUCKETS} buckets from {_esc(fmt_time(span[0]))} to "
