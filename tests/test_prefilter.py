@@ -246,3 +246,16 @@ def test_noise_around_an_incident_reports_the_same_with_and_without_the_prefilte
     log.write_bytes(b"\n".join(out) + b"\n")
     assert _analyse(log, "on") == _analyse(log, "off")
 
+
+
+def test_a_held_record_still_takes_its_terminal_row_when_that_row_looks_inert(tmp_path):
+    """A vLLM record exactly a terminal's width wide is held for its next row; an inert-looking row right
+    after it is read (and joined), one after a prefixed or wider line is only counted."""
+    head = "INFO 05-06 15:56:03 [core.py:94] "
+    record = head + "x" * (120 - len(head))
+    lines = [record, "node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1",
+             "(EngineCore pid=3) " + record, "(EngineCore pid=3) node-1:3:3 [0] NCCL INFO Using network Socket",
+             record, "y" * 130] * 30
+    log = tmp_path / "held.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert _analyse(log, "on") == _analyse(log, "off")

@@ -83,7 +83,7 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
             out.append(LookupRows.from_view(view, j, k))
             j = k
 
-    def feed_inert(n: int, raw: bytes) -> bool:  # an inert line, read because a record is open
+    def feed_inert(n: int, raw: bytes, whole: bool) -> bool:  # an inert line, read because a record is open
         nonlocal metric
         if metric:
             metric_rows(reader, view, metric, original)
@@ -91,8 +91,11 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
             if not reader.busy():
                 return False  # the metric rows before it closed what was open
         flush_lookups(n)
-        feed(n, raw)
-        return True
+        if whole:
+            feed(n, raw)
+            return True
+        reader.hand_on_held()  # all that reading it would do: the held record had no next row
+        return False
 
     for n, s, e, table, i in _line_order(res, skip.kept if skip is not None else rare):
         if skip is not None and skip.before(n):
@@ -148,10 +151,26 @@ class _Inert:
             if not reader.busy():
                 p = bisect_left(lines, n, p)
                 break
-            if feed_inert(lines[p], self.data[self.start + self.starts[p] : self.start + self.ends[p]]):
+            raw = self.data[self.start + self.starts[p] : self.start + self.ends[p]]
+            if feed_inert(lines[p], raw, self._continues(lines[p], kind, raw)):
                 self.read_prefixed += kind == prefilter.PREFIXED
             p += 1
         self.p = p
+
+    def _continues(self, n: int, kind: int, raw: bytes) -> bool:
+        """Whether reading inert line ``n`` can do more than hand on the held record: something else is open,
+        or the line could be the held record's next terminal row (``LineReader._continue_held``: the very
+        next line, without a process prefix, no wider than the record's row, at a width a terminal cuts at)."""
+        reader = self.reader
+        if reader.held is None or reader.open_recs or reader.head is not None or reader.cleaner.esc_cut \
+                or reader.unwrapper.carries():
+            return True
+        if kind == prefilter.PREFIXED or n != reader.held_last + 1:
+            return False
+        width = len(raw)  # the row's width as the reader measures it: the line has no CR, and without the
+        if reader.cleaner.residue:  # colour residue a cleaner strips, as read
+            return True
+        return width <= reader.held_width and (reader.held_width in reader.widths or width == reader.held_width)
 
     def count(self) -> None:
         """The block is done: a skipped line with a process prefix is vLLM output, as the reader counts it."""
