@@ -70,6 +70,11 @@ def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]
     marker literal, at most ``MAX_CUTS``; ``start`` relative to ``off`` in ``buf`` (what ``res`` scanned)."""
     rare = res.columns["rare"]
     out: list[tuple[int, int]] = []
+    if not rare["line"]:
+        return out
+    lo, hi = off + rare["start"][0], off + rare["end"][-1]
+    if not any(buf.find(lit, lo, hi) >= 0 for lit in MARKER_LITERALS):
+        return out  # one search of the block per literal: most blocks hold no start line at all
     for n, s, e in zip(rare["line"], rare["start"], rare["end"], strict=True):
         line = buf[off + s : off + e]
         if any(map(line.__contains__, MARKER_LITERALS)):
