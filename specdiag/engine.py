@@ -32,6 +32,7 @@ from specdiag.events import default_matcher, message_shape
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
+from specdiag.ingest.linefilter import LineFilter, filtered_source
 from specdiag.ingest.marks import CountMark
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
@@ -70,6 +71,8 @@ class AnalyzeOptions:
     keep_metrics: bool = False
     #: more observers per deployment: factories called with the deployment id (picklable for ``-j``)
     observers: tuple[Callable[[str], Any], ...] = ()
+    #: ``--since``/``--until``/``--request``/``--rank``: lines it excludes are never parsed (``linefilter.py``)
+    line_filter: LineFilter | None = None
 
 
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
@@ -166,6 +169,8 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
 
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
+    if opts.line_filter is not None and opts.line_filter.active:
+        sources = [filtered_source(s, opts.line_filter.fresh()) for s in sources]
     processes = scan_processes(opts)
     if not scan.compiled_in_use():  # the Python scanner's block-sized buffers, reused (specdiag/workers.py)
         keep_freed_memory()
@@ -217,7 +222,7 @@ class SourceLoop:
         self.text_events = 0
 
     def run(self, progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
-        src, tally = self.src, self.tally
+        src = self.src
         matcher = default_matcher()
         current: Deployment | None = None
         reported = 0
