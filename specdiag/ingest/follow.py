@@ -139,6 +139,9 @@ class FollowFile(_Follower):
         except FileNotFoundError:
             return False  # removed, not yet recreated: keep waiting (the old file was read to its end)
         if self._ino != (st.st_dev, st.st_ino):
+            if self._fh is not None and self._fh.read(1):  # the old file grew after all: read it out first
+                self._fh.seek(-1, os.SEEK_CUR)
+                return False
             return self._open()
         if st.st_size < self._pos:
             self._fh.seek(0)

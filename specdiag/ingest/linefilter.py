@@ -26,7 +26,9 @@ core, whose scheduler serves every rank); it excludes the other ranks' lines.
 
 **Requests.** ``--request ID`` keeps the lines that mention one of the given ids, excludes the lines that
 name another request (``req_id=…``, ``Request …``, ``Reqid: …``, ``chatcmpl-…``, …), and keeps the lines
-that name no request (configuration, stats, start-up): they are the context every request ran in.
+that name no request (configuration, stats, start-up): they are the context every request ran in — except
+a line that follows, from the same process and at the same time, a line of another request (the second
+line of LMCache's error pair).
 """
 
 from __future__ import annotations
@@ -137,6 +139,8 @@ class LineFilter:
     timed: int = 0
     _keep: bool = True
     _dates: set[tuple[int, int]] = field(default_factory=set)
+    #: process prefix → (time, kept) of its last line that named a request
+    _last_request: dict[bytes, tuple[LineTime | None, bool]] = field(default_factory=dict)
 
     @property
     def active(self) -> bool:
@@ -154,7 +158,7 @@ class LineFilter:
 
     def keep(self, line: bytes) -> bool:
         """Whether ``line`` is analysed (counted in ``kept`` or ``excluded``)."""
-        t = line_time(line) if (self.since or self.until) else None
+        t = line_time(line) if (self.since or self.until or self.requests) else None
         header = t is not None or (line_rank(line) is not False)
         if header:
             self._keep = self._decide(line, t)
@@ -180,11 +184,22 @@ class LineFilter:
             rank = line_rank(line)
             if rank is not None and rank is not False and rank not in self.ranks:
                 return False
-        if self.requests:
-            named = [m.group(1) or m.group(2) for m in _REQUEST.finditer(line)]
-            if named and not any(r.encode() in line for r in self.requests):
-                return False
-        return True
+        return not self.requests or self._request_kept(line, t)
+
+    def _request_kept(self, line: bytes, t: LineTime | None) -> bool:
+        """A line naming a request is kept when it names one of ours; a line naming none is kept, unless
+        its process printed a line of another request at the same time just before (the second line of
+        LMCache's error pair, ``Num retrieved tokens: …``, belongs to the ``Request X …`` line above it)."""
+        m = _PREFIX.search(line[:HEAD])
+        proc = m.group(0) if m is not None else b""
+        if _REQUEST.search(line) is not None:
+            ok = any(r.encode() in line for r in self.requests)
+            if len(self._last_request) >= 4096:
+                self._last_request.clear()
+            self._last_request[proc] = (t, ok)
+            return ok
+        prev = self._last_request.get(proc)
+        return not (prev is not None and t is not None and prev[0] == t and not prev[1])
 
     def _check_dates(self, t: LineTime) -> None:
         """A time of day alone is one date's: refuse once the lines span two."""
