@@ -45,11 +45,8 @@ HEAD = 256
 
 _LMC_TIME = re.compile(rb"\[(20\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 _VLLM_TIME = re.compile(rb"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-_PREFIX = re.compile(rb"\(([A-Za-z][\w ]{0,60}?)(?: pid=\d+| ip=[\d.]+)+\)")
-_RANK = re.compile(rb"TP(\d{1,6})\b|rank=(\d{1,6})")
 _REQUEST = re.compile(rb"(?:req_id=|request_id=|[Rr]equest |Reqid: |req=|lookup id )'?([^\s,\]}']+)"
                       rb"|\b((?:chatcmpl|cmpl)-[\w-]+)")
-_SPEC = re.compile(r"^(?:(?:(\d{4})-)?(\d\d)-(\d\d)[T ])?(\d\d):(\d\d)(?::(\d\d)(?:[.,]\d+)?)?$")
 
 
 class FilterError(InputError):
@@ -64,6 +61,10 @@ class LineTime:
     month: int
     day: int
     second: int  # of the day
+
+
+#: a filter time: ``HH:MM[:SS]``, ``MM-DD HH:MM[:SS]``, ``YYYY-MM-DD HH:MM[:SS]`` (``T`` or a space)
+_SPEC = re.compile(r"^(?:(?:(\d{4})-)?(\d\d)-(\d\d)[T ])?(\d\d):(\d\d)(?::(\d\d)(?:[.,]\d+)?)?$")
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,11 @@ def line_time(line: bytes) -> LineTime | None:
         mo, d, hh, mi, ss = map(int, m.groups())
         return LineTime(None, mo, d, hh * 3600 + mi * 60 + ss)
     return None
+
+
+#: a vLLM process prefix (``(Worker_TP2 pid=767)``) and the TP rank in its name
+_PREFIX = re.compile(rb"\(([A-Za-z][\w ]{0,60}?)(?: pid=\d+| ip=[\d.]+)+\)")
+_RANK = re.compile(rb"TP(\d{1,6})\b|rank=(\d{1,6})")
 
 
 def line_rank(line: bytes) -> int | None | bool:
