@@ -116,6 +116,8 @@ class DeploymentResult:
     runs: list[RunInfo] = field(default_factory=list)
     #: what differs between consecutive runs' contexts (``runs.run_changes``)
     run_changes: list[dict[str, Any]] = field(default_factory=list)
+    #: volumes the rates of ``watch``'s rollout gate divide by (:func:`run_counts`)
+    counts: dict[str, int | None] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"id": self.id, "sources": list(self.sources), "context": self.context.to_dict()}
@@ -125,7 +127,31 @@ class DeploymentResult:
             out["runs"] = [r.to_dict() for r in self.runs]
         if len(self.runs) > 1:
             out["run_changes"] = list(self.run_changes)
+        if self.counts:
+            out["counts"] = dict(self.counts)
         return out
+
+
+def run_counts(run: RunState) -> dict[str, int | None]:
+    """A run's volumes, whichever path read the lines: LMCache's retrieve lines (one per rank and request),
+    the scheduler's lookups (one per request scheduled), store lines, and the speculative tokens accepted
+    and drafted over the SpecDecoding intervals (None when no such line was read: unknown, not zero)."""
+    acc = dr = 0
+    seen = False
+    for intervals in run.series.engines.values():
+        for iv in intervals:
+            if iv.dr is not None:
+                seen = True
+                acc += iv.acc or 0
+                dr += iv.dr
+    return {"retrieve_lines": run.count("R4"), "lookup_lines": run.count("L1"), "store_lines": run.count("S1"),
+            "spec_accepted_tokens": acc if seen else None, "spec_drafted_tokens": dr if seen else None}
+
+
+def add_counts(a: dict[str, int | None], b: dict[str, int | None]) -> dict[str, int | None]:
+    """Two runs' :func:`run_counts` as one (a count one run does not know stays the other's)."""
+    keys = [*a, *(k for k in b if k not in a)]
+    return {k: None if a.get(k) is None and b.get(k) is None else (a.get(k) or 0) + (b.get(k) or 0) for k in keys}
 
 
 class DeploymentRun:
@@ -244,7 +270,7 @@ class DeploymentRun:
             id=self.id, sources=list(self.run.sources), context=self.ctx, findings=findings,
             timeline=self.metrics.timeline(findings, self.ctx),
             rules_failed=[{"rule": k, "error": v} for k, v in self.failed.items()], notes=notes,
-            metrics=self.metrics if self.keep_metrics else None,
+            metrics=self.metrics if self.keep_metrics else None, counts=run_counts(self.run),
         )
 
     def _deselected_events(self) -> frozenset[str]:
@@ -516,7 +542,9 @@ class Deployment:
             result, info = self.done[0]
             return replace(result, runs=[info], notes=[*result.notes, *self.notes])
         findings, failed, notes, sources = [], [], [], []
+        counts: dict[str, int | None] = {}
         for result, info in self.done:
+            counts = add_counts(counts, result.counts)
             findings += [replace(f, run=info.index) for f in result.findings]
             failed += [{**f, "run": str(info.index)} for f in result.rules_failed]
             notes += [f"run {info.index}: {n}" for n in result.notes]
@@ -525,7 +553,7 @@ class Deployment:
         return replace(last, sources=sources, findings=findings, rules_failed=failed, notes=[*notes, *self.notes],
                        timeline=_merged_timeline([r.timeline for r, _ in self.done]),
                        runs=[info for _, info in self.done],
-                       run_changes=run_changes([r.context.to_dict() for r, _ in self.done]))
+                       run_changes=run_changes([r.context.to_dict() for r, _ in self.done]), counts=counts)
 
 
 #: templates whose events only a serving server prints (the access log's 5xx lines)

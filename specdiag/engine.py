@@ -8,6 +8,7 @@ and their results merged here.
 
 from __future__ import annotations
 
+import copy
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -31,6 +32,7 @@ from specdiag.events import default_matcher, message_shape
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
+from specdiag.ingest.linefilter import LineFilter, filtered_source
 from specdiag.ingest.marks import CountMark
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
@@ -69,6 +71,8 @@ class AnalyzeOptions:
     keep_metrics: bool = False
     #: more observers per deployment: factories called with the deployment id (picklable for ``-j``)
     observers: tuple[Callable[[str], Any], ...] = ()
+    #: ``--since``/``--until``/``--request``/``--rank``: lines it excludes are never parsed (``linefilter.py``)
+    line_filter: LineFilter | None = None
 
 
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
@@ -165,6 +169,8 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
 
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
+    if opts.line_filter is not None and opts.line_filter.active:
+        sources = [filtered_source(s, opts.line_filter.fresh()) for s in sources]
     processes = scan_processes(opts)
     if not scan.compiled_in_use():  # the Python scanner's block-sized buffers, reused (specdiag/workers.py)
         keep_freed_memory()
@@ -199,37 +205,65 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
     ``scan_threads`` the blocks are scanned on that many threads while this one reads them, with
     ``processes`` on that many worker processes (:func:`scan_processes`). Ingest's count marks go to the
     input's :class:`InputCounts`, which splits the counted lines between the runs."""
-    matcher = default_matcher()
-    window = HotWindow(src.display)
-    counts = InputCounts(src.stats.hot)
-    current: Deployment | None = None
-    fed: dict[str, Deployment] = {}
-    text_events = reported = 0
-    items = iter_records(src, hot=True, window=window, scan_threads=scan_threads, scan_processes=processes,
-                         marks=True)
-    while True:
-        try:
-            item = next(items, None)
-        except InputError:  # the input itself cannot be read: the contract's exit 2
-            raise
-        except Exception as e:  # noqa: BLE001 - last line of defence: this input stops, the others go on
-            _note_skipped(src, None, e, "reading stopped")
-            break
-        if item is None:
-            break
+    SourceLoop(src, default_id, run_for, tally).run(progress, scan_threads, processes)
+
+
+class SourceLoop:
+    """One input being read: its look-back window, its counted lines and the deployments it fed so far.
+
+    Kept as an object (not locals of one function) so that a reader of a growing input
+    (:class:`StreamAnalysis`) can ask for the findings so far while the input is still being read."""
+
+    def __init__(self, src: Source, default_id: str, run_for: Callable[[str], Deployment], tally: StreamTally) -> None:
+        self.src, self.default_id, self.run_for, self.tally = src, default_id, run_for, tally
+        self.window = HotWindow(src.display)
+        self.counts = InputCounts(src.stats.hot)
+        self.fed: dict[str, Deployment] = {}
+        self.text_events = 0
+
+    def run(self, progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
+        src = self.src
+        matcher = default_matcher()
+        current: Deployment | None = None
+        reported = 0
+        items = iter_records(src, hot=True, window=self.window, scan_threads=scan_threads,
+                             scan_processes=processes, marks=True)
+        while True:
+            try:
+                item = next(items, None)
+            except InputError:  # the input itself cannot be read: the contract's exit 2
+                raise
+            except Exception as e:  # noqa: BLE001 - last line of defence: this input stops, the others go on
+                _note_skipped(src, None, e, "reading stopped")
+                break
+            if item is None:
+                break
+            if type(item) is CountMark:
+                self.counts.note(item)
+                continue
+            current = self._deployment_of(item, current)
+            self._hand(item, current, matcher)
+            if progress is not None and src.stats.bytes_read != reported:  # once per block read
+                reported = src.stats.bytes_read
+                progress(src.display, reported)
+        self.end()
+
+    def _deployment_of(self, item: Any, current: Deployment | None) -> Deployment:
+        """The deployment ``item`` belongs to (scanned rows carry no wrapper: the current one's); begun."""
         kind = type(item)
-        if kind is CountMark:
-            counts.note(item)
-            continue
-        rows = kind is LookupRows or kind is MetricRows  # scanned rows carry no wrapper: the current deployment's
-        key = None if rows else deployment_key(item)
+        key = None if kind is LookupRows or kind is MetricRows else deployment_key(item)
         if key is not None and (current is None or current.id != key):
-            current = run_for(key)
+            current = self.run_for(key)
         elif current is None:
-            current = run_for(default_id)
-        if current.id not in fed:
-            fed[current.id] = current
-            current.begin_source(src.display, window.find_back, counts)
+            current = self.run_for(self.default_id)
+        if current.id not in self.fed:
+            self.fed[current.id] = current
+            current.begin_source(self.src.display, self.window.find_back, self.counts)
+        return current
+
+    def _hand(self, item: Any, current: Deployment, matcher: Any) -> None:
+        kind, tally = type(item), self.tally
+        rows = kind is LookupRows or kind is MetricRows
         try:
             if kind is MetricRows:
                 tally.analysed += len(item)
@@ -238,19 +272,20 @@ def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployme
                 tally.analysed += len(item)
                 current.deliver_rows(item)
             else:
-                text_events += _deliver(item, matcher, current, tally, window)
+                self.text_events += _deliver(item, matcher, current, tally, self.window)
         except Exception as e:  # noqa: BLE001 - last line of defence: this record is skipped and named
             if not rows:
                 tally.unrecognized[item.kind] += 1
-            _note_skipped(src, None if rows else item, e, "skipped")
-        if progress is not None and src.stats.bytes_read != reported:  # once per block read
-            reported = src.stats.bytes_read
-            progress(src.display, reported)
-    # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
-    src.stats.recognized += text_events
-    tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines
-    _hand_counts(src, list(fed.values()) or [run_for(default_id)], counts)
-    window.clear()
+            _note_skipped(self.src, None if rows else item, e, "skipped")
+
+    def end(self) -> None:
+        """The input ended: its counted lines to the deployments it fed."""
+        src = self.src
+        # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
+        src.stats.recognized += self.text_events
+        self.tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines
+        _hand_counts(src, list(self.fed.values()) or [self.run_for(self.default_id)], self.counts)
+        self.window.clear()
 
 
 def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window: HotWindow | None = None) -> int:
@@ -312,6 +347,69 @@ def _hand_counts(src: Source, fed: list[Deployment], counts: InputCounts) -> Non
             dep.run.shared_count_sources.append(src.display)
 
 
+# ------------------------------------------------------------------------------------------ incremental
+class StreamAnalysis:
+    """One input group read as it grows (``specdiag watch``), with the report so far on request.
+
+    The same loop as :func:`analyze_group` reads each input (:class:`SourceLoop`); ``snapshot`` may be
+    called while an input is being read, between two of its blocks (a follower's callbacks run there,
+    ``ingest/follow.py``): it copies the deployments' observers and finishes the copies, so the analysis
+    goes on untouched. A snapshot costs time and memory in proportion to that state (requests in flight,
+    findings, the capped series), not to what was read; ``finish`` ends the analysis itself."""
+
+    def __init__(self, opts: AnalyzeOptions, group_id: str) -> None:
+        _validate(opts)
+        self.opts, self.group_id = opts, group_id
+        self._make = deployment_runs(opts)
+        self.runs: dict[str, Deployment] = {}
+        self.tally = StreamTally()
+        self.loop: SourceLoop | None = None
+        self.sources: list[Source] = []
+        self._started = time.perf_counter()
+
+    def _run_for(self, dep_id: str) -> Deployment:
+        if dep_id not in self.runs:
+            self.runs[dep_id] = Deployment(dep_id, self._make)
+        return self.runs[dep_id]
+
+    def read(self, src: Source) -> None:
+        """Read ``src`` to its end (a follower's end: its writer closed it, or it was stopped)."""
+        self.sources.append(src)
+        self.loop = SourceLoop(src, self.group_id, self._run_for, self.tally)
+        try:
+            self.loop.run(None)
+        finally:
+            self.loop = None
+
+    def snapshot(self, lines: int | None = None) -> Report:
+        """The report of everything read so far, the analysis left as it is. ``lines``: how many lines
+        of the input being read have arrived (ingest counts them only at its end)."""
+        loop = self.loop
+        if loop is None:
+            runs, tally = copy.deepcopy((self.runs, self.tally))
+            return self._report(runs, tally)
+        memo: dict[int, Any] = {id(loop.window): loop.window}  # the look-back: read by finish, never changed
+        runs, tally, counts, fed = copy.deepcopy((self.runs, self.tally, loop.counts, loop.fed), memo)
+        stats = loop.src.stats
+        for dep in fed.values():
+            dep.end_source(stats.year, stats.lines or lines or 0, counts)
+        tally.analysed += _counted_lines(stats.hot) + stats.access_lines
+        return self._report(runs, tally, lines)
+
+    def finish(self) -> Report:
+        """The final report (the analysis ends: call once, after the last ``read``)."""
+        return self._report(self.runs, self.tally)
+
+    def _report(self, runs: dict[str, Deployment], tally: StreamTally, lines: int | None = None) -> Report:
+        deployments = [r.finish() for r in runs.values()]
+        if not deployments:
+            deployments = [Deployment(self.group_id, self._make).finish()]
+        inputs = [s.stats.to_dict() for s in self.sources]
+        if lines is not None and inputs and not inputs[-1]["lines"]:
+            inputs[-1]["lines"] = lines
+        return _assemble([GroupResult(deployments, inputs, tally)], self.opts, time.perf_counter() - self._started)
+
+
 # ------------------------------------------------------------------------------------------ parallel
 _POOL: Any = None
 
@@ -356,4 +454,4 @@ def _assemble(parts: list[GroupResult], opts: AnalyzeOptions, elapsed: float) ->
     )
 
 
-__all__ = ["AnalyzeOptions", "ConfigError", "InputError", "analyze", "run_analysis", "select_rules"]
+__all__ = ["AnalyzeOptions", "ConfigError", "InputError", "StreamAnalysis", "analyze", "run_analysis", "select_rules"]

@@ -22,7 +22,7 @@ import typer
 from specdiag import __version__
 from specdiag.outfile import OutputError
 
-COMMAND_MODULES = ["analyze", "metrics", "check", "fleet", "events", "rules", "config", "repro"]
+COMMAND_MODULES = ["analyze", "watch", "metrics", "check", "fleet", "events", "rules", "config", "repro"]
 
 app = typer.Typer(
     name="specdiag",

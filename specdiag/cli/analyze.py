@@ -18,11 +18,17 @@ from specdiag.cli.common import (
     EXIT_NO_RECOGNISED,
     EXIT_OK,
     EXIT_USAGE,
+    RANK_OPTION,
+    REQUEST_OPTION,
     SCAN_THREADS_OPTION,
+    SINCE_OPTION,
+    UNTIL_OPTION,
     Progress,
     exit_code_for,
     fail,
+    line_filter,
     note,
+    note_filter,
     read_inputs_or_stdin,
     readable_inputs,
     render_format,
@@ -100,11 +106,26 @@ def analyze_cmd(
     stdin_name: str = typer.Option("-", "--stdin-name", help="Name to show for stdin in reports."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Worker processes across deployments (0: all cores); without the compiled scanner also the block scans of one input."),
     scan_threads: int | None = SCAN_THREADS_OPTION,
+    since: str = SINCE_OPTION,
+    until: str = UNTIL_OPTION,
+    request: list[str] = REQUEST_OPTION,
+    rank: list[int] = RANK_OPTION,
+    follow: bool = typer.Option(False, "--follow", "-F", help="Follow one growing log or pipe: 'specdiag watch' "
+                                "(its options: --interval, --baseline, --before, --clean-after)."),
 ) -> None:
     from specdiag.config import resolve
     from specdiag.engine import ConfigError, analyze
     from specdiag.ingest import InputError
 
+    flt = line_filter(since, until, request, rank)
+    if follow:
+        from specdiag.cli.watch import watch_cmd
+
+        if len(paths or ["-"]) != 1:
+            fail("--follow reads one log file or '-'")
+        raise typer.Exit(watch_cmd(path=(paths or ["-"])[0], lmcache_config=lmcache_config, select=select,
+                                   ignore=ignore, config=config, no_config=no_config, since=since, until=until,
+                                   request=request, rank=rank, stdin_name=stdin_name))
     if brief and (quiet or verbose):
         fail("--brief is a level between -q and the full report: give one of -q, --brief, -v")
     fmt = fmt.strip().lower()
@@ -123,7 +144,7 @@ def analyze_cmd(
         with Progress(good, stdin_name, quiet=quiet) as bar:
             report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select, ignore=cfg.ignore or None,
                              rule_options=cfg.rule_options, severity_overrides=cfg.severity, stdin_name=stdin_name,
-                             progress=bar.callback, jobs=jobs, scan_threads=scan_threads)
+                             progress=bar.callback, jobs=jobs, scan_threads=scan_threads, line_filter=flt)
     except (InputError, ConfigError) as e:
         fail(str(e))
     report = report.with_tool_errors(tool_errors)
@@ -140,6 +161,8 @@ def analyze_cmd(
         sys.stdout.write(text)
     if html:  # --html FILE: the html format beside the one chosen by --format
         write_file(html, render_format("html", report, verbose=verbose), "the HTML report", quiet)
+    if flt is not None and not quiet:
+        note_filter(report.inputs)
     for e in tool_errors:
         sys.stderr.write(f"specdiag: error: {e['message']} (the report covers the other inputs)\n")
     if tool_errors:

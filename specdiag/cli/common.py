@@ -22,6 +22,37 @@ SCAN_THREADS_OPTION = typer.Option(
          "the compiled scanner only); see docs/benchmark.md.")
 
 
+#: the line filters of ``analyze`` and ``watch`` (one definition: the same words in both)
+SINCE_OPTION = typer.Option(None, "--since", help="Only lines at or after this log time: HH:MM[:SS], MM-DD HH:MM[:SS] "
+                            "or YYYY-MM-DD HH:MM[:SS] (a time of day alone needs a log of one date; docs/watch.md).")
+UNTIL_OPTION = typer.Option(None, "--until", help="Only lines at or before this log time (as --since).")
+REQUEST_OPTION = typer.Option(None, "--request", help="Only lines of this request id, and lines that name no request "
+                              "(repeatable).")
+RANK_OPTION = typer.Option(None, "--rank", min=0, help="Only lines of this TP rank, and of processes that name no rank "
+                           "(repeatable).")
+
+
+def line_filter(since: str | None, until: str | None, requests: list[str] | None, ranks: list[int] | None):
+    """The ``LineFilter`` of the filter options (None when none is given); a bad time is a usage error."""
+    from specdiag.ingest.linefilter import FilterError, LineFilter, TimeSpec
+
+    try:
+        flt = LineFilter(since=TimeSpec.parse(since, "--since") if since else None,
+                         until=TimeSpec.parse(until, "--until") if until else None,
+                         requests=tuple(r.strip() for r in requests or () if r.strip()), ranks=tuple(ranks or ()))
+    except FilterError as e:
+        fail(str(e))
+    return flt if flt.active else None
+
+
+def note_filter(inputs: list[dict]) -> None:
+    """One note per filtered input: what the filter was and how many lines it excluded."""
+    for i in inputs:
+        if i.get("filter"):
+            f = i["filter"]
+            note(f"{i['path']}: {f['applied']} excluded {f['excluded_lines']:,} of {i['lines']:,} lines")
+
+
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     """A clear one-line error on stderr and the contract's exit code — never a traceback."""
     from specdiag.sanitize import one_line

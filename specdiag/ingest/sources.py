@@ -92,6 +92,8 @@ class SourceStats:
     cut_recognized: int = 0
     #: uvicorn access lines below 500 the per-line stages read (no record: the scanner counts them)
     access_lines: int = 0
+    #: a line filter read this input (``linefilter.py``): ``{"applied": "--since 16:05", "excluded_lines": N}``
+    filter: dict | None = None
 
     def to_dict(self) -> dict:
         out = {
@@ -107,6 +109,8 @@ class SourceStats:
             out["cr_line_ends"] = self.cr_splits
         if self.cut_recognized:
             out["cut_lines"] = self.cut_recognized
+        if self.filter is not None:
+            out["filter"] = dict(self.filter)
         return out
 
 
