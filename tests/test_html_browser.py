@@ -5,9 +5,11 @@ tests skip, saying so, when it is absent. The DevTools client below talks to Chr
 ``--remote-debugging-pipe`` (file descriptors 3 and 4, NUL-separated JSON), so it needs nothing beyond the
 standard library — no Playwright, no websocket package, no browser download.
 
-Run as a script to take the documentation screenshot::
+Run as a script to take the documentation screenshots (a laptop's and a phone's width)::
 
-    .venv/bin/python tests/test_html_browser.py examples/tp8-shortfall/serve.log --out docs/images/report.png
+    .venv/bin/python tests/test_html_browser.py examples/tp8-shortfall/serve.log --out docs/images/report-1280.png
+    .venv/bin/python tests/test_html_browser.py examples/tp8-shortfall/serve.log --out docs/images/report-390.png \
+        --width 390 --height 1688
 """
 
 from __future__ import annotations
@@ -663,7 +665,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--out", required=True)
     ap.add_argument("--html", help="also keep the HTML here")
-    ap.add_argument("--height", type=int, default=2600)
+    ap.add_argument("--width", type=int, default=1280, help="the viewport's width in CSS pixels (390: a phone)")
+    ap.add_argument("--height", type=int, default=2600, help="the picture's height: the top of the page down to it")
     ap.add_argument("--top", type=int, default=0, help="start the picture this many pixels down the page")
     args = ap.parse_args(argv)
     exe = find_chromium()
@@ -678,10 +681,10 @@ def main(argv: list[str]) -> int:
             probe = check_page(b, html_path)
             if probe["problems"]:
                 print("\n".join(probe["problems"]), file=sys.stderr)
-            session = b.open_page()
+            session = b.open_page(args.width, 900)
             b.load(session, html_path.resolve().as_uri())
             b.evaluate(session, CHARTS_READY)
-            b.screenshot(session, Path(args.out), max_height=args.height, top=args.top)
+            b.screenshot(session, Path(args.out), width=args.width, max_height=args.height, top=args.top)
         finally:
             b.close()
     print(f"wrote {args.out}")
