@@ -562,9 +562,17 @@ def test_repro_page_in_chromium(browser, tmp_path):
 EXAMPLES = sorted((ROOT / "examples").glob("*/serve.log"))
 
 
+@pytest.fixture(params=SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def size(request) -> tuple[int, int]:
+    return request.param
+
+
+def _problems_at(b: Browser, page: Path, size: tuple[int, int], verdict: bool = True) -> list[str]:
+    return layout_problems(layout_of(b, page, *size), verdict=verdict)
+
+
 @needs_chromium
-@pytest.mark.parametrize("width,height", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_example_reports_read_well_on_a_phone_and_a_laptop(browser, tmp_path, width, height):
+def test_example_reports_read_well_on_a_phone_and_a_laptop(browser, tmp_path, size):
     """Every example's report: no sideways scrolling, nothing cut at the right edge outside a scroll box, the
     verdict on the first screen, no chart label over another, no legend taller than its chart."""
     from specdiag.engine import analyze
@@ -574,51 +582,52 @@ def test_example_reports_read_well_on_a_phone_and_a_laptop(browser, tmp_path, wi
     for log in EXAMPLES:
         out = tmp_path / f"{log.parent.name}.html"
         write_html(analyze([str(log)]), out)
-        probe = layout_of(browser, out, width, height)
+        probe = layout_of(browser, out, *size)
         probs = layout_problems(probe)
-        assert not probs, f"{log.parent.name} at {width} px:\n" + "\n".join(probs)
+        assert not probs, f"{log.parent.name} at {size[0]} px:\n" + "\n".join(probs)
         assert probe["charts"] and all(ch["labels"] > 3 for ch in probe["charts"]), probe["charts"]
 
 
 @needs_chromium
-@pytest.mark.parametrize("width,height", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_every_series_and_a_verbose_report_fit_the_screen(browser, tmp_path, width, height):
+def test_every_series_and_a_verbose_report_fit_the_screen(browser, tmp_path, size):
     """The synthetic report draws every chart (the most legend entries) and -v shows every cause in full."""
     from test_html import rich_report
 
     from specdiag.engine import analyze
     from specdiag.report.html import write_html
 
-    out = tmp_path / "rich.html"
-    write_html(rich_report(), out)
-    assert layout_problems(layout_of(browser, out, width, height)) == []
-    out = tmp_path / "verbose.html"
-    write_html(analyze([str(ROOT / "examples" / "tp8-shortfall" / "serve.log")]), out, verbose=True)
-    assert layout_problems(layout_of(browser, out, width, height)) == []
+    write_html(rich_report(), tmp_path / "rich.html")
+    assert _problems_at(browser, tmp_path / "rich.html", size) == []
+    tp8 = analyze([str(ROOT / "examples" / "tp8-shortfall" / "serve.log")])
+    write_html(tp8, tmp_path / "verbose.html", verbose=True)
+    assert _problems_at(browser, tmp_path / "verbose.html", size) == []
 
 
-@needs_chromium
-@pytest.mark.parametrize("width,height", SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
-def test_repro_and_fleet_pages_fit_the_screen(browser, tmp_path, width, height):
-    from test_html import sample_verdict
-
+def _fleet_of_the_examples() -> str:
+    """The fleet page with one deployment per example, under a pod name as long as Kubernetes makes them."""
     from specdiag.engine import analyze
     from specdiag.fleet.model import FleetReport, FleetRow
     from specdiag.report.fleet_html import render_fleet_html
-    from specdiag.report.html import write_repro_html
-
-    out = tmp_path / "repro.html"
-    write_repro_html(sample_verdict(), out)
-    assert layout_problems(layout_of(browser, out, width, height)) == []
 
     rows = []
     for log in EXAMPLES:
         rep = analyze([str(log)])
         rows.append(FleetRow(f"pod/vllm-{log.parent.name}-decode-5d8f7c9b6-x2kqz", [str(log)], rep.context,
                              list(rep.findings)))
+    return render_fleet_html(FleetReport(rows, []))
+
+
+@needs_chromium
+def test_repro_and_fleet_pages_fit_the_screen(browser, tmp_path, size):
+    from test_html import sample_verdict
+
+    from specdiag.report.html import write_repro_html
+
+    write_repro_html(sample_verdict(), tmp_path / "repro.html")
+    assert _problems_at(browser, tmp_path / "repro.html", size) == []
     fleet = tmp_path / "fleet.html"
-    fleet.write_text(render_fleet_html(FleetReport(rows, [])), encoding="utf-8")
-    assert layout_problems(layout_of(browser, fleet, width, height), verdict=False) == []
+    fleet.write_text(_fleet_of_the_examples(), encoding="utf-8")
+    assert _problems_at(browser, fleet, size, verdict=False) == []  # the fleet page opens with its count
 
 
 BROKEN_LAYOUT = """<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width"></head><body>
