@@ -6,7 +6,9 @@ usage: gen_doc_excerpts.py [--check]   (--check exits 1 when an excerpt on disk 
 An excerpt is a fenced block between ``<!-- excerpt: COLUMNS ARGS... -->`` and ``<!-- /excerpt -->`` in a
 markdown file under docs/ or examples/: the output of ``specdiag ARGS`` at that terminal width, without
 colour, run from the repository root. Only outputs without timings or paths of this machine belong there
-(``-q``: the verdict block).
+(``-q``: the verdict block). ``ARGS | box "TEXT"`` quotes one box of the full report instead of all of it:
+the box (``╭`` … ``╰``) holding the first line that contains TEXT — ``| box "─ timeline ─"`` is the timeline,
+``| box "ERROR  KV001"`` the KV001 finding — so a section can be shown without the run's timing line.
 """
 
 from __future__ import annotations
@@ -23,8 +25,25 @@ BLOCK = re.compile(r"(<!-- excerpt: (\d+) (.+?) -->\n```text\n)(.*?)(```\n<!-- /
 FILES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "examples").glob("*.md"))]
 
 
+def box_containing(text: str, needle: str) -> str:
+    """The box of ``text`` (its ``╭`` line to its ``╰`` line) around the first line that contains ``needle``."""
+    lines = text.splitlines(keepends=True)
+    hit = next((i for i, ln in enumerate(lines) if needle in ln), None)
+    if hit is None:
+        raise SystemExit(f"gen_doc_excerpts: no line of the report contains {needle!r}")
+    top = next((i for i in range(hit, -1, -1) if lines[i].startswith("╭")), None)
+    end = next((i for i in range(hit, len(lines)) if lines[i].startswith("╰")), None)
+    if top is None or end is None:
+        raise SystemExit(f"gen_doc_excerpts: the line with {needle!r} is in no box")
+    return "".join(lines[top:end + 1])
+
+
 def output_of(width: int, args: str) -> str:
-    """``specdiag ARGS`` as a user sees it at ``width`` columns, without colour (run in this process)."""
+    """``specdiag ARGS`` as a user sees it at ``width`` columns, without colour (run in this process); with
+    ``| box "TEXT"``, only the box that holds TEXT."""
+    if " | box " in args:
+        args, needle = args.split(" | box ", 1)
+        return box_containing(output_of(width, args), shlex.split(needle)[0])
     import os
 
     from typer.testing import CliRunner

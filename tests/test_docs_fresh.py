@@ -39,3 +39,33 @@ def test_a_stale_excerpt_is_found(tmp_path) -> None:
 
     stale = "<!-- excerpt: 100 analyze examples/tp8-shortfall/serve.log -q -->\n```text\nold\n```\n<!-- /excerpt -->\n"
     assert "KV001" in gen_doc_excerpts.refreshed(stale) and "old" not in gen_doc_excerpts.refreshed(stale)
+
+
+def test_an_excerpt_can_quote_one_box_of_the_full_report() -> None:
+    """``| box "TEXT"`` quotes the one box holding TEXT — the timeline, a finding — without the timing line."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_doc_excerpts
+
+    stale = ('<!-- excerpt: 104 analyze examples/tp8-shortfall/serve.log --fail-on never | box "─ timeline ─" -->\n'
+             "```text\nold\n```\n<!-- /excerpt -->\n")
+    body = gen_doc_excerpts.refreshed(stale).split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert body[0].startswith("╭─ timeline ─") and body[-1].startswith("╰")
+    assert all(ln.startswith("│") for ln in body[1:-1]) and "log time (zone unknown)" in "".join(body)
+    assert not any("Read 1 input" in ln or "KV001" in ln for ln in body)
+
+
+def test_a_box_the_report_does_not_have_stops_the_generator() -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_doc_excerpts
+    import pytest
+
+    with pytest.raises(SystemExit, match="no line of the report contains"):
+        gen_doc_excerpts.box_containing("╭─╮\n│ a │\n╰─╯\n", "KV999")
+    with pytest.raises(SystemExit, match="in no box"):
+        gen_doc_excerpts.box_containing("specdiag: KV001\n", "KV001")
+
+
+def test_reading_a_report_quotes_only_generated_report_blocks() -> None:
+    """Every ``text`` block of the walkthrough is an excerpt the generator rewrites, so none can go stale."""
+    text = (ROOT / "docs" / "reading-a-report.md").read_text()
+    assert text.count("```text\n") == text.count("<!-- excerpt:") >= 4

@@ -29,7 +29,8 @@ def tp8_findings() -> int:
 
 
 def test_the_table_holds_every_format_and_each_is_a_renderer() -> None:
-    assert set(FORMATS) == {"text", "json", "jsonl", "markdown", "sarif", "github", "junit", "gitlab", "html"}
+    assert set(FORMATS) == {"text", "lines", "json", "jsonl", "markdown", "sarif", "github", "junit", "gitlab",
+                            "html"}
     for name, r in FORMATS.items():
         assert isinstance(r, Renderer) and r.name == name
         assert r.description and r.extension.startswith(".") and not r.binary
@@ -53,13 +54,49 @@ def test_every_format_renders_tp8_through_check(tmp_path, name) -> None:
     assert out.read_text(encoding="utf-8").strip()
 
 
-@pytest.mark.parametrize("name", [n for n in FORMATS if n != "text"])
+@pytest.mark.parametrize("name", [n for n in FORMATS if n != "text"])  # text: check adds its gate line
 def test_a_name_means_the_same_output_on_both_commands(tmp_path, name) -> None:
     a, c = tmp_path / "a", tmp_path / "c"
     invoke("analyze", TP8, "-f", name, "-o", str(a))
     invoke("check", TP8, "-f", f"{name}:{c}")
     strip = re.compile(r'"(?:startTimeUtc|endTimeUtc|timestamp)":\s*"[^"]*"|time="[^"]*"|timestamp="[^"]*"|took [\d.]+ s')
     assert strip.sub("", a.read_text(encoding="utf-8")) == strip.sub("", c.read_text(encoding="utf-8"))
+
+
+TIMING = re.compile(r" in [\d.]+ s\.")
+
+
+def test_text_on_check_is_the_analyze_report_plus_the_gate_line(tmp_path) -> None:
+    """``--format text`` is one renderer on both commands — the terminal report without colour, verdict first
+    and last — and ``check`` ends it with its gate line (how many findings reach --fail-on)."""
+    a, c = tmp_path / "a.txt", tmp_path / "c.txt"
+    # no -q: on analyze it means the verdict alone (on check, no notes on stderr)
+    CliRunner().invoke(app, ["analyze", TP8, "-f", "text", "-o", str(a), "--no-config"], env={"NO_COLOR": "1"})
+    invoke("check", TP8, "-f", f"text:{c}")
+    at, ct = (TIMING.sub(" in N s.", p.read_text(encoding="utf-8")) for p in (a, c))
+    errors = sum(f["severity"] == "error" for f in json.loads(invoke("analyze", TP8, "-f", "json").stdout)["findings"])
+    assert errors > 0
+    assert ct == at + f"specdiag check: {errors} findings at or above --fail-on error: the gate fails\n"
+    assert at.startswith("specdiag: ") and "\x1b" not in ct and "╭─ deployment" in at
+    on_stdout = invoke("check", TP8, "-f", "text")
+    assert TIMING.sub(" in N s.", on_stdout.stdout) == ct
+
+
+def test_the_gate_line_follows_fail_on() -> None:
+    healthy = str(ROOT / "examples" / "healthy-ngram" / "serve.log")
+    r = invoke("check", healthy, "-f", "text")
+    assert r.exit_code == 0 and r.stdout.endswith("specdiag check: 0 findings at or above --fail-on error: "
+                                                  "the gate passes\n")
+    r = invoke("check", TP8, "-f", "text", "--fail-on", "never")
+    assert r.exit_code == 0 and r.stdout.endswith("specdiag check: --fail-on never: no finding fails the gate\n")
+
+
+def test_check_writes_lines_by_default_and_for_auto() -> None:
+    """The CI layout (one ``path:line: severity CODE title`` line per finding) is ``lines``: check's default."""
+    lines = invoke("check", TP8, "-f", "lines").stdout
+    assert lines.startswith(TP8.replace(str(ROOT) + "/", "")) or ": error KV" in lines.splitlines()[0]
+    assert invoke("check", TP8).stdout == lines == invoke("check", TP8, "-f", "auto").stdout
+    assert "╭" not in lines and lines.rstrip().endswith("; fail-on error")
 
 
 @pytest.mark.parametrize("command", ["analyze", "check"])

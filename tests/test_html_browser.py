@@ -5,9 +5,11 @@ tests skip, saying so, when it is absent. The DevTools client below talks to Chr
 ``--remote-debugging-pipe`` (file descriptors 3 and 4, NUL-separated JSON), so it needs nothing beyond the
 standard library — no Playwright, no websocket package, no browser download.
 
-Run as a script to take the documentation screenshot::
+Run as a script to take the documentation screenshots (a laptop's and a phone's width)::
 
-    .venv/bin/python tests/test_html_browser.py examples/tp8-shortfall/serve.log --out docs/images/report.png
+    .venv/bin/python tests/test_html_browser.py examples/tp8-shortfall/serve.log --out docs/images/report-1280.png
+    .venv/bin/python tests/test_html_browser.py examples/tp8-shortfall/serve.log --out docs/images/report-390.png \
+        --width 390 --height 1688
 """
 
 from __future__ import annotations
@@ -184,6 +186,7 @@ class Browser:
         self.send("Page.addScriptToEvaluateOnNewDocument", {"source": (
             "window.__csp = []; document.addEventListener('securitypolicyviolation', "
             "e => window.__csp.push(e.violatedDirective + ' ' + e.blockedURI));")}, session=session)
+        self.send("Page.addScriptToEvaluateOnNewDocument", {"source": TEXT_RECORDER}, session=session)
         return session
 
     def load(self, session: str, url: str) -> None:
@@ -224,6 +227,36 @@ class Browser:
                 pass
         shutil.rmtree(self.udd, ignore_errors=True)
 
+
+# The charts are canvases, so their labels are not elements: this records the box of every string drawn with
+# fillText (measured by the canvas itself, through the context's transform, so rotated axis titles too), per
+# canvas, from the canvas's last full clear on — what is on the canvas now. Injected before any page script.
+TEXT_RECORDER = r"""
+(() => {
+  const P = CanvasRenderingContext2D.prototype, fill = P.fillText, clear = P.clearRect;
+  const drawn = new WeakMap();
+  window.__drawnText = c => drawn.get(c) || [];
+  P.clearRect = function (x, y, w, h) {
+    if (x <= 0 && y <= 0 && x + w >= this.canvas.width && y + h >= this.canvas.height) { drawn.set(this.canvas, []); }
+    return clear.apply(this, arguments);
+  };
+  P.fillText = function (s, x, y) {
+    const text = String(s);
+    if (text.trim()) {
+      const m = this.measureText(text), t = this.getTransform();
+      const l = x - m.actualBoundingBoxLeft, r = x + m.actualBoundingBoxRight;
+      const top = y - m.actualBoundingBoxAscent, bot = y + m.actualBoundingBoxDescent;
+      const pts = [[l, top], [r, top], [l, bot], [r, bot]].map(([px, py]) => [t.a * px + t.c * py + t.e,
+                                                                            t.b * px + t.d * py + t.f]);
+      const xs = pts.map(p => p[0]), ys = pts.map(p => p[1]);
+      if (!drawn.has(this.canvas)) { drawn.set(this.canvas, []); }
+      drawn.get(this.canvas).push({text, x0: Math.min(...xs), x1: Math.max(...xs),
+                                   y0: Math.min(...ys), y1: Math.max(...ys)});
+    }
+    return fill.apply(this, arguments);
+  };
+})();
+"""
 
 # resolves once the page's script has finished (it marks <body data-charts>) and two frames were painted
 CHARTS_READY = r"""
@@ -302,6 +335,79 @@ def check_page(b: Browser, html_path: Path) -> dict[str, Any]:
     b.send("Target.closeTarget", {"targetId": b.targets.pop(session)})
     probe["problems"] = problems
     return probe
+
+
+# how the page sits in the viewport: what sticks out, where the verdict is, each chart's labels and legend
+LAYOUT_PROBE = r"""
+(() => {
+  const W = innerWidth;
+  const scrolls = e => { const o = getComputedStyle(e).overflowX; return o === 'auto' || o === 'scroll'; };
+  const inScrollBox = e => { for (let a = e.parentElement; a; a = a.parentElement) { if (scrolls(a)) return true; }
+                             return false; };
+  const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+                    (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/\s+/).join('.') : '');
+  const overflow = [];
+  document.querySelectorAll('body *').forEach(e => {
+    const r = e.getBoundingClientRect();
+    if (r.width > 0 && r.height > 0 && r.right > W + 0.5 && !inScrollBox(e)) {
+      overflow.push(name(e) + ' ends at ' + Math.round(r.right) + ': ' + (e.textContent || '').trim().slice(0, 60));
+    }
+  });
+  const verdict = document.querySelector('#verdict, .verdict');
+  const charts = [];
+  document.querySelectorAll('#charts .uplot').forEach(u => {
+    const canvas = u.querySelector('canvas'), wrap = u.querySelector('.u-wrap'), legend = u.querySelector('.u-legend');
+    const k = canvas ? canvas.width / canvas.getBoundingClientRect().width : 1;
+    const boxes = canvas ? window.__drawnText(canvas).map(b => ({text: b.text, x0: b.x0 / k, x1: b.x1 / k,
+                                                                  y0: b.y0 / k, y1: b.y1 / k})) : [];
+    const overlaps = [];
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i], b = boxes[j];
+        if (Math.min(a.x1, b.x1) - Math.max(a.x0, b.x0) > 0.5 && Math.min(a.y1, b.y1) - Math.max(a.y0, b.y0) > 0.5) {
+          overlaps.push([a.text, b.text]);
+        }
+      }
+    }
+    const h3 = u.closest('.chart') && u.closest('.chart').querySelector('h3');
+    charts.push({title: h3 ? h3.textContent : '', labels: boxes.length, overlaps,
+                 chart_height: wrap ? wrap.getBoundingClientRect().height : 0,
+                 legend_height: legend ? legend.getBoundingClientRect().height : 0});
+  });
+  return {inner_width: W, inner_height: innerHeight, scroll_width: document.documentElement.scrollWidth,
+          overflow, verdict_top: verdict ? verdict.getBoundingClientRect().top : null, charts};
+})()
+"""
+
+
+def layout_of(b: Browser, html_path: Path, width: int, height: int) -> dict[str, Any]:
+    """Open the page at width × height (a phone, a laptop) and measure how it sits in that viewport."""
+    session = b.open_page(width, height)
+    b.load(session, html_path.resolve().as_uri())
+    b.evaluate(session, CHARTS_READY)
+    probe = b.evaluate(session, LAYOUT_PROBE)
+    b.send("Target.closeTarget", {"targetId": b.targets.pop(session)})
+    return probe
+
+
+def layout_problems(probe: dict[str, Any], verdict: bool = True) -> list[str]:
+    """Everything that makes the page hard to read at that size, one line each ([] when it reads well)."""
+    w, h = probe["inner_width"], probe["inner_height"]
+    out = []
+    if probe["scroll_width"] > w:
+        out.append(f"the page scrolls sideways: {probe['scroll_width']} px wide in a {w} px viewport")
+    out += [f"past the right edge, outside any scroll box: {o}" for o in probe["overflow"][:10]]
+    if verdict and (probe["verdict_top"] is None or probe["verdict_top"] >= h):
+        out.append(f"the verdict is not on the first screen (top at {probe['verdict_top']}, screen {h} px)")
+    for ch in probe["charts"]:
+        out += [f"chart {ch['title']!r}: labels {a!r} and {b!r} overlap" for a, b in ch["overlaps"]]
+        if ch["legend_height"] > ch["chart_height"] + 0.5:
+            out.append(f"chart {ch['title']!r}: legend {ch['legend_height']:.0f} px taller than its chart "
+                       f"({ch['chart_height']:.0f} px)")
+    return out
+
+
+SIZES = [(390, 844), (1280, 900)]  # a phone held upright, a laptop
 
 
 # --------------------------------------------------------------------------------------------------- tests
@@ -453,6 +559,110 @@ def test_repro_page_in_chromium(browser, tmp_path):
     assert "max_local_cpu_size" in probe["text"]
 
 
+EXAMPLES = sorted((ROOT / "examples").glob("*/serve.log"))
+
+
+@pytest.fixture(params=SIZES, ids=[f"{w}x{h}" for w, h in SIZES])
+def size(request) -> tuple[int, int]:
+    return request.param
+
+
+def _problems_at(b: Browser, page: Path, size: tuple[int, int], verdict: bool = True) -> list[str]:
+    return layout_problems(layout_of(b, page, *size), verdict=verdict)
+
+
+@needs_chromium
+def test_example_reports_read_well_on_a_phone_and_a_laptop(browser, tmp_path, size):
+    """Every example's report: no sideways scrolling, nothing cut at the right edge outside a scroll box, the
+    verdict on the first screen, no chart label over another, no legend taller than its chart."""
+    from specdiag.engine import analyze
+    from specdiag.report.html import write_html
+
+    assert EXAMPLES, "no examples/*/serve.log"
+    for log in EXAMPLES:
+        out = tmp_path / f"{log.parent.name}.html"
+        write_html(analyze([str(log)]), out)
+        probe = layout_of(browser, out, *size)
+        probs = layout_problems(probe)
+        assert not probs, f"{log.parent.name} at {size[0]} px:\n" + "\n".join(probs)
+        assert probe["charts"] and all(ch["labels"] > 3 for ch in probe["charts"]), probe["charts"]
+
+
+@needs_chromium
+def test_every_series_and_a_verbose_report_fit_the_screen(browser, tmp_path, size):
+    """The synthetic report draws every chart (the most legend entries) and -v shows every cause in full."""
+    from test_html import rich_report
+
+    from specdiag.engine import analyze
+    from specdiag.report.html import write_html
+
+    write_html(rich_report(), tmp_path / "rich.html")
+    assert _problems_at(browser, tmp_path / "rich.html", size) == []
+    tp8 = analyze([str(ROOT / "examples" / "tp8-shortfall" / "serve.log")])
+    write_html(tp8, tmp_path / "verbose.html", verbose=True)
+    assert _problems_at(browser, tmp_path / "verbose.html", size) == []
+
+
+def _fleet_of_the_examples() -> str:
+    """The fleet page with one deployment per example, under a pod name as long as Kubernetes makes them."""
+    from specdiag.engine import analyze
+    from specdiag.fleet.model import FleetReport, FleetRow
+    from specdiag.report.fleet_html import render_fleet_html
+
+    rows = []
+    for log in EXAMPLES:
+        rep = analyze([str(log)])
+        rows.append(FleetRow(f"pod/vllm-{log.parent.name}-decode-5d8f7c9b6-x2kqz", [str(log)], rep.context,
+                             list(rep.findings)))
+    return render_fleet_html(FleetReport(rows, []))
+
+
+@needs_chromium
+def test_repro_and_fleet_pages_fit_the_screen(browser, tmp_path, size):
+    from test_html import sample_verdict
+
+    from specdiag.report.html import write_repro_html
+
+    write_repro_html(sample_verdict(), tmp_path / "repro.html")
+    assert _problems_at(browser, tmp_path / "repro.html", size) == []
+    fleet = tmp_path / "fleet.html"
+    fleet.write_text(_fleet_of_the_examples(), encoding="utf-8")
+    assert _problems_at(browser, fleet, size, verdict=False) == []  # the fleet page opens with its count
+
+
+BROKEN_LAYOUT = """<!DOCTYPE html><html><head><meta name="viewport" content="width=device-width"></head><body>
+<table><tr><td style="white-space:nowrap">a value that cannot wrap, far wider than any phone: %s</td></tr></table>
+<div class="scroll" style="overflow-x:auto"><div style="width:1800px">wide, but inside its own scroll box</div></div>
+<div style="height:2000px"></div>
+<section id="verdict">the verdict, two screens down</section>
+<div id="charts"><div class="chart"><h3>lanes</h3><div class="uplot"><div class="u-wrap" style="height:80px">
+<canvas width="300" height="80"></canvas></div><table class="u-legend" style="height:240px"><tr><td>x</td></tr>
+</table></div></div></div>
+<script>
+const c = document.querySelector('canvas').getContext('2d');
+c.font = '12px sans-serif';
+c.clearRect(0, 0, 300, 80);
+c.fillText('TP2', 10, 40); c.fillText('all', 14, 44); c.fillText('TP0', 10, 70);
+</script></body></html>"""
+
+
+@needs_chromium
+def test_layout_checks_catch_a_broken_page(browser, tmp_path):
+    """The layout checks are not blind: a page that scrolls sideways, a cell cut at the edge, the verdict two
+    screens down, two labels drawn over each other and a legend taller than its chart are each reported — and a
+    wide block inside a scroll box, or labels one lane apart, are not."""
+    page = tmp_path / "broken.html"
+    page.write_text(BROKEN_LAYOUT % ("x" * 300), encoding="utf-8")
+    probe = layout_of(browser, page, 390, 844)
+    probs = layout_problems(probe)
+    assert any(p.startswith("the page scrolls sideways") for p in probs), probs
+    assert any("past the right edge" in p and p.split(": ", 1)[1].startswith("td ") for p in probs), probs
+    assert not any("inside its own scroll box" in p for p in probs), probs
+    assert any("verdict is not on the first screen" in p for p in probs), probs
+    assert [p for p in probs if "overlap" in p] == ["chart 'lanes': labels 'TP2' and 'all' overlap"], probs
+    assert any("legend 240 px taller than its chart (80 px)" in p for p in probs), probs
+
+
 # ------------------------------------------------------------------------------------------ screenshot
 def main(argv: list[str]) -> int:
     import argparse
@@ -464,7 +674,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("logs", nargs="+")
     ap.add_argument("--out", required=True)
     ap.add_argument("--html", help="also keep the HTML here")
-    ap.add_argument("--height", type=int, default=2600)
+    ap.add_argument("--width", type=int, default=1280, help="the viewport's width in CSS pixels (390: a phone)")
+    ap.add_argument("--height", type=int, default=2600, help="the picture's height: the top of the page down to it")
     ap.add_argument("--top", type=int, default=0, help="start the picture this many pixels down the page")
     args = ap.parse_args(argv)
     exe = find_chromium()
@@ -479,10 +690,10 @@ def main(argv: list[str]) -> int:
             probe = check_page(b, html_path)
             if probe["problems"]:
                 print("\n".join(probe["problems"]), file=sys.stderr)
-            session = b.open_page()
+            session = b.open_page(args.width, 900)
             b.load(session, html_path.resolve().as_uri())
             b.evaluate(session, CHARTS_READY)
-            b.screenshot(session, Path(args.out), max_height=args.height, top=args.top)
+            b.screenshot(session, Path(args.out), width=args.width, max_height=args.height, top=args.top)
         finally:
             b.close()
     print(f"wrote {args.out}")

@@ -72,7 +72,7 @@ def _render(report, fmt: str, verbose: bool, quiet: bool, output: str | None, fa
         return None
     hint = output or "the full report (specdiag analyze --format markdown or json)"
     return render_format(fmt, report, verbose=verbose, quiet=quiet, fail_on=fail_on, summary_hint=hint,
-                         layout="full", brief=brief)
+                         brief=brief)
 
 def analyze_cmd(
     paths: list[str] = typer.Argument(None, help="Log files, folders, globs or '-' for stdin.", show_default=False),

@@ -31,12 +31,13 @@ from specdiag.cli.common import (
 from specdiag.report.formats import FORMATS as RENDERERS
 from specdiag.report.formats import format_names
 
-#: the table's formats, plus ``auto`` (an alias this command resolves: text, and github annotations on Actions)
+#: the table's formats, plus ``auto`` (an alias this command resolves: lines, and github annotations on Actions)
 FORMATS = (*RENDERERS, "auto")
 STRUCTURED = tuple(n for n, r in RENDERERS.items() if r.structured)  # machine-readable: alone on stdout, or to a file
 FORMAT_HELP = (f"Output format, repeatable: {' | '.join(FORMATS)}; FORMAT:PATH writes to a file (e.g. "
-               "sarif:specdiag.sarif), otherwise stdout. 'auto' is text, plus GitHub annotations when "
-               "GITHUB_ACTIONS=true. Default: text.")
+               "sarif:specdiag.sarif), otherwise stdout. 'text' is the analyze report without colour plus the gate "
+               "line; 'lines' one line per finding; 'auto' is lines, plus GitHub annotations when "
+               "GITHUB_ACTIONS=true. Default: lines.")
 
 
 def register(app: typer.Typer) -> None:
@@ -47,7 +48,7 @@ def parse_formats(specs: list[str] | None) -> list[tuple[str, str | None]]:
     """``["github", "sarif:out.sarif"]`` → ``[("github", None), ("sarif", "out.sarif")]``."""
     out: list[tuple[str, str | None]] = []
     seen_paths: set[str] = set()
-    for spec in specs or ["text"]:
+    for spec in specs or ["lines"]:
         name, sep, path = spec.partition(":")
         name = name.strip().lower()
         if name not in FORMATS:
@@ -57,7 +58,7 @@ def parse_formats(specs: list[str] | None) -> list[tuple[str, str | None]]:
         if name == "auto":
             if path:
                 fail("--format auto writes to stdout; give a concrete format for a file")
-            out.append(("text", None))
+            out.append(("lines", None))
             if os.environ.get("GITHUB_ACTIONS") == "true":
                 out.append(("github", None))
             continue
@@ -77,8 +78,8 @@ def parse_formats(specs: list[str] | None) -> list[tuple[str, str | None]]:
 
 
 def _render(name: str, report, fail_on: str, summary_hint: str) -> str:
-    """One output through the format table; ``text`` in its CI layout (one line per finding)."""
-    return render_format(name, report, fail_on=fail_on, summary_hint=summary_hint, layout="lines")
+    """One output through the format table, as ``analyze`` renders it; ``gate``: ``text`` ends with the gate line."""
+    return render_format(name, report, fail_on=fail_on, summary_hint=summary_hint, gate=True)
 
 
 def write_step_summary(markdown_for, path: str) -> str | None:
@@ -207,7 +208,7 @@ def check_cmd(  # noqa: PLR0915 - predates the 60-statement limit (pyproject): o
         elif not quiet:
             note("note: --summary ignored: GITHUB_STEP_SUMMARY is not set")
 
-    if not quiet and not any(name == "text" and not path for name, path in outputs):
+    if not quiet and not any(name in ("text", "lines") and not path for name, path in outputs):
         from specdiag.report.text import status_line
 
         sys.stderr.write(f"specdiag: {status_line(report)}\n")

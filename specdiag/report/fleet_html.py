@@ -22,6 +22,7 @@ body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#1b1b1b}
 h1{font-size:20px}table{border-collapse:collapse}td,th{padding:2px 6px;font-size:12px}
 th{text-align:left;font-weight:600}td.c{width:18px;height:18px;padding:0;border:1px solid #fff}
 .s0{background:#f0f0f0}.s1{background:#56b4e9}.s2{background:#e69f00}.s3{background:#000000}
+.scroll{max-width:100%;overflow-x:auto}li,td,th{overflow-wrap:anywhere}@media(max-width:600px){body{margin:12px}}
 .err{color:#a00}.legend span{display:inline-block;width:14px;height:14px;margin:0 4px 0 12px;vertical-align:middle}
 """.strip()
 
@@ -60,6 +61,7 @@ def render_fleet_html(report: FleetReport) -> str:
     s = report.summary
     out = ["<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\">",
            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{csp}\">",
+           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">",
            "<title>specdiag fleet</title>", f"<style>{STYLE}</style></head><body>",
            f"<h1>specdiag fleet: {s['deployments']} deployments, {s['with_findings']} with findings, "
            f"{s['failed']} not analysed</h1>"]
@@ -73,12 +75,13 @@ def render_fleet_html(report: FleetReport) -> str:
                    f"{_esc(fmt_time(span[1]))} (log time, zone unknown).</p>")
     out.append("<p class=\"legend\">none<span class=\"s0\"></span> info<span class=\"s1\"></span> "
                "warning<span class=\"s2\"></span> error<span class=\"s3\"></span></p>")
-    out.append(f"<table><tr><th>deployment</th><th colspan=\"{BUCKETS}\">time →</th><th>findings</th></tr>")
+    # the heat map scrolls sideways in its own box on a phone; the page itself never does
+    out.append(f"<div class=\"scroll\"><table><tr><th>deployment</th><th colspan=\"{BUCKETS}\">time →</th><th>findings</th></tr>")
     for row in report.deployments:
         cells = "".join(f"<td class=\"c s{lv}\" title=\"{_esc(tip)}\"></td>" for lv, tip in _cells(row, span))
         by = row.by_rule()
         summary = (f"<span class=\"err\">not analysed: {_esc(row.error)}</span>" if row.error else
                    _esc(", ".join(f"{k} ×{v['count']}" for k, v in by.items()) or "no finding"))
         out.append(f"<tr><th>{_esc(row.id)}</th>{cells}<td>{summary}</td></tr>")
-    out.append("</table></body></html>\n")
+    out.append("</table></div></body></html>\n")
     return "".join(out)

@@ -3,7 +3,7 @@
 ``analyze`` and ``check`` both take their ``--format`` vocabulary from ``FORMATS``, so a name means the same
 output on both (modelled on ruff's ``Emitter`` and pip-audit's ``_format``: one small object per format).
 Each renderer wraps the format's existing render function and takes the options every command may pass
-(``fail_on``, ``verbose``, ``summary_hint``, ``quiet``, ``layout``), ignoring those its format has no use
+(``fail_on``, ``verbose``, ``summary_hint``, ``quiet``, ``brief``, ``gate``), ignoring those its format has no use
 for — so a command never needs to know which options which format reads.
 
 The renderers import their modules on first use: ``specdiag analyze`` in the terminal must not pay for the
@@ -52,19 +52,37 @@ class FunctionRenderer:
         return self.adapt(report, options)
 
 
-def _text(report: Report, opts: dict[str, Any]) -> str:
-    """``layout="full"`` (``analyze``): the terminal report without colour, as ``analyze -o`` always wrote
-    it; ``layout="lines"`` (``check``): one ``path:line: severity CODE title`` line per finding for CI logs."""
-    if opts.get("layout", "full") == "lines":
-        from specdiag.report.text import render_text
+def gate_line(report: Report, fail_on: str) -> str:
+    """``check``'s verdict on the run: how many findings reach ``--fail-on``, so whether the gate fails
+    (``--exit-zero`` and an unreadable input change the exit code, not this count)."""
+    from specdiag.findings import severity_at_least
 
-        return render_text(report, fail_on=opts.get("fail_on"))
+    if fail_on == "never":
+        return "specdiag check: --fail-on never: no finding fails the gate\n"
+    n = sum(1 for f in report.findings if severity_at_least(f.severity, fail_on))
+    verdict = "the gate fails" if n else "the gate passes"
+    return f"specdiag check: {n} finding{'' if n == 1 else 's'} at or above --fail-on {fail_on}: {verdict}\n"
+
+
+def _text(report: Report, opts: dict[str, Any]) -> str:
+    """The terminal report without colour — one meaning on every command; ``check`` (``gate=True``) adds
+    its gate line at the end. The one-line-per-finding CI layout is the ``lines`` format."""
     from specdiag.report.terminal import render_terminal
 
     buf = io.StringIO()
     render_terminal(report, verbose=bool(opts.get("verbose")), color=False, file=buf,
                     quiet=bool(opts.get("quiet")), brief=bool(opts.get("brief")))
+    if opts.get("gate"):
+        buf.write(gate_line(report, opts.get("fail_on") or "error"))
     return buf.getvalue()
+
+
+def _lines(report: Report, opts: dict[str, Any]) -> str:
+    """One ``path:line: severity CODE title`` line per finding, indented details, a summary line: for CI logs
+    and problem matchers (no timings, no width: byte-identical for identical input)."""
+    from specdiag.report.text import render_text
+
+    return render_text(report, fail_on=opts.get("fail_on"))
 
 
 def _json(report: Report, opts: dict[str, Any]) -> str:
@@ -122,8 +140,10 @@ def _table(*renderers: Renderer) -> dict[str, Renderer]:
 
 #: every output format, in the order help texts and error messages list them
 FORMATS: dict[str, Renderer] = _table(
-    FunctionRenderer("text", "human-readable report (analyze: the full layout; check: one line per finding)",
-                     ".txt", False, _text),
+    FunctionRenderer("text", "the terminal report without colour (check adds its gate line)", ".txt", False,
+                     _text),
+    FunctionRenderer("lines", "one 'path:line: severity CODE title' line per finding, for CI logs", ".txt", False,
+                     _lines),
     FunctionRenderer("json", "the specdiag.report/1 JSON contract", ".json", True, _json),
     FunctionRenderer("jsonl", "one JSON object per finding per line, each with schema and tool", ".jsonl", True, _jsonl),
     FunctionRenderer("markdown", "Markdown summary (job summaries, pull-request comments)", ".md", False,

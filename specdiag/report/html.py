@@ -509,6 +509,11 @@ def _kind_css(kinds: Iterable[str]) -> str:
     return "\n" + "\n".join(out) + "\n" if out else ""
 
 
+def _scroll(table: str) -> str:
+    """A table in its own sideways-scrolling box: a table wider than a phone scrolls there, never the page."""
+    return f"<div class=\"scroll\">{table}</div>"
+
+
 def _kv_rows(rows: list[tuple[str, Any]]) -> str:
     out = []
     for k, v in rows:
@@ -565,8 +570,8 @@ def _schedule_table(v: Any) -> str:
     """A dynamic-K schedule (``num_speculative_tokens_per_batch_size``) as a table: batch sizes → K."""
     rows = "".join(f"<tr><td>{esc(b)}</td><td>{esc(k)}</td><td>{'no speculation' if k == 0 else ''}</td></tr>"
                    for b, k in schedule_rows(v))
-    return ("<table class=\"grid schedule\"><caption>dynamic-K schedule</caption><tr><th>batch size</th>"
-            f"<th>K (draft tokens)</th><th></th></tr>{rows}</table>")
+    return _scroll("<table class=\"grid schedule\"><caption>dynamic-K schedule</caption><tr><th>batch size</th>"
+                   f"<th>K (draft tokens)</th><th></th></tr>{rows}</table>")
 
 
 def _why_not_html(v: FindingView) -> str:
@@ -619,17 +624,19 @@ def _cause_row_html(c: CauseView) -> str:
         why += f"<li class=\"note\">{c.more_for} more for, {c.more_against} more against in the JSON report</li>"
     fix = (f"<div class=\"fix\"><b>Fix:</b> {esc(c.fix)}</div>" if c.fix else "") + (
         f"<div><b>Confirm:</b> <code>{esc(c.confirm_with)}</code></div>" if c.confirm_with else "")
-    return (f"<tr class=\"{'top' if c.rank == 1 else ''}\"><td>{c.rank}</td><td><b>{esc(c.id)}</b></td>"
-            f"<td class=\"conf\"><meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
-            f"<td><ul>{why}</ul></td><td>{fix}</td></tr>")
+    # data-label: the column's name, shown by the stylesheet when a narrow screen turns each row into a card
+    return (f"<tr class=\"{'top' if c.rank == 1 else ''}\"><td class=\"rank\">{c.rank}</td>"
+            f"<td class=\"id\"><b>{esc(c.id)}</b></td><td class=\"conf\" data-label=\"confidence\">"
+            f"<meter min=\"0\" max=\"1\" value=\"{conf:.3f}\"></meter> {conf:.2f}</td>"
+            f"<td data-label=\"for / against\"><ul>{why}</ul></td><td data-label=\"fix · confirm with\">{fix}</td></tr>")
 
 
 def _causes_html(v: FindingView) -> list[str]:
     """The causes the layout shows in full, in a table; the rest named with their confidence."""
-    h = ["<h3>Causes, ranked by the evidence</h3><table class=\"grid causes\"><tr><th>#</th><th>cause</th>"
-         "<th>confidence</th><th>for / against</th><th>fix · confirm with</th></tr>"]
-    h += [_cause_row_html(c) for c in v.shown]
-    h.append("</table>")
+    rows = "".join(_cause_row_html(c) for c in v.shown)
+    h = ["<h3>Causes, ranked by the evidence</h3>" + _scroll(
+        "<table class=\"grid causes\"><tr><th>#</th><th>cause</th><th>confidence</th><th>for / against</th>"
+        f"<th>fix · confirm with</th></tr>{rows}</table>")]
     if v.also:
         h.append("<p class=\"note\">also weighed: "
                  + esc(", ".join(f"{c.id} {(_num(c.confidence) or 0.0):.2f}" for c in v.also)) + "</p>")
@@ -681,8 +688,8 @@ def _inputs_html(report: Any) -> str:
         rows.append(f"<tr><td class=\"mono\">{esc(inp.get('path', ''))}</td><td>{n_lines:,}</td>"
                     f"<td>{n_rec:,}</td><td>{esc(inp.get('skipped', 0))}</td>"
                     f"<td>{esc(', '.join(map(str, inp.get('formats') or [])))}</td><td>{esc(errs)}</td></tr>")
-    out = ("<table class=\"grid\"><tr><th>input</th><th>lines</th><th>recognised</th><th>skipped</th>"
-           "<th>formats</th><th>errors</th></tr>" + "".join(rows) + "</table>")
+    out = _scroll("<table class=\"grid\"><tr><th>input</th><th>lines</th><th>recognised</th><th>skipped</th>"
+                  "<th>formats</th><th>errors</th></tr>" + "".join(rows) + "</table>")
     unrec = {k: v for k, v in (report.unrecognized or {}).items() if k != "top_warnings" and v}
     if unrec:
         out += ("<p class=\"note\">Not recognised (kept out of the analysis): "
@@ -722,9 +729,9 @@ def _timeline_html(charts: dict[str, Any]) -> str:
             f"<tr><td class=\"mono\">{esc(_fmt_time(m['t']))}</td><td>{esc(m['kind'])}</td><td>{esc(m['rank'] or '')}"
             f"</td><td>{esc(m['rule'] or '')}</td><td>{esc(m['label'])}</td></tr>" for m in ms[:MAX_MARKER_ROWS])
         more = f", first {MAX_MARKER_ROWS}" if len(ms) > MAX_MARKER_ROWS else ""
-        out.append(f"<details><summary>events ({charts['markers_total']:,}{more})</summary><table class=\"grid\">"
-                   f"<tr><th>{TIME_LABEL}</th><th>kind</th><th>rank</th><th>rule</th><th>what</th></tr>{rows}"
-                   "</table></details>")
+        out.append(f"<details><summary>events ({charts['markers_total']:,}{more})</summary>" + _scroll(
+            f"<table class=\"grid\"><tr><th>{TIME_LABEL}</th><th>kind</th><th>rank</th><th>rule</th><th>what</th>"
+            f"</tr>{rows}</table>") + "</details>")
     return "\n".join(out)
 
 
@@ -917,7 +924,7 @@ def _matrix_grid_html(rows: list[tuple[str, dict[str, Any], dict[str, Any], list
             grid.append(f"<td class=\"cell\">{_status_html(st)}{detail}</td>")
         grid.append("</tr>")
     grid.append("</table>")
-    return "".join(grid)
+    return _scroll("".join(grid))
 
 
 def _cells_html(cells: list[dict[str, Any]], rows: list[tuple[str, dict[str, Any], dict[str, Any], list[str]]],
@@ -933,7 +940,7 @@ def _cells_html(cells: list[dict[str, Any]], rows: list[tuple[str, dict[str, Any
             f"<td>{esc(_fmt_value(tg.get(k, '–'), 80))}</td>" for k in keys) + f"<td>{_status_html(st)}</td>"
             + "".join(f"<td class=\"mono\">{esc(_sym_value(sym.get(k)))}</td>" for k in sym_keys) + "</tr>")
     b = [("<details><summary>every cell and symptom</summary>" if len(keys) == 2 else "")
-         + f"<table class=\"grid\">{head}{''.join(body)}</table>" + ("</details>" if len(keys) == 2 else "")]
+         + _scroll(f"<table class=\"grid\">{head}{''.join(body)}</table>") + ("</details>" if len(keys) == 2 else "")]
     errs = [(c.get("name") or c.get("cell"), e) for c in cells
             for e in (c.get("errors") if isinstance(c.get("errors"), list) else [c.get("error")]) if e]
     if errs:
@@ -945,8 +952,8 @@ def _differential_html(diff: Any) -> list[str]:
     """Per toggle and symptom: the symptom's value under each setting, and what that shows."""
     if not (isinstance(diff, list) and diff):
         return []
-    b = ["<h2>Differential</h2><table class=\"grid\"><tr><th>toggle</th><th>symptom</th><th>by value</th>"
-         "<th>conclusion</th></tr>"]
+    b = ["<h2>Differential</h2><div class=\"scroll\"><table class=\"grid\"><tr><th>toggle</th><th>symptom</th>"
+         "<th>by value</th><th>conclusion</th></tr>"]
     for d in diff:
         if not isinstance(d, dict):
             continue
@@ -954,7 +961,7 @@ def _differential_html(diff: Any) -> list[str]:
         by = "; ".join(f"{k}: {_fmt_value(x, 120)}" for k, x in bv.items()) if isinstance(bv, dict) else ""
         b.append(f"<tr><td>{esc(d.get('toggle', ''))}</td><td>{esc(d.get('symptom', ''))}</td>"
                  f"<td class=\"mono\">{esc(by)}</td><td>{esc(d.get('conclusion', ''))}</td></tr>")
-    b.append("</table>")
+    b.append("</table></div>")
     return b
 
 

@@ -97,8 +97,12 @@
     ctx.restore();
   }
 
-  // every chart reserves the same room left and right, so that their time axes line up
-  var LEFT = 64, RIGHT = 56, LABEL = 20;
+  // every chart reserves the same room left and right, so that their time axes line up; a phone gets less, so
+  // that the plot keeps most of the width
+  var NARROW = root.clientWidth < 560;
+  var LEFT = NARROW ? 56 : 64, RIGHT = NARROW ? 44 : 56, LABEL = 20;
+  var X_AXIS = 54;  // room for the time axis: two lines of tick values (time, then the day)
+  var LANE = 26;    // the height of one rank's lane in the events chart
   function hm(t, secs) {
     var d = new Date(t * 1e3);
     return pad2(d.getUTCHours()) + ":" + pad2(d.getUTCMinutes()) + (secs ? ":" + pad2(d.getUTCSeconds()) : "");
@@ -106,7 +110,7 @@
   function xAxis() {
     return {
       stroke: "#555", grid: { stroke: "#eee" }, ticks: { stroke: "#ccc" }, label: timeLabel, labelSize: LABEL,
-      size: 54,
+      size: X_AXIS,
       values: function (u, splits) {
         var span = u.scales.x.max - u.scales.x.min;
         var lastDay = null;
@@ -131,7 +135,20 @@
     return uPlot.rangeNum(lo, hi, 0.1, true);
   }
 
-  function width(box) { return Math.max(320, box.clientWidth - 8); }
+  function width(box) { return Math.max(240, box.clientWidth - 2); }
+
+  // a legend never stands taller than its chart: past that height it scrolls in its own box
+  function fitLegend(u) {
+    var legend = u.root.querySelector(".u-legend");
+    var wrap = u.root.querySelector(".u-wrap");
+    if (!legend || !wrap) { return; }
+    legend.classList.remove("u-scroll");
+    legend.style.maxHeight = "";
+    if (legend.offsetHeight > wrap.offsetHeight) {
+      legend.classList.add("u-scroll");
+      legend.style.maxHeight = wrap.offsetHeight + "px";
+    }
+  }
 
   function addSection(title, note) {
     var sec = document.createElement("div");
@@ -202,6 +219,7 @@
     };
     var u = new uPlot(opts, g.data, box);
     u.root.setAttribute("data-points", String(g.points || 0));
+    fitLegend(u);
     plots.push(u);
   });
 
@@ -275,7 +293,8 @@
 
     var opts = {
       width: width(box),
-      height: 50 + 28 * Math.max(1, lanes.length),
+      // the time axis and its label, a margin, then one lane per rank: labels one lane apart never touch
+      height: X_AXIS + LABEL + 16 + LANE * Math.max(1, lanes.length),
       tzDate: tzDate,
       series: [{}, { label: "events", scale: "y", show: false }],
       legend: { show: false },
@@ -305,6 +324,7 @@
       plots.forEach(function (u) {
         var w = width(u.root.parentNode);
         u.setSize({ width: w, height: u.height });
+        fitLegend(u);
       });
     });
   });
