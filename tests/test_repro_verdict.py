@@ -303,3 +303,38 @@ def test_cli_from_run_prints_table_and_verdict(tmp_path: Path) -> None:
     assert "redis_maxmemory" in page and "<script src" not in page
     r = CliRunner().invoke(app, ["repro", "--from-run", str(tmp_path), "--format", "json"])
     assert json.loads(r.output)["conclusions"][0].startswith("the retrieval shortfall")
+
+
+def test_cli_prints_the_verdict_first_in_100_columns_with_names_escaped_and_unstarted_cells_as_dashes(
+        tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from specdiag.cli import app
+
+    (tmp_path / "plan.json").write_text(json.dumps({"name": "p", "toggles": {"env.X": ["[red]a[/red]", "b"]}}))
+    d = tmp_path / "cells" / "c00-r0"
+    d.mkdir(parents=True)
+    d.joinpath("cell.json").write_text(json.dumps(res({"env.X": "[red]a[/red]"}, 0, 2).to_dict()))
+    r = CliRunner().invoke(app, ["repro", "--from-run", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(x) for x in lines) <= 100
+    verdict_at = next(i for i, x in enumerate(lines) if x.strip() == "Verdict")
+    table_at = next(i for i, x in enumerate(lines) if "cells (one value per repeat)" in x)
+    assert verdict_at < table_at
+    assert "env.X=[red]a[/red]" in r.output  # printed as typed, not taken for markup
+    assert "1 cell(s) never ran (excluded): env.X=b" in " ".join(r.output.split())
+    row_b = next(x for x in lines if "env.X=b" in x and "│" in x)
+    assert "0" not in row_b.replace("env.X=b", "") and "–" in row_b
+
+
+def test_plain_progress_lines_carry_a_counter_and_a_timestamp(capsys) -> None:
+    import re
+
+    from specdiag.cli.repro import _plain_progress
+
+    _plain_progress(3, 8, "[repro] c=[b]x[/b]: healthy after 46.0 s")
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ repro 3/8 \[repro\] c=\[b\]x\[/b\]: healthy after 46.0 s\n", err)

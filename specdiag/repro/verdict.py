@@ -510,7 +510,8 @@ def _row_values(rs: list[CellResult]) -> dict[str, Any]:
         "errors": [r.error for r in rs if r.error],
         "exposure": [ev.exposure(r) for r in rs],
         "loads_attempted": [ev.exposure(r)["loads_attempted"] for r in rs],
-        "shortfall_rate": ev.cell_rate(rs, "shortfalls"),
+        "shortfall_rate": ev.cell_rate(rs, "shortfalls")["text"],
+        "shortfall_rate_interval": ev.cell_rate(rs, "shortfalls"),
         "conditions_failed": [c["detail"] for r in rs for c in r.conditions if c.get("ok") is False],
     }
 
@@ -523,7 +524,7 @@ def cell_rows(cells: list[tuple[str, dict[str, str]]], results: list[CellResult]
         rs = sorted((r for r in results if r.cell == name), key=lambda r: r.repeat)
         row: dict[str, Any] = {"cell": name, "toggled": toggled, "runs": len(rs),
                                "status": [r.status for r in rs] or ["not run"]}
-        row.update(_row_values(rs) if rs else {"shortfall_rate": None, "exposure": []})
+        row.update(_row_values(rs) if rs else {"exposure": []})
         rows.append(row)
     return rows
 
