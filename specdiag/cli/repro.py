@@ -33,7 +33,8 @@ def repro(
                                           "repeat)"),
     toggle: list[str] = typer.Option([], "--toggle", "-t", help="key=v1,v2 (crossed into the matrix; repeatable)"),
     set_: list[str] = typer.Option([], "--set", "-s", help="key=value for every cell (repeatable)"),
-    device: str = typer.Option("cuda", "--device", help="cuda | cpu"),
+    device: str = typer.Option("auto", "--device", help="auto | cuda | cpu (auto: cuda when a GPU is visible and "
+                               "--model is given, else cpu)"),
     model: str | None = typer.Option(None, "--model", help="local model directory (required for cuda)"),
     python: str | None = typer.Option(None, "--python", help="python that runs vLLM (default: "
                                       "$SPECDIAG_REPRO_PYTHON, the cached CPU venv, or this python)"),
@@ -65,7 +66,7 @@ def repro(
     if action is not None:
         if action != "setup":
             _fail(f"unknown action {action!r}: the only one is 'setup' (specdiag repro setup --device cpu)")
-        _setup(device, cache_dir or backends.DEFAULT_CACHE)
+        _setup(backends.resolve_device(device, model), cache_dir or backends.DEFAULT_CACHE)
         return
     if list_presets:
         for p in planmod.PRESETS.values():
