@@ -145,7 +145,9 @@ _ROWS = [
        "save_unfull_chunk of every instance writing to the store"),
     _c("decode-cache-not-saved",
        "save_decode_cache only decides whether decode-phase chunks are stored; a lookup counts only stored chunks, so "
-       "it explains misses, never retrieved < expected.",
+       "by itself it explains misses, never retrieved < expected. Its decode-phase stores can add the pressure that "
+       "evicts chunks a lookup already counted: then the eviction cause (lookup-retrieve-eviction, pin-timeout, "
+       "remote-backend-loss) is the mechanism and the flag only its trigger.",
        "No change needed for this error: save_decode_cache only decides whether decode-phase chunks are stored.",
        "specdiag repro --preset save-decode-cache",
        "honoured from 0.3.5",

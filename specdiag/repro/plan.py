@@ -199,7 +199,7 @@ PRESETS: dict[str, Preset] = {
             {"conversations": 6, "turns": 5, "concurrency": 3, "prefix_words": 300, "turn_words": 40,
              "max_tokens": 96},
         ),
-        causes={"save_decode_cache": "decode-cache-not-saved"},
+        causes={"save_decode_cache": "lookup-retrieve-eviction"},
     ),
     "dynamic-k": Preset(
         name="dynamic-k",
