@@ -385,9 +385,12 @@ def _fmt_list(xs: list | None) -> str:  # type: ignore[type-arg]
 
 
 #: the table's columns (header, row key): few enough that it fits 100 columns; the rest folds below it
-TABLE_COLUMNS = (("status", "status"), ("shortfalls", "shortfalls"), ("loads", "loads_attempted"),
-                 ("HTTP fail", "failed_requests"), ("hit %", "lmcache_hit_pct"), ("accept %", "acceptance_pct"),
-                 ("after K=0 %", "acceptance_after_k0_pct"))
+TABLE_COLUMNS = (("status", "status"), ("short", "shortfalls"), ("loads", "loads_attempted"),
+                 ("failed", "failed_requests"), ("hit %", "lmcache_hit_pct"), ("acc %", "acceptance_pct"),
+                 ("K0 acc", "acceptance_after_k0_pct"))
+TABLE_LEGEND = ("short = retrieval shortfalls, loads = loads attempted, failed = HTTP failures, hit % = LMCache "
+                "hit tokens / looked-up tokens, acc % = draft acceptance, K0 acc = acceptance of batch-1 phases "
+                "after K=0 phases")
 #: per-cell details printed under the table (header, row key)
 FOLDED = (("shortfalls per load", "shortfall_rate"), ("missing tokens", "missing_tokens"),
           ("KV-load failed requests", "load_failed_requests"), ("crash", "engine_crash"),
@@ -417,6 +420,7 @@ def _print_table(verdict: dict, out_dir: Path) -> None:  # type: ignore[type-arg
     for r in verdict["cells"]:
         t.add_row(Text(r["cell"]), *(Text(_fmt_list(r.get(key))) for _, key in TABLE_COLUMNS))
     con.print(t)
+    con.print(Text(TABLE_LEGEND, style="dim"))
     for r in verdict["cells"]:
         details = [f"{head} {v}" for head, key in FOLDED
                    if (v := (r.get(key) if isinstance(r.get(key), str) else _fmt_list(r.get(key)))) != "–"]

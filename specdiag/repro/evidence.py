@@ -143,7 +143,9 @@ def compare(key: str, a: Arm, b: Arm) -> dict[str, Any]:
     p = fisher_exact(a.present, a.exposed - a.present, b.present, b.exposed - b.present)
     hi, lo = (a, b) if (a.present * max(b.exposed, 1)) >= (b.present * max(a.exposed, 1)) else (b, a)
     nums = f"present in {hi.words(key)}, {lo.words(key)} ({describe_p(p)})"
-    if not a.exposed or not b.exposed:
+    if not a.exposed and not b.exposed:
+        decision, text = "undecided", f"no exposed run with either value of {key}"
+    elif not a.exposed or not b.exposed:
         missing = a if not a.exposed else b
         decision, text = "undecided", (f"undecided: {nums}; no exposed run with {key}={missing.value}, so no "
                                        "comparison yet")

@@ -431,7 +431,7 @@ def _count_words(key: str, sym: str, comps: list[dict[str, Any]], decision: str,
         if key in TOGGLE_ROLES:
             text += f" Role of {key}: {TOGGLE_ROLES[key]}."
     if left:
-        text += f" Left out ({len(left)}): " + "; ".join(left[:6]) + (" …" if len(left) > 6 else "")
+        text += f". Left out ({len(left)}): " + "; ".join(left[:6]) + (" …" if len(left) > 6 else "")
     return text
 
 
@@ -480,7 +480,8 @@ def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, 
 
 # ------------------------------------------------------------------------------------------ whole run
 def _vals(rs: list[CellResult], sym: str) -> list[float]:
-    return [v for v in (r.symptom(sym) for r in rs) if v is not None]
+    """The symptom of every run that served its workload (a cell that failed to start measured nothing: no 0)."""
+    return [v for v in (r.symptom(sym) for r in rs if r.status == "ok") if v is not None]
 
 
 def _row_values(rs: list[CellResult]) -> dict[str, Any]:
