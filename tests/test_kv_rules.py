@@ -185,3 +185,30 @@ def test_a_negative_pin_count_beside_a_short_load_is_left_to_kv001(tmp_path) -> 
                  loc="vllm_v1_adapter.py:884")]
     found = rules(write(tmp_path / "a.log", lines))
     assert "KV011" not in found and "KV001" in found
+
+
+def _zero_hit_log(hits_at: set[int], extra: list[str] = ()) -> list[str]:
+    """60 lookups of three recurring prompt lengths, each stored by the worker; ``hits_at`` lookups hit."""
+    lines = list(extra)
+    for i in range(60):
+        lines.append(lookup(f"r{i}", 4000 + i % 3, 3840 if i in hits_at else 0))
+        lines.append(lmc(f"[req_id=r{i}] Stored 3840 out of total 3840 tokens.", loc="cache_engine.py:588",
+                         proc="Worker_TP0 pid=100"))
+    return lines
+
+
+def test_a_hit_elsewhere_in_the_input_ranks_eviction_above_hash_inconsistency(tmp_path) -> None:
+    f = rules(write(tmp_path / "a.log", _zero_hit_log({41})))["KV002"]
+    ids = [c["id"] for c in f["causes"]]
+    assert f["measurements"]["lookups_with_hits"] == 1
+    assert ids.index("capacity-eviction") < ids.index("hash-inconsistency")
+    without = rules(write(tmp_path / "b.log", _zero_hit_log(set())))["KV002"]
+    assert without["causes"][0]["id"] == "hash-inconsistency"
+
+
+def test_remote_store_evictions_rank_eviction_above_hash_inconsistency(tmp_path) -> None:
+    x8 = lmc("Key exists but KV cache does not exist.Might happen when the cache is evicted by redis.",
+             loc="redis_connector.py:308", **w())
+    f = rules(write(tmp_path / "a.log", _zero_hit_log(set(), [x8, x8])))["KV002"]
+    ids = [c["id"] for c in f["causes"]]
+    assert ids.index("capacity-eviction") < ids.index("hash-inconsistency")

@@ -74,15 +74,17 @@ def test_phase_acceptance_and_k0_summary() -> None:
     assert [p["acceptance_pct"] for p in phases] == [90.0, None, 60.0]
     s = k0_summary(phases)
     assert s == {"acceptance_first_batch1_pct": 90.0, "acceptance_batch1_after_batch2_pct": 60.0,
-                 "drafted_in_batch2_phases": 0}
+                 "drafted_in_batch2_phases": 0, "phases_left_out": []}
 
 
 def res(toggled: dict[str, str], rep: int, shortfalls: int, acc: float | None = None, failed: int = 0,
-        status: str = "ok") -> CellResult:
+        status: str = "ok", loads: int = 10) -> CellResult:
     name = ",".join(f"{k}={v}" for k, v in toggled.items())
     return CellResult(cell=name, toggled=toggled, repeat=rep, status=status,
-                      log={"shortfalls": shortfalls, "crashed": False, "lookups": 10},
-                      workload={"failed": failed, "requests": 64},
+                      log={"shortfalls": shortfalls, "crashed": False, "lookups": 10, "lines": 200, "loads": loads,
+                           "lookups_with_hits": loads, "lookup_need_load": 256 * loads,
+                           "missing_tokens": 256 * min(shortfalls, loads)},
+                      workload={"failed": failed, "requests": 64, "ok": 64 - failed},
                       metrics={"acceptance_pct": acc})
 
 
@@ -97,51 +99,109 @@ def cells_from(rows: list[tuple[str, str, list[int]]]) -> list[CellResult]:
     return out
 
 
+def entry(diff: list[dict], toggle: str, symptom: str = "shortfalls") -> dict:
+    return next(d for d in diff if d["toggle"] == toggle and d["symptom"] == symptom)
+
+
 def conclusion(diff: list[dict], toggle: str, symptom: str = "shortfalls") -> str:
-    return next(d["conclusion"] for d in diff if d["toggle"] == toggle and d["symptom"] == symptom)
+    return entry(diff, toggle, symptom)["conclusion"]
 
 
-def test_differential_rejects_toggle_that_does_not_matter_and_implicates_the_one_that_does() -> None:
-    results = cells_from([("4mb", "false", [10, 12]), ("4mb", "true", [13, 11]),
-                          ("1gb", "false", [0, 0]), ("1gb", "true", [0, 0])])
-    diff = differential(results, TOGGLES)
-    sdc = conclusion(diff, "save_decode_cache")
+def test_four_runs_each_way_decide_the_toggle_and_clear_the_other() -> None:
+    results = cells_from([("4mb", "false", [10, 12, 9, 8]), ("4mb", "true", [13, 11, 7, 9]),
+                          ("1gb", "false", [0, 0, 0, 0]), ("1gb", "true", [0, 0, 0, 0])])
+    diff = differential(results, TOGGLES, {"redis_maxmemory": "remote-backend-loss"})
     mm = conclusion(diff, "redis_maxmemory")
-    # save_decode_cache: with a big Redis there is never a shortfall, with a small one always → depends on
-    # the other toggle, not on save_decode_cache
-    assert "appears with every value of save_decode_cache wherever it appears at all" in sdc
-    assert "(redis_maxmemory=4mb; never with redis_maxmemory=1gb)" in sdc
-    assert "rejected as the cause" in sdc
-    assert "follows redis_maxmemory" in mm and "redis_maxmemory=4mb is necessary" in mm
-    assert "redis_maxmemory=4mb: 4/4 runs, 11.5 (range 10–13) per run" in mm
-    assert "redis_maxmemory=1gb: 0/4 runs, 0 per run" in mm
+    assert entry(diff, "redis_maxmemory")["decision"] == "follows"
+    assert ("follows redis_maxmemory=4mb: present in 4/4 exposed runs with redis_maxmemory=4mb, 0/4 exposed runs "
+            "with redis_maxmemory=1gb (p = 0.029)") in mm
+    sdc = entry(diff, "save_decode_cache")
+    assert sdc["decision"] == "not-necessary"
+    assert "with redis_maxmemory=4mb: appears with both values" in sdc["conclusion"]
+    assert "is not necessary for it" in sdc["conclusion"]
 
 
-def test_differential_rejected_as_cause_when_present_everywhere() -> None:
-    results = cells_from([("4mb", "false", [10, 12]), ("4mb", "true", [13, 11])])
-    diff = differential(results, {"save_decode_cache": ["false", "true"]})
-    assert "appears with every value of save_decode_cache" in conclusion(diff, "save_decode_cache")
-    assert "rejected as the cause" in conclusion(diff, "save_decode_cache")
+def test_two_runs_each_way_are_undecided_and_say_how_many_would_decide() -> None:
+    results = cells_from([("4mb", "false", [10, 12]), ("1gb", "false", [0, 0])])
+    d = entry(differential(results, {"redis_maxmemory": ["4mb", "1gb"]}), "redis_maxmemory")
+    assert d["decision"] == "undecided"
+    assert "present in 2/2 exposed runs with redis_maxmemory=4mb, 0/2" in d["conclusion"]
+    assert "(p = 0.33)" in d["conclusion"]
+    assert "about 4 exposed runs per value would decide it" in d["conclusion"]
 
 
-def test_differential_says_inconclusive_when_symptom_never_appears() -> None:
+def test_one_exposure_against_zero_is_never_a_verdict() -> None:
+    """The measured remote-eviction case: the false cell attempted no load, the true cell one that came up short."""
+    results = [res({"redis_maxmemory": "4mb", "save_decode_cache": "false"}, 0, 0, loads=0),
+               res({"redis_maxmemory": "4mb", "save_decode_cache": "true"}, 0, 1, loads=1)]
+    d = entry(differential(results, {"save_decode_cache": ["false", "true"]}), "save_decode_cache")
+    assert d["decision"] == "undecided" and "follows" not in d["conclusion"]
+    assert "no exposed run with save_decode_cache=false" in d["conclusion"]
+    assert "redis_maxmemory=4mb,save_decode_cache=false r0: not exposed, 0 loads attempted" in d["conclusion"]
+
+
+def test_a_server_failed_cell_is_excluded_and_named() -> None:
+    results = cells_from([("4mb", "false", [0, 0, 0, 0]), ("4mb", "true", [3, 2, 4])])
+    results.append(res({"redis_maxmemory": "4mb", "save_decode_cache": "true"}, 3, 0, status="server-failed"))
+    results[-1].workload = {}
+    d = entry(differential(results, {"save_decode_cache": ["false", "true"]}), "save_decode_cache")
+    assert d["comparisons"][0]["arms"]["true"] == {"present": 3, "exposed": 3, "left_out": [
+        "redis_maxmemory=4mb,save_decode_cache=true r3: excluded, server-failed"]}
+    assert "excluded, server-failed" in d["conclusion"]
+
+
+def test_shortfall_that_follows_names_the_catalog_mechanism_and_the_toggle_role() -> None:
+    from specdiag.analyzers.causes import CATALOG
+
+    results = cells_from([("4mb", "false", [0, 0, 0, 0]), ("4mb", "true", [4, 4, 4, 4])])
+    d = entry(differential(results, {"save_decode_cache": ["false", "true"]},
+                           {"save_decode_cache": "pin-timeout"}), "save_decode_cache")
+    assert d["mechanism"]["id"] == "pin-timeout"
+    assert CATALOG["pin-timeout"].mechanism in d["conclusion"]
+    assert "decode-phase stores" in d["conclusion"]
+
+
+def test_differential_says_absent_when_symptom_never_appears() -> None:
     results = cells_from([("1gb", "false", [0]), ("1gb", "true", [0])])
-    diff = differential(results, {"save_decode_cache": ["false", "true"]})
-    assert "did not appear in any of 2 runs" in conclusion(diff, "save_decode_cache")
+    d = entry(differential(results, {"save_decode_cache": ["false", "true"]}), "save_decode_cache")
+    assert d["decision"] == "absent" and "absent with every value of save_decode_cache" in d["conclusion"]
+
+
+def test_no_exposure_anywhere_can_neither_implicate_nor_clear() -> None:
+    results = [res({"save_decode_cache": v}, 0, 0, loads=0) for v in ("false", "true")]
+    d = entry(differential(results, {"save_decode_cache": ["false", "true"]}), "save_decode_cache")
+    assert d["decision"] == "no-exposure" and "can neither implicate nor clear" in d["conclusion"]
 
 
 def test_differential_toggle_needed_only_in_one_context() -> None:
-    results = cells_from([("4mb", "false", [0, 0]), ("4mb", "true", [4, 4]),
-                          ("1gb", "false", [0, 0]), ("1gb", "true", [0, 0])])
+    results = cells_from([("4mb", "false", [0, 0, 0, 0]), ("4mb", "true", [4, 4, 4, 4]),
+                          ("1gb", "false", [0, 0, 0, 0]), ("1gb", "true", [0, 0, 0, 0])])
     text = conclusion(differential(results, TOGGLES), "save_decode_cache")
-    assert "follows save_decode_cache" in text
-    assert "only together with redis_maxmemory=4mb" in text
+    assert "follows save_decode_cache — with redis_maxmemory=4mb: follows save_decode_cache=true" in text
+    assert "with redis_maxmemory=1gb: absent" in text
 
 
 def test_differential_flags_chance_when_repeats_disagree() -> None:
     results = cells_from([("4mb", "false", [3, 0]), ("4mb", "true", [0, 0])])
-    diff = differential(results, {"save_decode_cache": ["false", "true"]})
-    assert "depends on other toggles or on chance" in conclusion(diff, "save_decode_cache")
+    d = entry(differential(results, {"save_decode_cache": ["false", "true"]}), "save_decode_cache")
+    assert d["decision"] == "undecided" and "(p = 1.00)" in d["conclusion"]
+
+
+def test_cell_rate_is_shortfalls_per_load_with_its_interval() -> None:
+    from specdiag.repro.evidence import cell_rate
+
+    rate = cell_rate([res({"x": "1"}, 0, 3, loads=40), res({"x": "1"}, 1, 0, loads=0)], "shortfalls")
+    assert (rate["events"], rate["opportunities"]) == (3, 40)
+    assert rate["text"] == "3/40 = 7.5 % (95 % CI 2.6–19.9 %)"
+
+
+def test_exposure_denominators_and_null_when_not_recorded() -> None:
+    from specdiag.repro.evidence import exposure
+
+    e = exposure(res({"x": "1"}, 0, 1, loads=4))
+    assert (e["requests_served"], e["loads_attempted"], e["tokens_promised"], e["tokens_retrieved"]) == (64, 4, 1024, 768)
+    bare = CellResult(cell="x=1", toggled={"x": "1"}, repeat=0, status="ok")
+    assert set(exposure(bare).values()) == {None}
 
 
 def test_rate_conclusion_acceptance_drop() -> None:
@@ -205,7 +265,8 @@ def test_load_run_roundtrip(tmp_path: Path) -> None:
 
     plan, results = load_run(tmp_path)
     assert plan["name"] == "p"
-    assert [x.symptom("shortfalls") for x in results] == [4.0]
+    assert [x.symptom("shortfalls") for x in results if x.status == "ok"] == [4.0]
+    assert [(x.cell, x.toggled, x.status) for x in results if x.status != "ok"] == [("x=2", {"x": "2"}, "interrupted")]
 
 
 def test_no_shortfall_line_when_lmcache_never_looked_up() -> None:
@@ -228,16 +289,52 @@ def test_cli_from_run_prints_table_and_verdict(tmp_path: Path) -> None:
     (tmp_path / "plan.json").write_text(json.dumps({"name": "remote-eviction",
                                                     "toggles": {"redis_maxmemory": ["4mb", "1gb"]}}))
     for i, (mm, n) in enumerate((("4mb", 3), ("1gb", 0))):
-        d = tmp_path / "cells" / f"c0{i}-r0"
-        d.mkdir(parents=True)
-        d.joinpath("cell.json").write_text(json.dumps(res({"redis_maxmemory": mm}, 0, n).to_dict()))
+        for rep in range(4):
+            d = tmp_path / "cells" / f"c0{i}-r{rep}"
+            d.mkdir(parents=True)
+            d.joinpath("cell.json").write_text(json.dumps(res({"redis_maxmemory": mm}, rep, n).to_dict()))
     r = CliRunner().invoke(app, ["repro", "--from-run", str(tmp_path)])
     assert r.exit_code == 0, r.output
     assert "redis_maxmemory=4mb" in r.output and "redis_maxmemory=1gb" in r.output
     assert "follows redis_maxmemory" in r.output
     v = json.loads((tmp_path / "verdict.json").read_text())
-    assert v["cells"][0]["shortfalls"] == [3.0]
+    assert v["cells"][0]["shortfalls"] == [3.0] * 4
     page = (tmp_path / "report.html").read_text()  # one self-contained page per run
     assert "redis_maxmemory" in page and "<script src" not in page
     r = CliRunner().invoke(app, ["repro", "--from-run", str(tmp_path), "--format", "json"])
     assert json.loads(r.output)["conclusions"][0].startswith("the retrieval shortfall")
+
+
+def test_cli_prints_the_verdict_first_in_100_columns_with_names_escaped_and_unstarted_cells_as_dashes(
+        tmp_path: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from specdiag.cli import app
+
+    (tmp_path / "plan.json").write_text(json.dumps({"name": "p", "toggles": {"env.X": ["[red]a[/red]", "b"]}}))
+    d = tmp_path / "cells" / "c00-r0"
+    d.mkdir(parents=True)
+    d.joinpath("cell.json").write_text(json.dumps(res({"env.X": "[red]a[/red]"}, 0, 2).to_dict()))
+    r = CliRunner().invoke(app, ["repro", "--from-run", str(tmp_path)])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert max(len(x) for x in lines) <= 100
+    verdict_at = next(i for i, x in enumerate(lines) if x.strip() == "Verdict")
+    table_at = next(i for i, x in enumerate(lines) if "cells (one value per repeat)" in x)
+    assert verdict_at < table_at
+    assert "env.X=[red]a[/red]" in r.output  # printed as typed, not taken for markup
+    assert "1 cell(s) never ran (excluded): env.X=b" in " ".join(r.output.split())
+    row_b = next(x for x in lines if "env.X=b" in x and "│" in x)
+    assert "0" not in row_b.replace("env.X=b", "") and "–" in row_b
+
+
+def test_plain_progress_lines_carry_a_counter_and_a_timestamp(capsys) -> None:
+    import re
+
+    from specdiag.cli.repro import _plain_progress
+
+    _plain_progress(3, 8, "[repro] c=[b]x[/b]: healthy after 46.0 s")
+    err = capsys.readouterr().err
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ repro 3/8 \[repro\] c=\[b\]x\[/b\]: healthy after 46.0 s\n", err)

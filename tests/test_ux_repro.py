@@ -81,3 +81,23 @@ def test_a_long_step_says_it_is_still_running(monkeypatch) -> None:
 
     with pytest.raises(setup.BackendError, match="bad failed: nope"):
         run_setup([failing], said.append)
+
+
+def test_gpu_smoke_script_is_valid_bash_says_it_never_ran_and_plans_its_two_cells(tmp_path) -> None:
+    import re
+    import shlex
+    import subprocess
+
+    script = Path(__file__).resolve().parent.parent / "scripts" / "gpu-smoke.sh"
+    text = script.read_text()
+    assert "NEVER RUN ON A GPU YET" in text
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    cells = re.findall(r"^run_cell (\S+) (.+)$", text, flags=re.M)
+    assert [c[0] for c in cells] == ["save-decode-cache", "dynamic-k"]
+    (tmp_path / "m").mkdir()
+    for _, args in cells:
+        r = CliRunner().invoke(app, ["repro", *shlex.split(args), "--device", "cuda", "--model", str(tmp_path / "m"),
+                                     "--python", sys.executable, "--dry-run", "--format", "json",
+                                     "--out", str(tmp_path / "run")])
+        assert r.exit_code == 0, r.output
+        assert len(json.loads(r.stdout)["cells"]) == 1  # one cell each: the smoke test stays short

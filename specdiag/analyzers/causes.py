@@ -57,7 +57,7 @@ _ROWS = [
        "its chunks and eviction took them.",
        "Raise pin_timeout_sec above the longest lookup→load wait, or relieve vLLM KV-block pressure that keeps "
        "looked-up requests waiting.",
-       "specdiag repro --toggle pin_timeout_sec=1,300",
+       "specdiag repro --preset pin-timeout --toggle pin_timeout_sec=1,300",
        "0.3.12+ (PinMonitor)",
        ("v1/pin_monitor.py:151, :179",),
        "'Pin timeout detected for MemoryObj …' / 'Force unpinned N timeout objects …' warnings, and the request's "
@@ -104,7 +104,7 @@ _ROWS = [
     _c("p2p-retrieve-bug",
        "The P2P branch of retrieve did not set the returned mask, so 0 tokens were counted although data arrived.",
        "Upgrade LMCache (P2P retrieve reimplemented as a storage backend) or disable enable_p2p.",
-       "specdiag repro --toggle enable_p2p=true,false",
+       "specdiag repro --toggle lmcache.enable_p2p=true,false",
        "~0.3.2",
        ("v1/cache_engine.py retrieve", "LMCache issues #1094, #1055"),
        "enable_p2p in the config dump"),
@@ -130,7 +130,7 @@ _ROWS = [
        "The async prefetch stopped at the first chunk not (yet) present and answered the scheduler with a shorter "
        "prefix than was later expected.",
        "Disable enable_async_loading or upgrade LMCache (PRs #2559, #1665).",
-       "specdiag repro --toggle enable_async_loading=true,false",
+       "specdiag repro --toggle async_loading=true,false",
        "enable_async_loading 0.3.9+",
        ("v1/storage_backend/storage_manager.py:648", "LMCache issue #3381"),
        "enable_async_loading in the config dump and 'Responding to scheduler for lookup id … with retrieved length N'"),
@@ -145,9 +145,11 @@ _ROWS = [
        "save_unfull_chunk of every instance writing to the store"),
     _c("decode-cache-not-saved",
        "save_decode_cache only decides whether decode-phase chunks are stored; a lookup counts only stored chunks, so "
-       "it explains misses, never retrieved < expected.",
+       "by itself it explains misses, never retrieved < expected. Its decode-phase stores can add the pressure that "
+       "evicts chunks a lookup already counted: then the eviction cause (lookup-retrieve-eviction, pin-timeout, "
+       "remote-backend-loss) is the mechanism and the flag only its trigger.",
        "No change needed for this error: save_decode_cache only decides whether decode-phase chunks are stored.",
-       "specdiag repro --preset save-decode-cache (the shortfall rate should not change)",
+       "specdiag repro --preset save-decode-cache",
        "honoured from 0.3.5",
        ("vllm_v1_adapter.py ReqMeta.from_request_tracker", "LMCache issue #736, PR #973"),
        "nothing: the flag cannot produce this error"),
@@ -155,7 +157,7 @@ _ROWS = [
     _c("cache-too-small",
        "The working set of distinct prefixes is larger than the CPU tier on every rank: stores are cut short.",
        "Raise max_local_cpu_size (GB per worker) or add a disk/remote tier.",
-       "specdiag repro --toggle max_local_cpu_size=<small>,<large>",
+       "specdiag repro --preset eviction",
        "all", ("v1/storage_backend/local_cpu_backend.py", "v1/cache_engine.py:519"),
        "the pressure lines of every rank (all ranks alike points here) and 'Adjusted CPU memory size'"),
     _c("pinned-chunks-block-eviction",
@@ -222,12 +224,12 @@ _ROWS = [
        "compare the timeout times with that worker's log", "0.3.9+", ("v1/rpc/zmq_transport.py:121",),
        "that worker's log at the timeout times"),
     _c("async-lookup-timeout-too-low", "The async lookup gave up after lookup_timeout_ms and reported 0 hits.",
-       "Raise lookup_timeout_ms (default 3000).", "specdiag repro --toggle lookup_timeout_ms=3000,10000",
+       "Raise lookup_timeout_ms (default 3000).", "specdiag repro --toggle lmcache.lookup_timeout_ms=3000,10000",
        "0.3.12+", ("v1/lookup_client/lmcache_async_lookup_client.py:177",), "lookup_timeout_ms in the config dump"),
     # ---- KV degraded / crashes / load failures -----------------------------------------------------------
     _c("no-device-connector", "LMCache found no connector for this device and runs in degraded mode (recompute).",
        "LMCache has no connector for this device (e.g. vLLM's CPU backend): use a supported GPU, a CPU connector "
-       "plugin (specdiag repro --device cpu ships one), or drop --kv-transfer-config.",
+       "plugin (the CPU tier of specdiag's repro command ships one), or drop --kv-transfer-config.",
        "look for 'No supported <device> connector found' in the worker log", "0.3.15+", ("v1/manager.py:107",),
        "the traceback inside 'Failed to initialize LMCacheManager components'"),
     _c("init-failure", "LMCache's manager failed to initialise and runs in degraded mode (recompute).",
@@ -244,7 +246,7 @@ _ROWS = [
        ("vLLM distributed/kv_transfer/kv_connector/v1/lmcache_connector.py",), "the ImportError traceback"),
     _c("async-loading-invalidated-object", "Asynchronous loading touched a memory object that was already freed.",
        "Set enable_async_loading: false, or upgrade LMCache past the async pin fixes.",
-       "specdiag repro --toggle enable_async_loading=true,false", "0.3.9+",
+       "specdiag repro --toggle async_loading=true,false", "0.3.9+",
        ("v1/memory_management.py:865",), "'Trying to access an invalidated MemoryObj' before the crash"),
     _c("ref-count-bug", "A double free drove a reference count negative.",
        "Upgrade LMCache; report the double free.", "look for 'Ref count of MemoryObj … is negative'", "0.3.3+",
@@ -253,7 +255,7 @@ _ROWS = [
        "With method=draft_model LMCache counts no draft layers, so its KV layout does not match vLLM's.",
        "Avoid LMCache + method=draft_model on this LMCache version (use ngram/EAGLE/MTP or disable the KV connector "
        "for this deployment).",
-       "specdiag repro --preset dynamic-k --device cpu (draft_model without LMCache runs; with it, the first store fails)",
+       "specdiag repro --preset dynamic-k --toggle lmcache=off,on",
        "0.5.6", ("integration/vllm/utils.py:569-597",), "'num_draft_layers' in the startup line"),
     _c("policy-fail", "vLLM's kv_load_failure_policy=fail turns a KV load failure into a failed request.",
        'Set "kv_load_failure_policy": "recompute" in --kv-transfer-config while the cause is fixed.',

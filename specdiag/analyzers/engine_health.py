@@ -43,13 +43,13 @@ ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS
 CAUSE_FIX = {
     "cuda-oom": ("Lower --gpu-memory-utilization headroom use: reduce --max-num-seqs / --max-num-batched-tokens / "
                  "--max-model-len, or use more GPUs (TP).",
-                 "specdiag repro --toggle num_gpu_blocks=off,<N>  (or rerun with a smaller --max-num-seqs)"),
+                 "specdiag repro --toggle num_gpu_blocks=off,36"),
     "kv-cache-memory": ("Not enough memory left for the KV cache: raise --gpu-memory-utilization, lower --max-model-len, "
                         "or add GPUs; with a draft model remember it takes weights and KV too.",
-                        "specdiag repro --toggle max_model_len=4096,<your value>"),
+                        "specdiag repro --toggle max_model_len=2048,4096"),
     "lmcache-draft-layers": ("LMCache counts draft layers only for EAGLE/MTP: with method=draft_model its layer count is "
                              "short. Do not combine LMCache (≤0.5.6) with draft_model, or use an EAGLE/MTP drafter.",
-                             "specdiag repro --toggle spec=off,draft_model  (with LMCache on: the draft_model arm crashes)"),
+                             "specdiag repro --toggle spec=off,draft_model"),
     "spec-unsupported": ("This vLLM build does not support the configured speculative method on this device.",
                          "specdiag repro --toggle spec=off,ngram"),
     "lmcache-adapter-assertion": ("LMCache's vLLM adapter found its token accounting out of step with the scheduler "
@@ -468,11 +468,11 @@ class KvCacheSaturation(SpecSeriesRule):
             b = CauseBoard()
             b.add("kv-cache-undersized", 0.5, fix="Give the KV cache more memory (--gpu-memory-utilization, more GPUs, "
                   "a KV offload tier) or admit fewer sequences (--max-num-seqs).",
-                  confirm_with="specdiag repro --toggle num_gpu_blocks=off,<N>  (a smaller block pool reproduces the preemptions)")
+                  confirm_with="specdiag repro --toggle num_gpu_blocks=off,36")
             b.add("long-context-burst", 0.3, fix="Cap --max-model-len or route long prompts to a separate pool.",
                   confirm_with="compare prompt throughput peaks with the saturated intervals (specdiag metrics LOG)")
             b.add("draft-kv-overhead", 0.1, fix="A draft model's KV shares the pool: budget for it or use a smaller draft.",
-                  confirm_with="specdiag repro --toggle spec=off,draft_model --toggle num_gpu_blocks=<N>")
+                  confirm_with="specdiag repro --toggle spec=off,draft_model --set num_gpu_blocks=36")
             if method_of(ctx) == "draft_model":
                 b.support("draft-kv-overhead", 3, "method draft_model registers its layers in the same KV-cache groups")
             peak_prompt = max((iv.prompt_tps or 0) for iv in sat)

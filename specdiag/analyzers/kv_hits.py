@@ -59,7 +59,7 @@ class ZeroHitsOnRepeats(Rule):
                  "prefix-served-by-vllm")
     defaults = {"min_lookups": 10, "max_hit_ratio": 0.02, "min_repeats": 3, "fragment_min_lookups": 2,
                 "fragment_min_repeats": 1}
-    events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7"}) | PRESSURE_IDS
+    events = frozenset({"C21b", "C22", "C23", "C24", "C20", "C21", "Z1", "L7", "X8"}) | PRESSURE_IDS
     tables = frozenset({"lookups"})
     #: each cause's weight before any evidence (the board keeps this order)
     PRIORS = {"hash-inconsistency": 1.0, "lookup-timeout": 0.3, "capacity-eviction": 0.3,
@@ -78,6 +78,8 @@ class ZeroHitsOnRepeats(Rule):
         self.timeouts = 0
         self.timeout_ev: Event | None = None
         self.pressure = 0
+        self.remote_evicted = 0
+        self.remote_ev: Event | None = None
         self.computed_full = 0
 
     def observe_rows(self, rows: LookupRows) -> None:
@@ -138,6 +140,9 @@ class ZeroHitsOnRepeats(Rule):
         elif tid in ("Z1", "L7"):
             self.timeouts += 1
             self.timeout_ev = self.timeout_ev or ev
+        elif tid == "X8":
+            self.remote_evicted += 1
+            self.remote_ev = self.remote_ev or ev
         elif tid in PRESSURE_IDS:
             self.pressure += 1
 
@@ -233,10 +238,7 @@ class ZeroHitsOnRepeats(Rule):
                       f"{self.timeouts} lookup timeout(s) (line {self.timeout_ev.rec.line})")
         elif not pasted:
             b.oppose("lookup-timeout", 5, "no lookup timeout in the log")
-        if self.pressure:
-            b.support("capacity-eviction", 3, f"{self.pressure} memory-pressure line(s)")
-        elif not pasted:
-            b.oppose("capacity-eviction", 4, "no memory-pressure line: stored chunks had room to stay")
+        self._weigh_eviction(b, pasted)
         chunk = ctx.chunk_size or 256
         if max(repeated) < chunk:
             b.support("prompt-shorter-than-chunk", 10, f"the repeated prompts are shorter than chunk_size {chunk}")
@@ -247,6 +249,26 @@ class ZeroHitsOnRepeats(Rule):
         else:
             b.oppose("prefix-served-by-vllm", 3, "vLLM's own prefix cache did not cover these prompts either")
         return b
+
+    def _weigh_eviction(self, b: CauseBoard, pasted: bool) -> None:
+        """Eviction against hashing. A lookup that hit anywhere in the input shows the lookup client and the
+        workers hash alike (a hash mismatch misses every time, it cannot hit once), so the misses of stored
+        prompts are chunks that left the cache; a remote store that says it evicted a key it listed is the
+        same story told by the store itself."""
+        if self.pressure:
+            b.support("capacity-eviction", 3, f"{self.pressure} memory-pressure line(s)")
+        if self.remote_evicted:
+            line = self.remote_ev.rec.line if self.remote_ev else "?"
+            b.support("capacity-eviction", 8, f"the remote store evicted {self.remote_evicted} key(s) it had listed "
+                      f"('Key exists but KV cache does not exist', line {line})")
+            b.oppose("hash-inconsistency", 8, "the remote store reports evictions: chunks were found, then gone")
+        if self.hits:
+            b.support("capacity-eviction", 4, f"{self.hits} lookup(s) in the same input hit: stored chunks can be "
+                      "found, so the misses are chunks no longer there")
+            b.oppose("hash-inconsistency", 12, f"{self.hits} lookup(s) hit with the same hashing: lookup and store "
+                     "keys agree")
+        if not (self.pressure or self.remote_evicted or self.hits or pasted):
+            b.oppose("capacity-eviction", 4, "no memory-pressure line: stored chunks had room to stay")
 
     def _weigh_hashing(self, b: CauseBoard, ctx: Context) -> None:
         """Chunk hashes that differ between processes: hash warnings at startup, several NONE_HASH values,

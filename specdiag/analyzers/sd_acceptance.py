@@ -43,10 +43,8 @@ from specdiag.metrics.series import Interval
 from specdiag.observe import RunState
 from specdiag.timeutil import TIME_BASIS
 
-CONFIRM_DYNAMIC_K = ("specdiag repro --preset dynamic-k  (A/B: the same schedule with and without the K=0 range; "
-                     "acceptance after K=0 periods must match the fixed-K arm)")
-CONFIRM_RESTORED = ("specdiag repro --toggle spec=draft_model --toggle lmcache=on,off  (or replay the same prompts on "
-                    "an instance without the KV connector / with --no-enable-prefix-caching and compare Accepted/Drafted)")
+CONFIRM_DYNAMIC_K = "specdiag repro --preset dynamic-k"
+CONFIRM_RESTORED = "specdiag repro --set spec=draft_model --toggle lmcache=on,off"
 CONFIRM_MISMATCH = ("serve the same prompts with the connector and prefix caching off (specdiag repro --toggle "
                     "prefix_caching=off --toggle spec=draft_model): acceptance that stays low points at the draft itself")
 
@@ -432,7 +430,7 @@ def _zero_priors() -> CauseBoard:
           confirm_with=CONFIRM_MISMATCH)
     b.add("drafts-never-accepted", 0.2,
           fix="Collect per-request spec stats (Prometheus vllm:spec_decode_*) and report upstream.",
-          confirm_with="specdiag repro --toggle spec=off,draft_model on the same prompts")
+          confirm_with="specdiag repro --toggle spec=off,draft_model")
     return b
 
 
@@ -552,7 +550,7 @@ class LowAcceptanceFromStart(SpecSeriesRule):
         b.add("draft-target-mismatch", 0.5, fix="Use the draft/EAGLE head trained for this exact target and tokenizer.",
               confirm_with=CONFIRM_MISMATCH)
         b.add("workload-shift", 0.3, fix="Measure acceptance on representative prompts; lower K or pick another method.",
-              confirm_with="specdiag repro --toggle num_speculative_tokens=1,3 on a sample of the real prompts")
+              confirm_with="specdiag repro --set spec=ngram --toggle num_speculative_tokens=1,3")
         b.add("draft-state-not-restored", 0.2, fix="See SD002: restored context never ran through the drafter.",
               confirm_with=CONFIRM_RESTORED)
         if method in STATELESS_METHODS:

@@ -45,8 +45,7 @@ from specdiag.observe import RunState
 from specdiag.timeutil import TIME_BASIS
 from specdiag.values import schedule_text
 
-CONFIRM = ("specdiag repro --preset dynamic-k  (same prompts, dynamic_k=off vs on; or serve with "
-           "num_speculative_tokens_per_batch_size=[[1, <max>, K]] — no K=0 range — and compare)")
+CONFIRM = "specdiag repro --preset dynamic-k"
 
 
 def classify(items, lookup):
@@ -463,7 +462,7 @@ class PerPositionCaveat(_ScheduleRule):
                 causes=[Cause("per-position-denominator", 0.9,
                               for_=["steps that drafted k < K still count in num_drafts for positions ≥ k"],
                               fix=f"Compare only positions < {kmin}, or Accepted/Drafted.",
-                              confirm_with="specdiag repro --preset dynamic-k (per-position rates of the fixed-K arm)")],
+                              confirm_with="specdiag repro --preset dynamic-k")],
                 identity=f"{label}|pos", first_seen=withpos[0].t,
                 next_steps=[f"Read per-position rates only for positions < {kmin}."],
             ))

@@ -33,11 +33,17 @@ def repro(
                                           "repeat)"),
     toggle: list[str] = typer.Option([], "--toggle", "-t", help="key=v1,v2 (crossed into the matrix; repeatable)"),
     set_: list[str] = typer.Option([], "--set", "-s", help="key=value for every cell (repeatable)"),
-    device: str = typer.Option("cuda", "--device", help="cuda | cpu"),
+    device: str = typer.Option("auto", "--device", help="auto | cuda | cpu (auto: cuda when a GPU is visible and "
+                               "--model is given, else cpu)"),
     model: str | None = typer.Option(None, "--model", help="local model directory (required for cuda)"),
     python: str | None = typer.Option(None, "--python", help="python that runs vLLM (default: "
                                       "$SPECDIAG_REPRO_PYTHON, the cached CPU venv, or this python)"),
-    repeat: int | None = typer.Option(None, "--repeat", "-n", min=1, help="runs per cell"),
+    repeat: str | None = typer.Option(None, "--repeat", "-n", help="runs per cell, or 'auto': rounds of every "
+                                      "cell until the comparison is decisive (p < 0.05) or the budget is spent"),
+    budget_runs: int | None = typer.Option(None, "--budget-runs", min=1, help="with --repeat auto: at most N cell "
+                                           "runs (default 10 rounds)"),
+    budget_minutes: float | None = typer.Option(None, "--budget-minutes", min=0.1, help="with --repeat auto: stop "
+                                                "adding rounds after M minutes"),
     executor: str = typer.Option("local", "--executor", help="local | ray"),
     ray_address: str | None = typer.Option(None, "--ray-address", help="Ray cluster address (default: local)"),
     out: Path | None = typer.Option(None, "--out", "-o", help="run folder (default runs/repro-<preset>-<time>)"),
@@ -60,7 +66,7 @@ def repro(
     if action is not None:
         if action != "setup":
             _fail(f"unknown action {action!r}: the only one is 'setup' (specdiag repro setup --device cpu)")
-        _setup(device, cache_dir or backends.DEFAULT_CACHE)
+        _setup(backends.resolve_device(device, model), cache_dir or backends.DEFAULT_CACHE)
         return
     if list_presets:
         for p in planmod.PRESETS.values():
@@ -74,8 +80,16 @@ def repro(
         return
     if executor not in ("local", "ray"):
         _fail("--executor must be local or ray")
+    auto = repeat == "auto"
+    if repeat is not None and not auto and not (repeat.isdigit() and int(repeat) >= 1):
+        _fail(f"--repeat: a whole number >= 1 or 'auto', got {repeat!r}")
+    if (budget_runs or budget_minutes) and not auto:
+        _fail("--budget-runs/--budget-minutes go with --repeat auto")
+    if auto and executor == "ray":
+        _fail("--repeat auto runs round by round on this machine: use --executor local")
     try:
-        plan = planmod.build_plan(preset, toggle, set_, plan_file.read_bytes() if plan_file else None, repeat)
+        plan = planmod.build_plan(preset, toggle, set_, plan_file.read_bytes() if plan_file else None,
+                                  None if auto or repeat is None else int(repeat))
         cache = cache_dir or backends.DEFAULT_CACHE
         dev = backends.device_spec(device, python, model, cache)
         out_dir = (out or _default_out(plan.name)).resolve()  # servers run in their temp dir
@@ -84,7 +98,12 @@ def repro(
             return
     except (planmod.PlanError, backends.BackendError, OSError) as e:
         _fail(str(e))
-    code = _run(plan, dev, out_dir, fmt, executor, ray_address, health_timeout, not no_engine, stop_grace)
+    from specdiag.repro.executors import AutoBudget
+
+    budget = None
+    if auto:
+        budget = AutoBudget(budget_runs if budget_runs or budget_minutes else 10 * len(plan.cells()), budget_minutes)
+    code = _run(plan, dev, out_dir, fmt, executor, ray_address, health_timeout, not no_engine, stop_grace, budget)
     raise typer.Exit(code)
 
 
@@ -212,7 +231,7 @@ def _dry_run(plan, dev, out_dir: Path, fmt: str) -> None:  # type: ignore[no-unt
 
 
 def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | None,  # type: ignore[no-untyped-def]
-         health_timeout: float, use_engine: bool, stop_grace: float = 20.0) -> int:
+         health_timeout: float, use_engine: bool, stop_grace: float = 20.0, budget=None) -> int:
     import threading
 
     from rich.console import Console
@@ -220,7 +239,6 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
 
     from specdiag.repro import backends, executors, server
     from specdiag.repro.runner import RunOptions
-    from specdiag.repro.verdict import build_verdict
 
     cells = plan.cells()
     needs_lmcache = any(c.settings["lmcache"] in ("on", "true") for c in cells)
@@ -237,9 +255,12 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
     stop = threading.Event()
     total = len(cells) * plan.repeat
     interrupted = False
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), TextColumn("{task.completed}/"
-                  "{task.total} cells"), TimeElapsedColumn(), console=err, transient=False,
-                  disable=not err.is_terminal) as prog:
+    auto_stop = ""
+    if budget is not None:
+        total = budget.runs or total
+    with Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), BarColumn(),
+                  TextColumn("{task.completed}/{task.total} cells"), TimeElapsedColumn(), console=err,
+                  transient=False, disable=not err.is_terminal) as prog:
         task = prog.add_task(f"repro {plan.name}", total=total)
 
         def progress(kind: str, data: dict) -> None:
@@ -248,18 +269,25 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
                 desc += f" after {data['startup_s']} s"
             prog.update(task, description=desc)
             if not err.is_terminal:
-                err.print(f"[repro] {desc}", highlight=False)
+                _plain_progress(len(results) + 1, total, desc)
 
         def on_result(res) -> None:  # type: ignore[no-untyped-def]
             results.append(res)  # collected here so an interrupt keeps the cells already finished
             prog.advance(task)
-            err.print(f"[repro] {res.cell} r{res.repeat}: {res.status}"
-                      f"{' — ' + res.error if res.error else ''}", highlight=False)
+            line = f"{res.cell} r{res.repeat}: {res.status}{' — ' + res.error if res.error else ''}"
+            if err.is_terminal:
+                from rich.text import Text
+
+                err.print(Text(line))
+            else:
+                _plain_progress(len(results), total, line)
 
         opts = RunOptions(health_timeout_s=health_timeout, use_engine=use_engine, stop_grace_s=stop_grace)
         try:
             with server.interrupts_as_exceptions():
-                if executor == "ray":
+                if budget is not None:
+                    auto_stop = _run_auto(plan, dev, out_dir, opts, progress, on_result, stop, budget)
+                elif executor == "ray":
                     executors.run_ray(plan, dev, out_dir, opts, progress, on_result, stop, ray_address)
                 else:
                     executors.run_local(plan, dev, out_dir, opts, progress, on_result, stop)
@@ -267,8 +295,18 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
             interrupted = True
             stop.set()
             server.stop_all()
+    return _finish_run(plan, dev, results, interrupted, auto_stop, out_dir, fmt)
+
+
+def _finish_run(plan, dev, results: list, interrupted: bool, auto_stop: str, out_dir: Path,  # type: ignore[no-untyped-def]
+                fmt: str) -> int:
+    """Build, write and print the verdict; the exit code: 130 after Ctrl-C, 1 if a cell failed, else 0."""
+    from specdiag.repro.verdict import build_verdict
+
     verdict = build_verdict(plan.to_dict(), {"kind": dev.kind, "model": dev.model, "python": dev.python},
-                            [(c.name, c.toggled) for c in cells], results, interrupted)
+                            [(c.name, c.toggled) for c in plan.cells()], results, interrupted)
+    if auto_stop:
+        verdict["notes"].insert(0, f"--repeat auto stopped: {auto_stop} after {len(results)} cell runs")
     _write_verdict(out_dir, verdict)
     if fmt == "json":
         typer.echo(json.dumps({k: v for k, v in verdict.items() if k != "results"}, indent=2, default=str))
@@ -277,6 +315,30 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
     if interrupted:
         return 130
     return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def _plain_progress(n: int, total: int, text: str) -> None:
+    """A progress line for a log file or CI: UTC time, cell counter, the text as is (no markup, no colour)."""
+    import time
+
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    sys.stderr.write(f"{stamp} repro {min(n, total)}/{total} {text}\n")
+    sys.stderr.flush()
+
+
+def _run_auto(plan, dev, out_dir: Path, opts, progress, on_result, stop, budget) -> str:  # type: ignore[no-untyped-def]
+    """``--repeat auto``: rounds of every cell on this machine until decisive or out of budget."""
+    from specdiag.repro import executors
+    from specdiag.repro.runner import run_cell
+
+    def run_one(cell, rep: int):  # type: ignore[no-untyped-def]
+        res = run_cell(cell, rep, plan.workload, dev, out_dir, opts, progress, stop)
+        on_result(res)
+        return res
+
+    pd = plan.to_dict()
+    _, why = executors.run_auto(plan.cells(), run_one, lambda rs: executors.decisive(pd, rs), budget, stop)
+    return why
 
 
 def _write_verdict(run_dir: Path, verdict: dict) -> None:
@@ -288,7 +350,7 @@ def _write_verdict(run_dir: Path, verdict: dict) -> None:
 
 
 def _report_existing(run_dir: Path, fmt: str) -> None:
-    from specdiag.repro.verdict import build_verdict, load_run
+    from specdiag.repro.verdict import build_verdict, load_run, plan_cells
 
     try:
         plan, results = load_run(run_dir)
@@ -302,7 +364,7 @@ def _report_existing(run_dir: Path, fmt: str) -> None:
             _fail(f"--from-run {run_dir}: verdict.json: {e}")
         if not isinstance(old, dict):
             _fail(f"--from-run {run_dir}: verdict.json: expected a JSON object")
-    cells: list[tuple[str, dict]] = []
+    cells = plan_cells(plan)  # every planned cell, the ones that never ran included
     for r in results:
         if (r.cell, r.toggled) not in cells:
             cells.append((r.cell, r.toggled))
@@ -314,35 +376,55 @@ def _report_existing(run_dir: Path, fmt: str) -> None:
         _print_table(verdict, run_dir)
 
 
-def _fmt_list(xs: list) -> str:  # type: ignore[type-arg]
-    vals = [x for x in xs if x is not None]
+def _fmt_list(xs: list | None) -> str:  # type: ignore[type-arg]
+    """One value per repeat; "–" when the cell has none (never ran, or nothing recorded): never a made-up 0."""
+    vals = [x for x in (xs or []) if x is not None]
     if not vals:
         return "–"
     return ", ".join(f"{x:g}" if isinstance(x, (int, float)) else str(x) for x in vals)
 
 
+#: the table's columns (header, row key): few enough that it fits 100 columns; the rest folds below it
+TABLE_COLUMNS = (("status", "status"), ("short", "shortfalls"), ("loads", "loads_attempted"),
+                 ("failed", "failed_requests"), ("hit %", "lmcache_hit_pct"), ("acc %", "acceptance_pct"),
+                 ("K0 acc", "acceptance_after_k0_pct"))
+TABLE_LEGEND = ("short = retrieval shortfalls, loads = loads attempted, failed = HTTP failures, hit % = LMCache "
+                "hit tokens / looked-up tokens, acc % = draft acceptance, K0 acc = acceptance of batch-1 phases "
+                "after K=0 phases")
+#: per-cell details printed under the table (header, row key)
+FOLDED = (("shortfalls per load", "shortfall_rate"), ("missing tokens", "missing_tokens"),
+          ("KV-load failed requests", "load_failed_requests"), ("crash", "engine_crash"),
+          ("allocation failures", "alloc_failures"), ("start s", "startup_s"), ("p50 s", "latency_p50_s"),
+          ("conditions failed", "conditions_failed"))
+
+
 def _print_table(verdict: dict, out_dir: Path) -> None:  # type: ignore[type-arg]
+    """The verdict first, then a table of at most 100 columns, then the per-cell details that do not fit it.
+    Every name and value from the run is printed as text (Rich markup is never interpreted)."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
-    # a wide, wrapping table when stdout is a file or a CI log (Rich would squeeze it to 80 columns)
-    con = Console() if sys.stdout.isatty() else Console(width=220)
-    t = Table(title=f"specdiag repro — {verdict['plan']['name']} ({verdict['device']['kind']}); "
-                    "one value per repeat")
-    t.add_column("cell", overflow="fold", min_width=24)
-    for col in ("status", "shortfalls", "missing tok", "KV-load failed req", "HTTP failed",
-                "crash", "alloc fail", "LMCache hit %", "accept %", "accept after K=0 %", "start s", "p50 s"):
-        t.add_column(col)
-    for r in verdict["cells"]:
-        t.add_row(r["cell"], _fmt_list(r["status"]), _fmt_list(r["shortfalls"]), _fmt_list(r["missing_tokens"]),
-                  _fmt_list(r["load_failed_requests"]), _fmt_list(r["failed_requests"]),
-                  _fmt_list(r["engine_crash"]), _fmt_list(r["alloc_failures"]), _fmt_list(r["lmcache_hit_pct"]), _fmt_list(r["acceptance_pct"]),
-                  _fmt_list(r["acceptance_after_k0_pct"]), _fmt_list(r["startup_s"]), _fmt_list(r["latency_p50_s"]))
-    con.print(t)
-    con.print("[bold]Verdict[/bold]")
+    con = Console(width=min(Console().width, 100)) if sys.stdout.isatty() else Console(width=100)
+    con.print(Text(f"specdiag repro — {verdict['plan'].get('name', '?')} ({verdict['device'].get('kind', '?')})",
+                   style="bold"))
+    con.print(Text("Verdict", style="bold"))
     for c in verdict["conclusions"] or ["no toggle with two values: nothing to compare"]:
-        con.print(f"  • {c}", highlight=False, markup=False)
+        con.print(Text(f"  • {c}"))
     for n in verdict["notes"]:
-        con.print(f"  note: {n}", highlight=False, markup=False)
-    con.print(f"run folder: {out_dir}  (verdict.json, report.html; re-analyze with: specdiag analyze {out_dir}/cells)",
-              highlight=False)
+        con.print(Text(f"  note: {n}"))
+    t = Table(title="cells (one value per repeat)", width=100 if not sys.stdout.isatty() else None)
+    t.add_column("cell", overflow="fold", ratio=3)
+    for head, _ in TABLE_COLUMNS:
+        t.add_column(head, overflow="fold", ratio=1)
+    for r in verdict["cells"]:
+        t.add_row(Text(r["cell"]), *(Text(_fmt_list(r.get(key))) for _, key in TABLE_COLUMNS))
+    con.print(t)
+    con.print(Text(TABLE_LEGEND, style="dim"))
+    for r in verdict["cells"]:
+        details = [f"{head} {v}" for head, key in FOLDED
+                   if (v := (r.get(key) if isinstance(r.get(key), str) else _fmt_list(r.get(key)))) != "–"]
+        if details:
+            con.print(Text(f"  {r['cell']}: " + "; ".join(details)))
+    con.print(Text(f"run folder: {out_dir}  (verdict.json, report.html, cells/; re-analyze with: specdiag analyze "
+                   f"{out_dir}/cells)"))

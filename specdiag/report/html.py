@@ -828,7 +828,8 @@ def write_html(report: Any, path: str | Path, *, verbose: bool = False) -> None:
 # ------------------------------------------------------------------------------------------------ repro
 _SYMPTOM_ORDER = ("shortfalls", "failed_requests", "engine_crash", "acceptance_pct", "acceptance_after_k0_pct",
                   "lmcache_hit_pct", "missing_tokens", "load_failed_requests", "external_hit_pct")
-_CELL_META = {"name", "cell", "toggles", "toggled", "status", "errors", "error", "dir", "runs", "symptoms"}
+_CELL_META = {"name", "cell", "toggles", "toggled", "status", "errors", "error", "dir", "runs", "symptoms", "exposure",
+              "shortfall_rate_interval"}
 
 
 def _cell_fields(cell: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any], list[str]]:

@@ -41,11 +41,27 @@ def tiny_model_dir(cache_dir: Path) -> Path:
     return cache_dir / "models" / MODEL_VERSION
 
 
+def gpu_visible() -> bool:
+    """An NVIDIA GPU this machine can use (its device node or nvidia-smi): what ``--device auto`` asks."""
+    import shutil
+
+    return Path("/dev/nvidia0").exists() or shutil.which("nvidia-smi") is not None
+
+
+def resolve_device(device: str, model: str | None) -> str:
+    """``auto`` is cuda when a GPU is visible and ``--model`` names the model to serve, else cpu (the CPU tier
+    builds its own tiny model): so a command printed by ``specdiag analyze`` runs as printed on any machine."""
+    if device != "auto":
+        return device
+    return "cuda" if model and gpu_visible() else "cpu"
+
+
 def device_spec(device: str, python: str | None, model: str | None, cache_dir: Path,
                 redis_server: str = "redis-server") -> DeviceSpec:
     """Resolve the device options into a DeviceSpec without touching anything (dry-run safe)."""
+    device = resolve_device(device, model)
     if device not in ("cuda", "cpu"):
-        raise BackendError(f"--device must be cuda or cpu, not {device!r}")
+        raise BackendError(f"--device must be auto, cuda or cpu, not {device!r}")
     py = python or default_python(device, cache_dir)
     if device == "cuda":
         if not model:

@@ -9,7 +9,9 @@ filesystem). Ray is imported only when ``--executor ray`` is chosen.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from specdiag.repro.materialise import DeviceSpec
@@ -74,3 +76,49 @@ def run_ray(plan: Plan, device: DeviceSpec, out: Path, opts: RunOptions, progres
             ray.cancel(ref, force=True)
         raise
     return results
+
+
+# ------------------------------------------------------------------------------------------ --repeat auto
+@dataclass
+class AutoBudget:
+    """When ``--repeat auto`` stops adding rounds: at most ``runs`` cell runs and ``minutes`` of wall time
+    (None = no limit of that kind); a round is every cell once, so a round is never cut in half."""
+
+    runs: int | None = None
+    minutes: float | None = None
+
+
+def run_auto(cells: list[Cell], run_one: Callable[[Cell, int], CellResult], decided: Callable[[list[CellResult]], bool],
+             budget: AutoBudget, stop: threading.Event, clock: Callable[[], float] = time.monotonic,
+             max_rounds: int = 1000) -> tuple[list[CellResult], str]:
+    """Run every cell once per round until ``decided(results)`` holds or the budget is spent.
+
+    Returns the results and why it stopped: ``decided``, ``budget-runs``, ``budget-minutes``, ``stopped`` or
+    ``max-rounds``. The first round always runs (a budget smaller than one round still gets one look).
+    """
+    results: list[CellResult] = []
+    t0 = clock()
+    for rnd in range(max_rounds):
+        if rnd and budget.runs is not None and len(results) + len(cells) > budget.runs:
+            return results, "budget-runs"
+        if rnd and budget.minutes is not None and clock() - t0 >= 60 * budget.minutes:
+            return results, "budget-minutes"
+        for cell in cells:
+            if stop.is_set():
+                return results, "stopped"
+            results.append(run_one(cell, rnd))
+        if decided(results):
+            return results, "decided"
+    return results, "max-rounds"
+
+
+def decisive(plan_dict: dict, results: list[CellResult]) -> bool:  # type: ignore[type-arg]
+    """``--repeat auto``'s stopping rule: every suspect toggle (the preset's mapped toggles, else all) has a
+    count-symptom comparison that decides it — it follows the toggle (p < ALPHA) or appears with both values."""
+    from specdiag.repro.verdict import build_verdict
+
+    v = build_verdict(plan_dict, {}, [], results)
+    toggles = [k for k, vs in (plan_dict.get("toggles") or {}).items() if len(vs) >= 2]
+    suspects = [k for k in toggles if k in (plan_dict.get("causes") or {})] or toggles
+    done = {d["toggle"] for d in v["differential"] if d.get("decision") in ("follows", "not-necessary")}
+    return bool(suspects) and all(k in done for k in suspects)

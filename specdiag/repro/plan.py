@@ -179,6 +179,10 @@ class Preset:
     base: dict[str, str]
     toggles: dict[str, list[str]]
     workload: WorkloadSpec
+    #: toggle → the cause id (``specdiag/analyzers/causes.py``) whose mechanism a symptom that follows it shows
+    causes: dict[str, str] = field(default_factory=dict)
+    #: toggle → the values whose cells must really evict (else the cell tested nothing about eviction)
+    must_evict: dict[str, list[str]] = field(default_factory=dict)
 
 
 PRESETS: dict[str, Preset] = {
@@ -195,6 +199,7 @@ PRESETS: dict[str, Preset] = {
             {"conversations": 6, "turns": 5, "concurrency": 3, "prefix_words": 300, "turn_words": 40,
              "max_tokens": 96},
         ),
+        causes={"save_decode_cache": "lookup-retrieve-eviction"},
     ),
     "dynamic-k": Preset(
         name="dynamic-k",
@@ -210,6 +215,7 @@ PRESETS: dict[str, Preset] = {
             "alternating_batch",
             {"phases": [1, 2, 1, 2, 1], "prompt_words": 200, "max_tokens": 64},
         ),
+        causes={"dynamic_k": "stale-draft-kv"},
     ),
     "eviction": Preset(
         name="eviction",
@@ -224,6 +230,7 @@ PRESETS: dict[str, Preset] = {
             {"prompts": 16, "prompt_words": 560, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
              "max_tokens": 8},
         ),
+        causes={"max_local_cpu_size": "lookup-retrieve-eviction"}, must_evict={"max_local_cpu_size": ["0.004"]},
     ),
     "remote-eviction": Preset(
         name="remote-eviction",
@@ -239,6 +246,8 @@ PRESETS: dict[str, Preset] = {
             {"prompts": 16, "prompt_words": 560, "repeats_back_to_back": 2, "rounds": 2, "concurrency": 4,
              "max_tokens": 8},
         ),
+        causes={"redis_maxmemory": "remote-backend-loss", "save_decode_cache": "remote-backend-loss"},
+        must_evict={"redis_maxmemory": ["4mb"]},
     ),
     "pin-timeout": Preset(
         name="pin-timeout",
@@ -254,6 +263,7 @@ PRESETS: dict[str, Preset] = {
             {"iterations": 4, "p_words": 560, "a_words": 1750, "b_words": 50, "a_max_tokens": 500,
              "b_max_tokens": 500, "p_max_tokens": 8, "delay_s": 0.2},
         ),
+        causes={"save_decode_cache": "pin-timeout", "pin_timeout_sec": "pin-timeout"},
     ),
 }
 
@@ -285,6 +295,8 @@ class Plan:
     workload: WorkloadSpec
     repeat: int = 1
     description: str = ""
+    causes: dict[str, str] = field(default_factory=dict)
+    must_evict: dict[str, list[str]] = field(default_factory=dict)
 
     def cells(self) -> list[Cell]:
         """The matrix: every combination of toggle values, first toggle varying slowest."""
@@ -307,6 +319,8 @@ class Plan:
             "toggles": {k: list(v) for k, v in self.toggles.items()},
             "workload": self.workload.to_dict(),
             "repeat": self.repeat,
+            "causes": dict(self.causes),
+            "must_evict": {k: list(v) for k, v in self.must_evict.items()},
         }
 
 
@@ -369,6 +383,8 @@ class _PlanDraft:
     workload: WorkloadSpec = field(
         default_factory=lambda: WorkloadSpec("distinct_prefixes", dict(PRESETS["eviction"].workload.params)))
     repeat: int = 1
+    causes: dict[str, str] = field(default_factory=dict)
+    must_evict: dict[str, list[str]] = field(default_factory=dict)
 
 
 def _apply_preset(draft: _PlanDraft, pname: str) -> None:
@@ -377,6 +393,8 @@ def _apply_preset(draft: _PlanDraft, pname: str) -> None:
         raise PlanError(f"unknown preset {pname!r}; presets: {', '.join(PRESETS)}")
     p = PRESETS[pname]
     draft.name, draft.description, draft.workload = p.name, p.description, p.workload
+    draft.causes.update(p.causes)
+    draft.must_evict.update({k: list(v) for k, v in p.must_evict.items()})
     draft.base.update(p.base)
     draft.toggles.update({k: list(v) for k, v in p.toggles.items()})
 
@@ -473,7 +491,8 @@ def build_plan(
     if not preset and plan_yaml is None and not toggles and not sets:
         raise PlanError("nothing to run: give --preset, --plan FILE or --toggle key=v1,v2")
     return Plan(name=draft.name, base=draft.base, toggles=draft.toggles, workload=draft.workload,
-                repeat=draft.repeat, description=draft.description)
+                repeat=draft.repeat, description=draft.description, causes=draft.causes,
+                must_evict=draft.must_evict)
 
 
 def check_plan_dict(data: Any, where: str) -> dict[str, Any]:

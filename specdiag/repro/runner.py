@@ -51,6 +51,7 @@ class _CellRun:
     procs: list[srv.ManagedProcess] = field(default_factory=list)
     startup_s: float | None = None
     wl: WorkloadResult | None = None
+    redis_evicted_keys: int | None = None
 
 
 def _prepare_cell(cell: Cell, repeat: int, device: DeviceSpec, cell_dir: Path,
@@ -92,7 +93,7 @@ def _start_servers(cell: Cell, spec: CellSpec, port: int, redis_port: int, cell_
 
 
 def _drive_workload(cell: Cell, workload: WorkloadSpec, port: int, cell_dir: Path, opts: RunOptions,
-                    say: ProgressFn, stop: threading.Event | None, run: _CellRun) -> None:
+                    say: ProgressFn, stop: threading.Event | None, run: _CellRun, redis_port: int = 0) -> None:
     """Run the workload against the healthy server, let one more stats interval land in the log, then keep
     the final ``/metrics`` and the workload record."""
     if opts.during_cell:
@@ -103,6 +104,8 @@ def _drive_workload(cell: Cell, workload: WorkloadSpec, port: int, cell_dir: Pat
     say("workload", {"cell": cell.name, **run.wl.summary()})
     time.sleep(opts.settle_s)
     (cell_dir / "metrics.prom").write_text(Client(f"http://127.0.0.1:{port}").metrics_text())
+    if redis_port:
+        run.redis_evicted_keys = srv.redis_evicted_keys(redis_port)
     _write_json(cell_dir / "workload.json", run.wl.to_dict())
 
 
@@ -140,7 +143,7 @@ def run_cell(cell: Cell, repeat: int, workload: WorkloadSpec, device: DeviceSpec
     try:
         spec, port, redis_port = _prepare_cell(cell, repeat, device, cell_dir, tmp)
         _start_servers(cell, spec, port, redis_port, cell_dir, tmp, opts, say, run)
-        _drive_workload(cell, workload, port, cell_dir, opts, say, stop, run)
+        _drive_workload(cell, workload, port, cell_dir, opts, say, stop, run, redis_port)
         status = "ok"
     except srv.ServerError as e:
         status, error = "server-failed", str(e)
@@ -154,5 +157,7 @@ def run_cell(cell: Cell, repeat: int, workload: WorkloadSpec, device: DeviceSpec
     say("stopped", {"cell": cell.name, "status": status})
     result = build_cell_result(cell.name, cell.toggled, repeat, cell_dir, status, error, run.startup_s, run.wl,
                                stop_offset, use_engine=opts.use_engine)
+    if run.redis_evicted_keys is not None:
+        result.log["redis_evicted_keys"] = run.redis_evicted_keys
     _write_json(cell_dir / "cell.json", result.to_dict())
     return result

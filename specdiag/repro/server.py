@@ -203,6 +203,25 @@ def wait_redis(port: int, proc: ManagedProcess, timeout_s: float = 20.0) -> None
     raise ServerError(f"redis not answering on 127.0.0.1:{port}; see {proc.log_path}")
 
 
+def redis_evicted_keys(port: int, timeout_s: float = 2.0) -> int | None:
+    """Redis's own count of keys it evicted (``INFO stats`` → ``evicted_keys``), or None if it cannot be read:
+    the eviction presets check that the small store really evicted."""
+    buf = b""
+    with contextlib.suppress(OSError):
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as s:
+            s.sendall(b"INFO stats\r\n")
+            while b"evicted_keys:" not in buf or not buf.split(b"evicted_keys:", 1)[1].count(b"\r\n"):
+                chunk = s.recv(65536)
+                if not chunk or len(buf) > 1 << 20:
+                    break
+                buf += chunk
+    for line in buf.decode("ascii", "replace").splitlines():
+        if line.startswith("evicted_keys:"):
+            value = line.split(":", 1)[1].strip()
+            return int(value) if value.isdigit() else None
+    return None
+
+
 # ------------------------------------------------------------------------------------------- temp files
 #: names vLLM/LMCache create directly in /tmp even when TMPDIR points elsewhere (cpu-repro.md §1)
 _TMP_PATTERNS = ("engine_", "vllm_dist_", "lmcache_", "torchinductor_")

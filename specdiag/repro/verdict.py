@@ -39,6 +39,9 @@ _LITERALS = {
     "Trying to access an invalidated MemoryObj": "invalidated_memobj",
     "is being garbage collected with ref_count": "memobj_leaks",
     "specdiag LMCache CPU connector active": "cpu_connector_active",
+    "No eviction candidates found": "no_eviction_candidates",
+    "Local cpu memory under pressure": "cpu_pressure",
+    "chunks from cpu memory": "evicting",
 }
 
 
@@ -51,6 +54,10 @@ class LogCounts:
     load_failed_requests: int = 0
     recovered_requests: int = 0
     lookups: int = 0
+    #: lookups that found anything, and those that promised a load (``need to load`` > 0): the exposure
+    lookups_with_hits: int = 0
+    loads: int = 0
+    retrieve_lines: int = 0
     lookup_total_tokens: int = 0
     lookup_hit_tokens: int = 0
     lookup_need_load: int = 0
@@ -94,8 +101,11 @@ def count_log(path: Path, stop_offset: int | None = None) -> LogCounts:
             c.lookups += 1
             c.lookup_total_tokens += int(m.group(1))
             c.lookup_hit_tokens += int(m.group(3))
+            c.lookups_with_hits += int(m.group(3)) > 0
+            c.loads += int(m.group(4)) > 0
             c.lookup_need_load += max(0, int(m.group(4)))
         elif "required tokens" in raw and (m := _R4.search(raw)):
+            c.retrieve_lines += 1
             c.retrieved_tokens += int(m.group(1))
         elif "SpecDecoding metrics" in raw and (m := _SD.search(raw)):
             c.spec_accepted += int(m.group(1))
@@ -128,8 +138,10 @@ def metrics_numbers(metrics_text: str) -> dict[str, float | None]:
     }
 
 
-def phase_acceptance(phase_batch: list[int], phase_metrics: list[dict[str, float]]) -> list[dict[str, Any]]:
-    """Acceptance per workload phase from counter deltas (K=0 steps add nothing: spec-decode.md §4)."""
+def phase_acceptance(phase_batch: list[int], phase_metrics: list[dict[str, float]],
+                     in_flight: list[int | None] | None = None) -> list[dict[str, Any]]:
+    """Acceptance per workload phase from counter deltas (K=0 steps add nothing: spec-decode.md §4), with the
+    most requests the client had in flight at once in that phase (None when not recorded)."""
     out = []
     for i, batch in enumerate(phase_batch):
         if i + 1 >= len(phase_metrics):
@@ -142,21 +154,43 @@ def phase_acceptance(phase_batch: list[int], phase_metrics: list[dict[str, float
         drafted = d("vllm:spec_decode_num_draft_tokens_total")
         accepted = d("vllm:spec_decode_num_accepted_tokens_total")
         out.append({"phase": i, "batch": batch, "drafted": int(drafted), "accepted": int(accepted),
-                    "acceptance_pct": round(100 * accepted / drafted, 2) if drafted else None})
+                    "acceptance_pct": round(100 * accepted / drafted, 2) if drafted else None,
+                    "in_flight": in_flight[i] if in_flight and i < len(in_flight) else None})
     return out
 
 
-def k0_summary(phases: list[dict[str, Any]]) -> dict[str, Any]:
-    """Acceptance of the first batch-1 phase vs batch-1 phases that follow a batch>=2 phase."""
+def max_in_flight(requests: list[Any], phases: int) -> list[int | None]:
+    """Per phase, the most requests whose [sent, answered] windows overlap (a sweep over the client's own
+    timestamps); None for a phase whose requests carry no send time."""
+    out: list[int | None] = []
+    for i in range(phases):
+        rs = [r for r in requests if r.phase == i]
+        if not rs or any(r.started is None for r in rs):
+            out.append(None)
+            continue
+        edges = sorted([(r.started, 1) for r in rs] + [(r.started + r.latency_s, -1) for r in rs],
+                       key=lambda e: (e[0], e[1]))
+        cur = best = 0
+        for _, step in edges:
+            cur += step
+            best = max(best, cur)
+        out.append(best)
+    return out
+
+
+def k0_summary(phases: list[dict[str, Any]], failed: frozenset[int] = frozenset()) -> dict[str, Any]:
+    """Acceptance of the first batch-1 phase vs batch-1 phases that follow a batch>=2 phase. A batch-2 phase
+    whose condition failed (``failed``: fewer requests in flight, drafting at K=0) is not a K=0 phase: the
+    batch-1 phases after it are left out rather than reported as "after K=0"."""
     first = next((p for p in phases if p["batch"] == 1 and p["acceptance_pct"] is not None), None)
     after = []
-    seen_multi = False
+    last_multi_ok: bool | None = None
     for p in phases:
         if p["batch"] >= 2:
-            seen_multi = True
-        elif seen_multi and p["acceptance_pct"] is not None:
+            last_multi_ok = p["phase"] not in failed
+        elif last_multi_ok and p["acceptance_pct"] is not None:
             after.append(p)
-    multi = [p for p in phases if p["batch"] >= 2]
+    multi = [p for p in phases if p["batch"] >= 2 and p["phase"] not in failed]
     acc_after = None
     if after:
         dr = sum(p["drafted"] for p in after)
@@ -165,6 +199,7 @@ def k0_summary(phases: list[dict[str, Any]]) -> dict[str, Any]:
         "acceptance_first_batch1_pct": first["acceptance_pct"] if first else None,
         "acceptance_batch1_after_batch2_pct": acc_after,
         "drafted_in_batch2_phases": sum(p["drafted"] for p in multi),
+        "phases_left_out": sorted(failed),
     }
 
 
@@ -207,6 +242,8 @@ class CellResult:
     k0: dict[str, Any] = field(default_factory=dict)
     engine: list[dict[str, Any]] | None = None
     dir: str = ""
+    #: the preset's conditions (conditions.py), set when the verdict is built
+    conditions: list[dict[str, Any]] = field(default_factory=list)
 
     # ---- the symptom values the differential compares
     def symptom(self, name: str) -> float | None:
@@ -258,7 +295,8 @@ def build_cell_result(cell_name: str, toggled: dict[str, str], repeat: int, cell
     if workload is not None:
         res.workload = workload.summary()
         if workload.phase_batch:
-            res.phases = phase_acceptance(workload.phase_batch, workload.phase_metrics)
+            res.phases = phase_acceptance(workload.phase_batch, workload.phase_metrics,
+                                          max_in_flight(workload.requests, len(workload.phase_batch)))
             res.k0 = k0_summary(res.phases)
     if use_engine and log_path.exists():
         res.engine = engine_findings(log_path, cell_dir / "lmcache.yaml")
@@ -281,91 +319,120 @@ def _fmt_range(st: dict[str, Any]) -> str:
     return f"{st['mean']:g} (range {st['min']:g}–{st['max']:g})"
 
 
-def differential(results: list[CellResult], toggles: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """For each toggle and symptom: per value statistics over all runs, and a conclusion in words.
+def differential(results: list[CellResult], toggles: dict[str, list[str]],
+                 causes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """For each toggle and symptom: per value statistics and a conclusion in words.
 
     Cells are compared within the same *context* (the other toggles' values), so a second toggle cannot
-    masquerade as the first one's effect.
+    masquerade as the first one's effect. Count symptoms go through exposure and Fisher's exact test
+    (``evidence.py``); rates (acceptance, hit %) compare repeat ranges within each context.
     """
-    usable = [r for r in results if r.status in ("ok", "server-failed")]
-    lmcache_used = any(r.log.get("lookups") for r in usable)
+    usable = [r for r in results if r.status == "ok" and not any(
+        c.get("ok") is False and c.get("scope") == "cell" for c in r.conditions)]
     out: list[dict[str, Any]] = []
     for key, values in toggles.items():
         if len(values) < 2:
             continue
-        for sym in COUNT_SYMPTOMS + RATE_SYMPTOMS:
-            if sym == "shortfalls" and not lmcache_used and not any(r.symptom(sym) for r in usable):
-                continue  # LMCache never looked anything up (e.g. lmcache=off): nothing to conclude
-            by_ctx: dict[tuple, dict[str, list[float]]] = {}
-            for r in usable:
-                v = r.symptom(sym)
-                if v is None or key not in r.toggled:
-                    continue
-                ctx = tuple(sorted((k, x) for k, x in r.toggled.items() if k != key))
-                by_ctx.setdefault(ctx, {}).setdefault(r.toggled[key], []).append(float(v))
-            if not by_ctx:
-                continue
-            by_value: dict[str, list[float]] = {}
-            for groups in by_ctx.values():
-                for val, xs in groups.items():
-                    by_value.setdefault(val, []).extend(xs)
-            stats = {val: _stats(by_value.get(val, [])) for val in values}
-            if sym in COUNT_SYMPTOMS:
-                conclusion = _count_conclusion(key, sym, values, by_ctx, stats)
-            else:
-                conclusion = _rate_conclusion(key, sym, values, by_ctx, stats)
-            if conclusion is None:
-                continue
-            out.append({"toggle": key, "symptom": sym, "by_value": stats, "conclusion": conclusion})
+        for sym in COUNT_SYMPTOMS:
+            d = _count_differential(results, key, values, sym, (causes or {}).get(key))
+            if d is not None:
+                out.append(d)
+        for sym in RATE_SYMPTOMS:
+            d = _rate_differential(usable, key, values, sym)
+            if d is not None:
+                out.append(d)
     return out
 
 
-def _count_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, dict[str, list[float]]],
-                      stats: dict[str, dict[str, Any]]) -> str | None:
+def _rate_differential(usable: list[CellResult], key: str, values: list[str], sym: str) -> dict[str, Any] | None:
+    by_ctx: dict[tuple, dict[str, list[float]]] = {}
+    for r in usable:
+        v = r.symptom(sym)
+        if v is None or key not in r.toggled:
+            continue
+        ctx = tuple(sorted((k, x) for k, x in r.toggled.items() if k != key))
+        by_ctx.setdefault(ctx, {}).setdefault(r.toggled[key], []).append(float(v))
+    if not by_ctx:
+        return None
+    by_value: dict[str, list[float]] = {}
+    for groups in by_ctx.values():
+        for val, xs in groups.items():
+            by_value.setdefault(val, []).extend(xs)
+    stats = {val: _stats(by_value.get(val, [])) for val in values}
+    conclusion = _rate_conclusion(key, sym, values, by_ctx, stats)
+    if conclusion is None:
+        return None
+    return {"toggle": key, "symptom": sym, "by_value": stats, "conclusion": conclusion}
+
+
+#: what each suspect toggle does on the way to the mechanism (the mechanism itself is the catalog's text)
+TOGGLE_ROLES = {
+    "save_decode_cache": "save_decode_cache=true adds decode-phase stores; in a cache that is full they evict "
+                         "chunks a lookup already counted (the trigger, not the mechanism)",
+    "redis_maxmemory": "a Redis that has to evict drops keys LMCache already counted (remote backends cannot pin)",
+    "pin_timeout_sec": "after pin_timeout_sec the PinMonitor force-unpins looked-up chunks, which makes them "
+                       "evictable before the retrieve",
+    "max_local_cpu_size": "a smaller CPU tier has to evict sooner",
+}
+
+
+def _count_differential(results: list[CellResult], key: str, values: list[str], sym: str,
+                        cause_id: str | None) -> dict[str, Any] | None:
+    """Fisher's exact test per context between the first value and each other one, over exposed runs."""
+    from specdiag.repro import evidence as ev
+
+    comps = []
+    for ctx, arms in ev.arms_by_context(results, key, sym).items():
+        base = arms.get(values[0]) or ev.Arm(values[0])
+        for v in values[1:]:
+            c = ev.compare(key, base, arms.get(v) or ev.Arm(v))
+            c["context"] = dict(ctx)
+            comps.append(c)
+    present = sum(a["present"] for c in comps for a in c["arms"].values())
+    exposed = sum(a["exposed"] for c in comps for a in c["arms"].values())
+    if not comps or (present == 0 and sym != "shortfalls"):
+        return None  # "no failed requests anywhere" is not worth a line per toggle
+    if present == 0 and not any(r.log.get("lookups") for r in results):
+        return None  # LMCache never looked anything up (e.g. lmcache=off): nothing to say about shortfalls
+    decision = next((d for d in ("follows", "undecided", "not-necessary", "absent")
+                     if any(c["decision"] == d for c in comps)), "absent")
+    if exposed == 0:
+        decision = "no-exposure"
+    stats = {v: {"present": sum(c["arms"].get(v, {}).get("present", 0) for c in comps),
+                 "exposed": sum(c["arms"].get(v, {}).get("exposed", 0) for c in comps)} for v in values}
+    return {"toggle": key, "symptom": sym, "by_value": stats, "comparisons": comps, "decision": decision,
+            "mechanism": ev.mechanism(cause_id) if decision == "follows" else None,
+            "conclusion": _count_words(key, sym, comps, decision, cause_id)}
+
+
+def _count_words(key: str, sym: str, comps: list[dict[str, Any]], decision: str, cause_id: str | None) -> str:
+    """Numbers first, then words: each context's comparison, the mechanism for a decision, the runs left out."""
+    from specdiag.repro import evidence as ev
+
     words = SYMPTOM_WORDS[sym]
-    total_present = sum(s.get("present", 0) for s in stats.values())
-    runs = sum(s.get("runs", 0) for s in stats.values())
-    if total_present == 0:
-        if sym != "shortfalls":
-            return None  # "no failed requests anywhere" is not worth a line per toggle
-        return (f"{words} did not appear in any of {runs} runs: this experiment can neither implicate nor "
-                f"clear {key}")
-    per_value = "; ".join(f"{key}={v}: {stats[v].get('present', 0)}/{stats[v].get('runs', 0)} runs, "
-                          f"{_fmt_range(stats[v])} per run" for v in values if stats[v].get("runs"))
-    kinds: dict[tuple, tuple[str, frozenset[str]]] = {}
-    for ctx, g in by_ctx.items():
-        pos = frozenset(v for v, xs in g.items() if all(x > 0 for x in xs))
-        neg = frozenset(v for v, xs in g.items() if all(x == 0 for x in xs))
-        if pos | neg != set(g) or len(g) < 2:
-            kinds[ctx] = ("mixed", pos)
-        elif not neg:
-            kinds[ctx] = ("all-present", pos)
-        elif not pos:
-            kinds[ctx] = ("all-absent", pos)
-        else:
-            kinds[ctx] = ("split", pos)
-    labels = {k for k, _ in kinds.values()}
-
-    def ctx_words(kind: str) -> str:
-        cs = [", ".join(f"{k}={v}" for k, v in ctx) or "the base settings" for ctx, (kd, _) in kinds.items()
-              if kd == kind]
-        return " / ".join(cs)
-
-    if labels <= {"all-present", "all-absent"} and "all-present" in labels:
-        where = "" if labels == {"all-present"} else (
-            f" wherever it appears at all ({ctx_words('all-present')}; never with {ctx_words('all-absent')})")
-        return (f"{words} appears with every value of {key}{where}: {per_value} — changing {key} among these "
-                f"values does not remove it: {key} is rejected as the cause")
-    splits = {pos for kd, pos in kinds.values() if kd == "split"}
-    if labels <= {"split", "all-absent"} and len(splits) == 1:
-        pos_set = next(iter(splits))
-        pos = [v for v in values if v in pos_set]
-        neg = [v for v in values if v not in pos_set]
-        only = "" if labels == {"split"} else f" (only together with {ctx_words('split')})"
-        return (f"{words} follows {key}: present with {key}={'/'.join(pos)} and absent with "
-                f"{key}={'/'.join(neg)} in every run{only} ({per_value}) — {key}={'/'.join(pos)} is necessary "
-                f"for it in this setup")
-    return f"{words} is not explained by {key} alone ({per_value}): it depends on other toggles or on chance"
+    order = {"follows": 0, "undecided": 1, "not-necessary": 2, "absent": 3}
+    parts = []
+    for c in sorted(comps, key=lambda c: order.get(c["decision"], 9)):
+        where = ev.ctx_words(tuple(c["context"].items()))
+        parts.append((f"with {where}: " if where and len(comps) > 1 else "") + c["words"])
+    left = [x for c in comps for a in c["arms"].values() for x in a["left_out"]]
+    if decision == "no-exposure":
+        text = (f"{words}: no run had the chance to show it: this experiment can neither implicate nor clear "
+                f"{key}")
+    else:
+        head = {"follows": f"follows {key}", "undecided": f"undecided for {key}",
+                "not-necessary": f"does not follow {key} alone",
+                "absent": f"absent with every value of {key}"}[decision]
+        text = f"{words} {head} — " + " | ".join(parts)
+    mech = ev.mechanism(cause_id)
+    if decision == "follows" and mech:
+        text += (f". Mechanism [{mech['id']}]: {mech['mechanism']}" if mech.get("mechanism")
+                 else f". Mechanism [{mech['id']}] (specdiag explain {mech['id']})")
+        if key in TOGGLE_ROLES:
+            text += f" Role of {key}: {TOGGLE_ROLES[key]}."
+    if left:
+        text += f". Left out ({len(left)}): " + "; ".join(left[:6]) + (" …" if len(left) > 6 else "")
+    return text
 
 
 def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, dict[str, list[float]]],
@@ -413,63 +480,135 @@ def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, 
 
 # ------------------------------------------------------------------------------------------ whole run
 def _vals(rs: list[CellResult], sym: str) -> list[float]:
-    return [v for v in (r.symptom(sym) for r in rs) if v is not None]
+    """The symptom of every run that served its workload (a cell that failed to start measured nothing: no 0)."""
+    return [v for v in (r.symptom(sym) for r in rs if r.status == "ok") if v is not None]
+
+
+def _row_values(rs: list[CellResult]) -> dict[str, Any]:
+    """The per-repeat values of one cell's row (each list holds one value per repeat)."""
+    from specdiag.repro import evidence as ev
+
+    ok = [r for r in rs if r.status == "ok"]
+    return {
+        "shortfalls": _vals(rs, "shortfalls"),
+        "missing_tokens": [r.log.get("missing_tokens", 0) for r in rs],
+        "cant_be_retrieved": [r.log.get("markers", {}).get("cant_be_retrieved", 0) for r in rs],
+        "load_failed_requests": [r.log.get("load_failed_requests", 0) for r in rs],
+        "recovered_requests": [r.log.get("recovered_requests", 0) for r in rs],
+        "failed_requests": _vals(rs, "failed_requests"),
+        "requests": [r.workload.get("requests", 0) for r in rs],
+        "engine_crash": _vals(rs, "engine_crash"),
+        "lmcache_degraded": [r.log.get("markers", {}).get("lmcache_degraded", 0) for r in rs],
+        "alloc_failures": [r.log.get("markers", {}).get("alloc_failures", 0) for r in rs],
+        "lmcache_hit_pct": _vals(rs, "lmcache_hit_pct"),
+        "external_hit_pct": [r.metrics.get("external_prefix_cache_hit_pct") for r in rs],
+        "acceptance_pct": _vals(rs, "acceptance_pct"),
+        "acceptance_first_batch1_pct": [r.k0.get("acceptance_first_batch1_pct") for r in rs if r.k0],
+        "acceptance_after_k0_pct": _vals(rs, "acceptance_after_k0_pct"),
+        "drafted_in_batch2_phases": [r.k0.get("drafted_in_batch2_phases") for r in rs if r.k0],
+        "startup_s": [r.startup_s for r in rs],
+        "latency_p50_s": [r.workload.get("latency_p50_s") for r in ok],
+        "errors": [r.error for r in rs if r.error],
+        "exposure": [ev.exposure(r) for r in rs],
+        "loads_attempted": [ev.exposure(r)["loads_attempted"] for r in rs],
+        "shortfall_rate": ev.cell_rate(rs, "shortfalls")["text"],
+        "shortfall_rate_interval": ev.cell_rate(rs, "shortfalls"),
+        "conditions_failed": [c["detail"] for r in rs for c in r.conditions if c.get("ok") is False],
+    }
 
 
 def cell_rows(cells: list[tuple[str, dict[str, str]]], results: list[CellResult]) -> list[dict[str, Any]]:
-    """One row per cell with every repeat's value (the spread is the list itself)."""
+    """One row per planned cell with every repeat's value (the spread is the list itself); a cell that never
+    started has ``runs`` 0 and no values, so it prints "–", never 0."""
     rows = []
     for name, toggled in cells:
         rs = sorted((r for r in results if r.cell == name), key=lambda r: r.repeat)
-        if not rs:
-            continue
-        ok = [r for r in rs if r.status == "ok"]
-        rows.append({
-            "cell": name,
-            "toggled": toggled,
-            "runs": len(rs),
-            "status": [r.status for r in rs],
-            "shortfalls": _vals(rs, "shortfalls"),
-            "missing_tokens": [r.log.get("missing_tokens", 0) for r in rs],
-            "cant_be_retrieved": [r.log.get("markers", {}).get("cant_be_retrieved", 0) for r in rs],
-            "load_failed_requests": [r.log.get("load_failed_requests", 0) for r in rs],
-            "recovered_requests": [r.log.get("recovered_requests", 0) for r in rs],
-            "failed_requests": _vals(rs, "failed_requests"),
-            "requests": [r.workload.get("requests", 0) for r in rs],
-            "engine_crash": _vals(rs, "engine_crash"),
-            "lmcache_degraded": [r.log.get("markers", {}).get("lmcache_degraded", 0) for r in rs],
-            "alloc_failures": [r.log.get("markers", {}).get("alloc_failures", 0) for r in rs],
-            "lmcache_hit_pct": _vals(rs, "lmcache_hit_pct"),
-            "external_hit_pct": [r.metrics.get("external_prefix_cache_hit_pct") for r in rs],
-            "acceptance_pct": _vals(rs, "acceptance_pct"),
-            "acceptance_first_batch1_pct": [r.k0.get("acceptance_first_batch1_pct") for r in rs if r.k0],
-            "acceptance_after_k0_pct": _vals(rs, "acceptance_after_k0_pct"),
-            "drafted_in_batch2_phases": [r.k0.get("drafted_in_batch2_phases") for r in rs if r.k0],
-            "startup_s": [r.startup_s for r in rs],
-            "latency_p50_s": [r.workload.get("latency_p50_s") for r in ok],
-            "errors": [r.error for r in rs if r.error],
-        })
+        row: dict[str, Any] = {"cell": name, "toggled": toggled, "runs": len(rs),
+                               "status": [r.status for r in rs] or ["not run"]}
+        row.update(_row_values(rs) if rs else {"exposure": []})
+        rows.append(row)
     return rows
+
+
+def _settings(plan_dict: dict[str, Any], toggled: dict[str, str]) -> dict[str, str]:
+    from specdiag.repro.plan import SETTINGS
+
+    out = {k: v for k, (v, _) in SETTINGS.items()}
+    out.update({str(k): str(v) for k, v in (plan_dict.get("base") or {}).items()})
+    out.update(toggled)
+    return out
+
+
+def apply_conditions(plan_dict: dict[str, Any], results: list[CellResult]) -> None:
+    """Check each run's preset conditions and drop failed phases from its K=0 summary (in place)."""
+    from specdiag.repro.conditions import cell_conditions
+    from specdiag.repro.plan import PRESETS
+
+    preset = PRESETS.get(str(plan_dict.get("name")))
+    must_evict = plan_dict.get("must_evict") or (preset.must_evict if preset else {})
+    max_tokens = int(((plan_dict.get("workload") or {}).get("params") or {}).get("max_tokens", 64))
+    for r in results:
+        if r.status != "ok":
+            continue
+        r.conditions = cell_conditions(r.toggled, _settings(plan_dict, r.toggled), r.phases, r.log, must_evict,
+                                       max_tokens)
+        if r.phases:
+            r.k0 = k0_summary(r.phases, frozenset(c["phase"] for c in r.conditions
+                                                  if c.get("ok") is False and c.get("scope") == "phase"))
+
+
+def _analyze_agreement(diff: list[dict[str, Any]], results: list[CellResult]) -> list[str]:
+    """What ``specdiag analyze`` ranked first for KV001 in the cells that showed the shortfall, beside the
+    mechanism the repro names: one cause id on both sides, or the disagreement said out loud."""
+    tops: dict[str, int] = {}
+    for r in results:
+        for f in r.engine or []:
+            if f.get("rule") == "KV001" and f.get("top_cause"):
+                tops[f["top_cause"]["id"]] = tops.get(f["top_cause"]["id"], 0) + 1
+    if not tops:
+        return []
+    named = {d["mechanism"]["id"] for d in diff if d.get("mechanism")}
+    seen = ", ".join(f"{k} in {n} cell(s)" for k, n in sorted(tops.items(), key=lambda kv: -kv[1]))
+    if not named:
+        return [f"specdiag analyze on these cells ranks first for KV001: {seen}"]
+    same = named & set(tops)
+    return [f"specdiag analyze on these cells ranks first for KV001: {seen} — "
+            + ("the same cause id as the repro's mechanism" if same else
+               f"not the repro's mechanism ({', '.join(sorted(named))}): read both before acting")]
 
 
 def build_verdict(plan_dict: dict[str, Any], device: dict[str, Any], cells: list[tuple[str, dict[str, str]]],
                   results: list[CellResult], interrupted: bool = False) -> dict[str, Any]:
-    toggles = plan_dict.get("toggles", {})
-    diff = differential(results, toggles)
+    """The run's verdict: conditions checked, then the differential, then the cell rows and notes."""
+    from specdiag.repro.plan import PRESETS
+
+    preset = PRESETS.get(str(plan_dict.get("name")))
+    apply_conditions(plan_dict, results)
+    causes = plan_dict.get("causes") or (preset.causes if preset else {})
+    diff = differential(results, plan_dict.get("toggles", {}), causes)
     notes = []
     if any(r.log.get("markers", {}).get("lmcache_degraded") for r in results):
         notes.append("LMCache ran in degraded mode (no connector) in some cells: their hit/shortfall numbers "
                      "say nothing about LMCache")
-    if interrupted:
-        notes.append("the run was interrupted: cells not run are missing")
+    ran = {r.cell for r in results}
+    never = [name for name, _ in cells if name not in ran]
+    if never:
+        notes.append(("the run was interrupted: " if interrupted else "") + f"{len(never)} cell(s) never ran "
+                     f"(excluded): {', '.join(never)}")
     for r in results:
+        if r.status != "ok":
+            notes.append(f"{r.cell} r{r.repeat}: {r.status} — excluded from every comparison")
+        for c in r.conditions:
+            if c.get("ok") is False:
+                notes.append(f"{r.cell} r{r.repeat}: condition failed — {c['detail']}")
         if r.k0:
             notes.append(f"{r.cell} r{r.repeat}: {r.k0.get('drafted_in_batch2_phases')} draft tokens in the batch-2 "
-                         f"phases (0 = K=0 was applied); acceptance first batch-1 phase "
+                         f"phases that met their condition; acceptance first batch-1 phase "
                          f"{r.k0.get('acceptance_first_batch1_pct')}%, batch-1 phases after batch-2 "
                          f"{r.k0.get('acceptance_batch1_after_batch2_pct')}%")
+    notes += _analyze_agreement(diff, results)
     return {
-        "schema": "specdiag.repro/1",
+        "schema": "specdiag.repro/2",
         "plan": plan_dict,
         "device": device,
         "cells": cell_rows(cells, results),
@@ -480,18 +619,49 @@ def build_verdict(plan_dict: dict[str, Any], device: dict[str, Any], cells: list
     }
 
 
+def plan_cells(plan_dict: dict[str, Any]) -> list[tuple[str, dict[str, str]]]:
+    """The planned cells (name, toggled) of a plan read back, first toggle varying slowest (as ``Plan.cells``)."""
+    import itertools
+
+    toggles = {str(k): [str(v) for v in vs] for k, vs in (plan_dict.get("toggles") or {}).items()}
+    keys = list(toggles)
+    out = []
+    for combo in itertools.product(*(toggles[k] for k in keys)):
+        toggled = dict(zip(keys, combo, strict=True))
+        out.append((",".join(f"{k}={v}" for k, v in toggled.items()) or "base", toggled))
+    return out
+
+
+def _recount(res: CellResult) -> None:
+    """A cell recorded before the exposure counters existed: count its kept log again (same stop point is
+    unknown, so only the exposure counters are taken over; the symptom counts stay as recorded)."""
+    log_path = Path(res.dir) / "vllm.log" if res.dir else None
+    if "loads" in res.log or log_path is None or not log_path.exists():
+        return
+    fresh = count_log(log_path).to_dict()
+    for k in ("loads", "lookups_with_hits", "retrieve_lines", "lookups", "lookup_need_load", "retrieved_tokens"):
+        res.log[k] = fresh[k]
+
+
 def load_run(run_dir: Path) -> tuple[dict[str, Any], list[CellResult]]:
-    """Read a run folder back (plan.json + every cells/*/cell.json) so its verdict can be recomputed."""
+    """Read a run folder back (plan.json + every cells/*/cell.json) so its verdict can be recomputed. A cell
+    interrupted before it finished keeps only its status and is returned as such (it is then excluded)."""
     import json
 
     from specdiag.repro.plan import check_plan_dict
 
     plan = check_plan_dict(json.loads((run_dir / "plan.json").read_text()), "plan.json")
+    toggled_of = dict(plan_cells(plan))
     results = []
     fields = set(CellResult.__dataclass_fields__)
     for p in sorted((run_dir / "cells").glob("*/cell.json")):
         d = json.loads(p.read_text())
-        if "toggled" not in d:  # an interrupted cell keeps only its status
+        if not isinstance(d, dict) or not isinstance(d.get("cell"), str):
             continue
-        results.append(CellResult(**{k: v for k, v in d.items() if k in fields}))
+        d.setdefault("toggled", toggled_of.get(d["cell"], {}))
+        d.setdefault("repeat", 0)
+        d.setdefault("status", "interrupted")
+        res = CellResult(**{k: v for k, v in d.items() if k in fields})
+        _recount(res)
+        results.append(res)
     return plan, results

@@ -80,6 +80,8 @@ class RequestRecord:
     error: str = ""
     output: str = ""
     token_ids: list[int] = field(default_factory=list)
+    #: monotonic send time (the in-flight check of batch phases compares these windows)
+    started: float | None = None
 
 
 @dataclass
@@ -143,12 +145,13 @@ class Client:
                 choice = data["choices"][0]
                 return RequestRecord(tag, phase, r.status, time.monotonic() - t0,
                                      int(usage.get("prompt_tokens", 0)), int(usage.get("completion_tokens", 0)),
-                                     output=choice.get("text", ""), token_ids=list(choice.get("token_ids") or []))
+                                     output=choice.get("text", ""), token_ids=list(choice.get("token_ids") or []),
+                                     started=t0)
         except urllib.error.HTTPError as e:
             detail = e.read()[:300].decode("utf-8", "replace")
-            return RequestRecord(tag, phase, e.code, time.monotonic() - t0, error=detail)
+            return RequestRecord(tag, phase, e.code, time.monotonic() - t0, error=detail, started=t0)
         except (urllib.error.URLError, OSError, ValueError) as e:
-            return RequestRecord(tag, phase, 0, time.monotonic() - t0, error=repr(e)[:300])
+            return RequestRecord(tag, phase, 0, time.monotonic() - t0, error=repr(e)[:300], started=t0)
 
     def tokenize(self, prompt: str, add_special_tokens: bool) -> list[int]:
         """Token ids from the server's own tokenizer (POST /tokenize)."""
