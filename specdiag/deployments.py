@@ -478,6 +478,10 @@ class Deployment:
     def deliver_unmatched(self, rec: Any) -> None:
         self.current.deliver_unmatched(rec)
 
+    def wants(self, event_id: str) -> bool:
+        """Whether an observer reads ``event_id`` events (the runs share one set of observers)."""
+        return bool(self.current.dispatch.get(event_id))
+
     def note_record(self, rec: Any) -> None:
         self.current.note_record(rec)
 

@@ -28,12 +28,13 @@ from specdiag.deployments import (
     group_inputs,
     sources_of,
 )
-from specdiag.events import default_matcher, message_shape
+from specdiag.events import CATALOG_EVENT, default_matcher, message_shape, recognised_anywhere_at
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
 from specdiag.ingest.linefilter import LineFilter, filtered_source
 from specdiag.ingest.marks import CountMark
+from specdiag.ingest.prefilter import QuietOrigin, QuietPlaces
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.ruledocs import rule_table
@@ -220,14 +221,16 @@ class SourceLoop:
         self.counts = InputCounts(src.stats.hot)
         self.fed: dict[str, Deployment] = {}
         self.text_events = 0
+        self.quiet: QuietPlaces | None = None  # the places the prefilter may count, learnt while reading
 
     def run(self, progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
         src = self.src
         matcher = default_matcher()
         current: Deployment | None = None
         reported = 0
+        self.quiet = QuietPlaces(matcher.dispatch_words("vllm"), matcher.needles("vllm"))
         items = iter_records(src, hot=True, window=self.window, scan_threads=scan_threads,
-                             scan_processes=processes, marks=True)
+                             scan_processes=processes, marks=True, quiet=self.quiet)
         while True:
             try:
                 item = next(items, None)
@@ -251,7 +254,7 @@ class SourceLoop:
     def _deployment_of(self, item: Any, current: Deployment | None) -> Deployment:
         """The deployment ``item`` belongs to (scanned rows carry no wrapper: the current one's); begun."""
         kind = type(item)
-        key = None if kind is LookupRows or kind is MetricRows else deployment_key(item)
+        key = None if kind is LookupRows or kind is MetricRows or kind is QuietOrigin else deployment_key(item)
         if key is not None and (current is None or current.id != key):
             current = self.run_for(key)
         elif current is None:
@@ -271,8 +274,10 @@ class SourceLoop:
             elif rows:
                 tally.analysed += len(item)
                 current.deliver_rows(item)
+            elif kind is QuietOrigin:
+                _saw(current, item.origin)
             else:
-                self.text_events += _deliver(item, matcher, current, tally, self.window)
+                self.text_events += _deliver(item, matcher, current, tally, self.window, self.quiet)
         except Exception as e:  # noqa: BLE001 - last line of defence: this record is skipped and named
             if not rows:
                 tally.unrecognized[item.kind] += 1
@@ -283,27 +288,45 @@ class SourceLoop:
         src = self.src
         # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
         src.stats.recognized += self.text_events
-        self.tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines
+        self.tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines + src.stats.quiet
         _hand_counts(src, list(self.fed.values()) or [self.run_for(self.default_id)], self.counts)
         self.window.clear()
 
 
-def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window: HotWindow | None = None) -> int:
+def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window: HotWindow | None = None,
+             quiet: QuietPlaces | None = None) -> int:
     """Match one record and hand its event to the deployment; 1 when it was raw text a template read."""
-    if rec.origin is not dep.last_origin:
-        dep.last_origin = rec.origin
-        dep.run.saw_origin(rec.origin)
+    _saw(dep, rec.origin)
     dep.note_record(rec)
     ev = matcher.match(rec)
     if ev is None:
         _tally_unrecognized(tally, rec)
         dep.deliver_unmatched(rec)
         return 0
+    if quiet is not None and ev.id == CATALOG_EVENT:
+        _learn_quiet(rec, dep, quiet)
     if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)
     tally.analysed += 1
     dep.deliver(ev)
     return int(rec.kind == "text" and rec.origin.pid is None)  # prefixed raw lines ingest counted already
+
+
+def _saw(dep: Deployment, origin: Any) -> None:
+    if origin is not dep.last_origin:
+        dep.last_origin = origin
+        dep.run.saw_origin(origin)
+
+
+def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces) -> None:
+    """A vLLM DEBUG/INFO record only the catalog knows, at a place where the catalog knows every text and no
+    observer reads catalog events: its place's later records need only be counted (``prefilter.QUIET``)."""
+    if rec.kind != "vllm" or rec.level not in ("DEBUG", "INFO") or rec.cont:
+        return
+    key = rec.place_key()
+    if key is None or key in quiet.keys or dep.wants(CATALOG_EVENT) or not recognised_anywhere_at(rec):
+        return
+    quiet.add(key)
 
 
 MAX_SKIP_NOTES = 20

@@ -19,7 +19,16 @@ from hypothesis import strategies as st
 
 from specdiag.catalog import catalog
 from specdiag.ingest import prefilter
-from specdiag.ingest.prefilter import ESC_BLOCK, INERT, KEEP, PREFIXED, RESIDUE_BLOCK, inert_kind
+from specdiag.ingest.prefilter import (
+    ESC_BLOCK,
+    INERT,
+    KEEP,
+    PREFIXED,
+    QUIET,
+    RESIDUE_BLOCK,
+    QuietPlaces,
+    inert_kind,
+)
 from specdiag.ingest.records import LineReader
 from specdiag.ingest.sources import SourceStats
 
@@ -93,14 +102,10 @@ def _read_to_no_effect(line: bytes, flags: int) -> tuple[bool, int]:
     return quiet, reader.recognized
 
 
-def _compiled_kinds(lines: list[bytes], flags: int) -> bytes:
+def _compiled_kinds(lines: list[bytes], flags: int, quiet: QuietPlaces | None = None) -> bytes:
     data = b"\n".join(lines)
-    starts, ends, pos = array("q"), array("q"), 0
-    for line in lines:
-        starts.append(pos)
-        ends.append(pos + len(line))
-        pos += len(line) + 1
-    return compiled.prefilter(data, 0, starts, ends, flags)
+    blobs = quiet.blobs() if quiet is not None else (b"", b"", b"")
+    return compiled.prefilter(data, 0, *_offsets(lines), flags, len(data), *blobs, prefilter.width_mask(WIDTHS))
 
 
 def _check_sound(line: bytes, flags: int) -> None:
@@ -258,4 +263,98 @@ def test_a_held_record_still_takes_its_terminal_row_when_that_row_looks_inert(tm
              record, "y" * 130] * 30
     log = tmp_path / "held.log"
     log.write_text("\n".join(lines) + "\n")
+    assert _analyse(log, "on") == _analyse(log, "off")
+
+
+
+WIDTHS = frozenset({80, 100, 120})
+
+
+def _places() -> QuietPlaces:
+    from specdiag.events import default_matcher
+
+    m = default_matcher()
+    quiet = QuietPlaces(m.dispatch_words("vllm"), m.needles("vllm"))
+    for key in (b"DEBUG shm_broadcast.py:393", b"INFO loggers.py:127", b"DEBUG core.py:94"):
+        quiet.add(key)
+    return quiet
+
+
+QUIET_LINES = [
+    b"DEBUG 05-06 15:56:03 [shm_broadcast.py:393] No available shared memory broadcast block found in 60 s",
+    b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [shm_broadcast.py:393] short",
+    b"\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m DEBUG 05-06 15:56:03.123 [shm_broadcast.py:393] x",
+    b"(EngineCore_DP0 pid=7) DEBUG 12-31 23:59:59 [shm_broadcast.py:393] December is read",
+    b"(EngineCore_DP0 pid=7) DEBUG 01-01 00:00:00 [shm_broadcast.py:393] January is read",
+    b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [core.py:94] Avg prompt throughput is a template's word",
+    b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [core.py:94] holds a needle: died unexpectedly",
+    b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [core.py:95] an unregistered place",
+    b"(EngineCore_DP0 pid=7) WARNING 05-06 15:56:03 [core.py:94] a warning is always read",
+    b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [core.py:94] [req_id=1] tagged",
+]
+AFTER = [b"", b"(Worker pid=1) next", b"INFO 05-06 15:56:03 [a.py:1] next", b"short", b"x" * 300,
+         b"node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1", b"\x1b[1;36m(Worker pid=1)\x1b[0;0m next",
+         b"[1;36m(Worker pid=1)[0;0m next", b"line\rwith CR"]
+
+
+@pytest.mark.parametrize("flags", [0, ESC_BLOCK, RESIDUE_BLOCK])
+def test_quiet_records_agree_between_the_copies_whatever_follows_them(flags):
+    quiet = _places()
+    for line in QUIET_LINES:
+        for after in [*AFTER, None]:
+            block = [line] if after is None else [line, after]
+            ref = prefilter.kinds(b"\n".join(block), 0, *_offsets(block), flags, quiet, None, WIDTHS)
+            assert _compiled_kinds(block, flags, quiet) == ref, (line, after)
+
+
+def test_only_registered_unremarkable_records_are_quiet():
+    quiet = _places()
+    kinds = [inert_kind(line, ESC_BLOCK, quiet, b"(Worker pid=1) next", WIDTHS) for line in QUIET_LINES]
+    assert kinds[:3] == [QUIET] * 3
+    assert QUIET not in kinds[3:]  # December, January, a template's word, a needle, a new place, a warning, a tag
+    held = QUIET_LINES[0][:100]  # as wide as a terminal the reader knows
+    assert inert_kind(held, 0, quiet, b"short", WIDTHS) == KEEP  # may be the cut rest of a held record
+    assert inert_kind(held, 0, quiet, None, WIDTHS) == KEEP  # the next line is the next block's
+    assert inert_kind(held, 0, quiet, b"", WIDTHS) == QUIET
+    assert inert_kind(held[:99], 0, quiet, b"short", WIDTHS) == QUIET  # no terminal cuts at 99 columns
+    assert inert_kind(held[:99], 0, quiet, b"y" * 99, WIDTHS) == KEEP  # unless the next row is as wide
+
+
+def test_debug_records_at_repeated_places_report_the_same_with_and_without_the_prefilter(tmp_path):
+    """Records the analysis learns to count (DEBUG lines of places the catalog knows) beside every kind of
+    next line: the same report, the same recognised lines and processes, either way."""
+    rng = random.Random(7)
+    start = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_text().splitlines()
+    debug = ["(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:{s:02d} [shm_broadcast.py:393] No available shared "
+             "memory broadcast block found in 60 seconds. This typically happens when some processes are hanging.",
+             "(Worker_TP{r} pid=7{r}) DEBUG 05-06 15:56:{s:02d} [shm_broadcast.py:227] Poller received cancel event",
+             "DEBUG 12-31 23:59:{s:02d} [shm_broadcast.py:227] Poller received cancel event",
+             "DEBUG 01-01 00:00:{s:02d} [shm_broadcast.py:227] Poller received cancel event"]
+    others = [line.decode("utf-8", "replace") for line in FOREIGN[:-1] + AFTER[:-1]]
+    out = []
+    for line in start:
+        out.append(line)
+        for _ in range(rng.randrange(0, 4)):
+            pick = rng.random()
+            out.append(rng.choice(debug).format(s=rng.randrange(60), r=rng.randrange(8)) if pick < 0.6
+                       else rng.choice(others))
+    log = tmp_path / "debug.log"
+    log.write_text("\n".join(out) + "\n")
+    on, off = _analyse(log, "on"), _analyse(log, "off")
+    assert on == off
+
+
+def test_a_width_proven_inside_a_block_still_joins_a_quiet_record_of_that_width(tmp_path):
+    """Kinds are decided at a block's start with the widths known then; a row cut inside a header proves a new
+    width mid-block, and a quiet record of that width must then be read, with the row that continues it."""
+    debug = "(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [shm_broadcast.py:227] Poller received cancel event {}"
+    warm = [debug.format(i) for i in range(16000)]  # > 1 MiB: the place is learnt in the first block
+    cut = "(Worker_TP1 pid=9) INFO 05-06 15:56:03 ["
+    cut = cut + "a" * (97 - len(cut))  # a row that ends inside vLLM's header: 97 columns proven
+    record = debug.format("")
+    record = record + "z" * (97 - len(record))
+    tail = [cut, "bc.py:12] the rest of a cut header", record, "its terminal row"] * 20
+    log = tmp_path / "width.log"
+    log.write_text("\n".join(warm + tail) + "\n")
+    assert log.stat().st_size > 1 << 20
     assert _analyse(log, "on") == _analyse(log, "off")

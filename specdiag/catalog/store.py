@@ -181,6 +181,13 @@ class Catalog:
                 return opaque[-1]  # no format there fits the text: the one message whose text is a variable
         return self._text(msg, project, level, None)
 
+    def one_message_at(self, file: str, line: int, *, project: str | None, level: str | None) -> bool:
+        """Whether exactly one message (format and level) was ever printed at ``file:line`` at this level:
+        ``match`` then returns an entry for any text there."""
+        base = file.replace("\\", "/").rsplit("/", 1)[-1]
+        here, _ = self._located(base, file, line, project, level)
+        return bool(here) and len({(e.fmt, e.level) for e in here}) == 1
+
     def _located(self, base: str, file: str, line: int, project: str | None,
                  level: str | None) -> tuple[list[Entry], list[Cand]]:
         """The matchable candidates ever at ``file:line`` (same basename; a longer printed path must agree

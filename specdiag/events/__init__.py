@@ -164,6 +164,15 @@ class Matcher:
             else:
                 self.by_first.setdefault((t.source, t.first.encode()), []).append(t)
 
+    def dispatch_words(self, source: str) -> list[bytes]:
+        """The first words on which templates of ``source`` are dispatched (a record starting with one may be
+        theirs)."""
+        return [word for src, word in self.by_first if src == source]
+
+    def needles(self, source: str) -> list[bytes]:
+        """The needles of the templates of ``source`` that are tried on every record of it."""
+        return [t.bneedle for t in self.anywhere.get(source, ())]
+
     def match(self, rec: Record) -> Event | None:
         kind = rec.kind
         src = "text" if kind == "text" or kind == "traceback" else kind
@@ -203,6 +212,17 @@ def catalog_entry(rec: Record) -> Any:
     text = rec.text if rec.cont else rec.msg
     return catalog().match(text[:MAX_MATCH], project=rec.kind, file=_printed_path(rec), line=rec.src_line,
                            level=rec.level)
+
+
+def recognised_anywhere_at(rec: Record) -> bool:
+    """Whether the catalog recognises every text a record of this level prints at this place (one message
+    was ever printed there: ``Store.match`` then returns it whatever the text), so a later record of the
+    place needs no reading to be counted as recognised."""
+    from specdiag.catalog import catalog
+
+    file = _printed_path(rec)
+    return bool(file) and rec.src_line is not None and catalog().one_message_at(
+        file, rec.src_line, project=rec.kind, level=rec.level)
 
 
 def _printed_path(rec: Record) -> str | None:

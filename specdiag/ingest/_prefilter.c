@@ -16,6 +16,8 @@ typedef unsigned char u8;
 #define KEEP 0
 #define INERT 1
 #define PREFIXED 2
+#define QUIET 3
+#define HELD_WIDTH 40
 #define ESC_BLOCK 1
 #define RESIDUE_BLOCK 2
 #define MAX_INERT_LINE 4096
@@ -324,9 +326,162 @@ static int places(const u8 *s, size_t n, size_t *seen) {
     return nseen;
 }
 
+/* ---------------------------------------------------------------- quiet records (prefilter._quiet) */
+
+/* a blob of lines ("a\nb\nc", sorted for lookups) as an array of (start, length) */
+typedef struct {
+    const u8 **at;
+    size_t *len;
+    size_t n;
+} words;
+
+static int words_of(const u8 *blob, size_t n, words *w) {
+    size_t count = n ? 1 : 0;
+    for (size_t i = 0; i < n; i++) count += blob[i] == '\n';
+    w->n = 0;
+    w->at = count ? PyMem_Malloc(count * sizeof(*w->at)) : NULL;
+    w->len = count ? PyMem_Malloc(count * sizeof(*w->len)) : NULL;
+    if (count && (!w->at || !w->len)) return -1;
+    size_t from = 0;
+    for (size_t i = 0; i <= n && n; i++) {
+        if (i == n || blob[i] == '\n') {
+            w->at[w->n] = blob + from;
+            w->len[w->n++] = i - from;
+            from = i + 1;
+        }
+    }
+    return 0;
+}
+
+static void words_free(words *w) {
+    PyMem_Free(w->at);
+    PyMem_Free(w->len);
+}
+
+/* bytes order, as Python sorts bytes */
+static int cmp_bytes(const u8 *a, size_t an, const u8 *b, size_t bn) {
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+static int words_has(const words *w, const u8 *s, size_t n) {
+    size_t lo = 0, hi = w->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = cmp_bytes(w->at[mid], w->len[mid], s, n);
+        if (c == 0) return 1;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return 0;
+}
+
+static int holds(const u8 *s, size_t n, const u8 *lit, size_t k) {
+    if (k == 0) return 1;
+    for (size_t i = 0; i + k <= n; i++) {
+        const u8 *c = memchr(s + i, lit[0], n - k - i + 1);
+        if (!c) return 0;
+        i = (size_t)(c - s);
+        if (memcmp(c, lit, k) == 0) return 1;
+    }
+    return 0;
+}
+
+typedef struct {
+    words keys, firsts, needles;
+    const u8 *wmask; /* byte w set: a terminal width the reader knows (MAX_INERT_LINE + 1 bytes) */
+} quiet_t;
+
+/* _VLLM_REST at r[pos]: "(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?" -> the message's
+ * start, the month's offset, the file's span and the digits' span; -1 when it does not match */
+static long vllm_rest(const u8 *r, size_t n, size_t pos, size_t *file, size_t *file_end, size_t *dig_end) {
+    static const char shape[] = "00-00 00:00:00";
+    size_t k = sizeof(shape) - 1;
+    if (pos + k > n) return -1;
+    for (size_t i = 0; i < k; i++)
+        if (shape[i] == '0' ? !is_digit(r[pos + i]) : r[pos + i] != (u8)shape[i]) return -1;
+    size_t j = pos + k;
+    if (j < n && r[j] == '.' && j + 1 < n && is_digit(r[j + 1])) {
+        j++;
+        while (j < n && is_digit(r[j])) j++;
+    }
+    if (j >= n || r[j] != ' ') return -1;
+    j++;
+    if (j < n && r[j] == '[') j++;
+    size_t f = j;
+    while (j < n && r[j] != ']' && r[j] != ':' && r[j] != ' ') j++;
+    if (j == f || j >= n || r[j] != ':') return -1;
+    size_t fe = j++;
+    size_t d = j;
+    while (j < n && is_digit(r[j])) j++;
+    if (j == d || j >= n || r[j] != ']') return -1;
+    *file = f, *file_end = fe, *dig_end = j;
+    j++;
+    if (j < n && r[j] == ' ') j++;
+    return (long)j;
+}
+
+/* prefilter._ends_held: the line after a held record (raw, after[0..an)) cannot be its rest */
+static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf, const u8 *wmask) {
+    if (an == 0) return 1;
+    int wide = plen <= MAX_INERT_LINE && wmask[plen];
+    if (!(flags & RESIDUE_BLOCK) && !memchr(after, '\r', an) && (an > plen || (!wide && an != plen))) return 1;
+    size_t hn = an < 600 ? an : 600;
+    long len = cleaned(after, hn, flags, buf);
+    if (len < 0) return 0;
+    const u8 *h = buf;
+    size_t m = (size_t)len;
+    if (m && h[0] == '(') return peeled(h, m) > 0;
+    static const char *const lv[] = {"INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ", "WARN "};
+    for (size_t i = 0; i < sizeof(lv) / sizeof(lv[0]); i++) {
+        size_t k = strlen(lv[i]);
+        if (m >= k && memcmp(h, lv[i], k) == 0) {
+            size_t sp = k - 1;
+            return sp + 3 < m && is_digit(h[sp + 1]) && is_digit(h[sp + 2]) && h[sp + 3] == '-';
+        }
+    }
+    return 0;
+}
+
+/* prefilter._quiet: rest (r[0..rn)) of the cleaned line (m bytes; raw n bytes) is a quiet record */
+static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const quiet_t *q, const u8 *after,
+                    size_t an, int has_after, u8 *buf) {
+    const char *level;
+    size_t pos;
+    if (rn >= 6 && memcmp(r, "DEBUG ", 6) == 0) {
+        level = "DEBUG", pos = 6;
+    } else if (rn >= 5 && memcmp(r, "INFO ", 5) == 0) {
+        level = "INFO", pos = 5;
+    } else {
+        return 0;
+    }
+    size_t f, fe, de;
+    long msg = vllm_rest(r, rn, pos, &f, &fe, &de);
+    if (msg < 0) return 0;
+    int month = (r[pos] - '0') * 10 + (r[pos + 1] - '0');
+    if (month < 2 || month > 11) return 0;
+    u8 key[512];
+    size_t lv = strlen(level), kn = lv + 1 + (de - f);
+    if (kn > sizeof(key)) return 0;
+    memcpy(key, level, lv);
+    key[lv] = ' ';
+    memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
+    if (!words_has(&q->keys, key, kn)) return 0;
+    const u8 *s = r + msg;
+    size_t sn = rn - (size_t)msg;
+    if (sn >= 8 && memcmp(s, "[req_id=", 8) == 0) return 0;
+    const u8 *sp = memchr(s, ' ', sn);
+    if (words_has(&q->firsts, s, sp ? (size_t)(sp - s) : sn)) return 0;
+    for (size_t i = 0; i < q->needles.n; i++)
+        if (holds(s, sn, q->needles.at[i], q->needles.len[i])) return 0;
+    size_t plen = (flags & ESC_BLOCK) ? n : m;
+    return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
+}
+
 /* ---------------------------------------------------------------- one line (prefilter.inert_kind) */
 
-static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf) {
+static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t *q, const u8 *after, size_t an,
+                      int has_after, u8 *buf2) {
     if (n == 0) return INERT;
     if (n > MAX_INERT_LINE * 4) return KEEP; /* even without its colour it is too long */
     long len = cleaned(raw, n, flags, buf);
@@ -339,6 +494,8 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf) {
     size_t at = prefixed ? peeled(s, m) : 0;
     const u8 *r = s + at;
     size_t rn = m - at;
+    if (q && rn && (r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2))
+        return QUIET;
     if (rn == 0 || has_anchor(r, rn)) return KEEP;
     if (prefixed || r[0] == '[') {
         if (may_start(r, 0, rn)) return KEEP;
@@ -354,44 +511,70 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf) {
     return prefixed ? PREFIXED : INERT;
 }
 
-/* prefilter(buf, off, starts, ends, flags) -> bytes: one kind per line buf[off + starts[i] : off + ends[i]] */
+/* prefilter(buf, off, starts, ends, flags, stop, keys, firsts, needles, widths) -> bytes: one kind per line
+ * buf[off + starts[i] : off + ends[i]]; the line after each is read up to stop (the block's end); the three
+ * blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask() */
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
-    Py_buffer buf, sv, ev;
-    long long off;
+    Py_buffer buf, sv, ev, kb, fb, nb, wb;
+    long long off, stop;
     int flags;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*Ly*y*i:prefilter", &buf, &off, &sv, &ev, &flags)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop, &kb, &fb, &nb,
+                          &wb))
+        return NULL;
     prefilter_tables();
     PyObject *out = NULL;
-    u8 *tmp = NULL;
+    u8 *tmp = NULL, *tmp2 = NULL;
+    quiet_t q = {{0}, {0}, {0}, (const u8 *)wb.buf};
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
-    if (sv.itemsize != 8 || ev.itemsize != 8 || ev.len != sv.len || off < 0) {
+    if (sv.itemsize != 8 || ev.itemsize != 8 || ev.len != sv.len || off < 0 || stop < 0 || stop > buf.len ||
+        wb.len != MAX_INERT_LINE + 1) {
         PyErr_SetString(PyExc_ValueError, "prefilter: bad columns");
         goto done;
     }
     for (Py_ssize_t i = 0; i < rows; i++) {
-        if (st[i] < 0 || en[i] < st[i] || off + en[i] > (int64_t)buf.len) {
-            PyErr_SetString(PyExc_ValueError, "prefilter: a row lies outside the buffer");
+        if (st[i] < 0 || en[i] < st[i] || off + en[i] > stop) {
+            PyErr_SetString(PyExc_ValueError, "prefilter: a row lies outside the block");
             goto done;
         }
     }
     out = PyBytes_FromStringAndSize(NULL, rows);
     tmp = PyMem_Malloc(MAX_INERT_LINE * 4 + 16);
-    if (!out || !tmp) {
+    tmp2 = PyMem_Malloc(640);
+    if (!out || !tmp || !tmp2 || words_of(kb.buf, (size_t)kb.len, &q.keys) < 0 ||
+        words_of(fb.buf, (size_t)fb.len, &q.firsts) < 0 || words_of(nb.buf, (size_t)nb.len, &q.needles) < 0) {
         Py_CLEAR(out);
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
     }
     u8 *k = (u8 *)PyBytes_AS_STRING(out);
-    const u8 *b = (const u8 *)buf.buf + off;
+    const u8 *b = (const u8 *)buf.buf;
+    const quiet_t *qp = q.keys.n ? &q : NULL;
     Py_BEGIN_ALLOW_THREADS
-    for (Py_ssize_t i = 0; i < rows; i++) k[i] = (u8)inert_kind(b + st[i], (size_t)(en[i] - st[i]), flags, tmp);
+    for (Py_ssize_t i = 0; i < rows; i++) {
+        size_t s0 = (size_t)(off + st[i]), e0 = (size_t)(off + en[i]), nxt = e0 + 1;
+        int has_after = nxt < (size_t)stop; /* else the next line is the next block's: unknown */
+        size_t an = 0;
+        if (has_after && qp) {
+            const u8 *nl = nxt < (size_t)stop ? memchr(b + nxt, '\n', (size_t)stop - nxt) : NULL;
+            an = (nl ? (size_t)(nl - b) : (size_t)stop) - nxt;
+        }
+        k[i] = (u8)inert_kind(b + s0, e0 - s0, flags, tmp, qp, has_after ? b + nxt : NULL, an, has_after, tmp2);
+    }
     Py_END_ALLOW_THREADS
 done:
+    words_free(&q.keys);
+    words_free(&q.firsts);
+    words_free(&q.needles);
     PyMem_Free(tmp);
+    PyMem_Free(tmp2);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&sv);
     PyBuffer_Release(&ev);
+    PyBuffer_Release(&kb);
+    PyBuffer_Release(&fb);
+    PyBuffer_Release(&nb);
+    PyBuffer_Release(&wb);
     return out;
 }

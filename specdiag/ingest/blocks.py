@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.joiner import TERMINAL_WIDTHS
+from specdiag.ingest.origin import NO_ORIGIN
+from specdiag.ingest.prefilter import QuietOrigin
 from specdiag.ingest.scan import ScanResult
 
 #: ``SPECDIAG_PREFILTER=off`` reads every rare line (the differential tests compare whole analyses both ways)
@@ -51,7 +53,8 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
                    window: HotWindow | None, copy: bytes | None = None, base: int = 0) -> int:
     """A scanned block (``data[start:end]``; ``res`` with offsets from ``start``, or into ``copy``, the block
     without its kubectl timestamps): the lines the scanner left go to the per-line stages as they were
-    read, the lookups out as rows, in line order."""
+    read (those the prefilter found inert or quiet only counted, while no record is open), the lookups out
+    as rows, in line order."""
     view = BlockView(reader.path, data, start, res, reader.origins, reader.year_hint) if copy is None else \
         BlockView(reader.path, copy, 0, res, reader.origins, reader.year_hint)
     n_hot = stats.hot.add(view)
@@ -61,8 +64,6 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     if window is not None:
         window.push(view)
     rare = res.columns["rare"]
-    lk_lines = res.columns["lookups"]["line"]
-    n_lk = len(lk_lines)
     original = _OriginalLines(data, start, end, base) if copy is not None else None
     if original is not None:
         reader.unwrapper.seen.add("iso-timestamp")
@@ -70,77 +71,97 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     else:
         line_at = _rare_line_at(data, start, rare)
     reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
-    skip = _Inert(reader, data, start, rare) if PREFILTER and copy is None and rare["line"] else None
-    out, feed = reader.out, reader.feed
-    j = 0
-    metric: list[tuple[int, str, int]] = []
-
-    def flush_lookups(n: int) -> None:
-        nonlocal j
-        if j < n_lk and lk_lines[j] < n:
-            k = bisect_left(lk_lines, n, j)
-            reader.hand_on_held()  # a lookup line came between: the held record had no next row
-            out.append(LookupRows.from_view(view, j, k))
-            j = k
-
-    def feed_inert(n: int, raw: bytes, whole: bool) -> bool:  # an inert line, read because a record is open
-        nonlocal metric
-        if metric:
-            metric_rows(reader, view, metric, original)
-            metric = []
-            if not reader.busy():
-                return False  # the metric rows before it closed what was open
-        flush_lookups(n)
-        if whole:
-            feed(n, raw)
-            return True
-        reader.hand_on_held()  # all that reading it would do: the held record had no next row
-        return False
-
+    skip = _Inert(reader, data, start, end, rare) if PREFILTER and copy is None and rare["line"] else None
+    block = _BlockFeed(reader, view, original)
     for n, s, e, table, i in _line_order(res, skip.kept if skip is not None else rare):
         if skip is not None and skip.before(n):
-            skip.read_until(n, feed_inert)
+            skip.read_until(n, block)
         if table is not None:  # a metric row: no lookup observer reads those, so lookups need not stop here
-            metric.append((n, table, i))
+            block.metric.append((n, table, i))
             continue
-        if metric:
-            metric_rows(reader, view, metric, original)
-            metric = []
-        flush_lookups(n)
-        feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
+        block.flush_metric()
+        block.flush_lookups(n)
+        reader.feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
     if skip is not None:
-        skip.read_until(1 << 62, feed_inert)
+        skip.read_until(1 << 62, block)
         skip.count()
-    if metric:
-        metric_rows(reader, view, metric, original)
-    if j < n_lk:
-        reader.hand_on_held()
-        out.append(LookupRows.from_view(view, j, n_lk))
+    block.flush_metric()
+    block.flush_lookups(1 << 62)
     return res.lines
 
 
-class _Inert:
-    """The rare lines of a block that the prefilter (``prefilter.py``) found inert: counted, not read, while
-    no record is open; read in their turn while one is (``read_until``), as every line was before."""
+class _BlockFeed:
+    """What must come out before a line the per-line stages read, in line order: the metric rows and the
+    lookup rows of the lines before it."""
 
-    def __init__(self, reader: LineReader, data: bytes, start: int, rare: dict) -> None:
+    def __init__(self, reader: LineReader, view: BlockView, original: _OriginalLines | None) -> None:
+        self.reader, self.view, self.original = reader, view, original
+        self.metric: list[tuple[int, str, int]] = []
+        self.lk_lines = view.res.columns["lookups"]["line"]
+        self.j = 0
+
+    def flush_metric(self) -> None:
+        if self.metric:
+            metric_rows(self.reader, self.view, self.metric, self.original)
+            self.metric = []
+
+    def flush_lookups(self, n: int) -> None:
+        lk_lines, j = self.lk_lines, self.j
+        if j < len(lk_lines) and lk_lines[j] < n:
+            k = bisect_left(lk_lines, n, j)
+            self.reader.hand_on_held()  # a lookup line came between: the held record had no next row
+            self.reader.out.append(LookupRows.from_view(self.view, j, k))
+            self.j = k
+
+    def inert(self, n: int, raw: bytes, whole: bool, force: bool = False) -> bool:
+        """An inert or quiet line while a record is open (or ``force``: whatever is open): read (``whole``),
+        or only hand the held record on (all that reading it would do); False when it was not read."""
+        if self.metric:
+            self.flush_metric()
+            if not force and not self.reader.busy():
+                return False  # the metric rows before it closed what was open
+        self.flush_lookups(n)
+        if whole:
+            self.reader.feed(n, raw)
+            return True
+        self.reader.hand_on_held()
+        return False
+
+    def announce(self, n: int, origin) -> None:
+        """A process first seen on a quiet line that is not read: told in its turn."""
+        self.flush_metric()
+        self.flush_lookups(n)
+        self.reader.hand_on_held()
+        self.reader.out.append(QuietOrigin(self.reader.path, n, origin))
+
+
+class _Inert:
+    """The rare lines of a block that the prefilter (``prefilter.py``) found inert or quiet: counted, not
+    read, while no record is open; read in their turn while one is (``read_until``), as every line was."""
+
+    def __init__(self, reader: LineReader, data: bytes, start: int, end: int, rare: dict) -> None:
         cleaner = reader.cleaner
-        flags = (prefilter.ESC_BLOCK if cleaner.esc else 0) | (prefilter.RESIDUE_BLOCK if cleaner.residue else 0)
+        self.flags = (prefilter.ESC_BLOCK if cleaner.esc else 0) | (prefilter.RESIDUE_BLOCK if cleaner.residue else 0)
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
-        self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, flags)
+        self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
+                                           frozenset(reader.widths))
+        self.n_widths = len(reader.widths)  # a width proven inside the block may make a quiet record's next row its rest
         self.kept = {name: list(compress(col, map(not_, self.kinds))) for name, col in rare.items()}
+        self.quiet = self.kinds.find(QUIET_BYTE) >= 0
         self.p = 0  # the next rare line not yet read or skipped
-        self.read_prefixed = 0
+        self.read_prefixed = self.quiet_skipped = 0
 
     def before(self, n: int) -> bool:
         """Whether inert lines may lie before line ``n`` (a literal comparison: the common answer is no)."""
         return self.p < len(self.lines) and self.lines[self.p] < n
 
-    def read_until(self, n: int, feed_inert) -> None:
-        """Past the rare lines before line ``n``: kept ones were read already; inert ones are read (by
-        ``feed_inert``, which first hands on what must come before them) while a record is open, else
-        skipped all at once."""
+    def raw(self, p: int) -> bytes:
+        return self.data[self.start + self.starts[p] : self.start + self.ends[p]]
+
+    def read_until(self, n: int, block: _BlockFeed) -> None:
+        """Past the rare lines before line ``n``: kept ones were read already; inert and quiet ones are read
+        while a record is open, else skipped all at once."""
         lines, kinds, reader = self.lines, self.kinds, self.reader
         p = self.p
         while p < len(lines) and lines[p] < n:
@@ -148,24 +169,53 @@ class _Inert:
             if kind == prefilter.KEEP:
                 p += 1
                 continue
-            if not reader.busy():
-                p = bisect_left(lines, n, p)
+            stale = self.quiet and len(reader.widths) != self.n_widths
+            if not reader.busy() and not stale:
+                q = bisect_left(lines, n, p)
+                if self.quiet:
+                    self._skip_quiet(p, q, block)
+                p = q
                 break
-            raw = self.data[self.start + self.starts[p] : self.start + self.ends[p]]
-            if feed_inert(lines[p], raw, self._continues(lines[p], kind, raw)):
+            raw = self.raw(p)
+            if stale and kind == prefilter.QUIET:
+                block.inert(lines[p], raw, True, force=True)  # decided at the block's widths: read instead
+            elif not reader.busy():
+                pass  # an inert line: counted
+            elif block.inert(lines[p], raw, self._continues(lines[p], kind, raw)):
                 self.read_prefixed += kind == prefilter.PREFIXED
+            elif kind == prefilter.QUIET:
+                self._skip_quiet(p, p + 1, block)
             p += 1
         self.p = p
+
+    def _skip_quiet(self, p: int, q: int, block: _BlockFeed) -> None:
+        """Quiet lines ``p..q-1`` (among inert ones) counted: what reading them would tell — recognised vLLM
+        output, a process first seen, the month the reader's year roll compares against."""
+        kinds, reader = self.kinds, self.reader
+        i = kinds.find(QUIET_BYTE, p, q)
+        last = -1
+        while i >= 0:
+            last = i
+            self.quiet_skipped += 1
+            line = prefilter.cleaned_line(self.raw(i), self.flags)
+            head = line[: len(line) - len(prefilter.peeled(line))] if line[:1] == b"(" else b""
+            if head not in reader.announced and len(reader.announced) < 4096:
+                reader.announced.add(head)
+                block.announce(self.lines[i], reader.origins.peel(line)[0] if head else NO_ORIGIN)
+            i = kinds.find(QUIET_BYTE, i + 1, q)
+        if last >= 0:
+            reader.last_month = prefilter.quiet_month(self.raw(last), self.flags)
 
     def _continues(self, n: int, kind: int, raw: bytes) -> bool:
         """Whether reading inert line ``n`` can do more than hand on the held record: something else is open,
         or the line could be the held record's next terminal row (``LineReader._continue_held``: the very
-        next line, without a process prefix, no wider than the record's row, at a width a terminal cuts at)."""
+        next line, without a process prefix, no wider than the record's row, at a width a terminal cuts at).
+        A quiet line never is: it has a process prefix or starts with vLLM's header."""
         reader = self.reader
         if reader.held is None or reader.open_recs or reader.head is not None or reader.cleaner.esc_cut \
                 or reader.unwrapper.carries():
             return True
-        if kind == prefilter.PREFIXED or n != reader.held_last + 1:
+        if kind != prefilter.INERT or n != reader.held_last + 1:
             return False
         width = len(raw)  # the row's width as the reader measures it: the line has no CR, and without the
         if reader.cleaner.residue:  # colour residue a cleaner strips, as read
@@ -173,8 +223,16 @@ class _Inert:
         return width <= reader.held_width and (reader.held_width in reader.widths or width == reader.held_width)
 
     def count(self) -> None:
-        """The block is done: a skipped line with a process prefix is vLLM output, as the reader counts it."""
-        self.reader.recognized += self.kinds.count(prefilter.PREFIXED) - self.read_prefixed
+        """The block is done: a skipped line with a process prefix is vLLM output, as the reader counts it;
+        a skipped quiet record is a recognised vLLM record."""
+        reader = self.reader
+        reader.recognized += self.kinds.count(prefilter.PREFIXED) - self.read_prefixed + self.quiet_skipped
+        if self.quiet_skipped:
+            reader.stats.quiet += self.quiet_skipped
+            reader.stats.formats.add("vllm")
+
+
+QUIET_BYTE = bytes([prefilter.QUIET])
 
 
 class _OriginalLines:

@@ -68,6 +68,13 @@ class Record:
     def ts(self) -> str | None:
         return _d(self._ts)
 
+    def place_key(self) -> bytes | None:
+        """``LEVEL file:line`` as the envelope printed them: the key of a place the prefilter may count
+        (``prefilter.QuietPlaces``); None for a record whose envelope names no place."""
+        if self._file is None or self.src_line is None:
+            return None
+        return b"%s %s:%d" % (self.level.encode(), self._file, self.src_line)
+
     @property
     def file(self) -> str | None:
         return _d(self._file)

@@ -9,6 +9,13 @@ held for a terminal's next row, no cut header, no open multi-line record, no wra
 the line before), it yields no record and changes no state; all it may do is count as vLLM output (a
 process prefix) — :data:`PREFIXED`.
 
+A vLLM record is *quiet* (:data:`QUIET`) when reading it could only count it: a DEBUG or INFO record,
+single-line, of a place (level, file, line) that the analysis found to print one catalogued message only and
+registered (:class:`QuietPlaces`), whose first word no hand-written template dispatches on and which holds
+no needle of the templates that look anywhere; its month is not December or January (the reader's year
+roll), and the next line cannot be its terminal-cut rest. The analysis still counts it as recognised and
+sees its process (``QuietRows``).
+
 The test is conservative by construction: it looks for any byte or word that could start something (an
 envelope's first letters, a wrapper, a traceback, an exception name, a vLLM or LMCache name anywhere),
 at every place a wrapper could end, and keeps the line when in doubt. So it may keep an inert line (only
@@ -26,7 +33,7 @@ from __future__ import annotations
 import re
 
 #: kinds, one byte per line
-KEEP, INERT, PREFIXED = 0, 1, 2
+KEEP, INERT, PREFIXED, QUIET = 0, 1, 2, 3
 #: block flags (``Cleaner.esc`` / ``Cleaner.residue``)
 ESC_BLOCK, RESIDUE_BLOCK = 1, 2
 #: longer lines are always read: the cleaner cuts and announces over-long ones
@@ -56,8 +63,11 @@ _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _DIGITS = frozenset(b"0123456789")
 
 
-def inert_kind(raw: bytes, flags: int) -> int:
-    """KEEP, INERT or PREFIXED (inert, counted as vLLM output) for one raw line of a block."""
+def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: bytes | None = None,
+               widths: frozenset[int] = frozenset()) -> int:
+    """KEEP, INERT, PREFIXED (inert, counted as vLLM output) or QUIET for one raw line of a block;
+    ``after``: the raw line after it (None at the block's end), ``quiet`` the places registered so far,
+    ``widths`` the terminal widths the reader knows (``LineReader.widths``)."""
     if not raw:
         return INERT  # an empty line: the per-line stages return before reading it
     if len(raw) > 4 * MAX_INERT_LINE:
@@ -66,7 +76,9 @@ def inert_kind(raw: bytes, flags: int) -> int:
     if line is None or len(line) > MAX_INERT_LINE or _PRINTABLE.fullmatch(line) is None:
         return KEEP
     prefixed = line[:1] == b"("
-    rest = _peeled(line) if prefixed else line
+    rest = peeled(line) if prefixed else line
+    if quiet is not None and rest[:1] in b"DI" and _quiet(raw, line, rest, flags, quiet, after, widths):
+        return QUIET
     if not rest or any(a in rest for a in ANCHORS):
         return KEEP
     if prefixed or rest[:1] == b"[":
@@ -97,7 +109,13 @@ def _cleaned(raw: bytes, flags: int) -> bytes | None:
     return raw
 
 
-def _peeled(line: bytes) -> bytes:
+def cleaned_line(raw: bytes, flags: int) -> bytes:
+    """The line as the cleaner leaves it (colour and CRs removed), for reading a counted line's prefix."""
+    line = _cleaned(raw, flags)
+    return raw if line is None else line
+
+
+def peeled(line: bytes) -> bytes:
     """The line after its chain of vLLM process prefixes (as ``OriginCache.peel`` takes it); the line itself
     when the first prefix does not parse (then kept: it starts with ``(``)."""
     pos = 0
@@ -268,10 +286,114 @@ def _warning_name(rest: bytes) -> bool:
         k += 1
     return rest[:k].endswith(b"Warning") and (k == len(rest) or rest[k] == 0x3A)
 
+#: vLLM's header after its level word: ``MM-DD HH:MM:SS[.f] [file:N] `` (``envelope.VLLM_REST``)
+_VLLM_REST = re.compile(rb"(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
+_QUIET_LEVELS = (b"DEBUG ", b"INFO ")
+#: the reader holds a vLLM record this wide for one line, in case a terminal cut it (``rows.MIN_ROW``)
+HELD_WIDTH = 40
+#: vLLM's level words with the space after them: a line starting so is an envelope, never a cut row's rest
+_LEVEL_WORDS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ")
 
-def kinds(data: bytes, off: int, starts, ends, flags: int) -> bytes:
-    """One kind byte per line ``data[off + starts[i] : off + ends[i]]``: the reference of ``_scan.prefilter``."""
-    return bytes(inert_kind(data[off + s : off + e], flags) for s, e in zip(starts, ends, strict=True))
+
+class QuietOrigin:
+    """A process first seen on a quiet record the prefilter counted: what reading the record would have told
+    the analysis (its origin), in line order, and nothing else."""
+
+    __slots__ = ("path", "line", "origin")
+
+    def __init__(self, path: str, line: int, origin) -> None:
+        self.path, self.line, self.origin = path, line, origin
+
+
+class QuietPlaces:
+    """The places (``LEVEL file:line`` as vLLM prints them) whose records the analysis registered as quiet,
+    and the dispatch words and needles of the hand-written vLLM templates (set once by the analysis: the
+    prefilter must never count a record a template would read)."""
+
+    def __init__(self, firsts: list[bytes], needles: list[bytes]) -> None:
+        self.keys: set[bytes] = set()
+        self.firsts = frozenset(firsts)
+        self.needles = tuple(needles)
+        self._blobs: tuple[bytes, bytes, bytes] | None = None
+
+    def add(self, key: bytes) -> None:
+        if key not in self.keys and len(self.keys) < 4096:
+            self.keys.add(key)
+            self._blobs = None
+
+    def blobs(self) -> tuple[bytes, bytes, bytes]:
+        """The keys, dispatch words and needles for the compiled copy: sorted, one per line."""
+        if self._blobs is None:
+            self._blobs = (b"\n".join(sorted(self.keys)), b"\n".join(sorted(self.firsts)), b"\n".join(self.needles))
+        return self._blobs
+
+
+def quiet_month(raw: bytes, flags: int) -> int:
+    """The month a quiet record's header prints (the reader's ``last_month`` after it)."""
+    line = _cleaned(raw, flags) or b""
+    rest = peeled(line) if line[:1] == b"(" else line
+    m = _VLLM_REST.match(rest, rest.find(b" ") + 1)
+    return int(m.group(1)) if m is not None else 0
+
+
+def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
+           widths: frozenset[int]) -> bool:
+    """Whether ``rest`` (the cleaned line ``line`` after its process prefixes) is a quiet record."""
+    word = next((w for w in _QUIET_LEVELS if rest.startswith(w)), None)
+    if word is None:
+        return False
+    level = word[:-1]
+    m = _VLLM_REST.match(rest, len(word))
+    if m is None or not b"02" <= m.group(1) <= b"11":
+        return False  # December and January: the reader's Dec→Jan year roll reads the month
+    if level + b" " + m.group(2) + b":" + m.group(3) not in quiet.keys:
+        return False
+    msg = rest[m.end() :]
+    sp = msg.find(b" ")
+    if msg[:8] == b"[req_id=" or (msg if sp < 0 else msg[:sp]) in quiet.firsts:
+        return False
+    if any(n in msg for n in quiet.needles):
+        return False
+    plen = len(raw) if flags & ESC_BLOCK else len(line)
+    return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
+
+
+def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> bool:
+    """Whether the line after a held record cannot be its rest (``LineReader._continue_held``): empty, with a
+    process prefix, wider than the record, not as wide when the record's width is no terminal's, or an
+    envelope of its own."""
+    if not after:
+        return True
+    if not flags & RESIDUE_BLOCK and b"\r" not in after and (len(after) > plen or
+                                                             plen not in widths and len(after) != plen):
+        return True
+    head = _cleaned(after[:600], flags)
+    if head is None:
+        return False
+    if head[:1] == b"(":
+        return len(peeled(head)) < len(head)
+    if head.startswith(_LEVEL_WORDS):
+        sp = head.find(b" ")
+        return head[sp + 1 : sp + 3].isdigit() and head[sp + 3 : sp + 4] == b"-"
+    return False
+
+
+def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | None = None,
+          stop: int | None = None, widths: frozenset[int] = frozenset()) -> bytes:
+    """One kind byte per line ``data[off + starts[i] : off + ends[i]]``: the reference of ``_scan.prefilter``.
+    ``stop``: where the block ends in ``data`` (the line after a rare line is read up to it)."""
+    stop = len(data) if stop is None else stop
+    out = bytearray()
+    for s, e in zip(starts, ends, strict=True):
+        nxt = off + e + 1
+        after = None if nxt >= stop else data[nxt : _line_end(data, nxt, stop)]  # None: the next block's
+        out.append(inert_kind(data[off + s : off + e], flags, quiet, after, widths))
+    return bytes(out)
+
+
+def _line_end(data: bytes, at: int, stop: int) -> int:
+    nl = data.find(b"\n", at, stop)
+    return stop if nl < 0 else nl
 
 
 try:  # the compiled copy, built with the scanner (``_prefilter.c``)
@@ -280,10 +402,21 @@ except ImportError:  # pragma: no cover - exercised by the build without a compi
     _compiled_kinds = None
 
 
-def block_kinds(data: bytes, off: int, starts, ends, flags: int) -> bytes:
+def block_kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | None, stop: int,
+                widths: frozenset[int]) -> bytes:
     """:func:`kinds` by the compiled copy where it was built (and the scanner is not forced to Python)."""
     from specdiag.ingest.scan import compiled_in_use
 
     if _compiled_kinds is not None and compiled_in_use():
-        return _compiled_kinds(data, off, starts, ends, flags)
-    return kinds(data, off, starts, ends, flags)
+        blobs = quiet.blobs() if quiet is not None else (b"", b"", b"")
+        return _compiled_kinds(data, off, starts, ends, flags, stop, *blobs, width_mask(widths))
+    return kinds(data, off, starts, ends, flags, quiet, stop, widths)
+
+
+def width_mask(widths) -> bytes:
+    """``widths`` as the compiled copy reads them: byte ``w`` set for each width up to the longest line."""
+    mask = bytearray(MAX_INERT_LINE + 1)
+    for w in widths:
+        if 0 <= w <= MAX_INERT_LINE:
+            mask[w] = 1
+    return bytes(mask)

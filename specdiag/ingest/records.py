@@ -53,6 +53,7 @@ from specdiag.ingest.joiner import (
 )
 from specdiag.ingest.marks import CountMark, cut_at_markers, starts_marked, take_mark
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
+from specdiag.ingest.prefilter import QuietOrigin, QuietPlaces
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
 from specdiag.ingest.shapes import SHAPE_FIRST, SHAPE_HEAD, read_head, uvicorn_line
 from specdiag.ingest.sources import Source
@@ -95,6 +96,9 @@ class LineReader:
         self.last_y = b""
         self.recognized = 0
         self.esc = self.cr = False  # the cleaner's block-level answers, read here for every line fed
+        #: the places whose records the prefilter may count (set by the analysis; None: none)
+        self.quiet: QuietPlaces | None = None
+        self.announced: set[bytes] = set()  # the process prefixes a quiet record told the analysis of
         self.line_at = _no_line
 
     def begin_block(self, chunk: bytes, line_at, few_lines: bool = False, start: int = 0, end: int | None = None) -> None:
@@ -462,8 +466,8 @@ def _no_line(n: int) -> bytes | None:
 
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
-                 scan_threads: int = 0, scan_processes: int = 0,
-                 marks: bool = False) -> Iterator[Record | LookupRows | MetricRows | CountMark]:
+                 scan_threads: int = 0, scan_processes: int = 0, marks: bool = False,
+                 quiet: QuietPlaces | None = None) -> Iterator[Record | LookupRows | MetricRows | CountMark | QuietOrigin]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
@@ -478,6 +482,7 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     """
     stats = source.stats
     reader = LineReader(source.display, stats, window, count_hot=bool(hot))
+    reader.quiet = quiet
     lineno = 0
     for item in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes):
         data, start, read_end, res, _ = item

@@ -92,6 +92,8 @@ class SourceStats:
     cut_recognized: int = 0
     #: uvicorn access lines below 500 the per-line stages read (no record: the scanner counts them)
     access_lines: int = 0
+    #: quiet vLLM records the prefilter counted instead of reading (``prefilter.QUIET``): recognised, analysed
+    quiet: int = 0
     #: a line filter read this input (``linefilter.py``): ``{"applied": "--since 16:05", "excluded_lines": N}``
     filter: dict | None = None
 
