@@ -17,6 +17,9 @@ typedef unsigned char u8;
 #define INERT 1
 #define PREFIXED 2
 #define QUIET 3
+#define QUIET_FIRST 4
+#define MAX_QUIET_HEADS 64
+#define MAX_QUIET_HEAD 256
 #define HELD_WIDTH 40
 #define ESC_BLOCK 1
 #define RESIDUE_BLOCK 2
@@ -480,8 +483,25 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
 
 /* ---------------------------------------------------------------- one line (prefilter.inert_kind) */
 
+/* the block's distinct quiet heads (prefilter._first_of_head) */
+typedef struct {
+    u8 text[MAX_QUIET_HEADS][MAX_QUIET_HEAD];
+    size_t len[MAX_QUIET_HEADS];
+    int n;
+} heads_t;
+
+static int first_of_head(heads_t *h, const u8 *head, size_t n) {
+    for (int i = 0; i < h->n; i++)
+        if (h->len[i] == n && memcmp(h->text[i], head, n) == 0) return 0;
+    if (n <= MAX_QUIET_HEAD && h->n < MAX_QUIET_HEADS) {
+        memcpy(h->text[h->n], head, n);
+        h->len[h->n++] = n;
+    }
+    return 1;
+}
+
 static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t *q, const u8 *after, size_t an,
-                      int has_after, u8 *buf2) {
+                      int has_after, u8 *buf2, heads_t *heads) {
     if (n == 0) return INERT;
     if (n > MAX_INERT_LINE * 4) return KEEP; /* even without its colour it is too long */
     long len = cleaned(raw, n, flags, buf);
@@ -495,7 +515,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     const u8 *r = s + at;
     size_t rn = m - at;
     if (q && rn && (r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2))
-        return QUIET;
+        return first_of_head(heads, s, prefixed ? at : 0) ? QUIET_FIRST : QUIET;
     if (rn == 0 || has_anchor(r, rn)) return KEEP;
     if (prefixed || r[0] == '[') {
         if (may_start(r, 0, rn)) return KEEP;
@@ -525,6 +545,7 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     prefilter_tables();
     PyObject *out = NULL;
     u8 *tmp = NULL, *tmp2 = NULL;
+    heads_t *heads = NULL;
     quiet_t q = {{0}, {0}, {0}, (const u8 *)wb.buf};
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
@@ -542,7 +563,8 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     out = PyBytes_FromStringAndSize(NULL, rows);
     tmp = PyMem_Malloc(MAX_INERT_LINE * 4 + 16);
     tmp2 = PyMem_Malloc(640);
-    if (!out || !tmp || !tmp2 || words_of(kb.buf, (size_t)kb.len, &q.keys) < 0 ||
+    heads = PyMem_Calloc(1, sizeof(heads_t));
+    if (!out || !tmp || !tmp2 || !heads || words_of(kb.buf, (size_t)kb.len, &q.keys) < 0 ||
         words_of(fb.buf, (size_t)fb.len, &q.firsts) < 0 || words_of(nb.buf, (size_t)nb.len, &q.needles) < 0) {
         Py_CLEAR(out);
         if (!PyErr_Occurred()) PyErr_NoMemory();
@@ -560,7 +582,8 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
             const u8 *nl = nxt < (size_t)stop ? memchr(b + nxt, '\n', (size_t)stop - nxt) : NULL;
             an = (nl ? (size_t)(nl - b) : (size_t)stop) - nxt;
         }
-        k[i] = (u8)inert_kind(b + s0, e0 - s0, flags, tmp, qp, has_after ? b + nxt : NULL, an, has_after, tmp2);
+        k[i] = (u8)inert_kind(b + s0, e0 - s0, flags, tmp, qp, has_after ? b + nxt : NULL, an, has_after, tmp2,
+                              heads);
     }
     Py_END_ALLOW_THREADS
 done:
@@ -569,6 +592,7 @@ done:
     words_free(&q.needles);
     PyMem_Free(tmp);
     PyMem_Free(tmp2);
+    PyMem_Free(heads);
     PyBuffer_Release(&buf);
     PyBuffer_Release(&sv);
     PyBuffer_Release(&ev);

@@ -148,7 +148,7 @@ class _Inert:
                                            frozenset(reader.widths))
         self.n_widths = len(reader.widths)  # a width proven inside the block may make a quiet record's next row its rest
         self.kept = {name: list(compress(col, map(not_, self.kinds))) for name, col in rare.items()}
-        self.quiet = self.kinds.find(QUIET_BYTE) >= 0
+        self.quiet = self.kinds.find(FIRST_BYTE) >= 0  # a block's first quiet record of a process is QUIET_FIRST
         self.p = 0  # the next rare line not yet read or skipped
         self.read_prefixed = self.quiet_skipped = 0
 
@@ -177,34 +177,33 @@ class _Inert:
                 p = q
                 break
             raw = self.raw(p)
-            if stale and kind == prefilter.QUIET:
+            if stale and kind >= prefilter.QUIET:
                 block.inert(lines[p], raw, True, force=True)  # decided at the block's widths: read instead
             elif not reader.busy():
                 pass  # an inert line: counted
             elif block.inert(lines[p], raw, self._continues(lines[p], kind, raw)):
                 self.read_prefixed += kind == prefilter.PREFIXED
-            elif kind == prefilter.QUIET:
+            elif kind >= prefilter.QUIET:
                 self._skip_quiet(p, p + 1, block)
             p += 1
         self.p = p
 
     def _skip_quiet(self, p: int, q: int, block: _BlockFeed) -> None:
         """Quiet lines ``p..q-1`` (among inert ones) counted: what reading them would tell — recognised vLLM
-        output, a process first seen, the month the reader's year roll compares against."""
+        output, a process first seen (looked at only on a block's first quiet record of each process), the
+        month the reader's year roll compares against (only December's matters)."""
         kinds, reader = self.kinds, self.reader
-        i = kinds.find(QUIET_BYTE, p, q)
-        last = -1
+        self.quiet_skipped += kinds.count(QUIET_BYTE, p, q)
+        i = kinds.find(FIRST_BYTE, p, q)
         while i >= 0:
-            last = i
             self.quiet_skipped += 1
-            line = prefilter.cleaned_line(self.raw(i), self.flags)
-            head = line[: len(line) - len(prefilter.peeled(line))] if line[:1] == b"(" else b""
-            if head not in reader.announced and len(reader.announced) < 4096:
-                reader.announced.add(head)
-                block.announce(self.lines[i], reader.origins.peel(line)[0] if head else NO_ORIGIN)
-            i = kinds.find(QUIET_BYTE, i + 1, q)
-        if last >= 0:
-            reader.last_month = prefilter.quiet_month(self.raw(last), self.flags)
+            line = prefilter.cleaned_line(self.raw(i), self.flags)  # the analysis tells a process it saw before
+            block.announce(self.lines[i], reader.origins.peel(line)[0] if line[:1] == b"(" else NO_ORIGIN)
+            i = kinds.find(FIRST_BYTE, i + 1, q)
+        if reader.last_month == 12:  # a December record before: the next January line rolls the year
+            last = max(kinds.rfind(QUIET_BYTE, p, q), kinds.rfind(FIRST_BYTE, p, q))
+            if last >= 0:
+                reader.last_month = prefilter.quiet_month(self.raw(last), self.flags)
 
     def _continues(self, n: int, kind: int, raw: bytes) -> bool:
         """Whether reading inert line ``n`` can do more than hand on the held record: something else is open,
@@ -232,7 +231,7 @@ class _Inert:
             reader.stats.formats.add("vllm")
 
 
-QUIET_BYTE = bytes([prefilter.QUIET])
+QUIET_BYTE, FIRST_BYTE = bytes([prefilter.QUIET]), bytes([prefilter.QUIET_FIRST])
 
 
 class _OriginalLines:

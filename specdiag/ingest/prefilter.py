@@ -14,7 +14,8 @@ single-line, of a place (level, file, line) that the analysis found to print one
 registered (:class:`QuietPlaces`), whose first word no hand-written template dispatches on and which holds
 no needle of the templates that look anywhere; its month is not December or January (the reader's year
 roll), and the next line cannot be its terminal-cut rest. The analysis still counts it as recognised and
-sees its process (``QuietRows``).
+sees its process (:class:`QuietOrigin`): the first quiet record of each process prefix in a block is
+:data:`QUIET_FIRST`, so that only those are looked at again.
 
 The test is conservative by construction: it looks for any byte or word that could start something (an
 envelope's first letters, a wrapper, a traceback, an exception name, a vLLM or LMCache name anywhere),
@@ -33,7 +34,10 @@ from __future__ import annotations
 import re
 
 #: kinds, one byte per line
-KEEP, INERT, PREFIXED, QUIET = 0, 1, 2, 3
+KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST = 0, 1, 2, 3, 4
+#: a block's distinct process prefixes of quiet records told apart (more: every later one is QUIET_FIRST)
+MAX_QUIET_HEADS = 64
+MAX_QUIET_HEAD = 256
 #: block flags (``Cleaner.esc`` / ``Cleaner.residue``)
 ESC_BLOCK, RESIDUE_BLOCK = 1, 2
 #: longer lines are always read: the cleaner cuts and announces over-long ones
@@ -384,11 +388,32 @@ def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | 
     ``stop``: where the block ends in ``data`` (the line after a rare line is read up to it)."""
     stop = len(data) if stop is None else stop
     out = bytearray()
+    heads: list[bytes] = []
     for s, e in zip(starts, ends, strict=True):
         nxt = off + e + 1
         after = None if nxt >= stop else data[nxt : _line_end(data, nxt, stop)]  # None: the next block's
-        out.append(inert_kind(data[off + s : off + e], flags, quiet, after, widths))
+        raw = data[off + s : off + e]
+        kind = inert_kind(raw, flags, quiet, after, widths)
+        if kind == QUIET and _first_of_head(quiet_head(raw, flags), heads):
+            kind = QUIET_FIRST
+        out.append(kind)
     return bytes(out)
+
+
+def quiet_head(raw: bytes, flags: int) -> bytes:
+    """A quiet record's process prefixes, cleaned (empty without one): what tells its process."""
+    line = cleaned_line(raw, flags)
+    return line[: len(line) - len(peeled(line))] if line[:1] == b"(" else b""
+
+
+def _first_of_head(head: bytes, heads: list[bytes]) -> bool:
+    """Whether ``head`` is new among the block's (kept up to :data:`MAX_QUIET_HEADS`, each up to
+    :data:`MAX_QUIET_HEAD` bytes; past either every one counts as new)."""
+    if head in heads:
+        return False
+    if len(head) <= MAX_QUIET_HEAD and len(heads) < MAX_QUIET_HEADS:
+        heads.append(head)
+    return True
 
 
 def _line_end(data: bytes, at: int, stop: int) -> int:

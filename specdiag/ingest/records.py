@@ -98,7 +98,6 @@ class LineReader:
         self.esc = self.cr = False  # the cleaner's block-level answers, read here for every line fed
         #: the places whose records the prefilter may count (set by the analysis; None: none)
         self.quiet: QuietPlaces | None = None
-        self.announced: set[bytes] = set()  # the process prefixes a quiet record told the analysis of
         self.line_at = _no_line
 
     def begin_block(self, chunk: bytes, line_at, few_lines: bool = False, start: int = 0, end: int | None = None) -> None:
