@@ -209,3 +209,19 @@ def test_rank_from_file_name_when_lines_carry_no_prefix(tmp_path) -> None:
     assert kv001([eng, tp1])["measurements"]["ranks"] == ["TP1"]
     other = write(tmp_path / "worker-b.log", shortfall_pair(REQ, 7168, 8192, proc=None))
     assert kv001([eng, other])["measurements"]["ranks"] == ["unknown (worker-b.log)"]
+
+
+def test_a_paste_with_the_error_before_its_retrieve_line_is_one_request(tmp_path):
+    """LMCache prints the short retrieve line, then the adapter's error; a paste may put them the other way
+    round. The same numbers on the same rank a line apart are one request, not two."""
+    log = tmp_path / "paste.log"
+    log.write_text(
+        "(Worker_TP2 pid=767) [2026-05-06 15:56:03,745] LMCache ERROR: Num retrieved tokens: 49664, num expected "
+        "tokens: 55808 (vllm_v1_adapter.py:884:lmcache.integration.vllm.vllm_v1_adapter)\n"
+        "(Worker_TP2 pid=767) [2026-05-06 15:56:03,745] LMCache INFO: Retrieved 49664 out of 55808 required tokens "
+        "(from 55808 total tokens). size: 1.2 gb, cost 1.0 ms, throughput: 1.0 GB/s; "
+        "(cache_engine.py:985:lmcache.v1.cache_engine)\n")
+    rep = analyze([str(log)]).to_dict()
+    kv001 = [f for f in rep["findings"] if f["rule"] == "KV001"]
+    assert len(kv001) == 1 and kv001[0]["count"] == 1
+    assert "2 requests" not in kv001[0]["summary"]

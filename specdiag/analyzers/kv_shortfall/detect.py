@@ -124,12 +124,28 @@ class ShortfallTracker:
         r4 = self._r4_fields(ev)
         if r4 is None or r4.get("required") is None or r4["retrieved"] >= r4["required"]:
             return
+        if self._completes_pair(ev, r4):
+            return
         occ = self._new_occurrence(ev, r4.get("req_id"), None, None, None, r4, "retrieve")
         if occ is not None:
             pend = self.pending_r4.setdefault(ev.rec.origin.key, [])
             pend.append(occ)
             if len(pend) > 64:
                 del pend[0]
+
+    def _completes_pair(self, ev: Event, r4: dict) -> bool:
+        """A short retrieve line just after this process's error pair with the same numbers (a paste that put
+        the adapter's error first; LMCache prints the retrieve line first): the pair's own, not a second
+        request."""
+        rec = ev.rec
+        for occ in reversed(self.occurrences[-8:]):
+            r2 = occ.r2
+            if (r2 is not None and occ.r4 is None and occ.proc_key == rec.origin.key and r2.rec.path == rec.path
+                    and 0 < rec.line - r2.rec.line <= 50 and occ.retrieved == r4["retrieved"]
+                    and (not occ.req_id or not r4.get("req_id") or occ.req_id == r4["req_id"].strip())):
+                occ.r4 = r4
+                return True
+        return False
 
     def _on_r3(self, ev: Event) -> None:
         """``failed to load N tokens across M blocks``: attach to its request's pair, or stand on its own."""
