@@ -228,7 +228,7 @@ class SourceLoop:
         matcher = default_matcher()
         current: Deployment | None = None
         reported = 0
-        self.quiet = QuietPlaces(matcher.dispatch_words("vllm"), matcher.needles("vllm"))
+        self.quiet = quiet_places(matcher)
         items = iter_records(src, hot=True, window=self.window, scan_threads=scan_threads,
                              scan_processes=processes, marks=True, quiet=self.quiet)
         while True:
@@ -243,8 +243,12 @@ class SourceLoop:
                 break
             if type(item) is CountMark:
                 self.counts.note(item)
+                self.quiet.forget()  # a run may start here: its fingerprint has seen no place yet
                 continue
+            before = current
             current = self._deployment_of(item, current)
+            if current is not before:
+                self.quiet.forget()
             self._hand(item, current, matcher)
             if progress is not None and src.stats.bytes_read != reported:  # once per block read
                 reported = src.stats.bytes_read
@@ -318,10 +322,18 @@ def _saw(dep: Deployment, origin: Any) -> None:
         dep.run.saw_origin(origin)
 
 
+def quiet_places(matcher: Any) -> QuietPlaces:
+    """The prefilter's quiet places for a read, with the dispatch words and needles of every vLLM and LMCache
+    template (both projects' for either: one list, a little more than each needs)."""
+    return QuietPlaces([*matcher.dispatch_words("vllm"), *matcher.dispatch_words("lmcache")],
+                       [*matcher.needles("vllm"), *matcher.needles("lmcache")])
+
+
 def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces) -> None:
-    """A vLLM DEBUG/INFO record only the catalog knows, at a place where the catalog knows every text and no
-    observer reads catalog events: its place's later records need only be counted (``prefilter.QUIET``)."""
-    if rec.kind != "vllm" or rec.level not in ("DEBUG", "INFO") or rec.cont:
+    """A vLLM or LMCache DEBUG/INFO record only the catalog knows, at a place where the catalog knows every
+    text and no observer reads catalog events: its place's later records need only be counted
+    (``prefilter.QUIET``) — in this run of this deployment, whose version fingerprint has seen the place."""
+    if rec.kind not in ("vllm", "lmcache") or rec.level not in ("DEBUG", "INFO") or rec.cont:
         return
     key = rec.place_key()
     if key is None or key in quiet.keys or dep.wants(CATALOG_EVENT) or not recognised_anywhere_at(rec):

@@ -26,7 +26,6 @@ from specdiag.ingest.prefilter import (
     PREFIXED,
     QUIET,
     RESIDUE_BLOCK,
-    QuietPlaces,
     inert_kind,
 )
 from specdiag.ingest.records import LineReader
@@ -102,10 +101,11 @@ def _read_to_no_effect(line: bytes, flags: int) -> tuple[bool, int]:
     return quiet, reader.recognized
 
 
-def _compiled_kinds(lines: list[bytes], flags: int, quiet: QuietPlaces | None = None) -> bytes:
+def _compiled_kinds(lines: list[bytes], flags: int, quiet: prefilter.QuietPlaces | None = None) -> bytes:
     data = b"\n".join(lines)
     blobs = quiet.blobs() if quiet is not None else (b"", b"", b"")
-    return compiled.prefilter(data, 0, *_offsets(lines), flags, len(data), *blobs, prefilter.width_mask(WIDTHS))
+    return compiled.prefilter(data, 0, *_offsets(lines), flags, len(data), *blobs, prefilter.width_mask(WIDTHS),
+                              YEAR)
 
 
 def _check_sound(line: bytes, flags: int) -> None:
@@ -268,20 +268,23 @@ def test_a_held_record_still_takes_its_terminal_row_when_that_row_looks_inert(tm
 
 
 WIDTHS = frozenset({80, 100, 120})
+YEAR = b"2026"
 
 
-def _places() -> QuietPlaces:
+def _places() -> prefilter.QuietPlaces:
+    from specdiag.engine import quiet_places
     from specdiag.events import default_matcher
 
-    m = default_matcher()
-    quiet = QuietPlaces(m.dispatch_words("vllm"), m.needles("vllm"))
-    for key in (b"DEBUG shm_broadcast.py:393", b"INFO loggers.py:127", b"DEBUG core.py:94"):
+    quiet = quiet_places(default_matcher())
+    for key in (b"DEBUG shm_broadcast.py:393", b"INFO loggers.py:127", b"DEBUG core.py:94",
+                b"DEBUG cache_engine.py:1431:lmcache.v1.cache_engine"):
         quiet.add(key)
     return quiet
 
 
 QUIET_LINES = [
-    b"DEBUG 05-06 15:56:03 [shm_broadcast.py:393] No available shared memory broadcast block found in 60 s",
+    b"DEBUG 05-06 15:56:03 [shm_broadcast.py:393] waited for a shared memory broadcast block for 60 s; some "
+    b"processes are slow",
     b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [shm_broadcast.py:393] short",
     b"\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m DEBUG 05-06 15:56:03.123 [shm_broadcast.py:393] x",
     b"(EngineCore_DP0 pid=7) DEBUG 12-31 23:59:59 [shm_broadcast.py:393] December is read",
@@ -291,6 +294,16 @@ QUIET_LINES = [
     b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [core.py:95] an unregistered place",
     b"(EngineCore_DP0 pid=7) WARNING 05-06 15:56:03 [core.py:94] a warning is always read",
     b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [core.py:94] [req_id=1] tagged",
+    b"[2026-05-06 15:56:03,745] LMCache DEBUG: Releasing memory object for lookup_id=7 (cache_engine.py:1431:"
+    b"lmcache.v1.cache_engine)",
+    b"(Worker pid=3) \x1b[32;20m[2026-05-06 15:56:03,745] LMCache DEBUG:\x1b[0m Releasing x (cache_engine.py:1431:"
+    b"lmcache.v1.cache_engine)",
+    b"[2025-05-06 15:56:03,745] LMCache DEBUG: another year is read (cache_engine.py:1431:lmcache.v1.cache_engine)",
+    b"[2026-05-06 15:56:03,745] LMCache DEBUG: another logger (cache_engine.py:1431:lmcache.v1.other)",
+    b"[2026-05-06 15:56:03,745] LMCache DEBUG: no suffix yet, the record stays open",
+    b"[2026-05-06 15:56:03,745] LMCache DEBUG: Stored is a template's word (cache_engine.py:1431:lmcache.v1.cache_engine)",
+    b"[2026-05-06 15:56:03,745] LMCache WARNING: a warning (cache_engine.py:1431:lmcache.v1.cache_engine)",
+    b"[2026-05-06 15:56:03,745] LMCache DEBUG: trailing spaces (cache_engine.py:1431:lmcache.v1.cache_engine)  ",
 ]
 AFTER = [b"", b"(Worker pid=1) next", b"INFO 05-06 15:56:03 [a.py:1] next", b"short", b"x" * 300,
          b"node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1", b"\x1b[1;36m(Worker pid=1)\x1b[0;0m next",
@@ -303,15 +316,18 @@ def test_quiet_records_agree_between_the_copies_whatever_follows_them(flags):
     for line in QUIET_LINES:
         for after in [*AFTER, None]:
             block = [line] if after is None else [line, after]
-            ref = prefilter.kinds(b"\n".join(block), 0, *_offsets(block), flags, quiet, None, WIDTHS)
+            ref = prefilter.kinds(b"\n".join(block), 0, *_offsets(block), flags, quiet, None, WIDTHS, YEAR)
             assert _compiled_kinds(block, flags, quiet) == ref, (line, after)
 
 
 def test_only_registered_unremarkable_records_are_quiet():
     quiet = _places()
-    kinds = [inert_kind(line, ESC_BLOCK, quiet, b"(Worker pid=1) next", WIDTHS) for line in QUIET_LINES]
+    kinds = [inert_kind(line, ESC_BLOCK, quiet, b"(Worker pid=1) next", WIDTHS, YEAR) for line in QUIET_LINES]
     assert kinds[:3] == [QUIET] * 3
-    assert QUIET not in kinds[3:]  # December, January, a template's word, a needle, a new place, a warning, a tag
+    assert QUIET not in kinds[3:10]  # December, January, a template's word, a needle, a new place, a warning, a tag
+    assert kinds[10:12] == [QUIET] * 2  # LMCache's, with and without colour
+    assert QUIET not in kinds[12:17]  # another year, another logger, no suffix, a template's word, a warning
+    assert kinds[17] == QUIET
     held = QUIET_LINES[0][:100]  # as wide as a terminal the reader knows
     assert inert_kind(held, 0, quiet, b"short", WIDTHS) == KEEP  # may be the cut rest of a held record
     assert inert_kind(held, 0, quiet, None, WIDTHS) == KEEP  # the next line is the next block's
@@ -356,5 +372,24 @@ def test_a_width_proven_inside_a_block_still_joins_a_quiet_record_of_that_width(
     tail = [cut, "bc.py:12] the rest of a cut header", record, "its terminal row"] * 20
     log = tmp_path / "width.log"
     log.write_text("\n".join(warm + tail) + "\n")
+    assert log.stat().st_size > 1 << 20
+    assert _analyse(log, "on") == _analyse(log, "off")
+
+
+def test_lmcache_debug_records_and_a_year_change_report_the_same_with_and_without_the_prefilter(tmp_path):
+    """LMCache DEBUG records of a learnt place are counted; a line of another year inside a block makes the
+    rest of the block's quiet records read (each moves the reader's year back), as before."""
+    lmc = ("(Worker_TP{r} pid=7{r}) [{y}-05-06 15:56:{s:02d},745] LMCache DEBUG: Releasing memory object for "
+           "lookup_id=req-{i} (cache_engine.py:1431:lmcache.v1.cache_engine)")
+    vllm = "(EngineCore_DP0 pid=7) INFO 05-06 15:56:{s:02d} [core.py:94] engine step {i}"
+    rng = random.Random(3)
+    lines = [lmc.format(r=rng.randrange(4), y=2026, s=i % 60, i=i) for i in range(9000)]  # > 1 MiB: learnt
+    for i in range(600):
+        year = 2027 if i in (200, 401) else 2026
+        lines.append(lmc.format(r=rng.randrange(4), y=year, s=i % 60, i=i))
+        if i % 50 == 0:
+            lines.append(vllm.format(s=i % 60, i=i))
+    log = tmp_path / "lmcache-debug.log"
+    log.write_text("\n".join(lines) + "\n")
     assert log.stat().st_size > 1 << 20
     assert _analyse(log, "on") == _analyse(log, "off")

@@ -393,7 +393,64 @@ static int holds(const u8 *s, size_t n, const u8 *lit, size_t k) {
 typedef struct {
     words keys, firsts, needles;
     const u8 *wmask; /* byte w set: a terminal width the reader knows (MAX_INERT_LINE + 1 bytes) */
+    const u8 *year;  /* the year of the reader's last dated line (4 bytes), or NULL */
 } quiet_t;
+
+/* prefilter._unremarkable: no template's dispatch word first, no needle anywhere in body[0..n) */
+static int unremarkable(const u8 *body, size_t n, const quiet_t *q) {
+    if (n >= 8 && memcmp(body, "[req_id=", 8) == 0) return 0;
+    const u8 *sp = memchr(body, ' ', n);
+    if (words_has(&q->firsts, body, sp ? (size_t)(sp - body) : n)) return 0;
+    for (size_t i = 0; i < q->needles.n; i++)
+        if (holds(body, n, q->needles.at[i], q->needles.len[i])) return 0;
+    return 1;
+}
+
+/* prefilter._suffix_place on r[msg..rn): the suffix's inner span [*in0, *in1) and the message's end *body_end */
+static int suffix_place(const u8 *r, size_t rn, size_t msg, size_t *in0, size_t *in1, size_t *body_end) {
+    size_t end = rn;
+    if (!(end > 0 && r[end - 1] == ')')) {
+        while (end > msg && r[end - 1] == ' ') end--;
+        if (end <= msg || r[end - 1] != ')') return 0;
+    }
+    long i = -1;
+    for (size_t k = end; k >= msg + 2; k--)
+        if (r[k - 2] == ' ' && r[k - 1] == '(') {
+            i = (long)(k - 2);
+            break;
+        }
+    if (i < 0) return 0;
+    const u8 *ap = memchr(r + i, ':', end - (size_t)i);
+    if (!ap) return 0;
+    size_t a = (size_t)(ap - r);
+    const u8 *bp = memchr(r + a + 1, ':', end - a - 1);
+    if (!bp) return 0;
+    size_t b = (size_t)(bp - r);
+    if (a < 3 || memcmp(r + a - 3, ".py", 3) != 0 || b == a + 1 || b + 2 >= end) return 0;
+    for (size_t k = a + 1; k < b; k++)
+        if (!is_digit(r[k])) return 0;
+    *in0 = (size_t)i + 2, *in1 = end - 1, *body_end = (size_t)i;
+    return 1;
+}
+
+/* prefilter._quiet_lmcache */
+static int is_quiet_lmcache(const u8 *r, size_t rn, const quiet_t *q) {
+    if (!q->year || rn < 36 || memcmp(r + 24, "] LMCache ", 10) != 0 || memcmp(r + 1, q->year, 4) != 0) return 0;
+    const u8 *cp = memchr(r + 34, ':', rn - 34);
+    if (!cp) return 0;
+    size_t colon = (size_t)(cp - r), lv = colon - 34;
+    if (!((lv == 5 && memcmp(r + 34, "DEBUG", 5) == 0) || (lv == 4 && memcmp(r + 34, "INFO", 4) == 0))) return 0;
+    size_t msg = colon + 1 < rn && r[colon + 1] == ' ' ? colon + 2 : colon + 1;
+    size_t in0, in1, body_end;
+    if (!suffix_place(r, rn, msg, &in0, &in1, &body_end)) return 0;
+    u8 key[600];
+    size_t kn = lv + 1 + (in1 - in0);
+    if (kn > sizeof(key)) return 0;
+    memcpy(key, r + 34, lv);
+    key[lv] = ' ';
+    memcpy(key + lv + 1, r + in0, in1 - in0);
+    return words_has(&q->keys, key, kn) && unremarkable(r + msg, body_end - msg, q);
+}
 
 /* _VLLM_REST at r[pos]: "(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?" -> the message's
  * start, the month's offset, the file's span and the digits' span; -1 when it does not match */
@@ -470,13 +527,7 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     key[lv] = ' ';
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
     if (!words_has(&q->keys, key, kn)) return 0;
-    const u8 *s = r + msg;
-    size_t sn = rn - (size_t)msg;
-    if (sn >= 8 && memcmp(s, "[req_id=", 8) == 0) return 0;
-    const u8 *sp = memchr(s, ' ', sn);
-    if (words_has(&q->firsts, s, sp ? (size_t)(sp - s) : sn)) return 0;
-    for (size_t i = 0; i < q->needles.n; i++)
-        if (holds(s, sn, q->needles.at[i], q->needles.len[i])) return 0;
+    if (!unremarkable(r + msg, rn - (size_t)msg, q)) return 0;
     size_t plen = (flags & ESC_BLOCK) ? n : m;
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
 }
@@ -514,7 +565,8 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     size_t at = prefixed ? peeled(s, m) : 0;
     const u8 *r = s + at;
     size_t rn = m - at;
-    if (q && rn && (r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2))
+    if (q && rn && ((r[0] == '[' && is_quiet_lmcache(r, rn, q)) ||
+                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2))))
         return first_of_head(heads, s, prefixed ? at : 0) ? QUIET_FIRST : QUIET;
     if (rn == 0 || has_anchor(r, rn)) return KEEP;
     if (prefixed || r[0] == '[') {
@@ -531,22 +583,23 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     return prefixed ? PREFIXED : INERT;
 }
 
-/* prefilter(buf, off, starts, ends, flags, stop, keys, firsts, needles, widths) -> bytes: one kind per line
+/* prefilter(buf, off, starts, ends, flags, stop, keys, firsts, needles, widths, year) -> bytes: one kind per line
  * buf[off + starts[i] : off + ends[i]]; the line after each is read up to stop (the block's end); the three
- * blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask() */
+ * blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask(), year the reader's last
+ * dated year (4 bytes; else no LMCache record is quiet) */
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
-    Py_buffer buf, sv, ev, kb, fb, nb, wb;
+    Py_buffer buf, sv, ev, kb, fb, nb, wb, yb;
     long long off, stop;
     int flags;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop, &kb, &fb, &nb,
-                          &wb))
+    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop, &kb, &fb,
+                          &nb, &wb, &yb))
         return NULL;
     prefilter_tables();
     PyObject *out = NULL;
     u8 *tmp = NULL, *tmp2 = NULL;
     heads_t *heads = NULL;
-    quiet_t q = {{0}, {0}, {0}, (const u8 *)wb.buf};
+    quiet_t q = {{0}, {0}, {0}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
     if (sv.itemsize != 8 || ev.itemsize != 8 || ev.len != sv.len || off < 0 || stop < 0 || stop > buf.len ||
@@ -600,5 +653,6 @@ done:
     PyBuffer_Release(&fb);
     PyBuffer_Release(&nb);
     PyBuffer_Release(&wb);
+    PyBuffer_Release(&yb);
     return out;
 }

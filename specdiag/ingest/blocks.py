@@ -145,8 +145,10 @@ class _Inert:
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
         self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
-                                           frozenset(reader.widths))
-        self.n_widths = len(reader.widths)  # a width proven inside the block may make a quiet record's next row its rest
+                                           frozenset(reader.widths), reader.last_y)
+        # a width proven inside the block may make a quiet record's next row its rest; a dated line of another
+        # year makes an LMCache record of the old one move the year back: quiet lines are then read
+        self.decided_at = (len(reader.widths), reader.last_y)
         self.kept = {name: list(compress(col, map(not_, self.kinds))) for name, col in rare.items()}
         self.quiet = self.kinds.find(FIRST_BYTE) >= 0  # a block's first quiet record of a process is QUIET_FIRST
         self.p = 0  # the next rare line not yet read or skipped
@@ -169,7 +171,7 @@ class _Inert:
             if kind == prefilter.KEEP:
                 p += 1
                 continue
-            stale = self.quiet and len(reader.widths) != self.n_widths
+            stale = self.quiet and (len(reader.widths), reader.last_y) != self.decided_at
             if not reader.busy() and not stale:
                 q = bisect_left(lines, n, p)
                 if self.quiet:
@@ -201,9 +203,18 @@ class _Inert:
             block.announce(self.lines[i], reader.origins.peel(line)[0] if line[:1] == b"(" else NO_ORIGIN)
             i = kinds.find(FIRST_BYTE, i + 1, q)
         if reader.last_month == 12:  # a December record before: the next January line rolls the year
-            last = max(kinds.rfind(QUIET_BYTE, p, q), kinds.rfind(FIRST_BYTE, p, q))
-            if last >= 0:
-                reader.last_month = prefilter.quiet_month(self.raw(last), self.flags)
+            self._last_month(p, q)
+
+    def _last_month(self, p: int, q: int) -> None:
+        """The month of the last quiet vLLM record of ``p..q-1`` becomes the reader's (LMCache's leave it)."""
+        kinds, reader = self.kinds, self.reader
+        i = max(kinds.rfind(QUIET_BYTE, p, q), kinds.rfind(FIRST_BYTE, p, q))
+        while i >= p:
+            month = prefilter.quiet_month(self.raw(i), self.flags)
+            if month is not None:
+                reader.last_month = month
+                return
+            i = max(kinds.rfind(QUIET_BYTE, p, i), kinds.rfind(FIRST_BYTE, p, i))
 
     def _continues(self, n: int, kind: int, raw: bytes) -> bool:
         """Whether reading inert line ``n`` can do more than hand on the held record: something else is open,

@@ -69,10 +69,14 @@ class Record:
         return _d(self._ts)
 
     def place_key(self) -> bytes | None:
-        """``LEVEL file:line`` as the envelope printed them: the key of a place the prefilter may count
-        (``prefilter.QuietPlaces``); None for a record whose envelope names no place."""
+        """``LEVEL file:line`` as the envelope printed them (LMCache's with its logger, which tells apart
+        modules of one basename): the key of a place the prefilter may count (``prefilter.QuietPlaces``);
+        None for a record whose envelope names no place."""
         if self._file is None or self.src_line is None:
             return None
+        if self.kind == "lmcache":
+            return None if self._logger is None else b"%s %s:%d:%s" % (self.level.encode(), self._file,
+                                                                       self.src_line, self._logger)
         return b"%s %s:%d" % (self.level.encode(), self._file, self.src_line)
 
     @property

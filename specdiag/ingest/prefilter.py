@@ -68,10 +68,11 @@ _DIGITS = frozenset(b"0123456789")
 
 
 def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: bytes | None = None,
-               widths: frozenset[int] = frozenset()) -> int:
+               widths: frozenset[int] = frozenset(), year: bytes = b"") -> int:
     """KEEP, INERT, PREFIXED (inert, counted as vLLM output) or QUIET for one raw line of a block;
     ``after``: the raw line after it (None at the block's end), ``quiet`` the places registered so far,
-    ``widths`` the terminal widths the reader knows (``LineReader.widths``)."""
+    ``widths`` the terminal widths the reader knows (``LineReader.widths``), ``year`` the year of the last
+    dated line (``LineReader.last_y``: an LMCache record of another year moves the reader's year)."""
     if not raw:
         return INERT  # an empty line: the per-line stages return before reading it
     if len(raw) > 4 * MAX_INERT_LINE:
@@ -81,7 +82,8 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
         return KEEP
     prefixed = line[:1] == b"("
     rest = peeled(line) if prefixed else line
-    if quiet is not None and rest[:1] in b"DI" and _quiet(raw, line, rest, flags, quiet, after, widths):
+    if quiet is not None and rest[:1] in b"DI[" and (
+            _quiet_lmcache(rest, quiet, year) if rest[:1] == b"[" else _quiet(raw, line, rest, flags, quiet, after, widths)):
         return QUIET
     if not rest or any(a in rest for a in ANCHORS):
         return KEEP
@@ -325,6 +327,12 @@ class QuietPlaces:
             self.keys.add(key)
             self._blobs = None
 
+    def forget(self) -> None:
+        """No place is quiet until read again (a new run or another deployment: its observers have not seen it)."""
+        if self.keys:
+            self.keys.clear()
+            self._blobs = None
+
     def blobs(self) -> tuple[bytes, bytes, bytes]:
         """The keys, dispatch words and needles for the compiled copy: sorted, one per line."""
         if self._blobs is None:
@@ -332,12 +340,60 @@ class QuietPlaces:
         return self._blobs
 
 
-def quiet_month(raw: bytes, flags: int) -> int:
-    """The month a quiet record's header prints (the reader's ``last_month`` after it)."""
+def quiet_month(raw: bytes, flags: int) -> int | None:
+    """The month a quiet vLLM record's header prints (the reader's ``last_month`` after it); None for an
+    LMCache record, which prints a year and leaves the month alone."""
     line = _cleaned(raw, flags) or b""
     rest = peeled(line) if line[:1] == b"(" else line
+    if rest[:1] == b"[":
+        return None
     m = _VLLM_REST.match(rest, rest.find(b" ") + 1)
-    return int(m.group(1)) if m is not None else 0
+    return int(m.group(1)) if m is not None else None
+
+
+def _quiet_lmcache(rest: bytes, quiet: QuietPlaces, year: bytes) -> bool:
+    """An LMCache DEBUG/INFO record, whole (its ``(file.py:N:logger)`` suffix closes it), of a registered
+    place (``LEVEL file.py:N:logger``) and of the year the reader is in."""
+    if len(year) != 4 or not rest.startswith(b"] LMCache ", 24) or rest[1:5] != year:
+        return False
+    colon = rest.find(b":", 34)
+    level = rest[34:colon] if colon > 0 else b""
+    if level not in (b"DEBUG", b"INFO"):
+        return False
+    msg = colon + 2 if rest[colon + 1 : colon + 2] == b" " else colon + 1
+    place = _suffix_place(rest, msg)
+    if place is None:
+        return False
+    inner, body_end = place
+    return level + b" " + inner in quiet.keys and _unremarkable(rest[msg:body_end], quiet)
+
+
+def _suffix_place(rest: bytes, msg: int) -> tuple[bytes, int] | None:
+    """``envelope.split_suffix`` of ``rest[msg:]``: the suffix's ``file.py:N:logger`` and where the message
+    ends; None without a suffix (the record stays open for its next rows)."""
+    end = len(rest)
+    if rest[end - 1 : end] != b")":
+        while end > msg and rest[end - 1] == 0x20:
+            end -= 1
+        if end <= msg or rest[end - 1] != 0x29:
+            return None
+    i = rest.rfind(b" (", msg, end)
+    if i < 0:
+        return None
+    a = rest.find(b":", i, end)
+    b = rest.find(b":", a + 1, end) if a > 0 else -1
+    if b < 0 or rest[a - 3 : a] != b".py" or not rest[a + 1 : b].isdigit() or b >= end - 2:
+        return None
+    return rest[i + 2 : end - 1], i
+
+
+def _unremarkable(body: bytes, quiet: QuietPlaces) -> bool:
+    """No hand-written template could read this message: its first word dispatches none, it holds no needle
+    of those tried on every record."""
+    sp = body.find(b" ")
+    if body[:8] == b"[req_id=" or (body if sp < 0 else body[:sp]) in quiet.firsts:
+        return False
+    return not any(n in body for n in quiet.needles)
 
 
 def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
@@ -352,11 +408,7 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
         return False  # December and January: the reader's Dec→Jan year roll reads the month
     if level + b" " + m.group(2) + b":" + m.group(3) not in quiet.keys:
         return False
-    msg = rest[m.end() :]
-    sp = msg.find(b" ")
-    if msg[:8] == b"[req_id=" or (msg if sp < 0 else msg[:sp]) in quiet.firsts:
-        return False
-    if any(n in msg for n in quiet.needles):
+    if not _unremarkable(rest[m.end() :], quiet):
         return False
     plen = len(raw) if flags & ESC_BLOCK else len(line)
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
@@ -383,7 +435,7 @@ def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> b
 
 
 def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | None = None,
-          stop: int | None = None, widths: frozenset[int] = frozenset()) -> bytes:
+          stop: int | None = None, widths: frozenset[int] = frozenset(), year: bytes = b"") -> bytes:
     """One kind byte per line ``data[off + starts[i] : off + ends[i]]``: the reference of ``_scan.prefilter``.
     ``stop``: where the block ends in ``data`` (the line after a rare line is read up to it)."""
     stop = len(data) if stop is None else stop
@@ -393,7 +445,7 @@ def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | 
         nxt = off + e + 1
         after = None if nxt >= stop else data[nxt : _line_end(data, nxt, stop)]  # None: the next block's
         raw = data[off + s : off + e]
-        kind = inert_kind(raw, flags, quiet, after, widths)
+        kind = inert_kind(raw, flags, quiet, after, widths, year)
         if kind == QUIET and _first_of_head(quiet_head(raw, flags), heads):
             kind = QUIET_FIRST
         out.append(kind)
@@ -428,14 +480,14 @@ except ImportError:  # pragma: no cover - exercised by the build without a compi
 
 
 def block_kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | None, stop: int,
-                widths: frozenset[int]) -> bytes:
+                widths: frozenset[int], year: bytes) -> bytes:
     """:func:`kinds` by the compiled copy where it was built (and the scanner is not forced to Python)."""
     from specdiag.ingest.scan import compiled_in_use
 
     if _compiled_kinds is not None and compiled_in_use():
         blobs = quiet.blobs() if quiet is not None else (b"", b"", b"")
-        return _compiled_kinds(data, off, starts, ends, flags, stop, *blobs, width_mask(widths))
-    return kinds(data, off, starts, ends, flags, quiet, stop, widths)
+        return _compiled_kinds(data, off, starts, ends, flags, stop, *blobs, width_mask(widths), year)
+    return kinds(data, off, starts, ends, flags, quiet, stop, widths, year)
 
 
 def width_mask(widths) -> bytes:
