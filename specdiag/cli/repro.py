@@ -277,7 +277,7 @@ def _calibrate(plan, dev, out_dir: Path, opts, progress, stop, say) -> None:  # 
     finally:
         _write_plan(out_dir, plan)
         if (words := record_words(plan.calibrated)) is not None:
-            say(words)
+            say(("" if plan.calibrated["result"]["reached"] else "warning: ") + words)
 
 
 def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | None,  # type: ignore[no-untyped-def]
