@@ -194,7 +194,7 @@ def test_from_run_shows_the_recorded_calibration(tmp_path: Path) -> None:
     run_step, _ = stepper()
     run_calibration(plan, run_step, threading.Event())
     (tmp_path / "plan.json").write_text(json.dumps(plan.to_dict()))
-    for i, cell in enumerate(plan.cells()):
+    for cell in plan.cells():
         d = tmp_path / "cells" / f"{cell.slug}-r0"
         d.mkdir(parents=True)
         d.joinpath("cell.json").write_text(json.dumps(result(cell, plan.workload.params).to_dict()))

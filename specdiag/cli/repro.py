@@ -17,7 +17,9 @@ a workload that provokes the symptom, symptom counts per cell and a verdict acro
 
 Presets: save-decode-cache, dynamic-k, eviction, remote-eviction, pin-timeout. --dry-run checks the model path and the
 server python, then prints the shared environment once and every cell's command line, own environment and LMCache
-YAML without running anything. 'specdiag repro setup --device cpu' builds the CPU environment (idempotent)."""
+YAML without running anything. eviction and remote-eviction first size their workload on the base cell until it
+attempts >= 50 loads (--no-calibrate: fixed sizes). 'specdiag repro setup --device cpu' builds the CPU environment
+(idempotent)."""
 
 
 def register(app: typer.Typer) -> None:

@@ -196,8 +196,8 @@ class Calibration:
     limits: dict[str, int]
     #: the count in ``evidence.exposure`` that must reach ``threshold`` in the base cell
     exposure: str = "loads_attempted"
-    #: 50 loads: at the 2-5 % shortfall-per-load rates seen on CPU, a run of 50 loads shows at least one
-    #: shortfall with probability 64-92 %, so per-run presence (what Fisher's test counts) means something
+    #: 50 loads: a run of 50 shows at least one shortfall with probability 64 % if 2 % of loads come up
+    #: short (92 % at 5 %), so per-run presence (what Fisher's test counts) means something for a rare loss
     threshold: int = 50
     #: sizes tried at most, the preset's own included
     max_steps: int = 4
