@@ -209,7 +209,8 @@ def test_from_run_shows_the_recorded_calibration(tmp_path: Path) -> None:
     assert f"calibrated: {chosen}" in (tmp_path / "report.html").read_text()
 
 
-@pytest.mark.parametrize("damaged", [{"result": "x"}, {"result": {"steps": "x", "chosen": 3}}, {"result": {}}])
+@pytest.mark.parametrize("damaged", [{"result": "x"}, {"result": {"steps": "x", "chosen": 3}}, {"result": {}},
+                                     {"result": {"reached": True, "steps": [{"sizes": "x"}, 7], "chosen": {"a": []}}}])
 def test_from_run_with_a_damaged_calibration_record_still_reports(tmp_path: Path, damaged: dict) -> None:
     (tmp_path / "plan.json").write_text(json.dumps({"name": "eviction", "toggles": {"x": ["1", "2"]},
                                                     "calibration": damaged}))

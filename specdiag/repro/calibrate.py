@@ -128,7 +128,8 @@ def _what(cal: dict[str, Any]) -> str:
 def _step_words(step: dict[str, Any], exposure: str) -> str:
     n = step.get(exposure)
     got = f"{n}" if isinstance(n, int) else f"– ({step.get('status', '?')})"
-    return f"{size_words(step.get('sizes') or {})} → {got}"
+    sizes = step.get("sizes")
+    return f"{size_words(sizes) if isinstance(sizes, dict) else '?'} → {got}"
 
 
 def record_words(cal: Any) -> str | None:
