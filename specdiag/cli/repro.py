@@ -17,7 +17,9 @@ a workload that provokes the symptom, symptom counts per cell and a verdict acro
 
 Presets: save-decode-cache, dynamic-k, eviction, remote-eviction, pin-timeout. --dry-run checks the model path and the
 server python, then prints the shared environment once and every cell's command line, own environment and LMCache
-YAML without running anything. 'specdiag repro setup --device cpu' builds the CPU environment (idempotent)."""
+YAML without running anything. eviction and remote-eviction first size their workload on the base cell until it
+attempts >= 50 loads (--no-calibrate: fixed sizes). 'specdiag repro setup --device cpu' builds the CPU environment
+(idempotent)."""
 
 
 def register(app: typer.Typer) -> None:
@@ -59,6 +61,10 @@ def repro(
     list_presets: bool = typer.Option(False, "--list-presets", help="describe the presets and exit"),
     from_run: Path | None = typer.Option(None, "--from-run", help="recompute and print the verdict of an "
                                          "existing run folder (no servers started)"),
+    calibrate: bool | None = typer.Option(None, "--calibrate/--no-calibrate", help="size the workload on the "
+                                          "base cell before the matrix until it shows enough exposure (default: "
+                                          "on for presets that declare it: eviction, remote-eviction)",
+                                          show_default=False),
 ) -> None:
     from specdiag.repro import backends
     from specdiag.repro import plan as planmod
@@ -70,8 +76,9 @@ def repro(
         return
     if list_presets:
         for p in planmod.PRESETS.values():
+            cal = planmod.build_plan(p.name).calibration_dict() if p.calibration else None
             typer.echo(f"{p.name}: {p.description}\n  toggles: {p.toggles}\n  workload: {p.workload.kind} "
-                       f"{p.workload.params}\n")
+                       f"{p.workload.params}" + (f"\n  {_cal_plan_words(cal)[0]}" if cal else "") + "\n")
         raise typer.Exit(0)
     if fmt not in ("table", "json"):
         _fail("--format must be table or json")
@@ -89,7 +96,7 @@ def repro(
         _fail("--repeat auto runs round by round on this machine: use --executor local")
     try:
         plan = planmod.build_plan(preset, toggle, set_, plan_file.read_bytes() if plan_file else None,
-                                  None if auto or repeat is None else int(repeat))
+                                  None if auto or repeat is None else int(repeat), calibrate)
         cache = cache_dir or backends.DEFAULT_CACHE
         dev = backends.device_spec(device, python, model, cache)
         out_dir = (out or _default_out(plan.name)).resolve()  # servers run in their temp dir
@@ -207,6 +214,9 @@ def _dry_run(plan, dev, out_dir: Path, fmt: str) -> None:  # type: ignore[no-unt
         sys.stderr.write(f"specdiag: warning: {p}\n")
     typer.echo(f"# server python {dev.python}, model {dev.model}: "
                + ("ready" if not problems else f"{len(problems)} problem(s): " + "; ".join(problems)))
+    if (cal := plan.calibration_dict()) is not None:
+        for line in _cal_plan_words(cal):
+            typer.echo(f"# {line}")
     typer.echo("# run-time values: {port}/{redis_port} = free ports on 127.0.0.1, {tmpdir} = per-cell temp "
                "dir (removed afterwards), {repeat} = repeat index")
     typer.echo("env (every cell):")
@@ -230,6 +240,48 @@ def _dry_run(plan, dev, out_dir: Path, fmt: str) -> None:  # type: ignore[no-unt
             typer.echo(f"note: {n}")
 
 
+def _cal_plan_words(cal: dict) -> list[str]:  # type: ignore[type-arg]
+    from specdiag.repro.calibrate import plan_words
+
+    return plan_words(cal)
+
+
+def _write_plan(out_dir: Path, plan) -> None:  # type: ignore[no-untyped-def]
+    """plan.json: written before anything runs, and again once calibration has chosen the sizes."""
+    (out_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+
+
+def _calibrate(plan, dev, out_dir: Path, opts, progress, stop, say) -> None:  # type: ignore[no-untyped-def]
+    """Run the plan's calibration on this machine (each step's cell under ``calibration/step<k>/``), say
+    every step and the outcome before the matrix starts, and record it in plan.json (Ctrl-C included)."""
+    from specdiag.repro.calibrate import record_words, run_calibration
+    from specdiag.repro.plan import size_words
+    from specdiag.repro.runner import run_cell
+
+    cal = plan.calibration
+    for line in _cal_plan_words(plan.calibration_dict()):
+        say(line)
+
+    def run_step(cell, workload, k: int):  # type: ignore[no-untyped-def]
+        def step_progress(kind: str, data: dict) -> None:  # type: ignore[type-arg]
+            progress(kind, {**data, "cell": f"calibration step {k}: {data.get('cell', '')}"})
+
+        return run_cell(cell, 0, workload, dev, out_dir / "calibration" / f"step{k}", opts, step_progress, stop)
+
+    def on_step(step: dict) -> None:  # type: ignore[type-arg]
+        n = step.get(cal.exposure)
+        say(f"calibration step {step['step']}: {size_words(step['sizes'])} → "
+            + (f"{n} {cal.exposure.replace('_', ' ')}" if n is not None else f"{step['status']}")
+            + f" ({step['seconds']:g} s)")
+
+    try:
+        run_calibration(plan, run_step, stop, on_step=on_step)
+    finally:
+        _write_plan(out_dir, plan)
+        if (words := record_words(plan.calibrated)) is not None:
+            say(("" if plan.calibrated["result"]["reached"] else "warning: ") + words)
+
+
 def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | None,  # type: ignore[no-untyped-def]
          health_timeout: float, use_engine: bool, stop_grace: float = 20.0, budget=None) -> int:
     import threading
@@ -250,7 +302,7 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
     except backends.BackendError as e:
         _fail(str(e))
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "plan.json").write_text(json.dumps(plan.to_dict(), indent=2) + "\n")
+    _write_plan(out_dir, plan)
     results = []
     stop = threading.Event()
     total = len(cells) * plan.repeat
@@ -285,6 +337,8 @@ def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | N
         opts = RunOptions(health_timeout_s=health_timeout, use_engine=use_engine, stop_grace_s=stop_grace)
         try:
             with server.interrupts_as_exceptions():
+                if plan.calibration is not None:
+                    _calibrate(plan, dev, out_dir, opts, progress, stop, lambda line: _say(err, line))
                 if budget is not None:
                     auto_stop = _run_auto(plan, dev, out_dir, opts, progress, on_result, stop, budget)
                 elif executor == "ray":
@@ -315,6 +369,19 @@ def _finish_run(plan, dev, results: list, interrupted: bool, auto_stop: str, out
     if interrupted:
         return 130
     return 0 if all(r.status == "ok" for r in results) else 1
+
+
+def _say(err, line: str) -> None:  # type: ignore[no-untyped-def]
+    """A line of its own on stderr (calibration): as text on a terminal, time-stamped off it."""
+    if err.is_terminal:
+        from rich.text import Text
+
+        err.print(Text(line))
+    else:
+        import time
+
+        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} repro {line}\n")
+        sys.stderr.flush()
 
 
 def _plain_progress(n: int, total: int, text: str) -> None:

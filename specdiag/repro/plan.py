@@ -171,6 +171,84 @@ class WorkloadSpec:
 WORKLOAD_KINDS = ("multi_turn", "alternating_batch", "distinct_prefixes", "pin_window")
 
 
+# --------------------------------------------------------------------------------------------- calibration
+#: how a calibrated workload parameter is named in the words a run prints ("320 prompts, reuse 4")
+SIZE_WORDS = {"prompts": "prompts", "repeats_back_to_back": "reuse", "prompt_words": "words per prompt",
+              "rounds": "rounds", "conversations": "conversations", "turns": "turns", "iterations": "iterations"}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How a preset sizes its workload before the matrix (``calibrate.py`` runs it).
+
+    A preset whose symptom sits at a capacity edge (a 4 MB Redis, a 16-chunk CPU tier) cannot know in
+    advance how much traffic its smallest cell needs before LMCache attempts enough loads to show a
+    shortfall; fixed sizes left such cells with a 0-1 % hit rate and every comparison undecided. So the
+    base cell (the first value of every toggle) runs first at the preset's own sizes, then at larger ones
+    (each step multiplies every ``grow`` parameter by its factor, never past its ``limits`` value), until
+    its ``exposure`` count reaches ``threshold``, the sizes stop changing, ``max_steps`` ran or
+    ``budget_minutes`` have passed; the matrix then runs with the sizes of the last step.
+    """
+
+    #: workload parameter → factor per step (2 doubles it; 0.5 halves it, e.g. a shorter prompt fits more)
+    grow: dict[str, float]
+    #: workload parameter → the value no step goes past: a maximum for a factor > 1, a minimum for < 1
+    limits: dict[str, int]
+    #: the count in ``evidence.exposure`` that must reach ``threshold`` in the base cell
+    exposure: str = "loads_attempted"
+    #: 50 loads: a run of 50 shows at least one shortfall with probability 64 % if 2 % of loads come up
+    #: short (92 % at 5 %), so per-run presence (what Fisher's test counts) means something for a rare loss
+    threshold: int = 50
+    #: sizes tried at most, the preset's own included
+    max_steps: int = 4
+    #: no further step starts after this many minutes of calibration (a started step is never cut)
+    budget_minutes: float = 20.0
+
+    def ladder(self, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """The workload parameters of every step calibration may try, the preset's own first; it ends
+        early when no parameter can move further. A ``grow`` key the workload lacks is not grown."""
+        steps = [dict(params)]
+        while len(steps) < self.max_steps:
+            last = steps[-1]
+            nxt = dict(last)
+            for key, factor in self.grow.items():
+                if isinstance(last.get(key), int) and not isinstance(last.get(key), bool):
+                    nxt[key] = _grown(last[key], factor, self.limits.get(key))
+            if nxt == last:
+                break
+            steps.append(nxt)
+        return steps
+
+    def sizes(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The calibrated parameters only (what the words and the record show)."""
+        return {k: params[k] for k in self.grow if k in params}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"exposure": self.exposure, "threshold": self.threshold, "grow": dict(self.grow),
+                "limits": dict(self.limits), "max_steps": self.max_steps, "budget_minutes": self.budget_minutes}
+
+
+def _grown(value: int, factor: float, limit: int | None) -> int:
+    """One step of one parameter: multiplied, moved by at least 1, clamped at its limit (never past it)."""
+    if factor > 1:
+        nxt = max(value + 1, round(value * factor))
+        return nxt if limit is None else max(value, min(nxt, limit))
+    if factor < 1:
+        nxt = max(1, min(value - 1, round(value * factor)))
+        return nxt if limit is None else min(value, max(nxt, limit))
+    return value
+
+
+def size_words(sizes: dict[str, Any]) -> str:
+    """``{"prompts": 320, "repeats_back_to_back": 4}`` → ``320 prompts, reuse 4``."""
+    parts = []
+    for k, v in sizes.items():
+        word = SIZE_WORDS.get(k, k)
+        parts.append(f"{v} {word}" if word in ("prompts", "rounds", "conversations", "turns", "iterations")
+                     else f"{word} {v}")
+    return ", ".join(parts)
+
+
 # --------------------------------------------------------------------------------------------- presets
 @dataclass(frozen=True)
 class Preset:
@@ -183,6 +261,8 @@ class Preset:
     causes: dict[str, str] = field(default_factory=dict)
     #: toggle → the values whose cells must really evict (else the cell tested nothing about eviction)
     must_evict: dict[str, list[str]] = field(default_factory=dict)
+    #: size the workload on the base cell before the matrix (None: the workload's sizes are used as given)
+    calibration: Calibration | None = None
 
 
 PRESETS: dict[str, Preset] = {
@@ -231,6 +311,9 @@ PRESETS: dict[str, Preset] = {
              "max_tokens": 8},
         ),
         causes={"max_local_cpu_size": "lookup-retrieve-eviction"}, must_evict={"max_local_cpu_size": ["0.004"]},
+        # the prompt length stays: 4 concurrent prompts of 4 chunks are the 16-chunk tier's edge
+        calibration=Calibration(grow={"prompts": 2, "repeats_back_to_back": 2},
+                                limits={"prompts": 64, "repeats_back_to_back": 8}),
     ),
     "remote-eviction": Preset(
         name="remote-eviction",
@@ -248,6 +331,10 @@ PRESETS: dict[str, Preset] = {
         ),
         causes={"redis_maxmemory": "remote-backend-loss", "save_decode_cache": "remote-backend-loss"},
         must_evict={"redis_maxmemory": ["4mb"]},
+        # shorter prompts (2 chunks, not 4) let a reuse find its chunks in a 4 MB Redis; more of them keep
+        # it evicting (the must_evict condition)
+        calibration=Calibration(grow={"prompts": 2, "repeats_back_to_back": 2, "prompt_words": 0.5},
+                                limits={"prompts": 64, "repeats_back_to_back": 8, "prompt_words": 280}),
     ),
     "pin-timeout": Preset(
         name="pin-timeout",
@@ -297,6 +384,20 @@ class Plan:
     description: str = ""
     causes: dict[str, str] = field(default_factory=dict)
     must_evict: dict[str, list[str]] = field(default_factory=dict)
+    calibration: Calibration | None = None
+    #: what calibration did (``calibrate.run_calibration``): written to plan.json in place of the plan of it
+    calibrated: dict[str, Any] | None = None
+
+    def calibration_dict(self) -> dict[str, Any] | None:
+        """The calibration as plan.json records it: what was done once it ran, else what would be tried
+        (its settings, the base cell and the sizes of each step) with ``result`` null."""
+        if self.calibrated is not None:
+            return self.calibrated
+        if self.calibration is None:
+            return None
+        cal = self.calibration
+        return {**cal.to_dict(), "base_cell": self.cells()[0].name,
+                "ladder": [cal.sizes(p) for p in cal.ladder(self.workload.params)], "result": None}
 
     def cells(self) -> list[Cell]:
         """The matrix: every combination of toggle values, first toggle varying slowest."""
@@ -321,7 +422,7 @@ class Plan:
             "repeat": self.repeat,
             "causes": dict(self.causes),
             "must_evict": {k: list(v) for k, v in self.must_evict.items()},
-        }
+        } | ({"calibration": cal} if (cal := self.calibration_dict()) is not None else {})
 
 
 def parse_assignment(text: str) -> tuple[str, list[str]]:
@@ -385,6 +486,7 @@ class _PlanDraft:
     repeat: int = 1
     causes: dict[str, str] = field(default_factory=dict)
     must_evict: dict[str, list[str]] = field(default_factory=dict)
+    calibration: Calibration | None = None
 
 
 def _apply_preset(draft: _PlanDraft, pname: str) -> None:
@@ -393,6 +495,7 @@ def _apply_preset(draft: _PlanDraft, pname: str) -> None:
         raise PlanError(f"unknown preset {pname!r}; presets: {', '.join(PRESETS)}")
     p = PRESETS[pname]
     draft.name, draft.description, draft.workload = p.name, p.description, p.workload
+    draft.calibration = p.calibration
     draft.causes.update(p.causes)
     draft.must_evict.update({k: list(v) for k, v in p.must_evict.items()})
     draft.base.update(p.base)
@@ -430,8 +533,9 @@ def _apply_plan_file(draft: _PlanDraft, plan_yaml: str | bytes) -> None:
             key = check_key(str(_scalar(k, f"plan file: {section} key")))
             draft.base[key] = _setting_value(key, v, f"plan file: {section}.{key}")
     _plan_file_toggles(draft, data)
-    if "workload" in data:
+    if "workload" in data:  # sizes written out by the user are taken as given, never calibrated
         draft.workload = _workload_from(data["workload"], "plan file")
+        draft.calibration = None
     if "repeat" in data:
         r = data["repeat"]
         if isinstance(r, bool) or not isinstance(r, int):
@@ -475,11 +579,13 @@ def build_plan(
     sets: list[str] | None = None,
     plan_yaml: str | bytes | None = None,
     repeat: int | None = None,
+    calibrate: bool | None = None,
 ) -> Plan:
     """Combine a preset, a YAML plan file's text and command-line toggles (applied in that order).
 
     A later source replaces a toggle key entirely (``--toggle max_local_cpu_size=0.5,20`` on top of the
-    ``eviction`` preset runs exactly those two sizes).
+    ``eviction`` preset runs exactly those two sizes). ``calibrate``: None keeps the preset's calibration
+    (if it declares one), False drops it, True insists on one.
     """
     draft = _PlanDraft()
     if preset:
@@ -490,9 +596,13 @@ def build_plan(
     _check_plan_limits(draft)
     if not preset and plan_yaml is None and not toggles and not sets:
         raise PlanError("nothing to run: give --preset, --plan FILE or --toggle key=v1,v2")
+    if calibrate and draft.calibration is None:
+        with_cal = ", ".join(n for n, p in PRESETS.items() if p.calibration)
+        raise PlanError(f"--calibrate: this plan declares no calibration (presets that do: {with_cal}; a plan "
+                        "file's own workload is never calibrated)")
     return Plan(name=draft.name, base=draft.base, toggles=draft.toggles, workload=draft.workload,
                 repeat=draft.repeat, description=draft.description, causes=draft.causes,
-                must_evict=draft.must_evict)
+                must_evict=draft.must_evict, calibration=None if calibrate is False else draft.calibration)
 
 
 def check_plan_dict(data: Any, where: str) -> dict[str, Any]:
@@ -505,4 +615,6 @@ def check_plan_dict(data: Any, where: str) -> dict[str, Any]:
     for k, vs in (data.get("toggles") or {}).items():
         if not isinstance(vs, list) or not all(isinstance(v, SCALARS) for v in vs):
             raise PlanError(f"{where}: toggle {k!r} must be a list of values")
+    if data.get("calibration") is not None and not isinstance(data["calibration"], dict):
+        raise PlanError(f"{where}: 'calibration' must be an object")
     return data

@@ -607,6 +607,10 @@ def build_verdict(plan_dict: dict[str, Any], device: dict[str, Any], cells: list
                          f"{r.k0.get('acceptance_first_batch1_pct')}%, batch-1 phases after batch-2 "
                          f"{r.k0.get('acceptance_batch1_after_batch2_pct')}%")
     notes += _analyze_agreement(diff, results)
+    from specdiag.repro.calibrate import record_words
+
+    if cal_note := record_words(plan_dict.get("calibration")):
+        notes.insert(0, cal_note)  # first: how the workload was sized frames every count below it
     return {
         "schema": "specdiag.repro/2",
         "plan": plan_dict,
