@@ -323,10 +323,9 @@ def _saw(dep: Deployment, origin: Any) -> None:
 
 
 def quiet_places(matcher: Any) -> QuietPlaces:
-    """The prefilter's quiet places for a read, with the dispatch words and needles of every vLLM and LMCache
-    template (both projects' for either: one list, a little more than each needs)."""
-    return QuietPlaces([*matcher.dispatch_words("vllm"), *matcher.dispatch_words("lmcache")],
-                       [*matcher.needles("vllm"), *matcher.needles("lmcache")])
+    """The prefilter's quiet places for a read, with what the vLLM and LMCache templates read."""
+    return QuietPlaces({p: matcher.dispatch(p) for p in QuietPlaces.PROJECTS},
+                       {p: matcher.needles(p) for p in QuietPlaces.PROJECTS})
 
 
 def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces) -> None:

@@ -103,7 +103,7 @@ def _read_to_no_effect(line: bytes, flags: int) -> tuple[bool, int]:
 
 def _compiled_kinds(lines: list[bytes], flags: int, quiet: prefilter.QuietPlaces | None = None) -> bytes:
     data = b"\n".join(lines)
-    blobs = quiet.blobs() if quiet is not None else (b"", b"", b"")
+    blobs = quiet.blobs() if quiet is not None else (b"",) * 5
     return compiled.prefilter(data, 0, *_offsets(lines), flags, len(data), *blobs, prefilter.width_mask(WIDTHS),
                               YEAR)
 
@@ -301,7 +301,7 @@ QUIET_LINES = [
     b"[2025-05-06 15:56:03,745] LMCache DEBUG: another year is read (cache_engine.py:1431:lmcache.v1.cache_engine)",
     b"[2026-05-06 15:56:03,745] LMCache DEBUG: another logger (cache_engine.py:1431:lmcache.v1.other)",
     b"[2026-05-06 15:56:03,745] LMCache DEBUG: no suffix yet, the record stays open",
-    b"[2026-05-06 15:56:03,745] LMCache DEBUG: Stored is a template's word (cache_engine.py:1431:lmcache.v1.cache_engine)",
+    b"[2026-05-06 15:56:03,745] LMCache DEBUG: Stored 3 out of total 4 tokens (cache_engine.py:1431:lmcache.v1.cache_engine)",
     b"[2026-05-06 15:56:03,745] LMCache WARNING: a warning (cache_engine.py:1431:lmcache.v1.cache_engine)",
     b"[2026-05-06 15:56:03,745] LMCache DEBUG: trailing spaces (cache_engine.py:1431:lmcache.v1.cache_engine)  ",
 ]
@@ -326,8 +326,10 @@ def test_only_registered_unremarkable_records_are_quiet():
     assert kinds[:3] == [QUIET] * 3
     assert QUIET not in kinds[3:10]  # December, January, a template's word, a needle, a new place, a warning, a tag
     assert kinds[10:12] == [QUIET] * 2  # LMCache's, with and without colour
-    assert QUIET not in kinds[12:17]  # another year, another logger, no suffix, a template's word, a warning
+    assert QUIET not in kinds[12:17]  # another year, another logger, no suffix, a template's line, a warning
     assert kinds[17] == QUIET
+    unread = QUIET_LINES[15].replace(b"out of total", b"of")  # the template's first word without its needle
+    assert inert_kind(unread, 0, quiet, b"", WIDTHS, YEAR) == QUIET
     held = QUIET_LINES[0][:100]  # as wide as a terminal the reader knows
     assert inert_kind(held, 0, quiet, b"short", WIDTHS) == KEEP  # may be the cut rest of a held record
     assert inert_kind(held, 0, quiet, None, WIDTHS) == KEEP  # the next line is the next block's

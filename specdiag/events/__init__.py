@@ -164,10 +164,10 @@ class Matcher:
             else:
                 self.by_first.setdefault((t.source, t.first.encode()), []).append(t)
 
-    def dispatch_words(self, source: str) -> list[bytes]:
-        """The first words on which templates of ``source`` are dispatched (a record starting with one may be
-        theirs)."""
-        return [word for src, word in self.by_first if src == source]
+    def dispatch(self, source: str) -> dict[bytes, list[bytes]]:
+        """The first words on which templates of ``source`` are dispatched, each with the needles of those
+        templates (a record starting with the word and holding one of them may be theirs)."""
+        return {word: [t.bneedle for t in ts] for (src, word), ts in self.by_first.items() if src == source}
 
     def needles(self, source: str) -> list[bytes]:
         """The needles of the templates of ``source`` that are tried on every record of it."""

@@ -391,18 +391,47 @@ static int holds(const u8 *s, size_t n, const u8 *lit, size_t k) {
 }
 
 typedef struct {
-    words keys, firsts, needles;
+    words keys;
+    words dispatch[2], needles[2]; /* per project (0: vLLM, 1: LMCache): "word\tneedle\t..." lines, needles */
     const u8 *wmask; /* byte w set: a terminal width the reader knows (MAX_INERT_LINE + 1 bytes) */
     const u8 *year;  /* the year of the reader's last dated line (4 bytes), or NULL */
 } quiet_t;
 
-/* prefilter._unremarkable: no template's dispatch word first, no needle anywhere in body[0..n) */
-static int unremarkable(const u8 *body, size_t n, const quiet_t *q) {
+/* the dispatch line of word (its first tab-separated field), or -1 (binary search: the lines are sorted by it) */
+static long dispatch_line(const words *w, const u8 *word, size_t n) {
+    size_t lo = 0, hi = w->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const u8 *tab = memchr(w->at[mid], '\t', w->len[mid]);
+        size_t wl = tab ? (size_t)(tab - w->at[mid]) : w->len[mid];
+        int c = cmp_bytes(w->at[mid], wl, word, n);
+        if (c == 0) return (long)mid;
+        if (c < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return -1;
+}
+
+/* prefilter._unremarkable: no template of the project dispatched on the first word finds its needle in
+ * body[0..n), no needle of those tried on every record is there */
+static int unremarkable(const u8 *body, size_t n, const quiet_t *q, int project) {
     if (n >= 8 && memcmp(body, "[req_id=", 8) == 0) return 0;
     const u8 *sp = memchr(body, ' ', n);
-    if (words_has(&q->firsts, body, sp ? (size_t)(sp - body) : n)) return 0;
-    for (size_t i = 0; i < q->needles.n; i++)
-        if (holds(body, n, q->needles.at[i], q->needles.len[i])) return 0;
+    const words *d = &q->dispatch[project];
+    long line = dispatch_line(d, body, sp ? (size_t)(sp - body) : n);
+    if (line >= 0) {
+        const u8 *p = d->at[line], *end = p + d->len[line];
+        const u8 *t = memchr(p, '\t', (size_t)(end - p));
+        while (t) { /* each needle after a tab */
+            const u8 *f = t + 1, *nt = f < end ? memchr(f, '\t', (size_t)(end - f)) : NULL;
+            size_t fl = (size_t)((nt ? nt : end) - f);
+            if (holds(body, n, f, fl)) return 0;
+            t = nt;
+        }
+    }
+    const words *nd = &q->needles[project];
+    for (size_t i = 0; i < nd->n; i++)
+        if (holds(body, n, nd->at[i], nd->len[i])) return 0;
     return 1;
 }
 
@@ -449,7 +478,7 @@ static int is_quiet_lmcache(const u8 *r, size_t rn, const quiet_t *q) {
     memcpy(key, r + 34, lv);
     key[lv] = ' ';
     memcpy(key + lv + 1, r + in0, in1 - in0);
-    return words_has(&q->keys, key, kn) && unremarkable(r + msg, body_end - msg, q);
+    return words_has(&q->keys, key, kn) && unremarkable(r + msg, body_end - msg, q, 1);
 }
 
 /* _VLLM_REST at r[pos]: "(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?" -> the message's
@@ -527,7 +556,7 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     key[lv] = ' ';
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
     if (!words_has(&q->keys, key, kn)) return 0;
-    if (!unremarkable(r + msg, rn - (size_t)msg, q)) return 0;
+    if (!unremarkable(r + msg, rn - (size_t)msg, q, 0)) return 0;
     size_t plen = (flags & ESC_BLOCK) ? n : m;
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
 }
@@ -583,23 +612,24 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     return prefixed ? PREFIXED : INERT;
 }
 
-/* prefilter(buf, off, starts, ends, flags, stop, keys, firsts, needles, widths, year) -> bytes: one kind per line
+/* prefilter(buf, off, starts, ends, flags, stop, keys, vllm dispatch, vllm needles, lmcache dispatch, lmcache
+ * needles, widths, year) -> bytes: one kind per line
  * buf[off + starts[i] : off + ends[i]]; the line after each is read up to stop (the block's end); the three
- * blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask(), year the reader's last
+ * five blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask(), year the reader's last
  * dated year (4 bytes; else no LMCache record is quiet) */
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
-    Py_buffer buf, sv, ev, kb, fb, nb, wb, yb;
+    Py_buffer buf, sv, ev, kb, vd, vn, ld, ln, wb, yb;
     long long off, stop;
     int flags;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop, &kb, &fb,
-                          &nb, &wb, &yb))
+    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop, &kb, &vd,
+                          &vn, &ld, &ln, &wb, &yb))
         return NULL;
     prefilter_tables();
     PyObject *out = NULL;
     u8 *tmp = NULL, *tmp2 = NULL;
     heads_t *heads = NULL;
-    quiet_t q = {{0}, {0}, {0}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
+    quiet_t q = {{0}, {{0}, {0}}, {{0}, {0}}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
     if (sv.itemsize != 8 || ev.itemsize != 8 || ev.len != sv.len || off < 0 || stop < 0 || stop > buf.len ||
@@ -618,7 +648,8 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     tmp2 = PyMem_Malloc(640);
     heads = PyMem_Calloc(1, sizeof(heads_t));
     if (!out || !tmp || !tmp2 || !heads || words_of(kb.buf, (size_t)kb.len, &q.keys) < 0 ||
-        words_of(fb.buf, (size_t)fb.len, &q.firsts) < 0 || words_of(nb.buf, (size_t)nb.len, &q.needles) < 0) {
+        words_of(vd.buf, (size_t)vd.len, &q.dispatch[0]) < 0 || words_of(vn.buf, (size_t)vn.len, &q.needles[0]) < 0 ||
+        words_of(ld.buf, (size_t)ld.len, &q.dispatch[1]) < 0 || words_of(ln.buf, (size_t)ln.len, &q.needles[1]) < 0) {
         Py_CLEAR(out);
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
@@ -641,8 +672,10 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
 done:
     words_free(&q.keys);
-    words_free(&q.firsts);
-    words_free(&q.needles);
+    for (int p = 0; p < 2; p++) {
+        words_free(&q.dispatch[p]);
+        words_free(&q.needles[p]);
+    }
     PyMem_Free(tmp);
     PyMem_Free(tmp2);
     PyMem_Free(heads);
@@ -650,8 +683,10 @@ done:
     PyBuffer_Release(&sv);
     PyBuffer_Release(&ev);
     PyBuffer_Release(&kb);
-    PyBuffer_Release(&fb);
-    PyBuffer_Release(&nb);
+    PyBuffer_Release(&vd);
+    PyBuffer_Release(&vn);
+    PyBuffer_Release(&ld);
+    PyBuffer_Release(&ln);
     PyBuffer_Release(&wb);
     PyBuffer_Release(&yb);
     return out;

@@ -312,15 +312,18 @@ class QuietOrigin:
 
 
 class QuietPlaces:
-    """The places (``LEVEL file:line`` as vLLM prints them) whose records the analysis registered as quiet,
-    and the dispatch words and needles of the hand-written vLLM templates (set once by the analysis: the
-    prefilter must never count a record a template would read)."""
+    """The places (``LEVEL file:line`` as vLLM prints them, ``LEVEL file.py:N:logger`` from LMCache's suffix)
+    whose records the analysis registered as quiet, and per project what the hand-written templates read
+    (set once by the analysis: the prefilter must never count a record a template would read): each
+    dispatch word with its templates' needles, and the needles of the templates tried on every record."""
 
-    def __init__(self, firsts: list[bytes], needles: list[bytes]) -> None:
+    PROJECTS = ("vllm", "lmcache")
+
+    def __init__(self, dispatch: dict[str, dict[bytes, list[bytes]]], needles: dict[str, list[bytes]]) -> None:
         self.keys: set[bytes] = set()
-        self.firsts = frozenset(firsts)
-        self.needles = tuple(needles)
-        self._blobs: tuple[bytes, bytes, bytes] | None = None
+        self.dispatch = {p: {w: tuple(ns) for w, ns in dispatch.get(p, {}).items()} for p in self.PROJECTS}
+        self.needles = {p: tuple(needles.get(p, ())) for p in self.PROJECTS}
+        self._blobs: tuple[bytes, ...] | None = None
 
     def add(self, key: bytes) -> None:
         if key not in self.keys and len(self.keys) < 4096:
@@ -333,10 +336,15 @@ class QuietPlaces:
             self.keys.clear()
             self._blobs = None
 
-    def blobs(self) -> tuple[bytes, bytes, bytes]:
-        """The keys, dispatch words and needles for the compiled copy: sorted, one per line."""
+    def blobs(self) -> tuple[bytes, ...]:
+        """For the compiled copy, one line per item, sorted where looked up: the keys; then per project
+        (vLLM, LMCache) the dispatch words, each followed by its needles (tab-separated), and the needles."""
         if self._blobs is None:
-            self._blobs = (b"\n".join(sorted(self.keys)), b"\n".join(sorted(self.firsts)), b"\n".join(self.needles))
+            out = [b"\n".join(sorted(self.keys))]
+            for p in self.PROJECTS:
+                out.append(b"\n".join(b"\t".join((w, *ns)) for w, ns in sorted(self.dispatch[p].items())))
+                out.append(b"\n".join(self.needles[p]))
+            self._blobs = tuple(out)
         return self._blobs
 
 
@@ -365,7 +373,7 @@ def _quiet_lmcache(rest: bytes, quiet: QuietPlaces, year: bytes) -> bool:
     if place is None:
         return False
     inner, body_end = place
-    return level + b" " + inner in quiet.keys and _unremarkable(rest[msg:body_end], quiet)
+    return level + b" " + inner in quiet.keys and _unremarkable(rest[msg:body_end], quiet, "lmcache")
 
 
 def _suffix_place(rest: bytes, msg: int) -> tuple[bytes, int] | None:
@@ -387,13 +395,16 @@ def _suffix_place(rest: bytes, msg: int) -> tuple[bytes, int] | None:
     return rest[i + 2 : end - 1], i
 
 
-def _unremarkable(body: bytes, quiet: QuietPlaces) -> bool:
-    """No hand-written template could read this message: its first word dispatches none, it holds no needle
-    of those tried on every record."""
-    sp = body.find(b" ")
-    if body[:8] == b"[req_id=" or (body if sp < 0 else body[:sp]) in quiet.firsts:
+def _unremarkable(body: bytes, quiet: QuietPlaces, project: str) -> bool:
+    """No hand-written template of ``project`` could read this message: none dispatched on its first word
+    finds its needle in it (``events.Matcher.match``), it holds no needle of those tried on every record."""
+    if body[:8] == b"[req_id=":
         return False
-    return not any(n in body for n in quiet.needles)
+    sp = body.find(b" ")
+    needles = quiet.dispatch[project].get(body if sp < 0 else body[:sp])
+    if needles is not None and any(n in body for n in needles):
+        return False
+    return not any(n in body for n in quiet.needles[project])
 
 
 def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
@@ -408,7 +419,7 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
         return False  # December and January: the reader's Dec→Jan year roll reads the month
     if level + b" " + m.group(2) + b":" + m.group(3) not in quiet.keys:
         return False
-    if not _unremarkable(rest[m.end() :], quiet):
+    if not _unremarkable(rest[m.end() :], quiet, "vllm"):
         return False
     plen = len(raw) if flags & ESC_BLOCK else len(line)
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
@@ -485,7 +496,7 @@ def block_kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPla
     from specdiag.ingest.scan import compiled_in_use
 
     if _compiled_kinds is not None and compiled_in_use():
-        blobs = quiet.blobs() if quiet is not None else (b"", b"", b"")
+        blobs = quiet.blobs() if quiet is not None else (b"",) * 5
         return _compiled_kinds(data, off, starts, ends, flags, stop, *blobs, width_mask(widths), year)
     return kinds(data, off, starts, ends, flags, quiet, stop, widths, year)
 
