@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from specdiag.ingest.envelope import Record
@@ -59,13 +60,17 @@ class Template:
     #: each such row's sample is recognised by the catalog at its location, so no row describes a line
     #: upstream never printed
     outside: str = ""
-    compiled: re.Pattern = field(init=False, repr=False, compare=False)
     bneedle: bytes = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        flags = re.M if self.source == "text" else re.S
-        object.__setattr__(self, "compiled", re.compile(self.pattern.encode("utf-8"), flags))
         object.__setattr__(self, "bneedle", self.needle.encode("utf-8"))
+
+    @cached_property
+    def compiled(self) -> re.Pattern:
+        """The pattern, compiled when a record first gets past the template's first word and needle: most
+        of the 120-odd templates never do in a given log, and compiling them all cost ≈ 35 ms of every
+        start."""
+        return re.compile(self.pattern.encode("utf-8"), re.M if self.source == "text" else re.S)
 
     def match(self, data: bytes | str) -> dict | None:
         if isinstance(data, str):
