@@ -28,7 +28,13 @@ from specdiag.deployments import (
     group_inputs,
     sources_of,
 )
-from specdiag.events import CATALOG_EVENT, default_matcher, message_shape, recognised_anywhere_at
+from specdiag.events import (
+    CATALOG_EVENT,
+    default_matcher,
+    message_shape,
+    recognised_anywhere_at,
+    recognised_fits_at,
+)
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
@@ -308,7 +314,7 @@ def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window
         dep.deliver_unmatched(rec)
         return 0
     if quiet is not None and ev.id == CATALOG_EVENT:
-        _learn_quiet(rec, dep, quiet)
+        _learn_quiet(rec, dep, quiet, ev.f.get("entry"))
     if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)
     tally.analysed += 1
@@ -328,16 +334,21 @@ def quiet_places(matcher: Any) -> QuietPlaces:
                        {p: matcher.needles(p) for p in QuietPlaces.PROJECTS})
 
 
-def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces) -> None:
+def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces, entry: Any = None) -> None:
     """A vLLM or LMCache DEBUG/INFO record only the catalog knows, at a place where the catalog knows every
     text and no observer reads catalog events: its place's later records need only be counted
     (``prefilter.QUIET``) — in this run of this deployment, whose version fingerprint has seen the place."""
     if rec.kind not in ("vllm", "lmcache") or rec.level not in ("DEBUG", "INFO") or rec.cont:
         return
     key = rec.place_key()
-    if key is None or key in quiet.keys or dep.wants(CATALOG_EVENT) or not recognised_anywhere_at(rec):
+    if key is None or key in quiet.keys or dep.wants(CATALOG_EVENT):
         return
-    quiet.add(key)
+    if recognised_anywhere_at(rec):
+        quiet.add(key)
+    elif entry is not None:  # several messages were printed at this place: the texts this one fits
+        simple = recognised_fits_at(rec, entry)
+        if simple is not None:
+            quiet.add_pattern(key, *simple)
 
 
 MAX_SKIP_NOTES = 20

@@ -395,3 +395,65 @@ def test_lmcache_debug_records_and_a_year_change_report_the_same_with_and_withou
     log.write_text("\n".join(lines) + "\n")
     assert log.stat().st_size > 1 << 20
     assert _analyse(log, "on") == _analyse(log, "off")
+
+
+def test_simple_patterns_fit_exactly_what_the_catalog_fits():
+    """The compiled copy's format check (literals in order, ``%d`` digits) against the catalog's own
+    ``values``, on every one-line format of ``%s`` / ``%d`` placeholders: its sample and texts that break it."""
+    from specdiag.catalog.pattern import values
+    from specdiag.ingest.prefilter import simple_fits
+
+    cat = catalog()
+    checked = 0
+    for e in cat.entries[::3]:
+        cand = cat._pat.get(e.id)  # noqa: SLF001 - the pattern the catalog matches with
+        p = cand.pattern if cand is not None else None
+        if p is None or p.head is not None or set(p.kinds) - {"s", "d"} or not all(x.isascii() for x in p.lits):
+            continue
+        sample = cat.sample(e)
+        lits = tuple(x.encode() for x in p.lits)
+        for text in (sample, sample + " tail", "x" + sample, sample.replace("42", "4x2"), sample.replace("42", "-42"),
+                     sample.replace("x1", ""), sample[: len(sample) // 2], " " + sample + " "):
+            if not text.isascii() or not text.isprintable():
+                continue  # a line the prefilter reads at all is printable ASCII
+            want = values(p, text.strip()) is not None
+            assert simple_fits(lits, p.kinds, text.encode()) == want, (e.id, text)
+            checked += 1
+    assert checked > 1000
+
+
+def test_a_place_of_several_messages_is_quiet_for_the_texts_of_those_seen():
+    from specdiag.ingest.prefilter import inert_kind
+
+    quiet = _places()
+    key = b"DEBUG vllm_v1_adapter.py:408:lmcache.integration.vllm.vllm_v1_adapter"
+    quiet.add_pattern(key, ("Scheduled to load ", " tokens (", " cached in vLLM) for request ", ""), "dds")
+    head = b"[2026-05-06 15:56:03,745] LMCache DEBUG: "
+    tail = b" (vllm_v1_adapter.py:408:lmcache.integration.vllm.vllm_v1_adapter)"
+    fits = head + b"Scheduled to load 512 tokens (256 cached in vLLM) for request cmpl-1" + tail
+    other = head + b"The layer model.layers.0 does not have kv_cache, skip" + tail
+    broken = head + b"Scheduled to load many tokens (256 cached in vLLM) for request cmpl-1" + tail
+    lines = [fits, other, broken]
+    assert [inert_kind(x, 0, quiet, b"", WIDTHS, YEAR) for x in lines] == [QUIET, KEEP, KEEP]
+    for flags in (0, ESC_BLOCK):
+        ref = prefilter.kinds(b"\n".join(lines), 0, *_offsets(lines), flags, quiet, None, WIDTHS, YEAR)
+        assert _compiled_kinds(lines, flags, quiet) == ref
+
+
+def test_records_of_a_place_of_several_messages_report_the_same_with_and_without_the_prefilter(tmp_path):
+    """LMCache DEBUG records at a place that printed other messages in other releases: the texts of the
+    message seen are counted, others (another message there, a text that fits none) read, same report."""
+    head = "(Worker_TP{r} pid=7{r}) [2026-05-06 15:56:{s:02d},745] LMCache DEBUG: "
+    tail = " (vllm_v1_adapter.py:408:lmcache.integration.vllm.vllm_v1_adapter)"
+    texts = ["Scheduled to load {n} tokens ({m} cached in vLLM) for request cmpl-{i}",
+             "The layer model.layers.{i} does not have kv_cache, skip",
+             "Scheduled to load some tokens for request cmpl-{i}"]
+    rng = random.Random(11)
+    lines = []
+    for i in range(14000):
+        text = texts[0] if i < 9000 or rng.random() < 0.8 else rng.choice(texts[1:])
+        lines.append(head.format(r=rng.randrange(4), s=i % 60) + text.format(n=i, m=i // 2, i=i) + tail)
+    log = tmp_path / "several.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert log.stat().st_size > 1 << 20
+    assert _analyse(log, "on") == _analyse(log, "off")

@@ -181,6 +181,21 @@ class Catalog:
                 return opaque[-1]  # no format there fits the text: the one message whose text is a variable
         return self._text(msg, project, level, None)
 
+    def simple_pattern_here(self, entry: Entry, file: str, line: int, *, project: str | None,
+                            level: str | None) -> tuple[tuple[str, ...], str] | None:
+        """``entry``'s literals and placeholder kinds when it is one of the messages printed at ``file:line``
+        (so ``match`` recognises any text it fits there) and its format is simple enough to check without
+        the catalog: one line, placeholders of kinds ``s`` and ``d`` only; else None."""
+        base = file.replace("\\", "/").rsplit("/", 1)[-1]
+        here, _ = self._located(base, file, line, project, level)
+        cand = self._pat.get(entry.id)
+        if cand is None or entry not in here:
+            return None
+        p = cand.pattern
+        if p.head is not None or p.flat is not None or set(p.kinds) - {"s", "d"} or any("\n" in x for x in p.lits):
+            return None
+        return p.lits, p.kinds
+
     def one_message_at(self, file: str, line: int, *, project: str | None, level: str | None) -> bool:
         """Whether exactly one message (format and level) was ever printed at ``file:line`` at this level:
         ``match`` then returns an entry for any text there."""

@@ -230,6 +230,17 @@ def recognised_anywhere_at(rec: Record) -> bool:
         file, rec.src_line, project=rec.kind, level=rec.level)
 
 
+def recognised_fits_at(rec: Record, entry: Any) -> tuple[tuple[str, ...], str] | None:
+    """``entry``'s literals and placeholder kinds when any text it fits at this record's place is recognised
+    (``Store.simple_pattern_here``); None otherwise."""
+    from specdiag.catalog import catalog
+
+    file = _printed_path(rec)
+    if not file or rec.src_line is None:
+        return None
+    return catalog().simple_pattern_here(entry, file, rec.src_line, project=rec.kind, level=rec.level)
+
+
 def _printed_path(rec: Record) -> str | None:
     """The file the envelope names, as precise as it says: LMCache prints its logger beside the bare file
     name, and the module that logger names (``Record.module``: ``v1/cache_engine.py``) tells apart the

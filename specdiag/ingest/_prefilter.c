@@ -367,18 +367,6 @@ static int cmp_bytes(const u8 *a, size_t an, const u8 *b, size_t bn) {
     return c ? c : (an > bn) - (an < bn);
 }
 
-static int words_has(const words *w, const u8 *s, size_t n) {
-    size_t lo = 0, hi = w->n;
-    while (lo < hi) {
-        size_t mid = (lo + hi) / 2;
-        int c = cmp_bytes(w->at[mid], w->len[mid], s, n);
-        if (c == 0) return 1;
-        if (c < 0) lo = mid + 1;
-        else hi = mid;
-    }
-    return 0;
-}
-
 static int holds(const u8 *s, size_t n, const u8 *lit, size_t k) {
     if (k == 0) return 1;
     for (size_t i = 0; i + k <= n; i++) {
@@ -410,6 +398,98 @@ static long dispatch_line(const words *w, const u8 *word, size_t n) {
         else hi = mid;
     }
     return -1;
+}
+
+/* the first field of w's line i (up to sep, or the whole line) */
+static size_t field_len(const words *w, size_t i, u8 sep) {
+    const u8 *t = memchr(w->at[i], sep, w->len[i]);
+    return t ? (size_t)(t - w->at[i]) : w->len[i];
+}
+
+/* the first of w's lines (sorted) whose first field (up to sep) is key, or w->n */
+static size_t lower_bound(const words *w, const u8 *key, size_t n, u8 sep) {
+    size_t lo = 0, hi = w->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (cmp_bytes(w->at[mid], field_len(w, mid, sep), key, n) < 0) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* prefilter._decimal */
+static int decimal(const u8 *v, size_t n) {
+    while (n && v[0] == ' ') v++, n--;
+    while (n && v[n - 1] == ' ') n--;
+    if (n && (v[0] == '+' || v[0] == '-')) v++, n--;
+    if (!n) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!is_digit(v[i])) return 0;
+    return 1;
+}
+
+/* first occurrence of lit[0..k) inside s[from..end), as an offset, or -1 */
+static long find_in(const u8 *s, size_t from, size_t end, const u8 *lit, size_t k) {
+    if (k == 0) return (long)from;
+    for (size_t i = from; i + k <= end; i++) {
+        const u8 *c = memchr(s + i, lit[0], end - k - i + 1);
+        if (!c) return -1;
+        i = (size_t)(c - s);
+        if (memcmp(c, lit, k) == 0) return (long)i;
+    }
+    return -1;
+}
+
+#define MAX_PH 64
+/* prefilter.simple_fits: spec is "kinds US lit0 US lit1 ..." (US = 0x1f) */
+static int simple_fits(const u8 *spec, size_t sn, const u8 *body, size_t bn) {
+    while (bn && body[0] == ' ') body++, bn--;
+    while (bn && body[bn - 1] == ' ') bn--;
+    const u8 *lit[MAX_PH + 1];
+    size_t ll[MAX_PH + 1];
+    const u8 *us = memchr(spec, 0x1f, sn);
+    if (!us) return 0;
+    const u8 *kinds = spec;
+    size_t nk = (size_t)(us - spec), nl = 0;
+    if (nk > MAX_PH) return 0;
+    const u8 *p = us + 1, *end = spec + sn;
+    for (;;) {
+        const u8 *q = memchr(p, 0x1f, (size_t)(end - p));
+        if (nl > MAX_PH) return 0;
+        lit[nl] = p;
+        ll[nl++] = (size_t)((q ? q : end) - p);
+        if (!q) break;
+        p = q + 1;
+    }
+    if (nl != nk + 1 || bn < ll[0] || memcmp(body, lit[0], ll[0]) != 0) return 0;
+    if (nk == 0) return bn == ll[0];
+    size_t pos = ll[0];
+    if (bn < ll[nk] || bn - ll[nk] < pos || memcmp(body + bn - ll[nk], lit[nk], ll[nk]) != 0) return 0;
+    size_t stop = bn - ll[nk];
+    size_t vs[MAX_PH], ve[MAX_PH];
+    int glued[MAX_PH + 1] = {0};
+    for (size_t i = 1; i < nk; i++) {
+        long j = find_in(body, pos, stop, lit[i], ll[i]);
+        if (j < 0) return 0;
+        if (ll[i] == 0) glued[i] = 1;
+        vs[i - 1] = pos, ve[i - 1] = (size_t)j;
+        pos = (size_t)j + ll[i];
+    }
+    vs[nk - 1] = pos, ve[nk - 1] = stop;
+    for (size_t i = 0; i < nk; i++)
+        if (kinds[i] == 'd' && !glued[i] && !glued[i + 1] && !decimal(body + vs[i], ve[i] - vs[i])) return 0;
+    return 1;
+}
+
+/* QuietPlaces.accepts: the key is an any-text place, or one of its simple patterns fits body */
+static int accepts(const words *keys, const u8 *key, size_t kn, const u8 *body, size_t bn) {
+    for (size_t i = lower_bound(keys, key, kn, 0x1f); i < keys->n; i++) {
+        size_t f = field_len(keys, i, 0x1f);
+        if (cmp_bytes(keys->at[i], f, key, kn) != 0) break;
+        if (f == keys->len[i]) return 1; /* the key alone: every text */
+        if (simple_fits(keys->at[i] + f + 1, keys->len[i] - f - 1, body, bn)) return 1;
+    }
+    return 0;
 }
 
 /* prefilter._unremarkable: no template of the project dispatched on the first word finds its needle in
@@ -478,7 +558,7 @@ static int is_quiet_lmcache(const u8 *r, size_t rn, const quiet_t *q) {
     memcpy(key, r + 34, lv);
     key[lv] = ' ';
     memcpy(key + lv + 1, r + in0, in1 - in0);
-    return words_has(&q->keys, key, kn) && unremarkable(r + msg, body_end - msg, q, 1);
+    return accepts(&q->keys, key, kn, r + msg, body_end - msg) && unremarkable(r + msg, body_end - msg, q, 1);
 }
 
 /* _VLLM_REST at r[pos]: "(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?" -> the message's
@@ -555,8 +635,8 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     memcpy(key, level, lv);
     key[lv] = ' ';
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
-    if (!words_has(&q->keys, key, kn)) return 0;
-    if (!unremarkable(r + msg, rn - (size_t)msg, q, 0)) return 0;
+    if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
+        return 0;
     size_t plen = (flags & ESC_BLOCK) ? n : m;
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
 }

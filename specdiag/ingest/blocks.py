@@ -237,9 +237,8 @@ class _Inert:
         a skipped quiet record is a recognised vLLM record."""
         reader = self.reader
         reader.recognized += self.kinds.count(prefilter.PREFIXED) - self.read_prefixed + self.quiet_skipped
-        if self.quiet_skipped:
+        if self.quiet_skipped:  # its format was named when the record that taught its place was read
             reader.stats.quiet += self.quiet_skipped
-            reader.stats.formats.add("vllm")
 
 
 QUIET_BYTE, FIRST_BYTE = bytes([prefilter.QUIET]), bytes([prefilter.QUIET_FIRST])

@@ -38,6 +38,8 @@ KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST = 0, 1, 2, 3, 4
 #: a block's distinct process prefixes of quiet records told apart (more: every later one is QUIET_FIRST)
 MAX_QUIET_HEADS = 64
 MAX_QUIET_HEAD = 256
+#: placeholders of a simple pattern the compiled copy checks (a longer format is never quiet)
+MAX_PLACEHOLDERS = 64
 #: block flags (``Cleaner.esc`` / ``Cleaner.residue``)
 ESC_BLOCK, RESIDUE_BLOCK = 1, 2
 #: longer lines are always read: the cleaner cuts and announces over-long ones
@@ -320,7 +322,9 @@ class QuietPlaces:
     PROJECTS = ("vllm", "lmcache")
 
     def __init__(self, dispatch: dict[str, dict[bytes, list[bytes]]], needles: dict[str, list[bytes]]) -> None:
-        self.keys: set[bytes] = set()
+        self.keys: set[bytes] = set()  # places where every text is recognised
+        #: places where several messages were printed: the simple patterns (literals, kinds) of those seen
+        self.patterns: dict[bytes, list[tuple[tuple[bytes, ...], str]]] = {}
         self.dispatch = {p: {w: tuple(ns) for w, ns in dispatch.get(p, {}).items()} for p in self.PROJECTS}
         self.needles = {p: tuple(needles.get(p, ())) for p in self.PROJECTS}
         self._blobs: tuple[bytes, ...] | None = None
@@ -330,17 +334,39 @@ class QuietPlaces:
             self.keys.add(key)
             self._blobs = None
 
+    def add_pattern(self, key: bytes, lits: tuple[str, ...], kinds: str) -> None:
+        """A message printed at a place that printed others too: its texts are quiet there (literals that a
+        line of printable ASCII could not hold, or a separator of the compiled copy's tables, never are)."""
+        blits = tuple(x.encode("utf-8") for x in lits)
+        if len(kinds) > MAX_PLACEHOLDERS or any(not b.isascii() or b"\x1f" in b or b"\n" in b or b"\t" in b
+                                                for b in blits):
+            return
+        pats = self.patterns.setdefault(key, [])
+        if (blits, kinds) not in pats and len(pats) < 8 and len(self.patterns) < 4096:
+            pats.append((blits, kinds))
+            self._blobs = None
+
+    def accepts(self, key: bytes, body: bytes) -> bool:
+        """Whether every record with this text at this place is recognised."""
+        if key in self.keys:
+            return True
+        return any(simple_fits(lits, kinds, body) for lits, kinds in self.patterns.get(key, ()))
+
     def forget(self) -> None:
         """No place is quiet until read again (a new run or another deployment: its observers have not seen it)."""
-        if self.keys:
+        if self.keys or self.patterns:
             self.keys.clear()
+            self.patterns.clear()
             self._blobs = None
 
     def blobs(self) -> tuple[bytes, ...]:
-        """For the compiled copy, one line per item, sorted where looked up: the keys; then per project
+        """For the compiled copy, one line per item, sorted where looked up: the keys (a place's simple
+        patterns as ``key US kinds US literal…``, US the unit separator 0x1f); then per project
         (vLLM, LMCache) the dispatch words, each followed by its needles (tab-separated), and the needles."""
         if self._blobs is None:
-            out = [b"\n".join(sorted(self.keys))]
+            lines = [*self.keys, *(b"\x1f".join((k, kinds.encode(), *lits)) for k, pats in self.patterns.items()
+                                   for lits, kinds in pats)]
+            out = [b"\n".join(sorted(lines))]
             for p in self.PROJECTS:
                 out.append(b"\n".join(b"\t".join((w, *ns)) for w, ns in sorted(self.dispatch[p].items())))
                 out.append(b"\n".join(self.needles[p]))
@@ -373,7 +399,8 @@ def _quiet_lmcache(rest: bytes, quiet: QuietPlaces, year: bytes) -> bool:
     if place is None:
         return False
     inner, body_end = place
-    return level + b" " + inner in quiet.keys and _unremarkable(rest[msg:body_end], quiet, "lmcache")
+    body = rest[msg:body_end]
+    return quiet.accepts(level + b" " + inner, body) and _unremarkable(body, quiet, "lmcache")
 
 
 def _suffix_place(rest: bytes, msg: int) -> tuple[bytes, int] | None:
@@ -393,6 +420,42 @@ def _suffix_place(rest: bytes, msg: int) -> tuple[bytes, int] | None:
     if b < 0 or rest[a - 3 : a] != b".py" or not rest[a + 1 : b].isdigit() or b >= end - 2:
         return None
     return rest[i + 2 : end - 1], i
+
+
+def simple_fits(lits: tuple[bytes, ...], kinds: str, body: bytes) -> bool:
+    """``catalog.pattern.values`` for a pattern of ``s`` and ``d`` placeholders, on bytes: the first literal
+    starts the stripped message, the last ends it, the others are found left to right, and each ``%d`` that
+    has a literal on both sides holds an optional sign and ASCII digits."""
+    msg = body.strip(b" ")
+    first = lits[0]
+    if not msg.startswith(first):
+        return False
+    n = len(kinds)
+    if n == 0:
+        return len(msg) == len(first)
+    last = lits[-1]
+    pos, end = len(first), len(msg) - len(last)
+    if end < pos or not msg.endswith(last):
+        return False
+    out, glued = [], set()
+    for i in range(1, n):
+        lit = lits[i]
+        j = msg.find(lit, pos, end) if lit else pos
+        if j < 0:
+            return False
+        if not lit:
+            glued.add(i)
+        out.append(msg[pos:j])
+        pos = j + len(lit)
+    out.append(msg[pos:end])
+    return all(kinds[i] != "d" or i in glued or i + 1 in glued or _decimal(v) for i, v in enumerate(out))
+
+
+def _decimal(v: bytes) -> bool:
+    v = v.strip(b" ")
+    if v[:1] in (b"+", b"-"):
+        v = v[1:]
+    return v.isdigit()
 
 
 def _unremarkable(body: bytes, quiet: QuietPlaces, project: str) -> bool:
@@ -417,9 +480,8 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
     m = _VLLM_REST.match(rest, len(word))
     if m is None or not b"02" <= m.group(1) <= b"11":
         return False  # December and January: the reader's Dec→Jan year roll reads the month
-    if level + b" " + m.group(2) + b":" + m.group(3) not in quiet.keys:
-        return False
-    if not _unremarkable(rest[m.end() :], quiet, "vllm"):
+    body = rest[m.end() :]
+    if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body) or not _unremarkable(body, quiet, "vllm"):
         return False
     plen = len(raw) if flags & ESC_BLOCK else len(line)
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
