@@ -367,17 +367,6 @@ static int cmp_bytes(const u8 *a, size_t an, const u8 *b, size_t bn) {
     return c ? c : (an > bn) - (an < bn);
 }
 
-static int holds(const u8 *s, size_t n, const u8 *lit, size_t k) {
-    if (k == 0) return 1;
-    for (size_t i = 0; i + k <= n; i++) {
-        const u8 *c = memchr(s + i, lit[0], n - k - i + 1);
-        if (!c) return 0;
-        i = (size_t)(c - s);
-        if (memcmp(c, lit, k) == 0) return 1;
-    }
-    return 0;
-}
-
 typedef struct {
     words keys;
     words dispatch[2], needles[2]; /* per project (0: vLLM, 1: LMCache): "word\tneedle\t..." lines, needles */
@@ -505,13 +494,13 @@ static int unremarkable(const u8 *body, size_t n, const quiet_t *q, int project)
         while (t) { /* each needle after a tab */
             const u8 *f = t + 1, *nt = f < end ? memchr(f, '\t', (size_t)(end - f)) : NULL;
             size_t fl = (size_t)((nt ? nt : end) - f);
-            if (holds(body, n, f, fl)) return 0;
+            if (find_in(body, 0, n, f, fl) >= 0) return 0;
             t = nt;
         }
     }
     const words *nd = &q->needles[project];
     for (size_t i = 0; i < nd->n; i++)
-        if (holds(body, n, nd->at[i], nd->len[i])) return 0;
+        if (find_in(body, 0, n, nd->at[i], nd->len[i]) >= 0) return 0;
     return 1;
 }
 

@@ -131,8 +131,7 @@ class _BlockFeed:
         """A process first seen on a quiet line that is not read: told in its turn."""
         self.flush_metric()
         self.flush_lookups(n)
-        self.reader.hand_on_held()
-        self.reader.out.append(QuietOrigin(self.reader.path, n, origin))
+        self.reader.out.append(QuietOrigin(self.reader.path, n, origin))  # nothing is held: it was not read
 
 
 class _Inert:

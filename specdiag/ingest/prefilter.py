@@ -516,7 +516,8 @@ def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | 
     heads: list[bytes] = []
     for s, e in zip(starts, ends, strict=True):
         nxt = off + e + 1
-        after = None if nxt >= stop else data[nxt : _line_end(data, nxt, stop)]  # None: the next block's
+        # the next line matters only to a quiet vLLM record; None: the next block's
+        after = None if quiet is None or nxt >= stop else data[nxt : _line_end(data, nxt, stop)]
         raw = data[off + s : off + e]
         kind = inert_kind(raw, flags, quiet, after, widths, year)
         if kind == QUIET and _first_of_head(quiet_head(raw, flags), heads):
