@@ -39,7 +39,11 @@ def test_the_recorded_run_follows_redis_maxmemory_and_rejects_save_decode_cache(
     text = " ".join(out.split())
     assert "the retrieval shortfall (retrieved < expected) follows redis_maxmemory" in text
     assert "present in 4/4 exposed runs with redis_maxmemory=4mb, 0/4 exposed runs with redis_maxmemory=1gb (p = 0.029)" in text
-    assert "does not follow save_decode_cache alone" in text
+    assert "does not follow save_decode_cache: save_decode_cache rejected" in text
+    assert ("follows redis_maxmemory=4mb (4/4 exposed runs with redis_maxmemory=4mb vs 0/4 with "
+            "redis_maxmemory=1gb, p = 0.029, in each of 2 contexts); save_decode_cache rejected (4/4 exposed runs "
+            "with save_decode_cache=false vs 4/4 with save_decode_cache=true, p = 1.00") in text
+    assert out.index("save_decode_cache rejected") < out.index("cells (one value per repeat)")
     assert "[remote-backend-loss]" in text
     assert "necessary" not in text.replace("not necessary", "")
 

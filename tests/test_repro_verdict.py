@@ -9,6 +9,7 @@ from specdiag.repro.verdict import (
     build_verdict,
     count_log,
     differential,
+    headline,
     k0_summary,
     metrics_numbers,
     phase_acceptance,
@@ -116,9 +117,32 @@ def test_four_runs_each_way_decide_the_toggle_and_clear_the_other() -> None:
     assert ("follows redis_maxmemory=4mb: present in 4/4 exposed runs with redis_maxmemory=4mb, 0/4 exposed runs "
             "with redis_maxmemory=1gb (p = 0.029)") in mm
     sdc = entry(diff, "save_decode_cache")
-    assert sdc["decision"] == "not-necessary"
-    assert "with redis_maxmemory=4mb: appears with both values" in sdc["conclusion"]
+    assert sdc["decision"] == "rejected"
+    assert "does not follow save_decode_cache: save_decode_cache rejected" in sdc["conclusion"]
+    assert "with redis_maxmemory=4mb: rejected: present in 4/4" in sdc["conclusion"]
     assert "is not necessary for it" in sdc["conclusion"]
+    assert headline(diff) == (
+        "the retrieval shortfall (retrieved < expected): follows redis_maxmemory=4mb (4/4 exposed runs with "
+        "redis_maxmemory=4mb vs 0/4 with redis_maxmemory=1gb, p = 0.029, in each of 2 contexts); "
+        "save_decode_cache rejected (4/4 exposed runs with save_decode_cache=false vs 4/4 with "
+        "save_decode_cache=true, p = 1.00, with redis_maxmemory=4mb (1 of 2 contexts))")
+
+
+def test_a_rare_symptom_with_both_values_is_not_necessary_but_not_rejected() -> None:
+    """Present with both values, but in 1 of 4 runs on one side: the value is not necessary for it, yet
+    flipping it made the symptom rarer, so it is not rejected as a cause."""
+    results = cells_from([("4mb", "false", [10, 12, 9, 8]), ("4mb", "true", [0, 0, 3, 0])])
+    d = entry(differential(results, {"save_decode_cache": ["false", "true"]}), "save_decode_cache")
+    assert d["decision"] == "not-necessary"
+    assert "rejected" not in d["conclusion"]
+    assert "save_decode_cache not necessary (4/4 exposed runs with save_decode_cache=false vs 1/4" in headline(
+        [d])
+
+
+def test_one_run_each_way_with_the_symptom_is_not_enough_to_reject() -> None:
+    results = cells_from([("4mb", "false", [10]), ("4mb", "true", [7])])
+    d = entry(differential(results, {"save_decode_cache": ["false", "true"]}), "save_decode_cache")
+    assert d["decision"] == "not-necessary"
 
 
 def test_two_runs_each_way_are_undecided_and_say_how_many_would_decide() -> None:

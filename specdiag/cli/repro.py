@@ -435,7 +435,7 @@ def _report_existing(run_dir: Path, fmt: str) -> None:
     for r in results:
         if (r.cell, r.toggled) not in cells:
             cells.append((r.cell, r.toggled))
-    verdict = build_verdict(plan, old.get("device", {"kind": "?"}), cells, results)
+    verdict = build_verdict(plan, old.get("device") or {}, cells, results)
     _write_verdict(run_dir, verdict)
     if fmt == "json":
         typer.echo(json.dumps({k: v for k, v in verdict.items() if k != "results"}, indent=2, default=str))
@@ -473,9 +473,11 @@ def _print_table(verdict: dict, out_dir: Path) -> None:  # type: ignore[type-arg
     from rich.text import Text
 
     con = Console(width=min(Console().width, 100)) if sys.stdout.isatty() else Console(width=100)
-    con.print(Text(f"specdiag repro — {verdict['plan'].get('name', '?')} ({verdict['device'].get('kind', '?')})",
+    con.print(Text(f"specdiag repro — {verdict['plan'].get('name', '?')} ({verdict['device'].get('kind') or 'device not recorded'})",
                    style="bold"))
     con.print(Text("Verdict", style="bold"))
+    if verdict.get("headline"):
+        con.print(Text(f"  {verdict['headline']}", style="bold"))
     for c in verdict["conclusions"] or ["no toggle with two values: nothing to compare"]:
         con.print(Text(f"  • {c}"))
     for n in verdict["notes"]:

@@ -872,12 +872,14 @@ def _nonempty(v: Any) -> bool:
 
 
 def _repro_verdict_html(v: dict[str, Any]) -> list[str]:
-    """The conclusions (or why there is none) and the run's notes."""
+    """The one-line verdict, the conclusions (or why there is none) and the run's notes."""
     concl = v.get("conclusion")
     concls = [concl] if isinstance(concl, str) and concl else []
     if isinstance(v.get("conclusions"), list):
         concls += [str(x) for x in v["conclusions"] if x]
     b = ["<h2>Verdict</h2>"]
+    if isinstance(v.get("headline"), str) and v["headline"]:
+        b.append(f"<p><strong>{esc(v['headline'])}</strong></p>")
     if concls:
         b.append("<div class=\"verdict\">" + "".join(f"<p>{esc(x)}</p>" for x in concls) + "</div>")
     else:
@@ -974,7 +976,7 @@ def _run_info_html(v: dict[str, Any], plan: dict[str, Any]) -> list[str]:
     if v.get("device"):
         info.append(("device", v["device"]))
     extra = {k: x for k, x in v.items() if k not in ("plan", "device", "cells", "differential", "conclusions",
-                                                     "conclusion", "notes", "results", "schema")}
+                                                     "conclusion", "headline", "notes", "results", "schema")}
     info += list(extra.items())
     return ["<h2>Run</h2>" + _kv_rows([(k, x) for k, x in info])] if info else []
 

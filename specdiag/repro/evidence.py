@@ -138,6 +138,13 @@ def runs_needed(a: Arm, b: Arm) -> int | None:
     return MAX_RUNS_NEEDED + 1
 
 
+def _common_with_both(a: Arm, b: Arm) -> bool:
+    """The toggle is rejected as a cause, not merely "not necessary", when flipping it left the symptom as
+    common as before: present in at least half the exposed runs of each value, with at least two exposed runs
+    per value (one run each way shows presence, not how common it stays)."""
+    return all(x.exposed >= 2 and 2 * x.present >= x.exposed for x in (a, b))
+
+
 def compare(key: str, a: Arm, b: Arm) -> dict[str, Any]:
     """Fisher's exact test over the exposed runs of two values; the decision and its words."""
     p = fisher_exact(a.present, a.exposed - a.present, b.present, b.exposed - b.present)
@@ -151,6 +158,9 @@ def compare(key: str, a: Arm, b: Arm) -> dict[str, Any]:
                                        "comparison yet")
     elif p < ALPHA:
         decision, text = "follows", f"follows {key}={hi.value}: {nums}"
+    elif a.present and b.present and _common_with_both(a, b):
+        decision, text = "rejected", (f"rejected: {nums} — it stays with {key}={lo.value}, so {key}={hi.value} "
+                                      "is not necessary for it")
     elif a.present and b.present:
         decision, text = "not-necessary", (f"appears with both values: {nums} — {key}={hi.value} is not necessary "
                                            "for it")

@@ -114,11 +114,12 @@ def run_auto(cells: list[Cell], run_one: Callable[[Cell, int], CellResult], deci
 
 def decisive(plan_dict: dict, results: list[CellResult]) -> bool:  # type: ignore[type-arg]
     """``--repeat auto``'s stopping rule: every suspect toggle (the preset's mapped toggles, else all) has a
-    count-symptom comparison that decides it — it follows the toggle (p < ALPHA) or appears with both values."""
+    count-symptom comparison that decides it — it follows the toggle (p < ALPHA), is rejected, or appears with
+    both values."""
     from specdiag.repro.verdict import build_verdict
 
     v = build_verdict(plan_dict, {}, [], results)
     toggles = [k for k, vs in (plan_dict.get("toggles") or {}).items() if len(vs) >= 2]
     suspects = [k for k in toggles if k in (plan_dict.get("causes") or {})] or toggles
-    done = {d["toggle"] for d in v["differential"] if d.get("decision") in ("follows", "not-necessary")}
+    done = {d["toggle"] for d in v["differential"] if d.get("decision") in ("follows", "rejected", "not-necessary")}
     return bool(suspects) and all(k in done for k in suspects)

@@ -394,7 +394,7 @@ def _count_differential(results: list[CellResult], key: str, values: list[str], 
         return None  # "no failed requests anywhere" is not worth a line per toggle
     if present == 0 and not any(r.log.get("lookups") for r in results):
         return None  # LMCache never looked anything up (e.g. lmcache=off): nothing to say about shortfalls
-    decision = next((d for d in ("follows", "undecided", "not-necessary", "absent")
+    decision = next((d for d in ("follows", "undecided", "rejected", "not-necessary", "absent")
                      if any(c["decision"] == d for c in comps)), "absent")
     if exposed == 0:
         decision = "no-exposure"
@@ -410,7 +410,7 @@ def _count_words(key: str, sym: str, comps: list[dict[str, Any]], decision: str,
     from specdiag.repro import evidence as ev
 
     words = SYMPTOM_WORDS[sym]
-    order = {"follows": 0, "undecided": 1, "not-necessary": 2, "absent": 3}
+    order = {"follows": 0, "undecided": 1, "rejected": 2, "not-necessary": 3, "absent": 4}
     parts = []
     for c in sorted(comps, key=lambda c: order.get(c["decision"], 9)):
         where = ev.ctx_words(tuple(c["context"].items()))
@@ -421,6 +421,7 @@ def _count_words(key: str, sym: str, comps: list[dict[str, Any]], decision: str,
                 f"{key}")
     else:
         head = {"follows": f"follows {key}", "undecided": f"undecided for {key}",
+                "rejected": f"does not follow {key}: {key} rejected",
                 "not-necessary": f"does not follow {key} alone",
                 "absent": f"absent with every value of {key}"}[decision]
         text = f"{words} {head} — " + " | ".join(parts)
@@ -433,6 +434,36 @@ def _count_words(key: str, sym: str, comps: list[dict[str, Any]], decision: str,
     if left:
         text += f". Left out ({len(left)}): " + "; ".join(left[:6]) + (" …" if len(left) > 6 else "")
     return text
+
+
+def headline(diff: list[dict[str, Any]]) -> str | None:
+    """The verdict in one line, numbers beside each word: per toggle, its first count symptom's decision with
+    the exposed-run split and Fisher's p of the comparison that carries it (the weakest one when several
+    contexts agree). None when no count symptom was compared."""
+    from specdiag.repro.evidence import ctx_words
+    from specdiag.stats import describe_p
+
+    parts, seen, first = [], set(), None
+    for d in diff:
+        if d["symptom"] not in COUNT_SYMPTOMS or d["toggle"] in seen or d["decision"] == "no-exposure":
+            continue
+        seen.add(d["toggle"])
+        key, same = d["toggle"], [c for c in d["comparisons"] if c["decision"] == d["decision"]]
+        c = max(same, key=lambda c: c["p"])
+        hi, lo = c["higher"], next(v for v in c["values"] if v != c["higher"])
+        arms = c["arms"]
+        split = (f"{arms[hi]['present']}/{arms[hi]['exposed']} exposed runs with {key}={hi} vs "
+                 f"{arms[lo]['present']}/{arms[lo]['exposed']} with {key}={lo}, {describe_p(c['p'])}")
+        where = (f", in each of {len(same)} contexts" if len(same) == len(d["comparisons"]) > 1 else
+                 f", with {ctx_words(tuple(c['context'].items()))} ({len(same)} of {len(d['comparisons'])} contexts)"
+                 if len(d["comparisons"]) > 1 else "")
+        words = {"follows": f"follows {key}={hi}", "rejected": f"{key} rejected",
+                 "not-necessary": f"{key} not necessary", "undecided": f"{key} undecided",
+                 "absent": f"absent with every value of {key}"}[d["decision"]]
+        first = first or d["symptom"]
+        other = f" for {SYMPTOM_WORDS[d['symptom']]}" if d["symptom"] != first else ""
+        parts.append(f"{words}{other} ({split}{where})")
+    return f"{SYMPTOM_WORDS[first]}: " + "; ".join(parts) if first else None
 
 
 def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, dict[str, list[float]]],
@@ -617,6 +648,7 @@ def build_verdict(plan_dict: dict[str, Any], device: dict[str, Any], cells: list
         "device": device,
         "cells": cell_rows(cells, results),
         "differential": diff,
+        "headline": headline(diff),
         "conclusions": [d["conclusion"] for d in diff],
         "notes": notes,
         "results": [r.to_dict() for r in results],
