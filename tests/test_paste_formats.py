@@ -167,6 +167,25 @@ def test_headerless_print_after_a_vllm_line_of_no_terminal_width_stays_apart(tmp
     assert rec.msg == "\treserved_cpus=[]" and rec.end_line == 1
 
 
+@pytest.mark.parametrize("foreign", [
+    "node-1:1234:5685 [7] NCCL INFO threadThresholds 8/8/64 | 256/8/64 | 512 | 512",
+    "2026-05-06 08:01:37,674 - myapp.api - DEBUG - cache miss for key user:49654",
+    "I0506 08:01:37.123456    77 ProcessGroupNCCL.cpp:1234] [PG 0 Rank 1] comm ready",
+    "/usr/lib/python3/dist-packages/transformers/utils/hub.py:128: FutureWarning: Using `X` is deprecated"])
+def test_another_programs_line_after_a_vllm_line_of_terminal_width_is_never_its_rest(tmp_path, foreign) -> None:
+    """NCCL, an app's logger, glog and Python warnings interleave with vLLM's lines; one that follows a vLLM
+    line exactly as wide as a terminal (or as wide as itself: the "two full rows" proof) is not joined."""
+    head = vllm("Using ", loc="nvfp4.py:415", proc="EngineCore pid=203")
+    lines = []
+    for width in (80, len(foreign)):
+        line = head + "x" * (width - len(head))
+        lines += [line, foreign[:width]]
+    recs = records(write(tmp_path / "f.log", lines))
+    vl = [r for r in recs if r.kind == "vllm"]
+    assert [r.msg for r in vl] == [lines[0].split("] ", 1)[1], lines[2].split("] ", 1)[1]]
+    assert all(r.end_line == r.line for r in vl)
+
+
 # ---- terminal rows narrower than 80 columns, behind kubectl, cut inside headers / escapes (tests/paste_probe.py) --
 def _cut(line: str, width: int) -> list[str]:
     return [line[i : i + width] for i in range(0, len(line), width)]

@@ -11,6 +11,7 @@ per-line state machine. ``rows.py`` holds the lower-level test of a row cut by i
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 
 from specdiag.ingest import wrappers
@@ -150,14 +151,30 @@ def wrapped_continuation(cut: OpenRecord, open_recs: dict[str, OpenRecord], orig
     return cut
 
 
+#: the whole header of another program's line: NCCL's ``host:pid:tid [rank] NCCL INFO``, Python logging's
+#: default ``2026-05-06 08:01:35,123 - name - LEVEL - ``, glog's ``I0506 08:01:35.123456  77 file.cc:12]``,
+#: a ``warnings`` line ``/path/x.py:128: UserWarning:``. A terminal's cut rest of a vLLM message that starts
+#: with one of these whole is not a thing that happens; a line of such a program right after a vLLM line of a
+#: terminal's width is (NCCL and an app's logger interleave with vLLM), and joining it would corrupt the
+#: record and, at a width first seen then, "prove" a terminal width that never was. Bounded quantifiers
+#: between distinct separators: linear time.
+FOREIGN_HEADER = re.compile(
+    rb"[\w.-]{1,128}:\d{1,10}:\d{1,10} \[\d{1,5}\] NCCL (?:INFO|WARN|TRACE|ERROR) "
+    rb"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{1,9} - [\w.-]{1,128} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+    rb"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] "
+    rb"|/[^\s:]{1,512}\.py:\d{1,8}: [A-Z]\w{0,64}Warning: ")
+
+
 def continues_row(line: bytes, width: int) -> bool:
     """Whether a headerless line can be the next terminal row of a cut vLLM record ``width`` wide.
 
     A terminal row is never wider than the first one, does not start with the indentation of a
     traceback (one space is a cut before a word), and is not a line ingest would keep on its own (an exception, a version banner): joining
-    it can then only add the rest of the record's text, never hide a line.
+    it can then only add the rest of the record's text, never hide a line. Nor is it another program's
+    line with its whole header (``FOREIGN_HEADER``).
     """
     return (len(line) <= width and line[:2] != b"  " and line[:1] != b"\t" and not is_envelope(line)
+            and FOREIGN_HEADER.match(line) is None
             and EXC_LINE.match(line) is None and b"Error" not in line and b"LMCache v" not in line
             and b"version" not in line[:80] and b"LMCache:" not in line[:16]
             and b"it/s]" not in line and b"s/it]" not in line and b"%|" not in line)  # tqdm, printed unprefixed
