@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gzip
 import hashlib
-import io
 import json
 import os
 import re
@@ -38,7 +36,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from specdiag.catalog.families import FAMILIES, assign  # noqa: E402
-from specdiag.catalog.store import dispatch  # noqa: E402
+from specdiag.catalog.store import dispatch, write_data  # noqa: E402
 
 OUT = ROOT / "specdiag" / "catalog" / "messages.jsonl.gz"
 CACHE = Path.home() / ".cache" / "specdiag-catalog"
@@ -458,7 +456,7 @@ def runs(lines: dict[int, int]) -> list[list[int]]:
 
 
 def write(path: Path, header: dict, entries: dict[str, dict]) -> None:
-    """Deterministic gzip JSONL: the header, then entries sorted by project, module, line, id (mtime 0)."""
+    """Deterministic gzip JSONL: the header, the index, then entries sorted by project, module, line, id."""
     rows = []
     for e in entries.values():
         row = {"id": e["id"], "module": e["module"], "level": e["level"], "fmt": e["fmt"]}
@@ -471,12 +469,7 @@ def write(path: Path, header: dict, entries: dict[str, dict]) -> None:
         row["runs"] = runs(e["lines"])
         rows.append(row)
     rows.sort(key=lambda r: (r["id"][:3], r["module"], r["runs"][-1][2], r["id"]))
-    buf = io.BytesIO()
-    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9, filename="") as gz:
-        gz.write((json.dumps(header, sort_keys=True, separators=(",", ":")) + "\n").encode())
-        for row in rows:
-            gz.write((json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
-    path.write_bytes(buf.getvalue())
+    write_data(path, header, rows)
 
 
 def cpu_check(plan: list[dict], offline: bool) -> dict:

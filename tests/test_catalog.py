@@ -181,7 +181,35 @@ def test_the_stored_dispatch_keys_are_those_the_formats_give_today():
     from specdiag.catalog.store import DATA, dispatch
 
     with gzip.open(DATA, "rt", encoding="utf-8") as f:
-        rows = [json.loads(line) for line in list(f)[1:]]
+        rows = [json.loads(line) for line in list(f)[2:]]
     stale = [r["id"] for r in rows if r["fmt"] is not None
              and {k: r[k] for k in ("w", "t", "ix") if k in r} != dispatch(r["fmt"])]
     assert len(rows) > 10_000 and stale == []
+
+
+def test_the_stored_index_is_the_one_its_rows_give():
+    """Loading reads the index line instead of every row; an index out of step with its rows would file
+    entries under the wrong keys or rows."""
+    import gzip
+    import json
+
+    from specdiag.catalog.store import DATA, build_index
+
+    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+        lines = list(f)
+    assert json.loads(lines[1])["index"] == build_index([json.loads(line) for line in lines[2:]])
+
+
+def test_a_catalog_without_its_index_line_is_indexed_on_load_and_matches_the_same(tmp_path):
+    import gzip
+
+    from specdiag.catalog.store import DATA, load
+
+    lines = gzip.open(DATA, "rb").read().split(b"\n")
+    bare = tmp_path / "bare.jsonl.gz"
+    bare.write_bytes(gzip.compress(b"\n".join([lines[0], *lines[2:]])))
+    a, b = load(), load(bare)
+    msgs = ["Num retrieved tokens: 49664, num expected tokens: 55808", "Poller timed out",
+            "Reqid: cmpl-1, Total tokens 10, LMCache hit tokens: 0, need to load: 0"]
+    assert [a.match(m) for m in msgs] == [b.match(m) for m in msgs] and a.match(msgs[0]) is not None
+    assert [e.id for e in a.entries] == [e.id for e in b.entries]

@@ -406,8 +406,7 @@ def test_simple_patterns_fit_exactly_what_the_catalog_fits():
     cat = catalog()
     checked = 0
     for e in cat.entries[::3]:
-        cand = cat._pat.get(e.id)  # noqa: SLF001 - the pattern the catalog matches with
-        p = cand.pattern if cand is not None else None
+        p = cat.pattern_of(e)  # the pattern the catalog matches with
         if p is None or p.head is not None or set(p.kinds) - {"s", "d"} or not all(x.isascii() for x in p.lits):
             continue
         sample = cat.sample(e)

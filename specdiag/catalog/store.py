@@ -13,7 +13,6 @@ from __future__ import annotations
 import gzip
 import json
 from array import array
-from collections.abc import Iterable
 from pathlib import Path
 
 from specdiag.catalog.entry import Entry
@@ -79,49 +78,90 @@ def index_key(p: Pattern) -> tuple[str, str] | None:
     return None
 
 
-class Catalog:
-    """Every catalogued message of both projects, with lookup by id, location, format text and message."""
+def build_index(rows: list[dict]) -> dict:
+    """What loading needs without reading the rows: each row's id, the rows of each file's basename, and
+    the three text indexes (project → key → rows, most specific first). The generator stores it beside the
+    rows (``write_data``), so a process reads only the rows it meets; a file without it is indexed here."""
+    base: dict[str, list[int]] = {}
+    tables: dict[str, dict[str, dict[str, list[int]]]] = {t: {p: {} for p in PROJECTS.values()}
+                                                         for t in ("first", "prefix", "inner")}
+    rank = []
+    for i, row in enumerate(rows):
+        base.setdefault(_basename(row["module"]), []).append(i)
+        rank.append((row.get("w", 0), row.get("t", 0), row["runs"][-1][1]))
+        ix = row.get("ix")
+        if row.get("fmt") is not None and ix is not None:
+            tables[ix[0]][PROJECTS[row["id"][:3]]].setdefault(ix[1], []).append(i)
+    for index in tables.values():
+        for table in index.values():
+            for cands in table.values():
+                cands.sort(key=lambda i: rank[i], reverse=True)  # stable: row order among equals
+    return {"ids": [r["id"] for r in rows], "base": base, **tables}
 
-    def __init__(self, header: dict, rows: Iterable[dict]) -> None:
+
+class Catalog:
+    """Every catalogued message of both projects, with lookup by id, location, format text and message.
+
+    Rows are kept as the data file's JSON text and made into entries when first asked (a log meets a few
+    hundred of the ten thousand); the index says where each one is filed."""
+
+    def __init__(self, header: dict, rows: list[bytes] | list[dict], index: dict | None = None) -> None:
         self.header = header
         self.releases: dict[str, list[str]] = header["releases"]
-        self.entries: list[Entry] = []
-        self._ids: dict[str, Entry] = {}
-        self._pat: dict[str, Cand] = {}
-        #: basename -> its entries; ``(basename, line)`` -> entries printing there, filled as asked
-        self._by_base: dict[str, list[Entry]] = {}
+        self._rows = rows
+        if index is None:
+            index = build_index([r if isinstance(r, dict) else json.loads(r) for r in rows])
+        if len(index["ids"]) != len(rows):
+            raise ValueError(f"catalog index names {len(index['ids'])} rows, the data has {len(rows)}")
+        self._built: list[Entry | None] = [None] * len(rows)
+        self._cands: list[Cand | None] = [None] * len(rows)
+        self._ids: dict[str, int] = {x: i for i, x in enumerate(index["ids"])}
+        #: basename -> its rows; ``(basename, line)`` -> entries printing there, filled as asked
+        self._by_base: dict[str, list[int]] = index["base"]
         #: (printed file, line, project, level) -> (its entries, their candidates), filled as asked
         self._places: dict[tuple, tuple[list[Entry], list[Cand]]] = {}
         self._at: dict[tuple[str, int], list[Entry]] = {}
-        self._first: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
-        self._prefix: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
-        self._inner: dict[str, dict[str, list[Cand]]] = {p: {} for p in PROJECTS.values()}
-        self._tables = {"first": self._first, "prefix": self._prefix, "inner": self._inner}
-        for row in rows:
-            self._add(row)
-        for index in self._tables.values():
-            for table in index.values():
-                for cands in table.values():
-                    cands.sort(key=lambda c: c.rank, reverse=True)
+        self._first: dict[str, dict[str, list[int]]] = index["first"]
+        self._prefix: dict[str, dict[str, list[int]]] = index["prefix"]
+        self._inner: dict[str, dict[str, list[int]]] = index["inner"]
+        self._all: list[Entry] | None = None
 
-    def _add(self, row: dict) -> None:
-        project = PROJECTS[row["id"][:3]]
-        names = self.releases[project]
-        runs = array("I", [n for run in row["runs"] for n in run])
-        e = Entry(row["id"], project, row["module"], row["level"], row["fmt"], row.get("family"), runs, names,
-                  row.get("expr"))
-        self.entries.append(e)
-        self._ids[e.id] = e
-        self._by_base.setdefault(_basename(e.module), []).append(e)
-        if e.fmt is not None:
-            self._pat[e.id] = cand = Cand(e, row["w"], row["t"])
-            ix = row.get("ix")
-            if ix is not None:
-                self._tables[ix[0]][project].setdefault(ix[1], []).append(cand)
+    def _entry(self, i: int) -> Entry:
+        """Row ``i`` as an entry (made once), with its candidate when it has a format."""
+        e = self._built[i]
+        if e is None:
+            row = self._rows[i]
+            row = row if isinstance(row, dict) else json.loads(row)
+            project = PROJECTS[row["id"][:3]]
+            runs = array("I", [n for run in row["runs"] for n in run])
+            e = self._built[i] = Entry(row["id"], project, row["module"], row["level"], row["fmt"],
+                                       row.get("family"), runs, self.releases[project], row.get("expr"))
+            if e.fmt is not None:
+                self._cands[i] = Cand(e, row["w"], row["t"])
+        return e
+
+    def _cand(self, i: int) -> Cand | None:
+        if self._built[i] is None:
+            self._entry(i)
+        return self._cands[i]
+
+    def pattern_of(self, entry: Entry) -> Pattern | None:
+        """The compiled pattern the catalog matches ``entry``'s messages with (None: no format)."""
+        i = self._ids.get(entry.id)
+        c = None if i is None else self._cand(i)
+        return None if c is None else c.pattern
+
+    @property
+    def entries(self) -> list[Entry]:
+        """Every entry, in the data's order (makes them all: for the docs, coverage and tests)."""
+        if self._all is None:
+            self._all = [self._entry(i) for i in range(len(self._rows))]
+        return self._all
 
     def by_id(self, entry_id: str) -> Entry | None:
         """The entry with this stable id, or None."""
-        return self._ids.get(entry_id)
+        i = self._ids.get(entry_id)
+        return None if i is None else self._entry(i)
 
     def at(self, base: str, line: int, project: str | None = None) -> list[Entry]:
         """Entries that print at ``base:line`` (a file's basename) in at least one release, of ``project`` if given.
@@ -139,7 +179,7 @@ class Catalog:
         if here is None:
             if len(self._at) >= MAX_PLACES:
                 self._at.clear()
-            here = self._at[key] = [e for e in self._by_base.get(base, ()) if e.prints_at(line)]
+            here = self._at[key] = [e for e in map(self._entry, self._by_base.get(base, ())) if e.prints_at(line)]
         return here
 
     def find_format(self, project: str, fmt_substring: str) -> list[Entry]:
@@ -148,13 +188,13 @@ class Catalog:
 
     def sample(self, entry: Entry) -> str:
         """The message rendered with typed sample values; empty for an entry without a format."""
-        cand = self._pat.get(entry.id)
-        return "" if cand is None else render(entry.fmt or "", cand.pattern)
+        p = self.pattern_of(entry)
+        return "" if p is None else render(entry.fmt or "", p)
 
     def values(self, entry: Entry, message: str) -> list[str] | None:
         """The placeholder texts of ``message`` when it is this entry's message, else None."""
-        cand = self._pat.get(entry.id)
-        return None if cand is None else fits(cand.pattern, message.strip())
+        p = self.pattern_of(entry)
+        return None if p is None else fits(p, message.strip())
 
     def match(self, message: str, *, project: str | None = None, file: str | None = None,
               line: int | None = None, level: str | None = None) -> Entry | None:
@@ -188,10 +228,9 @@ class Catalog:
         the catalog: one line, placeholders of kinds ``s`` and ``d`` only; else None."""
         base = file.replace("\\", "/").rsplit("/", 1)[-1]
         here, _ = self._located(base, file, line, project, level)
-        cand = self._pat.get(entry.id)
-        if cand is None or entry not in here:
+        p = self.pattern_of(entry)
+        if p is None or entry not in here:
             return None
-        p = cand.pattern
         if p.head is not None or p.flat is not None or set(p.kinds) - {"s", "d"} or any("\n" in x for x in p.lits):
             return None
         return p.lits, p.kinds
@@ -214,7 +253,7 @@ class Catalog:
             if len(self._places) >= MAX_PLACES:
                 self._places.clear()
             here = self._entries_at(base, file, line, project, level)
-            got = self._places[key] = (here, [c for c in (self._pat.get(e.id) for e in here) if c is not None])
+            got = self._places[key] = (here, [c for c in (self._cand(self._ids[e.id]) for e in here) if c is not None])
         return got
 
     def _entries_at(self, base: str, file: str, line: int, project: str | None, level: str | None) -> list[Entry]:
@@ -253,7 +292,10 @@ class Catalog:
             for cands in lists:
                 if not cands:
                     continue
-                for c in cands:
+                for i in cands:
+                    c = self._cand(i)
+                    if c is None:
+                        continue
                     if best is not None and c.rank <= best.rank:
                         break  # sorted: nothing later in this list beats the best so far
                     e = c.entry
@@ -269,9 +311,27 @@ def _basename(module: str) -> str:
 
 
 def load(path: Path = DATA) -> Catalog:
-    """Read the shipped data file (gzip JSONL: a header line, then one entry per line)."""
-    with gzip.open(path, "rt", encoding="utf-8") as f:
-        header = json.loads(f.readline())
-        # one row at a time: the decompressed text (megabytes) is never held whole, so the process's
-        # memory after loading is the catalog's own
-        return Catalog(header, (json.loads(line) for line in f if line.strip()))
+    """Read the shipped data file (gzip JSONL: a header line, the index line, then one entry per line).
+    The rows stay JSON text until asked for (``Catalog._entry``)."""
+    with gzip.open(path, "rb") as f:
+        lines = f.read().split(b"\n")
+    header = json.loads(lines[0])
+    rows = [ln for ln in lines[1:] if ln.strip()]
+    index = None
+    if rows and rows[0].startswith(b'{"index":'):
+        index = json.loads(rows[0])["index"]
+        rows = rows[1:]
+    return Catalog(header, rows, index)
+
+
+def write_data(path: Path, header: dict, rows: list[dict]) -> None:
+    """Deterministic gzip JSONL (mtime 0): the header, the index of ``rows`` (``build_index``), the rows."""
+    import io
+
+    buf = io.BytesIO()
+    with gzip.GzipFile(fileobj=buf, mode="wb", mtime=0, compresslevel=9, filename="") as gz:
+        gz.write((json.dumps(header, sort_keys=True, separators=(",", ":")) + "\n").encode())
+        gz.write((json.dumps({"index": build_index(rows)}, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
+        for row in rows:
+            gz.write((json.dumps(row, separators=(",", ":"), ensure_ascii=False) + "\n").encode())
+    path.write_bytes(buf.getvalue())
