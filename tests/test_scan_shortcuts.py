@@ -249,3 +249,9 @@ def test_the_portable_build_without_sse2_or_word_tricks_matches_the_reference(tm
     assert portable.LOOP == "bytes"
     for base, block in enumerate([_shortcut_block()] + [adversarial_block(seed) for seed in range(12)]):
         assert scan.assemble(*portable.scan(block, base)) == scan_block_py(block, base), base
+    from specdiag.ingest.marks import MARKER_LITERALS, first_literal
+
+    for k in range(0, 200, 7):  # the marker search's byte loop too
+        buf = b"y" * k + MARKER_LITERALS[k % len(MARKER_LITERALS)] + _shortcut_block()[:k]
+        assert portable.find_any(buf, 0, len(buf), MARKER_LITERALS) == first_literal(buf, 0, len(buf),
+                                                                                      MARKER_LITERALS) == k

@@ -760,3 +760,121 @@ done:
     PyBuffer_Release(&yb);
     return out;
 }
+
+/* ---- find_any: where one of a few literals first occurs in a long span ----------------------------------
+ * marks.any_marker's compiled copy. Searching a block once per literal reads it once per literal; here it is
+ * read once: per 16 bytes, each literal's first byte and one rarer byte of it (at its own offset) are
+ * compared at once, and only a position where both agree is compared whole (Wojciech Muła's SIMD-friendly
+ * substring search, for several needles). Linear: each position is compared whole at most once per literal,
+ * and the literals are few and short (checked by the caller's wrapper). */
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SPECDIAG_SCAN_PORTABLE)
+#include <emmintrin.h>
+#define FA_SSE2 1
+#else
+#define FA_SSE2 0
+#endif
+#define FA_MAX_NEEDLES 16
+#define FA_MAX_LEN 256
+
+typedef struct {
+    const u8 *p;
+    size_t n, k; /* length; offset of the second byte compared */
+} fa_needle;
+
+/* how common a byte is in log text, roughly: spaces, lowercase letters and digits first */
+static int fa_common(u8 c) {
+    if (c == ' ') return 4;
+    if (c >= 'a' && c <= 'z') return (c == 'e' || c == 't' || c == 'a' || c == 'o' || c == 'i' || c == 'n' ||
+                                      c == 's' || c == 'r') ? 3 : 2;
+    if (c >= '0' && c <= '9') return 2;
+    return 1;
+}
+
+static size_t fa_rare_offset(const u8 *p, size_t n) {
+    size_t best = n - 1;
+    for (size_t i = n - 1; i >= 1; i--)
+        if (fa_common(p[i]) < fa_common(p[best])) best = i;
+    return best;
+}
+
+static long fa_check(const u8 *s, size_t pos, size_t hi, const fa_needle *nd, int nn, unsigned which) {
+    for (int j = 0; j < nn; j++)
+        if ((which >> j & 1u) && pos + nd[j].n <= hi && memcmp(s + pos, nd[j].p, nd[j].n) == 0) return (long)pos;
+    return -1;
+}
+
+static long fa_scalar(const u8 *s, size_t i, size_t hi, const fa_needle *nd, int nn) {
+    for (; i < hi; i++) {
+        unsigned which = 0;
+        for (int j = 0; j < nn; j++)
+            if (s[i] == nd[j].p[0] && i + nd[j].n <= hi && s[i + nd[j].k] == nd[j].p[nd[j].k]) which |= 1u << j;
+        if (which && fa_check(s, i, hi, nd, nn, which) >= 0) return (long)i;
+    }
+    return -1;
+}
+
+static long find_any(const u8 *s, size_t lo, size_t hi, const fa_needle *nd, int nn) {
+    size_t i = lo;
+#if FA_SSE2
+    size_t reach = 16; /* bytes read past a step's start: 16 plus the farthest second-byte offset */
+    __m128i first[FA_MAX_NEEDLES], second[FA_MAX_NEEDLES];
+    for (int j = 0; j < nn; j++) {
+        first[j] = _mm_set1_epi8((char)nd[j].p[0]);
+        second[j] = _mm_set1_epi8((char)nd[j].p[nd[j].k]);
+        if (16 + nd[j].k > reach) reach = 16 + nd[j].k;
+    }
+    for (; i + reach <= hi; i += 16) {
+        __m128i blk = _mm_loadu_si128((const __m128i *)(s + i));
+        unsigned m[FA_MAX_NEEDLES], any = 0;
+        for (int j = 0; j < nn; j++) {
+            __m128i a = _mm_cmpeq_epi8(blk, first[j]);
+            __m128i b = _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)(s + i + nd[j].k)), second[j]);
+            m[j] = (unsigned)_mm_movemask_epi8(_mm_and_si128(a, b));
+            any |= m[j];
+        }
+        while (any) {
+            int bit = __builtin_ctz(any);
+            unsigned which = 0;
+            for (int j = 0; j < nn; j++) which |= (m[j] >> bit & 1u) << j;
+            if (fa_check(s, i + (size_t)bit, hi, nd, nn, which) >= 0) return (long)(i + (size_t)bit);
+            any &= any - 1;
+        }
+    }
+#endif
+    return fa_scalar(s, i, hi, nd, nn);
+}
+
+PyObject *specdiag_find_any(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t lo, hi;
+    PyObject *lits;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnO!:find_any", &buf, &lo, &hi, &PyTuple_Type, &lits)) return NULL;
+    fa_needle nd[FA_MAX_NEEDLES];
+    Py_ssize_t nn = PyTuple_GET_SIZE(lits);
+    long at = -1;
+    if (nn > FA_MAX_NEEDLES) {
+        PyErr_SetString(PyExc_ValueError, "find_any: at most 16 literals");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < nn; j++) {
+        PyObject *x = PyTuple_GET_ITEM(lits, j);
+        if (!PyBytes_Check(x) || PyBytes_GET_SIZE(x) < 2 || PyBytes_GET_SIZE(x) > FA_MAX_LEN) {
+            PyErr_SetString(PyExc_ValueError, "find_any: literals are bytes of 2 to 256 bytes");
+            goto done;
+        }
+        nd[j].p = (const u8 *)PyBytes_AS_STRING(x);
+        nd[j].n = (size_t)PyBytes_GET_SIZE(x);
+        nd[j].k = fa_rare_offset(nd[j].p, nd[j].n);
+    }
+    if (lo < 0) lo = 0;
+    if (hi > buf.len) hi = buf.len;
+    if (lo < hi && nn > 0) {
+        Py_BEGIN_ALLOW_THREADS
+        at = find_any((const u8 *)buf.buf, (size_t)lo, (size_t)hi, nd, (int)nn);
+        Py_END_ALLOW_THREADS
+    }
+done:
+    PyBuffer_Release(&buf);
+    return PyErr_Occurred() ? NULL : PyLong_FromLong(at);
+}

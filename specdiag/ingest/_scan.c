@@ -1296,6 +1296,8 @@ static PyObject *py_shift(PyObject *self, PyObject *args) {
 
 /* in _prefilter.c: which rare lines can never make a record (prefilter.py is the reference) */
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args);
+/* in _prefilter.c: the lowest offset where one of a few literals occurs (marks.any_marker) */
+PyObject *specdiag_find_any(PyObject *self, PyObject *args);
 
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS, "scan(block, base_line) -> (lines, prefixes, counts, columns)"},
@@ -1303,6 +1305,8 @@ static PyMethodDef methods[] = {
     {"shift", py_shift, METH_VARARGS, "shift(column, base): base added to every int64 of the column, in place"},
     {"prefilter", specdiag_prefilter, METH_VARARGS,
      "prefilter(buf, off, starts, ends, flags) -> one kind byte per line (see prefilter.py)"},
+    {"find_any", specdiag_find_any, METH_VARARGS,
+     "find_any(buf, lo, hi, literals) -> the lowest offset in buf[lo:hi] where one of the literals starts, or -1"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -65,6 +65,26 @@ def take_mark(tally: HotTally, line: int) -> CountMark:
     return mark
 
 
+def first_literal(buf: bytes, lo: int, hi: int, literals: tuple[bytes, ...]) -> int:
+    """The lowest offset in ``buf[lo:hi]`` where one of ``literals`` starts, or -1: the reference, one search
+    of the span per literal."""
+    hits = [at for lit in literals if (at := buf.find(lit, lo, hi)) >= 0]
+    return min(hits) if hits else -1
+
+
+try:  # the compiled copy: the span read once for all the literals (``_prefilter.c``)
+    from specdiag.ingest._scan import find_any as _compiled_find_any
+except ImportError:  # pragma: no cover - exercised by the build without a compiler
+    _compiled_find_any = None
+
+
+def first_marker(buf: bytes, lo: int, hi: int) -> int:
+    """:func:`first_literal` of the marker literals, by the compiled copy where it was built."""
+    if _compiled_find_any is not None:
+        return _compiled_find_any(buf, lo, hi, MARKER_LITERALS)
+    return first_literal(buf, lo, hi, MARKER_LITERALS)
+
+
 def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]:
     """``(line, start)`` of the lines the scanner left (a start line is never a counted one) that hold a
     marker literal, at most ``MAX_CUTS``; ``start`` relative to ``off`` in ``buf`` (what ``res`` scanned)."""
@@ -73,8 +93,8 @@ def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]
     if not rare["line"]:
         return out
     lo, hi = off + rare["start"][0], off + rare["end"][-1]
-    if not any(buf.find(lit, lo, hi) >= 0 for lit in MARKER_LITERALS):
-        return out  # one search of the block per literal: most blocks hold no start line at all
+    if first_marker(buf, lo, hi) < 0:
+        return out  # one search of the block: most blocks hold no start line at all
     for n, s, e in zip(rare["line"], rare["start"], rare["end"], strict=True):
         line = buf[off + s : off + e]
         if any(map(line.__contains__, MARKER_LITERALS)):
@@ -120,8 +140,8 @@ def starts_marked(data: bytes, start: int, end: int) -> bool:
     """Whether the first line of ``data[start:end]`` holds a marker literal."""
     nl = data.find(b"\n", start, end)
     stop = end if nl < 0 else nl
-    return any(data.find(lit, start, stop) >= 0 for lit in MARKER_LITERALS)
+    return first_marker(data, start, stop) >= 0
 
 
-__all__ = ["MARKER_LITERALS", "START_MARKERS", "CountMark", "cut_at_markers", "marked_lines", "starts_marked",
-           "take_mark"]
+__all__ = ["MARKER_LITERALS", "START_MARKERS", "CountMark", "cut_at_markers", "first_literal", "first_marker",
+           "marked_lines", "starts_marked", "take_mark"]
