@@ -460,9 +460,9 @@ class Deployment:
         (a complete store or retrieve) or handed on as a row (a lookup: no time) is seen as the scanner's
         path sees it, so the runs' lines and times are the same whichever path read the input."""
         tid, rec = ev.id, ev.rec
-        if tid == CATALOG_EVENT and rec.level not in PROBLEM_LEVELS:
-            # an INFO/DEBUG message only the catalog knows says nothing of where a run starts or ends: the
-            # logo vLLM prints as one call spans several lines before the version line that starts a run
+        if (tid == CATALOG_EVENT or self.unread(tid)) and rec.level not in PROBLEM_LEVELS:
+            # an INFO/DEBUG message only the catalog knows (or one nothing reads) says nothing of where a run
+            # starts or ends: the logo vLLM prints as one call spans several lines before the version line
             self.current.deliver(ev)
             return
         if tid in START_MARKERS:
@@ -481,6 +481,17 @@ class Deployment:
     def wants(self, event_id: str) -> bool:
         """Whether an observer reads ``event_id`` events (the runs share one set of observers)."""
         return bool(self.current.dispatch.get(event_id))
+
+    def unread(self, event_id: str) -> bool:
+        """Whether events of this template are read by nothing: no observer of this analysis, and neither
+        the runs' counts, series, boundaries nor serving state. At INFO/DEBUG such a record only counts as
+        recognised, as a message only the catalog knows does (``Storing KV cache for …`` when no rule
+        reads stores per request), so the prefilter may count its place's records (``engine._learn_quiet``)."""
+        return event_id not in RUN_EVENTS and not self.current.dispatch.get(event_id)
+
+    def read_events(self) -> frozenset[str]:
+        """The template ids something reads in this analysis (``unread`` is False for exactly these)."""
+        return RUN_EVENTS | frozenset(eid for eid, obs in self.current.dispatch.items() if obs)
 
     def note_record(self, rec: Any) -> None:
         self.current.note_record(rec)
@@ -562,6 +573,9 @@ class Deployment:
 
 #: templates whose events only a serving server prints (the access log's 5xx lines)
 _SERVING = frozenset({"U5XX"})
+#: what the runs read whatever the observers: counted lines, series rows, run boundaries, serving state
+RUN_EVENTS = COUNTED | RunState.SERIES_EVENTS | frozenset(START_MARKERS) | _SERVING | {"L1", CATALOG_EVENT,
+                                                                                       UNKNOWN_EVENT}
 
 
 class _Span:

@@ -228,6 +228,7 @@ class SourceLoop:
         self.fed: dict[str, Deployment] = {}
         self.text_events = 0
         self.quiet: QuietPlaces | None = None  # the places the prefilter may count, learnt while reading
+        self.read: frozenset[str] | None = None  # the templates something of this analysis reads
 
     def run(self, progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
         src = self.src
@@ -272,7 +273,19 @@ class SourceLoop:
         if current.id not in self.fed:
             self.fed[current.id] = current
             current.begin_source(self.src.display, self.window.find_back, self.counts)
+            self._templates_read(current)
         return current
+
+    def _templates_read(self, dep: Deployment) -> None:
+        """The prefilter may count a record only a template that nothing of this analysis reads would match
+        (``Deployment.unread``): once the first deployment says which those are, only the others' words and
+        needles keep a record from being quiet. Every deployment of a read shares one set of observers; one
+        that read more would make every place unlearnt again."""
+        read = dep.read_events()
+        if self.read is not None and read <= self.read:
+            return
+        self.read = read if self.read is None else self.read | read
+        self.quiet.use_templates(quiet_places(default_matcher(), self.read))
 
     def _hand(self, item: Any, current: Deployment, matcher: Any) -> None:
         kind, tally = type(item), self.tally
@@ -313,8 +326,8 @@ def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window
         _tally_unrecognized(tally, rec)
         dep.deliver_unmatched(rec)
         return 0
-    if quiet is not None and ev.id == CATALOG_EVENT:
-        _learn_quiet(rec, dep, quiet, ev.f.get("entry"))
+    if quiet is not None and (ev.id == CATALOG_EVENT or dep.unread(ev.id)):
+        _learn_quiet(rec, dep, quiet, ev.f.get("entry") if ev.id == CATALOG_EVENT and ev.f else None)
     if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)
     tally.analysed += 1
@@ -328,10 +341,11 @@ def _saw(dep: Deployment, origin: Any) -> None:
         dep.run.saw_origin(origin)
 
 
-def quiet_places(matcher: Any) -> QuietPlaces:
-    """The prefilter's quiet places for a read, with what the vLLM and LMCache templates read."""
-    return QuietPlaces({p: matcher.dispatch(p) for p in QuietPlaces.PROJECTS},
-                       {p: matcher.needles(p) for p in QuietPlaces.PROJECTS})
+def quiet_places(matcher: Any, read: frozenset[str] | None = None) -> QuietPlaces:
+    """The prefilter's quiet places for a read, with what the vLLM and LMCache templates read: all of them,
+    or those in ``read`` (the templates something of this analysis reads, ``Deployment.read_events``)."""
+    return QuietPlaces({p: matcher.dispatch(p, read) for p in QuietPlaces.PROJECTS},
+                       {p: matcher.needles(p, read) for p in QuietPlaces.PROJECTS})
 
 
 def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces, entry: Any = None) -> None:

@@ -456,3 +456,57 @@ def test_records_of_a_place_of_several_messages_report_the_same_with_and_without
     log.write_text("\n".join(lines) + "\n")
     assert log.stat().st_size > 1 << 20
     assert _analyse(log, "on") == _analyse(log, "off")
+
+
+def _stores(n: int, rng: random.Random) -> list[str]:
+    """LMCache 0.3.12's per-store INFO line (template S3, which no rule reads) from four workers."""
+    return [f"(Worker_TP{r} pid=76{r}) [2026-05-06 15:56:{rng.randrange(60):02d},{rng.randrange(1000):03d}] LMCache "
+            f"INFO: Storing KV cache for {k} out of {k} tokens (skip_leading_tokens=0) for request cmpl-{i} "
+            "(vllm_v1_adapter.py:1282:lmcache.integration.vllm.vllm_v1_adapter)"
+            for i in range(n) for r in (rng.randrange(4),) for k in (256 * rng.randrange(1, 40),)]
+
+
+def _quiet_count(log: Path) -> int:
+    """How many records of ``log`` the analysis counted without reading them (``SourceStats.quiet``)."""
+    from specdiag.engine import SourceLoop, analyze
+
+    counted = []
+    real_end = SourceLoop.end
+
+    def end(self):
+        counted.append(self.src.stats.quiet)
+        return real_end(self)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(SourceLoop, "end", end)
+        analyze([str(log)])
+    return sum(counted)
+
+
+def _stores_log(tmp_path: Path, n: int) -> Path:
+    """The TP=8 example's start, then ``n`` store lines (more than one 1 MiB block: a place is learnt in
+    one block and counted from the next)."""
+    rng = random.Random(11)
+    start = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_text().splitlines()
+    log = tmp_path / "stores.log"
+    log.write_text("\n".join(start + _stores(n, rng)) + "\n")
+    return log
+
+
+def test_records_of_a_template_nothing_reads_are_counted_and_report_the_same(tmp_path):
+    """``Storing KV cache for …`` is recognised by a hand-written template that no rule reads: its place is
+    learnt like a place only the catalog knows, so its records are counted, not read — with the same
+    report as with the prefilter off."""
+    log = _stores_log(tmp_path, 12_000)
+    assert log.stat().st_size > 2 << 20
+    assert _analyse(log, "on") == _analyse(log, "off")
+    assert _quiet_count(log) > 5_000  # the store lines of the later blocks were counted, not read
+
+
+def test_a_template_something_reads_is_never_counted_unread(tmp_path, monkeypatch):
+    """The same lines when the runs read S3 (as an observer that reads it would): none is counted unread."""
+    import specdiag.deployments as deployments
+
+    log = _stores_log(tmp_path, 12_000)
+    monkeypatch.setattr(deployments, "RUN_EVENTS", deployments.RUN_EVENTS | {"S3"})
+    assert _quiet_count(log) == 0

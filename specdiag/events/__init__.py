@@ -169,14 +169,18 @@ class Matcher:
             else:
                 self.by_first.setdefault((t.source, t.first.encode()), []).append(t)
 
-    def dispatch(self, source: str) -> dict[bytes, list[bytes]]:
+    def dispatch(self, source: str, read: frozenset[str] | None = None) -> dict[bytes, list[bytes]]:
         """The first words on which templates of ``source`` are dispatched, each with the needles of those
-        templates (a record starting with the word and holding one of them may be theirs)."""
-        return {word: [t.bneedle for t in ts] for (src, word), ts in self.by_first.items() if src == source}
+        templates (a record starting with the word and holding one of them may be theirs); only the
+        templates in ``read`` when given."""
+        out = {word: [t.bneedle for t in ts if read is None or t.id in read]
+               for (src, word), ts in self.by_first.items() if src == source}
+        return {word: ns for word, ns in out.items() if ns}
 
-    def needles(self, source: str) -> list[bytes]:
-        """The needles of the templates of ``source`` that are tried on every record of it."""
-        return [t.bneedle for t in self.anywhere.get(source, ())]
+    def needles(self, source: str, read: frozenset[str] | None = None) -> list[bytes]:
+        """The needles of the templates of ``source`` that are tried on every record of it (of those in
+        ``read`` when given)."""
+        return [t.bneedle for t in self.anywhere.get(source, ()) if read is None or t.id in read]
 
     def match(self, rec: Record) -> Event | None:
         kind = rec.kind

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 from bisect import bisect_left
 from itertools import compress, repeat
-from operator import floordiv, itemgetter, not_
+from operator import floordiv, itemgetter
 from typing import TYPE_CHECKING
 
 from specdiag.ingest import prefilter, scan
@@ -148,7 +148,8 @@ class _Inert:
         # a width proven inside the block may make a quiet record's next row its rest; a dated line of another
         # year makes an LMCache record of the old one move the year back: quiet lines are then read
         self.decided_at = (len(reader.widths), reader.last_y)
-        self.kept = {name: list(compress(col, map(not_, self.kinds))) for name, col in rare.items()}
+        keep = self.kinds.translate(_KEPT)  # 1 for a line the per-line stages read, 0 for one only counted
+        self.kept = {name: list(compress(col, keep)) for name, col in rare.items()}
         self.quiet = self.kinds.find(FIRST_BYTE) >= 0  # a block's first quiet record of a process is QUIET_FIRST
         self.p = 0  # the next rare line not yet read or skipped
         self.read_prefixed = self.quiet_skipped = 0
@@ -241,6 +242,7 @@ class _Inert:
 
 
 QUIET_BYTE, FIRST_BYTE = bytes([prefilter.QUIET]), bytes([prefilter.QUIET_FIRST])
+_KEPT = bytes([1 if k == prefilter.KEEP else 0 for k in range(256)])
 
 
 class _OriginalLines:

@@ -352,6 +352,13 @@ class QuietPlaces:
             return True
         return any(simple_fits(lits, kinds, body) for lits, kinds in self.patterns.get(key, ()))
 
+    def use_templates(self, other: QuietPlaces) -> None:
+        """Take ``other``'s words and needles (what the templates of this analysis read); the places learnt
+        so far are forgotten, as they were learnt under the words before."""
+        self.dispatch, self.needles = other.dispatch, other.needles
+        self.forget()
+        self._blobs = None
+
     def forget(self) -> None:
         """No place is quiet until read again (a new run or another deployment: its observers have not seen it)."""
         if self.keys or self.patterns:
