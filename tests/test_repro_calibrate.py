@@ -130,6 +130,40 @@ def test_a_base_cell_that_fails_stops_calibration_at_the_last_size_that_ran() ->
     assert "did not run to the end" in record_words(rec)
 
 
+def test_lmcache_in_degraded_mode_stops_calibration_at_once() -> None:
+    """A base cell where LMCache found no connector stores nothing: no larger workload can give a load."""
+    plan = build_plan("eviction")
+    run_step, calls = stepper(loads=0)
+
+    def degraded(cell, workload, k):  # type: ignore[no-untyped-def]
+        res = run_step(cell, workload, k)
+        res.log["markers"] = {"lmcache_degraded": 2}
+        return res
+
+    rec = run_calibration(plan, degraded, threading.Event())
+    assert len(calls) == 1 and rec["result"]["stopped"] == "lmcache-degraded"
+    assert "degraded mode" in record_words(rec)
+
+
+def test_a_run_whose_calibration_finds_lmcache_degraded_stops_with_the_fix(tmp_path: Path, monkeypatch) -> None:
+    from specdiag.repro import runner
+
+    calls = fake_run(monkeypatch, loads=0)
+    real = runner.run_cell
+
+    def degraded(*a, **k):  # type: ignore[no-untyped-def]
+        res = real(*a, **k)
+        res.log["markers"] = {"lmcache_degraded": 1}
+        return res
+
+    monkeypatch.setattr(runner, "run_cell", degraded)
+    r = run_cli(tmp_path, "--preset", "eviction")
+    assert r.exit_code == 2, r.output
+    assert "LMCache ran in degraded mode" in r.stderr and "specdiag repro setup --device cpu" in r.stderr
+    assert len(calls) == 1  # the matrix never started
+    assert "Traceback" not in r.output
+
+
 def test_ctrl_c_during_calibration_keeps_the_steps_that_finished() -> None:
     plan = build_plan("eviction")
     done: list[int] = []

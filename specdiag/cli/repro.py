@@ -280,6 +280,10 @@ def _calibrate(plan, dev, out_dir: Path, opts, progress, stop, say) -> None:  # 
         _write_plan(out_dir, plan)
         if (words := record_words(plan.calibrated)) is not None:
             say(("" if plan.calibrated["result"]["reached"] else "warning: ") + words)
+    if plan.calibrated["result"]["stopped"] == "lmcache-degraded":
+        _fail("LMCache ran in degraded mode in the calibration's base cell ('No supported cpu connector found'"
+              f" in {out_dir}/calibration): every cell would measure nothing; run 'specdiag repro setup --device"
+              " cpu' and try again")
 
 
 def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | None,  # type: ignore[no-untyped-def]

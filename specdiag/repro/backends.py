@@ -72,8 +72,13 @@ def device_spec(device: str, python: str | None, model: str | None, cache_dir: P
 
 _PREFLIGHT = """
 import importlib.util, importlib.metadata as md, json, sys
-out = {m: importlib.util.find_spec(m) is not None for m in ("vllm", "lmcache", "specdiag")}
+out = {m: importlib.util.find_spec(m) is not None for m in ("vllm", "lmcache")}
 out["plugin"] = any(e.value.startswith("specdiag.") for e in md.entry_points(group="vllm.general_plugins"))
+try:
+    import specdiag.repro.cpu_plugin as p
+    out["plugin_file"] = p.__file__
+except Exception as e:
+    out["plugin_error"] = f"{type(e).__name__}: {e}"
 print(json.dumps(out))
 """
 
@@ -83,7 +88,9 @@ def preflight(spec: DeviceSpec, needs_lmcache: bool, needs_redis: bool) -> None:
     import json
 
     try:
-        r = subprocess.run([spec.python, "-c", _PREFLIGHT], capture_output=True, text=True, timeout=120)
+        # run where the servers run (not here: a checkout in the working directory would import instead)
+        r = subprocess.run([spec.python, "-c", _PREFLIGHT], capture_output=True, text=True, timeout=120,
+                           cwd=spec.cache_dir if Path(spec.cache_dir).is_dir() else "/")
     except (OSError, subprocess.TimeoutExpired) as e:
         raise BackendError(f"cannot run {spec.python}: {e}") from e
     if r.returncode != 0:
@@ -97,11 +104,29 @@ def preflight(spec: DeviceSpec, needs_lmcache: bool, needs_redis: bool) -> None:
         raise BackendError(f"{spec.python} has no vllm; {fix}")
     if needs_lmcache and not found["lmcache"]:
         raise BackendError(f"{spec.python} has no lmcache; {fix}")
-    if spec.kind == "cpu" and needs_lmcache and not found["plugin"]:
-        raise BackendError(f"specdiag's vLLM plugin is not visible to {spec.python}: {fix} (it installs this "
-                           "specdiag there so the LMCache CPU connector can be activated)")
+    if spec.kind == "cpu" and needs_lmcache:
+        _check_plugin(spec.python, found, fix)
     if needs_redis and shutil.which(spec.redis_server) is None and not Path(spec.redis_server).exists():
         raise BackendError(f"{spec.redis_server} not found; install Redis (Debian: apt-get install -y redis-server)")
+
+
+def _check_plugin(python: str, found: dict, fix: str) -> None:
+    """The CPU tier's LMCache connector lives in specdiag's vLLM plugin: without it every LMCache cell runs
+    LMCache in degraded mode (``No supported cpu connector found``, nothing stored or loaded) and the whole
+    matrix measures nothing. The plugin must be visible, import, and be this specdiag's own file (an
+    environment set up from another checkout, since moved or changed, would run other code)."""
+    from specdiag.repro import cpu_plugin
+
+    if not found.get("plugin"):
+        raise BackendError(f"specdiag's vLLM plugin is not visible to {python}: {fix} (it installs this "
+                           "specdiag there so the LMCache CPU connector can be activated)")
+    if found.get("plugin_error"):
+        raise BackendError(f"specdiag's vLLM plugin does not import in {python} ({found['plugin_error']}): "
+                           f"{fix} (the environment was set up from a checkout that is gone or broken)")
+    there, here = Path(str(found.get("plugin_file"))).resolve(), Path(cpu_plugin.__file__).resolve()
+    if there != here and (here.parents[2] / "pyproject.toml").is_file():
+        raise BackendError(f"{python} runs specdiag's plugin from {there.parents[2]}, not from this checkout "
+                           f"({here.parents[2]}): {fix}")
 
 
 def ensure_model(spec: DeviceSpec) -> None:

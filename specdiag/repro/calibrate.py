@@ -29,6 +29,7 @@ STOP_WORDS = {
     "limits": "the largest sizes allowed were tried",
     "budget-minutes": "the time budget was spent",
     "cell-failed": "the base cell did not run to the end",
+    "lmcache-degraded": "LMCache ran in degraded mode in the base cell (no connector: nothing stored or loaded)",
     "stopped": "the run was stopped",
 }
 
@@ -50,7 +51,8 @@ def run_calibration(plan: Plan, run_step: RunStep, stop: threading.Event,
 
     Stops at the threshold, at the end of the ladder (``limits``), when ``budget_minutes`` have passed
     before a step would start (the first step always runs), when the base cell fails (a larger workload does
-    not fix a server that does not run) or when ``stop`` is set. Sets ``plan.workload`` to the sizes chosen
+    not fix a server that does not run), when LMCache ran degraded in it (nor one that stores nothing) or
+    when ``stop`` is set. Sets ``plan.workload`` to the sizes chosen
     and ``plan.calibrated`` to the record, which it also returns; after Ctrl-C the steps that finished are
     recorded (stopped) before the interrupt goes on.
     """
@@ -85,6 +87,8 @@ def _climb(plan: Plan, cal: Calibration, run_step: RunStep, stop: threading.Even
             on_step(step)
         if res.status != "ok":
             return "cell-failed"
+        if res.log.get("markers", {}).get("lmcache_degraded"):
+            return "lmcache-degraded"  # no size gives a load when LMCache stores nothing
         if (step[cal.exposure] or 0) >= cal.threshold:
             return "threshold"
     return "limits"
