@@ -699,5 +699,25 @@ def load_run(run_dir: Path) -> tuple[dict[str, Any], list[CellResult]]:
         d.setdefault("status", "interrupted")
         res = CellResult(**{k: v for k, v in d.items() if k in fields})
         _recount(res)
+        _rephase(res, p.parent / "workload.json")
         results.append(res)
     return plan, results
+
+
+def _rephase(res: CellResult, workload_json: Path) -> None:
+    """Re-reading recomputes each phase's requests in flight from the client's recorded send and answer times
+    (``workload.json`` beside the cell), so the in-flight condition rests on the times themselves; a missing
+    or unreadable file keeps the figures recorded in ``cell.json``."""
+    import json
+    from types import SimpleNamespace
+
+    if not res.phases or not workload_json.is_file():
+        return
+    try:
+        reqs = [SimpleNamespace(phase=int(r["phase"]), latency_s=float(r["latency_s"]),
+                                started=None if r.get("started") is None else float(r["started"]))
+                for r in json.loads(workload_json.read_text())["requests"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        return
+    for phase, flight in zip(res.phases, max_in_flight(reqs, len(res.phases)), strict=False):
+        phase["in_flight"] = flight
