@@ -341,18 +341,23 @@ def _saw(dep: Deployment, origin: Any) -> None:
         dep.run.saw_origin(origin)
 
 
+#: the levels of the records the prefilter may count unread (``_learn_quiet``)
+QUIET_LEVELS = ("DEBUG", "INFO")
+
+
 def quiet_places(matcher: Any, read: frozenset[str] | None = None) -> QuietPlaces:
     """The prefilter's quiet places for a read, with what the vLLM and LMCache templates read: all of them,
-    or those in ``read`` (the templates something of this analysis reads, ``Deployment.read_events``)."""
-    return QuietPlaces({p: matcher.dispatch(p, read) for p in QuietPlaces.PROJECTS},
-                       {p: matcher.needles(p, read) for p in QuietPlaces.PROJECTS})
+    or those in ``read`` (the templates something of this analysis reads, ``Deployment.read_events``); only
+    templates that can match a DEBUG or INFO record, the only records ever quiet."""
+    return QuietPlaces({p: matcher.dispatch(p, read, QUIET_LEVELS) for p in QuietPlaces.PROJECTS},
+                       {p: matcher.needles(p, read, QUIET_LEVELS) for p in QuietPlaces.PROJECTS})
 
 
 def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces, entry: Any = None) -> None:
     """A vLLM or LMCache DEBUG/INFO record only the catalog knows, at a place where the catalog knows every
     text and no observer reads catalog events: its place's later records need only be counted
     (``prefilter.QUIET``) — in this run of this deployment, whose version fingerprint has seen the place."""
-    if rec.kind not in ("vllm", "lmcache") or rec.level not in ("DEBUG", "INFO") or rec.cont:
+    if rec.kind not in ("vllm", "lmcache") or rec.level not in QUIET_LEVELS or rec.cont:
         return
     key = rec.place_key()
     if key is None or key in quiet.keys or dep.wants(CATALOG_EVENT):

@@ -145,6 +145,12 @@ UNKNOWN_EVENT = "UNK"
 CATALOG_KINDS = frozenset({"vllm", "lmcache"})
 
 
+def _keeps(t: Template, read: frozenset[str] | None, levels: tuple[str, ...] | None) -> bool:
+    """Whether template ``t`` is among those asked for: read by the analysis, and able to match a record of
+    one of ``levels`` (a template bound to ERROR never matches a DEBUG record: ``Matcher.match``)."""
+    return (read is None or t.id in read) and (levels is None or t.level is None or t.level in levels)
+
+
 def first_word(msg: bytes) -> bytes:
     """The dispatch key: first word, skipping a leading ``[req_id=...]`` tag."""
     if msg[:8] == b"[req_id=":
@@ -169,18 +175,20 @@ class Matcher:
             else:
                 self.by_first.setdefault((t.source, t.first.encode()), []).append(t)
 
-    def dispatch(self, source: str, read: frozenset[str] | None = None) -> dict[bytes, list[bytes]]:
+    def dispatch(self, source: str, read: frozenset[str] | None = None,
+                 levels: tuple[str, ...] | None = None) -> dict[bytes, list[bytes]]:
         """The first words on which templates of ``source`` are dispatched, each with the needles of those
         templates (a record starting with the word and holding one of them may be theirs); only the
-        templates in ``read`` when given."""
-        out = {word: [t.bneedle for t in ts if read is None or t.id in read]
+        templates in ``read``, and those that can match a record of one of ``levels``, when given."""
+        out = {word: [t.bneedle for t in ts if _keeps(t, read, levels)]
                for (src, word), ts in self.by_first.items() if src == source}
         return {word: ns for word, ns in out.items() if ns}
 
-    def needles(self, source: str, read: frozenset[str] | None = None) -> list[bytes]:
+    def needles(self, source: str, read: frozenset[str] | None = None,
+                levels: tuple[str, ...] | None = None) -> list[bytes]:
         """The needles of the templates of ``source`` that are tried on every record of it (of those in
-        ``read`` when given)."""
-        return [t.bneedle for t in self.anywhere.get(source, ()) if read is None or t.id in read]
+        ``read``, and those that can match a record of one of ``levels``, when given)."""
+        return [t.bneedle for t in self.anywhere.get(source, ()) if _keeps(t, read, levels)]
 
     def match(self, rec: Record) -> Event | None:
         kind = rec.kind
