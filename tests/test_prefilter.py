@@ -510,3 +510,18 @@ def test_a_template_something_reads_is_never_counted_unread(tmp_path, monkeypatc
     log = _stores_log(tmp_path, 12_000)
     monkeypatch.setattr(deployments, "RUN_EVENTS", deployments.RUN_EVENTS | {"S3"})
     assert _quiet_count(log) == 0
+
+
+def test_a_debug_record_holding_the_word_error_is_counted_when_only_error_templates_look_for_it(tmp_path):
+    """``Error`` is the needle of a template bound to ERROR records (V_EXC): it cannot match a DEBUG record,
+    so a DEBUG record of a learnt place that says ``Error:`` is counted like any other — same report."""
+    rng = random.Random(13)
+    start = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_text().splitlines()
+    debug = [f"(EngineCore pid=203) DEBUG 05-06 08:01:{rng.randrange(60):02d} [inc.py:434] ARK backend is unavailable "
+             f"for layer model.layers.{i}; falling back to the default XPU INC path. Error: no kernel {i}"
+             for i in range(14_000)]
+    log = tmp_path / "debug-error.log"
+    log.write_text("\n".join(start + debug) + "\n")
+    assert log.stat().st_size > 2 << 20
+    assert _analyse(log, "on") == _analyse(log, "off")
+    assert _quiet_count(log) > 5_000
