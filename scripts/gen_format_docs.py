@@ -94,7 +94,10 @@ from the releases' own source (`scripts/gen_catalog.py`: every `logger.*` call, 
 typed matcher and its `file:line` in each release; shipped as `specdiag/catalog/messages.jsonl.gz`). A
 record no template reads is matched to its catalog entry by the location its envelope prints, checked
 against its text (or by its text alone in a paste without one). Warnings and errors no specific rule
-explains are grouped by their entry's signal family into LOG001 / LOG002 findings.
+explains are grouped by their entry's signal family into LOG001 / LOG002 findings. The data file's second
+line is its index (each row's id, the rows of each file name, the text indexes): loading reads that line
+and keeps the 10,855 rows as text until a log asks for one (≈ 37 ms, against ≈ 110 ms when every row was
+parsed at load; a file without the index is indexed on load).
 
 Coverage: each release's messages rendered with sample values and matched back at the line that release
 prints them from (`specdiag/catalog/coverage.py`; a message no log line can tell from another — the same
