@@ -82,7 +82,11 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   kubectl `--prefix` on every piece (the app's line was cut before kubectl prefixed it) or on the first
   only (the terminal wrapped the prefixed output), and ANSI escapes counted by `fold` all work; an escape
   cut between two rows is rejoined. A row carrying another process prefix or another pod's prefix never
-  continues a record, and a held row that nothing completes is read as it was.
+  continues a record, nor does another program's line with its whole header (NCCL's `host:pid:tid [rank]
+  NCCL INFO`, Python logging's `2026-05-06 08:01:35,123 - name - LEVEL - `, glog, a `warnings` line): in a
+  log where NCCL and an app's logger interleave with vLLM, a vLLM line as wide as a terminal is followed
+  by one of those by chance, and joining it would corrupt the record and prove a width that never was.
+  A held row that nothing completes is read as it was.
 
 """
 
