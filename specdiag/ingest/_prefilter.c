@@ -11,6 +11,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* SSE2 (every x86-64): the printable test and the anchor search read 16 bytes a step; elsewhere, and with
+   -DSPECDIAG_SCAN_PORTABLE, the same tests run a byte at a time (the portable-build test compares them). */
+#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SPECDIAG_SCAN_PORTABLE)
+#include <emmintrin.h>
+#define PF_SSE2 1
+#else
+#define PF_SSE2 0
+#endif
+
 typedef unsigned char u8;
 
 #define KEEP 0
@@ -38,12 +47,27 @@ static size_t anchor_len[N_ANCHORS];
 /* for each byte, the anchors that start with it (a bit each) */
 static uint32_t anchor_first[256];
 static int tables_ready;
+#if PF_SSE2
+/* the distinct first two bytes of the anchors, broadcast: a position whose two bytes are none of these
+   starts no anchor (every anchor is at least 3 bytes long) */
+static __m128i pair_first[N_ANCHORS], pair_second[N_ANCHORS];
+static int n_pairs;
+#endif
 
 static void prefilter_tables(void) {
     if (tables_ready) return;
     for (size_t i = 0; i < N_ANCHORS; i++) {
         anchor_len[i] = strlen(anchors[i]);
         anchor_first[(u8)anchors[i][0]] |= 1u << i;
+#if PF_SSE2
+        int seen = 0;
+        for (size_t j = 0; j < i; j++)
+            seen |= anchors[j][0] == anchors[i][0] && anchors[j][1] == anchors[i][1];
+        if (!seen) {
+            pair_first[n_pairs] = _mm_set1_epi8(anchors[i][0]);
+            pair_second[n_pairs++] = _mm_set1_epi8(anchors[i][1]);
+        }
+#endif
     }
     tables_ready = 1;
 }
@@ -56,17 +80,48 @@ static inline int is_token(u8 c) {
            c != '}' && c != '|';
 }
 
-static int has_anchor(const u8 *s, size_t n) {
-    for (size_t i = 0; i < n; i++) {
-        uint32_t m = anchor_first[s[i]];
-        while (m) {
-            int a = __builtin_ctz(m);
-            m &= m - 1;
-            size_t k = anchor_len[a];
-            if (i + k <= n && memcmp(s + i, anchors[a], k) == 0) return 1;
-        }
+/* whether an anchor starts at s[i] */
+static inline int anchor_at(const u8 *s, size_t i, size_t n) {
+    uint32_t m = anchor_first[s[i]];
+    while (m) {
+        int a = __builtin_ctz(m);
+        m &= m - 1;
+        size_t k = anchor_len[a];
+        if (i + k <= n && memcmp(s + i, anchors[a], k) == 0) return 1;
     }
     return 0;
+}
+
+static int has_anchor(const u8 *s, size_t n) {
+    size_t i = 0;
+#if PF_SSE2
+    for (; i + 17 <= n; i += 16) {
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + i)), y = _mm_loadu_si128((const __m128i *)(s + i + 1));
+        __m128i hit = _mm_setzero_si128();
+        for (int j = 0; j < n_pairs; j++)
+            hit = _mm_or_si128(hit, _mm_and_si128(_mm_cmpeq_epi8(x, pair_first[j]), _mm_cmpeq_epi8(y, pair_second[j])));
+        for (unsigned m = (unsigned)_mm_movemask_epi8(hit); m; m &= m - 1)
+            if (anchor_at(s, i + (size_t)__builtin_ctz(m), n)) return 1;
+    }
+#endif
+    for (; i < n; i++)
+        if (anchor_at(s, i, n)) return 1;
+    return 0;
+}
+
+/* every byte printable ASCII (0x20-0x7e) */
+static int all_printable(const u8 *s, size_t m) {
+    size_t i = 0;
+#if PF_SSE2
+    const __m128i below = _mm_set1_epi8(0x1f), above = _mm_set1_epi8(0x7f);
+    for (; i + 16 <= m; i += 16) {  /* signed compares: a byte >= 0x80 is negative, so not above 0x1f */
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
+        if (_mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(x, below), _mm_cmplt_epi8(x, above))) != 0xffff) return 0;
+    }
+#endif
+    for (; i < m; i++)
+        if (s[i] < 0x20 || s[i] > 0x7e) return 0;
+    return 1;
 }
 
 /* ---------------------------------------------------------------- cleaning (prefilter._cleaned) */
@@ -657,8 +712,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     if (len < 0 || len > MAX_INERT_LINE) return KEEP;
     const u8 *s = buf;
     size_t m = (size_t)len;
-    for (size_t i = 0; i < m; i++)
-        if (s[i] < 0x20 || s[i] > 0x7e) return KEEP;
+    if (!all_printable(s, m)) return KEEP;
     int prefixed = m && s[0] == '(';
     size_t at = prefixed ? peeled(s, m) : 0;
     const u8 *r = s + at;
@@ -767,12 +821,7 @@ done:
  * compared at once, and only a position where both agree is compared whole (Wojciech Muła's SIMD-friendly
  * substring search, for several needles). Linear: each position is compared whole at most once per literal,
  * and the literals are few and short (checked by the caller's wrapper). */
-#if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SPECDIAG_SCAN_PORTABLE)
-#include <emmintrin.h>
-#define FA_SSE2 1
-#else
-#define FA_SSE2 0
-#endif
+#define FA_SSE2 PF_SSE2
 #define FA_MAX_NEEDLES 16
 #define FA_MAX_LEN 256
 
