@@ -525,3 +525,34 @@ def test_a_debug_record_holding_the_word_error_is_counted_when_only_error_templa
     assert log.stat().st_size > 2 << 20
     assert _analyse(log, "on") == _analyse(log, "off")
     assert _quiet_count(log) > 5_000
+
+
+def test_a_foreign_line_after_a_record_of_terminal_width_is_not_read_and_reports_the_same(tmp_path, monkeypatch):
+    """A vLLM record exactly 120 columns wide is held for its next row; the NCCL or app-logger line after it
+    has its whole header, so it can only hand the record on (``joiner.FOREIGN_HEADER``): not read, and the
+    report is the one every line read gives."""
+    from specdiag.engine import analyze
+    from specdiag.ingest import blocks
+
+    rng = random.Random(17)
+    start = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_text().splitlines()
+    head = "(EngineCore pid=203) DEBUG 05-06 08:01:37 [nvfp4.py:415] Using "
+    foreign = ["node-1:1234:5685 [7] NCCL INFO threadThresholds 8/8/64 | 256/8/64 | 512 | 512",
+               "2026-05-06 08:01:37,674 - myapp.api - DEBUG - cache miss for key user:49654"]
+    out = list(start)
+    for i in range(12_000):
+        out.append(head + f"{i:06d}" + "x" * (120 - len(head) - 6))
+        out.append(rng.choice(foreign))
+    log = tmp_path / "held.log"
+    log.write_text("\n".join(out) + "\n")
+    assert _analyse(log, "on") == _analyse(log, "off")
+    whole = []
+    real = blocks._BlockFeed.inert
+
+    def inert(self, n, raw, read, force=False):
+        whole.append(read)
+        return real(self, n, raw, read, force)
+
+    monkeypatch.setattr(blocks._BlockFeed, "inert", inert)
+    analyze([str(log)])
+    assert len(whole) > 5_000 and sum(whole) < 100  # handed on, not read

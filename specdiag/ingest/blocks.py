@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
-from specdiag.ingest.joiner import TERMINAL_WIDTHS
+from specdiag.ingest.joiner import FOREIGN_HEADER, TERMINAL_WIDTHS
 from specdiag.ingest.origin import NO_ORIGIN
 from specdiag.ingest.prefilter import QuietOrigin
 from specdiag.ingest.scan import ScanResult
@@ -230,7 +230,11 @@ class _Inert:
         width = len(raw)  # the row's width as the reader measures it: the line has no CR, and without the
         if reader.cleaner.residue:  # colour residue a cleaner strips, as read
             return True
-        return width <= reader.held_width and (reader.held_width in reader.widths or width == reader.held_width)
+        if not (width <= reader.held_width and (reader.held_width in reader.widths or width == reader.held_width)):
+            return False
+        # another program's line with its whole header is never a cut rest (``joiner.continues_row``): known from
+        # the raw bytes while no wrapper of this input could change the line's first bytes before the joiner
+        return bool(reader.unwrapper.seen) or FOREIGN_HEADER.match(raw) is None
 
     def count(self) -> None:
         """The block is done: a skipped line with a process prefix is vLLM output, as the reader counts it;
