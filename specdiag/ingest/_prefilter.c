@@ -32,6 +32,7 @@ typedef unsigned char u8;
 #define HELD_WIDTH 40
 #define ESC_BLOCK 1
 #define RESIDUE_BLOCK 2
+#define PLAIN_BLOCK 4
 #define MAX_INERT_LINE 4096
 #define MAX_PLACES 24
 #define MAX_DEPTH 6
@@ -634,6 +635,89 @@ static long vllm_rest(const u8 *r, size_t n, size_t pos, size_t *file, size_t *f
     return (long)j;
 }
 
+/* ---------------------------------------------------------------- prefilter.FOREIGN_HEADER, by hand */
+static inline int is_wordish(u8 c) { return is_word(c) || c == '.' || c == '-'; } /* [\w.-] */
+static inline int is_space(u8 c) { return c == ' ' || (c >= '\t' && c <= '\r'); }   /* \s of a bytes pattern */
+
+/* the end of a run of at least lo and at most hi bytes that pred accepts, from h[i]; 0 when the run is shorter
+   or longer (every use is followed by a byte pred refuses, so the regex could neither stop earlier nor later) */
+static size_t run_of(const u8 *h, size_t m, size_t i, size_t lo, size_t hi, int (*pred)(u8)) {
+    size_t j = i;
+    while (j < m && pred(h[j])) j++;
+    return (j - i >= lo && j - i <= hi) ? j : 0;
+}
+static int pred_digit(u8 c) { return is_digit(c); }
+static int pred_wordish(u8 c) { return is_wordish(c); }
+static int pred_word(u8 c) { return is_word(c); }
+
+static int lit_at(const u8 *h, size_t m, size_t i, const char *lit) {
+    size_t k = strlen(lit);
+    return i + k <= m && memcmp(h + i, lit, k) == 0;
+}
+
+/* [\w.-]{1,128}:\d{1,10}:\d{1,10} \[\d{1,5}\] NCCL (?:INFO|WARN|TRACE|ERROR) */
+static int nccl_header(const u8 *h, size_t m) {
+    size_t i = run_of(h, m, 0, 1, 128, pred_wordish);
+    if (!i || !lit_at(h, m, i, ":") || !(i = run_of(h, m, i + 1, 1, 10, pred_digit))) return 0;
+    if (!lit_at(h, m, i, ":") || !(i = run_of(h, m, i + 1, 1, 10, pred_digit))) return 0;
+    if (!lit_at(h, m, i, " [") || !(i = run_of(h, m, i + 2, 1, 5, pred_digit)) || !lit_at(h, m, i, "] NCCL ")) return 0;
+    i += 7;
+    return lit_at(h, m, i, "INFO ") || lit_at(h, m, i, "WARN ") || lit_at(h, m, i, "TRACE ") || lit_at(h, m, i, "ERROR ");
+}
+
+/* digits at h[i..i+k) */
+static int digits_at(const u8 *h, size_t m, size_t i, size_t k) {
+    if (i + k > m) return 0;
+    for (size_t j = i; j < i + k; j++)
+        if (!is_digit(h[j])) return 0;
+    return 1;
+}
+
+/* \d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{1,9} - [\w.-]{1,128} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - */
+static int logging_header(const u8 *h, size_t m) {
+    if (m < 20 || !digits_at(h, m, 0, 4) || h[4] != '-' || !digits_at(h, m, 5, 2) || h[7] != '-' ||
+        !digits_at(h, m, 8, 2) || (h[10] != ' ' && h[10] != 'T') || !digits_at(h, m, 11, 2) || h[13] != ':' ||
+        !digits_at(h, m, 14, 2) || h[16] != ':' || !digits_at(h, m, 17, 2) || (h[19] != ',' && h[19] != '.'))
+        return 0;
+    size_t i = run_of(h, m, 20, 1, 9, pred_digit);
+    if (!i || !lit_at(h, m, i, " - ") || !(i = run_of(h, m, i + 3, 1, 128, pred_wordish)) || !lit_at(h, m, i, " - "))
+        return 0;
+    i += 3;
+    static const char *const lv[] = {"DEBUG - ", "INFO - ", "WARNING - ", "ERROR - ", "CRITICAL - "};
+    for (size_t k = 0; k < sizeof(lv) / sizeof(lv[0]); k++)
+        if (lit_at(h, m, i, lv[k])) return 1;
+    return 0;
+}
+
+/* [IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] */
+static int glog_header(const u8 *h, size_t m) {
+    if (m < 22 || (h[0] != 'I' && h[0] != 'W' && h[0] != 'E' && h[0] != 'F') || !digits_at(h, m, 1, 4) ||
+        h[5] != ' ' || !digits_at(h, m, 6, 2) || h[8] != ':' || !digits_at(h, m, 9, 2) || h[11] != ':' ||
+        !digits_at(h, m, 12, 2) || h[14] != '.' || !digits_at(h, m, 15, 6))
+        return 0;
+    size_t i = 21, j = 21;
+    while (j < m && h[j] == ' ') j++;
+    if (j - i < 1 || j - i > 8 || !(i = run_of(h, m, j, 1, 10, pred_digit)) || !lit_at(h, m, i, " ")) return 0;
+    if (!(i = run_of(h, m, i + 1, 1, 128, pred_wordish)) || !lit_at(h, m, i, ":")) return 0;
+    return (i = run_of(h, m, i + 1, 1, 8, pred_digit)) && lit_at(h, m, i, "] ");
+}
+
+/* /[^\s:]{1,512}\.py:\d{1,8}: [A-Z]\w{0,64}Warning: */
+static int warnings_header(const u8 *h, size_t m) {
+    if (m < 1 || h[0] != '/') return 0;
+    size_t p = 1;
+    while (p < m && h[p] != ':' && !is_space(h[p])) p++;  /* the first ':' or space ends the path */
+    if (p >= m || h[p] != ':' || p < 5 || p - 4 > 512 || memcmp(h + p - 3, ".py", 3) != 0) return 0;
+    size_t i = run_of(h, m, p + 1, 1, 8, pred_digit);
+    if (!i || !lit_at(h, m, i, ": ") || i + 2 >= m || !(h[i + 2] >= 'A' && h[i + 2] <= 'Z')) return 0;
+    size_t w = i + 2, e = run_of(h, m, w, 1, (size_t)-1, pred_word);
+    return e && e - w >= 8 && e - w <= 72 && memcmp(h + e - 7, "Warning", 7) == 0 && lit_at(h, m, e, ": ");
+}
+
+static int foreign_header(const u8 *h, size_t m) {
+    return nccl_header(h, m) || logging_header(h, m) || glog_header(h, m) || warnings_header(h, m);
+}
+
 /* prefilter._ends_held: the line after a held record (raw, after[0..an)) cannot be its rest */
 static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf, const u8 *wmask) {
     if (an == 0) return 1;
@@ -653,7 +737,7 @@ static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf
             return sp + 3 < m && is_digit(h[sp + 1]) && is_digit(h[sp + 2]) && h[sp + 3] == '-';
         }
     }
-    return 0;
+    return (flags & PLAIN_BLOCK) && foreign_header(h, m);
 }
 
 /* prefilter._quiet: rest (r[0..rn)) of the cleaned line (m bytes; raw n bytes) is a quiet record */

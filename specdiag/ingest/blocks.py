@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING
 
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
-from specdiag.ingest.joiner import FOREIGN_HEADER, TERMINAL_WIDTHS
+from specdiag.ingest.joiner import TERMINAL_WIDTHS
 from specdiag.ingest.origin import NO_ORIGIN
-from specdiag.ingest.prefilter import QuietOrigin
+from specdiag.ingest.prefilter import FOREIGN_HEADER, QuietOrigin
 from specdiag.ingest.scan import ScanResult
 
 #: ``SPECDIAG_PREFILTER=off`` reads every rare line (the differential tests compare whole analyses both ways)
@@ -140,14 +140,16 @@ class _Inert:
 
     def __init__(self, reader: LineReader, data: bytes, start: int, end: int, rare: dict) -> None:
         cleaner = reader.cleaner
-        self.flags = (prefilter.ESC_BLOCK if cleaner.esc else 0) | (prefilter.RESIDUE_BLOCK if cleaner.residue else 0)
+        self.flags = ((prefilter.ESC_BLOCK if cleaner.esc else 0) | (prefilter.RESIDUE_BLOCK if cleaner.residue else 0)
+                      | (0 if reader.unwrapper.seen else prefilter.PLAIN_BLOCK))
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
         self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
                                            frozenset(reader.widths), reader.last_y)
         # a width proven inside the block may make a quiet record's next row its rest; a dated line of another
-        # year makes an LMCache record of the old one move the year back: quiet lines are then read
-        self.decided_at = (len(reader.widths), reader.last_y)
+        # year makes an LMCache record of the old one move the year back; a wrapper first seen inside the block
+        # may change the next row's first bytes: quiet lines are then read
+        self.decided_at = (len(reader.widths), reader.last_y, len(reader.unwrapper.seen))
         keep = self.kinds.translate(_KEPT)  # 1 for a line the per-line stages read, 0 for one only counted
         self.kept = {name: list(compress(col, keep)) for name, col in rare.items()}
         self.quiet = self.kinds.find(FIRST_BYTE) >= 0  # a block's first quiet record of a process is QUIET_FIRST
@@ -171,7 +173,7 @@ class _Inert:
             if kind == prefilter.KEEP:
                 p += 1
                 continue
-            stale = self.quiet and (len(reader.widths), reader.last_y) != self.decided_at
+            stale = self.quiet and (len(reader.widths), reader.last_y, len(reader.unwrapper.seen)) != self.decided_at
             if not reader.busy() and not stale:
                 q = bisect_left(lines, n, p)
                 if self.quiet:

@@ -11,12 +11,12 @@ per-line state machine. ``rows.py`` holds the lower-level test of a row cut by i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 from specdiag.ingest import wrappers
 from specdiag.ingest.envelope import EXC_LINE, Record, parses_as_record, split_suffix
 from specdiag.ingest.origin import Origin
+from specdiag.ingest.prefilter import FOREIGN_HEADER
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix, cut_wrapper
 from specdiag.ingest.wrappers import is_envelope
 
@@ -149,20 +149,6 @@ def wrapped_continuation(cut: OpenRecord, open_recs: dict[str, OpenRecord], orig
     if line.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback")):
         return None
     return cut
-
-
-#: the whole header of another program's line: NCCL's ``host:pid:tid [rank] NCCL INFO``, Python logging's
-#: default ``2026-05-06 08:01:35,123 - name - LEVEL - ``, glog's ``I0506 08:01:35.123456  77 file.cc:12]``,
-#: a ``warnings`` line ``/path/x.py:128: UserWarning:``. A terminal's cut rest of a vLLM message that starts
-#: with one of these whole is not a thing that happens; a line of such a program right after a vLLM line of a
-#: terminal's width is (NCCL and an app's logger interleave with vLLM), and joining it would corrupt the
-#: record and, at a width first seen then, "prove" a terminal width that never was. Bounded quantifiers
-#: between distinct separators: linear time.
-FOREIGN_HEADER = re.compile(
-    rb"[\w.-]{1,128}:\d{1,10}:\d{1,10} \[\d{1,5}\] NCCL (?:INFO|WARN|TRACE|ERROR) "
-    rb"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{1,9} - [\w.-]{1,128} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
-    rb"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] "
-    rb"|/[^\s:]{1,512}\.py:\d{1,8}: [A-Z]\w{0,64}Warning: ")
 
 
 def continues_row(line: bytes, width: int) -> bool:

@@ -40,8 +40,9 @@ MAX_QUIET_HEADS = 64
 MAX_QUIET_HEAD = 256
 #: placeholders of a simple pattern the compiled copy checks (a longer format is never quiet)
 MAX_PLACEHOLDERS = 64
-#: block flags (``Cleaner.esc`` / ``Cleaner.residue``)
-ESC_BLOCK, RESIDUE_BLOCK = 1, 2
+#: block flags (``Cleaner.esc`` / ``Cleaner.residue``; ``PLAIN_BLOCK``: no wrapper seen in the input so far, so
+#: a line's first bytes are what the joiner will read)
+ESC_BLOCK, RESIDUE_BLOCK, PLAIN_BLOCK = 1, 2, 4
 #: longer lines are always read: the cleaner cuts and announces over-long ones
 MAX_INERT_LINE = 4096
 #: literals that, anywhere in a line, may make it something: a vLLM / LMCache envelope, logger name or banner,
@@ -51,6 +52,18 @@ ANCHORS: tuple[bytes, ...] = (
     b"Exception", b"Exit", b"Interrupt", b"During handling", b"The above exception", b"version",
     b'"log"', b'"levelname"', b"[pod/", b"]: ",
 )
+#: the whole header of another program's line: NCCL's ``host:pid:tid [rank] NCCL INFO``, Python logging's
+#: default ``2026-05-06 08:01:35,123 - name - LEVEL - ``, glog's ``I0506 08:01:35.123456  77 file.cc:12]``,
+#: a ``warnings`` line ``/path/x.py:128: UserWarning:``. A terminal's cut rest of a vLLM message that starts
+#: with one of these whole is not a thing that happens; a line of such a program right after a vLLM line of a
+#: terminal's width is (NCCL and an app's logger interleave with vLLM), and joining it would corrupt the
+#: record and, at a width first seen then, "prove" a terminal width that never was. Bounded quantifiers
+#: between distinct separators: linear time.
+FOREIGN_HEADER = re.compile(
+    rb"[\w.-]{1,128}:\d{1,10}:\d{1,10} \[\d{1,5}\] NCCL (?:INFO|WARN|TRACE|ERROR) "
+    rb"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{1,9} - [\w.-]{1,128} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
+    rb"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] "
+    rb"|/[^\s:]{1,512}\.py:\d{1,8}: [A-Z]\w{0,64}Warning: ")
 #: the first three letters of every level word (a vLLM header, uvicorn's ``INFO:``, a header cut short)
 LEVEL_HEADS: tuple[bytes, ...] = (b"INF", b"WAR", b"ERR", b"DEB", b"CRI")
 #: LMCache's header up to its level (``0``: any digit): a row cut inside it is held for the next row
@@ -496,8 +509,8 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
 
 def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> bool:
     """Whether the line after a held record cannot be its rest (``LineReader._continue_held``): empty, with a
-    process prefix, wider than the record, not as wide when the record's width is no terminal's, or an
-    envelope of its own."""
+    process prefix, wider than the record, not as wide when the record's width is no terminal's, an
+    envelope of its own, or (no wrapper seen) another program's line with its whole header."""
     if not after:
         return True
     if not flags & RESIDUE_BLOCK and b"\r" not in after and (len(after) > plen or
@@ -511,7 +524,7 @@ def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> b
     if head.startswith(_LEVEL_WORDS):
         sp = head.find(b" ")
         return head[sp + 1 : sp + 3].isdigit() and head[sp + 3 : sp + 4] == b"-"
-    return False
+    return bool(flags & PLAIN_BLOCK) and FOREIGN_HEADER.match(head) is not None  # never a cut rest (joiner)
 
 
 def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | None = None,
