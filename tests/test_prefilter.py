@@ -612,3 +612,41 @@ def test_built_header_lines_agree_between_the_copies(pieces):
     assert _compiled_kinds(block, flags, quiet) == ref, after
     if after:  # an empty last line is the block's end: what follows is not known
         assert (ref[0] >= prefilter.QUIET) == (prefilter.FOREIGN_HEADER.match(after) is not None)
+
+
+#: text beyond ASCII, valid and not: what a quiet record's body may or may not hold
+UTF8_BITS = ["→", "🔵", "é", "日本", "\u2028", "\u2029", "\u0085", "\u009f", "\u00a0", "\u202e", "\ufeff", "\U0010ffff"]
+BAD_BYTES = [b"\xc0\xaf", b"\xe0\x80\xaf", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xf8", b"\x80", b"\xc3", b"\xe2\x86",
+             b"\xff", b"\x7f", b"\x01"]
+
+
+@pytest.mark.parametrize("flags", [0, ESC_BLOCK, prefilter.PLAIN_BLOCK])
+def test_quiet_records_with_text_beyond_ascii_agree_between_the_copies(flags):
+    """A quiet record's body with UTF-8 text (or broken UTF-8, controls, separators): both copies decide
+    alike, and only valid printable UTF-8 at a place where every text is recognised is counted."""
+    quiet = _places()
+    quiet.add_pattern(b"DEBUG pattern.py:7", ("Mapped ", " to ", ""), "ss")
+    heads = [b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [shm_broadcast.py:393] ",
+             b"DEBUG 05-06 15:56:03 [pattern.py:7] Mapped ",
+             b"[2026-05-06 15:56:03,745] LMCache DEBUG: Releasing "]
+    tails = [b"", b" (cache_engine.py:1431:lmcache.v1.cache_engine)"]
+    for head, tail in zip(heads, [tails[0], tails[0], tails[1]], strict=True):
+        for bit in [x.encode() for x in UTF8_BITS] + BAD_BYTES:
+            line = head + b"x " + bit + b" y to z" + tail
+            block = [line, b"(Worker pid=1) next"]  # a prefixed next line: never the record's rest
+            ref = prefilter.kinds(b"\n".join(block), 0, *_offsets(block), flags, quiet, None, WIDTHS, YEAR)
+            assert _compiled_kinds(block, flags, quiet) == ref, line
+            counted = ref[0] >= prefilter.QUIET
+            printable = prefilter.printable_utf8(bit)
+            assert counted == (printable and b"pattern.py" not in head), line
+
+
+@settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.binary(max_size=24), st.text(max_size=8))
+def test_built_utf8_bodies_agree_between_the_copies(raw, text):
+    quiet = _places()
+    line = b"(Worker pid=3) DEBUG 05-06 15:56:03 [shm_broadcast.py:393] " + raw + text.encode("utf-8", "surrogatepass")
+    block = [line, b"(Worker pid=1) next"]
+    ref = prefilter.kinds(b"\n".join(block), 0, *_offsets(block), prefilter.PLAIN_BLOCK, quiet, None, WIDTHS, YEAR)
+    assert _compiled_kinds(block, prefilter.PLAIN_BLOCK, quiet) == ref, line

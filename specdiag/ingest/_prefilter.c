@@ -110,6 +110,36 @@ static int has_anchor(const u8 *s, size_t n) {
     return 0;
 }
 
+/* prefilter.printable_utf8: strict UTF-8 (no overlong form, no surrogate, nothing past U+10FFFF) holding no
+   C0 or C1 control, DEL, U+2028 or U+2029 */
+static int printable_utf8(const u8 *s, size_t m) {
+    size_t i = 0;
+    while (i < m) {
+        u8 c = s[i];
+        if (c < 0x80) {
+            if (c < 0x20 || c == 0x7f) return 0;
+            i++;
+            continue;
+        }
+        uint32_t cp;
+        size_t k;
+        if (c >= 0xc2 && c <= 0xdf) cp = c & 0x1f, k = 1;
+        else if (c >= 0xe0 && c <= 0xef) cp = c & 0x0f, k = 2;
+        else if (c >= 0xf0 && c <= 0xf4) cp = c & 0x07, k = 3;
+        else return 0;
+        if (i + k >= m) return 0; /* the sequence runs past the line */
+        for (size_t j = 1; j <= k; j++) {
+            if ((s[i + j] & 0xc0) != 0x80) return 0;
+            cp = (cp << 6) | (s[i + j] & 0x3f);
+        }
+        if ((k == 2 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) || (k == 3 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        if (cp <= 0x9f || cp == 0x2028 || cp == 0x2029) return 0; /* C1 controls, the separators */
+        i += k + 1;
+    }
+    return 1;
+}
+
 /* every byte printable ASCII (0x20-0x7e) */
 static int all_printable(const u8 *s, size_t m) {
     size_t i = 0;
@@ -527,12 +557,12 @@ static int simple_fits(const u8 *spec, size_t sn, const u8 *body, size_t bn) {
 }
 
 /* QuietPlaces.accepts: the key is an any-text place, or one of its simple patterns fits body */
-static int accepts(const words *keys, const u8 *key, size_t kn, const u8 *body, size_t bn) {
+static int accepts(const words *keys, const u8 *key, size_t kn, const u8 *body, size_t bn, int whole) {
     for (size_t i = lower_bound(keys, key, kn, 0x1f); i < keys->n; i++) {
         size_t f = field_len(keys, i, 0x1f);
         if (cmp_bytes(keys->at[i], f, key, kn) != 0) break;
         if (f == keys->len[i]) return 1; /* the key alone: every text */
-        if (simple_fits(keys->at[i] + f + 1, keys->len[i] - f - 1, body, bn)) return 1;
+        if (!whole && simple_fits(keys->at[i] + f + 1, keys->len[i] - f - 1, body, bn)) return 1;
     }
     return 0;
 }
@@ -588,7 +618,7 @@ static int suffix_place(const u8 *r, size_t rn, size_t msg, size_t *in0, size_t 
 }
 
 /* prefilter._quiet_lmcache */
-static int is_quiet_lmcache(const u8 *r, size_t rn, const quiet_t *q) {
+static int is_quiet_lmcache(const u8 *r, size_t rn, const quiet_t *q, int whole) {
     if (!q->year || rn < 36 || memcmp(r + 24, "] LMCache ", 10) != 0 || memcmp(r + 1, q->year, 4) != 0) return 0;
     const u8 *cp = memchr(r + 34, ':', rn - 34);
     if (!cp) return 0;
@@ -603,7 +633,7 @@ static int is_quiet_lmcache(const u8 *r, size_t rn, const quiet_t *q) {
     memcpy(key, r + 34, lv);
     key[lv] = ' ';
     memcpy(key + lv + 1, r + in0, in1 - in0);
-    return accepts(&q->keys, key, kn, r + msg, body_end - msg) && unremarkable(r + msg, body_end - msg, q, 1);
+    return accepts(&q->keys, key, kn, r + msg, body_end - msg, whole) && unremarkable(r + msg, body_end - msg, q, 1);
 }
 
 /* _VLLM_REST at r[pos]: "(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?" -> the message's
@@ -742,7 +772,7 @@ static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf
 
 /* prefilter._quiet: rest (r[0..rn)) of the cleaned line (m bytes; raw n bytes) is a quiet record */
 static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const quiet_t *q, const u8 *after,
-                    size_t an, int has_after, u8 *buf) {
+                    size_t an, int has_after, u8 *buf, int whole) {
     const char *level;
     size_t pos;
     if (rn >= 6 && memcmp(r, "DEBUG ", 6) == 0) {
@@ -763,7 +793,7 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     memcpy(key, level, lv);
     key[lv] = ' ';
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
-    if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
+    if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg, whole) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
         return 0;
     size_t plen = (flags & ESC_BLOCK) ? n : m;
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
@@ -796,14 +826,16 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     if (len < 0 || len > MAX_INERT_LINE) return KEEP;
     const u8 *s = buf;
     size_t m = (size_t)len;
-    if (!all_printable(s, m)) return KEEP;
+    int ascii = all_printable(s, m);
+    if (!ascii && !(q && printable_utf8(s, m))) return KEEP;
     int prefixed = m && s[0] == '(';
     size_t at = prefixed ? peeled(s, m) : 0;
     const u8 *r = s + at;
     size_t rn = m - at;
-    if (q && rn && ((r[0] == '[' && is_quiet_lmcache(r, rn, q)) ||
-                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2))))
+    if (q && rn && ((r[0] == '[' && is_quiet_lmcache(r, rn, q, !ascii)) ||
+                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2, !ascii))))
         return first_of_head(heads, s, prefixed ? at : 0) ? QUIET_FIRST : QUIET;
+    if (!ascii) return KEEP; /* beyond printable ASCII: only a quiet record is counted unread */
     if (rn == 0 || has_anchor(r, rn)) return KEEP;
     if (prefixed || r[0] == '[') {
         if (may_start(r, 0, rn)) return KEEP;

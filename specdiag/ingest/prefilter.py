@@ -93,13 +93,20 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
     if len(raw) > 4 * MAX_INERT_LINE:
         return KEEP  # too long even without its colour: not worth cleaning
     line = _cleaned(raw, flags)
-    if line is None or len(line) > MAX_INERT_LINE or _PRINTABLE.fullmatch(line) is None:
+    if line is None or len(line) > MAX_INERT_LINE:
+        return KEEP
+    ascii_line = _PRINTABLE.fullmatch(line) is not None
+    if not ascii_line and (quiet is None or not printable_utf8(line)):
         return KEEP
     prefixed = line[:1] == b"("
     rest = peeled(line) if prefixed else line
+    whole = not ascii_line  # text beyond ASCII: quiet only at a place where the catalog knows every text
     if quiet is not None and rest[:1] in b"DI[" and (
-            _quiet_lmcache(rest, quiet, year) if rest[:1] == b"[" else _quiet(raw, line, rest, flags, quiet, after, widths)):
+            _quiet_lmcache(rest, quiet, year, whole) if rest[:1] == b"["
+            else _quiet(raw, line, rest, flags, quiet, after, widths, whole)):
         return QUIET
+    if not ascii_line:
+        return KEEP  # a line beyond printable ASCII is never inert: only a quiet record is counted unread
     if not rest or any(a in rest for a in ANCHORS):
         return KEEP
     if prefixed or rest[:1] == b"[":
@@ -359,11 +366,12 @@ class QuietPlaces:
             pats.append((blits, kinds))
             self._blobs = None
 
-    def accepts(self, key: bytes, body: bytes) -> bool:
-        """Whether every record with this text at this place is recognised."""
+    def accepts(self, key: bytes, body: bytes, whole: bool = False) -> bool:
+        """Whether every record with this text at this place is recognised (``whole``: only at a place
+        where every text is)."""
         if key in self.keys:
             return True
-        return any(simple_fits(lits, kinds, body) for lits, kinds in self.patterns.get(key, ()))
+        return not whole and any(simple_fits(lits, kinds, body) for lits, kinds in self.patterns.get(key, ()))
 
     def use_templates(self, other: QuietPlaces) -> None:
         """Take ``other``'s words and needles (what the templates of this analysis read); the places learnt
@@ -394,6 +402,22 @@ class QuietPlaces:
         return self._blobs
 
 
+#: characters a line of printable text never holds: C0 and C1 controls, DEL, the Unicode line and paragraph
+#: separators (``str.splitlines`` would split there)
+_UNPRINTABLE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable_utf8(line: bytes) -> bool:
+    """Valid UTF-8 (strict: no overlong forms, no surrogates) holding no :data:`_UNPRINTABLE_TEXT` character:
+    a vLLM or LMCache record with text beyond ASCII (``🔵[GET]Send to …``, ``Mapped GGUF x → HF y``) that
+    the per-line stages read exactly as an ASCII one."""
+    try:
+        text = line.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return _UNPRINTABLE_TEXT.search(text) is None
+
+
 def quiet_month(raw: bytes, flags: int) -> int | None:
     """The month a quiet vLLM record's header prints (the reader's ``last_month`` after it); None for an
     LMCache record, which prints a year and leaves the month alone."""
@@ -405,9 +429,10 @@ def quiet_month(raw: bytes, flags: int) -> int | None:
     return int(m.group(1)) if m is not None else None
 
 
-def _quiet_lmcache(rest: bytes, quiet: QuietPlaces, year: bytes) -> bool:
+def _quiet_lmcache(rest: bytes, quiet: QuietPlaces, year: bytes, whole: bool = False) -> bool:
     """An LMCache DEBUG/INFO record, whole (its ``(file.py:N:logger)`` suffix closes it), of a registered
-    place (``LEVEL file.py:N:logger``) and of the year the reader is in."""
+    place (``LEVEL file.py:N:logger``; with ``whole``, one where every text is recognised) and of the year
+    the reader is in."""
     if len(year) != 4 or not rest.startswith(b"] LMCache ", 24) or rest[1:5] != year:
         return False
     colon = rest.find(b":", 34)
@@ -420,7 +445,7 @@ def _quiet_lmcache(rest: bytes, quiet: QuietPlaces, year: bytes) -> bool:
         return False
     inner, body_end = place
     body = rest[msg:body_end]
-    return quiet.accepts(level + b" " + inner, body) and _unremarkable(body, quiet, "lmcache")
+    return quiet.accepts(level + b" " + inner, body, whole) and _unremarkable(body, quiet, "lmcache")
 
 
 def _suffix_place(rest: bytes, msg: int) -> tuple[bytes, int] | None:
@@ -491,8 +516,9 @@ def _unremarkable(body: bytes, quiet: QuietPlaces, project: str) -> bool:
 
 
 def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
-           widths: frozenset[int]) -> bool:
-    """Whether ``rest`` (the cleaned line ``line`` after its process prefixes) is a quiet record."""
+           widths: frozenset[int], whole: bool = False) -> bool:
+    """Whether ``rest`` (the cleaned line ``line`` after its process prefixes) is a quiet record (with
+    ``whole``: of a place where every text is recognised, not one of the simple patterns)."""
     word = next((w for w in _QUIET_LEVELS if rest.startswith(w)), None)
     if word is None:
         return False
@@ -501,7 +527,7 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
     if m is None or not b"02" <= m.group(1) <= b"11":
         return False  # December and January: the reader's Dec→Jan year roll reads the month
     body = rest[m.end() :]
-    if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body) or not _unremarkable(body, quiet, "vllm"):
+    if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body, whole) or not _unremarkable(body, quiet, "vllm"):
         return False
     plen = len(raw) if flags & ESC_BLOCK else len(line)
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
