@@ -460,7 +460,7 @@ class Deployment:
         (a complete store or retrieve) or handed on as a row (a lookup: no time) is seen as the scanner's
         path sees it, so the runs' lines and times are the same whichever path read the input."""
         tid, rec = ev.id, ev.rec
-        if (tid == CATALOG_EVENT or self.unread(tid)) and rec.level not in PROBLEM_LEVELS:
+        if rec.level not in PROBLEM_LEVELS and (tid == CATALOG_EVENT or self.unread(tid)):
             # an INFO/DEBUG message only the catalog knows (or one nothing reads) says nothing of where a run
             # starts or ends: the logo vLLM prints as one call spans several lines before the version line
             self.current.deliver(ev)

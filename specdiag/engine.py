@@ -326,7 +326,7 @@ def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window
         _tally_unrecognized(tally, rec)
         dep.deliver_unmatched(rec)
         return 0
-    if quiet is not None and (ev.id == CATALOG_EVENT or dep.unread(ev.id)):
+    if quiet is not None and rec.level in QUIET_LEVELS and (ev.id == CATALOG_EVENT or dep.unread(ev.id)):
         _learn_quiet(rec, dep, quiet, ev.f.get("entry") if ev.id == CATALOG_EVENT and ev.f else None)
     if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)

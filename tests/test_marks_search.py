@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdiag.ingest.marks import MARKER_LITERALS, first_literal, first_marker
+from specdiag.ingest.marks import MARKER_LITERALS, MAX_CUTS, first_literal, first_marker, marked_lines
 
 _scan = pytest.importorskip("specdiag.ingest._scan")
 ALPHABET = sorted(set(b"".join(MARKER_LITERALS)) | set(b"\n \x00\xff"))
@@ -67,3 +67,29 @@ def test_bad_literals_are_refused_with_an_error_not_a_crash() -> None:
         _scan.find_any(b"abc", 0, 3, (b"a",))
     with pytest.raises(ValueError):
         _scan.find_any(b"abc", 0, 3, tuple([b"ab"] * 17))
+
+
+def _naive_marked(rare: dict, buf: bytes, off: int) -> list[tuple[int, int]]:
+    """What ``marked_lines`` answered before it jumped from hit to hit: every rare line holding a literal."""
+    return [(n, s) for n, s, e in zip(rare["line"], rare["start"], rare["end"], strict=True)
+            if any(lit in buf[off + s : off + e] for lit in MARKER_LITERALS)][:MAX_CUTS]
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_marked_lines_are_the_rare_lines_holding_a_marker_and_no_other(seed: int) -> None:
+    """Markers in rare lines, in counted lines (skipped), straddling a line's cut end, several per line."""
+    from types import SimpleNamespace
+
+    rng = random.Random(seed)
+    off = rng.randrange(3)
+    lines = [_text(rng, rng.randrange(0, 60)).replace(b"\n", b" ") for _ in range(rng.randrange(1, 40))]
+    buf = b"x" * off + b"\n".join(lines)
+    rare: dict[str, list[int]] = {"line": [], "start": [], "end": []}
+    pos = 0
+    for n, line in enumerate(lines, 1):
+        if rng.random() < 0.7:  # the rest are lines the scanner counted
+            cut = rng.choice([len(line), max(0, len(line) - rng.randrange(1, 5))])  # a row cut short
+            rare["line"].append(n), rare["start"].append(pos), rare["end"].append(pos + cut)
+        pos += len(line) + 1
+    res = SimpleNamespace(columns={"rare": rare})
+    assert marked_lines(res, buf, off) == _naive_marked(rare, buf, off)

@@ -650,3 +650,17 @@ def test_built_utf8_bodies_agree_between_the_copies(raw, text):
     block = [line, b"(Worker pid=1) next"]
     ref = prefilter.kinds(b"\n".join(block), 0, *_offsets(block), prefilter.PLAIN_BLOCK, quiet, None, WIDTHS, YEAR)
     assert _compiled_kinds(block, prefilter.PLAIN_BLOCK, quiet) == ref, line
+
+
+def test_unread_and_read_events_name_the_same_split_of_the_templates():
+    """``Deployment.unread`` (asked per record) and ``read_events`` (given to the prefilter) are two views of
+    one set: a template is unread exactly when it is not among the events read."""
+    from specdiag.deployments import Deployment
+    from specdiag.engine import AnalyzeOptions, deployment_runs
+    from specdiag.events import default_matcher
+
+    dep = Deployment("d", deployment_runs(AnalyzeOptions(paths=[])))
+    read = dep.read_events()
+    ids = {t.id for t in default_matcher().templates}
+    assert {t for t in ids if dep.unread(t)} == ids - read
+    assert "S3" in ids - read and "L1" in read and "R4" in read  # stores per request: nothing reads them

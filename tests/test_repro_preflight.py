@@ -46,9 +46,11 @@ def test_a_plugin_from_another_checkout_is_refused(tmp_path: Path) -> None:
 def test_this_checkouts_plugin_passes_and_cells_without_lmcache_need_none(tmp_path: Path) -> None:
     ok = _spec(tmp_path, {"vllm": True, "lmcache": True, "plugin": True, "plugin_file": HERE})
     preflight(ok, needs_lmcache=True, needs_redis=False)
-    broken = _spec(tmp_path / "x" if (tmp_path / "x").mkdir() is None else tmp_path,
-                   {"vllm": True, "lmcache": False, "plugin": False, "plugin_error": "ImportError: x"})
+    (tmp_path / "other").mkdir()
+    broken = _spec(tmp_path / "other", {"vllm": True, "lmcache": False, "plugin": False, "plugin_error": "ImportError: x"})
     preflight(broken, needs_lmcache=False, needs_redis=False)
+    with pytest.raises(BackendError):  # the same environment fails once LMCache cells need it
+        preflight(broken, needs_lmcache=True, needs_redis=False)
 
 
 def test_the_check_runs_where_the_servers_run_not_in_this_checkout(tmp_path: Path, monkeypatch) -> None:

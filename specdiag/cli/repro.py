@@ -382,18 +382,19 @@ def _say(err, line: str) -> None:  # type: ignore[no-untyped-def]
 
         err.print(Text(line))
     else:
-        import time
-
-        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} repro {line}\n")
-        sys.stderr.flush()
+        _stamped(line)
 
 
 def _plain_progress(n: int, total: int, text: str) -> None:
     """A progress line for a log file or CI: UTC time, cell counter, the text as is (no markup, no colour)."""
+    _stamped(f"{min(n, total)}/{total} {text}")
+
+
+def _stamped(text: str) -> None:
+    """One line on stderr off a terminal: UTC time, ``repro``, the text as is."""
     import time
 
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    sys.stderr.write(f"{stamp} repro {min(n, total)}/{total} {text}\n")
+    sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} repro {text}\n")
     sys.stderr.flush()
 
 

@@ -932,7 +932,7 @@ done:
 }
 
 /* ---- find_any: where one of a few literals first occurs in a long span ----------------------------------
- * marks.any_marker's compiled copy. Searching a block once per literal reads it once per literal; here it is
+ * marks.first_marker's compiled copy. Searching a block once per literal reads it once per literal; here it is
  * read once: per 16 bytes, each literal's first byte and one rarer byte of it (at its own offset) are
  * compared at once, and only a position where both agree is compared whole (Wojciech Muła's SIMD-friendly
  * substring search, for several needles). Linear: each position is compared whole at most once per literal,

@@ -1296,7 +1296,7 @@ static PyObject *py_shift(PyObject *self, PyObject *args) {
 
 /* in _prefilter.c: which rare lines can never make a record (prefilter.py is the reference) */
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args);
-/* in _prefilter.c: the lowest offset where one of a few literals occurs (marks.any_marker) */
+/* in _prefilter.c: the lowest offset where one of a few literals occurs (marks.first_marker) */
 PyObject *specdiag_find_any(PyObject *self, PyObject *args);
 
 static PyMethodDef methods[] = {

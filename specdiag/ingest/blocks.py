@@ -149,7 +149,7 @@ class _Inert:
         # a width proven inside the block may make a quiet record's next row its rest; a dated line of another
         # year makes an LMCache record of the old one move the year back; a wrapper first seen inside the block
         # may change the next row's first bytes: quiet lines are then read
-        self.decided_at = (len(reader.widths), reader.last_y, len(reader.unwrapper.seen))
+        self.decided_at = _decided_by(reader)
         keep = self.kinds.translate(_KEPT)  # 1 for a line the per-line stages read, 0 for one only counted
         self.kept = {name: list(compress(col, keep)) for name, col in rare.items()}
         self.quiet = self.kinds.find(FIRST_BYTE) >= 0  # a block's first quiet record of a process is QUIET_FIRST
@@ -173,7 +173,7 @@ class _Inert:
             if kind == prefilter.KEEP:
                 p += 1
                 continue
-            stale = self.quiet and (len(reader.widths), reader.last_y, len(reader.unwrapper.seen)) != self.decided_at
+            stale = self.quiet and _decided_by(reader) != self.decided_at
             if not reader.busy() and not stale:
                 q = bisect_left(lines, n, p)
                 if self.quiet:
@@ -245,6 +245,12 @@ class _Inert:
         reader.recognized += self.kinds.count(prefilter.PREFIXED) - self.read_prefixed + self.quiet_skipped
         if self.quiet_skipped:  # its format was named when the record that taught its place was read
             reader.stats.quiet += self.quiet_skipped
+
+
+def _decided_by(reader: LineReader) -> tuple:
+    """What of the reader's state a block's quiet kinds were decided on: the widths it knows, its year, the
+    wrappers it has seen (any of them changing inside the block makes those kinds stale)."""
+    return len(reader.widths), reader.last_y, len(reader.unwrapper.seen)
 
 
 QUIET_BYTE, FIRST_BYTE = bytes([prefilter.QUIET]), bytes([prefilter.QUIET_FIRST])

@@ -16,6 +16,7 @@ template's sample holds its literal).
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -92,15 +93,17 @@ def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]
     out: list[tuple[int, int]] = []
     if not rare["line"]:
         return out
-    lo, hi = off + rare["start"][0], off + rare["end"][-1]
-    if first_marker(buf, lo, hi) < 0:
-        return out  # one search of the block: most blocks hold no start line at all
-    for n, s, e in zip(rare["line"], rare["start"], rare["end"], strict=True):
-        line = buf[off + s : off + e]
-        if any(map(line.__contains__, MARKER_LITERALS)):
-            out.append((n, s))
-            if len(out) == MAX_CUTS:
-                break
+    starts, ends, hi = rare["start"], rare["end"], off + rare["end"][-1]
+    at = first_marker(buf, off + starts[0], hi)  # most blocks hold no start line at all: one search, -1
+    while at >= 0 and len(out) < MAX_CUTS:
+        # the rare line the hit starts in (the search starts at the first one), unless it lies in a counted line
+        i = bisect_right(starts, at - off) - 1
+        s, e = starts[i], ends[i]
+        if at - off < e and any(map(buf[off + s : off + e].__contains__, MARKER_LITERALS)):
+            out.append((rare["line"][i], s))
+            at = first_marker(buf, off + e, hi)
+        else:
+            at = first_marker(buf, at + 1, hi)
     return out
 
 

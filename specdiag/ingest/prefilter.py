@@ -9,11 +9,13 @@ held for a terminal's next row, no cut header, no open multi-line record, no wra
 the line before), it yields no record and changes no state; all it may do is count as vLLM output (a
 process prefix) — :data:`PREFIXED`.
 
-A vLLM record is *quiet* (:data:`QUIET`) when reading it could only count it: a DEBUG or INFO record,
-single-line, of a place (level, file, line) that the analysis found to print one catalogued message only and
-registered (:class:`QuietPlaces`), whose first word no hand-written template dispatches on and which holds
-no needle of the templates that look anywhere; its month is not December or January (the reader's year
-roll), and the next line cannot be its terminal-cut rest. The analysis still counts it as recognised and
+A vLLM or LMCache record is *quiet* (:data:`QUIET`) when reading it could only count it: a DEBUG or INFO
+record, single-line (LMCache's closed by its suffix), of a place the analysis registered
+(:class:`QuietPlaces`: one where the catalog knows every text, or a format seen there among several), whose
+first word no template this analysis reads dispatches on with its needle in it and which holds no needle of
+those that look anywhere; a vLLM record's month is not December or January (the reader's year roll), an
+LMCache record's year is the reader's, and the next line cannot be its terminal-cut rest. Its text may go
+beyond ASCII when it is printable UTF-8 and its place one where every text is known (:func:`printable_utf8`). The analysis still counts it as recognised and
 sees its process (:class:`QuietOrigin`): the first quiet record of each process prefix in a block is
 :data:`QUIET_FIRST`, so that only those are looked at again.
 
@@ -24,9 +26,10 @@ slower), never drop a record. ``tests/test_prefilter.py`` checks that against th
 themselves, over generated lines of every catalogued message and adversarial ones, and that the
 compiled copy (``_scan.prefilter``) gives the same answer byte for byte as this reference.
 
-Whether a line is inert also depends on two facts of its block that the cleaner decides per block
-(``Cleaner.begin_block``): whether the block holds an ESC (colour is then removed per sequence) or only
-the ESC-less residue of colour codes (which is then removed). They are passed in as ``flags``.
+Whether a line is inert also depends on facts of its block, passed in as ``flags``: two the cleaner decides
+per block (``Cleaner.begin_block``) — whether the block holds an ESC (colour is then removed per sequence)
+or only the ESC-less residue of colour codes (which is then removed) — and whether the input has shown no
+wrapper yet (``PLAIN_BLOCK``: a line's first bytes are then what the joiner reads).
 """
 
 from __future__ import annotations
@@ -377,7 +380,8 @@ class QuietPlaces:
         """Take ``other``'s words and needles (what the templates of this analysis read); the places learnt
         so far are forgotten, as they were learnt under the words before."""
         self.dispatch, self.needles = other.dispatch, other.needles
-        self.forget()
+        self.keys.clear()
+        self.patterns.clear()
         self._blobs = None
 
     def forget(self) -> None:

@@ -454,9 +454,7 @@ def headline(diff: list[dict[str, Any]]) -> str | None:
         arms = c["arms"]
         split = (f"{arms[hi]['present']}/{arms[hi]['exposed']} exposed runs with {key}={hi} vs "
                  f"{arms[lo]['present']}/{arms[lo]['exposed']} with {key}={lo}, {describe_p(c['p'])}")
-        where = (f", in each of {len(same)} contexts" if len(same) == len(d["comparisons"]) > 1 else
-                 f", with {ctx_words(tuple(c['context'].items()))} ({len(same)} of {len(d['comparisons'])} contexts)"
-                 if len(d["comparisons"]) > 1 else "")
+        where = _contexts_words(len(same), len(d["comparisons"]), ctx_words(tuple(c["context"].items())))
         words = {"follows": f"follows {key}={hi}", "rejected": f"{key} rejected",
                  "not-necessary": f"{key} not necessary", "undecided": f"{key} undecided",
                  "absent": f"absent with every value of {key}"}[d["decision"]]
@@ -464,6 +462,13 @@ def headline(diff: list[dict[str, Any]]) -> str | None:
         other = f" for {SYMPTOM_WORDS[d['symptom']]}" if d["symptom"] != first else ""
         parts.append(f"{words}{other} ({split}{where})")
     return f"{SYMPTOM_WORDS[first]}: " + "; ".join(parts) if first else None
+
+
+def _contexts_words(agree: int, contexts: int, where: str) -> str:
+    """Which of a toggle's contexts (the other toggles' values) carry its decision: all, or the one quoted."""
+    if contexts <= 1:
+        return ""
+    return f", in each of {contexts} contexts" if agree == contexts else f", with {where} ({agree} of {contexts} contexts)"
 
 
 def _rate_conclusion(key: str, sym: str, values: list[str], by_ctx: dict[tuple, dict[str, list[float]]],
