@@ -10,6 +10,9 @@ from __future__ import annotations
 import random
 
 ENV = b"[2026-03-14 09:26:53,589] LMCache INFO: "
+#: the envelopes a hot line is built with: INFO mostly, DEBUG (hot too), and levels the grammar leaves rare
+ENVS = (ENV,) * 5 + (ENV.replace(b"INFO", b"DEBUG"),) * 2 + (ENV.replace(b"INFO", b"WARNING"),
+        ENV.replace(b"INFO:", b"DEBUG :"), ENV.replace(b"INFO", b"DEBU"))
 SUFFIX = {
     "store": b" (cache_engine.py:588:lmcache.v1.cache_engine)",
     "retrieve": b" (cache_engine.py:985:lmcache.v1.cache_engine)",
@@ -88,7 +91,7 @@ OTHER = [
 ]
 INSERTS = [b"\x00", b"\xff", b"\xc3\xa9", b"\x1b", b"\x1b[", b"\x1b[0m", b"\x1b[32;20m", b"[0m", b"[32;20m", b"[1234m",
            b"[1;m", b"\r", b"\t", b"(", b")", b" (", b":", b"]", b"] ", b"-", b" ", b",", b"\x7f", b"\x80", b"9" * 5000,
-           b"1" * 18, b"1" * 19, b"\x01", b"\x1f", b"\x0b", b".py", b" pid=", b"INFO: ", b"nan", b"inf", b"%", b"1e5",
+           b"1" * 18, b"1" * 19, b"\x01", b"\x1f", b"\x0b", b".py", b" pid=", b"INFO: ", b"DEBUG: ", b"nan", b"inf", b"%", b"1e5",
            b".", b", ", b"0.5, ", b"Preemptions: 3, ", b"Waiting: 1 reqs, ", b"9" * 17 + b".", b"."+ b"9" * 19, b"x: 1%"]
 
 
@@ -114,13 +117,14 @@ def hot_line(rng: random.Random) -> bytes:
     else:
         kind, msg = rng.choice(MESSAGES)
         suffix = SUFFIX[kind]
+        env = rng.choice(ENVS)
         colour = rng.random()
         if colour < 0.3:
-            line = (prefix + b"\x1b[32;20m" + ENV[:-1] + b"\x1b[0m " + msg + b" \x1b[3m" + suffix[1:] + b"\x1b[0m")
+            line = (prefix + b"\x1b[32;20m" + env[:-1] + b"\x1b[0m " + msg + b" \x1b[3m" + suffix[1:] + b"\x1b[0m")
         elif colour < 0.5:
-            line = prefix + b"[32;20m" + ENV[:-1] + b"[0m " + msg + b" [3m" + suffix[1:] + b"[0m"
+            line = prefix + b"[32;20m" + env[:-1] + b"[0m " + msg + b" [3m" + suffix[1:] + b"[0m"
         else:
-            line = prefix + ENV + msg + (suffix if rng.random() < 0.9 else b"")
+            line = prefix + env + msg + (suffix if rng.random() < 0.9 else b"")
         if prefix and rng.random() < 0.3:
             line = b"\x1b[1;36m" + prefix.rstrip() + b"\x1b[0;0m " + line[len(prefix):]
     if rng.random() < 0.1:

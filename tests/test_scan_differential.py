@@ -165,6 +165,44 @@ def test_lookup_columns_hold_the_request_hash_and_missing_values_as_na() -> None
     assert (res.columns["lookups"]["need"][0], res.columns["lookups"]["below_min"][0]) == (-3, 1)
 
 
+@pytest.mark.parametrize(("kind", "msg", "tid"), [
+    ("lookup", b"Reqid: cmpl-1, Total tokens 100, LMCache hit tokens: 64, need to load: 64", "L1"),
+    ("retrieve", b"Retrieved 5 out of total 9 out of total 9 tokens", "R4"),
+    ("store", b"Stored 5 out of total 7 tokens. size: 1 GB", "S1"),
+])
+def test_lmcache_debug_lines_are_hot_and_revive_as_debug_records(kind: str, msg: bytes, tid: str) -> None:
+    """Releases print the lookup and the retrieve line at DEBUG too: the scanner counts them like INFO ones,
+    the row's Record keeps its level, and levels the grammar does not know stay rare."""
+    from specdiag.ingest.origin import OriginCache
+
+    debug = ENV.replace(b"INFO", b"DEBUG")
+    for coloured in (False, True):
+        line = (b"\x1b[32;20m" + debug[:-1] + b"\x1b[0m " if coloured else debug) + msg + SUFFIX[kind]
+        res = _one(line)
+        assert res.counts == {(b"", tid): 1}
+        table = {"L1": "lookups", "R4": "retrieves", "S1": "stores"}[tid]
+        rec = scan.hot_record(line + b"\n", 0, len(line), 11, "x.log", OriginCache())
+        assert (rec.level, res.columns[table]["line"][0]) == ("DEBUG", 11)
+    for level in (b"DEBUG :", b"DEBU:", b"WARNING:", b"DEBUG:  "):
+        assert _one(ENV.replace(b"INFO:", level) + msg + SUFFIX[kind]).counts == {}
+
+
+def test_a_log_of_debug_lookups_and_retrieves_reports_what_the_info_log_reports(tmp_path: Path) -> None:
+    """The TP=8 example with its lookup, retrieve and store lines at DEBUG: the same findings, numbers and
+    evidence (the level word aside) as the example itself."""
+    from specdiag.engine import analyze
+    from specdiag.report.json_report import render_json
+
+    src = (ROOT / "examples/tp8-shortfall/serve.log").read_bytes()
+    hot = re.compile(rb"LMCache INFO:(?=(?:\x1b\[0m)? (?:Reqid: |Retrieved |Stored |\[req_id=))")
+    info, debug = tmp_path / "info.log", tmp_path / "debug.log"
+    info.write_bytes(src)
+    debug.write_bytes(hot.sub(b"LMCache DEBUG:", src))
+    assert debug.read_bytes().count(b"LMCache DEBUG:") > 3000
+    reports = [render_json(analyze([str(p)])) for p in (info, debug)]
+    assert reports[1].replace("LMCache DEBUG", "LMCache INFO").replace(str(debug), str(info)) == reports[0]
+
+
 def test_access_lines_count_below_500_and_flag_server_errors() -> None:
     ok = _one(b'(APIServer pid=1) INFO:     10.0.0.1:5 - "POST /v1/completions HTTP/1.1" 200 OK')
     assert ok.counts == {(b"(APIServer pid=1) ", "UACCESS"): 1} and not ok.flagged["line"]

@@ -512,15 +512,19 @@ static long peel(const u8 *s, size_t n) {
     return (long)pos;
 }
 
-/* "[dddd-dd-dd dd:dd:dd,ddd] LMCache INFO: " at pos: five words, each its literal bytes and its digits */
-static int envelope(const u8 *s, size_t pos, size_t n) {
+/* scan._ENVELOPE at pos: "[dddd-dd-dd dd:dd:dd,ddd] LMCache INFO: " (five words, each its literal bytes and
+   its digits) or the same with "DEBUG: ", one byte longer -> the envelope's length, or 0 */
+static size_t envelope(const u8 *s, size_t pos, size_t n) {
     if (pos + ENVELOPE_LEN > n || s[pos] != '[') return 0;
-    for (int w = 0; w < 5; w++) {
+    for (int w = 0; w < 4; w++) {
         uint64_t x;
         memcpy(&x, s + pos + 8 * (size_t)w, 8);
         if (((x ^ env_lit[w]) & env_litmask[w]) | ((digit_bytes(x) & env_digmask[w]) ^ env_digmask[w])) return 0;
     }
-    return 1;
+    uint64_t x;
+    memcpy(&x, s + pos + 32, 8);
+    if (x == env_lit[4]) return ENVELOPE_LEN; /* the last word is all literal: "e INFO: " */
+    return STARTS(s, pos + 32, n, "e DEBUG: ") ? ENVELOPE_LEN + 1 : 0;
 }
 
 /* the last " (" starting at or after msg (scan.suffix_start's rfind): where its space is, or -1 */
@@ -1009,8 +1013,8 @@ static int proc_index(state *st, const u8 *p, size_t n) {
 
 /* -------------------------------------------------------------------------------- one line */
 
-static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, int64_t lineno, int64_t start, int64_t end) {
-    size_t msg = pre + ENVELOPE_LEN;
+static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, size_t msg, int64_t lineno, int64_t start,
+                        int64_t end) {
     long stop_l = suffix_start(s, msg, n);
     if (stop_l < 0) return 0;
     size_t stop = (size_t)stop_l;
@@ -1121,7 +1125,8 @@ static int scan_line(state *st, const u8 *raw, size_t len, unsigned flags, const
     size_t n = (size_t)cl;
     long pre = peel(s, n);
     if (pre < 0) return 0;
-    if (envelope(s, (size_t)pre, n)) return scan_lmcache(st, s, n, (size_t)pre, lineno, start, end);
+    size_t env = envelope(s, (size_t)pre, n);
+    if (env) return scan_lmcache(st, s, n, (size_t)pre, (size_t)pre + env, lineno, start, end);
     if (STARTS(s, (size_t)pre, n, "INFO ")) return scan_vllm(st, s, n, (size_t)pre, len, lineno, start, end);
     int status = parse_access(s, (size_t)pre, n);
     if (status < 0) return 0;

@@ -1,6 +1,6 @@
 """The scan contract: one block of whole lines in, hot-line counts and columns plus the rare lines out.
 
-Most of a busy server's log is a handful of LMCache INFO templates (stores, retrieves, scheduler
+Most of a busy server's log is a handful of LMCache INFO (or DEBUG) templates (stores, retrieves, scheduler
 lookups), uvicorn access lines and, on a metric-dense server, vLLM's periodic stats and SpecDecoding
 lines. ``scan_block`` recognises exactly those, per line, and keeps them as counters per (process
 prefix, template) and as compact numeric columns; every other line is handed back as
@@ -23,7 +23,7 @@ Per line, in this order (every step is per line, never sniffed per file or per b
    non-ASCII text are rare (the Python path owns binary-junk and wrapper handling);
 4. a chain of at most :data:`MAX_PREFIX_DEPTH` vLLM process prefixes ``(Name pid=N[, ip=X]) `` (Ray
    nests them) is the process key, as printed;
-5. then either LMCache's envelope ``[YYYY-MM-DD HH:MM:SS,mmm] LMCache INFO: `` with the
+5. then either LMCache's envelope ``[YYYY-MM-DD HH:MM:SS,mmm] LMCache INFO: `` (or ``DEBUG: ``) with the
    ``(file.py:N:logger)`` suffix and a store (S1), retrieve (R4, every variant) or lookup (L1) message,
    or a uvicorn access line ``INFO:  client - "request" NNN `` (1xx–4xx counted, 5xx counted and flagged),
    or vLLM's ``INFO MM-DD HH:MM:SS [file:N] `` header and a stats (V_STATS) or SpecDecoding (V_SPEC) message
@@ -93,9 +93,10 @@ NAN = float("nan")
 _ESC_SEQ = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 _RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
 _NOT_PRINTABLE = re.compile(rb"[^\x20-\x7f]")
-_ENVELOPE = re.compile(rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache INFO: ")
+#: LMCache's envelope at INFO or DEBUG: releases print the lookup (0.3.13's vllm_v1_adapter.py:1266, the post-0.5.6
+#: tree's :1440) and the retrieve line (0.3.5's cache_engine.py:504) at DEBUG too; the message starts at the match's end
+_ENVELOPE = re.compile(rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache (?:INFO|DEBUG): ")
 _DIGITS = re.compile(rb"\d*")
-_ENVELOPE_LEN = 40
 _VLLM_HEAD = re.compile(rb"INFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? \[")
 _FILE = re.compile(rb"[^:\] ]*")
 
@@ -548,12 +549,13 @@ def _scan_hot(acc: _Acc, raw: bytes, lineno: int, start: int, end: int) -> bool:
     if len(raw) > MAX_HOT_LINE or raw.find(b"\r", 0, len(raw) - 1) >= 0:
         return False
     s = clean_line(raw)
-    if b"INFO" not in s or _NOT_PRINTABLE.search(s):
+    if (b"INFO" not in s and b"LMCache DEBUG: " not in s) or _NOT_PRINTABLE.search(s):
         return False
     try:
         pos = peel_prefixes(s)
-        if _ENVELOPE.match(s, pos):
-            return _scan_lmcache(acc, s, pos, lineno, start, end)
+        env = _ENVELOPE.match(s, pos)
+        if env:
+            return _scan_lmcache(acc, s, pos, env.end(), lineno, start, end)
         if s.startswith(b"INFO ", pos):
             return _scan_vllm(acc, s, pos, len(raw), lineno, start, end)
         status = parse_access(s, pos)
@@ -571,9 +573,8 @@ def _scan_hot(acc: _Acc, raw: bytes, lineno: int, start: int, end: int) -> bool:
     return True
 
 
-def _scan_lmcache(acc: _Acc, s: bytes, pos: int, lineno: int, start: int, end: int) -> bool:
-    """Step 5 after the envelope matched at ``pos``: suffix, then lookup, store or retrieve (or _Reject)."""
-    msg = pos + _ENVELOPE_LEN
+def _scan_lmcache(acc: _Acc, s: bytes, pos: int, msg: int, lineno: int, start: int, end: int) -> bool:
+    """Step 5 after the envelope matched from ``pos`` to ``msg``: suffix, then lookup, store or retrieve (or _Reject)."""
     stop = suffix_start(s, msg)
     word = s[msg : msg + 1]
     if s.startswith(b"Reqid: ", msg):

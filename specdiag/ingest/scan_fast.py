@@ -86,7 +86,7 @@ def _pattern(code: bytes) -> re.Pattern:
     """The fast-path regex with ``code`` as the (optional) colour token."""
     c = rb"(?:" + code + rb")?"
     prefix = rb"((?:" + c + rb"\([A-Za-z0-9_]+ pid=\d{1,18}(?:, ip=[0-9.]+)?\)" + c + rb" ){0,4})"
-    env = c + rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache INFO:" + c + rb" "
+    env = c + rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache (?:INFO|DEBUG):" + c + rb" "
     store = _TAG + rb"Stored " + _NUM + rb" out of total " + _NUM + rb" tokens" + _REST
     new_retrieve = (_TAG + rb"Retrieved " + _NUM + rb" out of " + _NUM + rb" required tokens \(from " + _NUM
                     + rb" total tokens\)" + _REST)
