@@ -664,3 +664,47 @@ def test_unread_and_read_events_name_the_same_split_of_the_templates():
     ids = {t.id for t in default_matcher().templates}
     assert {t for t in ids if dep.unread(t)} == ids - read
     assert "S3" in ids - read and "L1" in read and "R4" in read  # stores per request: nothing reads them
+
+
+_BLOCK_FLAGS = [0, ESC_BLOCK, RESIDUE_BLOCK, ESC_BLOCK | prefilter.PLAIN_BLOCK, RESIDUE_BLOCK | prefilter.PLAIN_BLOCK,
+                prefilter.PLAIN_BLOCK]
+
+
+@settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "300")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(st.sampled_from(QUIET_LINES + AFTER + FOREIGN),
+                          st.lists(st.sampled_from(PIECES), max_size=10).map(b"".join)), min_size=1, max_size=12),
+       st.lists(st.booleans(), min_size=12, max_size=12), st.sampled_from(_BLOCK_FLAGS))
+def test_blocks_of_several_rows_agree_between_the_copies_whichever_lines_are_rows(lines, is_row, flags):
+    """Several lines in one block, of which only some are rows (the scanner took the others): each row's next
+    line is read from the next row where that row follows it, else from the block; coloured lines are cleaned
+    a run at a time between their escapes. Both copies must agree on every row."""
+    lines = [ln.replace(b"\n", b"") for ln in lines]
+    data = b"\n".join(lines)
+    starts, ends = _offsets(lines)
+    keep = [i for i in range(len(lines)) if is_row[i]] or [0]
+    starts, ends = array("q", [starts[i] for i in keep]), array("q", [ends[i] for i in keep])
+    quiet = _places()
+    ref = prefilter.kinds(data, 0, starts, ends, flags, quiet, None, WIDTHS, YEAR)
+    blobs = quiet.blobs()
+    got = compiled.prefilter(data, 0, starts, ends, flags, len(data), *blobs, prefilter.width_mask(WIDTHS), YEAR)
+    assert got == ref, (lines, keep)
+
+
+@pytest.mark.parametrize("flags", _BLOCK_FLAGS)
+def test_a_held_record_and_a_next_row_as_long_as_it_agree_between_the_copies(flags):
+    """Whether the next line may be a held record's rest turns on its length against the record's: a next
+    line one byte shorter, as long, or one byte longer, read from the next row or from the block."""
+    quiet = _places()
+    for line in QUIET_LINES:
+        for delta in (-1, 0, 1):
+            after = b"x" * max(0, len(line) + delta)
+            for rows in ((0, 1), (0,)):
+                block = [line, after]
+                starts, ends = _offsets(block)
+                starts, ends = array("q", [starts[i] for i in rows]), array("q", [ends[i] for i in rows])
+                data = b"\n".join(block)
+                ref = prefilter.kinds(data, 0, starts, ends, flags, quiet, None, WIDTHS, YEAR)
+                got = compiled.prefilter(data, 0, starts, ends, flags, len(data), *quiet.blobs(),
+                                         prefilter.width_mask(WIDTHS), YEAR)
+                assert got == ref, (line, delta, rows)

@@ -206,13 +206,14 @@ static long cleaned(const u8 *s, size_t n, int flags, u8 *out) {
     size_t w = 0;
     if ((flags & ESC_BLOCK) && memchr(s, 0x1b, n)) {
         if (esc_cut_at_end(s, n)) return -1;
-        for (size_t i = 0; i < n;) {
-            if (s[i] == 0x1b) {
-                size_t k = esc_seq(s, i, n);
-                i += k ? k : 1;
-                continue;
-            }
-            out[w++] = s[i++];
+        for (size_t i = 0; i < n;) { /* the text between ESCs is copied a run at a time */
+            const u8 *e = memchr(s + i, 0x1b, n - i);
+            size_t j = e ? (size_t)(e - s) : n;
+            memcpy(out + w, s + i, j - i);
+            w += j - i;
+            if (j == n) break;
+            size_t k = esc_seq(s, j, n);
+            i = j + (k ? k : 1);
         }
         return (long)w;
     }
@@ -822,11 +823,18 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
                       int has_after, u8 *buf2, heads_t *heads) {
     if (n == 0) return INERT;
     if (n > MAX_INERT_LINE * 4) return KEEP; /* even without its colour it is too long */
-    long len = cleaned(raw, n, flags, buf);
-    if (len < 0 || len > MAX_INERT_LINE) return KEEP;
-    const u8 *s = buf;
-    size_t m = (size_t)len;
-    int ascii = all_printable(s, m);
+    const u8 *s = raw;
+    size_t m = n;
+    /* a printable ASCII line holds no ESC and no CR: cleaning it copies it unchanged, except where the
+       block's colour residue is removed (most lines of a log: one pass instead of three and a copy) */
+    int ascii = !(flags & RESIDUE_BLOCK) && n <= MAX_INERT_LINE && all_printable(raw, n);
+    if (!ascii) {
+        long len = cleaned(raw, n, flags, buf);
+        if (len < 0 || len > MAX_INERT_LINE) return KEEP;
+        s = buf;
+        m = (size_t)len;
+        ascii = all_printable(s, m);
+    }
     if (!ascii && !(q && printable_utf8(s, m))) return KEEP;
     int prefixed = m && s[0] == '(';
     size_t at = prefixed ? peeled(s, m) : 0;
@@ -902,8 +910,12 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
         int has_after = nxt < (size_t)stop; /* else the next line is the next block's: unknown */
         size_t an = 0;
         if (has_after && qp) {
-            const u8 *nl = nxt < (size_t)stop ? memchr(b + nxt, '\n', (size_t)stop - nxt) : NULL;
-            an = (nl ? (size_t)(nl - b) : (size_t)stop) - nxt;
+            if (i + 1 < rows && (size_t)(off + st[i + 1]) == nxt) { /* the next line is the next row: its end is known */
+                an = (size_t)(en[i + 1] - st[i + 1]);
+            } else {
+                const u8 *nl = memchr(b + nxt, '\n', (size_t)stop - nxt);
+                an = (nl ? (size_t)(nl - b) : (size_t)stop) - nxt;
+            }
         }
         k[i] = (u8)inert_kind(b + s0, e0 - s0, flags, tmp, qp, has_after ? b + nxt : NULL, an, has_after, tmp2,
                               heads);
