@@ -7,11 +7,19 @@ were removed. Samples are synthetic.
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
+
+from specdiag.catalog import wording as W
 from specdiag.events import Template
 
 T = Template
 L = "lmcache"
 ID = r"(?P<req_id>\S+?)"
+#: the wording of the scanned messages (``catalog/wording.py``), escaped for the patterns below
+E = SimpleNamespace(**{k: re.escape(v) for k, v in vars(W).items() if k.isupper() and isinstance(v, str)})
+#: the optional ``[req_id=ID] `` tag before a store or retrieve message
+TAG = f"(?:{E.TAG_OPEN}(?P<req_id>[^{E.TAG_CLOSE}]*){E.TAG_CLOSE} )?"
 
 LMCACHE_TEMPLATES: list[Template] = [
     # ---- startup and configuration ------------------------------------------------------------
@@ -76,9 +84,9 @@ LMCACHE_TEMPLATES: list[Template] = [
     T("C37", L, None, "torch_device_type=", r"\s*torch_dev=(?P<dev>.*?), torch_device_type=(?P<device_type>\S+)", "0.4.x+",
       "v1/platform/_device_detect.py:311", "torch_dev=StubCPUDevice(device_type=cpu), torch_device_type=cpu"),
     # ---- scheduler-side lookup --------------------------------------------------------------------
-    T("L1", L, "Reqid:", "LMCache hit tokens",
-      r"Reqid: (?P<req_id>\S+), Total tokens (?P<total>\d+), (?:Inference Engine computed tokens: (?P<vllm_computed>\d+), )?"
-      r"LMCache hit tokens: (?P<hit>\d+|None)(?:, (?P<below_min>but )?need to load: (?P<need>-?\d+))?",
+    T("L1", L, W.REQID.strip(), W.HIT.strip(": "),
+      f"{E.REQID}(?P<req_id>\\S+),{E.TOTAL_TOKENS}(?P<total>\\d+){E.SEP}(?:{E.COMPUTED}(?P<vllm_computed>\\d+){E.SEP})?"
+      f"{E.HIT}(?P<hit>\\d+|{E.NO_HIT})(?:{E.SEP}(?P<below_min>{E.BELOW_MIN})?{E.NEED}(?P<need>-?\\d+))?",
       "0.3.1+ (computed tokens 0.3.15+)", "integration/vllm/vllm_v1_adapter.py:1476",
       "Reqid: cmpl-7f3a-0, Total tokens 4113, Inference Engine computed tokens: 0, LMCache hit tokens: 3840, need to load: 3840",
       ints=("total", "vllm_computed", "need"), lazy=True),
@@ -107,9 +115,9 @@ LMCACHE_TEMPLATES: list[Template] = [
       r"Request (?P<req_id>\S+) failed to load (?P<tokens>\d+) tokens across (?P<blocks>\d+) blocks", "0.3.12+",
       "integration/vllm/vllm_v1_adapter.py:964", "Request cmpl-1 failed to load 2048 tokens across 128 blocks",
       ints=("tokens", "blocks")),
-    T("R4", L, "Retrieved", "out of",
-      r"(?:\[req_id=(?P<req_id>[^\]]*)\] )?Retrieved (?P<retrieved>\d+) out of (?:(?P<required>\d+) required tokens \(from (?P<total>\d+) total tokens\)"
-      r"|(?:total )?(?P<required2>\d+) out of total (?P<total2>\d+) tokens)",
+    T("R4", L, W.RETRIEVED.strip(), W.OUT_OF.strip(),
+      f"{TAG}{E.RETRIEVED}(?P<retrieved>\\d+){E.OUT_OF}(?:(?P<required>\\d+){E.REQUIRED_FROM}(?P<total>\\d+){E.TOTAL_TOKENS_CLOSE}"
+      f"|(?:{E.LEGACY_TOTAL})?(?P<required2>\\d+){E.OUT_OF_TOTAL}(?P<total2>\\d+){E.TOKENS})",
       "0.3.3+", "v1/cache_engine.py:985",
       "[req_id=cmpl-1] Retrieved 6400 out of 8448 required tokens (from 9472 total tokens). size: 0.7813 gb, cost 41.2210 ms, throughput: 18.9531 GB/s;",
       ints=("retrieved", "required", "total", "required2", "total2"), lazy=True, volume="count"),
@@ -158,8 +166,8 @@ LMCACHE_TEMPLATES: list[Template] = [
     T("Z1", L, "Timeout", "recreating all sockets", r"Timeout occurred for rank (?P<rank>\S+?),? recreating all sockets(?:\. Error: (?P<error>.*))?",
       "0.3.9+", "v1/rpc/zmq_transport.py:121", "Timeout occurred for rank 0, recreating all sockets. Error: Resource temporarily unavailable"),
     # ---- store ---------------------------------------------------------------------------------------
-    T("S1", L, "Stored", "out of total",
-      r"(?:\[req_id=(?P<req_id>[^\]]*)\] )?Stored (?P<stored>\d+) out of total (?P<total>\d+) tokens", "0.3.3+",
+    T("S1", L, W.STORED.strip(), W.OUT_OF_TOTAL.strip(),
+      f"{TAG}{E.STORED}(?P<stored>\\d+){E.OUT_OF_TOTAL}(?P<total>\\d+){E.TOKENS}", "0.3.3+",
       "v1/cache_engine.py:588",
       "[req_id=cmpl-1] Stored 4096 out of total 4096 tokens. size: 0.5000 GB, cost 12.0000 ms, throughput: 41.6667 GB/s; offload_time: 10.0000 ms, put_time: 2.0000 ms",
       ints=("stored", "total"), lazy=True, volume="count"),

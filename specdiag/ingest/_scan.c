@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_wording.h" /* W_*: the scanned messages' literals, written once in specdiag/catalog/wording.py */
+
 /* SSE2 is part of every x86-64 (and x86 with -msse2): the line classifier and the colour-removing copy read
    16 bytes per step with it. Elsewhere (aarch64, MSVC) the same functions run a byte loop over tables. */
 #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SPECDIAG_SCAN_PORTABLE)
@@ -459,6 +461,7 @@ static inline int starts(const u8 *s, size_t pos, size_t end, const char *lit, s
     return pos + len <= end && same_bytes(s + pos, lit, len);
 }
 #define STARTS(s, pos, end, lit) starts((s), (pos), (end), (lit), sizeof(lit) - 1)
+#define LEN(lit) (sizeof(lit) - 1)
 
 /* digits at pos (1..MAX_DIGITS before end) -> value, *pos advanced; -1 = reject */
 static int number(const u8 *s, size_t *pos, size_t end, int64_t *v) {
@@ -572,8 +575,8 @@ static long suffix_start(const u8 *s, size_t msg, size_t n) {
 
 /* scan._req_tag: skip "[req_id=...] "; -1 = reject */
 static long req_tag(const u8 *s, size_t pos, size_t end) {
-    if (!STARTS(s, pos, end, "[req_id=")) return (long)pos;
-    const u8 *c = find_byte(s, pos + 8, end, ']');
+    if (!STARTS(s, pos, end, W_TAG_OPEN)) return (long)pos;
+    const u8 *c = find_byte(s, pos + LEN(W_TAG_OPEN), end, W_TAG_CLOSE[0]);
     if (!c) return -1;
     size_t k = (size_t)(c - s) + 1;
     return STARTS(s, k, end, " ") ? (long)(k + 1) : -1;
@@ -589,11 +592,11 @@ static int parse_store(const u8 *s, size_t msg, size_t end, int64_t *stored, int
     long t = req_tag(s, msg, end);
     if (t < 0) return -1;
     size_t pos = (size_t)t;
-    EXPECT("Stored ");
+    EXPECT(W_STORED);
     if (number(s, &pos, end, stored) < 0) return -1;
-    EXPECT(" out of total ");
+    EXPECT(W_OUT_OF_TOTAL);
     if (number(s, &pos, end, total) < 0) return -1;
-    EXPECT(" tokens");
+    EXPECT(W_TOKENS);
     return 0;
 }
 
@@ -601,20 +604,20 @@ static int parse_retrieve(const u8 *s, size_t msg, size_t end, int64_t *got, int
     long t = req_tag(s, msg, end);
     if (t < 0) return -1;
     size_t pos = (size_t)t;
-    EXPECT("Retrieved ");
+    EXPECT(W_RETRIEVED);
     if (number(s, &pos, end, got) < 0) return -1;
-    EXPECT(" out of ");
-    int legacy = STARTS(s, pos, end, "total ");
-    if (legacy) pos += 6;
+    EXPECT(W_OUT_OF);
+    int legacy = STARTS(s, pos, end, W_LEGACY_TOTAL);
+    if (legacy) pos += LEN(W_LEGACY_TOTAL);
     if (number(s, &pos, end, required) < 0) return -1;
-    if (!legacy && STARTS(s, pos, end, " required tokens (from ")) {
-        pos += 23;
+    if (!legacy && STARTS(s, pos, end, W_REQUIRED_FROM)) {
+        pos += LEN(W_REQUIRED_FROM);
         if (number(s, &pos, end, total) < 0) return -1;
-        EXPECT(" total tokens)");
-    } else if (STARTS(s, pos, end, " out of total ")) {
-        pos += 14;
+        EXPECT(W_TOTAL_TOKENS_CLOSE);
+    } else if (STARTS(s, pos, end, W_OUT_OF_TOTAL)) {
+        pos += LEN(W_OUT_OF_TOTAL);
         if (number(s, &pos, end, total) < 0) return -1;
-        EXPECT(" tokens");
+        EXPECT(W_TOKENS);
     } else {
         return -1;
     }
@@ -631,12 +634,12 @@ typedef struct {
 static int need_to_load(const u8 *s, size_t pos, size_t end, lookup_t *L) {
     L->need = NA;
     L->below = 0;
-    if (!STARTS(s, pos, end, ", ")) return 0;
-    size_t q = pos + 2;
+    if (!STARTS(s, pos, end, W_SEP)) return 0;
+    size_t q = pos + LEN(W_SEP);
     u8 below = 0;
-    if (STARTS(s, q, end, "but ")) below = 1, q += 4;
-    if (!STARTS(s, q, end, "need to load: ")) return 0;
-    q += 14;
+    if (STARTS(s, q, end, W_BELOW_MIN)) below = 1, q += LEN(W_BELOW_MIN);
+    if (!STARTS(s, q, end, W_NEED)) return 0;
+    q += LEN(W_NEED);
     int neg = STARTS(s, q, end, "-");
     q += neg;
     size_t p = q;
@@ -652,7 +655,7 @@ static int need_to_load(const u8 *s, size_t pos, size_t end, lookup_t *L) {
 
 static int parse_lookup(const u8 *s, size_t msg, size_t end, lookup_t *L) {
     size_t pos = msg;
-    EXPECT("Reqid: ");
+    EXPECT(W_REQID);
     const u8 *spp = find_byte(s, pos, end, ' ');
     if (!spp) return -1;
     size_t sp = (size_t)(spp - s);
@@ -660,19 +663,19 @@ static int parse_lookup(const u8 *s, size_t msg, size_t end, lookup_t *L) {
     L->rid = pos;
     L->rid_len = sp - 1 - pos;
     pos = sp;
-    EXPECT(" Total tokens ");
+    EXPECT(W_TOTAL_TOKENS);
     if (number(s, &pos, end, &L->total) < 0) return -1;
-    EXPECT(", ");
+    EXPECT(W_SEP);
     L->computed = NA;
-    if (STARTS(s, pos, end, "Inference Engine computed tokens: ")) {
-        pos += 34;
+    if (STARTS(s, pos, end, W_COMPUTED)) {
+        pos += LEN(W_COMPUTED);
         if (number(s, &pos, end, &L->computed) < 0) return -1;
-        EXPECT(", ");
+        EXPECT(W_SEP);
     }
-    EXPECT("LMCache hit tokens: ");
-    if (STARTS(s, pos, end, "None")) {
+    EXPECT(W_HIT);
+    if (STARTS(s, pos, end, W_NO_HIT)) {
         L->hit = NA;
-        pos += 4;
+        pos += LEN(W_NO_HIT);
     } else if (number(s, &pos, end, &L->hit) < 0) {
         return -1;
     }
@@ -1018,7 +1021,7 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, size_t msg
     long stop_l = suffix_start(s, msg, n);
     if (stop_l < 0) return 0;
     size_t stop = (size_t)stop_l;
-    if (STARTS(s, msg, n, "Reqid: ")) {
+    if (STARTS(s, msg, n, W_REQID)) {
         lookup_t L;
         if (parse_lookup(s, msg, stop, &L) < 0) return 0;
         int proc = proc_index(st, s, pre);
@@ -1033,9 +1036,9 @@ static int scan_lmcache(state *st, const u8 *s, size_t n, size_t pre, size_t msg
         st->counts[proc][T_LOOKUP]++;
         return 1;
     }
-    long tagged = msg < n && s[msg] == '[' ? req_tag(s, msg, stop) : (long)msg;
+    long tagged = msg < n && s[msg] == W_TAG_OPEN[0] ? req_tag(s, msg, stop) : (long)msg;
     if (tagged < 0) return 0;
-    if (STARTS(s, (size_t)tagged, n, "Stored ")) {
+    if (STARTS(s, (size_t)tagged, n, W_STORED)) {
         int64_t stored, total;
         if (parse_store(s, msg, stop, &stored, &total) < 0) return 0;
         int proc = proc_index(st, s, pre);

@@ -16,6 +16,7 @@ from itertools import compress, repeat
 from operator import floordiv, itemgetter
 from typing import TYPE_CHECKING
 
+from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.joiner import TERMINAL_WIDTHS
@@ -408,13 +409,13 @@ def counted(stats, window: HotWindow | None, rec: Record) -> bool:
     the scanner would count it, kept for the look-back, never an event. The scanner's grammar
     decides (``scan.message_values``): what it rejects stays a record for the templates."""
     msg = rec.raw
-    tag = msg.find(b"] ") + 2 if msg[:8] == b"[req_id=" else 0
-    if msg.startswith(b"Stored ", tag):
+    tag = msg.find(_W.TAG_CLOSE + b" ") + 2 if msg.startswith(_W.TAG_OPEN) else 0
+    if msg.startswith(_W.STORED, tag):
         if scan.message_values("S1", msg) is None:
             return False
         stats.hot.add_line("S1", rec)
         return True
-    if msg.startswith(b"Retrieved ", tag):
+    if msg.startswith(_W.RETRIEVED, tag):
         vals = scan.message_values("R4", msg)
         if vals is None or vals[0] < vals[1]:
             return False  # a short retrieve is a shortfall: it reaches the rules

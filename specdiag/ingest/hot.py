@@ -23,6 +23,7 @@ from itertools import accumulate, repeat
 from operator import sub
 from typing import TYPE_CHECKING
 
+from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest import scan
 from specdiag.ingest.origin import Origin, OriginCache
 from specdiag.numbers import to_int
@@ -515,7 +516,7 @@ class HotTally:
 
 
 #: look-back needle → (scanner table, template id of the Python path's events)
-_NEEDLES = {b"Retrieved ": ("retrieves", "R4"), b"Stored ": ("stores", "S1"), b"Reqid:": ("lookups", "L1")}
+_NEEDLES = {_W.RETRIEVED: ("retrieves", "R4"), _W.STORED: ("stores", "S1"), _W.REQID.rstrip(): ("lookups", "L1")}
 
 
 class HotWindow:

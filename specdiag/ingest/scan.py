@@ -46,6 +46,7 @@ from math import isnan
 from operator import add, eq, itemgetter, or_
 from typing import TYPE_CHECKING
 
+from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
 from specdiag.metrics.parse import STATS_ORDER
 
@@ -240,9 +241,9 @@ def suffix_start(s: bytes, msg: int) -> int:
 
 def _req_tag(s: bytes, pos: int, end: int) -> int:
     """Skip an optional ``[req_id=…] `` tag (the id holds no ``]``)."""
-    if not s.startswith(b"[req_id=", pos, end):
+    if not s.startswith(_W.TAG_OPEN, pos, end):
         return pos
-    close = s.find(b"]", pos + 8, end)
+    close = s.find(_W.TAG_CLOSE, pos + len(_W.TAG_OPEN), end)
     if close < 0:
         raise _Reject
     return _expect(s, close + 1, end, b" ")
@@ -250,10 +251,10 @@ def _req_tag(s: bytes, pos: int, end: int) -> int:
 
 def parse_store(s: bytes, pos: int, end: int) -> tuple[int, int]:
     """S1: ``[req_id=…] Stored N out of total M tokens`` → (stored, total)."""
-    pos = _expect(s, _req_tag(s, pos, end), end, b"Stored ")
+    pos = _expect(s, _req_tag(s, pos, end), end, _W.STORED)
     stored, pos = _number(s, pos, end)
-    total, pos = _number(s, _expect(s, pos, end, b" out of total "), end)
-    _expect(s, pos, end, b" tokens")
+    total, pos = _number(s, _expect(s, pos, end, _W.OUT_OF_TOTAL), end)
+    _expect(s, pos, end, _W.TOKENS)
     return stored, total
 
 
@@ -263,19 +264,19 @@ def parse_retrieve(s: bytes, pos: int, end: int) -> tuple[int, int, int]:
     0.3.9+: ``Retrieved R out of Q required tokens (from T total tokens)``; 0.3.3–0.3.5 and the layerwise
     line: ``Retrieved R out of [total ]Q out of total T tokens``.
     """
-    pos = _expect(s, _req_tag(s, pos, end), end, b"Retrieved ")
+    pos = _expect(s, _req_tag(s, pos, end), end, _W.RETRIEVED)
     got, pos = _number(s, pos, end)
-    pos = _expect(s, pos, end, b" out of ")
-    legacy = s.startswith(b"total ", pos, end)
+    pos = _expect(s, pos, end, _W.OUT_OF)
+    legacy = s.startswith(_W.LEGACY_TOTAL, pos, end)
     if legacy:
-        pos += 6
+        pos += len(_W.LEGACY_TOTAL)
     required, pos = _number(s, pos, end)
-    if not legacy and s.startswith(b" required tokens (from ", pos, end):
-        total, pos = _number(s, pos + 23, end)
-        _expect(s, pos, end, b" total tokens)")
-    elif s.startswith(b" out of total ", pos, end):
-        total, pos = _number(s, pos + 14, end)
-        _expect(s, pos, end, b" tokens")
+    if not legacy and s.startswith(_W.REQUIRED_FROM, pos, end):
+        total, pos = _number(s, pos + len(_W.REQUIRED_FROM), end)
+        _expect(s, pos, end, _W.TOTAL_TOKENS_CLOSE)
+    elif s.startswith(_W.OUT_OF_TOTAL, pos, end):
+        total, pos = _number(s, pos + len(_W.OUT_OF_TOTAL), end)
+        _expect(s, pos, end, _W.TOKENS)
     else:
         raise _Reject
     return got, required, total
@@ -284,20 +285,20 @@ def parse_retrieve(s: bytes, pos: int, end: int) -> tuple[int, int, int]:
 def parse_lookup(s: bytes, pos: int, end: int) -> tuple[bytes, int, int, int, int, int]:
     """L1: ``Reqid: ID, Total tokens N, [Inference Engine computed tokens: C, ]LMCache hit tokens: H|None
     [, [but ]need to load: [-]L]`` → (id, total, computed, hit, need, below_min)."""
-    pos = _expect(s, pos, end, b"Reqid: ")
+    pos = _expect(s, pos, end, _W.REQID)
     sp = s.find(b" ", pos, end)
     if sp < pos + 2 or s[sp - 1] != 0x2C:  # the id is every non-space byte before ", Total"
         raise _Reject
     rid = s[pos : sp - 1]
-    total, pos = _number(s, _expect(s, sp, end, b" Total tokens "), end)
-    pos = _expect(s, pos, end, b", ")
+    total, pos = _number(s, _expect(s, sp, end, _W.TOTAL_TOKENS), end)
+    pos = _expect(s, pos, end, _W.SEP)
     computed = NA
-    if s.startswith(b"Inference Engine computed tokens: ", pos, end):
-        computed, pos = _number(s, pos + 34, end)
-        pos = _expect(s, pos, end, b", ")
-    pos = _expect(s, pos, end, b"LMCache hit tokens: ")
-    if s.startswith(b"None", pos, end):
-        hit, pos = NA, pos + 4
+    if s.startswith(_W.COMPUTED, pos, end):
+        computed, pos = _number(s, pos + len(_W.COMPUTED), end)
+        pos = _expect(s, pos, end, _W.SEP)
+    pos = _expect(s, pos, end, _W.HIT)
+    if s.startswith(_W.NO_HIT, pos, end):
+        hit, pos = NA, pos + len(_W.NO_HIT)
     else:
         hit, pos = _number(s, pos, end)
     need, below = _need_to_load(s, pos, end)
@@ -318,15 +319,15 @@ def message_values(tid: str, msg: bytes) -> tuple | None:
 
 def _need_to_load(s: bytes, pos: int, end: int) -> tuple[int, int]:
     """The optional ``, [but ]need to load: [-]N`` tail; absent (or malformed) → (NA, 0)."""
-    if not s.startswith(b", ", pos, end):
+    if not s.startswith(_W.SEP, pos, end):
         return NA, 0
-    q = pos + 2
+    q = pos + len(_W.SEP)
     below = 0
-    if s.startswith(b"but ", q, end):
-        below, q = 1, q + 4
-    if not s.startswith(b"need to load: ", q, end):
+    if s.startswith(_W.BELOW_MIN, q, end):
+        below, q = 1, q + len(_W.BELOW_MIN)
+    if not s.startswith(_W.NEED, q, end):
         return NA, 0
-    q += 14
+    q += len(_W.NEED)
     neg = s.startswith(b"-", q, end)
     m = _DIGITS.match(s, q + neg, end)
     if m.end() == q + neg:
@@ -577,13 +578,13 @@ def _scan_lmcache(acc: _Acc, s: bytes, pos: int, msg: int, lineno: int, start: i
     """Step 5 after the envelope matched from ``pos`` to ``msg``: suffix, then lookup, store or retrieve (or _Reject)."""
     stop = suffix_start(s, msg)
     word = s[msg : msg + 1]
-    if s.startswith(b"Reqid: ", msg):
+    if s.startswith(_W.REQID, msg):
         rid, total, computed, hit, need, below = parse_lookup(s, msg, stop)
         acc.row("lookups", lineno, start, end, acc.proc(s[:pos]), rid_hash(rid), total, computed, hit, need, below)
         acc.count(acc.index[s[:pos]], LOOKUP)
         return True
-    tagged = _req_tag(s, msg, stop) if word == b"[" else msg
-    if s.startswith(b"Stored ", tagged):
+    tagged = _req_tag(s, msg, stop) if word == _W.TAG_OPEN[:1] else msg
+    if s.startswith(_W.STORED, tagged):
         stored, total = parse_store(s, msg, stop)
         acc.row("stores", lineno, start, end, acc.proc(s[:pos]), stored, total)
         acc.count(acc.index[s[:pos]], STORE)

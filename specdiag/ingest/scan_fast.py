@@ -45,6 +45,7 @@ from itertools import accumulate, compress, count, cycle, repeat
 from json import loads as _json_ints
 from operator import add, eq, getitem, is_, itemgetter, lshift, lt, or_, sub
 
+from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest import scan
 from specdiag.ingest.scan import (
     _ESC_SEQ,
@@ -79,7 +80,7 @@ from specdiag.ingest.scan import (
 
 _NUM = rb"(\d{1,18})(?![0-9])"
 _REST = rb"[\x20-\x27\x2a-\x5a\x5c-\x7f]*"  # printable, no parentheses, no '['
-_TAG = rb"(?:\[req_id=[\x20-\x5a\x5c\x5e-\x7f]*\] )?"  # no '[' or ']' inside
+_TAG = rb"(?:" + re.escape(_W.TAG_OPEN) + rb"[\x20-\x5a\x5c\x5e-\x7f]*" + re.escape(_W.TAG_CLOSE) + rb" )?"  # no '[' or ']' inside
 
 
 def _pattern(code: bytes) -> re.Pattern:
@@ -87,13 +88,19 @@ def _pattern(code: bytes) -> re.Pattern:
     c = rb"(?:" + code + rb")?"
     prefix = rb"((?:" + c + rb"\([A-Za-z0-9_]+ pid=\d{1,18}(?:, ip=[0-9.]+)?\)" + c + rb" ){0,4})"
     env = c + rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache (?:INFO|DEBUG):" + c + rb" "
-    store = _TAG + rb"Stored " + _NUM + rb" out of total " + _NUM + rb" tokens" + _REST
-    new_retrieve = (_TAG + rb"Retrieved " + _NUM + rb" out of " + _NUM + rb" required tokens \(from " + _NUM
-                    + rb" total tokens\)" + _REST)
-    old_retrieve = _TAG + rb"Retrieved " + _NUM + rb" out of (?:total )?" + _NUM + rb" out of total " + _NUM + rb" tokens" + _REST
-    lookup = (rb"Reqid: ([\x21-\x2b\x2d-\x5a\x5c\x5e-\x7f]+), Total tokens " + _NUM
-              + rb", (?:Inference Engine computed tokens: " + _NUM + rb", )?LMCache hit tokens: (?:" + _NUM
-              + rb"|(None))(?:, (but )?need to load: (-?\d{1,18}))?")
+    w = {name: re.escape(getattr(_W, name)) for name in ("STORED", "OUT_OF_TOTAL", "TOKENS", "RETRIEVED", "OUT_OF",
+                                                         "LEGACY_TOTAL", "REQUIRED_FROM", "TOTAL_TOKENS_CLOSE", "REQID",
+                                                         "TOTAL_TOKENS", "SEP", "COMPUTED", "HIT", "NO_HIT", "BELOW_MIN",
+                                                         "NEED")}
+    store = _TAG + w["STORED"] + _NUM + w["OUT_OF_TOTAL"] + _NUM + w["TOKENS"] + _REST
+    new_retrieve = (_TAG + w["RETRIEVED"] + _NUM + w["OUT_OF"] + _NUM + w["REQUIRED_FROM"] + _NUM
+                    + w["TOTAL_TOKENS_CLOSE"] + _REST)
+    old_retrieve = (_TAG + w["RETRIEVED"] + _NUM + w["OUT_OF"] + rb"(?:" + w["LEGACY_TOTAL"] + rb")?" + _NUM
+                    + w["OUT_OF_TOTAL"] + _NUM + w["TOKENS"] + _REST)
+    lookup = (w["REQID"] + rb"([\x21-\x2b\x2d-\x5a\x5c\x5e-\x7f]+)," + w["TOTAL_TOKENS"] + _NUM
+              + w["SEP"] + rb"(?:" + w["COMPUTED"] + _NUM + w["SEP"] + rb")?" + w["HIT"] + rb"(?:" + _NUM
+              + rb"|(" + w["NO_HIT"] + rb"))(?:" + w["SEP"] + rb"(" + w["BELOW_MIN"] + rb")?" + w["NEED"]
+              + rb"(-?\d{1,18}))?")
     suffix = rb" " + c + rb"\([A-Za-z0-9_.\-]*\.py:\d+:[A-Za-z0-9_.]+\)" + c
     access = rb'INFO: +[\x21-\x5a\x5c-\x7f]+ - "[\x20\x21\x23-\x5a\x5c-\x7f]*" ([1-5][0-9][0-9]) [\x20-\x7f]*'
     body = rb"(?:" + env + rb"(?:" + rb"|".join((store, new_retrieve, old_retrieve, lookup)) + rb")" + suffix + rb")"
@@ -108,10 +115,10 @@ _FAST_PLAIN = _pattern(rb"\[\d{1,3}(?:;\d{1,3})*m")
 _ONES = bytes.maketrans(b"0123456789", b"1111111111")
 #: what an emptied id may hold: printable, no space, '"', '(', ')', ':' or ']' (see the module docstring)
 _ID = rb"[\x21\x23-\x27\x2a-\x39\x3b-\x5c\x5e-\x7f]"
-_TAG_ID = re.compile(rb"\[req_id=" + _ID + rb"+\]")
-_RID_ID = re.compile(rb"Reqid: " + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
+_TAG_ID = re.compile(re.escape(_W.TAG_OPEN) + _ID + rb"+" + re.escape(_W.TAG_CLOSE))
+_RID_ID = re.compile(re.escape(_W.REQID) + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
 _NOT_NUMBER = bytes(c for c in range(256) if c not in b"0123456789- ")
-_TAG_HOLE, _RID_HOLE = b"[req_id=]", b"Reqid: ~"
+_TAG_HOLE, _RID_HOLE = _W.TAG_OPEN + _W.TAG_CLOSE, _W.REQID + b"~"
 #: pseudo template ids of a key's decision: every line of the key is rare / goes to the reference per line
 _RARE, _SLOW = len(TEMPLATES), len(TEMPLATES) + 1
 _REJECT_INFO, _SLOW_INFO = (_RARE,), (_SLOW,)
@@ -126,9 +133,9 @@ _PREFIX_CLEAN: dict[bytes, bytes] = {}
 def line_keys(block: bytes, n: int) -> list[bytes]:
     """One key per line of ``block`` (``n`` lines): digits → ``1``, tag and lookup-id contents emptied."""
     k = block.translate(_ONES)
-    if b"[req_id=" in k:
+    if _W.TAG_OPEN in k:
         k = _TAG_ID.sub(_TAG_HOLE, k)
-    if b"Reqid: " in k:
+    if _W.REQID in k:
         k = _RID_ID.sub(_RID_HOLE, k)
     keys = k.split(b"\n")
     del keys[n:]

@@ -15,14 +15,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from specdiag.catalog import wording as W
 from specdiag.repro.workload import metric_sum, parse_prometheus
 
 _R2 = re.compile(r"Num retrieved tokens: (\d+), num expected tokens: (-?\d+)")
 _V1 = re.compile(r"Recovered from KV load failure: (\d+) request\(s\) rescheduled \((\d+) tokens affected\)")
 _V2 = re.compile(r"Failing (\d+) request\(s\) due to KV load failure \(failure_policy=\w+, (\d+) tokens affected\)")
-_L1 = re.compile(r"Total tokens (\d+), Inference Engine computed tokens: (\d+), LMCache hit tokens: (\d+), "
-                 r"need to load: (-?\d+)")
-_R4 = re.compile(r"Retrieved (\d+) out of (\d+) required tokens")
+_L1 = re.compile(rf"{re.escape(W.TOTAL_TOKENS.lstrip())}(\d+){re.escape(W.SEP + W.COMPUTED)}(\d+){re.escape(W.SEP + W.HIT)}(\d+)"
+                 rf"{re.escape(W.SEP + W.NEED)}(-?\d+)")
+_R4 = re.compile(rf"{re.escape(W.RETRIEVED)}(\d+){re.escape(W.OUT_OF)}(\d+){re.escape(W.REQUIRED_FROM)}")
 _SD = re.compile(r"SpecDecoding metrics: .*?Accepted: (\d+) tokens, Drafted: (\d+) tokens")
 
 #: literal markers → counter name (a literal ``in`` test per line; cheap and version-tolerant)
@@ -97,14 +98,14 @@ def count_log(path: Path, stop_offset: int | None = None) -> LogCounts:
                 c.load_failed_requests += int(m.group(1))
             elif m := _V1.search(raw):
                 c.recovered_requests += int(m.group(1))
-        elif "LMCache hit tokens" in raw and (m := _L1.search(raw)):
+        elif W.HIT in raw and (m := _L1.search(raw)):
             c.lookups += 1
             c.lookup_total_tokens += int(m.group(1))
             c.lookup_hit_tokens += int(m.group(3))
             c.lookups_with_hits += int(m.group(3)) > 0
             c.loads += int(m.group(4)) > 0
             c.lookup_need_load += max(0, int(m.group(4)))
-        elif "required tokens" in raw and (m := _R4.search(raw)):
+        elif W.REQUIRED_FROM in raw and (m := _R4.search(raw)):
             c.retrieve_lines += 1
             c.retrieved_tokens += int(m.group(1))
         elif "SpecDecoding metrics" in raw and (m := _SD.search(raw)):

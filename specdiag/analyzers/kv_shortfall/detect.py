@@ -23,6 +23,7 @@ from specdiag.analyzers.kv_shortfall.shortfall import (
     complete_retrieve,
 )
 from specdiag.analyzers.signals import SignalWindow
+from specdiag.catalog.wording import BYTES
 from specdiag.context import Context
 from specdiag.events import Event, template
 from specdiag.events.rows import LookupRows, OriginCache, revive, rid_hash
@@ -184,7 +185,7 @@ class ShortfallTracker:
         occ = self._take_r4(ev, retrieved)
         r4 = occ.r4 if occ is not None else None
         if r4 is None:
-            last = self.run.event_before(rec.line, b"Retrieved ", key)
+            last = self.run.event_before(rec.line, BYTES.RETRIEVED, key)
             # a full retrieve line is only counted by ingest: look back for this process's one just before the error
             r4 = self._r4_fields(Event("R4", last, None, template("R4")) if last is not None else None)
             if r4 is not None and r4["retrieved"] != retrieved:

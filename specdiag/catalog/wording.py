@@ -1,0 +1,60 @@
+"""The wording of the LMCache messages the scanner reads natively, written once.
+
+A busy server's log is mostly LMCache's store (S1), retrieve (R4) and scheduler lookup (L1) lines, so
+several readers parse them: the scanner's pure-Python reference (``ingest/scan.py``), its no-compiler
+fallback (``ingest/scan_fast.py``), the compiled scanner (``ingest/_scan.c``, through ``_wording.h``, which
+``setup.py`` writes from this file when it builds the extension), the events templates the per-line path
+matches (``events/lmcache.py``), and the look-backs and the repro parser that search raw lines for them. Each
+takes the literals from here, so a release that rewords one of these messages is one edit here, and the
+differential tests (``tests/test_scan_differential.py``) hold the readers to the same decisions;
+``tests/test_wording.py`` fails when one of them spells a literal itself.
+
+The formats are the catalog's (``lmc.*`` entries of ``v1/cache_engine.py`` and
+``integration/vllm/vllm_v1_adapter.py``); these are the pieces between their placeholders. Each is a plain
+string assignment, which ``setup.py`` reads with ``ast`` (the package is not importable while it is built);
+``BYTES`` holds the same literals as bytes for the scanners.
+"""
+
+# ---- the optional "[req_id=ID] " tag before a store or a retrieve message (0.3.15+; the id holds no "]")
+TAG_OPEN = "[req_id="
+TAG_CLOSE = "]"
+
+# ---- S1, v1/cache_engine.py: "Stored N out of total M tokens. size: …"
+STORED = "Stored "
+OUT_OF_TOTAL = " out of total "
+TOKENS = " tokens"
+
+# ---- R4, v1/cache_engine.py: "Retrieved R out of Q required tokens (from T total tokens). size: …" (0.3.9+),
+#      or "Retrieved R out of [total ]Q out of total T tokens" (0.3.3–0.3.5, and the layerwise line)
+RETRIEVED = "Retrieved "
+OUT_OF = " out of "
+LEGACY_TOTAL = "total "
+REQUIRED_FROM = " required tokens (from "
+TOTAL_TOKENS_CLOSE = " total tokens)"
+
+# ---- L1, integration/vllm/vllm_v1_adapter.py: "Reqid: ID, Total tokens N, [Inference Engine computed
+#      tokens: C, ]LMCache hit tokens: H|None[, [but ]need to load: [-]L]" (computed tokens 0.3.15+)
+REQID = "Reqid: "
+TOTAL_TOKENS = " Total tokens "
+SEP = ", "
+COMPUTED = "Inference Engine computed tokens: "
+HIT = "LMCache hit tokens: "
+NO_HIT = "None"
+BELOW_MIN = "but "
+NEED = "need to load: "
+
+
+
+class _Bytes:
+    """The literals above as bytes (what the scanners compare raw lines with): ``BYTES.STORED == b"Stored "``."""
+
+    def __init__(self, source: dict) -> None:
+        for name, value in source.items():
+            if name.isupper() and isinstance(value, str):
+                setattr(self, name, value.encode("ascii"))
+
+    def __getattr__(self, name: str) -> bytes:  # for type checkers: every literal is bytes here
+        raise AttributeError(name)
+
+
+BYTES = _Bytes(dict(globals()))
