@@ -294,8 +294,9 @@ def test_a_locator_that_misplaces_a_field_is_caught_by_the_probe(monkeypatch: py
     a locator that took the prompt throughput for the generation throughput must not be trusted."""
     import re
 
-    swapped = scan_fast._STATS_MSG.pattern.replace(rb"Avg prompt throughput: (", rb"Avg prompt throughput: (?P<a>")
-    swapped = re.compile(swapped.replace(rb"Avg generation throughput: (", rb"Avg generation throughput: (?P<b>"))
+    prompt, gen = re.escape(scan.S_PROMPT), re.escape(scan.S_GEN)  # the pattern holds the wording escaped
+    swapped = scan_fast._STATS_MSG.pattern.replace(prompt + rb"(", prompt + rb"(?P<a>")
+    swapped = re.compile(swapped.replace(gen + rb"(", gen + rb"(?P<b>"))
     assert _decision(STATS)[0] == scan.STATS
     groups = swapped.groupindex
     monkeypatch.setattr(scan_fast, "_STATS_MSG", _Swap(swapped, groups["a"], groups["b"]))

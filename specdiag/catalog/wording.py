@@ -1,7 +1,7 @@
-"""The wording of the LMCache messages the scanner reads natively, written once.
+"""The wording of the messages the scanner reads natively, written once.
 
-A busy server's log is mostly LMCache's store (S1), retrieve (R4) and scheduler lookup (L1) lines, so
-several readers parse them: the scanner's pure-Python reference (``ingest/scan.py``), its no-compiler
+A busy server's log is mostly LMCache's store (S1), retrieve (R4) and scheduler lookup (L1) lines and, on a
+metric-dense server, vLLM's stats (V_STATS) and SpecDecoding (V_SPEC) lines, so several readers parse them: the scanner's pure-Python reference (``ingest/scan.py``), its no-compiler
 fallback (``ingest/scan_fast.py``), the compiled scanner (``ingest/_scan.c``, through ``_wording.h``, which
 ``setup.py`` writes from this file when it builds the extension), the events templates the per-line path
 matches (``events/lmcache.py``), and the look-backs and the repro parser that search raw lines for them. Each
@@ -10,7 +10,8 @@ differential tests (``tests/test_scan_differential.py``) hold the readers to the
 ``tests/test_wording.py`` fails when one of them spells a literal itself.
 
 The formats are the catalog's (``lmc.*`` entries of ``v1/cache_engine.py`` and
-``integration/vllm/vllm_v1_adapter.py``); these are the pieces between their placeholders. Each is a plain
+``integration/vllm/vllm_v1_adapter.py``, ``vll.*`` of ``v1/spec_decode/metrics.py``; vLLM builds its stats line
+from parts at run time); these are the pieces between their placeholders. Each is a plain
 string assignment, which ``setup.py`` reads with ``ast`` (the package is not importable while it is built);
 ``BYTES`` holds the same literals as bytes for the scanners.
 """
@@ -44,6 +45,42 @@ BELOW_MIN = "but "
 NEED = "need to load: "
 
 
+
+# ---- vLLM's periodic stats line (V_STATS), v1/metrics/loggers.py (0.8.5 :111 to 0.32.0 :335): "Engine NNN: Avg
+#      prompt throughput: X tokens/s, Avg generation throughput: X tokens/s, Running: N reqs, Waiting: N reqs,
+#      [Preemptions: N, ]GPU|CPU KV cache usage: X%[, Prefix cache hit rate: X%][, External prefix cache hit rate:
+#      X%]", or "N Engines Aggregated: …"; each key is followed by KEY_END
+ENGINE = "Engine "
+ENGINES_AGGREGATED = " Engines Aggregated"
+KEY_END = ": "
+PROMPT_TPS = "Avg prompt throughput"
+GEN_TPS = "Avg generation throughput"
+PER_SECOND = " tokens/s"
+RUNNING = "Running"
+WAITING = "Waiting"
+REQS = " reqs"
+PREEMPTIONS = "Preemptions"
+KV_DEVICE_GPU = "GPU"
+KV_DEVICE_CPU = "CPU"  # vLLM's CPU backend (0.30+)
+KV_USAGE = " KV cache usage"
+PREFIX_HIT = "Prefix cache hit rate"
+EXT_HIT = "External prefix cache hit rate"
+
+# ---- the SpecDecoding line (V_SPEC), v1/spec_decode/metrics.py: "SpecDecoding metrics: Mean acceptance length: X,
+#      Accepted throughput: X tokens/s, Drafted throughput: X tokens/s, Accepted: N tokens, Drafted: N tokens,
+#      Per-position acceptance rate: X, X, …, Avg Draft acceptance rate: X%" (0.10.2–0.32.0), or "SpecDecoding
+#      metrics: Draft acceptance rate: X%, Mean acceptance length: X, Accepted: N tokens, Drafted: N tokens,
+#      Per-position acceptance rate: X, X, …" (0.8.5–0.10.1); "Speculative metrics: …" before that
+SPEC = "SpecDecoding metrics"
+SPEC_OLD = "Speculative metrics"
+SPEC_MEAN_LENGTH = "Mean acceptance length"
+SPEC_ACCEPTED_TPS = "Accepted throughput"
+SPEC_DRAFTED_TPS = "Drafted throughput"
+SPEC_ACCEPTED = "Accepted"
+SPEC_DRAFTED = "Drafted"
+SPEC_PER_POSITION = "Per-position acceptance rate"
+SPEC_AVG_RATE = "Avg Draft acceptance rate"
+SPEC_RATE = "Draft acceptance rate"
 
 class _Bytes:
     """The literals above as bytes (what the scanners compare raw lines with): ``BYTES.STORED == b"Stored "``."""

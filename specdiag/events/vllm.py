@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import re
+from types import SimpleNamespace
+
+from specdiag.catalog import wording as W
 from specdiag.events import Template
 
 T = Template
 V = "vllm"
+#: the wording of the scanned stats and SpecDecoding lines (``catalog/wording.py``), escaped for the patterns below
+E = SimpleNamespace(**{k: re.escape(v) for k, v in vars(W).items() if k.isupper() and isinstance(v, str)})
 
 VLLM_TEMPLATES: list[Template] = [
     T("U5XX", "uvicorn", "INFO:", '" 5', r'INFO:\s+(?P<client>\S+) - "(?P<method>\w+) (?P<path>\S+) [^"]*" (?P<status>5\d\d)',
@@ -29,13 +35,16 @@ VLLM_TEMPLATES: list[Template] = [
       "distributed/kv_transfer/kv_connector/v1/lmcache_connector.py:92", "Initializing latest dev LMCache connector"),
     T("V_CREATE_CONNECTOR", V, "Creating", "connector with name", r"Creating v1 connector with name: (?P<name>\S+)", "0.9+",
       "distributed/kv_transfer/kv_connector/factory.py:63", "Creating v1 connector with name: LMCacheConnectorV1 and engine_id: e1"),
-    T("V_STATS", V, None, "Avg prompt throughput", r"(?:Engine (?P<engine>\d+)|(?P<n_engines>\d+) Engines Aggregated): (?P<body>Avg prompt throughput: .*)$",
+    T("V_STATS", V, None, W.PROMPT_TPS,
+      f"(?:{E.ENGINE}(?P<engine>\\d+)|(?P<n_engines>\\d+){E.ENGINES_AGGREGATED}){E.KEY_END}(?P<body>{E.PROMPT_TPS}{E.KEY_END}.*)$",
       "0.8.5+", "v1/metrics/loggers.py:335",
       "Engine 000: Avg prompt throughput: 812.4 tokens/s, Avg generation throughput: 96.0 tokens/s, Running: 3 reqs, Waiting: 5 reqs, Preemptions: 2, CPU KV cache usage: 97.3%, Prefix cache hit rate: 41.8%, External prefix cache hit rate: 22.5%"),
-    T("V_STATS_V0", V, "Avg", "Avg prompt throughput", r"(?P<body>Avg prompt throughput: .*)$", "V0 engine", "engine/metrics.py",
+    T("V_STATS_V0", V, W.PROMPT_TPS.split()[0], W.PROMPT_TPS, f"(?P<body>{E.PROMPT_TPS}{E.KEY_END}.*)$", "V0 engine",
+      "engine/metrics.py",
       "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.1 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.4%, CPU KV cache usage: 0.0%.",
       outside="vLLM's V0 engine built it at run time from parts (its last releases predate the catalog's 0.9)"),
-    T("V_SPEC", V, None, "metrics:", r"(?:SpecDecoding|Speculative) metrics: (?P<body>.*)$", "0.8.0+", "v1/spec_decode/metrics.py:120",
+    T("V_SPEC", V, None, W.SPEC.rsplit(" ", 1)[1] + W.KEY_END.strip(),
+      f"(?:{E.SPEC}|{E.SPEC_OLD}){E.KEY_END}(?P<body>.*)$", "0.8.0+", "v1/spec_decode/metrics.py:120",
       "SpecDecoding metrics: Mean acceptance length: 2.41, Accepted throughput: 58.20 tokens/s, Drafted throughput: 121.10 tokens/s, Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, 0.253, Avg Draft acceptance rate: 48.1%"),
     T("V1", V, "Recovered", "KV load failure",
       r"Recovered from KV load failure: (?P<reqs>\d+) request\(s\) rescheduled \((?P<tokens>\d+) tokens affected\)", "0.11.2+",

@@ -880,46 +880,69 @@ typedef struct {
         if (fn(st, s, &pos, end, (out)) < 0) return -1;      \
     } while (0)
 
+/* the stats and SpecDecoding literals as scan.py composes them (S_*), from the one wording */
+#define S_PROMPT W_KEY_END W_PROMPT_TPS W_KEY_END
+#define S_GEN W_PER_SECOND W_SEP W_GEN_TPS W_KEY_END
+#define S_RUNNING W_PER_SECOND W_SEP W_RUNNING W_KEY_END
+#define S_WAITING W_REQS W_SEP W_WAITING W_KEY_END
+#define S_AFTER_WAITING W_REQS W_SEP
+#define S_PREEMPTIONS W_PREEMPTIONS W_KEY_END
+#define S_KV_USAGE W_KV_USAGE W_KEY_END
+#define S_PREFIX_HIT W_SEP W_PREFIX_HIT W_KEY_END
+#define S_EXT_HIT W_SEP W_EXT_HIT W_KEY_END
+#define S_SPEC W_SPEC W_KEY_END
+#define S_SPEC_OLD S_SPEC W_SPEC_RATE W_KEY_END
+#define S_SPEC_NEW S_SPEC W_SPEC_MEAN_LENGTH W_KEY_END
+#define S_MEAN_LENGTH W_SEP W_SPEC_MEAN_LENGTH W_KEY_END
+#define S_ACCEPTED_TPS W_SEP W_SPEC_ACCEPTED_TPS W_KEY_END
+#define S_DRAFTED_TPS W_PER_SECOND W_SEP W_SPEC_DRAFTED_TPS W_KEY_END
+#define S_ACCEPTED_AFTER_TPS W_PER_SECOND W_SEP W_SPEC_ACCEPTED W_KEY_END
+#define S_ACCEPTED W_SEP W_SPEC_ACCEPTED W_KEY_END
+#define S_DRAFTED W_TOKENS W_SEP W_SPEC_DRAFTED W_KEY_END
+#define S_PER_POSITION W_TOKENS W_SEP W_SPEC_PER_POSITION W_KEY_END
+#define S_AVG_RATE W_SEP W_SPEC_AVG_RATE W_KEY_END
+
 /* scan.parse_stats */
 static int parse_stats(const state *st, const u8 *s, size_t msg, size_t end, stats_t *V) {
     size_t pos = msg;
     V->n_engines = NA;
-    if (STARTS(s, pos, end, "Engine ")) {
-        pos += 7;
+    if (STARTS(s, pos, end, W_ENGINE)) {
+        pos += LEN(W_ENGINE);
         if (number(s, &pos, end, &V->engine) < 0) return -1;
     } else {
         if (number(s, &pos, end, &V->n_engines) < 0) return -1;
-        EXPECT(" Engines Aggregated");
+        EXPECT(W_ENGINES_AGGREGATED);
         V->engine = NA;
     }
-    EXPECT(": Avg prompt throughput: ");
+    EXPECT(S_PROMPT);
     NUM(decimal, &V->prompt);
-    EXPECT(" tokens/s, Avg generation throughput: ");
+    EXPECT(S_GEN);
     NUM(decimal, &V->gen);
-    EXPECT(" tokens/s, Running: ");
+    EXPECT(S_RUNNING);
     NUM(count, &V->running);
-    EXPECT(" reqs, Waiting: ");
+    EXPECT(S_WAITING);
     NUM(count, &V->waiting);
-    EXPECT(" reqs, ");
+    EXPECT(S_AFTER_WAITING);
     V->preempt = NA;
-    if (STARTS(s, pos, end, "Preemptions: ")) {
-        pos += 13;
+    if (STARTS(s, pos, end, S_PREEMPTIONS)) {
+        pos += LEN(S_PREEMPTIONS);
         NUM(count, &V->preempt);
-        EXPECT(", ");
+        EXPECT(W_SEP);
     }
-    if (STARTS(s, pos, end, "GPU")) V->dev = 0;
-    else if (STARTS(s, pos, end, "CPU")) V->dev = 1;
+    /* scan.KV_DEVICES: both names are as long */
+    if (STARTS(s, pos, end, W_KV_DEVICE_GPU)) V->dev = 0;
+    else if (STARTS(s, pos, end, W_KV_DEVICE_CPU)) V->dev = 1;
     else return -1;
-    pos += 3;
-    EXPECT(" KV cache usage: ");
+    pos += LEN(W_KV_DEVICE_GPU);
+    EXPECT(S_KV_USAGE);
     NUM(percent, &V->kv);
     V->prefix = V->ext = nan_value();
-    if (STARTS(s, pos, end, ", Prefix cache hit rate: ")) {
-        pos += 25;
+    if (STARTS(s, pos, end, S_PREFIX_HIT)) {
+        pos += LEN(S_PREFIX_HIT);
         NUM(percent, &V->prefix);
     }
-    if (STARTS(s, pos, end, ", External prefix cache hit rate: ")) {
-        pos += 34;
+    if (STARTS(s, pos, end, S_EXT_HIT)) {
+        pos += LEN(S_EXT_HIT);
         NUM(percent, &V->ext);
     }
     return pos == end ? 0 : -1;
@@ -938,8 +961,8 @@ static int positions(state *st, const u8 *s, size_t *at, size_t end, int avg_fol
         if (*npos >= MAX_POSITIONS) return -1;
         NUM(decimal, &st->pos_tmp[*npos]);
         ++*npos;
-        if (avg_follows ? STARTS(s, pos, end, ", Avg Draft acceptance rate: ") : pos == end) break;
-        EXPECT(", ");
+        if (avg_follows ? STARTS(s, pos, end, S_AVG_RATE) : pos == end) break;
+        EXPECT(W_SEP);
     }
     *at = pos;
     return 0;
@@ -949,31 +972,31 @@ static int positions(state *st, const u8 *s, size_t *at, size_t end, int avg_fol
 static int parse_spec(state *st, const u8 *s, size_t msg, size_t end, spec_t *P) {
     size_t pos = msg;
     double ignored;
-    if (STARTS(s, pos, end, "SpecDecoding metrics: Draft acceptance rate: ")) { /* 0.8.5 - 0.10.1 */
-        pos += sizeof("SpecDecoding metrics: Draft acceptance rate: ") - 1;
+    if (STARTS(s, pos, end, S_SPEC_OLD)) { /* 0.8.5 - 0.10.1 */
+        pos += LEN(S_SPEC_OLD);
         NUM(percent, &P->rate);
-        EXPECT(", Mean acceptance length: ");
+        EXPECT(S_MEAN_LENGTH);
         NUM(decimal, &P->mal);
-        EXPECT(", Accepted: ");
+        EXPECT(S_ACCEPTED);
         NUM(count, &P->accepted);
-        EXPECT(" tokens, Drafted: ");
+        EXPECT(S_DRAFTED);
         NUM(count, &P->drafted);
-        EXPECT(" tokens, Per-position acceptance rate: ");
+        EXPECT(S_PER_POSITION);
         if (positions(st, s, &pos, end, 0, &P->npos) < 0) return -1;
     } else { /* 0.10.2 - 0.32.0 */
-        EXPECT("SpecDecoding metrics: Mean acceptance length: ");
+        EXPECT(S_SPEC_NEW);
         NUM(decimal, &P->mal);
-        EXPECT(", Accepted throughput: ");
+        EXPECT(S_ACCEPTED_TPS);
         NUM(decimal, &ignored);
-        EXPECT(" tokens/s, Drafted throughput: ");
+        EXPECT(S_DRAFTED_TPS);
         NUM(decimal, &ignored);
-        EXPECT(" tokens/s, Accepted: ");
+        EXPECT(S_ACCEPTED_AFTER_TPS);
         NUM(count, &P->accepted);
-        EXPECT(" tokens, Drafted: ");
+        EXPECT(S_DRAFTED);
         NUM(count, &P->drafted);
-        EXPECT(" tokens, Per-position acceptance rate: ");
+        EXPECT(S_PER_POSITION);
         if (positions(st, s, &pos, end, 1, &P->npos) < 0) return -1;
-        pos += sizeof(", Avg Draft acceptance rate: ") - 1;
+        pos += LEN(S_AVG_RATE);
         NUM(percent, &P->rate);
     }
     if (pos != end) return -1;
@@ -1080,7 +1103,7 @@ static int scan_vllm(state *st, const u8 *s, size_t n, size_t pre, size_t raw_le
     if (msg_l < 0) return 0;
     size_t msg = (size_t)msg_l;
     int64_t stamp = stamp_of(s + pre + 5);
-    if (STARTS(s, msg, n, "SpecDecoding metrics: ")) {
+    if (STARTS(s, msg, n, S_SPEC)) {
         spec_t P;
         if (parse_spec(st, s, msg, n, &P) < 0) return 0;
         int proc = proc_index(st, s, pre);

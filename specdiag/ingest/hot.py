@@ -448,12 +448,16 @@ def metric_fields(table: str, msg: bytes) -> dict:
     the scanner checked the shape (``Engine N: `` / ``N Engines Aggregated: `` then ``Avg prompt
     throughput: …``; ``SpecDecoding metrics: …``), printable ASCII; a test holds it equal to the match."""
     if table == "spec":
-        return {"body": msg[22:].decode()}
-    if msg.startswith(b"Engine "):
-        colon = msg.index(b": ", 7)
-        return {"engine": msg[7:colon].decode(), "n_engines": None, "body": msg[colon + 2 :].decode()}
-    cut = msg.index(b" Engines Aggregated: ")
-    return {"engine": None, "n_engines": msg[:cut].decode(), "body": msg[cut + 21 :].decode()}
+        return {"body": msg[len(scan.S_SPEC) :].decode()}
+    if msg.startswith(_W.ENGINE):
+        colon = msg.index(_W.KEY_END, len(_W.ENGINE))
+        return {"engine": msg[len(_W.ENGINE) : colon].decode(), "n_engines": None,
+                "body": msg[colon + len(_W.KEY_END) :].decode()}
+    cut = msg.index(_AGGREGATED)
+    return {"engine": None, "n_engines": msg[:cut].decode(), "body": msg[cut + len(_AGGREGATED) :].decode()}
+
+
+_AGGREGATED = _W.ENGINES_AGGREGATED + _W.KEY_END
 
 
 #: metric rows become events (``events.rows.metric_events``): counted as events, not as scanner counts

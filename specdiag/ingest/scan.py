@@ -82,8 +82,9 @@ SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
     "positions": (("rate", "d"),),
 }
 #: ``kv_dev`` of a stats row: which KV cache the usage is of (``GPU KV cache usage`` / ``CPU KV cache usage``)
-KV_DEVICES: tuple[str, ...] = ("GPU", "CPU")
+KV_DEVICES: tuple[str, ...] = (_W.KV_DEVICE_GPU.decode(), _W.KV_DEVICE_CPU.decode())
 _KV_DEV = {d.encode(): i for i, d in enumerate(KV_DEVICES)}
+_KV_DEV_LEN = len(_W.KV_DEVICE_GPU)  # both names are as long (the compiled scanner compares that many bytes)
 #: at most this many per-position rates on a hot SpecDecoding line (one per draft position)
 MAX_POSITIONS = 1024
 #: a vLLM line exactly this long may be a terminal-cut row whose rest follows on the next line, which the
@@ -425,6 +426,30 @@ def _percent(s: bytes, pos: int, end: int) -> tuple[float, int]:
     return (v if v != v else round(v / 100.0, 6)), pos
 
 
+#: the stats and SpecDecoding lines' literals as the scanners meet them, composed from the one wording
+#: (``catalog/wording.py``; ``_scan.c`` composes the same from ``_wording.h``; ``scan_fast`` escapes these)
+S_PROMPT = _W.KEY_END + _W.PROMPT_TPS + _W.KEY_END
+S_GEN = _W.PER_SECOND + _W.SEP + _W.GEN_TPS + _W.KEY_END
+S_RUNNING = _W.PER_SECOND + _W.SEP + _W.RUNNING + _W.KEY_END
+S_WAITING = _W.REQS + _W.SEP + _W.WAITING + _W.KEY_END
+S_AFTER_WAITING = _W.REQS + _W.SEP
+S_PREEMPTIONS = _W.PREEMPTIONS + _W.KEY_END
+S_KV_USAGE = _W.KV_USAGE + _W.KEY_END
+S_PREFIX_HIT = _W.SEP + _W.PREFIX_HIT + _W.KEY_END
+S_EXT_HIT = _W.SEP + _W.EXT_HIT + _W.KEY_END
+S_SPEC = _W.SPEC + _W.KEY_END
+_SPEC_OLD = S_SPEC + _W.SPEC_RATE + _W.KEY_END
+S_SPEC_NEW = S_SPEC + _W.SPEC_MEAN_LENGTH + _W.KEY_END
+S_MEAN_LENGTH = _W.SEP + _W.SPEC_MEAN_LENGTH + _W.KEY_END
+S_ACCEPTED_TPS = _W.SEP + _W.SPEC_ACCEPTED_TPS + _W.KEY_END
+S_DRAFTED_TPS = _W.PER_SECOND + _W.SEP + _W.SPEC_DRAFTED_TPS + _W.KEY_END
+S_ACCEPTED_AFTER_TPS = _W.PER_SECOND + _W.SEP + _W.SPEC_ACCEPTED + _W.KEY_END
+S_ACCEPTED = _W.SEP + _W.SPEC_ACCEPTED + _W.KEY_END
+S_DRAFTED = _W.TOKENS + _W.SEP + _W.SPEC_DRAFTED + _W.KEY_END
+S_PER_POSITION = _W.TOKENS + _W.SEP + _W.SPEC_PER_POSITION + _W.KEY_END
+_AVG_RATE = _W.SEP + _W.SPEC_AVG_RATE + _W.KEY_END
+
+
 def parse_stats(s: bytes, msg: int) -> tuple:
     """V_STATS, the modern shapes (``v1/metrics/loggers.py``, 0.8.5 :111 to 0.32.0 :335) → the stats row values
     (engine, n_engines, prompt_tps, gen_tps, running, waiting, preempt, kv, kv_dev, prefix, ext).
@@ -437,36 +462,34 @@ def parse_stats(s: bytes, msg: int) -> tuple:
     """
     end = len(s)
     n_engines = NA
-    if s.startswith(b"Engine ", msg):
-        engine, pos = _number(s, msg + 7, end)
+    if s.startswith(_W.ENGINE, msg):
+        engine, pos = _number(s, msg + len(_W.ENGINE), end)
     else:
         n_engines, pos = _number(s, msg, end)
-        pos, engine = _expect(s, pos, end, b" Engines Aggregated"), NA
-    prompt, pos = _decimal(s, _expect(s, pos, end, b": Avg prompt throughput: "), end)
-    gen, pos = _decimal(s, _expect(s, pos, end, b" tokens/s, Avg generation throughput: "), end)
-    running, pos = _count(s, _expect(s, pos, end, b" tokens/s, Running: "), end)
-    waiting, pos = _count(s, _expect(s, pos, end, b" reqs, Waiting: "), end)
-    pos = _expect(s, pos, end, b" reqs, ")
+        pos, engine = _expect(s, pos, end, _W.ENGINES_AGGREGATED), NA
+    prompt, pos = _decimal(s, _expect(s, pos, end, S_PROMPT), end)
+    gen, pos = _decimal(s, _expect(s, pos, end, S_GEN), end)
+    running, pos = _count(s, _expect(s, pos, end, S_RUNNING), end)
+    waiting, pos = _count(s, _expect(s, pos, end, S_WAITING), end)
+    pos = _expect(s, pos, end, S_AFTER_WAITING)
     preempt = NA
-    if s.startswith(b"Preemptions: ", pos):
-        preempt, pos = _count(s, pos + 13, end)
-        pos = _expect(s, pos, end, b", ")
-    dev = _KV_DEV.get(s[pos : pos + 3])
+    if s.startswith(S_PREEMPTIONS, pos):
+        preempt, pos = _count(s, pos + len(S_PREEMPTIONS), end)
+        pos = _expect(s, pos, end, _W.SEP)
+    dev = _KV_DEV.get(s[pos : pos + _KV_DEV_LEN])
     if dev is None:
         raise _Reject
-    kv, pos = _percent(s, _expect(s, pos + 3, end, b" KV cache usage: "), end)
+    kv, pos = _percent(s, _expect(s, pos + _KV_DEV_LEN, end, S_KV_USAGE), end)
     prefix = ext = NAN
-    if s.startswith(b", Prefix cache hit rate: ", pos):
-        prefix, pos = _percent(s, pos + 25, end)
-    if s.startswith(b", External prefix cache hit rate: ", pos):
-        ext, pos = _percent(s, pos + 34, end)
+    if s.startswith(S_PREFIX_HIT, pos):
+        prefix, pos = _percent(s, pos + len(S_PREFIX_HIT), end)
+    if s.startswith(S_EXT_HIT, pos):
+        ext, pos = _percent(s, pos + len(S_EXT_HIT), end)
     if pos != end:
         raise _Reject
     return engine, n_engines, prompt, gen, running, waiting, preempt, kv, dev, prefix, ext
 
 
-_SPEC_OLD = b"SpecDecoding metrics: Draft acceptance rate: "
-_AVG_RATE = b", Avg Draft acceptance rate: "
 
 
 def parse_spec(s: bytes, msg: int) -> tuple[float, int, int, float, list[float]]:
@@ -485,17 +508,17 @@ def parse_spec(s: bytes, msg: int) -> tuple[float, int, int, float, list[float]]
     end = len(s)
     if s.startswith(_SPEC_OLD, msg):
         rate, pos = _percent(s, msg + len(_SPEC_OLD), end)
-        mal, pos = _decimal(s, _expect(s, pos, end, b", Mean acceptance length: "), end)
-        accepted, pos = _count(s, _expect(s, pos, end, b", Accepted: "), end)
-        drafted, pos = _count(s, _expect(s, pos, end, b" tokens, Drafted: "), end)
-        positions, pos = _positions(s, _expect(s, pos, end, b" tokens, Per-position acceptance rate: "), False)
+        mal, pos = _decimal(s, _expect(s, pos, end, S_MEAN_LENGTH), end)
+        accepted, pos = _count(s, _expect(s, pos, end, S_ACCEPTED), end)
+        drafted, pos = _count(s, _expect(s, pos, end, S_DRAFTED), end)
+        positions, pos = _positions(s, _expect(s, pos, end, S_PER_POSITION), False)
     else:
-        mal, pos = _decimal(s, _expect(s, msg, end, b"SpecDecoding metrics: Mean acceptance length: "), end)
-        _, pos = _decimal(s, _expect(s, pos, end, b", Accepted throughput: "), end)
-        _, pos = _decimal(s, _expect(s, pos, end, b" tokens/s, Drafted throughput: "), end)
-        accepted, pos = _count(s, _expect(s, pos, end, b" tokens/s, Accepted: "), end)
-        drafted, pos = _count(s, _expect(s, pos, end, b" tokens, Drafted: "), end)
-        positions, pos = _positions(s, _expect(s, pos, end, b" tokens, Per-position acceptance rate: "), True)
+        mal, pos = _decimal(s, _expect(s, msg, end, S_SPEC_NEW), end)
+        _, pos = _decimal(s, _expect(s, pos, end, S_ACCEPTED_TPS), end)
+        _, pos = _decimal(s, _expect(s, pos, end, S_DRAFTED_TPS), end)
+        accepted, pos = _count(s, _expect(s, pos, end, S_ACCEPTED_AFTER_TPS), end)
+        drafted, pos = _count(s, _expect(s, pos, end, S_DRAFTED), end)
+        positions, pos = _positions(s, _expect(s, pos, end, S_PER_POSITION), True)
         rate, pos = _percent(s, pos + len(_AVG_RATE), end)
     if pos != end:
         raise _Reject
@@ -515,7 +538,7 @@ def _positions(s: bytes, pos: int, avg_follows: bool) -> tuple[list[float], int]
             raise _Reject
         if (s.startswith(_AVG_RATE, pos) if avg_follows else pos == end):
             return positions, pos
-        pos = _expect(s, pos, end, b", ")
+        pos = _expect(s, pos, end, _W.SEP)
 
 
 class _Acc:
@@ -607,7 +630,7 @@ def _scan_vllm(acc: _Acc, s: bytes, pos: int, raw_len: int, lineno: int, start: 
         raise _Reject
     msg = vllm_head(s, pos)
     stamp = stamp_value(s[pos + 5 : pos + 19])
-    if s.startswith(b"SpecDecoding metrics: ", msg):
+    if s.startswith(S_SPEC, msg):
         mal, accepted, drafted, rate, positions = parse_spec(s, msg)
         proc = acc.proc(s[:pos])
         rates = acc.cols["positions"][0]

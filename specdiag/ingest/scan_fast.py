@@ -246,18 +246,20 @@ _DEC = rb"(?:nan|\d+(?:\.\d+)?)"
 _D = rb"(" + _DEC + rb")"
 _P = rb"(nan%|\d+(?:\.\d+)?%)"  # a percent field's text keeps its '%': ``scan._percent`` reads it whole
 _RATES = rb"(" + _DEC + rb"(?:, " + _DEC + rb")*)"
+_E = re.escape
 _STATS_MSG = re.compile(
-    rb"(?:Engine (\d+)|(\d+) Engines Aggregated): Avg prompt throughput: " + _D + rb" tokens/s, Avg generation "
-    rb"throughput: " + _D + rb" tokens/s, Running: (\d+) reqs, Waiting: (\d+) reqs, (?:Preemptions: (\d+), )?"
-    rb"(GPU|CPU) KV cache usage: " + _P + rb"(?:, Prefix cache hit rate: " + _P + rb")?"
-    rb"(?:, External prefix cache hit rate: " + _P + rb")?")
+    rb"(?:" + _E(_W.ENGINE) + rb"(\d+)|(\d+)" + _E(_W.ENGINES_AGGREGATED) + rb")" + _E(scan.S_PROMPT) + _D
+    + _E(scan.S_GEN) + _D + _E(scan.S_RUNNING) + rb"(\d+)" + _E(scan.S_WAITING) + rb"(\d+)" + _E(scan.S_AFTER_WAITING)
+    + rb"(?:" + _E(scan.S_PREEMPTIONS) + rb"(\d+)" + _E(_W.SEP) + rb")?(" + _E(_W.KV_DEVICE_GPU) + rb"|"
+    + _E(_W.KV_DEVICE_CPU) + rb")" + _E(scan.S_KV_USAGE) + _P + rb"(?:" + _E(scan.S_PREFIX_HIT) + _P + rb")?"
+    + rb"(?:" + _E(scan.S_EXT_HIT) + _P + rb")?")
 _SPEC_MSG = re.compile(
-    rb"SpecDecoding metrics: Mean acceptance length: " + _D + rb", Accepted throughput: " + _DEC
-    + rb" tokens/s, Drafted throughput: " + _DEC + rb" tokens/s, Accepted: (\d+) tokens, Drafted: (\d+) "
-    rb"tokens, Per-position acceptance rate: " + _RATES + rb", Avg Draft acceptance rate: " + _P)
+    _E(scan.S_SPEC_NEW) + _D + _E(scan.S_ACCEPTED_TPS) + _DEC + _E(scan.S_DRAFTED_TPS) + _DEC
+    + _E(scan.S_ACCEPTED_AFTER_TPS) + rb"(\d+)" + _E(scan.S_DRAFTED) + rb"(\d+)" + _E(scan.S_PER_POSITION) + _RATES
+    + _E(scan._AVG_RATE) + _P)
 _SPEC_OLD_MSG = re.compile(
-    rb"SpecDecoding metrics: Draft acceptance rate: " + _P + rb", Mean acceptance length: " + _D
-    + rb", Accepted: (\d+) tokens, Drafted: (\d+) tokens, Per-position acceptance rate: " + _RATES)
+    _E(scan._SPEC_OLD) + _P + _E(scan.S_MEAN_LENGTH) + _D + _E(scan.S_ACCEPTED) + rb"(\d+)" + _E(scan.S_DRAFTED)
+    + rb"(\d+)" + _E(scan.S_PER_POSITION) + _RATES)
 #: the converter kinds of the metric fields: the reference's own readers, and the value of an absent field
 _NUMBER_F, _DECIMAL_F, _COUNT_F, _PERCENT_F = range(4)
 _CONVERTERS = ((_number, NA), (_decimal, NAN), (_count, NA), (_percent, NAN))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 
+from specdiag.catalog import wording as W
 from specdiag.numbers import to_float, to_int
 
 #: ``Key: value[unit]`` items. A key starts the body or follows ``, `` and cannot span a comma, and digit runs
@@ -21,20 +22,20 @@ _ITEM = re.compile(
     r"(?:^|, )([A-Za-z][A-Za-z -]{0,80}?): (nan|-?inf|-?\d{1,30}(?:\.\d{1,30})?)(%| tokens/s| tokens| reqs)?")
 _KV_FETCH = re.compile(r"KV fetch: (\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
 _PER_POS = re.compile(
-    r"Per-position acceptance rate: ((?:nan|\d{1,30}(?:\.\d{1,30})?)(?:, (?:nan|\d{1,30}(?:\.\d{1,30})?)){0,1024})")
+    re.escape(W.SPEC_PER_POSITION + W.KEY_END) + r"((?:nan|\d{1,30}(?:\.\d{1,30})?)(?:, (?:nan|\d{1,30}(?:\.\d{1,30})?)){0,1024})")
 
 #: stats line key → normalised field
 STATS_KEYS = {
-    "Avg prompt throughput": "prompt_throughput",
-    "Avg generation throughput": "generation_throughput",
-    "Running": "running_reqs",
-    "Waiting": "waiting_reqs",
+    W.PROMPT_TPS: "prompt_throughput",
+    W.GEN_TPS: "generation_throughput",
+    W.RUNNING: "running_reqs",
+    W.WAITING: "waiting_reqs",
     "Pending": "waiting_reqs",  # V0
     "Swapped": "swapped_reqs",  # V0
     "Deferred": "deferred_reqs",
-    "Preemptions": "preemptions",
-    "Prefix cache hit rate": "prefix_cache_hit_rate",
-    "External prefix cache hit rate": "external_prefix_cache_hit_rate",
+    W.PREEMPTIONS: "preemptions",
+    W.PREFIX_HIT: "prefix_cache_hit_rate",
+    W.EXT_HIT: "external_prefix_cache_hit_rate",
     "MM cache hit rate": "mm_cache_hit_rate",
     "Corrupted": "corrupted_reqs",
 }
@@ -43,13 +44,13 @@ PERCENT_FIELDS = {"prefix_cache_hit_rate", "external_prefix_cache_hit_rate", "mm
 
 #: SpecDecoding / Speculative metrics key → normalised field
 SPEC_KEYS = {
-    "Mean acceptance length": "mean_acceptance_length",
-    "Accepted throughput": "accepted_throughput",
-    "Drafted throughput": "drafted_throughput",
-    "Accepted": "accepted_tokens",
-    "Drafted": "drafted_tokens",
-    "Avg Draft acceptance rate": "draft_acceptance_rate",
-    "Draft acceptance rate": "draft_acceptance_rate",
+    W.SPEC_MEAN_LENGTH: "mean_acceptance_length",
+    W.SPEC_ACCEPTED_TPS: "accepted_throughput",
+    W.SPEC_DRAFTED_TPS: "drafted_throughput",
+    W.SPEC_ACCEPTED: "accepted_tokens",
+    W.SPEC_DRAFTED: "drafted_tokens",
+    W.SPEC_AVG_RATE: "draft_acceptance_rate",
+    W.SPEC_RATE: "draft_acceptance_rate",
     "Number of accepted tokens": "accepted_tokens",  # 0.8.0-0.8.2 and V0
     "Number of draft tokens": "drafted_tokens",
     "Number of emitted tokens": "emitted_tokens",  # V0
@@ -85,9 +86,9 @@ def parse_stats_body(body: str) -> dict:
     for key, val, unit in _ITEM.findall(body):
         key = key.strip()
         v = _num(val)
-        if key.endswith("KV cache usage"):
-            dev = key[: -len(" KV cache usage")].strip() or "GPU"
-            if v0 and dev == "CPU":
+        if key.endswith(W.KV_USAGE.strip()):
+            dev = key[: -len(W.KV_USAGE)].strip() or W.KV_DEVICE_GPU
+            if v0 and dev == W.KV_DEVICE_CPU:
                 name = "cpu_swap_usage"
             else:
                 name = "kv_cache_usage"

@@ -24,7 +24,8 @@ _V2 = re.compile(r"Failing (\d+) request\(s\) due to KV load failure \(failure_p
 _L1 = re.compile(rf"{re.escape(W.TOTAL_TOKENS.lstrip())}(\d+){re.escape(W.SEP + W.COMPUTED)}(\d+){re.escape(W.SEP + W.HIT)}(\d+)"
                  rf"{re.escape(W.SEP + W.NEED)}(-?\d+)")
 _R4 = re.compile(rf"{re.escape(W.RETRIEVED)}(\d+){re.escape(W.OUT_OF)}(\d+){re.escape(W.REQUIRED_FROM)}")
-_SD = re.compile(r"SpecDecoding metrics: .*?Accepted: (\d+) tokens, Drafted: (\d+) tokens")
+_SD = re.compile(rf"{re.escape(W.SPEC + W.KEY_END)}.*?{re.escape(W.SPEC_ACCEPTED + W.KEY_END)}(\d+)"
+                 rf"{re.escape(W.TOKENS + W.SEP + W.SPEC_DRAFTED + W.KEY_END)}(\d+){re.escape(W.TOKENS)}")
 
 #: literal markers → counter name (a literal ``in`` test per line; cheap and version-tolerant)
 _LITERALS = {
@@ -108,7 +109,7 @@ def count_log(path: Path, stop_offset: int | None = None) -> LogCounts:
         elif W.REQUIRED_FROM in raw and (m := _R4.search(raw)):
             c.retrieve_lines += 1
             c.retrieved_tokens += int(m.group(1))
-        elif "SpecDecoding metrics" in raw and (m := _SD.search(raw)):
+        elif W.SPEC in raw and (m := _SD.search(raw)):
             c.spec_accepted += int(m.group(1))
             c.spec_drafted += int(m.group(2))
         for lit, name in _LITERALS.items():
