@@ -23,11 +23,14 @@ def to_int(s: str | bytes | None, *, lo: int | None = None, hi: int | None = Non
     """An integer of at most 19 digits (optional sign, ``_`` not allowed), within ``[lo, hi]``; else None."""
     if s is None:
         return None
-    t = _text(s).strip()
-    body = t[1:] if t[:1] in "+-" else t
-    if not body or len(body) > MAX_INT_DIGITS or not body.isascii() or not body.isdigit():
-        return None
-    v = int(t)
+    if s.__class__ is bytes and 0 < len(s) <= MAX_INT_DIGITS and s.isdigit():
+        v = int(s)  # what a template's digit group holds: bytes.isdigit is ASCII digits only, no sign, no space
+    else:
+        t = _text(s).strip()
+        body = t[1:] if t[:1] in "+-" else t
+        if not body or len(body) > MAX_INT_DIGITS or not body.isascii() or not body.isdigit():
+            return None
+        v = int(t)
     if (lo is not None and v < lo) or (hi is not None and v > hi):
         return None
     return v

@@ -11,9 +11,12 @@ import json
 
 import pytest
 from corpus_paths import CORPUS
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from logbuilder import lmc, lookup, vllm
 
 from specdiag.engine import analyze
+from specdiag.numbers import to_int
 
 HUGE = "9" * 5000
 SPEC = "SpecDecoding metrics: Mean acceptance length: {mal}, Accepted throughput: 1.00 tokens/s, " \
@@ -117,3 +120,18 @@ def test_the_number_helpers_never_raise() -> None:
     assert to_float("inf", finite=False) == float("inf") and to_float("48.1%") == 48.1
     assert finite_or_none(float("nan")) is None and finite_or_none(True) is None and finite_or_none("3") == 3
     assert to_int("5", lo=0, hi=4) is None and to_float(b"2.5") == 2.5
+
+
+def _to_int_by_text(s: bytes) -> int | None:
+    """``to_int``'s rule spelled out on the decoded text (what its bytes fast path must agree with)."""
+    t = s.decode("ascii", "replace").strip()
+    body = t[1:] if t[:1] in "+-" else t
+    if not body or len(body) > 19 or not body.isascii() or not body.isdigit():
+        return None
+    return int(t)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=24) | st.text(alphabet="0123456789 +-_\u00b2\u0663x", max_size=24).map(str.encode))
+def test_bytes_digits_read_by_the_fast_path_agree_with_the_text_rule(raw: bytes) -> None:
+    assert to_int(raw) == _to_int_by_text(raw)
