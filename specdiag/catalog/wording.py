@@ -1,20 +1,26 @@
 """The wording of the messages the scanner reads natively, written once.
 
 A busy server's log is mostly LMCache's store (S1), retrieve (R4) and scheduler lookup (L1) lines and, on a
-metric-dense server, vLLM's stats (V_STATS) and SpecDecoding (V_SPEC) lines, so several readers parse them: the scanner's pure-Python reference (``ingest/scan.py``), its no-compiler
-fallback (``ingest/scan_fast.py``), the compiled scanner (``ingest/_scan.c``, through ``_wording.h``, which
-``setup.py`` writes from this file when it builds the extension), the events templates the per-line path
-matches (``events/lmcache.py``), and the look-backs and the repro parser that search raw lines for them. Each
-takes the literals from here, so a release that rewords one of these messages is one edit here, and the
-differential tests (``tests/test_scan_differential.py``) hold the readers to the same decisions;
-``tests/test_wording.py`` fails when one of them spells a literal itself.
+metric-dense server, vLLM's stats (V_STATS) and SpecDecoding (V_SPEC) lines, so several readers parse them:
+the scanner's pure-Python reference (``ingest/scan.py``), its no-compiler fallback (``ingest/scan_fast.py``),
+the compiled scanner (``ingest/_scan.c``, through ``_wording.h``, which ``setup.py`` writes from this file when
+it builds the extension), the events templates the per-line path matches (``events/lmcache.py``,
+``events/vllm.py``), the metric lines' key/value parser (``metrics/parse.py``), and the look-backs and the
+repro parser that search raw lines for them. Each takes the literals from here, so a release that rewords
+one of these messages is one edit here; the differential tests (``tests/test_scan_differential.py``) hold
+the readers to the same decisions, and ``tests/test_wording.py`` fails when one of them spells a literal
+itself.
 
 The formats are the catalog's (``lmc.*`` entries of ``v1/cache_engine.py`` and
 ``integration/vllm/vllm_v1_adapter.py``, ``vll.*`` of ``v1/spec_decode/metrics.py``; vLLM builds its stats line
-from parts at run time); these are the pieces between their placeholders. Each is a plain
-string assignment, which ``setup.py`` reads with ``ast`` (the package is not importable while it is built);
-``BYTES`` holds the same literals as bytes for the scanners.
+from parts at run time); these are the pieces between their placeholders. Each is a plain string
+assignment, which ``setup.py`` reads with ``ast`` (the package is not importable while it is built);
+``BYTES`` and ``REGEX`` hold the same literals as bytes and as escaped pattern text.
 """
+
+import re
+from collections.abc import Callable
+from typing import Any
 
 # ---- the optional "[req_id=ID] " tag before a store or a retrieve message (0.3.15+; the id holds no "]")
 TAG_OPEN = "[req_id="
@@ -82,16 +88,20 @@ SPEC_PER_POSITION = "Per-position acceptance rate"
 SPEC_AVG_RATE = "Avg Draft acceptance rate"
 SPEC_RATE = "Draft acceptance rate"
 
-class _Bytes:
-    """The literals above as bytes (what the scanners compare raw lines with): ``BYTES.STORED == b"Stored "``."""
 
-    def __init__(self, source: dict) -> None:
+class _Forms:
+    """Every literal above in one other form, by name (``BYTES.STORED == b"Stored "``)."""
+
+    def __init__(self, source: dict, form: Callable[[str], Any]) -> None:
         for name, value in source.items():
             if name.isupper() and isinstance(value, str):
-                setattr(self, name, value.encode("ascii"))
+                setattr(self, name, form(value))
 
-    def __getattr__(self, name: str) -> bytes:  # for type checkers: every literal is bytes here
+    def __getattr__(self, name: str) -> Any:  # for type checkers: every literal has its form here
         raise AttributeError(name)
 
 
-BYTES = _Bytes(dict(globals()))
+#: the literals as bytes, what the scanners compare raw lines with
+BYTES = _Forms(dict(globals()), lambda text: text.encode("ascii"))
+#: the literals escaped for a ``str`` pattern, what the events templates and the repro parser build theirs from
+REGEX = _Forms(dict(globals()), re.escape)

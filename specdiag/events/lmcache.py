@@ -7,17 +7,13 @@ were removed. Samples are synthetic.
 
 from __future__ import annotations
 
-import re
-from types import SimpleNamespace
-
 from specdiag.catalog import wording as W
+from specdiag.catalog.wording import REGEX as E
 from specdiag.events import Template
 
 T = Template
 L = "lmcache"
 ID = r"(?P<req_id>\S+?)"
-#: the wording of the scanned messages (``catalog/wording.py``), escaped for the patterns below
-E = SimpleNamespace(**{k: re.escape(v) for k, v in vars(W).items() if k.isupper() and isinstance(v, str)})
 #: the optional ``[req_id=ID] `` tag before a store or retrieve message
 TAG = f"(?:{E.TAG_OPEN}(?P<req_id>[^{E.TAG_CLOSE}]*){E.TAG_CLOSE} )?"
 

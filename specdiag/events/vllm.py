@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import re
-from types import SimpleNamespace
-
 from specdiag.catalog import wording as W
+from specdiag.catalog.wording import REGEX as E
 from specdiag.events import Template
 
 T = Template
 V = "vllm"
-#: the wording of the scanned stats and SpecDecoding lines (``catalog/wording.py``), escaped for the patterns below
-E = SimpleNamespace(**{k: re.escape(v) for k, v in vars(W).items() if k.isupper() and isinstance(v, str)})
 
 VLLM_TEMPLATES: list[Template] = [
     T("U5XX", "uvicorn", "INFO:", '" 5', r'INFO:\s+(?P<client>\S+) - "(?P<method>\w+) (?P<path>\S+) [^"]*" (?P<status>5\d\d)',

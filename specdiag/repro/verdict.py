@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from specdiag.catalog import wording as W
+from specdiag.catalog.wording import REGEX as E
 from specdiag.repro.workload import metric_sum, parse_prometheus
 
 _R2 = re.compile(r"Num retrieved tokens: (\d+), num expected tokens: (-?\d+)")
 _V1 = re.compile(r"Recovered from KV load failure: (\d+) request\(s\) rescheduled \((\d+) tokens affected\)")
 _V2 = re.compile(r"Failing (\d+) request\(s\) due to KV load failure \(failure_policy=\w+, (\d+) tokens affected\)")
-_L1 = re.compile(rf"{re.escape(W.TOTAL_TOKENS.lstrip())}(\d+){re.escape(W.SEP + W.COMPUTED)}(\d+){re.escape(W.SEP + W.HIT)}(\d+)"
-                 rf"{re.escape(W.SEP + W.NEED)}(-?\d+)")
-_R4 = re.compile(rf"{re.escape(W.RETRIEVED)}(\d+){re.escape(W.OUT_OF)}(\d+){re.escape(W.REQUIRED_FROM)}")
-_SD = re.compile(rf"{re.escape(W.SPEC + W.KEY_END)}.*?{re.escape(W.SPEC_ACCEPTED + W.KEY_END)}(\d+)"
-                 rf"{re.escape(W.TOKENS + W.SEP + W.SPEC_DRAFTED + W.KEY_END)}(\d+){re.escape(W.TOKENS)}")
+_L1 = re.compile(rf"{re.escape(W.TOTAL_TOKENS.lstrip())}(\d+){E.SEP}{E.COMPUTED}(\d+){E.SEP}{E.HIT}(\d+){E.SEP}{E.NEED}(-?\d+)")
+_R4 = re.compile(rf"{E.RETRIEVED}(\d+){E.OUT_OF}(\d+){E.REQUIRED_FROM}")
+_SD = re.compile(rf"{E.SPEC}{E.KEY_END}.*?{E.SPEC_ACCEPTED}{E.KEY_END}(\d+){E.TOKENS}{E.SEP}{E.SPEC_DRAFTED}{E.KEY_END}(\d+)"
+                 rf"{E.TOKENS}")
 
 #: literal markers → counter name (a literal ``in`` test per line; cheap and version-tolerant)
 _LITERALS = {
