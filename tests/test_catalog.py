@@ -213,3 +213,28 @@ def test_a_catalog_without_its_index_line_is_indexed_on_load_and_matches_the_sam
             "Reqid: cmpl-1, Total tokens 10, LMCache hit tokens: 0, need to load: 0"]
     assert [a.match(m) for m in msgs] == [b.match(m) for m in msgs] and a.match(msgs[0]) is not None
     assert [e.id for e in a.entries] == [e.id for e in b.entries]
+
+
+def test_the_rows_printing_at_a_place_are_found_from_the_line_lists_as_from_the_decoded_rows():
+    """``_rows_at`` reads the index's line lists and leaves a file's other rows undecoded; a catalog whose
+    index lacks them decodes every row of the file. Both name the same rows at every printed line of every
+    file, at lines no release prints at, and the fast one decodes only the rows it returns."""
+    import gzip
+    import json
+
+    from specdiag.catalog.store import DATA, Catalog
+
+    with gzip.open(DATA, "rb") as f:
+        raw = f.read().split(b"\n")
+    header, index = json.loads(raw[0]), json.loads(raw[1])["index"]
+    rows = [line for line in raw[2:] if line.strip()]
+    fast, slow = Catalog(header, rows, index), Catalog(header, rows, {k: v for k, v in index.items() if k != "lines"})
+    bases = sorted(index["base"])
+    assert len(bases) > 500
+    for base in bases[::7]:
+        printed = {int(x) for i in index["base"][base] for x in index["lines"][i].split(",")}
+        for line in sorted(printed) + [0, -1, max(printed) + 1]:
+            assert fast._rows_at(base, line) == slow._rows_at(base, line), (base, line)
+    built = sum(e is not None for e in fast._built)
+    assert built == 0  # nothing decoded to find them
+    assert [e.id for e in fast.at("cache_engine.py", 985)] == [e.id for e in slow.at("cache_engine.py", 985)] != []
