@@ -708,3 +708,20 @@ def test_a_held_record_and_a_next_row_as_long_as_it_agree_between_the_copies(fla
                 got = compiled.prefilter(data, 0, starts, ends, flags, len(data), *quiet.blobs(),
                                          prefilter.width_mask(WIDTHS), YEAR)
                 assert got == ref, (line, delta, rows)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([prefilter.KEEP, prefilter.INERT, prefilter.PREFIXED, prefilter.QUIET,
+                                 prefilter.QUIET_FIRST]), max_size=400),
+       st.sampled_from([0.0, 0.02, 0.2, 1.0]))
+def test_the_kept_rows_are_the_keep_rows_whether_few_or_many(kinds, keep_share):
+    """``blocks._kept_rows`` picks the KEEP rows by index when they are few and by a mask when they are many;
+    either way the columns are the rows whose kind is KEEP, in order."""
+    from itertools import compress
+
+    from specdiag.ingest.blocks import _kept_rows
+
+    kinds = bytes(prefilter.KEEP if (i * 37) % 100 < keep_share * 100 else k for i, k in enumerate(kinds))
+    rare = {name: array("q", [(i + 1) * (7 + j) for i in range(len(kinds))]) for j, name in enumerate(("line", "start", "end"))}
+    mask = bytes(k == prefilter.KEEP for k in kinds)
+    assert _kept_rows(kinds, rare) == {name: list(compress(col, mask)) for name, col in rare.items()}
