@@ -176,3 +176,19 @@ def test_every_shape_the_wording_spells_is_a_format_upstream_prints() -> None:
     formats = {e.fmt for e in catalog().entries if e.fmt}
     for shape in shapes:
         assert any(f.startswith(shape) for f in formats), shape
+
+
+def test_a_stats_line_of_either_kv_device_is_read_by_every_scanner():
+    """A stats line of either KV device gives the same row in every scanner, with that device's code."""
+    from specdiag.ingest import scan
+    from specdiag.ingest.scan_fast import scan_block_fast
+
+    for i, dev in enumerate((wording.KV_DEVICE_GPU, wording.KV_DEVICE_CPU)):
+        line = (b"INFO 05-06 08:00:00 [loggers.py:335] " + wording.BYTES.ENGINE + b"000" + scan.S_PROMPT + b"1.0"
+                + scan.S_GEN + b"2.0" + scan.S_RUNNING + b"3" + scan.S_WAITING + b"4" + scan.S_AFTER_WAITING
+                + dev.encode() + scan.S_KV_USAGE + b"5.0%\n")
+        results = [scan.scan_block_py(line, 0), scan_block_fast(line, 0)]
+        if scan._compiled is not None:
+            results.append(scan.scan_block_c(line, 0))
+        assert all(r == results[0] for r in results)
+        assert list(results[0].columns["stats"]["kv_dev"]) == [i], dev

@@ -121,7 +121,7 @@ class Catalog:
         #: basename -> its rows; ``(basename, line)`` -> entries printing there, filled as asked
         self._by_base: dict[str, list[int]] = index["base"]
         #: each row's printed lines as the index spells them ("350,372"), made a set when its file is asked
-        self._lines: list[str] | None = index.get("lines")
+        self._lines: list[str] = index["lines"]
         self._line_sets: dict[int, frozenset[str]] = {}
         #: (printed file, line, project, level) -> (its entries, their candidates), filled as asked
         self._places: dict[tuple, tuple[list[Entry], list[Cand]]] = {}
@@ -190,11 +190,8 @@ class Catalog:
     def _rows_at(self, base: str, line: int) -> list[int]:
         """The rows of file ``base`` that print at ``line``: read off the index's line lists, so the file's
         other rows stay undecoded (a log that prints from 130 places of 130 files decoded 4,000 rows)."""
-        rows = self._by_base.get(base, ())
-        if self._lines is None:  # data without the line lists: decode the file's rows
-            return [i for i in rows if self._entry(i).prints_at(line)]
         want, sets, out = str(line), self._line_sets, []
-        for i in rows:
+        for i in self._by_base.get(base, ()):
             s = sets.get(i)
             if s is None:
                 s = sets[i] = frozenset(self._lines[i].split(","))

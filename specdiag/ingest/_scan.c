@@ -929,11 +929,15 @@ static int parse_stats(const state *st, const u8 *s, size_t msg, size_t end, sta
         NUM(count, &V->preempt);
         EXPECT(W_SEP);
     }
-    /* scan.KV_DEVICES: both names are as long */
-    if (STARTS(s, pos, end, W_KV_DEVICE_GPU)) V->dev = 0;
-    else if (STARTS(s, pos, end, W_KV_DEVICE_CPU)) V->dev = 1;
-    else return -1;
-    pos += LEN(W_KV_DEVICE_GPU);
+    if (STARTS(s, pos, end, W_KV_DEVICE_GPU)) { /* scan.KV_DEVICES */
+        V->dev = 0;
+        pos += LEN(W_KV_DEVICE_GPU);
+    } else if (STARTS(s, pos, end, W_KV_DEVICE_CPU)) {
+        V->dev = 1;
+        pos += LEN(W_KV_DEVICE_CPU);
+    } else {
+        return -1;
+    }
     EXPECT(S_KV_USAGE);
     NUM(percent, &V->kv);
     V->prefix = V->ext = nan_value();

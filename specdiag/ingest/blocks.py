@@ -255,6 +255,7 @@ def _decided_by(reader: LineReader) -> tuple:
 
 QUIET_BYTE, FIRST_BYTE = bytes([prefilter.QUIET]), bytes([prefilter.QUIET_FIRST])
 KEEP_BYTE = bytes([prefilter.KEEP])
+_TAG_END = _W.TAG_CLOSE + b" "  # the end of a store or retrieve message's ``[req_id=…] `` tag
 _KEPT = bytes([1 if k == prefilter.KEEP else 0 for k in range(256)])
 
 
@@ -426,7 +427,7 @@ def counted(stats, window: HotWindow | None, rec: Record) -> bool:
     the scanner would count it, kept for the look-back, never an event. The scanner's grammar
     decides (``scan.message_values``): what it rejects stays a record for the templates."""
     msg = rec.raw
-    tag = msg.find(_W.TAG_CLOSE + b" ") + 2 if msg.startswith(_W.TAG_OPEN) else 0
+    tag = msg.find(_TAG_END) + len(_TAG_END) if msg.startswith(_W.TAG_OPEN) else 0
     if msg.startswith(_W.STORED, tag):
         if scan.message_values("S1", msg) is None:
             return False

@@ -443,6 +443,9 @@ def _late() -> tuple:
     return _LATE
 
 
+_AGGREGATED = _W.ENGINES_AGGREGATED + _W.KEY_END
+
+
 def metric_fields(table: str, msg: bytes) -> dict:
     """The V_STATS / V_SPEC template's fields of a message the scanner accepted, sliced instead of matched:
     the scanner checked the shape (``Engine N: `` / ``N Engines Aggregated: `` then ``Avg prompt
@@ -455,9 +458,6 @@ def metric_fields(table: str, msg: bytes) -> dict:
                 "body": msg[colon + len(_W.KEY_END) :].decode()}
     cut = msg.index(_AGGREGATED)
     return {"engine": None, "n_engines": msg[:cut].decode(), "body": msg[cut + len(_AGGREGATED) :].decode()}
-
-
-_AGGREGATED = _W.ENGINES_AGGREGATED + _W.KEY_END
 
 
 #: metric rows become events (``events.rows.metric_events``): counted as events, not as scanner counts

@@ -84,7 +84,6 @@ SCHEMA: dict[str, tuple[tuple[str, str], ...]] = {
 #: ``kv_dev`` of a stats row: which KV cache the usage is of (``GPU KV cache usage`` / ``CPU KV cache usage``)
 KV_DEVICES: tuple[str, ...] = (_W.KV_DEVICE_GPU.decode(), _W.KV_DEVICE_CPU.decode())
 _KV_DEV = {d.encode(): i for i, d in enumerate(KV_DEVICES)}
-_KV_DEV_LEN = len(_W.KV_DEVICE_GPU)  # both names are as long (the compiled scanner compares that many bytes)
 #: at most this many per-position rates on a hot SpecDecoding line (one per draft position)
 MAX_POSITIONS = 1024
 #: a vLLM line exactly this long may be a terminal-cut row whose rest follows on the next line, which the
@@ -476,10 +475,11 @@ def parse_stats(s: bytes, msg: int) -> tuple:
     if s.startswith(S_PREEMPTIONS, pos):
         preempt, pos = _count(s, pos + len(S_PREEMPTIONS), end)
         pos = _expect(s, pos, end, _W.SEP)
-    dev = _KV_DEV.get(s[pos : pos + _KV_DEV_LEN])
-    if dev is None:
+    name = next((d for d in _KV_DEV if s.startswith(d, pos)), None)
+    if name is None:
         raise _Reject
-    kv, pos = _percent(s, _expect(s, pos + _KV_DEV_LEN, end, S_KV_USAGE), end)
+    dev = _KV_DEV[name]
+    kv, pos = _percent(s, _expect(s, pos + len(name), end, S_KV_USAGE), end)
     prefix = ext = NAN
     if s.startswith(S_PREFIX_HIT, pos):
         prefix, pos = _percent(s, pos + len(S_PREFIX_HIT), end)
