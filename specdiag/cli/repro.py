@@ -254,7 +254,7 @@ def _write_plan(out_dir: Path, plan) -> None:  # type: ignore[no-untyped-def]
 def _calibrate(plan, dev, out_dir: Path, opts, progress, stop, say) -> None:  # type: ignore[no-untyped-def]
     """Run the plan's calibration on this machine (each step's cell under ``calibration/step<k>/``), say
     every step and the outcome before the matrix starts, and record it in plan.json (Ctrl-C included)."""
-    from specdiag.repro.calibrate import record_words, run_calibration
+    from specdiag.repro.calibrate import STOP_WORDS, record_words, run_calibration
     from specdiag.repro.plan import size_words
     from specdiag.repro.runner import run_cell
 
@@ -281,9 +281,8 @@ def _calibrate(plan, dev, out_dir: Path, opts, progress, stop, say) -> None:  # 
         if (words := record_words(plan.calibrated)) is not None:
             say(("" if plan.calibrated["result"]["reached"] else "warning: ") + words)
     if plan.calibrated["result"]["stopped"] == "lmcache-degraded":
-        _fail("LMCache ran in degraded mode in the calibration's base cell ('No supported cpu connector found'"
-              f" in {out_dir}/calibration): every cell would measure nothing; run 'specdiag repro setup --device"
-              " cpu' and try again")
+        _fail(f"{STOP_WORDS['lmcache-degraded']} ('No supported cpu connector found' in {out_dir}/calibration):"
+              " every cell would measure nothing; run 'specdiag repro setup --device cpu' and try again")
 
 
 def _run(plan, dev, out_dir: Path, fmt: str, executor: str, ray_address: str | None,  # type: ignore[no-untyped-def]
