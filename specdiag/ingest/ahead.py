@@ -23,7 +23,8 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor
 from typing import Protocol
 
-from specdiag.ingest import scan
+from specdiag.ingest import prefilter, scan
+from specdiag.ingest.cleaner import colour_of
 from specdiag.ingest.scan import ScanResult, scan_range
 
 #: blocks scanned ahead of the consumer, beyond one per thread
@@ -87,18 +88,34 @@ def scanned(blocks: Iterator[tuple[bytes, int, int]], hot: bool) -> Iterator[Ite
         yield data, start, end, res, copy
 
 
+def scan_and_decide(data: bytes, start: int, end: int, state: tuple | None) -> tuple[ScanResult, bytes | None]:
+    """:func:`scan_unwrapped` from line 1, and with the reader's prefilter ``state`` as it was when the block
+    was handed over (``blocks.prefilter_state``: plain flag, quiet blobs, width mask, year) the prefilter's
+    kinds of the block's rare rows too (``ScanResult.ahead``): the prefilter is the main cost of a noisy
+    block, and here it runs beside the reading thread. The reader uses them only if its state is still the
+    same when the block comes back (``prefilter.block_kinds``)."""
+    res, copy = scan_unwrapped(data, start, end, 0)
+    if state is not None and copy is None and len(res.rare["line"]):
+        plain, blobs, mask, year = state
+        flags = prefilter.colour_flags(*colour_of(data, start, end)) | plain
+        res.ahead = prefilter.kinds_ahead(data, start, end, res.rare, prefilter.compiled_args(flags, blobs, mask, year))
+    return res, copy
+
+
 def scan_ahead(blocks: Iterator[tuple[bytes, int, int]], hot: bool, threads: int = 0,
-               processes: int = 0) -> Iterator[Item]:
-    """:func:`scanned`, with the scans on ``threads`` pool threads when the compiled scanner is in use, or
-    on ``processes`` (more than one) worker processes when only the Python scanner is."""
+               processes: int = 0, state: Callable[[], tuple | None] | None = None) -> Iterator[Item]:
+    """:func:`scanned`, with the scans on ``threads`` pool threads when the compiled scanner is in use (and
+    the prefilter's kinds decided there from ``state()``, read when a block is handed over), or on
+    ``processes`` (more than one) worker processes when only the Python scanner is."""
     if hot and processes > 1 and not scan.compiled_in_use():
         return _in_processes(blocks, processes)
     if not (threads > 0 and hot and scan.compiled_in_use()):
         return scanned(blocks, hot)
-    return _pooled(blocks, threads)
+    return _pooled(blocks, threads, state)
 
 
-def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[Item]:
+def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int,
+            state: Callable[[], tuple | None] | None = None) -> Iterator[Item]:
     """Scans on a thread pool, results in file order.
 
     Each block is scanned from line 1 and renumbered when it is handed on (``_pipelined``), so blocks can
@@ -107,8 +124,29 @@ def _pooled(blocks: Iterator[tuple[bytes, int, int]], threads: int) -> Iterator[
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    balance = _Balance()
+
+    def submit(data: bytes, start: int, end: int) -> Pending:
+        ahead = state() if state is not None and not balance.behind else None
+        return pool.submit(scan_and_decide, data, start, end, ahead)
+
     with ThreadPoolExecutor(threads, thread_name_prefix="specdiag-scan") as pool:
-        yield from _pipelined(blocks, lambda d, s, e: pool.submit(scan_unwrapped, d, s, e, 0), DEPTH + threads)
+        yield from _pipelined(blocks, submit, DEPTH + threads, waited=balance.note)
+
+
+class _Balance:
+    """Whether the scan threads fall behind the reading thread: a block handed on whose scan was not done
+    yet. The next block is then scanned only, and its prefilter kinds are left to the reading thread, so
+    the byte work is shared between the two cores by what each has left to do (on a noisy log the
+    prefilter is about as long as the reading thread's own work)."""
+
+    __slots__ = ("behind",)
+
+    def __init__(self) -> None:
+        self.behind = False
+
+    def note(self, waited: bool) -> None:
+        self.behind = waited
 
 
 def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> Iterator[Item]:
@@ -140,27 +178,36 @@ def _in_processes(blocks: Iterator[tuple[bytes, int, int]], processes: int) -> I
 
 
 def _pipelined(blocks: Iterator[tuple[bytes, int, int]], submit: Callable[[bytes, int, int], Pending | None],
-               depth: int, base: int = 0) -> Iterator[Item]:
+               depth: int, base: int = 0, waited: Callable[[bool], None] | None = None) -> Iterator[Item]:
     """Blocks submitted as they are read, at most ``depth`` in flight, handed on in file order.
 
     Each block is scanned as if it were the input's first (line numbers from 1) and its rows are shifted
     by the lines before it when it is handed on (``ScanResult.shifted``, one C loop per column where the
     scanner is compiled). Numbering blocks before their scan meant counting their line breaks here, and
     ``bytes.count`` of one byte reads ~2 GB/s: on the TP=8 shape that count alone took this thread as long
-    as the scan it was to hand off (``docs/benchmark.md``)."""
+    as the scan it was to hand off (``docs/benchmark.md``). ``waited(True)`` is told of each block whose
+    scan was not done when it was to be handed on, ``waited(False)`` of each that was."""
     pending: deque = deque()
     try:
         for data, start, end in blocks:
             flood = is_flood(data, start, end)
             pending.append((data, start, end, 0, None if flood else submit(data, start, end)))
             if len(pending) > depth:
-                base = yield from _hand_on(pending.popleft(), base)
+                base = yield from _hand_on(_told(pending.popleft(), waited), base)
         while pending:
-            base = yield from _hand_on(pending.popleft(), base)
+            base = yield from _hand_on(_told(pending.popleft(), waited), base)
     finally:
         for *_rest, fut in pending:
             if fut is not None:
                 fut.cancel()
+
+
+def _told(item: tuple, waited: Callable[[bool], None] | None) -> tuple:
+    """``item``, after telling ``waited`` whether its scan is still under way."""
+    fut = item[4]
+    if waited is not None and fut is not None:
+        waited(not fut.done())
+    return item
 
 
 def _hand_on(item: tuple, base: int):

@@ -72,7 +72,7 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     else:
         line_at = _rare_line_at(data, start, rare)
     reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
-    skip = _Inert(reader, data, start, end, rare) if PREFILTER and copy is None and rare["line"] else None
+    skip = _Inert(reader, data, start, end, rare, res.ahead) if PREFILTER and copy is None and rare["line"] else None
     block = _BlockFeed(reader, view, original)
     for n, s, e, table, i in _line_order(res, skip.kept if skip is not None else rare):
         if skip is not None and skip.before(n):
@@ -139,14 +139,14 @@ class _Inert:
     """The rare lines of a block that the prefilter (``prefilter.py``) found inert or quiet: counted, not
     read, while no record is open; read in their turn while one is (``read_until``), as every line was."""
 
-    def __init__(self, reader: LineReader, data: bytes, start: int, end: int, rare: dict) -> None:
+    def __init__(self, reader: LineReader, data: bytes, start: int, end: int, rare: dict,
+                 ahead: prefilter.Ahead | None = None) -> None:
         cleaner = reader.cleaner
-        self.flags = ((prefilter.ESC_BLOCK if cleaner.esc else 0) | (prefilter.RESIDUE_BLOCK if cleaner.residue else 0)
-                      | (0 if reader.unwrapper.seen else prefilter.PLAIN_BLOCK))
+        self.flags = prefilter.colour_flags(cleaner.esc, cleaner.residue) | plain_flag(reader)
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
         self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
-                                           frozenset(reader.widths), reader.last_y)
+                                           frozenset(reader.widths), reader.last_y, ahead)
         # a width proven inside the block may make a quiet record's next row its rest; a dated line of another
         # year makes an LMCache record of the old one move the year back; a wrapper first seen inside the block
         # may change the next row's first bytes: quiet lines are then read
@@ -245,6 +245,21 @@ class _Inert:
         reader.recognized += self.kinds.count(prefilter.PREFIXED) - self.read_prefixed + self.quiet_skipped
         if self.quiet_skipped:  # its format was named when the record that taught its place was read
             reader.stats.quiet += self.quiet_skipped
+
+
+def plain_flag(reader: LineReader) -> int:
+    """``prefilter.PLAIN_BLOCK`` while the input has shown no wrapper (a line's first bytes are then what the
+    joiner reads), else 0."""
+    return 0 if reader.unwrapper.seen else prefilter.PLAIN_BLOCK
+
+
+def prefilter_state(reader: LineReader) -> tuple | None:
+    """What a block's prefilter kinds depend on besides its bytes, read now (on the reading thread) for a
+    scan thread to decide them ahead (``ahead.py``): the plain flag, the quiet places' blobs, the width mask
+    and the year. None where the prefilter is off."""
+    if not PREFILTER:
+        return None
+    return plain_flag(reader), prefilter.blobs_of(reader.quiet), prefilter.width_mask(reader.widths), reader.last_y
 
 
 def _decided_by(reader: LineReader) -> tuple:

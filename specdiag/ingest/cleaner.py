@@ -22,6 +22,19 @@ ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
 ANSI_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
 
 
+#: what is left of colour codes whose ESC was lost (``tee`` of a terminal, a copy out of a web console)
+RESIDUES = (b"[0m", b"[0;0m", b";20m", b"[1;36m")
+
+
+def colour_of(chunk: bytes, start: int, end: int) -> tuple[bool, bool]:
+    """Whether ``chunk[start:end]`` holds an ESC, and (without one) colour residue: decided per block, since a
+    block holding ESC keeps bracket text that merely looks like residue. A function of the bytes alone, so a
+    scan thread can decide it ahead of the reader (``ahead.py``)."""
+    find = chunk.find
+    esc = find(b"\x1b", start, end) >= 0
+    return esc, not esc and any(find(r, start, end) >= 0 for r in RESIDUES)
+
+
 class Cleaner:
     """The per-line cleaning of one input, with what it learnt of the current block and the line before."""
 
@@ -43,8 +56,7 @@ class Cleaner:
         decision (a block holding ESC keeps bracket text that merely looks like residue)."""
         end = len(chunk) if end is None else end
         find = chunk.find
-        self.esc = find(b"\x1b", start, end) >= 0
-        self.residue = not self.esc and any(find(r, start, end) >= 0 for r in (b"[0m", b"[0;0m", b";20m", b"[1;36m"))
+        self.esc, self.residue = colour_of(chunk, start, end)
         self.cr = few_lines or find(b"\r", start, end) >= 0
         self.suspicious = few_lines or find(b"\x00", start, end) >= 0 or not chunk.isascii()
 

@@ -35,6 +35,7 @@ wrapper yet (``PLAIN_BLOCK``: a line's first bytes are then what the joiner read
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 #: kinds, one byte per line
 KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST = 0, 1, 2, 3, 4
@@ -46,6 +47,13 @@ MAX_PLACEHOLDERS = 64
 #: block flags (``Cleaner.esc`` / ``Cleaner.residue``; ``PLAIN_BLOCK``: no wrapper seen in the input so far, so
 #: a line's first bytes are what the joiner will read)
 ESC_BLOCK, RESIDUE_BLOCK, PLAIN_BLOCK = 1, 2, 4
+
+
+def colour_flags(esc: bool, residue: bool) -> int:
+    """The block flags of its colour (``cleaner.colour_of``)."""
+    return (ESC_BLOCK if esc else 0) | (RESIDUE_BLOCK if residue else 0)
+
+
 #: longer lines are always read: the cleaner cuts and announces over-long ones
 MAX_INERT_LINE = 4096
 #: literals that, anywhere in a line, may make it something: a vLLM / LMCache envelope, logger name or banner,
@@ -603,14 +611,49 @@ except ImportError:  # pragma: no cover - exercised by the build without a compi
     _compiled_kinds = None
 
 
+_NO_BLOBS = (b"",) * 5
+
+
+class Ahead(NamedTuple):
+    """A block's kinds decided on a scan thread (``ahead.py``) from the reader's state as it was when the
+    block was handed over: ``args`` are what the compiled copy was called with besides the block (flags,
+    the five :meth:`QuietPlaces.blobs`, the width mask, the year). Used only where the reader's state is
+    still the same when the block comes back (:func:`block_kinds`), so the kinds are those it would decide."""
+
+    start: int
+    stop: int
+    args: tuple
+    kinds: bytes
+
+
+def compiled_args(flags: int, blobs: tuple[bytes, ...], mask: bytes, year: bytes) -> tuple:
+    """The compiled copy's arguments besides the block, in the order it takes them after ``stop``."""
+    return (flags, *blobs, mask, year)
+
+
+def blobs_of(quiet: QuietPlaces | None) -> tuple[bytes, ...]:
+    return quiet.blobs() if quiet is not None else _NO_BLOBS
+
+
+def kinds_ahead(data: bytes, start: int, stop: int, rare: dict, args: tuple) -> Ahead | None:
+    """The kinds of a block's rare rows by the compiled copy, for a scan thread (None where it was not built)."""
+    if _compiled_kinds is None:
+        return None
+    flags, *rest = args
+    return Ahead(start, stop, args, _compiled_kinds(data, start, rare["start"], rare["end"], flags, stop, *rest))
+
+
 def block_kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | None, stop: int,
-                widths: frozenset[int], year: bytes) -> bytes:
-    """:func:`kinds` by the compiled copy where it was built (and the scanner is not forced to Python)."""
+                widths: frozenset[int], year: bytes, ahead: Ahead | None = None) -> bytes:
+    """:func:`kinds` by the compiled copy where it was built (and the scanner is not forced to Python); the
+    kinds decided ``ahead`` on a scan thread where they were decided for this block and this state."""
     from specdiag.ingest.scan import compiled_in_use
 
     if _compiled_kinds is not None and compiled_in_use():
-        blobs = quiet.blobs() if quiet is not None else (b"",) * 5
-        return _compiled_kinds(data, off, starts, ends, flags, stop, *blobs, width_mask(widths), year)
+        args = compiled_args(flags, blobs_of(quiet), width_mask(widths), year)
+        if ahead is not None and ahead.start == off and ahead.stop == stop and ahead.args == args:
+            return ahead.kinds
+        return _compiled_kinds(data, off, starts, ends, flags, stop, *args[1:])
     return kinds(data, off, starts, ends, flags, quiet, stop, widths, year)
 
 

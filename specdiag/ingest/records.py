@@ -20,9 +20,10 @@ is a small minority of lines.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from functools import partial
 
 from specdiag.ingest.ahead import is_flood, scan_ahead
-from specdiag.ingest.blocks import counted, plain_block, scanned_block
+from specdiag.ingest.blocks import counted, plain_block, prefilter_state, scanned_block
 from specdiag.ingest.cleaner import Cleaner
 from specdiag.ingest.cr_lines import cr_records
 from specdiag.ingest.envelope import (
@@ -483,7 +484,8 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     reader = LineReader(source.display, stats, window, count_hot=bool(hot))
     reader.quiet = quiet
     lineno = 0
-    for item in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes):
+    state = partial(prefilter_state, reader)
+    for item in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes, state):
         data, start, read_end, res, _ = item
         if res is None and is_flood(data, start, read_end):  # a newline flood: no list of empties
             lineno += read_end - start

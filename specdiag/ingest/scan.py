@@ -124,6 +124,9 @@ class ScanResult:
     counts: dict[tuple[bytes, str], int]
     columns: dict[str, dict[str, array]] = field(default_factory=dict)
     lookup_text: bytes | None = None
+    #: the prefilter's kinds of the rare rows decided on the scan thread (``prefilter.Ahead``), or None; not
+    #: part of equality: the reader decides them itself wherever they may differ
+    ahead: object = None
 
     def __eq__(self, other: object) -> bool:
         """Equal down to the bits of every column: NaN (a missing float) equals NaN, and ``-0.0`` is not ``0.0``
@@ -150,7 +153,7 @@ class ScanResult:
             if "line" in cols:
                 cols = {**cols, "line": shift_column(cols["line"], base, compiled)}
             columns[name] = cols
-        return ScanResult(self.lines, self.prefixes, self.counts, columns, self.lookup_text)
+        return ScanResult(self.lines, self.prefixes, self.counts, columns, self.lookup_text, self.ahead)
 
     @property
     def flagged(self) -> dict[str, array]:
