@@ -190,3 +190,34 @@ def test_kinds_decided_on_the_scan_thread_report_what_reading_every_line_reports
     monkeypatch.setattr(blocks, "PREFILTER", False)
     assert threaded == report(scan_threads=0)
     assert threaded["findings"], "the incident at the end is found"
+
+
+def _debug_places(n: int) -> list[str]:
+    """``n`` one-line vLLM DEBUG records of the catalog with no placeholder, each at its own place."""
+    from specdiag.catalog import catalog
+
+    out, seen = [], set()
+    for e in catalog().entries:
+        if e.project != "vllm" or e.level != "DEBUG" or not e.fmt or "\n" in e.fmt or "%" in e.fmt:
+            continue
+        place = f"{e.module.rsplit('/', 1)[-1]}:{e.runs[2]}"
+        if place not in seen:
+            seen.add(place)
+            out.append(f"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [{place}] {e.fmt}")
+    return out[:n]
+
+
+def test_records_of_many_new_places_are_read_a_few_times_each_then_counted(tmp_path) -> None:
+    """200 DEBUG places, each printing all through the log: once a place's first records are read, the rest
+    are counted; the small first reads (``sources.FIRST_BLOCK``) keep the reading to a few records a place."""
+    from test_prefilter import _quiet_count
+
+    rng = random.Random(2)
+    places = _debug_places(200)
+    assert len(places) == 200
+    lines = [rng.choice(places) for _ in range(60_000)]
+    log = tmp_path / "places.log"
+    log.write_text("\n".join(lines) + "\n")
+    assert log.stat().st_size > 2 * sources.BLOCK_SIZE
+    read = len(lines) - _quiet_count(log)
+    assert read <= 5 * len(places), read

@@ -147,3 +147,18 @@ def test_a_pipe_is_never_read_again(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert b"".join(d[s:e] for d, s, e in blocks) == data
     # the cut line carried and joined into a block of its own; the rest of that read handed on from its middle
     assert [(d[s:e], s) for d, s, e in blocks] == [(b"line one\n", 0), (b"line two\n", 0), (b"three\n", 6)]
+
+
+def test_the_first_reads_of_an_input_are_small_and_grow_to_a_whole_block(tmp_path: Path) -> None:
+    """A block's prefilter kinds are decided before its records teach the analysis which places it may count
+    unread: small first reads let it learn them within a few hundred lines."""
+    line = b"node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1\n"
+    path = tmp_path / "noise.log"
+    path.write_bytes(line * (3 * sources.BLOCK_SIZE // len(line)))
+    (src,) = expand_inputs([str(path)])
+    sizes = [end - start for _, start, end in src.blocks()]
+    whole = [s for s in sizes if s > sources.BLOCK_SIZE - len(line)]
+    assert sizes[0] <= sources.FIRST_BLOCK < sources.BLOCK_SIZE
+    assert all(b <= 2 * a + len(line) for a, b in zip(sizes, sizes[1:], strict=False))  # at most twice the last
+    assert len(sizes) - len(whole) <= 6 and len(whole) >= 2
+    assert sum(sizes) == path.stat().st_size
