@@ -40,3 +40,24 @@ def test_lazy_templates_parse_fields_on_first_access() -> None:
     assert ev.id == "L1"
     assert ev._f is None  # not parsed yet
     assert ev.f["hit"] == "3840" and ev.f["total"] == 4113
+
+
+def _vllm(text: str) -> Record:
+    return Record("x.log", 1, NO_ORIGIN, "vllm", "INFO", None, None, None, None, None, text.encode())
+
+
+def test_a_template_of_several_first_words_is_dispatched_on_each_and_only_on_those() -> None:
+    """V_SPEC's two forms begin with different words; other loggers' ``… metrics: `` lines (KV Transfer,
+    DiffusionDecoding, every stats interval) are not its candidates, so the prefilter may count them unread."""
+    new = "SpecDecoding metrics: Draft acceptance rate: 48.1%, Mean acceptance length: 2.41, Accepted: 582 tokens, " \
+          "Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455"
+    old = "Speculative metrics: Draft acceptance rate: 0.481, System efficiency: 0.602, Number of speculative tokens: 3"
+    assert MATCHER.match(_vllm(new)).id == "V_SPEC"
+    assert MATCHER.match(_vllm(old)).id == "V_SPEC"
+    words = MATCHER.dispatch("vllm")
+    assert b"SpecDecoding" in words and b"Speculative" in words
+    assert not any(b"metrics" in n for n in MATCHER.needles("vllm"))
+    for other in ("KV Transfer metrics: {'num_successful_transfers': 3}",
+                  "DiffusionDecoding metrics: Committed token throughput: 12.00 tokens/s"):
+        ev = MATCHER.match(_vllm(other))
+        assert ev is None or ev.id != "V_SPEC"

@@ -39,7 +39,9 @@ MAX_MATCH = 64 * 1024
 class Template:
     id: str
     source: str  # "lmcache" | "vllm" | "text"
-    first: str | None  # first word of the message ("Reqid:"), None = check on every record of the source
+    #: first word of the message ("Reqid:"), or words that each begin one of its forms ("SpecDecoding|Speculative");
+    #: None = check on every record of the source (its needle then makes every record holding it read)
+    first: str | None
     needle: str  # literal that must occur in the message
     pattern: str  # regex (matched at the start of the message; searched anywhere for "text")
     versions: str
@@ -173,7 +175,8 @@ class Matcher:
             if t.first is None:
                 self.anywhere.setdefault(t.source, []).append(t)
             else:
-                self.by_first.setdefault((t.source, t.first.encode()), []).append(t)
+                for word in t.first.split("|"):
+                    self.by_first.setdefault((t.source, word.encode()), []).append(t)
 
     def dispatch(self, source: str, read: frozenset[str] | None = None,
                  levels: tuple[str, ...] | None = None) -> dict[bytes, list[bytes]]:

@@ -39,7 +39,7 @@ VLLM_TEMPLATES: list[Template] = [
       "engine/metrics.py",
       "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 9.1 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs, GPU KV cache usage: 0.4%, CPU KV cache usage: 0.0%.",
       outside="vLLM's V0 engine built it at run time from parts (its last releases predate the catalog's 0.9)"),
-    T("V_SPEC", V, None, W.SPEC.rsplit(" ", 1)[1] + W.KEY_END.strip(),
+    T("V_SPEC", V, f"{W.SPEC.split()[0]}|{W.SPEC_OLD.split()[0]}", W.SPEC.rsplit(" ", 1)[1] + W.KEY_END.strip(),
       f"(?:{E.SPEC}|{E.SPEC_OLD}){E.KEY_END}(?P<body>.*)$", "0.8.0+", "v1/spec_decode/metrics.py:120",
       "SpecDecoding metrics: Mean acceptance length: 2.41, Accepted throughput: 58.20 tokens/s, Drafted throughput: 121.10 tokens/s, Accepted: 582 tokens, Drafted: 1211 tokens, Per-position acceptance rate: 0.702, 0.455, 0.253, Avg Draft acceptance rate: 48.1%"),
     T("V1", V, "Recovered", "KV load failure",
