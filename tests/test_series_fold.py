@@ -201,3 +201,58 @@ def test_a_log_naming_a_new_engine_on_every_line_keeps_memory_bounded(tmp_path) 
     dep = rep.deployments[0]
     assert len(dep.metrics.series.engines) == MAX_ENGINES
     assert any("36 stats/SpecDecoding line(s) of engines past the first 64" in n for n in dep.notes)
+
+
+def _sparse_log(tmp_path: Path, n: int, seed: int, spec_share: float, engines: int = 1, repeat: float = 0.01) -> Path:
+    """Stats lines each followed by its SpecDecoding line only sometimes (vLLM prints one only for an interval
+    that verified drafts), another process's line now and then, a repeated SpecDecoding line rarely, and
+    with ``engines`` > 1 the engine label changing between stats lines."""
+    import random
+
+    rng = random.Random(seed)
+    lines = []
+    for i in range(n):
+        ts = f"08:{i // 60 % 60:02d}:{i % 60:02d}"
+        stats = STATS.format(proc="APIServer", pid=1, ts=ts, p=i % 10, run=i % 7)
+        lines.append(stats.replace("Engine 000", f"Engine {rng.randrange(engines):03d}"))
+        if rng.random() < spec_share:
+            spec = SPEC.format(proc="APIServer", pid=1, ts=ts, p=i % 10, mal=f"{1 + i % 3}.25", acc=i, dr=2 * i + 1)
+            lines.append(spec)
+            if rng.random() < repeat:
+                lines.append(spec)  # a SpecDecoding line after a SpecDecoding line: a row of its own
+        if rng.random() < 0.02:
+            lines.append(OTHER)
+    p = tmp_path / "server.log"
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+@pytest.mark.skipif(scan.IMPLEMENTATION == "none", reason="no scanner")
+@pytest.mark.parametrize(("cap", "spec_share", "engines", "seed"),
+                         [(16, 0.6, 1, 1), (16, 0.0, 1, 2), (5, 0.3, 1, 3), (64, 0.9, 1, 4), (20000, 0.5, 1, 5),
+                          (16, 0.5, 2, 6)])
+def test_batches_of_stats_lines_with_and_without_spec_lines_give_the_series_of_one_line_at_a_time(
+        tmp_path: Path, cap: int, spec_share: float, engines: int, seed: int) -> None:
+    """Batches where only some stats lines have their SpecDecoding line are made a column at a time
+    (``SeriesTracker._observe_joined``); the rows, folds and Records are those of one line at a time."""
+    log = _sparse_log(tmp_path, 3000, seed, spec_share, engines)
+    batched, single = _series_from_batches(log, cap), _series_line_by_line(log, cap)
+    assert _digest(batched) == _digest(single)
+    assert batched.untracked_rows == single.untracked_rows
+    assert sum(iv.n for ivs in batched.engines.values() for iv in ivs) >= 3000  # and the repeated lines' rows
+
+
+@pytest.mark.skipif(scan.IMPLEMENTATION == "none", reason="no scanner")
+def test_a_batch_of_stats_lines_with_some_spec_lines_is_made_a_column_at_a_time(tmp_path: Path,
+                                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    log = _sparse_log(tmp_path, 2000, 7, 0.5, repeat=0.0)
+    rows_each = []
+    real = SeriesTracker._observe_each
+
+    def each(self, rows, lo, hi):
+        rows_each.append(hi - lo)
+        return real(self, rows, lo, hi)
+
+    monkeypatch.setattr(SeriesTracker, "_observe_each", each)
+    _series_from_batches(log, 16)
+    assert sum(rows_each) < 100  # of about 3,000 lines: the SpecDecoding lines that head a batch

@@ -371,8 +371,19 @@ class MetricRows:
         columns, not rows; None for a batch the per-line stages made."""
         if self._view is None:
             return None
-        return (_pick(self._view.columns("stats"), self._rows[lo::2]),
-                _pick(self._view.columns("spec"), self._rows[lo + 1 :: 2]))
+        return self.columns_at(self._rows[lo::2], self._rows[lo + 1 :: 2])
+
+    def columns_at(self, stats_rows: list[int], spec_rows: list[int]) -> tuple[list, list] | None:
+        """The values of the stats table's rows ``stats_rows`` and of the SpecDecoding table's ``spec_rows``
+        (``table_rows``) as columns; None for a batch the per-line stages made."""
+        if self._view is None:
+            return None
+        return _pick(self._view.columns("stats"), stats_rows), _pick(self._view.columns("spec"), spec_rows)
+
+    def table_rows(self, ks: list[int]) -> list[int]:
+        """The rows of their tables that batch rows ``ks`` are (for ``columns_at`` and ``engine_at``)."""
+        rows = self._rows
+        return [rows[k] for k in ks]
 
     def refs(self) -> list[RowRecord | Record]:
         """Every row's ``record_ref``."""
@@ -396,7 +407,13 @@ class MetricRows:
         and SpecDecoding lines take turns), or None when they differ (a column at a time)."""
         if self._view is None:
             return self.engine(lo)
-        idx = self._rows[lo::2]
+        return self.engine_at(self._rows[lo::2])
+
+    def engine_at(self, idx: list[int]) -> tuple[int | None, int | None] | None:
+        """The ``engine`` pair shared by the stats table's rows ``idx`` (``table_rows``), or None when they
+        differ (or the batch has no scanned rows)."""
+        if self._view is None:
+            return None
         cols = self._view.res.columns["stats"]
         engines, n_engines = scan.gather(cols["engine"], idx), scan.gather(cols["n_engines"], idx)
         if engines.count(engines[0]) != len(engines) or n_engines.count(n_engines[0]) != len(n_engines):

@@ -301,6 +301,19 @@ def _pair_columns(times: list, lines: list, refs: list, stats: list, spec: list)
     return [t, lines[0::2], refs[0::2], [1] * len(t), *stats, *spec, spec_refs]
 
 
+def _joined_columns(rows, at: list[int], partner: list[int | None], stats: list, spec: list) -> list:
+    """``_ROW``'s columns of one row per stats line ``at`` (batch rows), each joined by its SpecDecoding line
+    ``partner`` (None: none followed): ``stats``/``spec`` are the values of those lines as columns."""
+    times, refs, lines = rows.times(), rows.refs(), rows.lines
+    t = [times[k] if times[k] is not None or p is None else times[p] for k, p in zip(at, partner, strict=True)]
+    spec_refs = [None if p is None else refs[p] for p in partner]
+    if len(spec[0]) != len(at):  # spread the SpecDecoding values over the rows they join
+        place = iter(range(len(spec[0])))
+        slot = [None if p is None else next(place) for p in partner]
+        spec = [[None if j is None else col[j] for j in slot] for col in spec]
+    return [t, [lines[k] for k in at], [refs[k] for k in at], [1] * len(at), *stats, *spec, spec_refs]
+
+
 class _EngineRows:
     """One engine's rows: ``done`` (each covering ``stride`` stats lines) and ``pending``, the newest rows
     not yet folded (the last one may still be joined by its SpecDecoding line)."""
@@ -391,7 +404,7 @@ class SeriesTracker:
         self._built = None
         n = len(rows)
         lo = 1 if n and rows.kinds[0] == "spec" else 0  # the SpecDecoding line of the last batch's stats line
-        if n - lo >= 4 and self._observe_pairs(rows, lo):
+        if n - lo >= 4 and (self._observe_pairs(rows, lo) or self._observe_joined(rows, lo)):
             return
         self._observe_each(rows, 0, n)
 
@@ -426,6 +439,44 @@ class SeriesTracker:
         self.last[pkey] = (eng.pending[-1], ekey)
         return True
 
+    def _observe_joined(self, rows, lo: int) -> bool:
+        """The batch from ``lo`` on a column at a time, when it is one process's stats lines, each with or
+        without the SpecDecoding line right after it (vLLM prints one only for an interval that verified
+        drafts), one engine label: a row per stats line, joined by its SpecDecoding line, as one line at a
+        time makes them. False, having done nothing, for any other batch (a SpecDecoding line after another)."""
+        kinds, origins = rows.kinds, rows.origins
+        n = len(kinds)
+        if kinds[lo] != "stats" or origins.count(origins[0]) != n:
+            return False
+        at = [k for k in range(lo, n) if kinds[k] == "stats"]
+        partner = [k + 1 if k + 1 < n and kinds[k + 1] == "spec" else None for k in at]
+        spec_at = [k for k in partner if k is not None]
+        if len(at) + len(spec_at) != n - lo:  # a SpecDecoding line after a SpecDecoding line: its own row
+            return False
+        engine = rows.engine_at(rows.table_rows(at))
+        values = rows.columns_at(rows.table_rows(at), rows.table_rows(spec_at))
+        if engine is None or values is None:
+            return False
+        if lo:  # row 0 joins the last batch's row first (or is a row of its own)
+            self._observe_each(rows, 0, 1)
+        label = _label_of(engine)
+        pkey = (rows.path, origins[0].key)
+        ekey = (rows.path, pkey[1], label)
+        eng = self._engine(ekey)
+        if eng is None:
+            self.untracked_rows += n - lo
+            return True
+        eng.extend_columns(_joined_columns(rows, at, partner, *values), eng.cap) if eng.stride > 1 else \
+            self._extend_rows(eng, _joined_columns(rows, at, partner, *values))
+        self.last[pkey] = (eng.pending[-1], ekey)
+        return True
+
+    @staticmethod
+    def _extend_rows(eng: _EngineRows, columns: list) -> None:
+        """Below the cap every stats line keeps a row of its own."""
+        eng.pending.extend(map(list, zip(*columns, strict=True)))
+        eng.settle(eng.cap)
+
     @staticmethod
     def _first_refs(rows, lo: int, n: int, pending: int, stride: int) -> list:
         """The Records (``record_ref``) of the rows that will begin a group of ``stride`` (the pairs from
@@ -440,8 +491,11 @@ class SeriesTracker:
         return refs
 
     def _observe_each(self, rows, lo: int, hi: int) -> None:
-        """Rows ``lo .. hi-1``, one at a time."""
+        """Rows ``lo .. hi-1``, one at a time; each engine they reach settles once, after the last of them (a
+        batch settles as its rows one by one would: ``_EngineRows.settle``; a SpecDecoding line joins the
+        last row, which settling never folds)."""
         path, last = rows.path, self.last
+        reached: dict[int, _EngineRows] = {}
         refs = [rows.record_ref(k) for k in range(lo, hi)]
         kinds, times, lines, origins, values = (x[lo:hi] for x in (
             rows.kinds, rows.times(), rows.lines, rows.origins, rows.values()))
@@ -449,7 +503,8 @@ class SeriesTracker:
                 zip(kinds, times, lines, origins, refs, values, strict=True), lo):
             pkey = (path, origin.key)
             if kind == "stats":
-                self._add(pkey, (path, pkey[1], _label_of(rows.engine(k))), [t, line, ref, 1, *vals, *_NO_SPEC])
+                self._add(pkey, (path, pkey[1], _label_of(rows.engine(k))), [t, line, ref, 1, *vals, *_NO_SPEC],
+                          reached)
                 continue
             prev = last.get(pkey)
             if prev is not None and prev[0][DR] is None and prev[0][SPEC_REF] is None:
@@ -460,15 +515,18 @@ class SeriesTracker:
                     row[T] = t
                 continue
             label = prev[1][2] if prev is not None else "engine"
-            self._add(pkey, (path, pkey[1], label), [t, line, ref, 1, *_NO_STATS, *vals, ref])
+            self._add(pkey, (path, pkey[1], label), [t, line, ref, 1, *_NO_STATS, *vals, ref], reached)
+        for eng in reached.values():
+            eng.settle(eng.cap)
 
-    def _add(self, pkey: tuple, ekey: tuple, row: list) -> None:
+    def _add(self, pkey: tuple, ekey: tuple, row: list, reached: dict[int, _EngineRows]) -> None:
+        """``row`` to its engine's pending rows (settled by the caller: ``reached``)."""
         eng = self._engine(ekey)
         if eng is None:
             self.untracked_rows += 1
             return
         eng.pending.append(row)
-        eng.settle(eng.cap)
+        reached[id(eng)] = eng
         if pkey in self.last or len(self.last) < MAX_ENGINES:
             self.last[pkey] = (row, ekey)
 
