@@ -420,22 +420,12 @@ class SeriesTracker:
         values = rows.pair_columns(lo)
         if engine is None or values is None:
             return False
-        if lo:  # row 0 joins the last batch's row first (or is a row of its own): before the group positions below
-            self._observe_each(rows, 0, 1)
-        label = _label_of(engine)
-        pkey = (rows.path, origins[0].key)
-        ekey = (rows.path, pkey[1], label)
-        eng = self._engine(ekey)
-        if eng is None:
-            self.untracked_rows += n
+        got = self._batch_engine(rows, lo, engine, n)  # row 0 first: before the group positions below
+        if got is None:
             return True
+        pkey, ekey, eng = got
         refs = rows.refs()[lo:] if eng.stride == 1 else self._first_refs(rows, lo, n, len(eng.pending), eng.stride)
-        columns = _pair_columns(rows.times()[lo:], rows.lines[lo:], refs, *values)
-        if eng.stride > 1:  # past the cap: the complete groups are folded from the columns
-            eng.extend_columns(columns, eng.cap)
-        else:  # below it every stats line keeps a row of its own
-            eng.pending.extend(map(list, zip(*columns, strict=True)))
-            eng.settle(eng.cap)
+        self._extend(eng, _pair_columns(rows.times()[lo:], rows.lines[lo:], refs, *values))
         self.last[pkey] = (eng.pending[-1], ekey)
         return True
 
@@ -457,25 +447,37 @@ class SeriesTracker:
         values = rows.columns_at(rows.table_rows(at), rows.table_rows(spec_at))
         if engine is None or values is None:
             return False
-        if lo:  # row 0 joins the last batch's row first (or is a row of its own)
-            self._observe_each(rows, 0, 1)
-        label = _label_of(engine)
-        pkey = (rows.path, origins[0].key)
-        ekey = (rows.path, pkey[1], label)
-        eng = self._engine(ekey)
-        if eng is None:
-            self.untracked_rows += n - lo
+        got = self._batch_engine(rows, lo, engine, n - lo)
+        if got is None:
             return True
-        eng.extend_columns(_joined_columns(rows, at, partner, *values), eng.cap) if eng.stride > 1 else \
-            self._extend_rows(eng, _joined_columns(rows, at, partner, *values))
+        pkey, ekey, eng = got
+        self._extend(eng, _joined_columns(rows, at, partner, *values))
         self.last[pkey] = (eng.pending[-1], ekey)
         return True
 
+    def _batch_engine(self, rows, lo: int, engine: tuple, count: int) -> tuple[tuple, tuple, _EngineRows] | None:
+        """The process key, the engine key and the engine's rows of a one-process batch from ``lo`` on, after
+        its row 0 where ``lo`` is 1 (a SpecDecoding line that joins the last batch's row, or is a row of its
+        own); None for an engine past ``MAX_ENGINES`` (the batch's ``count`` rows are counted, not kept)."""
+        if lo:
+            self._observe_each(rows, 0, 1)
+        pkey = (rows.path, rows.origins[0].key)
+        ekey = (rows.path, pkey[1], _label_of(engine))
+        eng = self._engine(ekey)
+        if eng is None:
+            self.untracked_rows += count
+            return None
+        return pkey, ekey, eng
+
     @staticmethod
-    def _extend_rows(eng: _EngineRows, columns: list) -> None:
-        """Below the cap every stats line keeps a row of its own."""
-        eng.pending.extend(map(list, zip(*columns, strict=True)))
-        eng.settle(eng.cap)
+    def _extend(eng: _EngineRows, columns: list) -> None:
+        """Rows given as ``_ROW``'s columns to the engine: past the cap the complete groups are folded from the
+        columns; below it every stats line keeps a row of its own."""
+        if eng.stride > 1:
+            eng.extend_columns(columns, eng.cap)
+        else:
+            eng.pending.extend(map(list, zip(*columns, strict=True)))
+            eng.settle(eng.cap)
 
     @staticmethod
     def _first_refs(rows, lo: int, n: int, pending: int, stride: int) -> list:
