@@ -412,13 +412,19 @@ class MetricRows:
     def engine_at(self, idx: list[int]) -> tuple[int | None, int | None] | None:
         """The ``engine`` pair shared by the stats table's rows ``idx`` (``table_rows``), or None when they
         differ (or the batch has no scanned rows)."""
-        if self._view is None:
+        pairs = self.engines_at(idx)
+        return pairs[0] if pairs and pairs.count(pairs[0]) == len(pairs) else None
+
+    def engines_at(self, idx: list[int]) -> list[tuple[int | None, int | None]] | None:
+        """The ``engine`` pair of each of the stats table's rows ``idx`` (``table_rows``; None: no scanned
+        rows). A data-parallel server's API process prints a stats line per engine in turn."""
+        if self._view is None or not idx:
             return None
         cols = self._view.res.columns["stats"]
         engines, n_engines = scan.gather(cols["engine"], idx), scan.gather(cols["n_engines"], idx)
-        if engines.count(engines[0]) != len(engines) or n_engines.count(n_engines[0]) != len(n_engines):
-            return None
-        return (None if engines[0] == NA else engines[0], None if n_engines[0] == NA else n_engines[0])
+        if engines.count(engines[0]) == len(engines) and n_engines.count(n_engines[0]) == len(n_engines):
+            return [(None if engines[0] == NA else engines[0], None if n_engines[0] == NA else n_engines[0])] * len(idx)
+        return [(None if e == NA else e, None if m == NA else m) for e, m in zip(engines, n_engines, strict=True)]
 
     def record_ref(self, k: int) -> RowRecord | Record:
         """What to keep of row ``k`` for evidence: its Record, or a ``RowRecord`` that builds it when called."""

@@ -432,27 +432,38 @@ class SeriesTracker:
     def _observe_joined(self, rows, lo: int) -> bool:
         """The batch from ``lo`` on a column at a time, when it is one process's stats lines, each with or
         without the SpecDecoding line right after it (vLLM prints one only for an interval that verified
-        drafts), one engine label: a row per stats line, joined by its SpecDecoding line, as one line at a
-        time makes them. False, having done nothing, for any other batch (a SpecDecoding line after another)."""
+        drafts), of one engine or several in turn (a data-parallel server): a row per stats line, joined by
+        its SpecDecoding line, as one line at a time makes them. False, having done nothing, for any other
+        batch (a SpecDecoding line after another)."""
         kinds, origins = rows.kinds, rows.origins
         n = len(kinds)
         if kinds[lo] != "stats" or origins.count(origins[0]) != n:
             return False
         at = [k for k in range(lo, n) if kinds[k] == "stats"]
         partner = [k + 1 if k + 1 < n and kinds[k + 1] == "spec" else None for k in at]
-        spec_at = [k for k in partner if k is not None]
-        if len(at) + len(spec_at) != n - lo:  # a SpecDecoding line after a SpecDecoding line: its own row
+        if len(at) + sum(p is not None for p in partner) != n - lo:  # a SpecDecoding line after another
             return False
-        engine = rows.engine_at(rows.table_rows(at))
-        values = rows.columns_at(rows.table_rows(at), rows.table_rows(spec_at))
-        if engine is None or values is None:
+        engines = rows.engines_at(rows.table_rows(at))
+        if engines is None:
             return False
-        got = self._batch_engine(rows, lo, engine, n - lo)
-        if got is None:
+        groups: dict[tuple, list[int]] = {}  # engine → positions in ``at``, in the order engines first appear
+        for j, engine in enumerate(engines):
+            groups.setdefault(engine, []).append(j)
+        if lo:  # row 0 joins the last batch's row first (or is a row of its own)
+            self._observe_each(rows, 0, 1)
+        pkey = (rows.path, origins[0].key)
+        targets = [(positions, (rows.path, pkey[1], _label_of(engine))) for engine, positions in groups.items()]
+        engs = [self._engine(ekey) for _, ekey in targets]  # made in the order one line at a time makes them
+        if None in engs:  # an engine past MAX_ENGINES: its rows are counted, and a SpecDecoding line after
+            self._observe_each(rows, lo, n)  # one of them joins another engine's row: one line at a time
             return True
-        pkey, ekey, eng = got
-        self._extend(eng, _joined_columns(rows, at, partner, *values))
-        self.last[pkey] = (eng.pending[-1], ekey)
+        for (positions, _), eng in zip(targets, engs, strict=True):
+            sub_at, sub_partner = [at[j] for j in positions], [partner[j] for j in positions]
+            values = rows.columns_at(rows.table_rows(sub_at), rows.table_rows([p for p in sub_partner if p is not None]))
+            self._extend(eng, _joined_columns(rows, sub_at, sub_partner, *values))
+        ekey = (rows.path, pkey[1], _label_of(engines[-1]))
+        if pkey in self.last or len(self.last) < MAX_ENGINES:
+            self.last[pkey] = (self._engines[ekey].pending[-1], ekey)
         return True
 
     def _batch_engine(self, rows, lo: int, engine: tuple, count: int) -> tuple[tuple, tuple, _EngineRows] | None:
