@@ -632,6 +632,7 @@ def compiled_args(flags: int, blobs: tuple[bytes, ...], mask: bytes, year: bytes
 
 
 def blobs_of(quiet: QuietPlaces | None) -> tuple[bytes, ...]:
+    """``quiet.blobs()``, or five empty blobs without quiet places (no record is then quiet)."""
     return quiet.blobs() if quiet is not None else _NO_BLOBS
 
 
