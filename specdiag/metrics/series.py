@@ -449,10 +449,12 @@ class SeriesTracker:
         groups: dict[tuple, list[int]] = {}  # engine → positions in ``at``, in the order engines first appear
         for j, engine in enumerate(engines):
             groups.setdefault(engine, []).append(j)
-        if lo:  # row 0 joins the last batch's row first (or is a row of its own)
-            self._observe_each(rows, 0, 1)
         pkey = (rows.path, origins[0].key)
         targets = [(positions, (rows.path, pkey[1], _label_of(engine))) for engine, positions in groups.items()]
+        if len(self._engines) + sum(ekey not in self._engines for _, ekey in targets) > MAX_ENGINES:
+            return False  # engines past MAX_ENGINES (a log naming a new one on every line): one line at a time
+        if lo:  # row 0 joins the last batch's row first (or is a row of its own)
+            self._observe_each(rows, 0, 1)
         engs = [self._engine(ekey) for _, ekey in targets]  # made in the order one line at a time makes them
         if None in engs:  # an engine past MAX_ENGINES: its rows are counted, and a SpecDecoding line after
             self._observe_each(rows, lo, n)  # one of them joins another engine's row: one line at a time
