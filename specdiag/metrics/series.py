@@ -446,13 +446,18 @@ class SeriesTracker:
         engines = rows.engines_at(rows.table_rows(at))
         if engines is None:
             return False
-        groups: dict[tuple, list[int]] = {}  # engine → positions in ``at``, in the order engines first appear
-        for j, engine in enumerate(engines):
-            groups.setdefault(engine, []).append(j)
         pkey = (rows.path, origins[0].key)
-        targets = [(positions, (rows.path, pkey[1], _label_of(engine))) for engine, positions in groups.items()]
-        if len(self._engines) + sum(ekey not in self._engines for _, ekey in targets) > MAX_ENGINES:
+        distinct = set(engines)
+        if len(distinct) > MAX_ENGINES or len(self._engines) + sum((rows.path, pkey[1], _label_of(e)) not in self._engines for e in distinct) \
+                > MAX_ENGINES:
             return False  # engines past MAX_ENGINES (a log naming a new one on every line): one line at a time
+        groups: dict[tuple, list[int]] = {}  # engine → positions in ``at``, in the order engines first appear
+        if len(distinct) == 1:
+            groups[engines[0]] = list(range(len(at)))
+        else:
+            for j, engine in enumerate(engines):
+                groups.setdefault(engine, []).append(j)
+        targets = [(positions, (rows.path, pkey[1], _label_of(engine))) for engine, positions in groups.items()]
         if lo:  # row 0 joins the last batch's row first (or is a row of its own)
             self._observe_each(rows, 0, 1)
         engs = [self._engine(ekey) for _, ekey in targets]  # made in the order one line at a time makes them
