@@ -115,15 +115,20 @@ def test_a_scan_thread_that_falls_behind_leaves_the_next_blocks_kinds_to_the_rea
         asked.append(state)
         return real(data, start, end, None)
 
+    real_told = ahead._told
+
+    def told(item: tuple, waited):  # the held-back scan goes on once its block was found not done
+        out = real_told(item, waited)
+        release.set()
+        return out
+
     monkeypatch.setattr(ahead, "scan_and_decide", scan_and_decide)
+    monkeypatch.setattr(ahead, "_told", told)
     block = b"node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1\n" * 10
     blocks_in = [(block, 0, len(block))] * (ahead.DEPTH + 4)
-    timer = threading.Timer(0.3, release.set)
-    timer.start()
     try:
         out = list(ahead._pooled(iter(blocks_in), 1, lambda: ("state",)))
     finally:
-        timer.cancel()
         release.set()
     assert len(out) == len(blocks_in)
     in_flight = ahead.DEPTH + 1  # one thread: the first block is handed on once this many more are asked for

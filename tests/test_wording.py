@@ -136,6 +136,7 @@ def test_the_python_readers_follow_a_changed_wording(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(wording, "STORED", "Saved ")
     monkeypatch.setattr(wording.BYTES, "STORED", b"Saved ")
     monkeypatch.setattr(wording.REGEX, "STORED", re.escape("Saved "))
+    monkeypatch.setattr(wording.BYTES_REGEX, "STORED", re.escape(b"Saved "))
     line = b"[2026-03-14 09:26:53,589] LMCache INFO: Saved 5 out of total 7 tokens (cache_engine.py:588:lmcache)\n"
     assert scan.scan_block_py(line, 0).counts == {(b"", "S1"): 1}  # reads the literals when it runs
     fast = _fresh_copy("specdiag.ingest.scan_fast")  # its patterns are built when it is imported

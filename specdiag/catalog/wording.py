@@ -15,7 +15,8 @@ The formats are the catalog's (``lmc.*`` entries of ``v1/cache_engine.py`` and
 ``integration/vllm/vllm_v1_adapter.py``, ``vll.*`` of ``v1/spec_decode/metrics.py``; vLLM builds its stats line
 from parts at run time); these are the pieces between their placeholders. Each is a plain string
 assignment, which ``setup.py`` reads with ``ast`` (the package is not importable while it is built);
-``BYTES`` and ``REGEX`` hold the same literals as bytes and as escaped pattern text.
+``BYTES``, ``REGEX`` and ``BYTES_REGEX`` hold the same literals as bytes, as escaped pattern text and as
+escaped bytes pattern text.
 """
 
 import re
@@ -105,3 +106,5 @@ class _Forms:
 BYTES = _Forms(dict(globals()), lambda text: text.encode("ascii"))
 #: the literals escaped for a ``str`` pattern, what the events templates and the repro parser build theirs from
 REGEX = _Forms(dict(globals()), re.escape)
+#: the literals escaped for a ``bytes`` pattern, what the no-compiler scanner (``scan_fast``) builds its from
+BYTES_REGEX = _Forms(dict(globals()), lambda text: re.escape(text.encode("ascii")))

@@ -365,14 +365,6 @@ class MetricRows:
         stats, spec = self._view.values("stats"), self._view.values("spec")
         return [stats[i] if kind == "stats" else spec[i] for kind, i in zip(self.kinds, self._rows, strict=True)]
 
-    def pair_columns(self, lo: int) -> tuple[list, list] | None:
-        """The values of the stats rows ``lo``, ``lo + 2``, … and of the SpecDecoding rows ``lo + 1``, … (a
-        batch in which they take turns) as columns (``STATS_ORDER``, ``SPEC_ORDER``): slices of the block's
-        columns, not rows; None for a batch the per-line stages made."""
-        if self._view is None:
-            return None
-        return self.columns_at(self._rows[lo::2], self._rows[lo + 1 :: 2])
-
     def columns_at(self, stats_rows: list[int], spec_rows: list[int]) -> tuple[list, list] | None:
         """The values of the stats table's rows ``stats_rows`` and of the SpecDecoding table's ``spec_rows``
         (``table_rows``) as columns; None for a batch the per-line stages made."""
@@ -381,7 +373,7 @@ class MetricRows:
         return _pick(self._view.columns("stats"), stats_rows), _pick(self._view.columns("spec"), spec_rows)
 
     def table_rows(self, ks: list[int]) -> list[int]:
-        """The rows of their tables that batch rows ``ks`` are (for ``columns_at`` and ``engine_at``)."""
+        """The rows of their tables that batch rows ``ks`` are (for ``columns_at`` and ``engines_at``)."""
         rows = self._rows
         return [rows[k] for k in ks]
 
@@ -401,19 +393,6 @@ class MetricRows:
         cols, i = self._view.res.columns["stats"], self._rows[k]
         engine, n_engines = cols["engine"][i], cols["n_engines"][i]
         return (None if engine == NA else engine, None if n_engines == NA else n_engines)
-
-    def stats_engine(self, lo: int = 0) -> tuple[int | None, int | None] | None:
-        """``engine(k)`` shared by the stats rows ``lo``, ``lo + 2``, … (the rows of a batch in which stats
-        and SpecDecoding lines take turns), or None when they differ (a column at a time)."""
-        if self._view is None:
-            return self.engine(lo)
-        return self.engine_at(self._rows[lo::2])
-
-    def engine_at(self, idx: list[int]) -> tuple[int | None, int | None] | None:
-        """The ``engine`` pair shared by the stats table's rows ``idx`` (``table_rows``), or None when they
-        differ (or the batch has no scanned rows)."""
-        pairs = self.engines_at(idx)
-        return pairs[0] if pairs and pairs.count(pairs[0]) == len(pairs) else None
 
     def engines_at(self, idx: list[int]) -> list[tuple[int | None, int | None]] | None:
         """The ``engine`` pair of each of the stats table's rows ``idx`` (``table_rows``; None: no scanned

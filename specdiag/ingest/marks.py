@@ -101,9 +101,9 @@ def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]
         s, e = starts[i], ends[i]
         if at - off < e and any(map(buf[off + s : off + e].__contains__, MARKER_LITERALS)):
             out.append((rare["line"][i], s))
-            at = first_marker(buf, off + e, hi)
-        else:
-            at = first_marker(buf, at + 1, hi)
+        else:  # a hit in a counted line, which lies before the last rare line (the search ends at its end)
+            e = starts[i + 1]
+        at = first_marker(buf, off + e, hi)
     return out
 
 

@@ -440,7 +440,7 @@ S_KV_USAGE = _W.KV_USAGE + _W.KEY_END
 S_PREFIX_HIT = _W.SEP + _W.PREFIX_HIT + _W.KEY_END
 S_EXT_HIT = _W.SEP + _W.EXT_HIT + _W.KEY_END
 S_SPEC = _W.SPEC + _W.KEY_END
-_SPEC_OLD = S_SPEC + _W.SPEC_RATE + _W.KEY_END
+S_SPEC_OLD = S_SPEC + _W.SPEC_RATE + _W.KEY_END
 S_SPEC_NEW = S_SPEC + _W.SPEC_MEAN_LENGTH + _W.KEY_END
 S_MEAN_LENGTH = _W.SEP + _W.SPEC_MEAN_LENGTH + _W.KEY_END
 S_ACCEPTED_TPS = _W.SEP + _W.SPEC_ACCEPTED_TPS + _W.KEY_END
@@ -449,7 +449,7 @@ S_ACCEPTED_AFTER_TPS = _W.PER_SECOND + _W.SEP + _W.SPEC_ACCEPTED + _W.KEY_END
 S_ACCEPTED = _W.SEP + _W.SPEC_ACCEPTED + _W.KEY_END
 S_DRAFTED = _W.TOKENS + _W.SEP + _W.SPEC_DRAFTED + _W.KEY_END
 S_PER_POSITION = _W.TOKENS + _W.SEP + _W.SPEC_PER_POSITION + _W.KEY_END
-_AVG_RATE = _W.SEP + _W.SPEC_AVG_RATE + _W.KEY_END
+S_AVG_RATE = _W.SEP + _W.SPEC_AVG_RATE + _W.KEY_END
 
 
 def parse_stats(s: bytes, msg: int) -> tuple:
@@ -493,8 +493,6 @@ def parse_stats(s: bytes, msg: int) -> tuple:
     return engine, n_engines, prompt, gen, running, waiting, preempt, kv, dev, prefix, ext
 
 
-
-
 def parse_spec(s: bytes, msg: int) -> tuple[float, int, int, float, list[float]]:
     """V_SPEC → (mal, accepted, drafted, rate, per-position rates), in the two shapes of
     ``v1/spec_decode/metrics.py`` (then the end of the line):
@@ -509,8 +507,8 @@ def parse_spec(s: bytes, msg: int) -> tuple[float, int, int, float, list[float]]
     printed ``nan%`` and something was drafted. The 0.8.0-0.8.3 and V0 shapes stay rare.
     """
     end = len(s)
-    if s.startswith(_SPEC_OLD, msg):
-        rate, pos = _percent(s, msg + len(_SPEC_OLD), end)
+    if s.startswith(S_SPEC_OLD, msg):
+        rate, pos = _percent(s, msg + len(S_SPEC_OLD), end)
         mal, pos = _decimal(s, _expect(s, pos, end, S_MEAN_LENGTH), end)
         accepted, pos = _count(s, _expect(s, pos, end, S_ACCEPTED), end)
         drafted, pos = _count(s, _expect(s, pos, end, S_DRAFTED), end)
@@ -522,7 +520,7 @@ def parse_spec(s: bytes, msg: int) -> tuple[float, int, int, float, list[float]]
         accepted, pos = _count(s, _expect(s, pos, end, S_ACCEPTED_AFTER_TPS), end)
         drafted, pos = _count(s, _expect(s, pos, end, S_DRAFTED), end)
         positions, pos = _positions(s, _expect(s, pos, end, S_PER_POSITION), True)
-        rate, pos = _percent(s, pos + len(_AVG_RATE), end)
+        rate, pos = _percent(s, pos + len(S_AVG_RATE), end)
     if pos != end:
         raise _Reject
     if rate != rate and accepted != NA and drafted != NA and drafted:
@@ -539,7 +537,7 @@ def _positions(s: bytes, pos: int, avg_follows: bool) -> tuple[list[float], int]
         positions.append(v)
         if len(positions) > MAX_POSITIONS:
             raise _Reject
-        if (s.startswith(_AVG_RATE, pos) if avg_follows else pos == end):
+        if (s.startswith(S_AVG_RATE, pos) if avg_follows else pos == end):
             return positions, pos
         pos = _expect(s, pos, end, _W.SEP)
 

@@ -46,6 +46,7 @@ from json import loads as _json_ints
 from operator import add, eq, getitem, is_, itemgetter, lshift, lt, or_, sub
 
 from specdiag.catalog.wording import BYTES as _W
+from specdiag.catalog.wording import BYTES_REGEX as _WR
 from specdiag.ingest import scan
 from specdiag.ingest.scan import (
     _ESC_SEQ,
@@ -80,7 +81,7 @@ from specdiag.ingest.scan import (
 
 _NUM = rb"(\d{1,18})(?![0-9])"
 _REST = rb"[\x20-\x27\x2a-\x5a\x5c-\x7f]*"  # printable, no parentheses, no '['
-_TAG = rb"(?:" + re.escape(_W.TAG_OPEN) + rb"[\x20-\x5a\x5c\x5e-\x7f]*" + re.escape(_W.TAG_CLOSE) + rb" )?"  # no '[' or ']' inside
+_TAG = rb"(?:" + _WR.TAG_OPEN + rb"[\x20-\x5a\x5c\x5e-\x7f]*" + _WR.TAG_CLOSE + rb" )?"  # no '[' or ']' inside
 
 
 def _pattern(code: bytes) -> re.Pattern:
@@ -88,18 +89,14 @@ def _pattern(code: bytes) -> re.Pattern:
     c = rb"(?:" + code + rb")?"
     prefix = rb"((?:" + c + rb"\([A-Za-z0-9_]+ pid=\d{1,18}(?:, ip=[0-9.]+)?\)" + c + rb" ){0,4})"
     env = c + rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache (?:INFO|DEBUG):" + c + rb" "
-    w = {name: re.escape(getattr(_W, name)) for name in ("STORED", "OUT_OF_TOTAL", "TOKENS", "RETRIEVED", "OUT_OF",
-                                                         "LEGACY_TOTAL", "REQUIRED_FROM", "TOTAL_TOKENS_CLOSE", "REQID",
-                                                         "TOTAL_TOKENS", "SEP", "COMPUTED", "HIT", "NO_HIT", "BELOW_MIN",
-                                                         "NEED")}
-    store = _TAG + w["STORED"] + _NUM + w["OUT_OF_TOTAL"] + _NUM + w["TOKENS"] + _REST
-    new_retrieve = (_TAG + w["RETRIEVED"] + _NUM + w["OUT_OF"] + _NUM + w["REQUIRED_FROM"] + _NUM
-                    + w["TOTAL_TOKENS_CLOSE"] + _REST)
-    old_retrieve = (_TAG + w["RETRIEVED"] + _NUM + w["OUT_OF"] + rb"(?:" + w["LEGACY_TOTAL"] + rb")?" + _NUM
-                    + w["OUT_OF_TOTAL"] + _NUM + w["TOKENS"] + _REST)
-    lookup = (w["REQID"] + rb"([\x21-\x2b\x2d-\x5a\x5c\x5e-\x7f]+)," + w["TOTAL_TOKENS"] + _NUM
-              + w["SEP"] + rb"(?:" + w["COMPUTED"] + _NUM + w["SEP"] + rb")?" + w["HIT"] + rb"(?:" + _NUM
-              + rb"|(" + w["NO_HIT"] + rb"))(?:" + w["SEP"] + rb"(" + w["BELOW_MIN"] + rb")?" + w["NEED"]
+    store = _TAG + _WR.STORED + _NUM + _WR.OUT_OF_TOTAL + _NUM + _WR.TOKENS + _REST
+    new_retrieve = (_TAG + _WR.RETRIEVED + _NUM + _WR.OUT_OF + _NUM + _WR.REQUIRED_FROM + _NUM
+                    + _WR.TOTAL_TOKENS_CLOSE + _REST)
+    old_retrieve = (_TAG + _WR.RETRIEVED + _NUM + _WR.OUT_OF + rb"(?:" + _WR.LEGACY_TOTAL + rb")?" + _NUM
+                    + _WR.OUT_OF_TOTAL + _NUM + _WR.TOKENS + _REST)
+    lookup = (_WR.REQID + rb"([\x21-\x2b\x2d-\x5a\x5c\x5e-\x7f]+)," + _WR.TOTAL_TOKENS + _NUM
+              + _WR.SEP + rb"(?:" + _WR.COMPUTED + _NUM + _WR.SEP + rb")?" + _WR.HIT + rb"(?:" + _NUM
+              + rb"|(" + _WR.NO_HIT + rb"))(?:" + _WR.SEP + rb"(" + _WR.BELOW_MIN + rb")?" + _WR.NEED
               + rb"(-?\d{1,18}))?")
     suffix = rb" " + c + rb"\([A-Za-z0-9_.\-]*\.py:\d+:[A-Za-z0-9_.]+\)" + c
     access = rb'INFO: +[\x21-\x5a\x5c-\x7f]+ - "[\x20\x21\x23-\x5a\x5c-\x7f]*" ([1-5][0-9][0-9]) [\x20-\x7f]*'
@@ -115,8 +112,8 @@ _FAST_PLAIN = _pattern(rb"\[\d{1,3}(?:;\d{1,3})*m")
 _ONES = bytes.maketrans(b"0123456789", b"1111111111")
 #: what an emptied id may hold: printable, no space, '"', '(', ')', ':' or ']' (see the module docstring)
 _ID = rb"[\x21\x23-\x27\x2a-\x39\x3b-\x5c\x5e-\x7f]"
-_TAG_ID = re.compile(re.escape(_W.TAG_OPEN) + _ID + rb"+" + re.escape(_W.TAG_CLOSE))
-_RID_ID = re.compile(re.escape(_W.REQID) + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
+_TAG_ID = re.compile(_WR.TAG_OPEN + _ID + rb"+" + _WR.TAG_CLOSE)
+_RID_ID = re.compile(_WR.REQID + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
 _NOT_NUMBER = bytes(c for c in range(256) if c not in b"0123456789- ")
 _TAG_HOLE, _RID_HOLE = _W.TAG_OPEN + _W.TAG_CLOSE, _W.REQID + b"~"
 #: pseudo template ids of a key's decision: every line of the key is rare / goes to the reference per line
@@ -248,17 +245,17 @@ _P = rb"(nan%|\d+(?:\.\d+)?%)"  # a percent field's text keeps its '%': ``scan._
 _RATES = rb"(" + _DEC + rb"(?:, " + _DEC + rb")*)"
 _E = re.escape
 _STATS_MSG = re.compile(
-    rb"(?:" + _E(_W.ENGINE) + rb"(\d+)|(\d+)" + _E(_W.ENGINES_AGGREGATED) + rb")" + _E(scan.S_PROMPT) + _D
+    rb"(?:" + _WR.ENGINE + rb"(\d+)|(\d+)" + _WR.ENGINES_AGGREGATED + rb")" + _E(scan.S_PROMPT) + _D
     + _E(scan.S_GEN) + _D + _E(scan.S_RUNNING) + rb"(\d+)" + _E(scan.S_WAITING) + rb"(\d+)" + _E(scan.S_AFTER_WAITING)
-    + rb"(?:" + _E(scan.S_PREEMPTIONS) + rb"(\d+)" + _E(_W.SEP) + rb")?(" + _E(_W.KV_DEVICE_GPU) + rb"|"
-    + _E(_W.KV_DEVICE_CPU) + rb")" + _E(scan.S_KV_USAGE) + _P + rb"(?:" + _E(scan.S_PREFIX_HIT) + _P + rb")?"
+    + rb"(?:" + _E(scan.S_PREEMPTIONS) + rb"(\d+)" + _WR.SEP + rb")?(" + _WR.KV_DEVICE_GPU + rb"|"
+    + _WR.KV_DEVICE_CPU + rb")" + _E(scan.S_KV_USAGE) + _P + rb"(?:" + _E(scan.S_PREFIX_HIT) + _P + rb")?"
     + rb"(?:" + _E(scan.S_EXT_HIT) + _P + rb")?")
 _SPEC_MSG = re.compile(
     _E(scan.S_SPEC_NEW) + _D + _E(scan.S_ACCEPTED_TPS) + _DEC + _E(scan.S_DRAFTED_TPS) + _DEC
     + _E(scan.S_ACCEPTED_AFTER_TPS) + rb"(\d+)" + _E(scan.S_DRAFTED) + rb"(\d+)" + _E(scan.S_PER_POSITION) + _RATES
-    + _E(scan._AVG_RATE) + _P)
+    + _E(scan.S_AVG_RATE) + _P)
 _SPEC_OLD_MSG = re.compile(
-    _E(scan._SPEC_OLD) + _P + _E(scan.S_MEAN_LENGTH) + _D + _E(scan.S_ACCEPTED) + rb"(\d+)" + _E(scan.S_DRAFTED)
+    _E(scan.S_SPEC_OLD) + _P + _E(scan.S_MEAN_LENGTH) + _D + _E(scan.S_ACCEPTED) + rb"(\d+)" + _E(scan.S_DRAFTED)
     + rb"(\d+)" + _E(scan.S_PER_POSITION) + _RATES)
 #: the converter kinds of the metric fields: the reference's own readers, and the value of an absent field
 _NUMBER_F, _DECIMAL_F, _COUNT_F, _PERCENT_F = range(4)

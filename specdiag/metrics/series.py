@@ -18,7 +18,7 @@ timeline asks for the series (``engines``), after the run.
 
 from __future__ import annotations
 
-from itertools import compress, repeat, zip_longest
+from itertools import compress, repeat
 from operator import is_not, itemgetter, mul, truediv
 
 from specdiag.timeutil import rec_time
@@ -288,30 +288,62 @@ def _label_of(engine: tuple[int | None, int | None]) -> str:
     return label if label is not None else _LABELS.setdefault(engine, _label(*engine))
 
 
-def _pair_columns(times: list, lines: list, refs: list, stats: list, spec: list) -> list:
-    """The rows of a batch of stats and SpecDecoding lines in turn (from a stats line on; ``stats``/``spec``:
-    their values as columns, ``MetricRows.pair_columns``) as ``_ROW``'s columns: one row per stats line with
-    the SpecDecoding line after it (none after an odd last one)."""
-    t = times[0::2]
-    if None in t:  # a stats line without a time takes its SpecDecoding line's
-        t = [a if a is not None else b for a, b in zip_longest(t, times[1::2])]
-    spec_refs = refs[1::2]
-    if len(times) % 2:  # the last stats line: its SpecDecoding line may come with the next batch
-        spec, spec_refs = [[*c, None] for c in spec], [*spec_refs, None]
-    return [t, lines[0::2], refs[0::2], [1] * len(t), *stats, *spec, spec_refs]
-
-
-def _joined_columns(rows, at: list[int], partner: list[int | None], stats: list, spec: list) -> list:
+def _joined_columns(rows, at: list[int], partner: list[int | None], stats: list, spec: list, refs: tuple) -> list:
     """``_ROW``'s columns of one row per stats line ``at`` (batch rows), each joined by its SpecDecoding line
-    ``partner`` (None: none followed): ``stats``/``spec`` are the values of those lines as columns."""
-    times, refs, lines = rows.times(), rows.refs(), rows.lines
+    ``partner`` (None: none followed): ``stats``/``spec`` are the values of those lines as columns, ``refs``
+    the rows' stats and SpecDecoding Records (``_kept_refs``)."""
+    times, lines = rows.times(), rows.lines
     t = [times[k] if times[k] is not None or p is None else times[p] for k, p in zip(at, partner, strict=True)]
-    spec_refs = [None if p is None else refs[p] for p in partner]
     if len(spec[0]) != len(at):  # spread the SpecDecoding values over the rows they join
         place = iter(range(len(spec[0])))
         slot = [None if p is None else next(place) for p in partner]
         spec = [[None if j is None else col[j] for j in slot] for col in spec]
-    return [t, [lines[k] for k in at], [refs[k] for k in at], [1] * len(at), *stats, *spec, spec_refs]
+    return [t, [lines[k] for k in at], refs[0], [1] * len(at), *stats, *spec, refs[1]]
+
+
+def _kept_refs(rows, at: list[int], partner: list[int | None], eng: _EngineRows) -> tuple[list, list]:
+    """The stats and SpecDecoding Records (``record_ref``) of rows ``at`` joined by ``partner``, as the engine
+    will keep them: below the cap every row's; past it a row lands in a group of ``stride`` that is folded, and
+    a fold keeps its first row's Record and its first SpecDecoding Record only (``fold``), so only those
+    are made (a RowRecord per line cost as much as the rest of the column path). The last row keeps its
+    SpecDecoding Record whatever its group: a next SpecDecoding line joins only a row without one."""
+    if eng.stride == 1:
+        refs = rows.refs()
+        return [refs[k] for k in at], [None if p is None else refs[p] for p in partner]
+    ref, stride, opened = rows.record_ref, eng.stride, len(eng.pending)  # pending: the open group's rows
+    has_spec = any(row[SPEC_REF] is not None for row in eng.pending)
+    stats_refs: list = []
+    spec_refs: list = []
+    last = len(at) - 1
+    for j, (k, p) in enumerate(zip(at, partner, strict=True)):
+        first = (opened + j) % stride == 0
+        if first:
+            has_spec = False
+        stats_refs.append(ref(k) if first else None)
+        keep = p is not None and (not has_spec or j == last)
+        spec_refs.append(ref(p) if keep else None)
+        has_spec = has_spec or keep
+    return stats_refs, spec_refs
+
+
+def _stats_and_partners(kinds: list[str], lo: int) -> tuple[list[int], list[int | None]]:
+    """The stats lines of a batch from ``lo`` on and the SpecDecoding line right after each (None: none); the
+    common batch, a stats line and its SpecDecoding line in turn, without a loop in Python."""
+    n = len(kinds)
+    if kinds[lo::2].count("stats") == (n - lo + 1) // 2 and kinds[lo + 1 :: 2].count("spec") == (n - lo) // 2:
+        return list(range(lo, n, 2)), [*range(lo + 1, n, 2), *([None] if (n - lo) % 2 else [])]
+    at = [k for k in range(lo, n) if kinds[k] == "stats"]
+    return at, [k + 1 if k + 1 < n and kinds[k + 1] == "spec" else None for k in at]
+
+
+def _by_engine(engines: list[tuple]) -> dict[tuple, list[int]]:
+    """Each engine's positions in ``engines`` (a batch's stats lines in turn), engines in first-seen order."""
+    if engines.count(engines[0]) == len(engines):
+        return {engines[0]: list(range(len(engines)))}
+    groups: dict[tuple, list[int]] = {}
+    for j, engine in enumerate(engines):
+        groups.setdefault(engine, []).append(j)
+    return groups
 
 
 class _EngineRows:
@@ -404,88 +436,53 @@ class SeriesTracker:
         self._built = None
         n = len(rows)
         lo = 1 if n and rows.kinds[0] == "spec" else 0  # the SpecDecoding line of the last batch's stats line
-        if n - lo >= 4 and (self._observe_pairs(rows, lo) or self._observe_joined(rows, lo)):
+        if n - lo >= 4 and self._observe_joined(rows, lo):
             return
         self._observe_each(rows, 0, n)
-
-    def _observe_pairs(self, rows, lo: int) -> bool:
-        """The common batch from ``lo`` on, a column at a time: one process and one engine label, stats
-        and SpecDecoding lines in turn from a stats line on (False, having done nothing: any other batch)."""
-        kinds, origins = rows.kinds[lo:], rows.origins
-        n = len(kinds)
-        if origins.count(origins[0]) != len(origins) or kinds[0::2].count("stats") != (n + 1) // 2 \
-                or kinds[1::2].count("spec") != n // 2:
-            return False
-        engine = rows.stats_engine(lo)
-        values = rows.pair_columns(lo)
-        if engine is None or values is None:
-            return False
-        got = self._batch_engine(rows, lo, engine, n)  # row 0 first: before the group positions below
-        if got is None:
-            return True
-        pkey, ekey, eng = got
-        refs = rows.refs()[lo:] if eng.stride == 1 else self._first_refs(rows, lo, n, len(eng.pending), eng.stride)
-        self._extend(eng, _pair_columns(rows.times()[lo:], rows.lines[lo:], refs, *values))
-        self.last[pkey] = (eng.pending[-1], ekey)
-        return True
 
     def _observe_joined(self, rows, lo: int) -> bool:
         """The batch from ``lo`` on a column at a time, when it is one process's stats lines, each with or
         without the SpecDecoding line right after it (vLLM prints one only for an interval that verified
         drafts), of one engine or several in turn (a data-parallel server): a row per stats line, joined by
-        its SpecDecoding line, as one line at a time makes them. False, having done nothing, for any other
-        batch (a SpecDecoding line after another)."""
+        its SpecDecoding line, per engine, as one line at a time makes them. False, having done nothing, for
+        any other batch (a SpecDecoding line after another, engines past ``MAX_ENGINES``)."""
         kinds, origins = rows.kinds, rows.origins
         n = len(kinds)
         if kinds[lo] != "stats" or origins.count(origins[0]) != n:
             return False
-        at = [k for k in range(lo, n) if kinds[k] == "stats"]
-        partner = [k + 1 if k + 1 < n and kinds[k + 1] == "spec" else None for k in at]
+        at, partner = _stats_and_partners(kinds, lo)
         if len(at) + sum(p is not None for p in partner) != n - lo:  # a SpecDecoding line after another
             return False
         engines = rows.engines_at(rows.table_rows(at))
         if engines is None:
             return False
         pkey = (rows.path, origins[0].key)
-        distinct = set(engines)
-        if len(distinct) > MAX_ENGINES or len(self._engines) + sum((rows.path, pkey[1], _label_of(e)) not in self._engines for e in distinct) \
-                > MAX_ENGINES:
-            return False  # engines past MAX_ENGINES (a log naming a new one on every line): one line at a time
-        groups: dict[tuple, list[int]] = {}  # engine → positions in ``at``, in the order engines first appear
-        if len(distinct) == 1:
-            groups[engines[0]] = list(range(len(at)))
-        else:
-            for j, engine in enumerate(engines):
-                groups.setdefault(engine, []).append(j)
-        targets = [(positions, (rows.path, pkey[1], _label_of(engine))) for engine, positions in groups.items()]
+        groups = _by_engine(engines)
+        keys = [(rows.path, pkey[1], _label_of(engine)) for engine in groups]
+        if not self._room_for(keys):
+            return False
         if lo:  # row 0 joins the last batch's row first (or is a row of its own)
             self._observe_each(rows, 0, 1)
-        engs = [self._engine(ekey) for _, ekey in targets]  # made in the order one line at a time makes them
-        if None in engs:  # an engine past MAX_ENGINES: its rows are counted, and a SpecDecoding line after
-            self._observe_each(rows, lo, n)  # one of them joins another engine's row: one line at a time
+        engs = [self._engine(ekey) for ekey in keys]  # made in the order one line at a time makes them
+        if None in engs:  # row 0 took the last free engine: one line at a time, as that path counts
+            self._observe_each(rows, lo, n)
             return True
-        for (positions, _), eng in zip(targets, engs, strict=True):
+        for positions, eng in zip(groups.values(), engs, strict=True):
             sub_at, sub_partner = [at[j] for j in positions], [partner[j] for j in positions]
-            values = rows.columns_at(rows.table_rows(sub_at), rows.table_rows([p for p in sub_partner if p is not None]))
-            self._extend(eng, _joined_columns(rows, sub_at, sub_partner, *values))
+            spec_at = [p for p in sub_partner if p is not None]
+            values = rows.columns_at(rows.table_rows(sub_at), rows.table_rows(spec_at))
+            refs = _kept_refs(rows, sub_at, sub_partner, eng)
+            self._extend(eng, _joined_columns(rows, sub_at, sub_partner, *values, refs))
         ekey = (rows.path, pkey[1], _label_of(engines[-1]))
         if pkey in self.last or len(self.last) < MAX_ENGINES:
             self.last[pkey] = (self._engines[ekey].pending[-1], ekey)
         return True
 
-    def _batch_engine(self, rows, lo: int, engine: tuple, count: int) -> tuple[tuple, tuple, _EngineRows] | None:
-        """The process key, the engine key and the engine's rows of a one-process batch from ``lo`` on, after
-        its row 0 where ``lo`` is 1 (a SpecDecoding line that joins the last batch's row, or is a row of its
-        own); None for an engine past ``MAX_ENGINES`` (the batch's ``count`` rows are counted, not kept)."""
-        if lo:
-            self._observe_each(rows, 0, 1)
-        pkey = (rows.path, rows.origins[0].key)
-        ekey = (rows.path, pkey[1], _label_of(engine))
-        eng = self._engine(ekey)
-        if eng is None:
-            self.untracked_rows += count
-            return None
-        return pkey, ekey, eng
+    def _room_for(self, keys: list[tuple]) -> bool:
+        """Whether the engines ``keys`` are tracked or can be (the first ``MAX_ENGINES``; a log naming a new
+        engine on every line goes one line at a time, which counts the rest as untracked)."""
+        new = sum(k not in self._engines for k in keys)
+        return len(keys) <= MAX_ENGINES and len(self._engines) + new <= MAX_ENGINES
 
     @staticmethod
     def _extend(eng: _EngineRows, columns: list) -> None:
@@ -496,19 +493,6 @@ class SeriesTracker:
         else:
             eng.pending.extend(map(list, zip(*columns, strict=True)))
             eng.settle(eng.cap)
-
-    @staticmethod
-    def _first_refs(rows, lo: int, n: int, pending: int, stride: int) -> list:
-        """The Records (``record_ref``) of the rows that will begin a group of ``stride`` (the pairs from
-        ``lo`` land at ``pending``, ``pending + 1``, … of a series folded from a group boundary), None for
-        the rest: a fold keeps only its first row's, and a group never starts between those positions,
-        even when the stride widens in this batch."""
-        refs: list = [None] * n
-        for j in range(-pending % stride, (n + 1) // 2, stride):
-            refs[2 * j] = rows.record_ref(lo + 2 * j)
-            if 2 * j + 1 < n:
-                refs[2 * j + 1] = rows.record_ref(lo + 2 * j + 1)
-        return refs
 
     def _observe_each(self, rows, lo: int, hi: int) -> None:
         """Rows ``lo .. hi-1``, one at a time; each engine they reach settles once, after the last of them (a
