@@ -34,6 +34,7 @@ typedef unsigned char u8;
 #define RESIDUE_BLOCK 2
 #define PLAIN_BLOCK 4
 #define MAX_INERT_LINE 4096
+#define MAX_QUIET_LINE 65536 /* prefilter.MAX_QUIET_LINE */
 #define MAX_PLACES 24
 #define MAX_DEPTH 6
 #define MAX_PID_DIGITS 18
@@ -457,7 +458,7 @@ static int cmp_bytes(const u8 *a, size_t an, const u8 *b, size_t bn) {
 typedef struct {
     words keys;
     words dispatch[2], needles[2]; /* per project (0: vLLM, 1: LMCache): "word\tneedle\t..." lines, needles */
-    const u8 *wmask; /* byte w set: a terminal width the reader knows (MAX_INERT_LINE + 1 bytes) */
+    const u8 *wmask; /* byte w set: a terminal width the reader knows (MAX_QUIET_LINE + 1 bytes) */
     const u8 *year;  /* the year of the reader's last dated line (4 bytes), or NULL */
 } quiet_t;
 
@@ -752,7 +753,7 @@ static int foreign_header(const u8 *h, size_t m) {
 /* prefilter._ends_held: the line after a held record (raw, after[0..an)) cannot be its rest */
 static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf, const u8 *wmask) {
     if (an == 0) return 1;
-    int wide = plen <= MAX_INERT_LINE && wmask[plen];
+    int wide = plen <= MAX_QUIET_LINE ? wmask[plen] : 1; /* past the mask: maybe a terminal width */
     if (!(flags & RESIDUE_BLOCK) && !memchr(after, '\r', an) && (an > plen || (!wide && an != plen))) return 1;
     size_t hn = an < 600 ? an : 600;
     long len = cleaned(after, hn, flags, buf);
@@ -822,15 +823,15 @@ static int first_of_head(heads_t *h, const u8 *head, size_t n) {
 static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t *q, const u8 *after, size_t an,
                       int has_after, u8 *buf2, heads_t *heads) {
     if (n == 0) return INERT;
-    if (n > MAX_INERT_LINE * 4) return KEEP; /* even without its colour it is too long */
+    if (n > MAX_QUIET_LINE * 4) return KEEP; /* even without its colour it is too long */
     const u8 *s = raw;
     size_t m = n;
     /* a printable ASCII line holds no ESC and no CR: cleaning it copies it unchanged, except where the
        block's colour residue is removed (most lines of a log: one pass instead of three and a copy) */
-    int ascii = !(flags & RESIDUE_BLOCK) && n <= MAX_INERT_LINE && all_printable(raw, n);
+    int ascii = !(flags & RESIDUE_BLOCK) && n <= MAX_QUIET_LINE && all_printable(raw, n);
     if (!ascii) {
         long len = cleaned(raw, n, flags, buf);
-        if (len < 0 || len > MAX_INERT_LINE) return KEEP;
+        if (len < 0 || len > MAX_QUIET_LINE) return KEEP;
         s = buf;
         m = (size_t)len;
         ascii = all_printable(s, m);
@@ -843,7 +844,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     if (q && rn && ((r[0] == '[' && is_quiet_lmcache(r, rn, q, !ascii)) ||
                     ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2, !ascii))))
         return first_of_head(heads, s, prefixed ? at : 0) ? QUIET_FIRST : QUIET;
-    if (!ascii) return KEEP; /* beyond printable ASCII: only a quiet record is counted unread */
+    if (!ascii || m > MAX_INERT_LINE) return KEEP; /* beyond printable ASCII, or long: only a quiet record is counted unread */
     if (rn == 0 || has_anchor(r, rn)) return KEEP;
     if (prefixed || r[0] == '[') {
         if (may_start(r, 0, rn)) return KEEP;
@@ -880,7 +881,7 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
     if (sv.itemsize != 8 || ev.itemsize != 8 || ev.len != sv.len || off < 0 || stop < 0 || stop > buf.len ||
-        wb.len != MAX_INERT_LINE + 1) {
+        wb.len != MAX_QUIET_LINE + 1) {
         PyErr_SetString(PyExc_ValueError, "prefilter: bad columns");
         goto done;
     }
@@ -891,7 +892,7 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
         }
     }
     out = PyBytes_FromStringAndSize(NULL, rows);
-    tmp = PyMem_Malloc(MAX_INERT_LINE * 4 + 16);
+    tmp = PyMem_Malloc(MAX_QUIET_LINE * 4 + 16);
     tmp2 = PyMem_Malloc(640);
     heads = PyMem_Calloc(1, sizeof(heads_t));
     if (!out || !tmp || !tmp2 || !heads || words_of(kb.buf, (size_t)kb.len, &q.keys) < 0 ||

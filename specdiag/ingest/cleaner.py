@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from specdiag.ingest import rows, wrappers
+from specdiag.ingest.literals import first_of
 from specdiag.ingest.rows import esc_cut_at_end
 
 # the line limits live with the reader: MAX_PARSE_LINE, a logical line longer than this is cut before parsing
@@ -30,9 +31,8 @@ def colour_of(chunk: bytes, start: int, end: int) -> tuple[bool, bool]:
     """Whether ``chunk[start:end]`` holds an ESC, and (without one) colour residue: decided per block, since a
     block holding ESC keeps bracket text that merely looks like residue. A function of the bytes alone, so a
     scan thread can decide it ahead of the reader (``ahead.py``)."""
-    find = chunk.find
-    esc = find(b"\x1b", start, end) >= 0
-    return esc, not esc and any(find(r, start, end) >= 0 for r in RESIDUES)
+    esc = chunk.find(b"\x1b", start, end) >= 0
+    return esc, not esc and first_of(chunk, start, end, RESIDUES) >= 0  # one pass: most blocks hold none
 
 
 class Cleaner:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from specdiag.ingest.ahead import Item, scan_unwrapped
+from specdiag.ingest.literals import first_literal, first_of
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.envelope import Record
@@ -66,24 +67,9 @@ def take_mark(tally: HotTally, line: int) -> CountMark:
     return mark
 
 
-def first_literal(buf: bytes, lo: int, hi: int, literals: tuple[bytes, ...]) -> int:
-    """The lowest offset in ``buf[lo:hi]`` where one of ``literals`` starts, or -1: the reference, one search
-    of the span per literal."""
-    hits = [at for lit in literals if (at := buf.find(lit, lo, hi)) >= 0]
-    return min(hits) if hits else -1
-
-
-try:  # the compiled copy: the span read once for all the literals (``_prefilter.c``)
-    from specdiag.ingest._scan import find_any as _compiled_find_any
-except ImportError:  # pragma: no cover - exercised by the build without a compiler
-    _compiled_find_any = None
-
-
 def first_marker(buf: bytes, lo: int, hi: int) -> int:
-    """:func:`first_literal` of the marker literals, by the compiled copy where it was built."""
-    if _compiled_find_any is not None:
-        return _compiled_find_any(buf, lo, hi, MARKER_LITERALS)
-    return first_literal(buf, lo, hi, MARKER_LITERALS)
+    """Where the first marker literal starts in ``buf[lo:hi]``, or -1 (one pass for all of them)."""
+    return first_of(buf, lo, hi, MARKER_LITERALS)
 
 
 def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]:

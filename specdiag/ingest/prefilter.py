@@ -34,6 +34,7 @@ wrapper yet (``PLAIN_BLOCK``: a line's first bytes are then what the joiner read
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -54,8 +55,12 @@ def colour_flags(esc: bool, residue: bool) -> int:
     return (ESC_BLOCK if esc else 0) | (RESIDUE_BLOCK if residue else 0)
 
 
-#: longer lines are always read: the cleaner cuts and announces over-long ones
+#: longer lines are read unless they are quiet records: the cleaner cuts and announces over-long ones
 MAX_INERT_LINE = 4096
+#: a quiet record may be as long as the per-line stages parse a line (``sources.MAX_PARSE_LINE``, beyond
+#: which the cleaner cuts it and says so): vLLM's request logger prints a prompt and its token ids on one
+#: line, often 5–50 KiB, and reading each cost ~120 µs only to count it
+MAX_QUIET_LINE = 64 * 1024
 #: literals that, anywhere in a line, may make it something: a vLLM / LMCache envelope, logger name or banner,
 #: a process prefix, a traceback's lines, an exception, a version line, a JSON or kubectl or journald wrapper
 ANCHORS: tuple[bytes, ...] = (
@@ -101,10 +106,10 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
     dated line (``LineReader.last_y``: an LMCache record of another year moves the reader's year)."""
     if not raw:
         return INERT  # an empty line: the per-line stages return before reading it
-    if len(raw) > 4 * MAX_INERT_LINE:
+    if len(raw) > 4 * MAX_QUIET_LINE:
         return KEEP  # too long even without its colour: not worth cleaning
     line = _cleaned(raw, flags)
-    if line is None or len(line) > MAX_INERT_LINE:
+    if line is None or len(line) > MAX_QUIET_LINE:
         return KEEP
     ascii_line = _PRINTABLE.fullmatch(line) is not None
     if not ascii_line and (quiet is None or not printable_utf8(line)):
@@ -116,8 +121,8 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
             _quiet_lmcache(rest, quiet, year, whole) if rest[:1] == b"["
             else _quiet(raw, line, rest, flags, quiet, after, widths, whole)):
         return QUIET
-    if not ascii_line:
-        return KEEP  # a line beyond printable ASCII is never inert: only a quiet record is counted unread
+    if not ascii_line or len(line) > MAX_INERT_LINE:
+        return KEEP  # beyond printable ASCII, or long: never inert, only a quiet record is counted unread
     if not rest or any(a in rest for a in ANCHORS):
         return KEEP
     if prefixed or rest[:1] == b"[":
@@ -551,8 +556,9 @@ def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> b
     envelope of its own, or (no wrapper seen) another program's line with its whole header."""
     if not after:
         return True
+    wide = plen in widths if plen <= MAX_QUIET_LINE else True  # past the compiled copy's mask: maybe a terminal's
     if not flags & RESIDUE_BLOCK and b"\r" not in after and (len(after) > plen or
-                                                             plen not in widths and len(after) != plen):
+                                                             not wide and len(after) != plen):
         return True
     head = _cleaned(after[:600], flags)
     if head is None:
@@ -659,9 +665,16 @@ def block_kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPla
 
 
 def width_mask(widths) -> bytes:
-    """``widths`` as the compiled copy reads them: byte ``w`` set for each width up to the longest line."""
-    mask = bytearray(MAX_INERT_LINE + 1)
+    """``widths`` as the compiled copy reads them: byte ``w`` set for each width up to the longest quiet
+    line (a longer record is taken to be at a terminal's width, as :func:`_ends_held` takes it)."""
+    return _width_mask(frozenset(widths))
+
+
+@functools.lru_cache(maxsize=8)
+def _width_mask(widths: frozenset[int]) -> bytes:
+    """Cached: an input's widths rarely change, and the mask (64 KiB) is asked for once per block."""
+    mask = bytearray(MAX_QUIET_LINE + 1)
     for w in widths:
-        if 0 <= w <= MAX_INERT_LINE:
+        if 0 <= w <= MAX_QUIET_LINE:
             mask[w] = 1
     return bytes(mask)
