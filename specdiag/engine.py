@@ -25,6 +25,7 @@ from specdiag.deployments import (
     InputGroup,
     StreamTally,
     deployment_key,
+    deployment_key_of,
     group_inputs,
     sources_of,
 )
@@ -37,6 +38,7 @@ from specdiag.events import (
 )
 from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records, scan
+from specdiag.ingest.blocks import NamedBlock
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
 from specdiag.ingest.linefilter import LineFilter, filtered_source
 from specdiag.ingest.marks import CountMark
@@ -265,7 +267,10 @@ class SourceLoop:
     def _deployment_of(self, item: Any, current: Deployment | None) -> Deployment:
         """The deployment ``item`` belongs to (scanned rows carry no wrapper: the current one's); begun."""
         kind = type(item)
-        key = None if kind is LookupRows or kind is MetricRows or kind is QuietOrigin else deployment_key(item)
+        if kind is NamedBlock:  # the rows that follow carry no wrapper: they are of the deployment it names
+            key = deployment_key_of(item.deployment)
+        else:
+            key = None if kind is LookupRows or kind is MetricRows or kind is QuietOrigin else deployment_key(item)
         if key is not None and (current is None or current.id != key):
             current = self.run_for(key)
         elif current is None:
@@ -299,6 +304,8 @@ class SourceLoop:
                 current.deliver_rows(item)
             elif kind is QuietOrigin:
                 _saw(current, item.origin)
+            elif kind is NamedBlock:
+                return  # what it names was taken in ``_deployment_of``
             else:
                 self.text_events += _deliver(item, matcher, current, tally, self.window, self.quiet)
         except Exception as e:  # noqa: BLE001 - last line of defence: this record is skipped and named

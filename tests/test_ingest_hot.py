@@ -17,6 +17,7 @@ from specdiag.analyzers.kv_shortfall import LookupHistory
 from specdiag.engine import analyze
 from specdiag.events.rows import lookup_event
 from specdiag.ingest import ahead, scan, scan_workers, sources
+from specdiag.ingest.blocks import NamedBlock
 from specdiag.ingest.hot import HotWindow, LookupRows
 from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.records import iter_records
@@ -124,7 +125,7 @@ def test_look_back_finds_the_retrieve_row_of_the_same_process_in_the_previous_bl
 
 @pytest.mark.parametrize("wrapper, counted_by", [
     (b"2026-05-06T10:00:01.000000000Z ", "scanner"),  # kubectl --timestamps: the scanner reads a copy without it
-    (b"[pod/p1/c] ", "per-line stages"),  # kubectl --prefix: unwrapped line by line, counted per pod
+    (b"[pod/p1/c] ", "scanner, for its pod"),  # kubectl --prefix: a copy without it, counted for the pod it names
 ])
 def test_a_wrapped_complete_retrieve_is_counted_and_kept_for_the_look_back(tmp_path: Path, wrapper: bytes,
                                                                            counted_by: str) -> None:
@@ -135,7 +136,10 @@ def test_a_wrapped_complete_retrieve_is_counted_and_kept_for_the_look_back(tmp_p
     src = expand_inputs([str(log)])[0]
     window = HotWindow(src.display)
     items = list(iter_records(src, True, window))
+    named = [x.deployment for x in items if isinstance(x, NamedBlock)]
+    items = [x for x in items if not isinstance(x, NamedBlock)]
     assert [(r.line, r.kind) for r in items] == [(2, "lmcache")]
+    assert named == ([] if counted_by == "scanner" else ["k8s:pod/p1/c"])  # told before the block's rows
     hot = src.stats.hot
     if counted_by == "scanner":
         assert hot.counts.get("R4") == 1 and not hot.named

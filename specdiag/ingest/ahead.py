@@ -17,6 +17,8 @@ killed) leaves the rest of the input to this process.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -26,6 +28,7 @@ from typing import Protocol
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.cleaner import colour_of
 from specdiag.ingest.scan import ScanResult, scan_range
+from specdiag.ingest.wrappers import JOURNALD_SHORT, KUBECTL_PREFIX
 
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
@@ -50,16 +53,72 @@ class Pending(Protocol):
 
 
 def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
-    """``data[start:end]`` without the kubectl ``--timestamps`` of its lines, for the scanner; None when the
+    """``data[start:end]`` without the wrapper every one of its lines carries, for the scanner; None when the
     block's first line carries none (a block is taken as it starts: a wrapper that begins mid-block leaves
-    that block to the per-line stages, which unwrap every line).
+    that block to the per-line stages, which unwrap every line). Wrappers taken off:
+
+    * kubectl / docker ``--timestamps``, on the lines that carry them;
+    * kubectl ``--prefix`` (``[pod/name/container] ``) and journald ``short`` (``Mmm dd HH:MM:SS host
+      ident[pid]: ``, C locale), only where every line of the block carries the same one: such a wrapper
+      names a deployment (``wrappers.LineUnwrapper``), and a block's scanned rows must be of one
+      (``blocks.scanned_block`` tells the analysis which before them).
 
     Each line keeps its place (only a prefix of it goes), so line numbers stay; the per-line stages still
-    read the original lines (the wrapper's year and format are theirs to note)."""
-    if not (48 <= data[start] <= 57 and data[start + 4 : start + 5] == b"-" and data[start + 10 : start + 11] == b"T"):
+    read the original lines (the wrapper's year, format and name are theirs to note)."""
+    c = data[start]
+    if 48 <= c <= 57:
+        if not (data[start + 4 : start + 5] == b"-" and data[start + 10 : start + 11] == b"T"):
+            return None
+        copy = _ISO_FRONT.sub(b"", data[start:end])
+        return copy if len(copy) != end - start else None
+    if not ENABLE_NAMED:
         return None
-    copy = _ISO_FRONT.sub(b"", data[start:end])
-    return copy if len(copy) != end - start else None
+    if c == 91:
+        return _pod_unwrapped(data, start, end)
+    if 65 <= c <= 90:
+        return _journald_unwrapped(data, start, end)
+    return None
+
+
+#: ``SPECDIAG_SCAN_NAMED=off`` leaves blocks of kubectl ``--prefix`` / journald lines to the per-line stages
+#: (the differential tests compare whole analyses both ways)
+ENABLE_NAMED = os.environ.get("SPECDIAG_SCAN_NAMED", "on").strip().lower() != "off"
+#: journald ``short`` / ``short-precise`` in the C locale: the part of its wrapper that changes line by line
+_JOURNALD_TIME = rb"[A-Z][a-z][a-z] [ 0-3]\d [0-2]\d:[0-5]\d:[0-5]\d(?:\.\d+)?"
+_JOURNALD_TIME_RE = re.compile(_JOURNALD_TIME)
+
+
+def _lines_in(block: bytes) -> int:
+    return block.count(b"\n") + (block[-1:] != b"\n")
+
+
+def _pod_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
+    """The block without its ``[pod/…] `` prefix, when every line carries the first line's."""
+    m = KUBECTL_PREFIX.match(data, start, min(end, start + 300))
+    if m is None:
+        return None
+    front = b"\n" + m.group(0)
+    block = data[start:end]
+    if block.count(front) + 1 != _lines_in(block):
+        return None
+    return block.replace(front, b"\n")[len(front) - 1 :]
+
+
+def _journald_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
+    """The block without its journald ``short`` wrapper, when every line carries the first line's host,
+    ident and pid (``LineUnwrapper._named`` reads it only within a line's first 160 bytes)."""
+    m = JOURNALD_SHORT.match(data, start, min(end, start + 160))
+    if m is None or _JOURNALD_TIME_RE.fullmatch(data, start, m.start(1) - 1) is None:
+        return None
+    block = data[start:end]
+    copy, n = _journald_front(data[m.start(1) - 1 : m.end()]).subn(b"", block)
+    return copy if n == _lines_in(block) else None
+
+
+@functools.lru_cache(maxsize=16)
+def _journald_front(named: bytes) -> re.Pattern[bytes]:
+    """The wrapper of one host's ident[pid], at each line's start (``named``: `` host ident[pid]: ``)."""
+    return re.compile(rb"(?m)^" + _JOURNALD_TIME + re.escape(named))
 
 
 def is_flood(data: bytes, start: int, end: int) -> bool:

@@ -23,6 +23,7 @@ from specdiag.ingest.joiner import TERMINAL_WIDTHS
 from specdiag.ingest.origin import NO_ORIGIN
 from specdiag.ingest.prefilter import FOREIGN_HEADER, QuietOrigin
 from specdiag.ingest.scan import ScanResult
+from specdiag.ingest.wrappers import LineUnwrapper
 
 #: ``SPECDIAG_PREFILTER=off`` reads every rare line (the differential tests compare whole analyses both ways)
 PREFILTER = os.environ.get("SPECDIAG_PREFILTER", "on").strip().lower() != "off"
@@ -56,9 +57,13 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     without its kubectl timestamps): the lines the scanner left go to the per-line stages as they were
     read (those the prefilter found inert or quiet only counted, while no record is open), the lookups out
     as rows, in line order."""
-    view = BlockView(reader.path, data, start, res, reader.origins, reader.year_hint) if copy is None else \
-        BlockView(reader.path, copy, 0, res, reader.origins, reader.year_hint)
-    n_hot = stats.hot.add(view)
+    named = None
+    if copy is not None:
+        named, res, copy = _named_copy(reader, data, start, end, res, copy, base)
+    origins = reader.origins.for_deployment(named)
+    view = BlockView(reader.path, data, start, res, origins, reader.year_hint) if copy is None else \
+        BlockView(reader.path, copy, 0, res, origins, reader.year_hint)
+    n_hot = stats.hot.add(view, named)
     if n_hot:
         reader.recognized += n_hot
         _note_formats(stats, res)
@@ -67,7 +72,8 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     rare = res.columns["rare"]
     original = _OriginalLines(data, start, end, base) if copy is not None else None
     if original is not None:
-        reader.unwrapper.seen.add("iso-timestamp")
+        if named is None:
+            reader.unwrapper.seen.add("iso-timestamp")
         line_at = original.line_at
     else:
         line_at = _rare_line_at(data, start, rare)
@@ -89,6 +95,37 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     block.flush_metric()
     block.flush_lookups(1 << 62)
     return res.lines
+
+
+class NamedBlock:
+    """A block scanned from its copy without a wrapper that names a deployment (kubectl ``--prefix``, journald,
+    ``ahead.unwrapped``): the deployment its rows are of, told before them, as the rows carry no wrapper."""
+
+    __slots__ = ("path", "line", "deployment")
+
+    def __init__(self, path: str, line: int, deployment: str) -> None:
+        self.path, self.line, self.deployment = path, line, deployment
+
+
+def _named_copy(reader: LineReader, data: bytes, start: int, end: int, res: ScanResult, copy: bytes,
+                base: int) -> tuple[str | None, ScanResult, bytes | None]:
+    """The deployment the wrapper of a block's lines names (every line carries the same one; None for
+    kubectl timestamps, which name none), with the scan to use. A block that names one is scanned from its
+    copy only while nothing is open: a held or open record, or a wrapper carried over, must see the lines as
+    read (and rows would come before the record that names their deployment); then the block is scanned
+    again as it is, and the per-line stages unwrap its lines."""
+    nl = data.find(b"\n", start, end)
+    first = data[start : nl if nl >= 0 else end]
+    unwrapper = LineUnwrapper()
+    unwrapper.strip(first)
+    named = unwrapper.deployment
+    if named is None:
+        return None, res, copy
+    if reader.busy():
+        return None, scan.scan_range(data, start, end, base), None
+    reader.unwrapper.seen |= unwrapper.seen
+    reader.out.append(NamedBlock(reader.path, base + 1, named))
+    return named, res, copy
 
 
 class _BlockFeed:

@@ -490,10 +490,18 @@ class HotTally:
         counts[tid] = counts.get(tid, 0) + 1
         self.named_first.setdefault(dep, {}).setdefault(tid, rec)
 
-    def add(self, view: BlockView) -> int:
-        """Count one block's hot lines (flagged ones excepted: those become events); returns how many."""
+    def add(self, view: BlockView, deployment: str | None = None) -> int:
+        """Count one block's hot lines (flagged ones excepted: those become events); returns how many. With
+        ``deployment`` (a block whose every line a wrapper attributed to it), counted as the per-line stages
+        count such lines (:meth:`add_line`): for that deployment alone."""
         res = view.res
-        counts = self.counts
+        if deployment is None:
+            counts, first = self.counts, self.first
+        else:
+            counts = self.named.get(deployment)
+            if counts is None:
+                counts = self.named.setdefault(deployment if len(self.named) < 4096 else None, {})
+            first = self.named_first.setdefault(deployment if deployment in self.named else None, {})
         n = 0
         for (_prefix, tid), k in res.counts.items():
             if tid in _NOT_COUNTED:
@@ -505,8 +513,8 @@ class HotTally:
             tid = scan.TEMPLATES[t]
             counts[tid] -= 1
         for tid, table in (("S1", "stores"), ("R4", "retrieves"), ("L1", "lookups")):
-            if tid not in self.first and res.columns[table]["line"]:
-                self.first[tid] = view.record(table, self._first_full(res, table))
+            if tid not in first and res.columns[table]["line"]:
+                first[tid] = view.record(table, self._first_full(res, table))
         return n - len(flagged)
 
     @staticmethod

@@ -120,15 +120,20 @@ class OriginCache:
         self.bare = NO_ORIGIN if deployment is None else Origin(deployment=deployment)
         self._children: dict[str, OriginCache] = {}
 
+    def for_deployment(self, deployment: str | None) -> OriginCache:
+        """The cache of the lines a wrapper attributed to ``deployment`` (None: no wrapper name: this one)."""
+        if deployment is None or deployment == self.deployment:
+            return self
+        cache = self._children.get(deployment)
+        if cache is None:
+            cache = OriginCache(deployment)
+            if len(self._children) < 4096:
+                self._children[deployment] = cache
+        return cache
+
     def peel_for(self, deployment: str | None, line: bytes) -> tuple[Origin, bytes]:
         """Like :meth:`peel` for a line a wrapper attributed to ``deployment`` (None: no wrapper name)."""
-        cache = self
-        if deployment is not None and deployment != self.deployment:
-            cache = self._children.get(deployment)
-            if cache is None:
-                cache = OriginCache(deployment)
-                if len(self._children) < 4096:
-                    self._children[deployment] = cache
+        cache = self.for_deployment(deployment)
         if line[:1] == b"(":
             return cache.peel(line)
         return cache.bare, line

@@ -47,7 +47,7 @@ from operator import add, eq, itemgetter, or_
 from typing import TYPE_CHECKING
 
 from specdiag.catalog.wording import BYTES as _W
-from specdiag.ingest.origin import NO_ORIGIN, Origin, OriginCache
+from specdiag.ingest.origin import Origin, OriginCache
 from specdiag.metrics.parse import STATS_ORDER
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -776,7 +776,7 @@ def spec_columns(res: ScanResult) -> list[list]:
 
 def origin_of(prefix: bytes, origins: OriginCache) -> Origin:
     """The Origin a ``ScanResult.prefixes`` entry stands for (``b""``: no prefix), cached per prefix."""
-    return origins.peel(prefix)[0] if prefix else NO_ORIGIN
+    return origins.peel(prefix)[0] if prefix else origins.bare  # bare: a wrapper's deployment, or NO_ORIGIN
 
 
 def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origins: OriginCache,
@@ -786,7 +786,7 @@ def hot_record(block: bytes, start: int, end: int, lineno: int, path: str, origi
     from specdiag.ingest.envelope import Record, record_from_hot
 
     line = clean_line(block[start:end])
-    origin, rest = origins.peel(line) if line[:1] == b"(" else (NO_ORIGIN, line)
+    origin, rest = origins.peel(line) if line[:1] == b"(" else (origins.bare, line)
     if rest.startswith(b"INFO:"):
         return Record(path, lineno, origin, "uvicorn", "INFO", None, year, None, None, None, rest)
     if rest.startswith(b"INFO "):  # V_STATS / V_SPEC: the vLLM header as the records path reads it

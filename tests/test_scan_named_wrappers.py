@@ -1,0 +1,150 @@
+"""Blocks whose every line carries one kubectl ``--prefix`` or journald wrapper are scanned from a copy without
+it (``ahead.unwrapped``), their rows told to the deployment the wrapper names (``blocks.NamedBlock``): the
+same reports as reading every wrapped line, whichever pods or hosts the blocks mix."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from specdiag.ingest import ahead, blocks, scan
+from specdiag.ingest.records import LineReader, iter_records
+from specdiag.ingest.sources import Source, SourceStats
+
+ROOT = Path(__file__).resolve().parents[1]
+TP8 = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_text().splitlines()
+NGRAM = (ROOT / "examples" / "healthy-ngram" / "serve.log").read_text().splitlines()
+
+
+def _pod(lines: list[str], pod: str) -> list[str]:
+    return [f"[pod/{pod}/vllm] {x}" for x in lines]
+
+
+def _journald(lines: list[str], host: str, pid: int = 4242) -> list[str]:
+    return [f"May {6 + i // 86_400:2d} {i // 3600 % 24:02d}:{i // 60 % 60:02d}:{i % 60:02d} {host} vllm[{pid}]: {x}"
+            for i, x in enumerate(lines)]
+
+
+def _analyse(path: Path, named: str) -> dict:
+    env = {**os.environ, "SPECDIAG_SCAN_NAMED": named}
+    out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(path), "--format", "json",
+                          "--fail-on", "never"], capture_output=True, text=True, env=env, check=True).stdout
+    report = json.loads(out)
+    report.pop("generated_at", None)
+    report.pop("timing", None)
+    return report
+
+
+def _same_both_ways(tmp_path: Path, lines: list[str]) -> dict:
+    log = tmp_path / "wrapped.log"
+    log.write_text("\n".join(lines) + "\n")
+    on = _analyse(log, "on")
+    assert on == _analyse(log, "off")
+    return on
+
+
+def _named_blocks(lines: list[str], tmp_path: Path) -> list[str]:
+    log = tmp_path / "named.log"
+    log.write_text("\n".join(lines) + "\n")
+    items = iter_records(Source(str(log), str(log)), hot=True)
+    return [x.deployment for x in items if isinstance(x, blocks.NamedBlock)]
+
+
+def test_one_pod_reports_the_same_and_its_blocks_are_scanned(tmp_path):
+    lines = _pod(TP8, "vllm-0")
+    report = _same_both_ways(tmp_path, lines)
+    assert [d["id"] for d in report["deployments"]] == ["pod/vllm-0/vllm"]
+    assert {f["rule"] for f in report["findings"]} >= {"KV001"}
+    assert _named_blocks(lines, tmp_path).count("k8s:pod/vllm-0/vllm") >= 4
+
+
+def test_the_rows_and_first_lines_of_a_named_block_carry_its_deployment(tmp_path):
+    """Rows of the copy are of the wrapper's deployment: the same process keys as the lines read one by one."""
+    from specdiag.ingest.hot import LookupRows
+
+    log = tmp_path / "pod.log"
+    log.write_text("\n".join(_pod(TP8, "vllm-0")) + "\n")
+    src = Source(str(log), str(log))
+    rows = [x for x in iter_records(src, hot=True) if isinstance(x, LookupRows)]
+    origins = {x.origin(i).deployment for x in rows for i in range(len(x))}
+    assert len(rows) > 3 and origins == {"k8s:pod/vllm-0/vllm"}
+    assert all("@k8s:pod/vllm-0/vllm" in x.origin(i).key for x in rows for i in range(len(x)))
+    firsts = src.stats.hot.named_first["k8s:pod/vllm-0/vllm"]
+    assert firsts and {r.origin.deployment for r in firsts.values()} == {"k8s:pod/vllm-0/vllm"}
+
+
+def test_one_journald_host_reports_the_same_and_its_blocks_are_scanned(tmp_path):
+    lines = _journald(TP8, "gpu-node-3")
+    _same_both_ways(tmp_path, lines)
+    assert _named_blocks(lines, tmp_path).count("host:gpu-node-3") >= 3
+
+
+def test_two_pods_one_after_the_other_report_the_same(tmp_path):
+    report = _same_both_ways(tmp_path, _pod(TP8, "vllm-0") + _pod(NGRAM, "vllm-1"))
+    assert sorted(d["id"] for d in report["deployments"]) == ["pod/vllm-0/vllm", "pod/vllm-1/vllm"]
+
+
+def test_two_pods_in_long_runs_report_the_same_and_switch_at_each_block(tmp_path):
+    """Runs of 7,500 lines (≈ 2.3 MB) of each pod in turn: whole blocks of one pod follow blocks of the other."""
+    a, b = _pod(TP8 * 3, "vllm-0"), _pod(TP8 * 3, "vllm-1")
+    lines = [x for k in range(0, len(a), 7500) for x in a[k : k + 7500] + b[k : k + 7500]]
+    _same_both_ways(tmp_path, lines)
+    named = _named_blocks(lines, tmp_path)
+    switches = sum(x != y for x, y in zip(named, named[1:], strict=False))
+    assert {"k8s:pod/vllm-0/vllm", "k8s:pod/vllm-1/vllm"} <= set(named) and switches >= 2, named
+
+
+def test_two_journald_hosts_interleaved_line_by_line_report_the_same(tmp_path):
+    """Every block holds both hosts: none is scanned from a copy, and nothing changes."""
+    a, b = _journald(TP8[:6000], "node-a"), _journald(TP8[:6000], "node-b", 77)
+    lines = [x for pair in zip(a, b, strict=True) for x in pair]
+    _same_both_ways(tmp_path, lines)
+    assert _named_blocks(lines, tmp_path) == []
+
+
+def test_a_block_is_unwrapped_only_when_every_line_carries_the_same_named_wrapper():
+    pod = "\n".join(_pod(TP8[:50], "vllm-0")).encode() + b"\n"
+    copy = ahead.unwrapped(pod, 0, len(pod))
+    assert copy == ("\n".join(TP8[:50]) + "\n").encode()
+    assert ahead.unwrapped(pod[:-1], 0, len(pod) - 1) == copy[:-1]  # no line break at the end
+    other = pod.replace(b"[pod/vllm-0/vllm] ", b"[pod/vllm-1/vllm] ", 1)[: len(pod)]
+    assert ahead.unwrapped(pod + other, 0, len(pod) + len(other)) is None  # a second pod
+    bare = pod + TP8[0].encode() + b"\n"
+    assert ahead.unwrapped(bare, 0, len(bare)) is None  # a line without the wrapper
+    jd = "\n".join(_journald(TP8[:50], "gpu-node-3")).encode()
+    assert ahead.unwrapped(jd, 0, len(jd)) == "\n".join(TP8[:50]).encode()
+    for changed in (b"vllm[4243]: ", b"vllm2[4242]: "):  # another process of the host
+        mixed = jd + b"\n" + _journald(TP8[:1], "gpu-node-3")[0].encode().replace(b"vllm[4242]: ", changed)
+        assert ahead.unwrapped(mixed, 0, len(mixed)) is None
+    localised = jd.replace(b"May ", b"mai ")
+    assert ahead.unwrapped(localised, 0, len(localised)) is None  # read line by line, as before
+
+
+def test_a_named_block_arriving_while_a_record_is_open_is_scanned_as_it_is():
+    """A record held or open must see the wrapped lines as read: the block is scanned again uncopied."""
+    data = ("\n".join(_pod(TP8[:200], "vllm-0")) + "\n").encode()
+    res = scan.scan_range(ahead.unwrapped(data, 0, len(data)), 0, len(data), 0)
+    copy = ahead.unwrapped(data, 0, len(data))
+    reader = LineReader("x.log", SourceStats("x.log"))
+    named, same, kept = blocks._named_copy(reader, data, 0, len(data), res, copy, 0)
+    assert (named, same, kept) == ("k8s:pod/vllm-0/vllm", res, copy)
+    assert isinstance(reader.out[-1], blocks.NamedBlock)
+    busy = LineReader("x.log", SourceStats("x.log"))
+    busy.open_recs["x"] = object()
+    named, again, kept = blocks._named_copy(busy, data, 0, len(data), res, copy, 0)
+    assert named is None and kept is None and again is not res and again.lines == res.lines
+    assert busy.out == []
+
+
+@pytest.mark.parametrize("text", [b"2026-05-06T08:00:00Z (APIServer pid=1) INFO 05-06 08:00:00 [a.py:1] x\n"])
+def test_kubectl_timestamps_name_no_deployment(text):
+    reader = LineReader("x.log", SourceStats("x.log"))
+    copy = ahead.unwrapped(text, 0, len(text))
+    res = scan.scan_range(copy, 0, len(copy), 0)
+    assert blocks._named_copy(reader, text, 0, len(text), res, copy, 0) == (None, res, copy)
+    assert reader.out == []
