@@ -240,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:  # noqa: PLR0915 - predates the 
     ap.add_argument("--template-mb", type=float, default=50.0, help="--per-template: MiB per template log (50)")
     ap.add_argument("--shape-mb", type=float, default=100.0, help="--per-template: MiB of the TP shapes (0: none)")
     ap.add_argument("--no-noise", action="store_true", help="--per-template: skip the foreign-noise row")
+    ap.add_argument("--no-wrappers", action="store_true",
+                    help="--per-template: skip the TP=1 shape as collectors wrap it (no colour, kubectl --prefix, "
+                         "journald, docker json-file)")
     ap.add_argument("--keep", action="store_true", help="--per-template: keep the generated logs")
     args = ap.parse_args(argv)
     if args.per_template:

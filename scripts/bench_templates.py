@@ -10,13 +10,15 @@ LMCache FILE`` alternately ``--repeat`` times on the same warm file (so both see
 a shared machine), reports min / median MB/s, the median wall-time ratio to grep and the highest peak
 RSS, then deletes the file (disk is limited; ``--keep`` keeps them). A foreign-noise row (lines no
 template reads, around one incident that must still be found) and the TP=8 / TP=1 shapes give the
-references the targets are judged against.
+references the targets are judged against. The TP=1 shape is measured again as collectors hand a log over
+(without colour, ``kubectl logs --prefix``, journald, docker's json-file; ``--no-wrappers`` skips them).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import statistics
 import sys
@@ -121,6 +123,54 @@ def shape_rows(mib: float, data_dir: Path, cmd: list[str], repeat: int, timeout:
     return rows
 
 
+#: how collectors hand a server's log over: colour gone (a file, not a terminal), ``kubectl logs --prefix``,
+#: ``journalctl`` (short format), docker's json-file; each applied to every line of the TP=1 shape
+_ESC = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _plain(line: str, i: int) -> str:
+    return _ESC.sub("", line)
+
+
+def _pod(line: str, i: int) -> str:
+    return "[pod/vllm-0/vllm] " + line
+
+
+def _journald(line: str, i: int) -> str:
+    return f"May  6 {i // 3_600_000 % 24:02d}:{i // 60_000 % 60:02d}:{i // 1000 % 60:02d} gpu-node-3 vllm[4242]: {line}"
+
+
+def _docker(line: str, i: int) -> str:
+    text = json.dumps(line + "\n", ensure_ascii=False)
+    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026")):  # as Go's encoder writes them
+        text = text.replace(char, escaped)
+    return f'{{"log":{text},"stream":"stdout","time":"2026-05-06T08:{i // 60_000 % 60:02d}:' \
+           f'{i // 1000 % 60:02d}.{i % 1000:03d}000000Z"}}'
+
+
+WRAPPERS = {"tp1-plain": ("TP=1 shape without colour", _plain), "tp1-kubectl-prefix": ("TP=1 shape, kubectl --prefix", _pod),
+            "tp1-journald": ("TP=1 shape, journald short", _journald), "tp1-docker-json": ("TP=1 shape, docker json-file", _docker)}
+
+
+def wrapper_rows(mib: float, data_dir: Path, cmd: list[str], repeat: int, timeout: float, use_time: bool,
+                 keep: bool) -> list[dict]:
+    """The TP=1 shape as each collector in :data:`WRAPPERS` hands it over (same lines, same incidents)."""
+    src = bench_suite.generated(data_dir, "tp1", mib, 7, 5, False)
+    rows = []
+    for name, (what, wrap) in WRAPPERS.items():
+        path = data_dir / f"{name}-{mib:g}mib.log"
+        with open(src.path, encoding="utf-8", errors="surrogateescape") as fin, \
+                open(path, "w", encoding="utf-8", errors="surrogateescape") as fout:
+            fout.writelines(wrap(line.rstrip("\n"), i) + "\n" for i, line in enumerate(fin))
+        print(f"running {name} …", file=sys.stderr)
+        try:
+            rows.append(measure(name, what, bench_suite.Input("tp1", path, src.stats), cmd, repeat, timeout, use_time))
+        finally:
+            if not keep:
+                path.unlink()
+    return rows
+
+
 def _f(v: float | None, fmt: str = ",.0f") -> str:
     return "—" if v is None else format(v, fmt)
 
@@ -182,6 +232,8 @@ def main(args) -> int:
                                                args.keep)]
     if args.shape_mb > 0:
         refs += shape_rows(args.shape_mb, data_dir, cmd, repeat, args.timeout, use_time, args.keep)
+    if args.shape_mb > 0 and not args.no_wrappers:
+        refs += wrapper_rows(args.shape_mb, data_dir, cmd, repeat, args.timeout, use_time, args.keep)
     result = {"schema": "specdiag.bench-templates/1", "commit": commit, "bytecode_compiled": bytecode,
               "load_average_start": load0, "load_average": list(os.getloadavg()), "cpus": os.cpu_count(),
               "seconds": round(time.perf_counter() - t, 1), "repeat": repeat, "templates": rows, "references": refs}

@@ -28,7 +28,7 @@ SIZE = 1024 * 1024
 BUDGET_S = 0.050
 
 #: modules whose module-level compiled patterns run per line (or per record / per config dump)
-MODULES = ["specdiag.ingest.envelope", "specdiag.ingest.prefilter", "specdiag.ingest.cleaner", "specdiag.ingest.rows", "specdiag.ingest.origin", "specdiag.ingest.wrappers", "specdiag.ingest.sources",
+MODULES = ["specdiag.ingest.envelope", "specdiag.ingest.prefilter", "specdiag.ingest.cleaner", "specdiag.ingest.rows", "specdiag.ingest.origin", "specdiag.ingest.wrappers", "specdiag.ingest.sources", "specdiag.ingest.ahead",
            "specdiag.metrics.parse", "specdiag.metrics.bench", "specdiag.context", "specdiag.pyrepr",
            "specdiag.events.lmcache", "specdiag.events.vllm", "specdiag.events.text", "specdiag.events"]
 #: how a module-level pattern is applied where it is used (default: scanned from every position)
@@ -48,6 +48,9 @@ def _limits() -> dict[str, int]:
     out = dict.fromkeys(after_cut, MAX_PARSE_LINE)
     out.update(dict.fromkeys((f"origin.{n}" for n in ("_TP", "_PP", "_DP", "_EP", "_RANK")), 200))
     out["sources._ROTATED"] = 4096
+    from specdiag.ingest.ahead import DOCKER_MAX_LINE
+
+    out["ahead._DOCKER_LINE"] = DOCKER_MAX_LINE  # longer lines are never matched (``ahead._docker_unwrapped``)
     for mod in ("context", "pyrepr", "parse"):
         out[mod] = MAX_MATCH
     return out
@@ -55,7 +58,7 @@ def _limits() -> dict[str, int]:
 
 ANCHORED = {"VLLM_REST", "LMC_LEGACY", "EXC_LINE", "PREFIX_RE", "_TS_PARTS", "KUBECTL_PREFIX", "JOURNALD_ISO",
             "ISO_TS", "JOURNALD_SHORT", "COMPOSE", "_END", "_SECTION", "_KV", "_ROTATED",
-            "GREP_N", "GREP_H", "INDENT",  # the per-line wrappers are applied with .match at the line start
+            "GREP_N", "GREP_H", "INDENT", "_JOURNALD_TIME_RE", "_DOCKER_LINE",  # the per-line wrappers are applied with .match at the line start
             "FOREIGN_HEADER",  # another program's header: .match at the start of a row (prefilter, joiner, blocks)
             # terminal rows (ingest/rows.py): fullmatch from a found position, or match at the row start
             "_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT", "_JOURNALD_CUT"}

@@ -58,6 +58,9 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     that block to the per-line stages, which unwrap every line). Wrappers taken off:
 
     * kubectl / docker ``--timestamps``, on the lines that carry them;
+    * docker's json-file lines (``{"log":"…\\n","stream":"stdout","time":"…"}``), only where every line of the
+      block is one whose text holds no JSON escape but the few :data:`_DOCKER_ESCAPES` (the text is then
+      exactly the copy's line);
     * kubectl ``--prefix`` (``[pod/name/container] ``) and journald ``short`` (``Mmm dd HH:MM:SS host
       ident[pid]: ``, C locale), only where every line of the block carries the same one: such a wrapper
       names a deployment (``wrappers.LineUnwrapper``), and a block's scanned rows must be of one
@@ -71,18 +74,20 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
             return None
         copy = _ISO_FRONT.sub(b"", data[start:end])
         return copy if len(copy) != end - start else None
-    if not ENABLE_NAMED:
+    if not SCAN_WRAPPED:
         return None
     if c == 91:
         return _pod_unwrapped(data, start, end)
     if 65 <= c <= 90:
         return _journald_unwrapped(data, start, end)
+    if c == 123:
+        return _docker_unwrapped(data, start, end)
     return None
 
 
-#: ``SPECDIAG_SCAN_NAMED=off`` leaves blocks of kubectl ``--prefix`` / journald lines to the per-line stages
-#: (the differential tests compare whole analyses both ways)
-ENABLE_NAMED = os.environ.get("SPECDIAG_SCAN_NAMED", "on").strip().lower() != "off"
+#: ``SPECDIAG_SCAN_WRAPPED=off`` leaves blocks of kubectl ``--prefix``, journald and docker json-file lines to the
+#: per-line stages (the differential tests compare whole analyses both ways)
+SCAN_WRAPPED = os.environ.get("SPECDIAG_SCAN_WRAPPED", "on").strip().lower() != "off"
 #: journald ``short`` / ``short-precise`` in the C locale: the part of its wrapper that changes line by line
 _JOURNALD_TIME = rb"[A-Z][a-z][a-z] [ 0-3]\d [0-2]\d:[0-5]\d:[0-5]\d(?:\.\d+)?"
 _JOURNALD_TIME_RE = re.compile(_JOURNALD_TIME)
@@ -113,6 +118,48 @@ def _journald_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     block = data[start:end]
     copy, n = _journald_front(data[m.start(1) - 1 : m.end()]).subn(b"", block)
     return copy if n == _lines_in(block) else None
+
+
+#: the JSON escapes docker's json-file writes in a log line's text that the copy undoes: a quote, a tab, a
+#: backslash, ESC and the three Go escapes for HTML (``<``, ``>``, ``&``); a text with any other escape is not
+#: copied (its block is read line by line)
+_DOCKER_ESCAPES = {b'\\"': b'"', b"\\t": b"\t", b"\\\\": b"\\", b"\\u001b": b"\x1b", b"\\u003c": b"<",
+                   b"\\u003e": b">", b"\\u0026": b"&"}
+_DOCKER_ESCAPE = re.compile(rb'\\(?:["t\\]|u00(?:1b|3c|3e|26))')
+#: one json-file line as docker writes it: the text (group 1), the line break it keeps, the stream, the time;
+#: the text as runs without a backslash, each after one escape (so a line is matched one way)
+_DOCKER_LINE = re.compile(rb'\{"log":"([^"\\\n]*(?:(?:\\["t\\]|\\u00(?:1b|3c|3e|26))[^"\\\n]*)*)(?:\\r)?\\n",'
+                          rb'"stream":"std(?:out|err)","time":"\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d)"\}')
+#: the longest json-file line the copy reads: docker splits a message at 16 KiB of text, and JSON escaping
+#: makes a text at most 6 times longer (``\u001b``); a longer line is not docker's, and its block is read
+#: line by line. It bounds what one failed match may read back (``tests/regex_budget.py``)
+DOCKER_MAX_LINE = 128 * 1024
+
+
+def _docker_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
+    """The texts of a block of docker json-file lines, one per line, when every line is one."""
+    if data[start : start + 8] != b'{"log":"':
+        return None
+    block = data[start:end]
+    lines = block.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    if max(map(len, lines)) > DOCKER_MAX_LINE:
+        return None
+    match, texts = _DOCKER_LINE.fullmatch, []
+    for line in lines:
+        m = match(line)
+        if m is None:
+            return None
+        texts.append(m[1])
+    copy = b"\n".join(texts) + b"\n" if block[-1:] == b"\n" else b"\n".join(texts)
+    if b"\\" in copy:
+        copy = _DOCKER_ESCAPE.sub(_undo_escape, copy)
+    return copy
+
+
+def _undo_escape(m: re.Match[bytes]) -> bytes:
+    return _DOCKER_ESCAPES[m[0]]
 
 
 @functools.lru_cache(maxsize=16)

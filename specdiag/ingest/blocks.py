@@ -72,8 +72,6 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     rare = res.columns["rare"]
     original = _OriginalLines(data, start, end, base) if copy is not None else None
     if original is not None:
-        if named is None:
-            reader.unwrapper.seen.add("iso-timestamp")
         line_at = original.line_at
     else:
         line_at = _rare_line_at(data, start, rare)
@@ -109,22 +107,24 @@ class NamedBlock:
 
 def _named_copy(reader: LineReader, data: bytes, start: int, end: int, res: ScanResult, copy: bytes,
                 base: int) -> tuple[str | None, ScanResult, bytes | None]:
-    """The deployment the wrapper of a block's lines names (every line carries the same one; None for
-    kubectl timestamps, which name none), with the scan to use. A block that names one is scanned from its
-    copy only while nothing is open: a held or open record, or a wrapper carried over, must see the lines as
-    read (and rows would come before the record that names their deployment); then the block is scanned
-    again as it is, and the per-line stages unwrap its lines."""
-    nl = data.find(b"\n", start, end)
-    first = data[start : nl if nl >= 0 else end]
-    unwrapper = LineUnwrapper()
-    unwrapper.strip(first)
-    named = unwrapper.deployment
-    if named is None:
+    """The deployment the wrapper of a block's lines names (every line carries the same one: kubectl
+    ``--prefix``, journald; None for timestamps and docker's json-file, which name none), with the scan to
+    use; the wrapper's style noted for the input's formats, as reading its lines would. A block that names
+    one is scanned from its copy only while nothing is open: a held or open record, or a wrapper carried
+    over, must see the lines as read (and rows would come before the record that names their deployment);
+    then the block is scanned again as it is, and the per-line stages unwrap its lines."""
+    if 48 <= data[start] <= 57:  # kubectl / docker --timestamps, taken off the lines that carry them
+        reader.unwrapper.seen.add("iso-timestamp")
         return None, res, copy
-    if reader.busy():
+    nl = data.find(b"\n", start, end)
+    unwrapper = LineUnwrapper()
+    unwrapper.strip(data[start : nl if nl >= 0 else end])
+    named = unwrapper.deployment
+    if named is not None and reader.busy():
         return None, scan.scan_range(data, start, end, base), None
     reader.unwrapper.seen |= unwrapper.seen
-    reader.out.append(NamedBlock(reader.path, base + 1, named))
+    if named is not None:
+        reader.out.append(NamedBlock(reader.path, base + 1, named))
     return named, res, copy
 
 
@@ -361,6 +361,17 @@ def _line_order(res: ScanResult, rare: dict):
     return todo
 
 
+def _wrapper_year(line: bytes) -> int | None:
+    """The year of a line's kubectl / docker ``--timestamps`` or of its json-file ``time``, or None."""
+    if line[4:5] == b"-" and line[10:11] == b"T" and line[:4].isdigit():
+        return int(line[:4])
+    if line[:8] == b'{"log":"':
+        at = line.rfind(b'","time":"') + 10
+        if at >= 10 and line[at : at + 4].isdigit():
+            return int(line[at : at + 4])
+    return None
+
+
 _FORMAT_OF = {"UACCESS": "uvicorn", "U5XX": "uvicorn", "V_STATS": "vllm", "V_SPEC": "vllm"}
 
 
@@ -409,8 +420,9 @@ def metric_rows(reader: LineReader, view: BlockView, todo: list[tuple[int, str, 
                 batch = _flush(reader, batch)
                 reader.feed(n, as_read)
                 continue
-            if as_read[4:5] == b"-" and as_read[10:11] == b"T" and as_read[:4].isdigit():
-                reader.year_hint, reader.last_month = int(as_read[:4]), 0  # what the wrapper's timestamp does
+            year = _wrapper_year(as_read)
+            if year is not None:
+                reader.year_hint, reader.last_month = year, 0  # what the wrapper's timestamp does
         elif learned and len(line) in reader.widths:
             batch = _flush(reader, batch)
             reader.feed(n, raw)

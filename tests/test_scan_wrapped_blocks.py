@@ -1,6 +1,7 @@
-"""Blocks whose every line carries one kubectl ``--prefix`` or journald wrapper are scanned from a copy without
-it (``ahead.unwrapped``), their rows told to the deployment the wrapper names (``blocks.NamedBlock``): the
-same reports as reading every wrapped line, whichever pods or hosts the blocks mix."""
+"""Blocks whose every line carries one kubectl ``--prefix`` or journald wrapper, or is a docker json-file line,
+are scanned from a copy without it (``ahead.unwrapped``), their rows told to the deployment the wrapper names
+(``blocks.NamedBlock``): the same reports as reading every wrapped line, whichever pods or hosts the blocks
+mix, whatever the JSON escapes and the years the wrappers carry."""
 
 from __future__ import annotations
 
@@ -30,8 +31,20 @@ def _journald(lines: list[str], host: str, pid: int = 4242) -> list[str]:
             for i, x in enumerate(lines)]
 
 
+def _docker(lines: list[str], year: int = 2026) -> list[str]:
+    """docker's json-file lines: Go's encoder escapes ``<``, ``>`` and ``&``, and control bytes (ESC). The
+    year of the ``time`` field moves on by one every 3,000 lines, and is one more on vLLM's stats lines."""
+    def text(x: str) -> str:
+        return json.dumps(x + "\n", ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e") \
+            .replace("&", "\\u0026")
+
+    return [f'{{"log":{text(x)},"stream":"{"stderr" if i % 7 == 0 else "stdout"}","time":"'
+            f'{year + i // 3000 + ("Avg prompt" in x)}-12-31T23:{i // 60 % 60:02d}:{i % 60:02d}.{i:09d}Z"}}'
+            for i, x in enumerate(lines)]
+
+
 def _analyse(path: Path, named: str) -> dict:
-    env = {**os.environ, "SPECDIAG_SCAN_NAMED": named}
+    env = {**os.environ, "SPECDIAG_SCAN_WRAPPED": named}
     out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(path), "--format", "json",
                           "--fail-on", "never"], capture_output=True, text=True, env=env, check=True).stdout
     report = json.loads(out)
@@ -105,6 +118,54 @@ def test_two_journald_hosts_interleaved_line_by_line_report_the_same(tmp_path):
     lines = [x for pair in zip(a, b, strict=True) for x in pair]
     _same_both_ways(tmp_path, lines)
     assert _named_blocks(lines, tmp_path) == []
+
+
+def test_docker_json_file_lines_report_the_same_and_their_blocks_are_scanned(tmp_path):
+    """The TP=8 example as docker writes it (colour as ``\\u001b``, quotes, ``<>&``); the wrapper's year (2025,
+    then 2026 from line 3,000, one more on the stats lines) dates vLLM's yearless lines, read or scanned."""
+    extra = ['INFO 05-06 15:31:20 [api_server.py:1] path C:\\models\\x <a> & "b"\tc',
+             "(APIServer pid=1) INFO:     127.0.0.1:5555 - \"GET /health HTTP/1.1\" 200 OK"]
+    lines = _docker(TP8[:200] + extra + TP8[200:], 2025)
+    report = _same_both_ways(tmp_path, lines)
+    assert {f["rule"] for f in report["findings"]} >= {"KV001"}
+    log = tmp_path / "docker.log"
+    log.write_text("\n".join(lines) + "\n")
+    src = Source(str(log), str(log))
+    list(iter_records(src, hot=True))
+    assert "docker-json" in src.stats.formats and src.stats.hot.counts  # counted by the scanner
+
+
+def test_scanned_stats_lines_of_docker_blocks_take_the_year_of_their_own_wrapper(tmp_path):
+    """vLLM prints no year: a stats line read alone takes its ``time`` field's; scanned from the copy, too."""
+    from specdiag.ingest.hot import MetricRows
+
+    lines = _docker(TP8, 2025)
+    log = tmp_path / "docker.log"
+    log.write_text("\n".join(lines) + "\n")
+    want = {n: int(lines[n - 1].rsplit('"time":"', 1)[1][:4]) for n in range(1, len(lines) + 1)
+            if "Avg prompt" in lines[n - 1]}
+    got = {n: batch.year for batch in iter_records(Source(str(log), str(log)), hot=True)
+           if isinstance(batch, MetricRows) for n, kind in zip(batch.lines, batch.kinds, strict=True)
+           if kind == "stats"}
+    assert len(got) == len(want) > 100 and got == want
+    assert {2026, 2027} <= set(got.values())
+
+
+def test_a_docker_block_is_copied_only_when_every_line_is_one_with_known_escapes():
+    lines = ['(Worker pid=9) \x1b[32m[2026-05-06 15:56:03,745] LMCache INFO:\x1b[0m a "q" <t>\t& \\ z (a.py:1:b)',
+             "INFO:     1.2.3.4:5 - \"GET / HTTP/1.1\" 200 OK"]
+    block = ("\n".join(_docker(lines)) + "\n").encode()
+    assert ahead.unwrapped(block, 0, len(block)) == ("\n".join(lines) + "\n").encode()
+    assert ahead.unwrapped(block, 0, len(block) - 1) == "\n".join(lines).encode()
+    for bad in ("caf\\u00e9", "a\\nb", "a\\rb", "a\\/b"):  # escapes it does not undo
+        odd = block + _docker(["x"])[0].replace("x\\n", bad + "\\n").encode() + b"\n"
+        assert ahead.unwrapped(odd, 0, len(odd)) is None, bad
+    partial = block + _docker(["x"])[0].replace("x\\n", "x").encode()  # a message docker split: no line break
+    assert ahead.unwrapped(partial, 0, len(partial)) is None
+    long = block + _docker(["x" * (ahead.DOCKER_MAX_LINE + 1)])[0].encode()
+    assert ahead.unwrapped(long, 0, len(long)) is None
+    blank = block + b"\n" + block
+    assert ahead.unwrapped(blank, 0, len(blank)) is None
 
 
 def test_a_block_is_unwrapped_only_when_every_line_carries_the_same_named_wrapper():
