@@ -153,3 +153,27 @@ def test_colour_residue_is_found_wherever_it_lies_in_a_block():
             assert cleaner.colour_of(chunk, 0, len(chunk)) == _colour_reference(chunk), (residue, at)
             lo, hi = at // 2, min(len(chunk), at + len(residue) // 2)  # a span that cuts the residue
             assert cleaner.colour_of(chunk, lo, hi) == _colour_reference(chunk[lo:hi]), (residue, at)
+
+
+@pytest.mark.parametrize("width", [1, 18, 39, 41, 300])
+def test_a_wrappers_width_counts_in_a_rows_width_in_both_copies(width):
+    """``flags >> WRAP_SHIFT``: the width of the wrapper a block's copy took off each line, which the reader
+    counts in a row's width: a record shorter than 40 columns may be held once the wrapper is counted."""
+    short = b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [shm_broadcast.py:393] x"  # 70 columns
+    tiny = b"DEBUG 05-06 15:56:03 [core.py:94] x"  # 35 columns
+    for line in (short, tiny, _record(200)):
+        for after in (b"", b"short", b"y" * (len(line) - 1), b"y" * len(line), b"(Worker pid=1) next"):
+            for flags in (0, ESC_BLOCK, RESIDUE_BLOCK):
+                for widths in (WIDTHS, WIDTHS | {len(line) + width}):
+                    _both([line, after], flags | width << prefilter.WRAP_SHIFT, widths)
+    shifted = ESC_BLOCK | (prefilter.HELD_WIDTH - len(tiny)) << prefilter.WRAP_SHIFT
+    rest = b"y" * len(tiny)  # as wide as the record: its rest, were the record held
+    assert prefilter.inert_kind(tiny, ESC_BLOCK, _places(), rest, WIDTHS, YEAR) == QUIET  # under 40: never held
+    assert prefilter.inert_kind(tiny, shifted, _places(), rest, WIDTHS, YEAR) == KEEP  # 40 with its wrapper: held
+
+
+def test_the_compiled_copy_refuses_a_wrapper_width_past_its_bound():
+    with pytest.raises(ValueError):
+        _both([b"x"], -1)
+    with pytest.raises(ValueError):
+        _both([b"x"], ((prefilter.MAX_WRAP + 1) << prefilter.WRAP_SHIFT))

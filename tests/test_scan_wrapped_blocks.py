@@ -186,6 +186,54 @@ def test_a_block_is_unwrapped_only_when_every_line_carries_the_same_named_wrappe
     assert ahead.unwrapped(localised, 0, len(localised)) is None  # read line by line, as before
 
 
+def _noise(size: int) -> list[str]:
+    """The benchmark's foreign-noise log (NCCL, an app's logger, vLLM DEBUG internals at catalogued places,
+    other routes, warnings; one shortfall incident), ``size`` bytes."""
+    import io
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    import gen_template_logs
+
+    buf = io.BytesIO()
+    gen_template_logs.generate_noise(buf, size)
+    return buf.getvalue().decode("utf-8", "surrogateescape").splitlines()
+
+
+@pytest.mark.parametrize("wrap", ["pod", "journald"])
+def test_noise_behind_a_named_wrapper_is_counted_unread_and_reports_the_same(tmp_path, wrap):
+    """The prefilter runs on the copy: foreign lines are counted, vLLM DEBUG records of learnt places are
+    quiet (the wrapper's width counted in a row's, as the reader counts it); reports equal those of reading
+    every line, with or without the prefilter."""
+    noise = _noise(3 << 20)
+    lines = _pod(noise, "vllm-0") if wrap == "pod" else _journald(noise, "gpu-node-3")
+    report = _same_both_ways(tmp_path, lines)
+    assert {f["rule"] for f in report["findings"]} >= {"KV001"}
+    log = tmp_path / "wrapped.log"
+    env = {**os.environ, "SPECDIAG_PREFILTER": "off"}
+    out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(log), "--format", "json", "--fail-on",
+                          "never"], capture_output=True, text=True, env=env, check=True).stdout
+    off = json.loads(out)
+    for r in (off, report):
+        r.pop("generated_at", None)
+        r.pop("timing", None)
+    assert off == report
+    from test_prefilter import _quiet_count
+
+    # vLLM DEBUG records of the later blocks, counted, not read (5,349 of the log without a wrapper; those whose
+    # width with the wrapper's may hold a terminal-cut rest are read)
+    assert _quiet_count(log) > 4_000
+    # a process first seen on a counted record is told as the deployment's, as reading the record would
+    from specdiag.engine import analyze
+
+    told = []
+    real = blocks._BlockFeed.announce
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(blocks._BlockFeed, "announce", lambda self, n, origin: (told.append(origin), real(self, n, origin)))
+        analyze([str(log)])
+    name = "k8s:pod/vllm-0/vllm" if wrap == "pod" else "host:gpu-node-3"
+    assert told and {o.deployment for o in told} == {name}
+
+
 def test_a_named_block_arriving_while_a_record_is_open_is_scanned_as_it_is():
     """A record held or open must see the wrapped lines as read: the block is scanned again uncopied."""
     data = ("\n".join(_pod(TP8[:200], "vllm-0")) + "\n").encode()
@@ -200,6 +248,23 @@ def test_a_named_block_arriving_while_a_record_is_open_is_scanned_as_it_is():
     named, again, kept = blocks._named_copy(busy, data, 0, len(data), res, copy, 0)
     assert named is None and kept is None and again is not res and again.lines == res.lines
     assert busy.out == []
+
+
+def test_a_named_block_after_a_held_record_is_scanned_from_its_copy_only_for_the_same_deployment():
+    """A vLLM record held for its possible terminal-cut rest: the block's first line read decides, as for
+    any block, when the record is of the deployment the block names; else the block is read as it is."""
+    from specdiag.ingest.envelope import Record
+    from specdiag.ingest.origin import Origin
+
+    data = ("\n".join(_pod(TP8[:200], "vllm-0")) + "\n").encode()
+    copy = ahead.unwrapped(data, 0, len(data))
+    res = scan.scan_range(copy, 0, len(copy), 0)
+    for deployment, copied in (("k8s:pod/vllm-0/vllm", True), ("k8s:pod/vllm-1/vllm", False), (None, False)):
+        reader = LineReader("x.log", SourceStats("x.log"))
+        reader.held = Record("x.log", 1, Origin(deployment=deployment), "vllm", "INFO", None, 2026, None, None,
+                             None, b"x" * 80)
+        named, _, kept = blocks._named_copy(reader, data, 0, len(data), res, copy, 0)
+        assert (named is not None, kept is not None) == (copied, copied), deployment
 
 
 @pytest.mark.parametrize("text", [b"2026-05-06T08:00:00Z (APIServer pid=1) INFO 05-06 08:00:00 [a.py:1] x\n"])

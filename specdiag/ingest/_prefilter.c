@@ -35,6 +35,7 @@ typedef unsigned char u8;
 #define PLAIN_BLOCK 4
 #define MAX_INERT_LINE 4096
 #define MAX_QUIET_LINE 65536 /* prefilter.MAX_QUIET_LINE */
+#define WRAP_SHIFT 8         /* prefilter.WRAP_SHIFT: flags >> 8, the width of a wrapper a block's copy took off */
 #define MAX_PLACES 24
 #define MAX_DEPTH 6
 #define MAX_PID_DIGITS 18
@@ -752,9 +753,11 @@ static int foreign_header(const u8 *h, size_t m) {
 
 /* prefilter._ends_held: the line after a held record (raw, after[0..an)) cannot be its rest */
 static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf, const u8 *wmask) {
-    if (an == 0) return 1;
+    size_t shift = (size_t)((unsigned)flags >> WRAP_SHIFT);
+    if (an == 0) return !shift; /* a wrapper with nothing behind it: left to the reader */
     int wide = plen <= MAX_QUIET_LINE ? wmask[plen] : 1; /* past the mask: maybe a terminal width */
-    if (!(flags & RESIDUE_BLOCK) && !memchr(after, '\r', an) && (an > plen || (!wide && an != plen))) return 1;
+    size_t width = an + shift;
+    if (!(flags & RESIDUE_BLOCK) && !memchr(after, '\r', an) && (width > plen || (!wide && width != plen))) return 1;
     size_t hn = an < 600 ? an : 600;
     long len = cleaned(after, hn, flags, buf);
     if (len < 0) return 0;
@@ -797,7 +800,7 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
     if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg, whole) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
         return 0;
-    size_t plen = (flags & ESC_BLOCK) ? n : m;
+    size_t plen = ((flags & ESC_BLOCK) ? n : m) + (size_t)((unsigned)flags >> WRAP_SHIFT); /* as the reader measures it */
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
 }
 
@@ -880,7 +883,8 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     quiet_t q = {{0}, {{0}, {0}}, {{0}, {0}}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
-    if (sv.itemsize != 8 || ev.itemsize != 8 || ev.len != sv.len || off < 0 || stop < 0 || stop > buf.len ||
+    if (flags < 0 || ((unsigned)flags >> WRAP_SHIFT) > (1u << 20) || sv.itemsize != 8 || ev.itemsize != 8 ||
+        ev.len != sv.len || off < 0 || stop < 0 || stop > buf.len ||
         wb.len != MAX_QUIET_LINE + 1) {
         PyErr_SetString(PyExc_ValueError, "prefilter: bad columns");
         goto done;

@@ -89,8 +89,8 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
 #: per-line stages (the differential tests compare whole analyses both ways)
 SCAN_WRAPPED = os.environ.get("SPECDIAG_SCAN_WRAPPED", "on").strip().lower() != "off"
 #: journald ``short`` / ``short-precise`` in the C locale: the part of its wrapper that changes line by line
-_JOURNALD_TIME = rb"[A-Z][a-z][a-z] [ 0-3]\d [0-2]\d:[0-5]\d:[0-5]\d(?:\.\d+)?"
-_JOURNALD_TIME_RE = re.compile(_JOURNALD_TIME)
+_JOURNALD_TIME = rb"[A-Z][a-z][a-z] [ 0-3]\d [0-2]\d:[0-5]\d:[0-5]\d"
+_JOURNALD_TIME_RE = re.compile(_JOURNALD_TIME + rb"(?:\.\d{1,9})?")
 
 
 def _lines_in(block: bytes) -> int:
@@ -116,7 +116,8 @@ def _journald_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     if m is None or _JOURNALD_TIME_RE.fullmatch(data, start, m.start(1) - 1) is None:
         return None
     block = data[start:end]
-    copy, n = _journald_front(data[m.start(1) - 1 : m.end()]).subn(b"", block)
+    fraction = max(0, m.start(1) - 1 - start - 16)  # the digits after the seconds' point (short-precise)
+    copy, n = _journald_front(data[m.start(1) - 1 : m.end()], fraction).subn(b"", block)
     return copy if n == _lines_in(block) else None
 
 
@@ -163,9 +164,12 @@ def _undo_escape(m: re.Match[bytes]) -> bytes:
 
 
 @functools.lru_cache(maxsize=16)
-def _journald_front(named: bytes) -> re.Pattern[bytes]:
-    """The wrapper of one host's ident[pid], at each line's start (``named``: `` host ident[pid]: ``)."""
-    return re.compile(rb"(?m)^" + _JOURNALD_TIME + re.escape(named))
+def _journald_front(named: bytes, fraction: int) -> re.Pattern[bytes]:
+    """The wrapper of one host's ident[pid], at each line's start (``named``: `` host ident[pid]: ``), its
+    time with ``fraction`` digits after the seconds: the same width on every line (the prefilter counts it
+    in a row's width, ``blocks._wrap_width``)."""
+    digits = rb"\.\d{%d}" % fraction if fraction else b""
+    return re.compile(rb"(?m)^" + _JOURNALD_TIME + digits + re.escape(named))
 
 
 def is_flood(data: bytes, start: int, end: int) -> bool:

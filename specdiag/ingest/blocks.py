@@ -14,13 +14,13 @@ import os
 from bisect import bisect_left
 from itertools import compress, repeat
 from operator import floordiv, itemgetter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.joiner import TERMINAL_WIDTHS
-from specdiag.ingest.origin import NO_ORIGIN
+from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.prefilter import FOREIGN_HEADER, QuietOrigin
 from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.wrappers import LineUnwrapper
@@ -76,7 +76,14 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     else:
         line_at = _rare_line_at(data, start, rare)
     reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
-    skip = _Inert(reader, data, start, end, rare, res.ahead) if PREFILTER and copy is None and rare["line"] else None
+    # a block scanned from a copy is prefiltered only when its wrapper names a deployment and carries no year
+    # (kubectl --prefix, journald short): reading a line of it changes nothing the inner line would not
+    if PREFILTER and rare["line"] and copy is None:
+        skip = _Inert(reader, data, start, end, rare, res.ahead)
+    elif PREFILTER and rare["line"] and named is not None:
+        skip = _Inert(reader, copy, 0, len(copy), rare, None, _Wrapped(original, origins, _wrap_width(data, start, copy)))
+    else:
+        skip = None
     block = _BlockFeed(reader, view, original)
     for n, s, e, table, i in _line_order(res, skip.kept if skip is not None else rare):
         if skip is not None and skip.before(n):
@@ -95,6 +102,31 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     return res.lines
 
 
+class _Wrapped(NamedTuple):
+    """A block scanned from its copy without a named wrapper: its lines as read, the origins of the deployment
+    the wrapper names, and the wrapper's width (the same on every line: ``ahead.unwrapped``)."""
+
+    lines: _OriginalLines
+    origins: OriginCache
+    width: int
+
+
+def _holds_only(reader: LineReader, deployment: str) -> bool:
+    """Whether all that is open is a held record of ``deployment``: the block's first line read decides
+    whether it is its rest, and handing it on keeps the analysis on that deployment."""
+    held = reader.held
+    return (held is not None and held.origin.deployment == deployment and not reader.open_recs
+            and reader.head is None and not reader.cleaner.esc_cut and not reader.unwrapper.carries())
+
+
+def _wrap_width(data: bytes, start: int, copy: bytes) -> int:
+    """The width of the wrapper taken off the block's first line (and so off every line)."""
+    end = data.find(b"\n", start)
+    first = (len(data) if end < 0 else end) - start
+    end = copy.find(b"\n")
+    return first - (len(copy) if end < 0 else end)
+
+
 class NamedBlock:
     """A block scanned from its copy without a wrapper that names a deployment (kubectl ``--prefix``, journald,
     ``ahead.unwrapped``): the deployment its rows are of, told before them, as the rows carry no wrapper."""
@@ -110,9 +142,9 @@ def _named_copy(reader: LineReader, data: bytes, start: int, end: int, res: Scan
     """The deployment the wrapper of a block's lines names (every line carries the same one: kubectl
     ``--prefix``, journald; None for timestamps and docker's json-file, which name none), with the scan to
     use; the wrapper's style noted for the input's formats, as reading its lines would. A block that names
-    one is scanned from its copy only while nothing is open: a held or open record, or a wrapper carried
-    over, must see the lines as read (and rows would come before the record that names their deployment);
-    then the block is scanned again as it is, and the per-line stages unwrap its lines."""
+    one is scanned from its copy only while nothing but a record of that deployment is held: an open record
+    or a wrapper carried over must see the lines as read (and rows would come before the record that names
+    their deployment); then the block is scanned again as it is, and the per-line stages unwrap its lines."""
     if 48 <= data[start] <= 57:  # kubectl / docker --timestamps, taken off the lines that carry them
         reader.unwrapper.seen.add("iso-timestamp")
         return None, res, copy
@@ -120,7 +152,7 @@ def _named_copy(reader: LineReader, data: bytes, start: int, end: int, res: Scan
     unwrapper = LineUnwrapper()
     unwrapper.strip(data[start : nl if nl >= 0 else end])
     named = unwrapper.deployment
-    if named is not None and reader.busy():
+    if named is not None and reader.busy() and not _holds_only(reader, named):
         return None, scan.scan_range(data, start, end, base), None
     reader.unwrapper.seen |= unwrapper.seen
     if named is not None:
@@ -177,9 +209,14 @@ class _Inert:
     read, while no record is open; read in their turn while one is (``read_until``), as every line was."""
 
     def __init__(self, reader: LineReader, data: bytes, start: int, end: int, rare: dict,
-                 ahead: prefilter.Ahead | None = None) -> None:
+                 ahead: prefilter.Ahead | None = None, wrapped: _Wrapped | None = None) -> None:
         cleaner = reader.cleaner
         self.flags = prefilter.colour_flags(cleaner.esc, cleaner.residue) | plain_flag(reader)
+        # ``wrapped``: ``data`` is a block's copy without the wrapper every line carries; the prefilter counts
+        # the wrapper's width in a row's, as the reader does, and lines are read as read, whole
+        self.wrapped = wrapped
+        if wrapped is not None:
+            self.flags |= wrapped.width << prefilter.WRAP_SHIFT
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
         self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
@@ -218,10 +255,14 @@ class _Inert:
                 p = q
                 break
             raw = self.raw(p)
-            if stale and kind >= prefilter.QUIET:
-                block.inert(lines[p], raw, True, force=True)  # decided at the block's widths: read instead
+            if stale and kind >= prefilter.QUIET:  # decided at the block's widths: read instead
+                block.inert(lines[p], raw if self.wrapped is None else self.wrapped.lines.line_at(lines[p]), True,
+                            force=True)
             elif not reader.busy():
                 pass  # an inert line: counted
+            elif self.wrapped is not None:
+                block.inert(lines[p], self.wrapped.lines.line_at(lines[p]), True)
+                self.read_prefixed += kind == prefilter.PREFIXED
             elif block.inert(lines[p], raw, self._continues(lines[p], kind, raw)):
                 self.read_prefixed += kind == prefilter.PREFIXED
             elif kind >= prefilter.QUIET:
@@ -236,10 +277,11 @@ class _Inert:
         kinds, reader = self.kinds, self.reader
         self.quiet_skipped += kinds.count(QUIET_BYTE, p, q)
         i = kinds.find(FIRST_BYTE, p, q)
+        origins = reader.origins if self.wrapped is None else self.wrapped.origins
         while i >= 0:
             self.quiet_skipped += 1
             line = prefilter.cleaned_line(self.raw(i), self.flags)  # the analysis tells a process it saw before
-            block.announce(self.lines[i], reader.origins.peel(line)[0] if line[:1] == b"(" else NO_ORIGIN)
+            block.announce(self.lines[i], origins.peel(line)[0] if line[:1] == b"(" else origins.bare)
             i = kinds.find(FIRST_BYTE, i + 1, q)
         if reader.last_month == 12:  # a December record before: the next January line rolls the year
             self._last_month(p, q)

@@ -48,6 +48,10 @@ MAX_PLACEHOLDERS = 64
 #: block flags (``Cleaner.esc`` / ``Cleaner.residue``; ``PLAIN_BLOCK``: no wrapper seen in the input so far, so
 #: a line's first bytes are what the joiner will read)
 ESC_BLOCK, RESIDUE_BLOCK, PLAIN_BLOCK = 1, 2, 4
+#: ``flags >> WRAP_SHIFT``: the width of the wrapper a block's copy took off every line (``ahead.unwrapped``:
+#: kubectl ``--prefix``, journald), which the reader counts in a row's width (``LineReader._continue_held``)
+WRAP_SHIFT = 8
+MAX_WRAP = 1 << 20
 
 
 def colour_flags(esc: bool, residue: bool) -> int:
@@ -546,7 +550,7 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
     body = rest[m.end() :]
     if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body, whole) or not _unremarkable(body, quiet, "vllm"):
         return False
-    plen = len(raw) if flags & ESC_BLOCK else len(line)
+    plen = (len(raw) if flags & ESC_BLOCK else len(line)) + (flags >> WRAP_SHIFT)  # the row as the reader measures it
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
 
 
@@ -554,11 +558,12 @@ def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> b
     """Whether the line after a held record cannot be its rest (``LineReader._continue_held``): empty, with a
     process prefix, wider than the record, not as wide when the record's width is no terminal's, an
     envelope of its own, or (no wrapper seen) another program's line with its whole header."""
+    shift = flags >> WRAP_SHIFT
     if not after:
-        return True
+        return not shift  # a wrapper with nothing behind it: left to the reader
     wide = plen in widths if plen <= MAX_QUIET_LINE else True  # past the compiled copy's mask: maybe a terminal's
-    if not flags & RESIDUE_BLOCK and b"\r" not in after and (len(after) > plen or
-                                                             not wide and len(after) != plen):
+    width = len(after) + shift
+    if not flags & RESIDUE_BLOCK and b"\r" not in after and (width > plen or not wide and width != plen):
         return True
     head = _cleaned(after[:600], flags)
     if head is None:
