@@ -164,7 +164,8 @@ def wrapper_rows(mib: float, data_dir: Path, cmd: list[str], repeat: int, timeou
             fout.writelines(wrap(line.rstrip("\n"), i) + "\n" for i, line in enumerate(fin))
         print(f"running {name} …", file=sys.stderr)
         try:
-            rows.append(measure(name, what, bench_suite.Input("tp1", path, src.stats), cmd, repeat, timeout, use_time))
+            stats = dict(src.stats, bytes=path.stat().st_size)  # the same incidents, in more bytes
+            rows.append(measure(name, what, bench_suite.Input("tp1", path, stats), cmd, repeat, timeout, use_time))
         finally:
             if not keep:
                 path.unlink()

@@ -105,3 +105,29 @@ def test_template_cli_writes_a_file_of_the_asked_size(tmp_path: Path, name: str)
     out = tmp_path / "t.log"
     assert g.main([str(out), "--template", name, "--size-mb", "0.1"]) == 0
     assert out.stat().st_size >= 0.1 * 2**20
+
+
+@pytest.mark.parametrize("name", ["tp1-kubectl-prefix", "tp1-journald", "tp1-docker-json"])
+def test_the_benchmark_wraps_each_line_as_the_collector_it_names(name: str) -> None:
+    """A wrapped row measures that collector's shape: the per-line unwrapper reads each of its lines as that
+    wrapper and gives the line back (docker's without its colour, as the unwrapper strips it)."""
+    import bench_templates
+
+    from specdiag.ingest.wrappers import ANSI_BYTES, LineUnwrapper
+
+    style = {"tp1-kubectl-prefix": "kubectl-prefix", "tp1-journald": "journald", "tp1-docker-json": "docker-json"}[name]
+    lines = (Path(__file__).resolve().parent.parent / "examples" / "tp8-shortfall" / "serve.log").read_bytes()
+    _, wrap = bench_templates.WRAPPERS[name]
+    for i, line in enumerate(lines.splitlines()[:300]):
+        text = line.decode("utf-8", "surrogateescape")
+        unwrapper = LineUnwrapper()
+        inner = unwrapper.strip(wrap(text, i * 997).encode("utf-8", "surrogateescape"))
+        want = ANSI_BYTES.sub(b"", line) if style == "docker-json" and b"\x1b" in line else line
+        assert inner == want and unwrapper.seen == {style}, (i, line)
+
+
+def test_the_plain_row_is_the_log_without_colour() -> None:
+    import bench_templates
+
+    _, wrap = bench_templates.WRAPPERS["tp1-plain"]
+    assert wrap("\x1b[1;36m(APIServer pid=1)\x1b[0;0m INFO x", 0) == "(APIServer pid=1) INFO x"

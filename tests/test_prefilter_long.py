@@ -177,3 +177,23 @@ def test_the_compiled_copy_refuses_a_wrapper_width_past_its_bound():
         _both([b"x"], -1)
     with pytest.raises(ValueError):
         _both([b"x"], ((prefilter.MAX_WRAP + 1) << prefilter.WRAP_SHIFT))
+
+
+@pytest.mark.parametrize("flags", [0, ESC_BLOCK, RESIDUE_BLOCK])
+def test_with_a_wrapper_of_varying_width_only_a_record_whose_next_line_cannot_be_its_rest_is_quiet(flags):
+    """``VARIABLE_WRAP``: the widths are unknown, so a record is quiet only before a process prefix or an
+    envelope of its own (never before nothing, an empty line or another program's line); both copies agree."""
+    from test_prefilter import AFTER, QUIET_LINES
+
+    variable = flags | prefilter.VARIABLE_WRAP
+    for line in QUIET_LINES:
+        for after in [*AFTER, None]:
+            _both([line] if after is None else [line, after], variable)
+    record = QUIET_LINES[1]  # a registered vLLM DEBUG record
+    for after, quiet in ((b"(Worker pid=1) next", True), (b"INFO 05-06 15:56:03 [a.py:1] next", True),
+                         (b"short", False), (b"", False), (None, False)):
+        kind = prefilter.inert_kind(record, variable, _places(), after, WIDTHS, YEAR)
+        assert (kind == QUIET) == quiet, after
+    # with the widths known, a shorter next line than a record at no terminal's width is no rest of it (where
+    # no colour residue is cleaned off: the widths as read are then not known)
+    assert (prefilter.inert_kind(record, flags, _places(), b"short", WIDTHS, YEAR) == QUIET) == (flags != RESIDUE_BLOCK)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from specdiag.ingest import ahead, blocks, scan
+from specdiag.ingest import ahead, blocks, prefilter, scan
 from specdiag.ingest.records import LineReader, iter_records
 from specdiag.ingest.sources import Source, SourceStats
 
@@ -232,6 +232,65 @@ def test_noise_behind_a_named_wrapper_is_counted_unread_and_reports_the_same(tmp
         analyze([str(log)])
     name = "k8s:pod/vllm-0/vllm" if wrap == "pod" else "host:gpu-node-3"
     assert told and {o.deployment for o in told} == {name}
+
+
+def _prefilter_both_ways(log: Path) -> dict:
+    reports = []
+    for switch in ("on", "off"):
+        env = {**os.environ, "SPECDIAG_PREFILTER": switch}
+        out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(log), "--format", "json",
+                              "--fail-on", "never"], capture_output=True, text=True, env=env, check=True).stdout
+        report = json.loads(out)
+        report.pop("generated_at", None)
+        report.pop("timing", None)
+        reports.append(report)
+    assert reports[0] == reports[1]
+    return reports[0]
+
+
+def _stamped(lines: list[str]) -> list[str]:
+    """kubectl --timestamps (RFC 3339 with nanoseconds, trailing zeros trimmed as Go's RFC3339Nano does), the
+    year 2025 and 2026 in turns of 1,000 lines, and every 97th line without a stamp (its year is the
+    reader's: the one the line before left)."""
+    out = []
+    for i, x in enumerate(lines):
+        frac = f"{i * 7919 % 10**9:09d}".rstrip("0")
+        stamp = f"{2025 + i // 1000 % 2}-12-31T23:{i // 60 % 60:02d}:{i % 60:02d}{'.' + frac if frac else ''}Z "
+        out.append(x if i % 97 == 0 or "dated by the line before" in x else stamp + x)
+    return out
+
+
+@pytest.mark.parametrize("wrap", ["timestamps", "docker"])
+def test_noise_behind_a_dated_wrapper_is_counted_unread_and_reports_the_same(tmp_path, wrap):
+    """Timestamped and docker blocks are prefiltered on their copies: foreign lines are counted unread, and
+    the reader's year is what reading them would have left (stamps and json-file times change year, some
+    lines carry no stamp); vLLM records are counted unread only where the next line cannot be their rest.
+    Reports equal those of reading every line."""
+    noise = _noise(3 << 20)
+    nccl = [x for x in noise if " NCCL INFO " in x][:60]
+    noise[6000:6000] = nccl + ["(EngineCore pid=203) ERROR 05-06 08:10:00 [core.py:1] something failed: dated by "
+                               "the line before"]  # stamped 2025 from line 6,000, 2026 before it
+    lines = _stamped(noise) if wrap == "timestamps" else [x.replace("2026-12-31T23", "2026-05-06T08") for x in
+                                                          _docker(noise, 2025)]
+    log = tmp_path / "dated.log"
+    log.write_text("\n".join(lines) + "\n")
+    report = _prefilter_both_ways(log)
+    assert {f["rule"] for f in report["findings"]} >= {"KV001"}
+    counted = []
+    real = blocks._Inert.count
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(blocks._Inert, "count", lambda self: (counted.append(
+            (self.wrapped is not None, self.kinds.count(prefilter.INERT), self.quiet_skipped)), real(self))[1])
+        from specdiag.engine import analyze
+
+        analyze([str(log)])
+    if wrap == "timestamps":  # a line without a stamp after 60 counted ones: dated as reading them would
+        years = [r.year for r in iter_records(Source(str(log), str(log)), hot=True)
+                 if getattr(r, "raw", None) and b"dated by the line before" in r.raw]
+        assert years == [2025]
+    inert = sum(n for wrapped, n, _ in counted if wrapped)
+    quiet = sum(q for wrapped, _, q in counted if wrapped)
+    assert inert > 15_000 and (quiet > 1_000 or wrap == "docker"), (inert, quiet)  # docker's coloured records are read
 
 
 def test_a_named_block_arriving_while_a_record_is_open_is_scanned_as_it_is():

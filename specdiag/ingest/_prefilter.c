@@ -36,6 +36,7 @@ typedef unsigned char u8;
 #define MAX_INERT_LINE 4096
 #define MAX_QUIET_LINE 65536 /* prefilter.MAX_QUIET_LINE */
 #define WRAP_SHIFT 8         /* prefilter.WRAP_SHIFT: flags >> 8, the width of a wrapper a block's copy took off */
+#define VARIABLE_WRAP 8      /* prefilter.VARIABLE_WRAP: that width varies line by line */
 #define MAX_PLACES 24
 #define MAX_DEPTH 6
 #define MAX_PID_DIGITS 18
@@ -752,12 +753,19 @@ static int foreign_header(const u8 *h, size_t m) {
 }
 
 /* prefilter._ends_held: the line after a held record (raw, after[0..an)) cannot be its rest */
+static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf);
+
 static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf, const u8 *wmask) {
     size_t shift = (size_t)((unsigned)flags >> WRAP_SHIFT);
     if (an == 0) return !shift; /* a wrapper with nothing behind it: left to the reader */
     int wide = plen <= MAX_QUIET_LINE ? wmask[plen] : 1; /* past the mask: maybe a terminal width */
     size_t width = an + shift;
     if (!(flags & RESIDUE_BLOCK) && !memchr(after, '\r', an) && (width > plen || (!wide && width != plen))) return 1;
+    return not_a_rest(after, an, flags, buf);
+}
+
+/* prefilter._not_a_rest: whatever its width, the next line is no held record's rest */
+static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf) {
     size_t hn = an < 600 ? an : 600;
     long len = cleaned(after, hn, flags, buf);
     if (len < 0) return 0;
@@ -800,6 +808,7 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
     if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg, whole) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
         return 0;
+    if (flags & VARIABLE_WRAP) return has_after && an > 0 && not_a_rest(after, an, flags, buf);
     size_t plen = ((flags & ESC_BLOCK) ? n : m) + (size_t)((unsigned)flags >> WRAP_SHIFT); /* as the reader measures it */
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
 }

@@ -39,9 +39,8 @@ SCAN_WHILE_STARTING = True
 #: ``(data, start, end, result, unwrapped)``: ``unwrapped`` is the copy of ``data[start:end]`` the result's
 #: offsets refer to when the block's timestamps were taken off for the scanner (else None: ``data`` itself)
 Item = tuple[bytes, int, int, "ScanResult | None", "bytes | None"]
-#: kubectl / docker ``--timestamps`` in front of a line the scanner could take (a process prefix, colour or
-#: an LMCache timestamp follows): ``wrappers.ISO_TS``, anchored at each line start
-_ISO_FRONT = re.compile(rb"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (?=\(|\x1b|\[\d)")
+#: kubectl / docker ``--timestamps`` at a line's start: ``wrappers.ISO_TS``, anchored at each line start
+_ISO_FRONT = re.compile(rb"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
 
 
 class Pending(Protocol):
@@ -57,7 +56,9 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     block's first line carries none (a block is taken as it starts: a wrapper that begins mid-block leaves
     that block to the per-line stages, which unwrap every line). Wrappers taken off:
 
-    * kubectl / docker ``--timestamps``, on the lines that carry them;
+    * kubectl / docker ``--timestamps``, on the lines that carry them (what follows is read as the rest of
+      the line, as ``LineUnwrapper`` reads it: a journald ``short-iso`` host is a wrapper of its own there,
+      and no line starting with one is hot);
     * docker's json-file lines (``{"log":"…\\n","stream":"stdout","time":"…"}``), only where every line of the
       block is one whose text holds no JSON escape but the few :data:`_DOCKER_ESCAPES` (the text is then
       exactly the copy's line);

@@ -23,7 +23,7 @@ from specdiag.ingest.joiner import TERMINAL_WIDTHS
 from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.prefilter import FOREIGN_HEADER, QuietOrigin
 from specdiag.ingest.scan import ScanResult
-from specdiag.ingest.wrappers import LineUnwrapper
+from specdiag.ingest.wrappers import ISO_TS, LineUnwrapper
 
 #: ``SPECDIAG_PREFILTER=off`` reads every rare line (the differential tests compare whole analyses both ways)
 PREFILTER = os.environ.get("SPECDIAG_PREFILTER", "on").strip().lower() != "off"
@@ -76,14 +76,8 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     else:
         line_at = _rare_line_at(data, start, rare)
     reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
-    # a block scanned from a copy is prefiltered only when its wrapper names a deployment and carries no year
-    # (kubectl --prefix, journald short): reading a line of it changes nothing the inner line would not
-    if PREFILTER and rare["line"] and copy is None:
-        skip = _Inert(reader, data, start, end, rare, res.ahead)
-    elif PREFILTER and rare["line"] and named is not None:
-        skip = _Inert(reader, copy, 0, len(copy), rare, None, _Wrapped(original, origins, _wrap_width(data, start, copy)))
-    else:
-        skip = None
+    skip = _prefilter(reader, data, start, end, res, copy, original, named, origins) \
+        if PREFILTER and rare["line"] else None
     block = _BlockFeed(reader, view, original)
     for n, s, e, table, i in _line_order(res, skip.kept if skip is not None else rare):
         if skip is not None and skip.before(n):
@@ -103,12 +97,32 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
 
 
 class _Wrapped(NamedTuple):
-    """A block scanned from its copy without a named wrapper: its lines as read, the origins of the deployment
-    the wrapper names, and the wrapper's width (the same on every line: ``ahead.unwrapped``)."""
+    """A block scanned from its copy without a wrapper: its lines as read, the origins of the deployment the
+    wrapper names, the wrapper's width (the same on every line of a kubectl ``--prefix`` or journald copy:
+    ``ahead.unwrapped``; 0: not counted), and whether it dates each line (``--timestamps``, json-file)."""
 
     lines: _OriginalLines
     origins: OriginCache
     width: int
+    dated: bool
+
+
+def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanResult, copy: bytes | None,
+               original: _OriginalLines | None, named: str | None, origins: OriginCache) -> _Inert:
+    """The prefilter of a block's rare lines: of the block, or of its copy without a wrapper. Reading a line
+    behind a kubectl ``--prefix`` or journald wrapper changes nothing its inner line would not but the row's
+    width; behind a timestamp or in a docker json-file line, the reader's year too (each line's own), which
+    the lines counted unread then set as reading them would (``_Inert._dated``), and as the wrapper's width
+    differs line by line a record is counted unread (quiet) only where its next line cannot be its rest
+    whatever the widths (``prefilter.VARIABLE_WRAP``)."""
+    rare = res.columns["rare"]
+    if copy is None:
+        return _Inert(reader, data, start, end, rare, res.ahead)
+    if named is not None:
+        wrapped = _Wrapped(original, origins, _wrap_width(data, start, copy), False)
+    else:
+        wrapped = _Wrapped(original, origins, 0, True)
+    return _Inert(reader, copy, 0, len(copy), rare, None, wrapped)
 
 
 def _holds_only(reader: LineReader, deployment: str) -> bool:
@@ -216,7 +230,7 @@ class _Inert:
         # the wrapper's width in a row's, as the reader does, and lines are read as read, whole
         self.wrapped = wrapped
         if wrapped is not None:
-            self.flags |= wrapped.width << prefilter.WRAP_SHIFT
+            self.flags |= prefilter.VARIABLE_WRAP if wrapped.dated else wrapped.width << prefilter.WRAP_SHIFT
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
         self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
@@ -252,6 +266,8 @@ class _Inert:
                 q = bisect_left(lines, n, p)
                 if self.quiet:
                     self._skip_quiet(p, q, block)
+                if self.wrapped is not None and self.wrapped.dated:
+                    self._dated(p, q, block)
                 p = q
                 break
             raw = self.raw(p)
@@ -260,9 +276,15 @@ class _Inert:
                             force=True)
             elif not reader.busy():
                 pass  # an inert line: counted
-            elif self.wrapped is not None:
-                block.inert(lines[p], self.wrapped.lines.line_at(lines[p]), True)
-                self.read_prefixed += kind == prefilter.PREFIXED
+            elif self.wrapped is not None:  # as for any line, but as read: its width counts its wrapper
+                as_read = self.wrapped.lines.line_at(lines[p])
+                if block.inert(lines[p], as_read, self._continues(lines[p], kind, as_read)):
+                    self.read_prefixed += kind == prefilter.PREFIXED
+                else:
+                    if kind >= prefilter.QUIET:
+                        self._skip_quiet(p, p + 1, block)
+                    if self.wrapped.dated:
+                        self._dated(p, p + 1, block)
             elif block.inert(lines[p], raw, self._continues(lines[p], kind, raw)):
                 self.read_prefixed += kind == prefilter.PREFIXED
             elif kind >= prefilter.QUIET:
@@ -285,6 +307,20 @@ class _Inert:
             i = kinds.find(FIRST_BYTE, i + 1, q)
         if reader.last_month == 12:  # a December record before: the next January line rolls the year
             self._last_month(p, q)
+
+    def _dated(self, p: int, q: int, block: _BlockFeed) -> None:
+        """Lines ``p..q-1`` counted unread, each behind a wrapper that dates it: the reader's year and month as
+        reading the last dated one would leave them — its wrapper's year, and a quiet vLLM record's month (an
+        LMCache record of the reader's year leaves both). The metric rows before them, which date
+        themselves, go first."""
+        block.flush_metric()
+        line_at = self.wrapped.lines.line_at
+        for i in range(q - 1, p - 1, -1):
+            year = _wrapper_year(line_at(self.lines[i]) or b"")
+            if year is not None:
+                month = prefilter.quiet_month(self.raw(i), self.flags) if self.kinds[i] >= prefilter.QUIET else None
+                self.reader.year_hint, self.reader.last_month = year, month or 0
+                return
 
     def _last_month(self, p: int, q: int) -> None:
         """The month of the last quiet vLLM record of ``p..q-1`` becomes the reader's (LMCache's leave it)."""
@@ -405,8 +441,9 @@ def _line_order(res: ScanResult, rare: dict):
 
 def _wrapper_year(line: bytes) -> int | None:
     """The year of a line's kubectl / docker ``--timestamps`` or of its json-file ``time``, or None."""
-    if line[4:5] == b"-" and line[10:11] == b"T" and line[:4].isdigit():
-        return int(line[:4])
+    if line[4:5] == b"-" and line[10:11] == b"T":
+        m = ISO_TS.match(line)  # as ``LineUnwrapper`` reads it
+        return int(m.group(1)) if m is not None else None
     if line[:8] == b'{"log":"':
         at = line.rfind(b'","time":"') + 10
         if at >= 10 and line[at : at + 4].isdigit():

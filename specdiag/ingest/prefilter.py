@@ -52,6 +52,10 @@ ESC_BLOCK, RESIDUE_BLOCK, PLAIN_BLOCK = 1, 2, 4
 #: kubectl ``--prefix``, journald), which the reader counts in a row's width (``LineReader._continue_held``)
 WRAP_SHIFT = 8
 MAX_WRAP = 1 << 20
+#: a block's copy took off a wrapper of a width that varies line by line (``--timestamps``, json-file): a
+#: record is quiet only where its next line cannot be its rest whatever the widths (a process prefix, an
+#: envelope of its own)
+VARIABLE_WRAP = 8
 
 
 def colour_flags(esc: bool, residue: bool) -> int:
@@ -550,6 +554,8 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
     body = rest[m.end() :]
     if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body, whole) or not _unremarkable(body, quiet, "vllm"):
         return False
+    if flags & VARIABLE_WRAP:
+        return bool(after) and _not_a_rest(after, flags)
     plen = (len(raw) if flags & ESC_BLOCK else len(line)) + (flags >> WRAP_SHIFT)  # the row as the reader measures it
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
 
@@ -565,6 +571,12 @@ def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> b
     width = len(after) + shift
     if not flags & RESIDUE_BLOCK and b"\r" not in after and (width > plen or not wide and width != plen):
         return True
+    return _not_a_rest(after, flags)
+
+
+def _not_a_rest(after: bytes, flags: int) -> bool:
+    """Whether the line after a held record cannot be its rest whatever its width: a process prefix, an
+    envelope of its own, or (no wrapper seen) another program's line with its whole header."""
     head = _cleaned(after[:600], flags)
     if head is None:
         return False
