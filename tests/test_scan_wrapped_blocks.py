@@ -43,8 +43,9 @@ def _docker(lines: list[str], year: int = 2026) -> list[str]:
             for i, x in enumerate(lines)]
 
 
-def _analyse(path: Path, named: str) -> dict:
-    env = {**os.environ, "SPECDIAG_SCAN_WRAPPED": named}
+def _analyse(path: Path, switch: str, name: str = "SPECDIAG_SCAN_WRAPPED") -> dict:
+    """The JSON report with ``name`` (an environment switch) set to ``switch``, without its times."""
+    env = {**os.environ, name: switch}
     out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(path), "--format", "json",
                           "--fail-on", "never"], capture_output=True, text=True, env=env, check=True).stdout
     report = json.loads(out)
@@ -209,14 +210,7 @@ def test_noise_behind_a_named_wrapper_is_counted_unread_and_reports_the_same(tmp
     report = _same_both_ways(tmp_path, lines)
     assert {f["rule"] for f in report["findings"]} >= {"KV001"}
     log = tmp_path / "wrapped.log"
-    env = {**os.environ, "SPECDIAG_PREFILTER": "off"}
-    out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(log), "--format", "json", "--fail-on",
-                          "never"], capture_output=True, text=True, env=env, check=True).stdout
-    off = json.loads(out)
-    for r in (off, report):
-        r.pop("generated_at", None)
-        r.pop("timing", None)
-    assert off == report
+    assert _analyse(log, "off", "SPECDIAG_PREFILTER") == report
     from test_prefilter import _quiet_count
 
     # vLLM DEBUG records of the later blocks, counted, not read (5,349 of the log without a wrapper; those whose
@@ -235,17 +229,9 @@ def test_noise_behind_a_named_wrapper_is_counted_unread_and_reports_the_same(tmp
 
 
 def _prefilter_both_ways(log: Path) -> dict:
-    reports = []
-    for switch in ("on", "off"):
-        env = {**os.environ, "SPECDIAG_PREFILTER": switch}
-        out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(log), "--format", "json",
-                              "--fail-on", "never"], capture_output=True, text=True, env=env, check=True).stdout
-        report = json.loads(out)
-        report.pop("generated_at", None)
-        report.pop("timing", None)
-        reports.append(report)
-    assert reports[0] == reports[1]
-    return reports[0]
+    on = _analyse(log, "on", "SPECDIAG_PREFILTER")
+    assert on == _analyse(log, "off", "SPECDIAG_PREFILTER")
+    return on
 
 
 def _stamped(lines: list[str]) -> list[str]:
