@@ -197,3 +197,32 @@ def test_with_a_wrapper_of_varying_width_only_a_record_whose_next_line_cannot_be
     # with the widths known, a shorter next line than a record at no terminal's width is no rest of it (where
     # no colour residue is cleaned off: the widths as read are then not known)
     assert (prefilter.inert_kind(record, flags, _places(), b"short", WIDTHS, YEAR) == QUIET) == (flags != RESIDUE_BLOCK)
+
+
+@pytest.mark.parametrize("flags", [0, ESC_BLOCK, RESIDUE_BLOCK])
+def test_a_crlf_line_end_is_read_as_the_line_without_it_in_both_copies(flags):
+    """The cleaner drops a CRLF line end's CR and the reader does not count it in a row's width: a line (and
+    the line after it) is decided as without it. A CR anywhere else keeps the line (the bare-CR splitter)."""
+    from test_prefilter import AFTER, QUIET_LINES, READ, _check_sound
+
+    quiet = _places()
+    for line in [*FOREIGN, *READ, *QUIET_LINES]:
+        for after in (b"(Worker pid=1) next", b"short", b"y" * len(line), b""):
+            plain = prefilter.inert_kind(line, flags, quiet, after, WIDTHS, YEAR)
+            assert prefilter.inert_kind(line + b"\r", flags, quiet, after + b"\r", WIDTHS, YEAR) == plain, line
+            _both([line + b"\r", after + b"\r"], flags)
+        if line:
+            assert prefilter.inert_kind(line[:1] + b"\r" + line[1:], flags, quiet) == KEEP
+    for line in FOREIGN:
+        _check_sound(line + b"\r", flags)
+    for after in AFTER:
+        _both([QUIET_LINES[0] + b"\r", after + b"\r"], flags)
+
+
+def test_noise_with_crlf_line_ends_is_counted_unread_and_reports_the_same(tmp_path):
+    from test_scan_wrapped_blocks import _noise
+
+    log = tmp_path / "crlf.log"
+    log.write_text("\r\n".join(_noise(3 << 20)) + "\r\n")
+    assert _analyse(log, "on") == _analyse(log, "off")
+    assert _quiet_count(log) > 4_000

@@ -204,7 +204,14 @@ static int esc_cut_at_end(const u8 *s, size_t n) {
 }
 
 /* the cleaned line into out (room for n bytes); its length, or -1 where the line is kept unread */
+/* prefilter._without_line_end_cr: the length without the CR of a CRLF line end (a line with any other CR is
+   left as it is) */
+static size_t without_line_end_cr(const u8 *s, size_t n) {
+    return n && s[n - 1] == '\r' && !memchr(s, '\r', n - 1) ? n - 1 : n;
+}
+
 static long cleaned(const u8 *s, size_t n, int flags, u8 *out) {
+    n = without_line_end_cr(s, n);
     if (memchr(s, '\r', n)) return -1;
     size_t w = 0;
     if ((flags & ESC_BLOCK) && memchr(s, 0x1b, n)) {
@@ -757,6 +764,7 @@ static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf);
 
 static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf, const u8 *wmask) {
     size_t shift = (size_t)((unsigned)flags >> WRAP_SHIFT);
+    an = without_line_end_cr(after, an);
     if (an == 0) return !shift; /* a wrapper with nothing behind it: left to the reader */
     int wide = plen <= MAX_QUIET_LINE ? wmask[plen] : 1; /* past the mask: maybe a terminal width */
     size_t width = an + shift;
@@ -808,7 +816,7 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
     if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg, whole) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
         return 0;
-    if (flags & VARIABLE_WRAP) return has_after && an > 0 && not_a_rest(after, an, flags, buf);
+    if (flags & VARIABLE_WRAP) return has_after && without_line_end_cr(after, an) > 0 && not_a_rest(after, an, flags, buf);
     size_t plen = ((flags & ESC_BLOCK) ? n : m) + (size_t)((unsigned)flags >> WRAP_SHIFT); /* as the reader measures it */
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
 }
@@ -834,6 +842,7 @@ static int first_of_head(heads_t *h, const u8 *head, size_t n) {
 
 static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t *q, const u8 *after, size_t an,
                       int has_after, u8 *buf2, heads_t *heads) {
+    n = without_line_end_cr(raw, n);
     if (n == 0) return INERT;
     if (n > MAX_QUIET_LINE * 4) return KEEP; /* even without its colour it is too long */
     const u8 *s = raw;

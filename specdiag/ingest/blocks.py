@@ -344,7 +344,7 @@ class _Inert:
             return True
         if kind != prefilter.INERT or n != reader.held_last + 1:
             return False
-        width = len(raw)  # the row's width as the reader measures it: the line has no CR, and without the
+        width = len(raw) - (raw[-1:] == b"\r")  # the row's width as the reader measures it (CRLF's CR not), and without the
         if reader.cleaner.residue:  # colour residue a cleaner strips, as read
             return True
         if not (width <= reader.held_width and (reader.held_width in reader.widths or width == reader.held_width)):

@@ -112,6 +112,7 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
     ``after``: the raw line after it (None at the block's end), ``quiet`` the places registered so far,
     ``widths`` the terminal widths the reader knows (``LineReader.widths``), ``year`` the year of the last
     dated line (``LineReader.last_y``: an LMCache record of another year moves the reader's year)."""
+    raw = _without_line_end_cr(raw)
     if not raw:
         return INERT  # an empty line: the per-line stages return before reading it
     if len(raw) > 4 * MAX_QUIET_LINE:
@@ -149,6 +150,7 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
 def _cleaned(raw: bytes, flags: int) -> bytes | None:
     """The line as the cleaner leaves it, or None where the cleaner would carry state to the next line (an
     escape cut at the line's end) or the line holds a CR (the bare-CR splitter reads those)."""
+    raw = _without_line_end_cr(raw)
     if b"\r" in raw:
         return None
     if flags & ESC_BLOCK and b"\x1b" in raw:
@@ -158,6 +160,15 @@ def _cleaned(raw: bytes, flags: int) -> bytes | None:
         return _ESC_SEQ.sub(b"", raw).replace(b"\x1b", b"")
     if flags & RESIDUE_BLOCK:
         return _RESIDUE.sub(b"", raw)
+    return raw
+
+
+def _without_line_end_cr(raw: bytes) -> bytes:
+    """The line without the CR of a CRLF line end (Windows, some collectors): the cleaner removes it, the
+    reader does not count it in a row's width, and a bare-CR split only happens at a CR before the last
+    byte. A line with any other CR is left as it is (it is always read)."""
+    if raw[-1:] == b"\r" and raw.find(b"\r") == len(raw) - 1:
+        return raw[:-1]
     return raw
 
 
@@ -555,7 +566,7 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
     if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body, whole) or not _unremarkable(body, quiet, "vllm"):
         return False
     if flags & VARIABLE_WRAP:
-        return bool(after) and _not_a_rest(after, flags)
+        return bool(after and _without_line_end_cr(after)) and _not_a_rest(after, flags)
     plen = (len(raw) if flags & ESC_BLOCK else len(line)) + (flags >> WRAP_SHIFT)  # the row as the reader measures it
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
 
@@ -565,6 +576,7 @@ def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> b
     process prefix, wider than the record, not as wide when the record's width is no terminal's, an
     envelope of its own, or (no wrapper seen) another program's line with its whole header."""
     shift = flags >> WRAP_SHIFT
+    after = _without_line_end_cr(after)
     if not after:
         return not shift  # a wrapper with nothing behind it: left to the reader
     wide = plen in widths if plen <= MAX_QUIET_LINE else True  # past the compiled copy's mask: maybe a terminal's
