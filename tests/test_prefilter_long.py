@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 import sys
+from array import array
 from pathlib import Path
 
 import pytest
@@ -155,48 +156,50 @@ def test_colour_residue_is_found_wherever_it_lies_in_a_block():
             assert cleaner.colour_of(chunk, lo, hi) == _colour_reference(chunk[lo:hi]), (residue, at)
 
 
+def _both_wrapped(block: list[bytes], flags: int, wraps: tuple[list[int], list[int]], widths=WIDTHS) -> bytes:
+    """:func:`_both` with the widths of the wrappers a copy took off each row and the line after it."""
+    quiet = _places()
+    data = b"\n".join(block)
+    starts, ends = _offsets(block)
+    columns = (array("q", wraps[0]), array("q", wraps[1]))
+    ref = prefilter.kinds(data, 0, starts, ends, flags, quiet, None, widths, YEAR, columns)
+    got = compiled.prefilter(data, 0, starts, ends, flags, len(data), *quiet.blobs(), prefilter.width_mask(widths),
+                             YEAR, *columns)
+    assert got == ref, ([len(x) for x in block], wraps)
+    return ref
+
+
 @pytest.mark.parametrize("width", [1, 18, 39, 41, 300])
 def test_a_wrappers_width_counts_in_a_rows_width_in_both_copies(width):
-    """``flags >> WRAP_SHIFT``: the width of the wrapper a block's copy took off each line, which the reader
-    counts in a row's width: a record shorter than 40 columns may be held once the wrapper is counted."""
+    """``wraps``: the width of the wrapper a block's copy took off each line, which the reader counts in a
+    row's width: a record shorter than 40 columns may be held once its wrapper is counted, and its next line's
+    wrapper counts in that line's width. Both copies agree, for the same and for different widths."""
     short = b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [shm_broadcast.py:393] x"  # 70 columns
     tiny = b"DEBUG 05-06 15:56:03 [core.py:94] x"  # 35 columns
     for line in (short, tiny, _record(200)):
         for after in (b"", b"short", b"y" * (len(line) - 1), b"y" * len(line), b"(Worker pid=1) next"):
             for flags in (0, ESC_BLOCK, RESIDUE_BLOCK):
                 for widths in (WIDTHS, WIDTHS | {len(line) + width}):
-                    _both([line, after], flags | width << prefilter.WRAP_SHIFT, widths)
-    shifted = ESC_BLOCK | (prefilter.HELD_WIDTH - len(tiny)) << prefilter.WRAP_SHIFT
+                    for after_width in (0, width, width + 3):
+                        _both_wrapped([line, after], flags, ([width, after_width], [after_width, 0]), widths)
     rest = b"y" * len(tiny)  # as wide as the record: its rest, were the record held
     assert prefilter.inert_kind(tiny, ESC_BLOCK, _places(), rest, WIDTHS, YEAR) == QUIET  # under 40: never held
-    assert prefilter.inert_kind(tiny, shifted, _places(), rest, WIDTHS, YEAR) == KEEP  # 40 with its wrapper: held
+    wrap = prefilter.HELD_WIDTH - len(tiny)
+    assert prefilter.inert_kind(tiny, ESC_BLOCK, _places(), rest, WIDTHS, YEAR, (wrap, wrap)) == KEEP  # 40: held
+    assert prefilter.inert_kind(tiny, ESC_BLOCK, _places(), rest, WIDTHS, YEAR, (wrap, wrap + 1)) == QUIET  # wider
 
 
-def test_the_compiled_copy_refuses_a_wrapper_width_past_its_bound():
+def test_the_wrapper_widths_are_one_per_row_in_both_copies():
+    quiet = _places()
+    block = [b"x", b"y"]
+    data = b"\n".join(block)
+    starts, ends = _offsets(block)
+    short = (array("q", [1]), array("q", [1]))
     with pytest.raises(ValueError):
-        _both([b"x"], -1)
+        prefilter.kinds(data, 0, starts, ends, 0, quiet, None, WIDTHS, YEAR, short)
     with pytest.raises(ValueError):
-        _both([b"x"], ((prefilter.MAX_WRAP + 1) << prefilter.WRAP_SHIFT))
-
-
-@pytest.mark.parametrize("flags", [0, ESC_BLOCK, RESIDUE_BLOCK])
-def test_with_a_wrapper_of_varying_width_only_a_record_whose_next_line_cannot_be_its_rest_is_quiet(flags):
-    """``VARIABLE_WRAP``: the widths are unknown, so a record is quiet only before a process prefix or an
-    envelope of its own (never before nothing, an empty line or another program's line); both copies agree."""
-    from test_prefilter import AFTER, QUIET_LINES
-
-    variable = flags | prefilter.VARIABLE_WRAP
-    for line in QUIET_LINES:
-        for after in [*AFTER, None]:
-            _both([line] if after is None else [line, after], variable)
-    record = QUIET_LINES[1]  # a registered vLLM DEBUG record
-    for after, quiet in ((b"(Worker pid=1) next", True), (b"INFO 05-06 15:56:03 [a.py:1] next", True),
-                         (b"short", False), (b"", False), (None, False)):
-        kind = prefilter.inert_kind(record, variable, _places(), after, WIDTHS, YEAR)
-        assert (kind == QUIET) == quiet, after
-    # with the widths known, a shorter next line than a record at no terminal's width is no rest of it (where
-    # no colour residue is cleaned off: the widths as read are then not known)
-    assert (prefilter.inert_kind(record, flags, _places(), b"short", WIDTHS, YEAR) == QUIET) == (flags != RESIDUE_BLOCK)
+        compiled.prefilter(data, 0, starts, ends, 0, len(data), *quiet.blobs(), prefilter.width_mask(WIDTHS), YEAR,
+                           *short)
 
 
 @pytest.mark.parametrize("flags", [0, ESC_BLOCK, RESIDUE_BLOCK])

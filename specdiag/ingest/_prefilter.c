@@ -35,8 +35,6 @@ typedef unsigned char u8;
 #define PLAIN_BLOCK 4
 #define MAX_INERT_LINE 4096
 #define MAX_QUIET_LINE 65536 /* prefilter.MAX_QUIET_LINE */
-#define WRAP_SHIFT 8         /* prefilter.WRAP_SHIFT: flags >> 8, the width of a wrapper a block's copy took off */
-#define VARIABLE_WRAP 8      /* prefilter.VARIABLE_WRAP: that width varies line by line */
 #define MAX_PLACES 24
 #define MAX_DEPTH 6
 #define MAX_PID_DIGITS 18
@@ -762,12 +760,12 @@ static int foreign_header(const u8 *h, size_t m) {
 /* prefilter._ends_held: the line after a held record (raw, after[0..an)) cannot be its rest */
 static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf);
 
-static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf, const u8 *wmask) {
-    size_t shift = (size_t)((unsigned)flags >> WRAP_SHIFT);
+/* after_wrap: the width of the wrapper a block's copy took off the line after (prefilter.kinds' wraps) */
+static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf, const u8 *wmask, size_t after_wrap) {
     an = without_line_end_cr(after, an);
-    if (an == 0) return !shift; /* a wrapper with nothing behind it: left to the reader */
+    if (an == 0) return !after_wrap; /* a wrapper with nothing behind it: left to the reader */
     int wide = plen <= MAX_QUIET_LINE ? wmask[plen] : 1; /* past the mask: maybe a terminal width */
-    size_t width = an + shift;
+    size_t width = an + after_wrap;
     if (!(flags & RESIDUE_BLOCK) && !memchr(after, '\r', an) && (width > plen || (!wide && width != plen))) return 1;
     return not_a_rest(after, an, flags, buf);
 }
@@ -793,7 +791,7 @@ static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf) {
 
 /* prefilter._quiet: rest (r[0..rn)) of the cleaned line (m bytes; raw n bytes) is a quiet record */
 static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const quiet_t *q, const u8 *after,
-                    size_t an, int has_after, u8 *buf, int whole) {
+                    size_t an, int has_after, u8 *buf, int whole, const size_t wrap[2]) {
     const char *level;
     size_t pos;
     if (rn >= 6 && memcmp(r, "DEBUG ", 6) == 0) {
@@ -816,9 +814,8 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
     if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg, whole) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
         return 0;
-    if (flags & VARIABLE_WRAP) return has_after && without_line_end_cr(after, an) > 0 && not_a_rest(after, an, flags, buf);
-    size_t plen = ((flags & ESC_BLOCK) ? n : m) + (size_t)((unsigned)flags >> WRAP_SHIFT); /* as the reader measures it */
-    return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask));
+    size_t plen = ((flags & ESC_BLOCK) ? n : m) + wrap[0]; /* as the reader measures it */
+    return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask, wrap[1]));
 }
 
 /* ---------------------------------------------------------------- one line (prefilter.inert_kind) */
@@ -841,7 +838,7 @@ static int first_of_head(heads_t *h, const u8 *head, size_t n) {
 }
 
 static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t *q, const u8 *after, size_t an,
-                      int has_after, u8 *buf2, heads_t *heads) {
+                      int has_after, u8 *buf2, heads_t *heads, const size_t wrap[2]) {
     n = without_line_end_cr(raw, n);
     if (n == 0) return INERT;
     if (n > MAX_QUIET_LINE * 4) return KEEP; /* even without its colour it is too long */
@@ -863,7 +860,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     const u8 *r = s + at;
     size_t rn = m - at;
     if (q && rn && ((r[0] == '[' && is_quiet_lmcache(r, rn, q, !ascii)) ||
-                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2, !ascii))))
+                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2, !ascii, wrap))))
         return first_of_head(heads, s, prefixed ? at : 0) ? QUIET_FIRST : QUIET;
     if (!ascii || m > MAX_INERT_LINE) return KEEP; /* beyond printable ASCII, or long: only a quiet record is counted unread */
     if (rn == 0 || has_anchor(r, rn)) return KEEP;
@@ -887,12 +884,12 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
  * five blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask(), year the reader's last
  * dated year (4 bytes; else no LMCache record is quiet) */
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
-    Py_buffer buf, sv, ev, kb, vd, vn, ld, ln, wb, yb;
+    Py_buffer buf, sv, ev, kb, vd, vn, ld, ln, wb, yb, rw = {0}, aw = {0};
     long long off, stop;
     int flags;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop, &kb, &vd,
-                          &vn, &ld, &ln, &wb, &yb))
+    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*y*y*|y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop, &kb,
+                          &vd, &vn, &ld, &ln, &wb, &yb, &rw, &aw))
         return NULL;
     prefilter_tables();
     PyObject *out = NULL;
@@ -901,9 +898,11 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     quiet_t q = {{0}, {{0}, {0}}, {{0}, {0}}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
-    if (flags < 0 || ((unsigned)flags >> WRAP_SHIFT) > (1u << 20) || sv.itemsize != 8 || ev.itemsize != 8 ||
-        ev.len != sv.len || off < 0 || stop < 0 || stop > buf.len ||
-        wb.len != MAX_QUIET_LINE + 1) {
+    /* rw / aw: the width of the wrapper a block's copy took off each row and the line after it (none: 0) */
+    int wrapped = rw.len > 0;
+    if (flags < 0 || sv.itemsize != 8 || ev.itemsize != 8 || ev.len != sv.len || off < 0 || stop < 0 ||
+        stop > buf.len || wb.len != MAX_QUIET_LINE + 1 ||
+        (wrapped && (rw.itemsize != 8 || aw.itemsize != 8 || rw.len != sv.len || aw.len != sv.len))) {
         PyErr_SetString(PyExc_ValueError, "prefilter: bad columns");
         goto done;
     }
@@ -940,8 +939,14 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
                 an = (nl ? (size_t)(nl - b) : (size_t)stop) - nxt;
             }
         }
+        size_t wrap[2] = {0, 0};
+        if (wrapped) {
+            int64_t w0 = ((const int64_t *)rw.buf)[i], w1 = ((const int64_t *)aw.buf)[i];
+            wrap[0] = w0 > 0 ? (size_t)w0 : 0;
+            wrap[1] = w1 > 0 ? (size_t)w1 : 0;
+        }
         k[i] = (u8)inert_kind(b + s0, e0 - s0, flags, tmp, qp, has_after ? b + nxt : NULL, an, has_after, tmp2,
-                              heads);
+                              heads, wrap);
     }
     Py_END_ALLOW_THREADS
 done:
@@ -963,6 +968,8 @@ done:
     PyBuffer_Release(&ln);
     PyBuffer_Release(&wb);
     PyBuffer_Release(&yb);
+    PyBuffer_Release(&rw);
+    PyBuffer_Release(&aw);
     return out;
 }
 

@@ -11,9 +11,10 @@ the reader holds the per-line state machine only; these functions drive it, a bl
 from __future__ import annotations
 
 import os
+from array import array
 from bisect import bisect_left
 from itertools import compress, repeat
-from operator import floordiv, itemgetter
+from operator import floordiv, itemgetter, sub
 from typing import TYPE_CHECKING, NamedTuple
 
 from specdiag.catalog.wording import BYTES as _W
@@ -98,12 +99,12 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
 
 class _Wrapped(NamedTuple):
     """A block scanned from its copy without a wrapper: its lines as read, the origins of the deployment the
-    wrapper names, the wrapper's width (the same on every line of a kubectl ``--prefix`` or journald copy:
-    ``ahead.unwrapped``; 0: not counted), and whether it dates each line (``--timestamps``, json-file)."""
+    wrapper names, the widths of the wrapper taken off each rare row and the line after it
+    (``prefilter.kinds``' ``wraps``), and whether it dates each line (``--timestamps``, json-file)."""
 
     lines: _OriginalLines
     origins: OriginCache
-    width: int
+    wraps: tuple[array, array]
     dated: bool
 
 
@@ -111,17 +112,13 @@ def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanR
                original: _OriginalLines | None, named: str | None, origins: OriginCache) -> _Inert:
     """The prefilter of a block's rare lines: of the block, or of its copy without a wrapper. Reading a line
     behind a kubectl ``--prefix`` or journald wrapper changes nothing its inner line would not but the row's
-    width; behind a timestamp or in a docker json-file line, the reader's year too (each line's own), which
-    the lines counted unread then set as reading them would (``_Inert._dated``), and as the wrapper's width
-    differs line by line a record is counted unread (quiet) only where its next line cannot be its rest
-    whatever the widths (``prefilter.VARIABLE_WRAP``)."""
+    width (the prefilter adds each line's wrapper width to it, as the reader counts it); behind a timestamp or
+    in a docker json-file line, the reader's year too (each line's own), which the lines counted unread then
+    set as reading them would (``_Inert._dated``)."""
     rare = res.columns["rare"]
     if copy is None:
         return _Inert(reader, data, start, end, rare, res.ahead)
-    if named is not None:
-        wrapped = _Wrapped(original, origins, _wrap_width(data, start, copy), False)
-    else:
-        wrapped = _Wrapped(original, origins, 0, True)
+    wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare["line"]), named is None)
     return _Inert(reader, copy, 0, len(copy), rare, None, wrapped)
 
 
@@ -133,12 +130,13 @@ def _holds_only(reader: LineReader, deployment: str) -> bool:
             and reader.head is None and not reader.cleaner.esc_cut and not reader.unwrapper.carries())
 
 
-def _wrap_width(data: bytes, start: int, copy: bytes) -> int:
-    """The width of the wrapper taken off the block's first line (and so off every line)."""
-    end = data.find(b"\n", start)
-    first = (len(data) if end < 0 else end) - start
-    end = copy.find(b"\n")
-    return first - (len(copy) if end < 0 else end)
+def _row_wraps(original: _OriginalLines, copy: bytes, lines) -> tuple[array, array]:
+    """Per rare row (line numbers ``lines``), the width of the wrapper the copy took off it and off the line
+    after it: the reader counts it in a row's width (``LineReader._continue_held``)."""
+    taken = list(map(sub, map(len, original.all()), map(len, copy.split(b"\n"))))
+    base, last = original.base + 1, len(taken) - 1
+    return (array("q", [taken[n - base] for n in lines]),
+            array("q", [taken[n - base + 1] if n - base < last else 0 for n in lines]))
 
 
 class NamedBlock:
@@ -229,12 +227,11 @@ class _Inert:
         # ``wrapped``: ``data`` is a block's copy without the wrapper every line carries; the prefilter counts
         # the wrapper's width in a row's, as the reader does, and lines are read as read, whole
         self.wrapped = wrapped
-        if wrapped is not None:
-            self.flags |= prefilter.VARIABLE_WRAP if wrapped.dated else wrapped.width << prefilter.WRAP_SHIFT
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
         self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
-                                           frozenset(reader.widths), reader.last_y, ahead)
+                                           frozenset(reader.widths), reader.last_y, ahead,
+                                           prefilter.NO_WRAPS if wrapped is None else wrapped.wraps)
         # a width proven inside the block may make a quiet record's next row its rest; a dated line of another
         # year makes an LMCache record of the old one move the year back; a wrapper first seen inside the block
         # may change the next row's first bytes: quiet lines are then read
@@ -415,11 +412,16 @@ class _OriginalLines:
         self.base = base
 
     def line_at(self, n: int) -> bytes | None:
+        lines = self.all()
+        i = n - self.base - 1
+        return lines[i] if 0 <= i < len(lines) else None
+
+    def all(self) -> list[bytes]:
+        """The block's lines (split on the first line asked for)."""
         if self._lines is None:
             data, start, end = self._range
             self._lines = data[start:end].split(b"\n")
-        i = n - self.base - 1
-        return self._lines[i] if 0 <= i < len(self._lines) else None
+        return self._lines
 
 
 def _line_order(res: ScanResult, rare: dict):

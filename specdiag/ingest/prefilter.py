@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import functools
 import re
+from array import array
+from itertools import repeat
 from typing import NamedTuple
 
 #: kinds, one byte per line
@@ -48,14 +50,6 @@ MAX_PLACEHOLDERS = 64
 #: block flags (``Cleaner.esc`` / ``Cleaner.residue``; ``PLAIN_BLOCK``: no wrapper seen in the input so far, so
 #: a line's first bytes are what the joiner will read)
 ESC_BLOCK, RESIDUE_BLOCK, PLAIN_BLOCK = 1, 2, 4
-#: ``flags >> WRAP_SHIFT``: the width of the wrapper a block's copy took off every line (``ahead.unwrapped``:
-#: kubectl ``--prefix``, journald), which the reader counts in a row's width (``LineReader._continue_held``)
-WRAP_SHIFT = 8
-MAX_WRAP = 1 << 20
-#: a block's copy took off a wrapper of a width that varies line by line (``--timestamps``, json-file): a
-#: record is quiet only where its next line cannot be its rest whatever the widths (a process prefix, an
-#: envelope of its own)
-VARIABLE_WRAP = 8
 
 
 def colour_flags(esc: bool, residue: bool) -> int:
@@ -107,11 +101,13 @@ _DIGITS = frozenset(b"0123456789")
 
 
 def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: bytes | None = None,
-               widths: frozenset[int] = frozenset(), year: bytes = b"") -> int:
+               widths: frozenset[int] = frozenset(), year: bytes = b"", wrap: tuple[int, int] = (0, 0)) -> int:
     """KEEP, INERT, PREFIXED (inert, counted as vLLM output) or QUIET for one raw line of a block;
     ``after``: the raw line after it (None at the block's end), ``quiet`` the places registered so far,
     ``widths`` the terminal widths the reader knows (``LineReader.widths``), ``year`` the year of the last
-    dated line (``LineReader.last_y``: an LMCache record of another year moves the reader's year)."""
+    dated line (``LineReader.last_y``: an LMCache record of another year moves the reader's year), ``wrap``
+    the widths of the wrappers a block's copy took off this line and the next (``ahead.unwrapped``), which
+    the reader counts in a row's width (``LineReader._continue_held``)."""
     raw = _without_line_end_cr(raw)
     if not raw:
         return INERT  # an empty line: the per-line stages return before reading it
@@ -128,7 +124,7 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
     whole = not ascii_line  # text beyond ASCII: quiet only at a place where the catalog knows every text
     if quiet is not None and rest[:1] in b"DI[" and (
             _quiet_lmcache(rest, quiet, year, whole) if rest[:1] == b"["
-            else _quiet(raw, line, rest, flags, quiet, after, widths, whole)):
+            else _quiet(raw, line, rest, flags, quiet, after, widths, whole, wrap)):
         return QUIET
     if not ascii_line or len(line) > MAX_INERT_LINE:
         return KEEP  # beyond printable ASCII, or long: never inert, only a quiet record is counted unread
@@ -552,7 +548,7 @@ def _unremarkable(body: bytes, quiet: QuietPlaces, project: str) -> bool:
 
 
 def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
-           widths: frozenset[int], whole: bool = False) -> bool:
+           widths: frozenset[int], whole: bool = False, wrap: tuple[int, int] = (0, 0)) -> bool:
     """Whether ``rest`` (the cleaned line ``line`` after its process prefixes) is a quiet record (with
     ``whole``: of a place where every text is recognised, not one of the simple patterns)."""
     word = next((w for w in _QUIET_LEVELS if rest.startswith(w)), None)
@@ -565,22 +561,19 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
     body = rest[m.end() :]
     if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body, whole) or not _unremarkable(body, quiet, "vllm"):
         return False
-    if flags & VARIABLE_WRAP:
-        return bool(after and _without_line_end_cr(after)) and _not_a_rest(after, flags)
-    plen = (len(raw) if flags & ESC_BLOCK else len(line)) + (flags >> WRAP_SHIFT)  # the row as the reader measures it
-    return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths))
+    plen = (len(raw) if flags & ESC_BLOCK else len(line)) + wrap[0]  # the row as the reader measures it
+    return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths, wrap[1]))
 
 
-def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int]) -> bool:
+def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int], after_wrap: int = 0) -> bool:
     """Whether the line after a held record cannot be its rest (``LineReader._continue_held``): empty, with a
     process prefix, wider than the record, not as wide when the record's width is no terminal's, an
     envelope of its own, or (no wrapper seen) another program's line with its whole header."""
-    shift = flags >> WRAP_SHIFT
     after = _without_line_end_cr(after)
     if not after:
-        return not shift  # a wrapper with nothing behind it: left to the reader
+        return not after_wrap  # a wrapper with nothing behind it: left to the reader
     wide = plen in widths if plen <= MAX_QUIET_LINE else True  # past the compiled copy's mask: maybe a terminal's
-    width = len(after) + shift
+    width = len(after) + after_wrap
     if not flags & RESIDUE_BLOCK and b"\r" not in after and (width > plen or not wide and width != plen):
         return True
     return _not_a_rest(after, flags)
@@ -601,18 +594,23 @@ def _not_a_rest(after: bytes, flags: int) -> bool:
 
 
 def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | None = None,
-          stop: int | None = None, widths: frozenset[int] = frozenset(), year: bytes = b"") -> bytes:
+          stop: int | None = None, widths: frozenset[int] = frozenset(), year: bytes = b"",
+          wraps: tuple | None = None) -> bytes:
     """One kind byte per line ``data[off + starts[i] : off + ends[i]]``: the reference of ``_scan.prefilter``.
-    ``stop``: where the block ends in ``data`` (the line after a rare line is read up to it)."""
+    ``stop``: where the block ends in ``data`` (the line after a rare line is read up to it); ``wraps``: two
+    columns, the width of the wrapper a block's copy took off each row and off the line after it."""
     stop = len(data) if stop is None else stop
     out = bytearray()
     heads: list[bytes] = []
-    for s, e in zip(starts, ends, strict=True):
+    row_wraps, after_wraps = wraps if wraps is not None and len(wraps[0]) else (repeat(0), repeat(0))
+    if wraps is not None and len(wraps[0]) and not len(wraps[0]) == len(wraps[1]) == len(starts):
+        raise ValueError("prefilter: a wrapper width per row")
+    for s, e, wrap, after_wrap in zip(starts, ends, row_wraps, after_wraps, strict=False):  # repeat(0): none
         nxt = off + e + 1
         # the next line matters only to a quiet vLLM record; None: the next block's
         after = None if quiet is None or nxt >= stop else data[nxt : _line_end(data, nxt, stop)]
         raw = data[off + s : off + e]
-        kind = inert_kind(raw, flags, quiet, after, widths, year)
+        kind = inert_kind(raw, flags, quiet, after, widths, year, (wrap, after_wrap))
         if kind == QUIET and _first_of_head(quiet_head(raw, flags), heads):
             kind = QUIET_FIRST
         out.append(kind)
@@ -647,6 +645,8 @@ except ImportError:  # pragma: no cover - exercised by the build without a compi
 
 
 _NO_BLOBS = (b"",) * 5
+#: no wrapper widths: a block read as it is (``kinds``' ``wraps``)
+NO_WRAPS = (array("q"), array("q"))
 
 
 class Ahead(NamedTuple):
@@ -661,9 +661,10 @@ class Ahead(NamedTuple):
     kinds: bytes
 
 
-def compiled_args(flags: int, blobs: tuple[bytes, ...], mask: bytes, year: bytes) -> tuple:
+def compiled_args(flags: int, blobs: tuple[bytes, ...], mask: bytes, year: bytes,
+                  wraps: tuple = NO_WRAPS) -> tuple:
     """The compiled copy's arguments besides the block, in the order it takes them after ``stop``."""
-    return (flags, *blobs, mask, year)
+    return (flags, *blobs, mask, year, *wraps)
 
 
 def blobs_of(quiet: QuietPlaces | None) -> tuple[bytes, ...]:
@@ -680,17 +681,17 @@ def kinds_ahead(data: bytes, start: int, stop: int, rare: dict, args: tuple) -> 
 
 
 def block_kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | None, stop: int,
-                widths: frozenset[int], year: bytes, ahead: Ahead | None = None) -> bytes:
+                widths: frozenset[int], year: bytes, ahead: Ahead | None = None, wraps: tuple = NO_WRAPS) -> bytes:
     """:func:`kinds` by the compiled copy where it was built (and the scanner is not forced to Python); the
     kinds decided ``ahead`` on a scan thread where they were decided for this block and this state."""
     from specdiag.ingest.scan import compiled_in_use
 
     if _compiled_kinds is not None and compiled_in_use():
-        args = compiled_args(flags, blobs_of(quiet), width_mask(widths), year)
+        args = compiled_args(flags, blobs_of(quiet), width_mask(widths), year, wraps)
         if ahead is not None and ahead.start == off and ahead.stop == stop and ahead.args == args:
             return ahead.kinds
         return _compiled_kinds(data, off, starts, ends, flags, stop, *args[1:])
-    return kinds(data, off, starts, ends, flags, quiet, stop, widths, year)
+    return kinds(data, off, starts, ends, flags, quiet, stop, widths, year, wraps)
 
 
 def width_mask(widths) -> bytes:
