@@ -14,7 +14,7 @@ import os
 from array import array
 from bisect import bisect_left
 from itertools import compress, repeat
-from operator import floordiv, itemgetter, sub
+from operator import floordiv, itemgetter
 from typing import TYPE_CHECKING, NamedTuple
 
 from specdiag.catalog.wording import BYTES as _W
@@ -118,7 +118,11 @@ def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanR
     rare = res.columns["rare"]
     if copy is None:
         return _Inert(reader, data, start, end, rare, res.ahead)
-    wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare["line"]), named is None)
+    if named is not None:  # kubectl --prefix, journald: one width on every line (``ahead.unwrapped``)
+        width = array("q", [_wrap_width(data, start, copy)]) * len(rare["line"])
+        wrapped = _Wrapped(original, origins, (width, width), False)
+    else:
+        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare), True)
     return _Inert(reader, copy, 0, len(copy), rare, None, wrapped)
 
 
@@ -130,13 +134,26 @@ def _holds_only(reader: LineReader, deployment: str) -> bool:
             and reader.head is None and not reader.cleaner.esc_cut and not reader.unwrapper.carries())
 
 
-def _row_wraps(original: _OriginalLines, copy: bytes, lines) -> tuple[array, array]:
-    """Per rare row (line numbers ``lines``), the width of the wrapper the copy took off it and off the line
-    after it: the reader counts it in a row's width (``LineReader._continue_held``)."""
-    taken = list(map(sub, map(len, original.all()), map(len, copy.split(b"\n"))))
-    base, last = original.base + 1, len(taken) - 1
-    return (array("q", [taken[n - base] for n in lines]),
-            array("q", [taken[n - base + 1] if n - base < last else 0 for n in lines]))
+def _row_wraps(original: _OriginalLines, copy: bytes, rare: dict) -> tuple[array, array]:
+    """Per rare row, the width of the wrapper the copy took off it and off the line after it: the reader
+    counts it in a row's width (``LineReader._continue_held``). Only the rows are measured (the lines as read
+    are split for the rows read anyway); a row's next line in the copy is found from the row's end."""
+    lines, starts, ends = rare["line"], rare["start"], rare["end"]
+    orig, base = original.all(), original.base + 1
+    last = len(orig) - 1
+    find, size = copy.find, len(copy)
+    rows = array("q", [len(orig[n - base]) - (e - s) for n, s, e in zip(lines, starts, ends, strict=True)])
+    after = array("q", [len(orig[n - base + 1]) - ((size if (nl := find(b"\n", e + 1)) < 0 else nl) - e - 1)
+                        if n - base < last else 0 for n, e in zip(lines, ends, strict=True)])
+    return rows, after
+
+
+def _wrap_width(data: bytes, start: int, copy: bytes) -> int:
+    """The width of the wrapper taken off the block's first line (and so off every line)."""
+    end = data.find(b"\n", start)
+    first = (len(data) if end < 0 else end) - start
+    end = copy.find(b"\n")
+    return first - (len(copy) if end < 0 else end)
 
 
 class NamedBlock:
