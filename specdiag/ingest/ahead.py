@@ -28,7 +28,7 @@ from typing import Protocol
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.cleaner import colour_of
 from specdiag.ingest.scan import ScanResult, scan_range
-from specdiag.ingest.wrappers import ANSI_BYTES, JOURNALD_SHORT, KUBECTL_PREFIX
+from specdiag.ingest.wrappers import JOURNALD_SHORT, KUBECTL_PREFIX
 
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
@@ -60,8 +60,8 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
       the line, as ``LineUnwrapper`` reads it: a journald ``short-iso`` host is a wrapper of its own there,
       and no line starting with one is hot);
     * docker's json-file lines (``{"log":"…\\n","stream":"stdout","time":"…"}``), only where every line of the
-      block is one whose text holds no JSON escape but the few :data:`_DOCKER_ESCAPES`: the copy's line is the
-      text as the per-line stages read it (colour taken off as ``wrappers._json_line`` takes it);
+      block is one whose text holds no JSON escape but the few :data:`_DOCKER_ESCAPES` (the text is then
+      exactly the copy's line; its colour is the scanner's to take off, as in any log);
     * kubectl ``--prefix`` (``[pod/name/container] ``) and journald ``short`` (``Mmm dd HH:MM:SS host
       ident[pid]: ``, C locale), only where every line of the block carries the same one: such a wrapper
       names a deployment (``wrappers.LineUnwrapper``), and a block's scanned rows must be of one
@@ -157,17 +157,7 @@ def _docker_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     copy = b"\n".join(texts) + b"\n" if block[-1:] == b"\n" else b"\n".join(texts)
     if b"\\" in copy:
         copy = _DOCKER_ESCAPE.sub(_undo_escape, copy)
-    return _uncoloured(block, copy) if b"\x1b" in copy or b"[0m" in copy else copy
-
-
-def _uncoloured(block: bytes, copy: bytes) -> bytes:
-    """The texts as ``wrappers._json_line`` leaves them: without colour where a text holds an ESC or ``[0m``
-    (then every escape and colour residue goes). Where the block shows colour residue, the cleaner takes
-    the residue off every line before it is unwrapped, so the copy loses all of it at once; else only the
-    lines that hold ESC or ``[0m`` lose theirs."""
-    if colour_of(block, 0, len(block))[1]:
-        return ANSI_BYTES.sub(b"", copy)
-    return b"\n".join(ANSI_BYTES.sub(b"", t) if b"\x1b" in t or b"[0m" in t else t for t in copy.split(b"\n"))
+    return copy
 
 
 def _undo_escape(m: re.Match[bytes]) -> bytes:
