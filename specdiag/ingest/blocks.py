@@ -241,8 +241,8 @@ class _Inert:
                  ahead: prefilter.Ahead | None = None, wrapped: _Wrapped | None = None) -> None:
         cleaner = reader.cleaner
         self.flags = prefilter.colour_flags(cleaner.esc, cleaner.residue) | plain_flag(reader)
-        # ``wrapped``: ``data`` is a block's copy without the wrapper every line carries; the prefilter counts
-        # the wrapper's width in a row's, as the reader does, and lines are read as read, whole
+        # ``wrapped``: ``data`` is a block's copy without its wrapper; the prefilter counts each line's wrapper
+        # width in the row's, as the reader does, and a line read is read as read (with its wrapper)
         self.wrapped = wrapped
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]

@@ -610,7 +610,7 @@ def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | 
         # the next line matters only to a quiet vLLM record; None: the next block's
         after = None if quiet is None or nxt >= stop else data[nxt : _line_end(data, nxt, stop)]
         raw = data[off + s : off + e]
-        kind = inert_kind(raw, flags, quiet, after, widths, year, (wrap, after_wrap))
+        kind = inert_kind(raw, flags, quiet, after, widths, year, (max(wrap, 0), max(after_wrap, 0)))
         if kind == QUIET and _first_of_head(quiet_head(raw, flags), heads):
             kind = QUIET_FIRST
         out.append(kind)
@@ -652,7 +652,7 @@ NO_WRAPS = (array("q"), array("q"))
 class Ahead(NamedTuple):
     """A block's kinds decided on a scan thread (``ahead.py``) from the reader's state as it was when the
     block was handed over: ``args`` are what the compiled copy was called with besides the block (flags,
-    the five :meth:`QuietPlaces.blobs`, the width mask, the year). Used only where the reader's state is
+    the five :meth:`QuietPlaces.blobs`, the width mask, the year, the two wrapper-width columns). Used only where the reader's state is
     still the same when the block comes back (:func:`block_kinds`), so the kinds are those it would decide."""
 
     start: int
