@@ -366,10 +366,14 @@ class InputCounts:
         return line is not None and self.mark is not None and self.mark.line == line
 
     def grew(self, dep_id: str, line: int) -> bool:
-        """Whether lines were counted for ``dep_id`` since its last hand-over, up to ``line``."""
+        """Whether stores, retrieves or lookups (``COUNTED``) were counted for ``dep_id`` since its last
+        hand-over, up to ``line``: the server served. Access lines the scanner counts are not among them, as
+        the per-line stages count them nowhere (one between the rows of a start's banner is another
+        process's, and must not split that start into two runs)."""
         src = self.mark if self._exact(line) else self.hot
         handed = self.handed.get(dep_id, {})
-        return any(n != handed.get(tid, 0) for tid, n in self._totals(dep_id, src.counts, src.named).items())
+        return any(n != handed.get(tid, 0) for tid, n in self._totals(dep_id, src.counts, src.named).items()
+                   if tid in COUNTED)
 
     def take(self, dep_id: str, line: int | None) -> tuple[dict[str, int], dict[str, Event], bool]:
         """The counts and first rows of ``dep_id``'s run that ends before ``line`` (None: at the input's

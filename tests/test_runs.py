@@ -148,6 +148,19 @@ def test_one_servers_rank_files_given_separately_stay_one_run(tmp_path: Path) ->
     assert dep["context"]["ranks_seen"] == ["TP0", "TP1"] or len(dep["context"]["ranks_seen"]) == 2
 
 
+def test_an_access_line_inside_a_starts_banner_splits_no_run(tmp_path: Path) -> None:
+    """Another process's access line between the rows of the start banner: the scanner counts it, reading it
+    counts it nowhere; neither is serving (stores, retrieves, lookups) that would make the next start marker a
+    restart."""
+    lines = _log("tp8-shortfall").splitlines(keepends=True)
+    access = b'(APIServer pid=1) INFO:     10.0.0.7:5555 - "GET /health HTTP/1.1" 200 OK\n'
+    assert any(b"version " in ln for ln in lines[:3])
+    log = tmp_path / "banner.log"
+    log.write_bytes(b"".join(lines[:3] + [access] + lines[3:]))
+    (dep,) = _doc([str(log)])["deployments"]
+    assert len(dep["runs"]) == 1, [(r["first_line"]["line"], r["last_line"]["line"]) for r in dep["runs"]]
+
+
 def test_previous_and_current_log_as_two_files_are_two_runs(tmp_path: Path) -> None:
     a, b = tmp_path / "previous.log", tmp_path / "current.log"
     a.write_bytes(_log("healthy-ngram"))
