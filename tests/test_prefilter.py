@@ -223,9 +223,10 @@ def test_a_record_left_open_still_reads_the_inert_lines_after_it(tmp_path):
     assert on["inputs"][0]["recognized"] > 0
 
 
-def _analyse(path: Path, switch: str) -> dict:
-    env = {**os.environ, "SPECDIAG_PREFILTER": switch}
-    out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(path), "--format", "json", "-j", "1",
+def _analyse(path: Path, switch: str, name: str = "SPECDIAG_PREFILTER", jobs: str = "1") -> dict:
+    """The JSON report with the environment switch ``name`` set to ``switch``, without its times."""
+    env = {**os.environ, name: switch}
+    out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(path), "--format", "json", "-j", jobs,
                           "--fail-on", "never"], capture_output=True, text=True, env=env, check=True).stdout
     report = json.loads(out)
     report.pop("generated_at", None)

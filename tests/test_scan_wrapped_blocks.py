@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,6 +15,9 @@ import pytest
 from specdiag.ingest import ahead, blocks, prefilter, scan
 from specdiag.ingest.records import LineReader, iter_records
 from specdiag.ingest.sources import Source, SourceStats
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_prefilter import _analyse as _run  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TP8 = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_text().splitlines()
@@ -44,14 +46,8 @@ def _docker(lines: list[str], year: int = 2026) -> list[str]:
 
 
 def _analyse(path: Path, switch: str, name: str = "SPECDIAG_SCAN_WRAPPED") -> dict:
-    """The JSON report with ``name`` (an environment switch) set to ``switch``, without its times."""
-    env = {**os.environ, name: switch}
-    out = subprocess.run([sys.executable, "-m", "specdiag", "analyze", str(path), "--format", "json",
-                          "--fail-on", "never"], capture_output=True, text=True, env=env, check=True).stdout
-    report = json.loads(out)
-    report.pop("generated_at", None)
-    report.pop("timing", None)
-    return report
+    """``test_prefilter._analyse`` at the default ``-j`` (the scan thread copies the blocks)."""
+    return _run(path, switch, name, str(os.cpu_count() or 1))
 
 
 def _same_both_ways(tmp_path: Path, lines: list[str]) -> dict:

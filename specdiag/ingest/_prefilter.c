@@ -208,8 +208,8 @@ static size_t without_line_end_cr(const u8 *s, size_t n) {
     return n && s[n - 1] == '\r' && !memchr(s, '\r', n - 1) ? n - 1 : n;
 }
 
+/* the line without a CRLF end's CR (its callers took it off: without_line_end_cr) */
 static long cleaned(const u8 *s, size_t n, int flags, u8 *out) {
-    n = without_line_end_cr(s, n);
     if (memchr(s, '\r', n)) return -1;
     size_t w = 0;
     if ((flags & ESC_BLOCK) && memchr(s, 0x1b, n)) {

@@ -51,6 +51,11 @@ class Pending(Protocol):
     def cancel(self) -> bool: ...
 
 
+#: ``SPECDIAG_SCAN_WRAPPED=off`` leaves blocks of kubectl ``--prefix``, journald and docker json-file lines to the
+#: per-line stages (the differential tests compare whole analyses both ways)
+SCAN_WRAPPED = os.environ.get("SPECDIAG_SCAN_WRAPPED", "on").strip().lower() != "off"
+
+
 def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     """``data[start:end]`` without the wrapper every one of its lines carries, for the scanner; None when the
     block's first line carries none (a block is taken as it starts: a wrapper that begins mid-block leaves
@@ -86,12 +91,10 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     return None
 
 
-#: ``SPECDIAG_SCAN_WRAPPED=off`` leaves blocks of kubectl ``--prefix``, journald and docker json-file lines to the
-#: per-line stages (the differential tests compare whole analyses both ways)
-SCAN_WRAPPED = os.environ.get("SPECDIAG_SCAN_WRAPPED", "on").strip().lower() != "off"
 #: journald ``short`` / ``short-precise`` in the C locale: the part of its wrapper that changes line by line
 _JOURNALD_TIME = rb"[A-Z][a-z][a-z] [ 0-3]\d [0-2]\d:[0-5]\d:[0-5]\d"
 _JOURNALD_TIME_RE = re.compile(_JOURNALD_TIME + rb"(?:\.\d{1,9})?")
+_JOURNALD_SECONDS = len(b"Jan  1 00:00:00")  # the time up to its seconds: then ``.`` and the fraction's digits
 
 
 def _lines_in(block: bytes) -> int:
@@ -117,7 +120,7 @@ def _journald_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     if m is None or _JOURNALD_TIME_RE.fullmatch(data, start, m.start(1) - 1) is None:
         return None
     block = data[start:end]
-    fraction = max(0, m.start(1) - 1 - start - 16)  # the digits after the seconds' point (short-precise)
+    fraction = max(0, m.start(1) - 1 - start - _JOURNALD_SECONDS - 1)  # digits after the seconds' point
     copy, n = _journald_front(data[m.start(1) - 1 : m.end()], fraction).subn(b"", block)
     return copy if n == _lines_in(block) else None
 

@@ -55,7 +55,7 @@ def plain_block(reader: LineReader, chunk: bytes, base: int) -> int:
 def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: ScanResult, stats,
                    window: HotWindow | None, copy: bytes | None = None, base: int = 0) -> int:
     """A scanned block (``data[start:end]``; ``res`` with offsets from ``start``, or into ``copy``, the block
-    without its kubectl timestamps): the lines the scanner left go to the per-line stages as they were
+    without its wrapper: ``ahead.unwrapped``): the lines the scanner left go to the per-line stages as they were
     read (those the prefilter found inert or quiet only counted, while no record is open), the lookups out
     as rows, in line order."""
     named = None
@@ -284,25 +284,17 @@ class _Inert:
                     self._dated(p, q, block)
                 p = q
                 break
-            raw = self.raw(p)
+            # a wrapped block's line is read as read: its width counts its wrapper
+            as_read = self.raw(p) if self.wrapped is None else self.wrapped.lines.line_at(lines[p])
             if stale and kind >= prefilter.QUIET:  # decided at the block's widths: read instead
-                block.inert(lines[p], raw if self.wrapped is None else self.wrapped.lines.line_at(lines[p]), True,
-                            force=True)
-            elif not reader.busy():
-                pass  # an inert line: counted
-            elif self.wrapped is not None:  # as for any line, but as read: its width counts its wrapper
-                as_read = self.wrapped.lines.line_at(lines[p])
-                if block.inert(lines[p], as_read, self._continues(lines[p], kind, as_read)):
-                    self.read_prefixed += kind == prefilter.PREFIXED
-                else:
-                    if kind >= prefilter.QUIET:
-                        self._skip_quiet(p, p + 1, block)
-                    if self.wrapped.dated:
-                        self._dated(p, p + 1, block)
-            elif block.inert(lines[p], raw, self._continues(lines[p], kind, raw)):
+                block.inert(lines[p], as_read, True, force=True)
+            elif reader.busy() and block.inert(lines[p], as_read, self._continues(lines[p], kind, as_read)):
                 self.read_prefixed += kind == prefilter.PREFIXED
-            elif kind >= prefilter.QUIET:
-                self._skip_quiet(p, p + 1, block)
+            else:  # counted unread (a held record only handed on): what reading it would tell
+                if kind >= prefilter.QUIET:
+                    self._skip_quiet(p, p + 1, block)
+                if self.wrapped is not None and self.wrapped.dated:
+                    self._dated(p, p + 1, block)
             p += 1
         self.p = p
 
