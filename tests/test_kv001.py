@@ -225,3 +225,48 @@ def test_a_paste_with_the_error_before_its_retrieve_line_is_one_request(tmp_path
     kv001 = [f for f in rep["findings"] if f["rule"] == "KV001"]
     assert len(kv001) == 1 and kv001[0]["count"] == 1
     assert "2 requests" not in kv001[0]["summary"]
+
+
+def _flood(n: int, *, retrieve_lines: bool = True) -> list[str]:
+    """``n`` requests, each short on two ranks: lookup, then per rank the retrieve line and the error pair."""
+    lines = base(tp=2)
+    for i in range(n):
+        req = f"chatcmpl-{i:016x}"
+        lines.append(lookup(req, 56000, 55808))
+        for r in range(2):
+            proc = f"Worker_TP{r} pid={100 + r}"
+            if retrieve_lines:
+                lines.append(retrieve(req, 49664, 55808, 55808, proc=proc))
+            lines += shortfall_pair(req, 49664, 55808, proc=proc)
+    return lines
+
+
+def test_short_loads_past_the_cap_are_counted_once_each_and_said(tmp_path, monkeypatch) -> None:
+    """A log where every request falls short: past the cap each rank's short load is counted once (its retrieve
+    line and its error pair are one shortfall), not kept, and the text says the figures are the first ones'."""
+    from specdiag.analyzers.kv_shortfall import detect, finding
+
+    monkeypatch.setattr(detect, "MAX_OCCURRENCES", 6)
+    monkeypatch.setattr(finding, "MAX_OCCURRENCES", 6, raising=False)
+    for retrieve_lines in (True, False):
+        f = kv001(write(tmp_path / f"flood{retrieve_lines}.log", _flood(10, retrieve_lines=retrieve_lines)))
+        m = f["measurements"]
+        assert (m["occurrences"], m["error_lines"], m["occurrences_not_tracked"]) == (3, 6, 14)
+        assert "14 more short loads past the first 6 rank-level reports were counted but not kept" in f["summary"]
+
+
+def test_a_flood_of_short_loads_keeps_at_most_the_cap(tmp_path, monkeypatch) -> None:
+    """What bounds KV001's memory on an error flood: only ``MAX_OCCURRENCES`` shortfalls are kept."""
+    from specdiag.analyzers.kv_shortfall import detect
+
+    monkeypatch.setattr(detect, "MAX_OCCURRENCES", 4)
+    kept = []
+    real = detect.ShortfallTracker.settle
+
+    def settle(self, run):
+        kept.append(len(self.occurrences))
+        return real(self, run)
+
+    monkeypatch.setattr(detect.ShortfallTracker, "settle", settle)
+    kv001(write(tmp_path / "flood.log", _flood(12)))
+    assert kept == [4]

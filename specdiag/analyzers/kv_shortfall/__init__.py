@@ -53,7 +53,9 @@ class RetrievalShortfall(Rule):
     Every occurrence is joined by request id across ranks with the scheduler's ``Reqid:`` lookup, the
     worker's retrieve line, the failed-block report and vLLM's recovery or failure line; repeats are
     folded. Without a request id (LMCache ≤ 0.3.9) the same numbers at the same moment on several ranks
-    are one request.
+    are one request. On a log where every request falls short, the first 5,000 rank-level reports are
+    kept and joined; each later one is counted once (``occurrences_not_tracked``) and the summary says the
+    figures are the first ones', so memory stays bounded.
 
     Arithmetic: ``expected = lmcache_cached − vllm_cached`` is not chunk-aligned, but the retrieve covers
     whole chunks from ``floor(vllm_cached / chunk) * chunk``; the finding states both views (the

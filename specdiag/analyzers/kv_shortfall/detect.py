@@ -10,7 +10,7 @@ and the ranking and the finding text are ``rank.py``'s and ``finding.py``'s.
 from __future__ import annotations
 
 import re
-from collections import OrderedDict
+from collections import OrderedDict, deque
 
 from specdiag.analyzers.kv_coverage import Coverage, CoverageTracker
 from specdiag.analyzers.kv_shortfall.shortfall import (
@@ -52,6 +52,8 @@ class ShortfallTracker:
         self.outcomes: list[Event] = []
         self.signals = SignalWindow()
         self.occurrences: list[Shortfall] = []
+        #: the newest shortfalls, kept or only counted: a retrieve line printed after its pair completes one
+        self.recent: deque[Shortfall] = deque(maxlen=8)
         self.dropped = 0
         self.l6_count = 0
         self.async_lengths: OrderedDict[str, int] = OrderedDict()
@@ -139,7 +141,7 @@ class ShortfallTracker:
         the adapter's error first; LMCache prints the retrieve line first): the pair's own, not a second
         request."""
         rec = ev.rec
-        for occ in reversed(self.occurrences[-8:]):
+        for occ in reversed(self.recent):
             r2 = occ.r2
             if (r2 is not None and occ.r4 is None and occ.proc_key == rec.origin.key and r2.rec.path == rec.path
                     and 0 < rec.line - r2.rec.line <= 50 and occ.retrieved == r4["retrieved"]
@@ -193,7 +195,7 @@ class ShortfallTracker:
         req_id = (r1.f.get("req_id") if r1 is not None else None) or (r4 or {}).get("req_id")
         if occ is not None:  # the retrieve line already opened this occurrence: the pair completes it
             occ.r1, occ.r2, occ.expected, occ.retrieved, occ.source = r1, ev, expected, retrieved, "pair"
-            if req_id and not occ.req_id:
+            if req_id and not occ.req_id and occ.tracked:
                 occ.req_id = req_id.strip()
                 self._attach_lookup(occ)
             return
@@ -203,14 +205,14 @@ class ShortfallTracker:
                         retrieved: int | None, r4: dict | None, source: str, r3: Event | None = None) -> Shortfall | None:
         """Record one rank's shortfall with the lookup and the signals of that process just before it."""
         rec = ev.rec
-        if len(self.occurrences) >= MAX_OCCURRENCES:
-            self.dropped += 1
-            return None
         if retrieved is None and r4 is not None:
             retrieved = r4["retrieved"]
         occ = Shortfall(req_id=req_id.strip() if req_id else None, expected=expected, retrieved=retrieved,
                         rank=rec.origin.rank_label, proc_key=rec.origin.key, r1=r1,
                         r2=ev if source == "pair" else None, r4=r4, r3=r3, t=rec_time(rec), source=source)
+        self.recent.append(occ)
+        if len(self.occurrences) >= MAX_OCCURRENCES:
+            return self._untracked(occ)
         self._attach_lookup(occ)
         if occ.lookup is None and occ.l6 is None:
             occ.l6 = self._unpaired_l6(occ, rec)
@@ -223,6 +225,16 @@ class ShortfallTracker:
         self.occurrences.append(occ)
         if occ.req_id:
             self._remember(self.by_req, f"{occ.req_id}|{occ.proc_key}", occ)
+            self._remember(self.req_short, occ.req_id, True)
+        return occ
+
+    def _untracked(self, occ: Shortfall) -> Shortfall:
+        """A shortfall past ``MAX_OCCURRENCES``: counted once (its retrieve line and its error pair are one
+        shortfall, so it is still handed back for the pair to complete) but neither kept nor joined, so that
+        memory stays bounded on a log where every request falls short."""
+        occ.tracked = False
+        self.dropped += 1
+        if occ.req_id:
             self._remember(self.req_short, occ.req_id, True)
         return occ
 

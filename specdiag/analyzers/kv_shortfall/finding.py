@@ -11,7 +11,14 @@ from specdiag.analyzers.kv_arith import LossViews, describe, loss_views, measure
 from specdiag.analyzers.kv_coverage import Coverage
 from specdiag.analyzers.kv_shortfall.detect import ShortfallTracker
 from specdiag.analyzers.kv_shortfall.rank import CAP, ceiling, rank_causes
-from specdiag.analyzers.kv_shortfall.shortfall import Shortfall, family, one_rank, rank_of, tp_stated
+from specdiag.analyzers.kv_shortfall.shortfall import (
+    MAX_OCCURRENCES,
+    Shortfall,
+    family,
+    one_rank,
+    rank_of,
+    tp_stated,
+)
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.findings import CauseBoard, Evidence, Finding, with_primary
@@ -45,12 +52,15 @@ def _chunk_measurements(ctx: Context, views: list[LossViews]) -> dict:
 
 
 
-def _headline(v0: LossViews, where: str, outcome: Event | None, requests: int) -> str:
-    """The verdict line's clause: the loss, the ranks, vLLM's consequence, how many requests."""
+def _headline(v0: LossViews, where: str, outcome: Event | None, requests: int, untracked: int = 0) -> str:
+    """The verdict line's clause: the loss, the ranks, vLLM's consequence, how many requests (and how many
+    short loads past the tracking cap were only counted)."""
     consequence = {"V2": "request failed", "V1": "recomputed"}.get(outcome.id if outcome else "", "")
     headline = f"{_loss_words(v0)} on {where}" + (f", {consequence}" if consequence else "")
     if requests > 1:
         headline += f", {requests} requests"
+    if untracked:
+        headline += f" and {untracked} more short loads"
     return headline
 
 
@@ -91,7 +101,7 @@ def build_finding(code: str, title: str, st: ShortfallTracker, ctx: Context, inc
         count=len(incidents), evidence=evidence, measurements=meas, causes=causes,
         next_steps=next_steps(ctx, all_occ, causes, single_rank, cov, board),
         identity=f"{where}|{first.expected}|{first.retrieved}|{first.req_id or ''}",
-        first_seen=first.t, headline=_headline(views[0], where, outcome, len(incidents)),
+        first_seen=first.t, headline=_headline(views[0], where, outcome, len(incidents), st.dropped),
     )
 
 
@@ -176,6 +186,10 @@ def summary_text(ctx: Context, incidents: list[list[Shortfall]], v0: LossViews, 
                     f"(missing {meas['missing_tokens_range'][0]}–{meas['missing_tokens_range'][1]} tokens, "
                     f"{meas['total_missing_tokens']} in all)." if "missing_tokens_range" in meas
                     else f" {len(incidents)} requests affected, all with the same numbers.")
+    untracked = meas.get("occurrences_not_tracked")
+    if untracked:
+        summary += (f" {untracked} more short loads past the first {MAX_OCCURRENCES} rank-level reports were counted "
+                    "but not kept: the numbers and requests above are those of the first ones.")
     if cov.partial:
         summary += f" {cov.sentence()}"
     return summary
