@@ -120,3 +120,22 @@ def test_log_text_is_never_interpreted_as_rich_markup(run_cli, tmp_path) -> None
     p = write(tmp_path / "a.log", shortfall_pair("[bold red]evil[/] r1", 7168, 8192, proc="Worker_TP0 pid=1"))
     code, out, err = run_cli("analyze", p)
     assert "[bold red]evil[/]" in out
+
+
+def test_each_command_runs_from_an_app_of_its_own_module_alone() -> None:
+    """``main`` builds only the named command's module: the table it uses must name every command the full
+    app has, and that module alone must register it (and nothing else)."""
+    import typer
+
+    from specdiag.cli import COMMAND_MODULES, COMMAND_OF_MODULE, app_for, make_app
+
+    def names(app: typer.Typer) -> set[str]:
+        return {c.name for c in app.registered_commands} | {g.name for g in app.registered_groups}
+
+    assert sorted(COMMAND_OF_MODULE) == sorted(COMMAND_MODULES)
+    assert names(make_app()) == {c for cs in COMMAND_OF_MODULE.values() for c in cs}
+    for commands in COMMAND_OF_MODULE.values():
+        for command in commands:
+            assert names(app_for(["specdiag", command, "--help"])) == set(commands), command
+    assert names(app_for(["specdiag", "--help"])) == names(make_app())
+    assert names(app_for(["specdiag", "analyse"])) == names(make_app())  # a misspelling gets every suggestion

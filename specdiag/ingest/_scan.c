@@ -1333,6 +1333,7 @@ static PyObject *py_shift(PyObject *self, PyObject *args) {
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args);
 /* in _prefilter.c: the lowest offset where one of a few literals occurs (marks.first_marker) */
 PyObject *specdiag_find_any(PyObject *self, PyObject *args);
+const char *specdiag_literal_search(void);
 
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS, "scan(block, base_line) -> (lines, prefixes, counts, columns)"},
@@ -1353,7 +1354,8 @@ PyMODINIT_FUNC PyInit__scan(void) {
     tables_init();
     PyObject *m = PyModule_Create(&module);
     /* which line loop this build runs (the benchmark and the tests report and check it) */
-    if (m && PyModule_AddStringConstant(m, "LOOP", HAVE_SSE2 ? "sse2" : HAVE_SWAR ? "words" : "bytes") < 0) {
+    if (m && (PyModule_AddStringConstant(m, "LOOP", HAVE_SSE2 ? "sse2" : HAVE_SWAR ? "words" : "bytes") < 0 ||
+              PyModule_AddStringConstant(m, "SEARCH", specdiag_literal_search()) < 0)) {
         Py_DECREF(m);
         return NULL;
     }
