@@ -182,6 +182,7 @@ class DeploymentRun:
         self.metric_observers = [obs for obs in self.observers if "metrics" in obs.tables]
         #: observers of every warning and error, whatever its template (``Observer.levels``)
         self.level_observers = [obs for obs in self.observers if obs.levels]
+        self._by_level: dict[tuple[str, str], list[Observer]] = {}
 
     @property
     def observers(self) -> list[Observer]:
@@ -212,10 +213,18 @@ class DeploymentRun:
             error = _to_all(self.row_observers, "observe_rows", LookupRows.from_event(ev)) or error
         level = ev.rec.level
         if level in PROBLEM_LEVELS and self.level_observers:
-            error = _to_all([o for o in self.level_observers if level in o.levels and ev.id not in o.events],
-                            "observe", ev) or error
+            error = _to_all(self._level_observers_of(level, ev.id), "observe", ev) or error
         if error is not None:
             raise error
+
+    def _level_observers_of(self, level: str, event_id: str) -> list[Observer]:
+        """The observers of every ``level`` line that do not read ``event_id`` already (asked per problem line)."""
+        key = (level, event_id)
+        found = self._by_level.get(key)
+        if found is None:
+            found = self._by_level[key] = [o for o in self.level_observers
+                                           if level in o.levels and event_id not in o.events]
+        return found
 
     def deliver_unmatched(self, rec: Any) -> None:
         """A record no template and no catalog entry knows: an upstream warning or error is still handed to

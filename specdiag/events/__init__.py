@@ -87,13 +87,14 @@ class Template:
             m = self.compiled.search(data[:MAX_MATCH]) or self.compiled.search(data[-MAX_MATCH:])
         if m is None:
             return None
-        d = {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in m.groupdict().items()}
+        groups = m.groupdict()
+        d = {k: (v.decode("utf-8", "replace") if v is not None else None) for k, v in groups.items()}
         for k in self.ints:
-            v = d.get(k)
+            v = groups.get(k)
             if v is not None:
-                n = to_int(v)
+                n = to_int(v)  # from the bytes: digits convert without a decode
                 if n is None:
-                    raise FieldError(f"{self.id}: field {k!r} is not a usable integer ({v[:24]!r})")
+                    raise FieldError(f"{self.id}: field {k!r} is not a usable integer ({d[k][:24]!r})")
                 d[k] = n
         for k in self.floats:
             v = d.get(k)

@@ -102,8 +102,26 @@ __attribute__((target("ssse3"))) static inline unsigned teddy_hits(__m128i bucke
 #define PF_TEDDY 0
 #endif
 
+/* byte classes, one table load per test (the wrapper walks test every byte of a line's head); filled by
+   prefilter_tables from the definitions in the comments */
+#define C_WORD 1  /* \w over ASCII: [0-9A-Za-z_] */
+#define C_TOKEN 2 /* [^\s:()\[\]{}|] over printable ASCII */
+static u8 byte_class[256];
+static inline int is_digit(u8 c) { return c >= '0' && c <= '9'; }
+static inline int is_word(u8 c) { return byte_class[c] & C_WORD; }
+static inline int is_token(u8 c) { return byte_class[c] & C_TOKEN; }
+
+static void class_table(void) {
+    for (int c = 0; c < 256; c++) {
+        int word = is_digit((u8)c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+        int token = c > 0x20 && c < 0x7f && !strchr(":()[]{}|", c);
+        byte_class[c] = (u8)((word ? C_WORD : 0) | (token ? C_TOKEN : 0));
+    }
+}
+
 static void prefilter_tables(void) {
     if (tables_ready) return;
+    class_table();
 #if PF_TEDDY
     __builtin_cpu_init();
     /* SPECDIAG_SCAN_NO_SSSE3=1: the SSE2 searches instead, so that the tests can compare them on this CPU too */
@@ -129,13 +147,6 @@ static void prefilter_tables(void) {
     tables_ready = 1;
 }
 
-static inline int is_digit(u8 c) { return c >= '0' && c <= '9'; }
-static inline int is_word(u8 c) { return is_digit(c) || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_'; }
-/* [^\s:()\[\]{}|] over printable ASCII */
-static inline int is_token(u8 c) {
-    return c > 0x20 && c < 0x7f && c != ':' && c != '(' && c != ')' && c != '[' && c != ']' && c != '{' &&
-           c != '}' && c != '|';
-}
 
 /* which literal search this process runs (the module's SEARCH): "ssse3", "sse2" or "bytes" */
 const char *specdiag_literal_search(void) {
@@ -228,6 +239,10 @@ static int all_printable(const u8 *s, size_t m) {
     for (; i + 16 <= m; i += 16) {  /* signed compares: a byte >= 0x80 is negative, so not above 0x1f */
         __m128i x = _mm_loadu_si128((const __m128i *)(s + i));
         if (_mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(x, below), _mm_cmplt_epi8(x, above))) != 0xffff) return 0;
+    }
+    if (m >= 16 && i < m) { /* the last bytes: one more load, overlapping the ones already tested */
+        __m128i x = _mm_loadu_si128((const __m128i *)(s + m - 16));
+        return _mm_movemask_epi8(_mm_and_si128(_mm_cmpgt_epi8(x, below), _mm_cmplt_epi8(x, above))) == 0xffff;
     }
 #endif
     for (; i < m; i++)
