@@ -315,3 +315,53 @@ def test_kubectl_timestamps_name_no_deployment(text):
     res = scan.scan_range(copy, 0, len(copy), 0)
     assert blocks._named_copy(reader, text, 0, len(text), res, copy, 0) == (None, res, copy)
     assert reader.out == []
+
+
+def _cri(lines: list[str], split_every: int = 0) -> list[str]:
+    """A Kubernetes node's CRI log (``/var/log/pods/…``): RFC 3339 time, stream, ``F``; every ``split_every``-th
+    line a ``P`` piece of its own (a runtime's split of a long line)."""
+    return [f"2026-05-06T15:{i // 60 % 60:02d}:{i % 60:02d}.{i:09d}Z {'stderr' if i % 3 else 'stdout'} "
+            f"{'P' if split_every and i % split_every == 0 else 'F'} {x}" for i, x in enumerate(lines)]
+
+
+def _without_paths(report: dict, path: Path) -> str:
+    return json.dumps({k: v for k, v in report.items() if k not in ("inputs", "tool")}).replace(str(path), "LOG")
+
+
+@pytest.mark.parametrize("example", ["tp8", "ngram"])
+def test_a_cri_log_reports_what_its_lines_without_the_wrapper_report(tmp_path, example):
+    """The time, stream and tag a container runtime writes before each line come off in the block copy and
+    per line alike: the report is the unwrapped log's, with the CRI and timestamp formats noted."""
+    lines = {"tp8": TP8, "ngram": NGRAM}[example]
+    plain, cri = tmp_path / "plain.log", tmp_path / "cri.log"
+    plain.write_text("\n".join(lines) + "\n")
+    cri.write_text("\n".join(_cri(lines)) + "\n")
+    a, b = _analyse(plain, "on"), _analyse(cri, "on")
+    assert _without_paths(a, plain) == _without_paths(b, cri)
+    assert {"cri", "iso-timestamp"} <= set(b["inputs"][0]["formats"])
+    if example == "tp8":
+        assert {f["rule"] for f in b["findings"]} >= {"KV001"}
+
+
+def test_cri_pieces_and_a_switch_of_wrapper_mid_file_report_what_the_lines_without_them_report(tmp_path):
+    """``P`` pieces among ``F`` lines, then plain ``--timestamps`` lines, then CRI again: each block copy takes off
+    what the per-line stages take off, at ``-j 1`` and at the default."""
+    lines = _cri(TP8[:2000], split_every=97) + [f"2026-05-06T16:00:{i % 60:02d}Z {x}" for i, x in
+                                                    enumerate(TP8[2000:3500])] + _cri(TP8[3500:])
+    log, plain = tmp_path / "mixed.log", tmp_path / "plain.log"
+    log.write_text("\n".join(lines) + "\n")
+    plain.write_text("\n".join(TP8) + "\n")
+    want = _without_paths(_analyse(plain, "on"), plain)
+    for jobs in ("1", str(os.cpu_count() or 1)):
+        got = _run(log, "on", "SPECDIAG_PREFILTER", jobs)
+        assert _without_paths(got, log) == want
+        assert {"cri", "iso-timestamp"} <= set(got["inputs"][0]["formats"])
+
+
+def test_a_timestamped_log_without_cri_tags_does_not_note_the_format(tmp_path):
+    log = tmp_path / "ts.log"
+    log.write_text("\n".join(f"2026-05-06T16:00:{i % 60:02d}Z {x}" for i, x in enumerate(TP8)) + "\n")
+    formats = _analyse(log, "on")["inputs"][0]["formats"]
+    assert "iso-timestamp" in formats and "cri" not in formats
+    assert not ahead.holds_cri(b"2026-05-06T16:00:00Z INFO stdout F x\n") and ahead.holds_cri(
+        b"x\n2026-05-06T16:00:00Z stdout F x\n")

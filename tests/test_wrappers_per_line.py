@@ -28,6 +28,8 @@ def docker_json(line: str, time: str = "2026-05-06T15:56:03.745123456Z") -> str:
 @pytest.mark.parametrize("wrapper,deployment,year,style", [
     ("2026-05-06T15:56:03.745518223Z ", None, 2026, "iso-timestamp"),                     # kubectl/docker --timestamps
     ("2025-01-02T03:04:05+01:00 ", None, 2025, "iso-timestamp"),
+    ("2026-05-06T15:56:03.745518223Z stderr F ", None, 2026, "cri"),                     # a Kubernetes node's CRI log
+    ("2024-05-06T15:56:03.745518223+00:00 stdout P ", None, 2024, "cri"),               # a piece of a split line
     ("[pod/vllm-0/vllm] ", "k8s:pod/vllm-0/vllm", None, "kubectl-prefix"),                # kubectl --prefix
     ("[pod/vllm-0/vllm] 2024-05-06T15:56:03.745Z ", "k8s:pod/vllm-0/vllm", 2024, "iso-timestamp"),
     ("2026-03-14T09:27:01+0100 gpu-node-3 vllm[88213]: ", "host:gpu-node-3", 2026, "journald-iso"),
@@ -73,6 +75,7 @@ def test_docker_json_file_and_vllm_json_logging_lines_are_decoded() -> None:
     "Loading safetensors checkpoint shards: 100% Completed | 4/4",
     "[rank0]: Traceback (most recent call last):",
     "Dec 19 is the day we ship: hooray[1]: no",
+    "stdout F not after a time",
 ])
 def test_ordinary_text_is_not_taken_for_a_wrapper(text) -> None:
     assert LineUnwrapper().strip(text.encode()) == text.encode()

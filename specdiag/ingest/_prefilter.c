@@ -1208,3 +1208,149 @@ done:
     PyBuffer_Release(&buf);
     return PyErr_Occurred() ? NULL : PyLong_FromLong(at);
 }
+
+/* ---- iso_fronts: kubectl / docker --timestamps and the CRI format taken off every line of a block --------
+ * ahead.iso_fronts' compiled copy: at each line's start, ahead._ISO_FRONT ("\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d
+ * (?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (?:std(?:out|err) [FP] )?"), matched without backtracking (a greedy digit run
+ * is followed by a byte no digit is, so giving a digit back never helps; the zone is all or nothing); each
+ * line read once. */
+
+/* the length of _ISO_FRONT at s[0..n), or 0 */
+static size_t iso_front(const u8 *s, size_t n) {
+    static const char shape[] = "0000-00-00T00:00:00";
+    size_t j = sizeof(shape) - 1;
+    if (n <= j) return 0;
+    for (size_t i = 0; i < j; i++)
+        if (shape[i] == '0' ? !is_digit(s[i]) : s[i] != (u8)shape[i]) return 0;
+    if (j + 1 < n && (s[j] == '.' || s[j] == ',') && is_digit(s[j + 1])) {
+        j += 2;
+        while (j < n && is_digit(s[j])) j++;
+    }
+    if (j < n && s[j] == 'Z') {
+        j++;
+    } else if (j < n && (s[j] == '+' || s[j] == '-')) {
+        size_t z = j + 1;
+        if (z + 2 <= n && is_digit(s[z]) && is_digit(s[z + 1])) {
+            z += 2;
+            if (z < n && s[z] == ':') z++;
+            if (z + 2 <= n && is_digit(s[z]) && is_digit(s[z + 1])) j = z + 2;
+        }
+    }
+    if (j >= n || s[j] != ' ') return 0;
+    j++;
+    if (j + 9 <= n && (memcmp(s + j, "stdout ", 7) == 0 || memcmp(s + j, "stderr ", 7) == 0) &&
+        (s[j + 7] == 'F' || s[j + 7] == 'P') && s[j + 8] == ' ')
+        j += 9;
+    return j;
+}
+
+/* the lines of s[start..end) (the last may lack its line end) */
+static size_t count_lines(const u8 *s, size_t start, size_t end) {
+    size_t lines = 0;
+    for (size_t i = start; i < end; lines++) {
+        const u8 *nl = memchr(s + i, '\n', end - i);
+        i = nl ? (size_t)(nl - s) + 1 : end;
+    }
+    return lines;
+}
+
+/* each line's iso_front width into w (one per line), and, with copy, the lines without them: its length */
+static size_t take_fronts(const u8 *s, size_t start, size_t end, int64_t *w, u8 *copy) {
+    size_t at = 0, li = 0;
+    for (size_t i = start; i < end;) {
+        const u8 *nl = memchr(s + i, '\n', end - i);
+        size_t e = nl ? (size_t)(nl - s) + 1 : end;
+        size_t f = iso_front(s + i, e - i);
+        if (copy) memcpy(copy + at, s + i + f, e - i - f);
+        at += e - i - f;
+        w[li++] = (int64_t)f;
+        i = e;
+    }
+    return at;
+}
+
+/* the block's bounds clamped to the buffer */
+static void clamp_span(Py_ssize_t len, Py_ssize_t *start, Py_ssize_t *end) {
+    if (*start < 0) *start = 0;
+    if (*end > len) *end = len;
+    if (*end < *start) *end = *start;
+}
+
+/* iso_fronts(buf, start, end) -> (the block without them, the width taken off each line as int64 bytes) */
+PyObject *specdiag_iso_fronts(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, end;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nn:iso_fronts", &buf, &start, &end)) return NULL;
+    clamp_span(buf.len, &start, &end);
+    const u8 *s = (const u8 *)buf.buf;
+    size_t lines = count_lines(s, (size_t)start, (size_t)end), at = 0;
+    PyObject *copy = PyBytes_FromStringAndSize(NULL, end - start);
+    PyObject *widths = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(lines * 8));
+    PyObject *out = NULL;
+    if (copy && widths) {
+        u8 *c = (u8 *)PyBytes_AS_STRING(copy);
+        int64_t *w = (int64_t *)PyBytes_AS_STRING(widths);
+        Py_BEGIN_ALLOW_THREADS
+        at = take_fronts(s, (size_t)start, (size_t)end, w, c);
+        Py_END_ALLOW_THREADS
+        if (_PyBytes_Resize(&copy, (Py_ssize_t)at) == 0) out = PyTuple_Pack(2, copy, widths);
+    }
+    Py_XDECREF(copy);
+    Py_XDECREF(widths);
+    PyBuffer_Release(&buf);
+    return out;
+}
+
+/* iso_row_wraps(buf, start, end, lines, first) -> (rows, after): for each line number of the int64 column
+ * ``lines`` (the block's first line is ``first``), the width iso_fronts takes off that line and off the line
+ * after it (0 past the block's last line), as int64 bytes: blocks._iso_row_wraps without the copy */
+PyObject *specdiag_iso_row_wraps(PyObject *self, PyObject *args) {
+    Py_buffer buf, lv;
+    Py_ssize_t start, end;
+    long long first;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nny*L:iso_row_wraps", &buf, &start, &end, &lv, &first)) return NULL;
+    PyObject *rows = NULL, *after = NULL, *out = NULL;
+    int64_t *widths = NULL;
+    clamp_span(buf.len, &start, &end);
+    const u8 *s = (const u8 *)buf.buf;
+    size_t lines = count_lines(s, (size_t)start, (size_t)end);
+    const int64_t *ln = (const int64_t *)lv.buf;
+    Py_ssize_t n = lv.len / 8;
+    if (lv.itemsize != 8) {
+        PyErr_SetString(PyExc_ValueError, "iso_row_wraps: lines must be int64");
+        goto done;
+    }
+    for (Py_ssize_t k = 0; k < n; k++) {
+        if (ln[k] < first || (size_t)(ln[k] - first) >= lines) {
+            PyErr_SetString(PyExc_ValueError, "iso_row_wraps: a line outside the block");
+            goto done;
+        }
+    }
+    widths = PyMem_Malloc((lines + 1) * sizeof(int64_t));
+    rows = PyBytes_FromStringAndSize(NULL, n * 8);
+    after = PyBytes_FromStringAndSize(NULL, n * 8);
+    if (!widths || !rows || !after) {
+        if (!PyErr_Occurred()) PyErr_NoMemory();
+        goto done;
+    }
+    int64_t *r = (int64_t *)PyBytes_AS_STRING(rows), *a = (int64_t *)PyBytes_AS_STRING(after);
+    Py_BEGIN_ALLOW_THREADS
+    take_fronts(s, (size_t)start, (size_t)end, widths, NULL);
+    widths[lines] = 0; /* after the last line: nothing taken off */
+    for (Py_ssize_t k = 0; k < n; k++) {
+        size_t at = (size_t)(ln[k] - first);
+        r[k] = widths[at];
+        a[k] = widths[at + 1];
+    }
+    Py_END_ALLOW_THREADS
+    out = PyTuple_Pack(2, rows, after);
+done:
+    PyMem_Free(widths);
+    Py_XDECREF(rows);
+    Py_XDECREF(after);
+    PyBuffer_Release(&buf);
+    PyBuffer_Release(&lv);
+    return out;
+}

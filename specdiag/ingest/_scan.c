@@ -1334,6 +1334,8 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args);
 /* in _prefilter.c: the lowest offset where one of a few literals occurs (marks.first_marker) */
 PyObject *specdiag_find_any(PyObject *self, PyObject *args);
 const char *specdiag_literal_search(void);
+PyObject *specdiag_iso_fronts(PyObject *self, PyObject *args);
+PyObject *specdiag_iso_row_wraps(PyObject *self, PyObject *args);
 
 static PyMethodDef methods[] = {
     {"scan", py_scan, METH_VARARGS, "scan(block, base_line) -> (lines, prefixes, counts, columns)"},
@@ -1341,6 +1343,10 @@ static PyMethodDef methods[] = {
     {"shift", py_shift, METH_VARARGS, "shift(column, base): base added to every int64 of the column, in place"},
     {"prefilter", specdiag_prefilter, METH_VARARGS,
      "prefilter(buf, off, starts, ends, flags) -> one kind byte per line (see prefilter.py)"},
+    {"iso_fronts", specdiag_iso_fronts, METH_VARARGS,
+     "iso_fronts(buf, start, end) -> (the block without each line's timestamp and CRI tag, int64 widths taken)"},
+    {"iso_row_wraps", specdiag_iso_row_wraps, METH_VARARGS,
+     "iso_row_wraps(buf, start, end, lines, first) -> int64 widths iso_fronts takes off each line and the next"},
     {"find_any", specdiag_find_any, METH_VARARGS,
      "find_any(buf, lo, hi, literals) -> the lowest offset in buf[lo:hi] where one of the literals starts, or -1"},
     {NULL, NULL, 0, NULL},

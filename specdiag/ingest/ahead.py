@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import BrokenExecutor
@@ -39,8 +40,46 @@ SCAN_WHILE_STARTING = True
 #: ``(data, start, end, result, unwrapped)``: ``unwrapped`` is the copy of ``data[start:end]`` the result's
 #: offsets refer to when the block's timestamps were taken off for the scanner (else None: ``data`` itself)
 Item = tuple[bytes, int, int, "ScanResult | None", "bytes | None"]
-#: kubectl / docker ``--timestamps`` at a line's start: ``wrappers.ISO_TS``, anchored at each line start
-_ISO_FRONT = re.compile(rb"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+#: kubectl / docker ``--timestamps`` at a line's start: ``wrappers.ISO_TS``, anchored at each line start, and
+#: the CRI format's stream and tag after it (``wrappers.CRI_TAGS``)
+_ISO_TIME = rb"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "
+_ISO_FRONT = re.compile(_ISO_TIME + rb"(?:std(?:out|err) [FP] )?")
+_CRI_FRONT = re.compile(_ISO_TIME + rb"std(?:out|err) [FP] ")
+
+
+_ISO_ONE = re.compile(_ISO_FRONT.pattern.removeprefix(b"(?m)^"))
+
+try:  # the compiled copy: each line read once, no regex
+    from specdiag.ingest._scan import iso_fronts as _compiled_iso_fronts
+except ImportError:  # pragma: no cover - exercised by the build without a compiler
+    _compiled_iso_fronts = None
+
+
+def iso_fronts_reference(data: bytes, start: int, end: int) -> tuple[bytes, array]:
+    """``data[start:end]`` without the timestamp (and CRI stream and tag) at each line's start, and the width
+    taken off each line: the reference of ``_scan.iso_fronts``."""
+    block = data[start:end]
+    lines = block.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()  # the block's last line end, or an empty block
+    widths = array("q", [m.end() if (m := _ISO_ONE.match(x)) is not None else 0 for x in lines])
+    return _ISO_FRONT.sub(b"", block), widths
+
+
+def iso_fronts(data: bytes, start: int, end: int) -> tuple[bytes, array]:
+    """:func:`iso_fronts_reference`, by the compiled copy where it was built."""
+    if _compiled_iso_fronts is None:
+        return iso_fronts_reference(data, start, end)
+    copy, raw = _compiled_iso_fronts(data, start, end)
+    widths = array("q")
+    widths.frombytes(raw)
+    return copy, widths
+
+
+def holds_cri(block: bytes) -> bool:
+    """Whether a line of the block carries the CRI format's stream and tag after its time (the per-line stages
+    note the format when they take one off)."""
+    return (b" stdout " in block or b" stderr " in block) and _CRI_FRONT.search(block) is not None
 
 
 class Pending(Protocol):
@@ -78,7 +117,7 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     if 48 <= c <= 57:
         if not (data[start + 4 : start + 5] == b"-" and data[start + 10 : start + 11] == b"T"):
             return None
-        copy = _ISO_FRONT.sub(b"", data[start:end])
+        copy = iso_fronts(data, start, end)[0]
         return copy if len(copy) != end - start else None
     if not SCAN_WRAPPED:
         return None

@@ -19,12 +19,18 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest import prefilter, scan
+from specdiag.ingest.ahead import holds_cri, iso_fronts
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.joiner import TERMINAL_WIDTHS
 from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.prefilter import FOREIGN_HEADER, QuietOrigin
 from specdiag.ingest.scan import ScanResult
 from specdiag.ingest.wrappers import ISO_TS, LineUnwrapper
+
+try:
+    from specdiag.ingest._scan import iso_row_wraps as _compiled_iso_row_wraps
+except ImportError:  # pragma: no cover - exercised by the build without a compiler
+    _compiled_iso_row_wraps = None
 
 #: ``SPECDIAG_PREFILTER=off`` reads every rare line (the differential tests compare whole analyses both ways)
 PREFILTER = os.environ.get("SPECDIAG_PREFILTER", "on").strip().lower() != "off"
@@ -121,6 +127,8 @@ def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanR
     if named is not None:  # kubectl --prefix, journald: one width on every line (``ahead.unwrapped``)
         width = array("q", [_wrap_width(data, start, copy)]) * len(rare["line"])
         wrapped = _Wrapped(original, origins, (width, width), False)
+    elif 48 <= data[start] <= 57:  # timestamps (and CRI tags): the widths the copy took off, line by line
+        wrapped = _Wrapped(original, origins, _iso_row_wraps(data, start, end, original.base + 1, rare), True)
     else:
         wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare), True)
     return _Inert(reader, copy, 0, len(copy), rare, None, wrapped)
@@ -145,6 +153,23 @@ def _row_wraps(original: _OriginalLines, copy: bytes, rare: dict) -> tuple[array
     rows = array("q", [len(orig[n - base]) - (e - s) for n, s, e in zip(lines, starts, ends, strict=True)])
     after = array("q", [len(orig[n - base + 1]) - ((size if (nl := find(b"\n", e + 1)) < 0 else nl) - e - 1)
                         if n - base < last else 0 for n, e in zip(lines, ends, strict=True)])
+    return rows, after
+
+
+def _iso_row_wraps(data: bytes, start: int, end: int, first: int, rare: dict) -> tuple[array, array]:
+    """``_row_wraps`` of a block whose copy lost each line's timestamp (``first``: its first line's number):
+    the widths ``ahead.iso_fronts`` took off, looked up by line instead of measured (compiled:
+    ``_scan.iso_row_wraps``)."""
+    lines = rare["line"]
+    if _compiled_iso_row_wraps is not None and isinstance(lines, array) and lines.typecode == "q":
+        rows, after = array("q"), array("q")
+        for col, raw in zip((rows, after), _compiled_iso_row_wraps(data, start, end, lines, first), strict=True):
+            col.frombytes(raw)
+        return rows, after
+    widths = iso_fronts(data, start, end)[1]
+    last = len(widths) - 1
+    rows = array("q", [widths[n - first] for n in lines])
+    after = array("q", [widths[n - first + 1] if n - first < last else 0 for n in lines])
     return rows, after
 
 
@@ -176,6 +201,8 @@ def _named_copy(reader: LineReader, data: bytes, start: int, end: int, res: Scan
     their deployment); then the block is scanned again as it is, and the per-line stages unwrap its lines."""
     if 48 <= data[start] <= 57:  # kubectl / docker --timestamps, taken off the lines that carry them
         reader.unwrapper.seen.add("iso-timestamp")
+        if "cri" not in reader.unwrapper.seen and holds_cri(data[start:end]):
+            reader.unwrapper.seen.add("cri")
         return None, res, copy
     nl = data.find(b"\n", start, end)
     unwrapper = LineUnwrapper()

@@ -2,7 +2,8 @@
 
 A physical line may carry, outermost first, a paste prefix (chat code-block indentation, ``grep -n`` /
 ``grep -H`` prefixes), collector wrappers (kubectl ``--prefix`` and ``--timestamps``, journald ``short`` /
-``short-iso``, docker json-file, docker compose ``name | ``, vLLM's JSON log formatter) and only then the
+``short-iso``, the CRI format of Kubernetes nodes, docker json-file, docker compose ``name | ``, vLLM's JSON
+log formatter) and only then the
 vLLM process prefix and the logger envelope. Nothing is sniffed once per file: ``cat`` of two sources, a
 collector that changes format mid-file or a container restart would otherwise hide everything after the
 change. The cost stays off the hot path because the caller first tests the line's first bytes
@@ -32,6 +33,10 @@ ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[\d{1,3}(?:;\d{1,3})*m")
 
 #: docker/kubectl ``--timestamps``: RFC 3339 with nanoseconds (the year is kept)
 ISO_TS = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+#: the CRI log format's stream and tag after its RFC 3339 time (containerd, CRI-O: the files a Kubernetes node
+#: keeps under /var/log/pods and /var/log/containers, what log shippers tail): ``stdout F msg``; ``P`` marks a
+#: line the runtime split (over 16 KiB by default), whose pieces are read as lines of their own, as docker's are
+CRI_TAGS = (b"stdout F ", b"stderr F ", b"stdout P ", b"stderr P ")
 #: journald ``-o short-iso`` / ``short-iso-precise``: timestamp, host, ident[pid]
 JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (\S+) [^:\s\[]+\[\d+\]: ")
 #: journald ``short`` / ``short-precise``: localised month (``Dec``, ``déc.``, ``janv.``, ``Mär``, ``dic``,
@@ -218,6 +223,9 @@ class LineUnwrapper:
             return None
         self.year = self.year or int(m.group(1))
         rest = line[m.end() :]
+        if rest[:9] in CRI_TAGS:
+            self.seen.update(("iso-timestamp", "cri"))
+            return rest[9:]
         if not looks_plain(rest):  # the common kubectl case needs no second regex
             j = JOURNALD_ISO.match(line)
             if j is not None:
