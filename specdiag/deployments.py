@@ -159,7 +159,7 @@ class DeploymentRun:
 
     def __init__(self, dep_id: str, rule_factory: Callable[[], list], user_cfg: dict | None,
                  user_cfg_path: str | None, severity_overrides: dict[str, str], *, metrics_cap: int = SERIES_CAP,
-                 keep_metrics: bool = False, extra: list[Observer] | None = None) -> None:
+                 keep_metrics: bool = False, extra: list[Observer] | None = None, timeline: bool = True) -> None:
         self.id = dep_id
         self.run = RunState(dep_id, series_cap=metrics_cap)
         self.ctx = Context()
@@ -167,6 +167,7 @@ class DeploymentRun:
         self.rules = rule_factory()
         self.metrics = MetricsCollector()
         self.keep_metrics = keep_metrics
+        self.timeline = timeline
         self.extra = list(extra or [])
         self.severity_overrides = severity_overrides
         self.failed: dict[str, str] = {}
@@ -277,7 +278,7 @@ class DeploymentRun:
                          f"{MAX_ENGINES:,} were counted but not kept in the interval series")
         return DeploymentResult(
             id=self.id, sources=list(self.run.sources), context=self.ctx, findings=findings,
-            timeline=self.metrics.timeline(findings, self.ctx),
+            timeline=self.metrics.timeline(findings, self.ctx) if self.timeline else {},
             rules_failed=[{"rule": k, "error": v} for k, v in self.failed.items()], notes=notes,
             metrics=self.metrics if self.keep_metrics else None, counts=run_counts(self.run),
         )

@@ -78,6 +78,9 @@ class AnalyzeOptions:
     #: intervals kept per engine by the metrics collector; ``keep_metrics`` returns the collector itself
     metrics_cap: int = SERIES_CAP
     keep_metrics: bool = False
+    #: build each deployment's timeline (the terminal and HTML reports draw it; JSON and the CI formats do not,
+    #: and on a log of many engines its points took more memory than the series they come from)
+    timeline: bool = True
     #: more observers per deployment: factories called with the deployment id (picklable for ``-j``)
     observers: tuple[Callable[[str], Any], ...] = ()
     #: ``--since``/``--until``/``--request``/``--rank``: lines it excludes are never parsed (``linefilter.py``)
@@ -159,7 +162,7 @@ def deployment_runs(opts: AnalyzeOptions) -> Callable[[str], DeploymentRun]:
 
     def make(dep_id: str) -> DeploymentRun:
         return DeploymentRun(dep_id, rules, user_cfg, opts.lmcache_config, dict(opts.severity_overrides),
-                             metrics_cap=opts.metrics_cap, keep_metrics=opts.keep_metrics,
+                             metrics_cap=opts.metrics_cap, keep_metrics=opts.keep_metrics, timeline=opts.timeline,
                              extra=[factory(dep_id) for factory in opts.observers])
 
     return make

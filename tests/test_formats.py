@@ -153,3 +153,27 @@ def test_jsonl_escapes_hostile_text_like_json(tmp_path) -> None:
     for line, finding in zip(out.splitlines(), whole["findings"], strict=True):
         doc = json.loads(line)
         assert {k: v for k, v in doc.items() if k not in ("schema", "tool")} == finding
+
+
+@pytest.mark.parametrize("fmt,html,built", [("json", False, 0), ("sarif", False, 0), ("text", False, 1),
+                                             ("html", False, 1), ("json", True, 1)])
+def test_the_timeline_is_built_only_for_a_report_that_draws_it(tmp_path, monkeypatch, fmt, html, built) -> None:
+    """The terminal and HTML reports draw the timeline; building it for JSON or a CI format only cost time and
+    memory (on a log of 64 engines, more than the series it comes from)."""
+    from specdiag.metrics.collector import MetricsCollector
+
+    calls = []
+    real = MetricsCollector.timeline
+
+    def counted(self, *a, **k):
+        calls.append(1)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(MetricsCollector, "timeline", counted)
+    args = ["analyze", str(TP8), "-f", fmt, "-o", str(tmp_path / "out"), "-j", "1"]
+    if html:
+        args += ["--html", str(tmp_path / "r.html")]
+    res = CliRunner().invoke(app, args)
+    assert res.exit_code in (0, 1), res.output
+    assert len(calls) == built
+    assert {n for n, r in FORMATS.items() if r.timeline} == {"text", "html"}

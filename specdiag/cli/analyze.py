@@ -35,7 +35,7 @@ from specdiag.cli.common import (
     split_list,
     write_file,
 )
-from specdiag.report.formats import FORMATS, format_names
+from specdiag.report.formats import FORMATS, draws_timeline, format_names
 
 FORMAT_HELP = (f"{' | '.join(FORMATS)} (the same formats as 'check'; text: the full report). With -o the "
                "report goes to that file.")
@@ -144,7 +144,8 @@ def analyze_cmd(
         with Progress(good, stdin_name, quiet=quiet) as bar:
             report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select, ignore=cfg.ignore or None,
                              rule_options=cfg.rule_options, severity_overrides=cfg.severity, stdin_name=stdin_name,
-                             progress=bar.callback, jobs=jobs, scan_threads=scan_threads, line_filter=flt)
+                             progress=bar.callback, jobs=jobs, scan_threads=scan_threads, line_filter=flt,
+                             timeline=draws_timeline(fmt) or bool(html))
     except (InputError, ConfigError) as e:
         fail(str(e))
     report = report.with_tool_errors(tool_errors)

@@ -29,6 +29,7 @@ class Renderer(Protocol):
     extension: str  # the usual file extension, with its dot
     structured: bool  # machine-readable: must be alone on stdout (or go to a file) to stay parseable
     binary: bool  # bytes rather than text (none yet: every format here is UTF-8 text)
+    timeline: bool  # draws the report's timeline (the analysis builds it only for a format that does)
 
     def render(self, report: Report, **options: Any) -> str:
         """The report in this format; options a format does not use are ignored."""
@@ -46,6 +47,7 @@ class FunctionRenderer:
     structured: bool
     adapt: Callable[[Report, dict[str, Any]], str]
     binary: bool = False
+    timeline: bool = False
 
     def render(self, report: Report, **options: Any) -> str:
         """Delegate to the wrapped function with the options it understands."""
@@ -141,7 +143,7 @@ def _table(*renderers: Renderer) -> dict[str, Renderer]:
 #: every output format, in the order help texts and error messages list them
 FORMATS: dict[str, Renderer] = _table(
     FunctionRenderer("text", "the terminal report without colour (check adds its gate line)", ".txt", False,
-                     _text),
+                     _text, timeline=True),
     FunctionRenderer("lines", "one 'path:line: severity CODE title' line per finding, for CI logs", ".txt", False,
                      _lines),
     FunctionRenderer("json", "the specdiag.report/1 JSON contract", ".json", True, _json),
@@ -152,13 +154,19 @@ FORMATS: dict[str, Renderer] = _table(
     FunctionRenderer("github", "GitHub Actions workflow-command annotations", ".txt", False, _github),
     FunctionRenderer("junit", "JUnit XML (one test case per enabled rule)", ".xml", True, _junit),
     FunctionRenderer("gitlab", "GitLab Code Quality JSON", ".json", True, _gitlab),
-    FunctionRenderer("html", "self-contained HTML report with charts", ".html", True, _html),
+    FunctionRenderer("html", "self-contained HTML report with charts", ".html", True, _html, timeline=True),
 )
 
 
 def format_names() -> str:
     """The table's names as one comma list, for help texts and the unknown-format error."""
     return ", ".join(FORMATS)
+
+
+def draws_timeline(name: str) -> bool:
+    """Whether format ``name`` draws the timeline (an unknown name: yes, the safe side)."""
+    renderer = get_renderer(name)
+    return renderer is None or renderer.timeline
 
 
 def get_renderer(name: str) -> Renderer | None:
