@@ -228,7 +228,7 @@ class Catalog:
             got = self._best(cands, msg)
             if got is not None:
                 return got
-            got = self._text(msg, project, level, base)
+            got = self._text(msg, project, level, base) if base in self._by_base else None  # a file the catalog knows
             if got is not None:
                 return got
             if here and len({(e.fmt, e.level) for e in here}) == 1:
