@@ -26,7 +26,10 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
 
 * collector wrappers, recognised **per line** (a `cat` of two sources or a collector that changes format
   mid-file is read line by line, no sniffing window): docker json-file, vLLM's JSON log formatter,
-  docker/kubectl `--timestamps`, kubectl `--prefix` (`[pod/<pod>/<container>] `), journald `short`,
+  docker/kubectl `--timestamps`, the CRI format of a Kubernetes node's container logs (`/var/log/pods/…`,
+  `/var/log/containers/…`: `2026-05-06T15:56:03.745518223Z stderr F `; a `P` piece of a line the runtime
+  split is read as a line of its own, as docker's split lines are), kubectl `--prefix`
+  (`[pod/<pod>/<container>] `), journald `short`,
   `short-precise` and `short-iso` (localised month names: `déc.`, `janv.`, `Dez`, `Mär`, `dic`, `дек`, …),
   docker compose (`name  | `), nested in any order. A line whose first bytes are `(`, `[20…` or a vLLM
   level word pays no wrapper test at all;
@@ -39,7 +42,7 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
 * the source a wrapper names — kubectl pod/container (`k8s:pod/…`), journald host (`host:…`), compose
   container (`compose:…`) — is kept as `Origin.deployment` (part of the process key, so pid 1 in two pods
   are two processes); `Origin.source_key` falls back to the Ray node (`ray:<ip>`). Years in wrapper
-  timestamps (kubectl/docker, journald `short-iso`, docker json `time`) date vLLM's year-less lines;
+  timestamps (kubectl/docker, CRI, journald `short-iso`, docker json `time`) date vLLM's year-less lines;
 * ANSI colour codes and the ESC-less residue (`[32;20m`), CRs. Line ends: a file whose lines end in a bare
   CR (sniffed on its first read: CRs and no LF, or more bare CRs than LFs, most before a record) is read
   line per CR, and a read without any LF inside an LF file has its CRs made line ends; CRLF is one line
