@@ -61,18 +61,22 @@ MAX_OCCURRENCES = 5_000
 P2P_IDS = frozenset({"P2P1", "P2P2", "P2P3"})
 
 
-#: the last event ``complete_retrieve`` answered for: KV001 and the precursor rule ask in turn of each R4 line
-_last_retrieve: list = [None, False]
+#: the last event ``complete_retrieve`` answered for, with its answer (one tuple, replaced whole): KV001 and the
+#: precursor rule ask in turn of each R4 line
+_last_retrieve: tuple[Event | None, bool] = (None, False)
 
 
 def complete_retrieve(ev: Event) -> bool:
     """An R4 line with ``retrieved >= required`` by its numbers (the scanner hands on only short ones; a
     line the per-line stages read may be complete). False where the numbers cannot be read cheaply."""
-    if _last_retrieve[0] is ev:
-        return _last_retrieve[1]
+    global _last_retrieve
+    last = _last_retrieve
+    if last[0] is ev:
+        return last[1]
     vals = message_values("R4", ev.rec.raw)
-    _last_retrieve[:] = ev, vals is not None and vals[0] >= vals[1]
-    return _last_retrieve[1]
+    answer = vals is not None and vals[0] >= vals[1]
+    _last_retrieve = (ev, answer)
+    return answer
 #: vLLM's smallest KV block size (V1 attention blocks are 16 tokens or a multiple): ``vllm_cached`` is a multiple
 MIN_BLOCK = 16
 #: LMCache's default ``pin_timeout_sec`` (v1/config.py, 0.3.12+)
