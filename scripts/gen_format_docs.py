@@ -25,7 +25,11 @@ stores, retrieves): they are recognised by first word and a literal and parsed o
 How lines are read before these templates apply (the ingest stage, `specdiag/ingest/`):
 
 * collector wrappers, recognised **per line** (a `cat` of two sources or a collector that changes format
-  mid-file is read line by line, no sniffing window): docker json-file, vLLM's JSON log formatter,
+  mid-file is read line by line, no sniffing window): docker json-file, vLLM's JSON log formatter, the JSON
+  lines of collectors and exports (journald `-o json`'s `MESSAGE`, Cloud Logging's `textPayload`, Loki
+  `logcli --output=jsonl`'s `line`, Fluent Bit / Vector / Filebeat documents' `log` or `message` beside a
+  time or Kubernetes metadata; the pod and container they name become the deployment, as with kubectl
+  `--prefix`),
   docker/kubectl `--timestamps`, the CRI format of a Kubernetes node's container logs (`/var/log/pods/…`,
   `/var/log/containers/…`: `2026-05-06T15:56:03.745518223Z stderr F `; a `P` piece of a line the runtime
   split is read as a line of its own, as docker's split lines are), kubectl `--prefix`

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from logbuilder import config_dump, lmc, lookup, retrieve, shortfall_pair, vllm, write
+from logbuilder import ACCESS_LINE, config_dump, lmc, lookup, retrieve, shortfall_pair, vllm, write
 
 from specdiag.engine import analyze
 from specdiag.ingest import expand_inputs, iter_records
@@ -207,3 +207,47 @@ def test_wrapper_year_across_new_year_is_not_advanced_twice(tmp_path) -> None:
 def test_hostile_wrapper_shapes_are_read_without_error(tmp_path, line) -> None:
     recs, stats = records(write(tmp_path / "h.log", [line, vllm("after")]))
     assert recs[-1].msg == "after"
+
+
+@pytest.mark.parametrize("obj,deployment,year,style", [
+    ({"MESSAGE": LINE, "_HOSTNAME": "gpu-1", "__REALTIME_TIMESTAMP": "1778082963745000"}, "host:gpu-1", 2026,
+     "journald-json"),                                                                  # journalctl -o json
+    ({"textPayload": LINE, "resource": {"type": "k8s_container", "labels": {"pod_name": "vllm-0",
+      "container_name": "vllm"}}, "timestamp": "2025-11-30T08:27:01.004Z"}, "k8s:pod/vllm-0/vllm", 2025,
+     "gcp-json"),                                                                       # Cloud Logging
+    ({"line": LINE, "labels": {"pod": "vllm-1", "container": "vllm"}, "timestamp": "2024-05-06T15:56:03Z"},
+     "k8s:pod/vllm-1/vllm", 2024, "loki-json"),                                         # logcli --output=jsonl
+    ({"log": LINE + "\n", "kubernetes": {"pod_name": "vllm-2", "container_name": "c"}, "time": "2026-01-01T00:00:00Z"},
+     "k8s:pod/vllm-2/c", 2026, "export-json"),                                          # Fluent Bit
+    ({"message": LINE, "kubernetes": {"pod": {"name": "vllm-3"}, "container": {"name": "c"}},
+      "@timestamp": "2023-03-03T00:00:00Z"}, "k8s:pod/vllm-3/c", 2023, "export-json"),   # Filebeat / ECS
+])
+def test_collector_and_export_json_lines_give_their_line_source_and_year(obj, deployment, year, style) -> None:
+    u = LineUnwrapper()
+    assert u.strip(json.dumps(obj).encode()) == LINE.encode()
+    assert (u.deployment, u.year) == (deployment, year)
+    assert style in u.seen
+
+
+def test_a_json_object_with_a_message_but_no_time_or_source_is_no_export() -> None:
+    """A program's own JSON (an error body) is read as it is, not taken for a collector's line."""
+    text = '{"object": "error", "message": "The model does not exist.", "type": "NotFoundError", "code": 404}'
+    assert LineUnwrapper().strip(text.encode()) == text.encode()
+
+
+def test_a_cloud_logging_export_of_two_pods_reports_each_pod_apart(tmp_path) -> None:
+    """Interleaved pods in one export are two deployments, each with its own findings (never joined)."""
+    base = [config_dump("Worker_TP0 pid=100"), lookup("cmpl-a", 9000, 8192)]
+    short = base + shortfall_pair("cmpl-a", 7168, 8192, proc="Worker_TP0 pid=100")
+    fine = base + [retrieve("cmpl-a", 8192, 8192, 8192, proc="Worker_TP0 pid=100"), ACCESS_LINE]
+
+    def gcp(line: str, pod: str) -> str:
+        return json.dumps({"textPayload": line, "timestamp": "2026-05-06T15:56:03Z",
+                           "resource": {"labels": {"pod_name": pod, "container_name": "vllm"}}})
+
+    lines = [x for a, b in zip(short, fine, strict=True) for x in (gcp(a, "vllm-0"), gcp(b, "vllm-1"))]
+    report = analyze([write(tmp_path / "export.log", lines)]).to_dict()
+    by_dep = {d["id"]: d for d in report["deployments"]}
+    assert set(by_dep) == {"pod/vllm-0/vllm", "pod/vllm-1/vllm"}
+    kv = [f for f in report["findings"] if f["rule"] == "KV001"]
+    assert [f["deployment"] for f in kv] == ["pod/vllm-0/vllm"]

@@ -112,9 +112,25 @@ def _json_logging(obj: dict) -> tuple[str, int | None]:
     return text, int(m.group(1)) if m else None
 
 
-def _json_line(line: bytes) -> tuple[bytes, int | None, str] | None:
-    """docker json-file (``{"log": …, "time": …}``) or vLLM JSON logging → (inner line, year, style)."""
-    if b'"log"' not in line and b'"levelname"' not in line:
+#: JSON lines of collectors and log exports other than docker's: the key of the line's text, the style noted,
+#: the keys of its time (one of which, or a source's, must be there: a JSON object a program printed with a
+#: ``message`` is no export), and where the source it names is (``_json_source``). journald ``-o json``, Google
+#: Cloud Logging (``textPayload``), Loki's ``logcli --output=jsonl`` (``line``), Elasticsearch / OpenSearch,
+#: Fluent Bit and Vector documents (``message`` or ``log`` beside Kubernetes metadata).
+_JSON_EXPORTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("MESSAGE", "journald-json", ("__REALTIME_TIMESTAMP",)),
+    ("textPayload", "gcp-json", ("timestamp", "receiveTimestamp")),
+    ("line", "loki-json", ("timestamp",)),
+    ("message", "export-json", ("@timestamp", "timestamp", "time")),
+)
+_JSON_SOURCES = ("kubernetes", "labels", "resource", "_HOSTNAME")
+_JSON_KEYS = (b'"log"', b'"levelname"', b'"MESSAGE"', b'"textPayload"', b'"line"', b'"message"')
+
+
+def _json_line(line: bytes) -> tuple[bytes, int | None, str, str | None] | None:
+    """docker json-file (``{"log": …, "time": …}``), vLLM JSON logging, or a collector's or export's JSON line
+    (``_JSON_EXPORTS``) → (inner line, year, style, the source it names or None)."""
+    if not any(k in line for k in _JSON_KEYS):
         return None
     try:
         obj = json.loads(line)
@@ -124,18 +140,63 @@ def _json_line(line: bytes) -> tuple[bytes, int | None, str] | None:
         return None
     if isinstance(obj.get("message"), str) and "levelname" in obj:
         text, year = _json_logging(obj)
-        return text.encode("utf-8", "replace"), year, "vllm-json"
+        return text.encode("utf-8", "replace"), year, "vllm-json", None
     log = obj.get("log")
-    if not isinstance(log, str):
-        return None
-    year = None
-    t = obj.get("time")
-    if isinstance(t, str) and len(t) >= 4 and t[:4].isdigit():
-        year = int(t[:4])
-    inner = log.rstrip("\r\n").encode("utf-8", "replace")
+    if isinstance(log, str):
+        style = "docker-json" if "kubernetes" not in obj else "export-json"
+        return _inner(log), _year_of(obj.get("time")), style, _json_source(obj)
+    for key, style, times in _JSON_EXPORTS:
+        text = obj.get(key)
+        if isinstance(text, str) and any(k in obj for k in (*times, *_JSON_SOURCES)):
+            year = next((y for t in times if (y := _year_of(obj.get(t))) is not None), None)
+            return _inner(text), year, style, _json_source(obj)
+    return None
+
+
+def _inner(text: str) -> bytes:
+    """A JSON line's text as the line it was: without its line end, colour and CRs."""
+    inner = text.rstrip("\r\n").encode("utf-8", "replace")
     if b"\x1b" in inner or b"[0m" in inner or b"\r" in inner:
         inner = ANSI_BYTES.sub(b"", inner).replace(b"\r", b"")
-    return inner, year, "docker-json"
+    return inner
+
+
+def _year_of(t: object) -> int | None:
+    """The year of an RFC 3339 time, or of journald's microseconds since the epoch (``__REALTIME_TIMESTAMP``)."""
+    if isinstance(t, str) and len(t) >= 4 and t[:4].isdigit():
+        return int(t[:4]) if t[4:5] == "-" else _year_of_micros(t)
+    return None
+
+
+def _year_of_micros(t: str) -> int | None:
+    if not t.isdigit() or not 15 <= len(t) <= 17:  # 2001–2286 in microseconds
+        return None
+    import datetime as dt
+
+    return dt.datetime.fromtimestamp(int(t) / 1e6, dt.timezone.utc).year
+
+
+def _json_source(obj: dict) -> str | None:
+    """The source a collector's JSON line names, as the plain wrappers name it: a Kubernetes pod and container
+    (``k8s:pod/<pod>/<container>``, as ``kubectl --prefix``), else a journald host (``host:…``)."""
+    k8s = _field(obj, "kubernetes")
+    if k8s:  # Fluent Bit / Vector: pod_name, container_name; Filebeat (ECS): pod.name, container.name
+        pod = k8s.get("pod_name") or _field(k8s, "pod").get("name")
+        container = k8s.get("container_name") or _field(k8s, "container").get("name")
+    else:  # Cloud Logging's resource labels, Loki's stream labels
+        labels = _field(obj, "labels") or _field(_field(obj, "resource"), "labels")
+        pod = labels.get("pod_name") or labels.get("pod")
+        container = labels.get("container_name") or labels.get("container")
+    if isinstance(pod, str) and pod:
+        return f"k8s:pod/{pod}/{container}" if isinstance(container, str) and container else f"k8s:pod/{pod}"
+    host = obj.get("_HOSTNAME")
+    return f"host:{host}" if isinstance(host, str) and host else None
+
+
+def _field(obj: dict, key: str) -> dict:
+    """``obj[key]`` when it is an object, else an empty one."""
+    value = obj.get(key)
+    return value if isinstance(value, dict) else {}
 
 
 class LineUnwrapper:
@@ -189,8 +250,9 @@ class LineUnwrapper:
             got = _json_line(line)
             if got is None:
                 return None
-            inner, year, style = got
+            inner, year, style, source = got
             self.year = year or self.year
+            self.deployment = self.deployment or source
             self.seen.add(style)
             return inner
         if c == 91:  # '[' and not plain: kubectl --prefix
