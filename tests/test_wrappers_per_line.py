@@ -251,3 +251,13 @@ def test_a_cloud_logging_export_of_two_pods_reports_each_pod_apart(tmp_path) -> 
     assert set(by_dep) == {"pod/vllm-0/vllm", "pod/vllm-1/vllm"}
     kv = [f for f in report["findings"] if f["rule"] == "KV001"]
     assert [f["deployment"] for f in kv] == ["pod/vllm-0/vllm"]
+
+
+def test_logcli_lines_give_their_line_and_the_pod_their_labels_name() -> None:
+    """Loki's ``logcli query`` prints time, stream labels, line; the labels' pod and container are the source."""
+    u = LineUnwrapper()
+    line = f'2026-05-06T15:56:03.745Z {{app="vllm", container="vllm", pod="vllm-0"}} {LINE}'.encode()
+    assert u.strip(line) == LINE.encode()
+    assert (u.deployment, u.year) == ("k8s:pod/vllm-0/vllm", 2026) and "loki-labels" in u.seen
+    odd = b'{app=vllm} not labels'
+    assert LineUnwrapper().strip(odd) == odd

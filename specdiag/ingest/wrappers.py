@@ -43,6 +43,10 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 #: ``дек``), day, time, host, ident[pid]; no year
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
+#: Loki's ``logcli query`` default output after its time: the stream's labels, ``{app="vllm", pod="vllm-0"} ``
+#: (each value between quotes, no quote inside: the labels end at the first ``} `` after a closing quote)
+LOKI_LABELS = re.compile(rb'\{([A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"(?:, ?[A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"){0,31})\} ')
+_LOKI_LABEL = re.compile(rb'([A-Za-z_][\w.]{0,63})="([^"\n]{0,253})"')
 COMPOSE = re.compile(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
 #: ``grep -n`` (``123:`` / context ``123-``), ``cat -n`` / ``nl`` (right-aligned number, a tab) and ``less -N``
 #: (number, a space); a loose shape, so stripped only before an envelope or a consecutive number
@@ -249,7 +253,7 @@ class LineUnwrapper:
         if c == 123:  # '{'
             got = _json_line(line)
             if got is None:
-                return None
+                return self._loki_labels(line)
             inner, year, style, source = got
             self.year = year or self.year
             self.deployment = self.deployment or source
@@ -277,6 +281,16 @@ class LineUnwrapper:
                 return line[len(indent) :]
             return None
         return self._named(line, grep_next)
+
+    def _loki_labels(self, line: bytes) -> bytes | None:
+        """``logcli``'s stream labels before a line: the pod and container they name are its deployment."""
+        m = LOKI_LABELS.match(line)
+        if m is None:
+            return None
+        labels = {k.decode("ascii"): v.decode("utf-8", "replace") for k, v in _LOKI_LABEL.findall(m.group(1))}
+        self.deployment = self.deployment or _json_source({"labels": labels})
+        self.seen.add("loki-labels")
+        return line[m.end() :]
 
     def _timestamp(self, line: bytes) -> bytes | None:
         """kubectl/docker ``--timestamps``, or journald ``short-iso`` when a host and ident[pid] follow."""
