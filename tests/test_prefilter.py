@@ -170,7 +170,8 @@ PIECES = [b"INFO", b"INF", b"WARN", b"ERROR", b"DEBUG", b"CRITICAL", b" ", b"  "
           b", ip=1", b"Warning", b"Error", b"FutureWarning:", b"LMCache", b"vllm", b"Traceback", b"File \"",
           b"\x1b[1;36m", b"\x1b[0m", b"\x1b", b"[0;0m", b"[1;36m", b"\t", b"\r", b"\x00", b"\xc3\xa9", b"NCCL",
           b"node-1", b"Dec", b"03", b"10:00:00", b"host", b"ident[12]: ", b"[pod/x] ", b"version", b"\"log\"",
-          b"(Worker_TP2 pid=767) ", b"[2026-05-06 15:56:03,745] LMCache INFO: ", b"05-06 15:56:03 ", b"a", b"Zz9_"]
+          b"(Worker_TP2 pid=767) ", b"[2026-05-06 15:56:03,745] LMCache INFO: ", b"05-06 15:56:03 ", b"a", b"Zz9_",
+          b"llm-0 srv "]
 
 
 @settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,

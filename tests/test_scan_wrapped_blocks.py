@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -365,3 +366,21 @@ def test_a_timestamped_log_without_cri_tags_does_not_note_the_format(tmp_path):
     assert "iso-timestamp" in formats and "cri" not in formats
     assert not ahead.holds_cri(b"2026-05-06T16:00:00Z INFO stdout F x\n") and ahead.holds_cri(
         b"x\n2026-05-06T16:00:00Z stdout F x\n")
+
+
+def test_a_stern_log_reports_what_its_lines_without_the_names_report(tmp_path):
+    """stern's ``pod container `` before each line (names with no anchor the prefilter knows): the lines are
+    still read, each pod is its own deployment, and the report is the unwrapped log's; the prefilter off
+    reads the same."""
+    bare = [re.sub(r"^(\x1b\[1;36m)?\([^()]* pid=\d+\)(\x1b\[0;0m)? ", "", x) for x in TP8]  # no ``pid=`` to anchor on
+    assert sum(x.startswith("INFO ") for x in bare) > 100
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    plain, log = tmp_path / "a" / "serve.log", tmp_path / "b" / "serve.log"  # ranks unknown: named after the file
+    plain.write_text("\n".join(bare) + "\n")
+    log.write_text("\n".join(f"llama-0 server {x}" for x in bare) + "\n")
+    want = _without_paths(_analyse(plain, "on"), plain)
+    got = _analyse(log, "on")
+    assert got == _run(log, "off", "SPECDIAG_PREFILTER", "1")
+    assert _without_paths(got, log).replace("pod/llama-0/server", "LOG") == want
+    assert "stern" in got["inputs"][0]["formats"]

@@ -42,6 +42,7 @@ def docker_json(line: str, time: str = "2026-05-06T15:56:03.745123456Z") -> str:
     ("dic 19 02:07:16.123456 h1 vllm[7]: ", "host:h1", None, "journald"),               # Spanish, short-precise
     ("дек 19 02:07:16 h1 vllm[7]: ", "host:h1", None, "journald"),                      # Russian
     ("vllm-1  | ", "compose:vllm-1", None, "compose"),                                   # docker compose
+    ("llama-70b-0.x srv ", "k8s:pod/llama-70b-0.x/srv", None, "stern"),                  # stern
 ])
 def test_each_wrapper_is_stripped_with_its_deployment_and_year(wrapper, deployment, year, style) -> None:
     u = LineUnwrapper()
@@ -76,6 +77,8 @@ def test_docker_json_file_and_vllm_json_logging_lines_are_decoded() -> None:
     "[rank0]: Traceback (most recent call last):",
     "Dec 19 is the day we ship: hooray[1]: no",
     "stdout F not after a time",
+    "two words then text",
+    "pod container INFO but no time",
 ])
 def test_ordinary_text_is_not_taken_for_a_wrapper(text) -> None:
     assert LineUnwrapper().strip(text.encode()) == text.encode()

@@ -428,8 +428,24 @@ static long grep_h_end(const u8 *s, size_t pos, size_t n) {
     return -1;
 }
 
-/* the places loose wrappers at pos end at (at most 2) */
-static int wrapper_ends(const u8 *s, size_t pos, size_t n, size_t out[2]) {
+/* prefilter._stern_end: stern's "pod container " (lowercase DNS names, 253 and 63 bytes at most) at pos */
+static long stern_end(const u8 *s, size_t pos, size_t n) {
+    size_t k = pos;
+    for (int name = 0; name < 2; name++) {
+        size_t most = name ? 63 : 253;
+        if (k >= n || s[k] < 'a' || s[k] > 'z') return -1;
+        size_t j = k + 1;
+        while (j < n && j - k < most &&
+               ((s[j] >= 'a' && s[j] <= 'z') || is_digit(s[j]) || s[j] == '-' || (!name && s[j] == '.')))
+            j++;
+        if (j >= n || s[j] != ' ') return -1;
+        k = j + 1;
+    }
+    return (long)k;
+}
+
+/* the places loose wrappers at pos end at (at most 3) */
+static int wrapper_ends(const u8 *s, size_t pos, size_t n, size_t out[3]) {
     if (pos >= n) return 0;
     u8 c = s[pos];
     if (is_digit(c)) {
@@ -447,6 +463,8 @@ static int wrapper_ends(const u8 *s, size_t pos, size_t n, size_t out[2]) {
     long e = compose_end(s, pos, n);
     if (e >= 0) out[k++] = (size_t)e;
     e = grep_h_end(s, pos, n);
+    if (e >= 0) out[k++] = (size_t)e;
+    e = stern_end(s, pos, n);
     if (e >= 0) out[k++] = (size_t)e;
     return k;
 }
@@ -504,7 +522,7 @@ static int places(const u8 *s, size_t n, size_t *seen) {
         size_t pos = seen[head];
         int d = depth[head++];
         if (d >= MAX_DEPTH) continue;
-        size_t ends[2];
+        size_t ends[3];
         int k = wrapper_ends(s, pos, n, ends);
         for (int i = 0; i < k; i++) {
             int dup = 0;

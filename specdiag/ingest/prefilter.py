@@ -98,6 +98,9 @@ _PRINTABLE = re.compile(rb"[\x20-\x7e]*")
 _TOKEN = frozenset(range(0x21, 0x7F)) - frozenset(b":()[]{}|")
 _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _DIGITS = frozenset(b"0123456789")
+#: the letters after a stern name's first (a lowercase letter): a pod's DNS subdomain, a container's DNS label
+_POD_REST = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789.-")
+_CONTAINER_REST = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: bytes | None = None,
@@ -206,7 +209,8 @@ def _places(line: bytes) -> list[int] | None:
 
 def _wrapper_ends(line: bytes, pos: int) -> list[int]:
     """Where each loose wrapper starting at ``pos`` ends (a ``grep -n`` number, an indentation or quote, a
-    compose name, a ``grep -H`` file name); strict wrappers are ``_may_start``'s business."""
+    compose name, a ``grep -H`` file name, stern's pod and container); strict wrappers are ``_may_start``'s
+    business."""
     n = len(line)
     if pos >= n:
         return []
@@ -219,13 +223,26 @@ def _wrapper_ends(line: bytes, pos: int) -> list[int]:
     if c in b"({[":
         return []
     ends = []
-    end = _compose_end(line, pos)
-    if end is not None:
-        ends.append(end)
-    end = _grep_h_end(line, pos)
-    if end is not None:
-        ends.append(end)
+    for find in (_compose_end, _grep_h_end, _stern_end):
+        end = find(line, pos)
+        if end is not None:
+            ends.append(end)
     return ends
+
+
+def _stern_end(line: bytes, pos: int) -> int | None:
+    """``wrappers.STERN`` at ``pos``: stern's pod and container names, each followed by a space."""
+    k = pos
+    for rest, most in ((_POD_REST, 253), (_CONTAINER_REST, 63)):
+        if k >= len(line) or not 0x61 <= line[k] <= 0x7A:
+            return None
+        j = k + 1
+        while j < len(line) and j - k < most and line[j] in rest:
+            j += 1
+        if j >= len(line) or line[j] != 0x20:
+            return None
+        k = j + 1
+    return k
 
 
 def _grep_n_end(line: bytes, pos: int) -> int | None:

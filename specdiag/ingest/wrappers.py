@@ -43,6 +43,9 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 #: ``дек``), day, time, host, ident[pid]; no year
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
+#: stern's (multi-pod ``kubectl logs``) default output: the pod's and the container's names before each line
+#: (lowercase DNS names); a loose shape, stripped only before an envelope or a strict wrapper
+STERN = re.compile(rb"([a-z][a-z0-9.-]{0,252}) ([a-z][a-z0-9-]{0,62}) ")
 #: Loki's ``logcli query`` default output after its time: the stream's labels, ``{app="vllm", pod="vllm-0"} ``
 #: (each value between quotes, no quote inside: the labels end at the first ``} `` after a closing quote)
 LOKI_LABELS = re.compile(rb'\{([A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"(?:, ?[A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"){0,31})\} ')
@@ -352,7 +355,20 @@ class LineUnwrapper:
                     self._grep_next = int(num) + 1
                 self.seen.add("grep")
                 return rest
-        return None
+        return self._stern(line)
+
+    def _stern(self, line: bytes) -> bytes | None:
+        """stern's ``pod container `` before an envelope or a strict wrapper: that pod's and container's line."""
+        m = STERN.match(line)
+        if m is None:
+            return None
+        rest = line[m.end() :]
+        if not (is_envelope(rest) or self._is_wrapped(rest)):
+            return None
+        pod, container = (g.decode("ascii") for g in m.groups())
+        self.deployment = self.deployment or f"k8s:pod/{pod}/{container}"
+        self.seen.add("stern")
+        return rest
 
     def _is_wrapped(self, rest: bytes) -> bool:
         """Whether ``rest`` starts with a strict wrapper (used to validate a loose outer one)."""
