@@ -381,6 +381,7 @@ def test_a_stern_log_reports_what_its_lines_without_the_names_report(tmp_path):
     log.write_text("\n".join(f"llama-0 server {x}" for x in bare) + "\n")
     want = _without_paths(_analyse(plain, "on"), plain)
     got = _analyse(log, "on")
-    assert got == _run(log, "off", "SPECDIAG_PREFILTER", "1")
+    assert got == _run(log, "off", "SPECDIAG_PREFILTER", "1") == _analyse(log, "off")  # every line read; no copy
     assert _without_paths(got, log).replace("pod/llama-0/server", "LOG") == want
     assert "stern" in got["inputs"][0]["formats"]
+    assert "k8s:pod/llama-0/server" in _named_blocks(log.read_text().splitlines(), tmp_path)

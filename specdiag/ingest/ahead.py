@@ -29,7 +29,7 @@ from typing import Protocol
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.cleaner import colour_of
 from specdiag.ingest.scan import ScanResult, scan_range
-from specdiag.ingest.wrappers import JOURNALD_SHORT, KUBECTL_PREFIX
+from specdiag.ingest.wrappers import JOURNALD_SHORT, KUBECTL_PREFIX, STERN, is_envelope
 
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
@@ -127,6 +127,8 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
         return _journald_unwrapped(data, start, end)
     if c == 123:
         return _docker_unwrapped(data, start, end)
+    if 97 <= c <= 122:
+        return _stern_unwrapped(data, start, end)
     return None
 
 
@@ -143,13 +145,26 @@ def _lines_in(block: bytes) -> int:
 def _pod_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     """The block without its ``[pod/…] `` prefix, when every line carries the first line's."""
     m = KUBECTL_PREFIX.match(data, start, min(end, start + 300))
-    if m is None:
+    return None if m is None else _without_front(data, start, end, m.group(0))
+
+
+def _stern_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
+    """The block without stern's ``pod container `` names, when every line carries the first line's and the
+    first line's rest is an envelope (so that reading it names the deployment the rows are of). A row whose
+    rest is no envelope would keep its names when read, but such a row is never counted: it is read as it
+    is, from the lines as read."""
+    m = STERN.match(data, start, min(end, start + 320))
+    if m is None or not is_envelope(data[m.end() : min(end, m.end() + 200)]):
         return None
-    front = b"\n" + m.group(0)
+    return _without_front(data, start, end, m.group(0))
+
+
+def _without_front(data: bytes, start: int, end: int, front: bytes) -> bytes | None:
+    """``data[start:end]`` without ``front`` at each line's start, when every line starts with it; else None."""
     block = data[start:end]
-    if block.count(front) + 1 != _lines_in(block):
+    if block.count(b"\n" + front) + 1 != _lines_in(block):
         return None
-    return block.replace(front, b"\n")[len(front) - 1 :]
+    return block.replace(b"\n" + front, b"\n")[len(front) :]
 
 
 def _journald_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
