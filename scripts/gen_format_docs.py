@@ -31,6 +31,7 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   time or Kubernetes metadata; the pod and container they name become the deployment, as with kubectl
   `--prefix`), Loki `logcli query`'s default lines (time, `{labels}`, line), stern's `pod container ` (a loose
   shape: stripped only before an envelope or a strict wrapper; the pod and container name the deployment),
+  RFC 5424 syslog headers (`<14>1 TIME HOST APP PID ID SD `; the host names the deployment),
   docker/kubectl `--timestamps`, the CRI format of a Kubernetes node's container logs (`/var/log/pods/…`,
   `/var/log/containers/…`: `2026-05-06T15:56:03.745518223Z stderr F `; a `P` piece of a line the runtime
   split is read as a line of its own, as docker's split lines are), kubectl `--prefix`

@@ -43,7 +43,7 @@ def _limits() -> dict[str, int]:
     after_cut = {f"envelope.{n}" for n in ("VLLM_REST", "LMC_LEGACY", "EXC_LINE", "_TS_PARTS")} | {
         f"wrappers.{n}" for n in ("ANSI_RE", "ISO_TS", "KUBECTL_PREFIX", "JOURNALD_ISO", "JOURNALD_SHORT",
                                   "COMPOSE", "_ASCTIME", "GREP_N", "GREP_H", "INDENT", "ANSI_BYTES",
-                                  "LOKI_LABELS", "_LOKI_LABEL", "STERN")} | {"origin.PREFIX_RE"}
+                                  "LOKI_LABELS", "_LOKI_LABEL", "STERN", "SYSLOG_5424")} | {"origin.PREFIX_RE"}
     after_cut |= {f"rows.{n}" for n in ("_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT",
                                         "_JOURNALD_CUT")}
     out = dict.fromkeys(after_cut, MAX_PARSE_LINE)
@@ -57,7 +57,7 @@ def _limits() -> dict[str, int]:
     return out
 
 
-ANCHORED = {"VLLM_REST", "LMC_LEGACY", "EXC_LINE", "PREFIX_RE", "_TS_PARTS", "KUBECTL_PREFIX", "LOKI_LABELS", "STERN", "JOURNALD_ISO",
+ANCHORED = {"VLLM_REST", "LMC_LEGACY", "EXC_LINE", "PREFIX_RE", "_TS_PARTS", "KUBECTL_PREFIX", "LOKI_LABELS", "STERN", "SYSLOG_5424", "JOURNALD_ISO",
             "ISO_TS", "JOURNALD_SHORT", "COMPOSE", "_END", "_SECTION", "_KV", "_ROTATED",
             "GREP_N", "GREP_H", "INDENT", "_JOURNALD_TIME_RE", "_DOCKER_LINE",  # the per-line wrappers are applied with .match at the line start
             "FOREIGN_HEADER",  # another program's header: .match at the start of a row (prefilter, joiner, blocks)

@@ -385,3 +385,20 @@ def test_a_stern_log_reports_what_its_lines_without_the_names_report(tmp_path):
     assert _without_paths(got, log).replace("pod/llama-0/server", "LOG") == want
     assert "stern" in got["inputs"][0]["formats"]
     assert "k8s:pod/llama-0/server" in _named_blocks(log.read_text().splitlines(), tmp_path)
+
+
+def test_an_rfc5424_syslog_file_reports_what_its_lines_report(tmp_path):
+    """rsyslog's RFC 5424 lines (priority, version, time, host, app, pid, id, structured data) around lines with
+    no ``pid=`` to anchor on: the prefilter keeps every line that starts with a priority, and the host names
+    the deployment."""
+    bare = [re.sub(r"^(\x1b\[1;36m)?\([^()]* pid=\d+\)(\x1b\[0;0m)? ", "", x) for x in TP8]
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    plain, log = tmp_path / "a" / "serve.log", tmp_path / "b" / "serve.log"
+    plain.write_text("\n".join(bare) + "\n")
+    log.write_text("\n".join(f"<14>1 2026-05-06T15:{i // 60 % 60:02d}:{i % 60:02d}.5Z gpu-1 srv 77 - - {x}"
+                             for i, x in enumerate(bare)) + "\n")
+    got = _analyse(log, "on")
+    assert got == _run(log, "off", "SPECDIAG_PREFILTER", "1")
+    assert _without_paths(got, log).replace("host:gpu-1", "LOG") == _without_paths(_analyse(plain, "on"), plain)
+    assert "syslog-5424" in got["inputs"][0]["formats"]

@@ -43,6 +43,9 @@ def docker_json(line: str, time: str = "2026-05-06T15:56:03.745123456Z") -> str:
     ("дек 19 02:07:16 h1 vllm[7]: ", "host:h1", None, "journald"),                      # Russian
     ("vllm-1  | ", "compose:vllm-1", None, "compose"),                                   # docker compose
     ("llama-70b-0.x srv ", "k8s:pod/llama-70b-0.x/srv", None, "stern"),                  # stern
+    ("<14>1 2025-05-06T15:56:03.745Z gpu-1 vllm 88213 - - ", "host:gpu-1", 2025, "syslog-5424"),  # RFC 5424
+    ('<14>1 2025-05-06T15:56:03Z gpu-1 vllm - ID7 [exampleSDID@32473 iut="3" eventID="10\\"11"] ', "host:gpu-1",
+     2025, "syslog-5424"),
 ])
 def test_each_wrapper_is_stripped_with_its_deployment_and_year(wrapper, deployment, year, style) -> None:
     u = LineUnwrapper()
@@ -78,6 +81,7 @@ def test_docker_json_file_and_vllm_json_logging_lines_are_decoded() -> None:
     "Dec 19 is the day we ship: hooray[1]: no",
     "stdout F not after a time",
     "two words then text",
+    "<html> not syslog",
     "pod container INFO but no time",
 ])
 def test_ordinary_text_is_not_taken_for_a_wrapper(text) -> None:

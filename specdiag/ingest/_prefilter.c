@@ -503,7 +503,7 @@ static int may_start(const u8 *s, size_t pos, size_t n) {
     const u8 *r = s + pos;
     size_t m = n - pos;
     u8 c = r[0];
-    if (c == '(' || c == '{') return 1;
+    if (c == '(' || c == '{' || c == '<') return 1; /* a process prefix, JSON, a syslog priority */
     if (c == '[') return lmc_head_prefix(r, m);
     if (m >= 3 && (memcmp(r, "INF", 3) == 0 || memcmp(r, "WAR", 3) == 0 || memcmp(r, "ERR", 3) == 0 ||
                    memcmp(r, "DEB", 3) == 0 || memcmp(r, "CRI", 3) == 0))

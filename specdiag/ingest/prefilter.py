@@ -326,7 +326,7 @@ def _may_start(line: bytes, pos: int) -> bool:
     if not rest:
         return True
     c = rest[0]
-    if c in b"({":
+    if c in b"({<":  # a process prefix, JSON, a syslog priority (RFC 5424's ``<14>1 …``)
         return True
     if c == 0x5B:  # '[': an LMCache header cut short (a longer one holds the anchor ``LMCache``)
         return len(rest) <= len(LMC_HEAD) and all(t == r or t == 0x30 and r in _DIGITS for t, r in zip(LMC_HEAD, rest, strict=False))

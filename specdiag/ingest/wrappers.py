@@ -43,6 +43,10 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 #: ``дек``), day, time, host, ident[pid]; no year
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
+#: RFC 5424 syslog (rsyslog / syslog-ng forwarding): ``<PRI>1 TIME HOST APP PROCID MSGID SD `` then the message
+#: (after an optional BOM); structured data is ``-`` or bracketed elements with quoted, escaped values
+SYSLOG_5424 = re.compile(rb'<\d{1,3}>\d{1,2} (\d{4}|-)\S{0,40} (\S{1,255}) \S{1,48} \S{1,128} \S{1,32} '
+                         rb'(?:-|(?:\[(?:[^\]\\"\n]|\\.|"(?:[^"\\\n]|\\.)*")*\])+) (?:\xef\xbb\xbf)?')
 #: stern's (multi-pod ``kubectl logs``) default output: the pod's and the container's names before each line
 #: (lowercase DNS names); a loose shape, stripped only before an envelope or a strict wrapper
 STERN = re.compile(rb"([a-z][a-z0-9.-]{0,252}) ([a-z][a-z0-9-]{0,62}) ")
@@ -269,6 +273,15 @@ class LineUnwrapper:
             self.deployment = self.deployment or "k8s:" + m.group(1).decode("utf-8", "replace")
             self.seen.add("kubectl-prefix")
             return line[m.end() :]
+        if c == 60:  # '<': an RFC 5424 syslog header (a traditional one is journald's shape, below)
+            m = SYSLOG_5424.match(line)
+            if m is not None:
+                if m.group(1) != b"-":
+                    self.year = self.year or int(m.group(1))
+                if m.group(2) != b"-":
+                    self.deployment = self.deployment or "host:" + m.group(2).decode("utf-8", "replace")
+                self.seen.add("syslog-5424")
+                return line[m.end() :]
         if c in _INDENT_FIRST or (c == 0xC2 and line[1:2] == b"\xa0"):  # indentation, "> " quote, "- " bullet
             m = INDENT.match(line)
             if m is None:
