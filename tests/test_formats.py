@@ -176,4 +176,9 @@ def test_the_timeline_is_built_only_for_a_report_that_draws_it(tmp_path, monkeyp
     res = CliRunner().invoke(app, args)
     assert res.exit_code in (0, 1), res.output
     assert len(calls) == built
+    calls.clear()  # check: the formats it writes decide, on stdout or to files
+    specs = [f"{fmt}:{tmp_path / 'c.out'}"] + ([f"html:{tmp_path / 'c.html'}"] if html else [])
+    res = CliRunner().invoke(app, ["check", str(TP8), "-j", "1", "--no-config", *(f for s in specs for f in ("-f", s))])
+    assert res.exit_code in (0, 1), res.output
+    assert len(calls) == built
     assert {n for n, r in FORMATS.items() if r.timeline} == {"text", "html"}

@@ -29,7 +29,7 @@ from specdiag.cli.common import (
     write_file,
 )
 from specdiag.report.formats import FORMATS as RENDERERS
-from specdiag.report.formats import format_names
+from specdiag.report.formats import draws_timeline, format_names
 
 #: the table's formats, plus ``auto`` (an alias this command resolves: lines, and github annotations on Actions)
 FORMATS = (*RENDERERS, "auto")
@@ -154,7 +154,8 @@ def check_cmd(  # noqa: PLR0915 - predates the 60-statement limit (pyproject): o
                 report = analyze(good, lmcache_config=cfg.lmcache_config, select=cfg.select,
                                  ignore=cfg.ignore or None, rule_options=cfg.rule_options,
                                  severity_overrides=cfg.severity, stdin_name=stdin_name, progress=bar.callback,
-                                 jobs=jobs, scan_threads=scan_threads)
+                                 jobs=jobs, scan_threads=scan_threads,
+                                 timeline=any(draws_timeline(name) for name, _ in outputs))
         except ConfigError as e:
             fail(str(e))
         except InputError as e:
