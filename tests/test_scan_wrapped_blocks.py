@@ -364,8 +364,9 @@ def test_a_timestamped_log_without_cri_tags_does_not_note_the_format(tmp_path):
     log.write_text("\n".join(f"2026-05-06T16:00:{i % 60:02d}Z {x}" for i, x in enumerate(TP8)) + "\n")
     formats = _analyse(log, "on")["inputs"][0]["formats"]
     assert "iso-timestamp" in formats and "cri" not in formats
-    assert not ahead.holds_cri(b"2026-05-06T16:00:00Z INFO stdout F x\n") and ahead.holds_cri(
-        b"x\n2026-05-06T16:00:00Z stdout F x\n")
+    no, yes = b"2026-05-06T16:00:00Z INFO stdout F x\n", b"x\n2026-05-06T16:00:00Z stdout F x\n"
+    assert not ahead.holds_cri(no, 0, len(no)) and ahead.holds_cri(yes, 0, len(yes))
+    assert not ahead.holds_cri(b"pre\n" + yes, 4, 6)  # only the span is looked at
 
 
 def test_a_stern_log_reports_what_its_lines_without_the_names_report(tmp_path):

@@ -29,7 +29,7 @@ from typing import Protocol
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.cleaner import colour_of
 from specdiag.ingest.scan import ScanResult, scan_range
-from specdiag.ingest.wrappers import JOURNALD_SHORT, KUBECTL_PREFIX, STERN, is_envelope
+from specdiag.ingest.wrappers import CRI_TAGS, ISO_TS, JOURNALD_SHORT, KUBECTL_PREFIX, STERN, is_envelope
 
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
@@ -42,12 +42,12 @@ SCAN_WHILE_STARTING = True
 Item = tuple[bytes, int, int, "ScanResult | None", "bytes | None"]
 #: kubectl / docker ``--timestamps`` at a line's start: ``wrappers.ISO_TS``, anchored at each line start, and
 #: the CRI format's stream and tag after it (``wrappers.CRI_TAGS``)
-_ISO_TIME = rb"(?m)^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? "
-_ISO_FRONT = re.compile(_ISO_TIME + rb"(?:std(?:out|err) [FP] )?")
-_CRI_FRONT = re.compile(_ISO_TIME + rb"std(?:out|err) [FP] ")
-
-
-_ISO_ONE = re.compile(_ISO_FRONT.pattern.removeprefix(b"(?m)^"))
+_ISO_TIME = rb"(?m)^" + ISO_TS.pattern
+_CRI_TAG = rb"(?:" + b"|".join(re.escape(tag) for tag in CRI_TAGS) + rb")"
+_ISO_FRONT = re.compile(_ISO_TIME + _CRI_TAG + rb"?")
+_CRI_FRONT = re.compile(_ISO_TIME + _CRI_TAG)
+#: the same at one line's start (``iso_fronts_reference`` measures each line with it)
+_ISO_ONE = re.compile(ISO_TS.pattern + _CRI_TAG + rb"?")
 
 try:  # the compiled copy: each line read once, no regex
     from specdiag.ingest._scan import iso_fronts as _compiled_iso_fronts
@@ -76,10 +76,12 @@ def iso_fronts(data: bytes, start: int, end: int) -> tuple[bytes, array]:
     return copy, widths
 
 
-def holds_cri(block: bytes) -> bool:
-    """Whether a line of the block carries the CRI format's stream and tag after its time (the per-line stages
-    note the format when they take one off)."""
-    return (b" stdout " in block or b" stderr " in block) and _CRI_FRONT.search(block) is not None
+def holds_cri(data: bytes, start: int, end: int) -> bool:
+    """Whether a line of ``data[start:end]`` (``start`` a line's start) carries the CRI format's stream and tag
+    after its time (the per-line stages note the format when they take one off)."""
+    if data.find(b" stdout ", start, end) < 0 and data.find(b" stderr ", start, end) < 0:
+        return False
+    return _CRI_FRONT.search(data, start, end) is not None
 
 
 class Pending(Protocol):

@@ -201,7 +201,7 @@ def _named_copy(reader: LineReader, data: bytes, start: int, end: int, res: Scan
     their deployment); then the block is scanned again as it is, and the per-line stages unwrap its lines."""
     if 48 <= data[start] <= 57:  # kubectl / docker --timestamps, taken off the lines that carry them
         reader.unwrapper.seen.add("iso-timestamp")
-        if "cri" not in reader.unwrapper.seen and holds_cri(data[start:end]):
+        if "cri" not in reader.unwrapper.seen and holds_cri(data, start, end):
             reader.unwrapper.seen.add("cri")
         return None, res, copy
     nl = data.find(b"\n", start, end)

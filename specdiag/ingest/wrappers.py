@@ -273,15 +273,8 @@ class LineUnwrapper:
             self.deployment = self.deployment or "k8s:" + m.group(1).decode("utf-8", "replace")
             self.seen.add("kubectl-prefix")
             return line[m.end() :]
-        if c == 60:  # '<': an RFC 5424 syslog header (a traditional one is journald's shape, below)
-            m = SYSLOG_5424.match(line)
-            if m is not None:
-                if m.group(1) != b"-":
-                    self.year = self.year or int(m.group(1))
-                if m.group(2) != b"-":
-                    self.deployment = self.deployment or "host:" + m.group(2).decode("utf-8", "replace")
-                self.seen.add("syslog-5424")
-                return line[m.end() :]
+        if c == 60 and (rest := self._syslog_5424(line)) is not None:  # '<' (a traditional one: journald's shape)
+            return rest
         if c in _INDENT_FIRST or (c == 0xC2 and line[1:2] == b"\xa0"):  # indentation, "> " quote, "- " bullet
             m = INDENT.match(line)
             if m is None:
@@ -297,6 +290,18 @@ class LineUnwrapper:
                 return line[len(indent) :]
             return None
         return self._named(line, grep_next)
+
+    def _syslog_5424(self, line: bytes) -> bytes | None:
+        """An RFC 5424 header: its time's year, and its host as the deployment."""
+        m = SYSLOG_5424.match(line)
+        if m is None:
+            return None
+        if m.group(1) != b"-":
+            self.year = self.year or int(m.group(1))
+        if m.group(2) != b"-":
+            self.deployment = self.deployment or "host:" + m.group(2).decode("utf-8", "replace")
+        self.seen.add("syslog-5424")
+        return line[m.end() :]
 
     def _loki_labels(self, line: bytes) -> bytes | None:
         """``logcli``'s stream labels before a line: the pod and container they name are its deployment."""
