@@ -78,6 +78,15 @@ def index_key(p: Pattern) -> tuple[str, str] | None:
     return None
 
 
+def found_by_its_text(p: Pattern) -> bool:
+    """Whether ``Catalog._text`` finds this format for every text it fits: it is filed under its first
+    literal's first word (``first``) or first characters (``prefix``), which such a text starts with. A
+    format that starts with a placeholder is filed under a later word, looked for only among a text's first
+    ``INNER_TOKENS`` tokens, which a long value can push out."""
+    key = index_key(p)
+    return key is not None and key[0] in ("first", "prefix")
+
+
 def build_index(rows: list[dict]) -> dict:
     """What loading needs without reading the rows: each row's id, the rows of each file's basename, the
     lines each row prints at in some release (comma-joined: a place's rows are found without decoding the
@@ -240,13 +249,21 @@ class Catalog:
 
     def simple_pattern_here(self, entry: Entry, file: str, line: int, *, project: str | None,
                             level: str | None) -> tuple[tuple[str, ...], str] | None:
-        """``entry``'s literals and placeholder kinds when it is one of the messages printed at ``file:line``
-        (so ``match`` recognises any text it fits there) and its format is simple enough to check without
-        the catalog: one line, placeholders of kinds ``s`` and ``d`` only; else None."""
+        """``entry``'s literals and placeholder kinds when ``match`` recognises any text it fits at
+        ``file:line``, and its format is simple enough to check without the catalog (one line, placeholders
+        of kinds ``s`` and ``d`` only); else None.
+
+        Either ``entry`` is one of the messages printed there (``match`` tries each of them on the text), or
+        its text is found wherever it is printed: a format that starts with a literal is filed under that
+        literal's first word or characters, which every text it fits starts with, so ``match``'s text
+        search finds it (or a better entry) at any place. That is what keeps a release newer than the
+        catalog, whose lines moved, from reading every DEBUG record of a place only to count it."""
         base = file.replace("\\", "/").rsplit("/", 1)[-1]
-        here, _ = self._located(base, file, line, project, level)
         p = self.pattern_of(entry)
-        if p is None or entry not in here:
+        if p is None or project is not None and entry.project != project or level is not None and entry.level != level:
+            return None
+        here, _ = self._located(base, file, line, project, level)
+        if entry not in here and not found_by_its_text(p):
             return None
         if p.head is not None or p.flat is not None or set(p.kinds) - {"s", "d"} or any("\n" in x for x in p.lits):
             return None
