@@ -48,6 +48,14 @@ FOREIGN = [
     b"",
     b"Loading safetensors checkpoint shards:  50% Completed | 1/2 [00:01<00:01,  1.02s/it]",
 ]
+#: other programs' own logging: a JSON logger without a collector's keys, Python logging's default format
+APP_LINES = [
+    b'{"level":"debug","ts":"2026-05-06T15:56:03.745Z","logger":"gateway","msg":"proxy request","latency_ms":12}',
+    b'{"severity": "INFO", "event": "cache warm", "timestamp": "2026-05-06T15:56:03Z"}',
+    b"WARNING:root:retrying connection to redis, attempt 3",
+    b"DEBUG:urllib3.connectionpool:Starting new HTTPS connection 1 to example.com:443",
+    b"ERROR:__main__:upstream returned 502",
+]
 #: lines that must be read: records, wrappers, tracebacks, exceptions, cut headers, continuation-like rows
 READ = [
     b"INFO 05-06 15:56:03 [core.py:94] Initializing a V1 LLM engine",
@@ -61,6 +69,16 @@ READ = [
     b"2026-05-06T15:56:03.745123456Z node-1:1234:5678 [0] NCCL INFO Channel 00/02 : 0 1",
     b"[pod/vllm-0/vllm] node-1:1234:5678 [0] NCCL INFO Channel 00/02",
     b'{"log":"node-1 NCCL INFO x\\n","stream":"stdout","time":"2026-05-06T15:56:03Z"}',
+    b'{"time":"2026-05-06T15:56:03Z","message":"INFO 05-06 15:56:03 [core.py:94] x"}',
+    b'{"textPayload":"x","timestamp":"2026-05-06T15:56:03Z"}',
+    b'{"a":1,"MESSAGE":"x","__REALTIME_TIMESTAMP":"1778082963000000"}',
+    b'{"line":"x","timestamp":"1778082963000000000"}',
+    b'{app="vllm", pod="vllm-0"} INFO 05-06 15:56:03 [core.py:94] x',
+    b'{"time":',
+    b"{",
+    b"INFO:",
+    b"WARNING:",
+    b"ERROR:1",
     b"Dec 03 10:00:00 host vllm[123]: node NCCL INFO",
     b"Dec 03 10:00:00 host ident[12",
     b"12:INFO 05-06 15:56:03 [core.py:94] x",
@@ -118,7 +136,7 @@ def _check_sound(line: bytes, flags: int) -> None:
 
 @pytest.mark.parametrize("flags", [0, ESC_BLOCK, RESIDUE_BLOCK])
 def test_foreign_lines_are_inert_and_records_are_read(flags):
-    for line in FOREIGN:
+    for line in FOREIGN + APP_LINES:
         if b"\x1b" in line and not flags & ESC_BLOCK:
             continue
         assert inert_kind(line, flags) != KEEP, line
@@ -171,7 +189,8 @@ PIECES = [b"INFO", b"INF", b"WARN", b"ERROR", b"DEBUG", b"CRITICAL", b" ", b"  "
           b"\x1b[1;36m", b"\x1b[0m", b"\x1b", b"[0;0m", b"[1;36m", b"\t", b"\r", b"\x00", b"\xc3\xa9", b"NCCL",
           b"node-1", b"Dec", b"03", b"10:00:00", b"host", b"ident[12]: ", b"[pod/x] ", b"version", b"\"log\"",
           b"(Worker_TP2 pid=767) ", b"[2026-05-06 15:56:03,745] LMCache INFO: ", b"05-06 15:56:03 ", b"a", b"Zz9_",
-          b"llm-0 srv "]
+          b"llm-0 srv ", b'{"', b'"msg"', b'"message"', b'"line"', b'"MESSAGE"', b'"textPayload"', b'{"time"',
+          b'{"asctime"', b'":"', b"INFO:", b"WARNING:", b"root:", b"_", b"{app="]
 
 
 @settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,
@@ -244,7 +263,7 @@ def test_examples_report_the_same_with_and_without_the_prefilter(name):
 def test_noise_around_an_incident_reports_the_same_with_and_without_the_prefilter(tmp_path):
     rng = random.Random(5)
     start = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_bytes().splitlines()
-    noise = FOREIGN[:-1] + [b"    " + FOREIGN[0], b"12:" + FOREIGN[1], b"x | " + FOREIGN[2]]
+    noise = FOREIGN[:-1] + APP_LINES + [b"    " + FOREIGN[0], b"12:" + FOREIGN[1], b"x | " + FOREIGN[2]]
     out = []
     for line in start:
         out.append(line)
@@ -727,3 +746,20 @@ def test_the_kept_rows_are_the_keep_rows_whether_few_or_many(kinds, keep_share):
     rare = {name: array("q", [(i + 1) * (7 + j) for i in range(len(kinds))]) for j, name in enumerate(("line", "start", "end"))}
     mask = bytes(k == prefilter.KEEP for k in kinds)
     assert _kept_rows(kinds, rare) == {name: list(compress(col, mask)) for name, col in rare.items()}
+
+
+JSON_PIECES = [b'"level"', b'"msg"', b'"message"', b'"log"', b'"line"', b'"MESSAGE"', b'"textPayload"', b'"time"',
+               b'"asctime"', b'"levelname"', b":", b",", b'"', b"{", b"}", b" ", b"debug", b"INFO 05-06 15:56:03 ",
+               b"[core.py:94] ", b"x", b"2026-05-06T15:56:03Z", b"app=", b"_", b"\\u001b[0m", b"\\n", b"vllm"]
+
+
+@settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(JSON_PIECES), max_size=16), st.sampled_from([b"{", b'{"', b"12:{", b"    {"]))
+def test_json_lines_are_sound_and_both_copies_agree(pieces, head):
+    """Lines that start with ``{`` (bare, grep-numbered, indented) built from the keys the wrappers read and
+    those an application's JSON logger writes: only JSON no wrapper reads is counted unread."""
+    line = head + b"".join(pieces)
+    for flags in (0, prefilter.PLAIN_BLOCK):
+        assert _compiled_kinds([line], flags) == bytes([inert_kind(line, flags)])
+        _check_sound(line, flags)

@@ -498,16 +498,48 @@ static int lmc_head_prefix(const u8 *r, size_t m) {
     return 1;
 }
 
+static long find_in(const u8 *s, size_t from, size_t end, const u8 *lit, size_t k);
+static inline int is_letter(u8 c) { return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z'); }
+
+/* wrappers.JSON_KEYS and JSON_FIRST_KEYS (the differential tests build lines from them) */
+static const char *const json_keys[] = {"\"log\"", "\"levelname\"", "\"MESSAGE\"", "\"textPayload\"", "\"line\"",
+                                        "\"message\""};
+static const char *const json_first_keys[] = {"{\"log\"", "{\"asctime\"", "{\"time\"", "{\"levelname\""};
+
+/* prefilter._json_start: a line starting with '{' that a wrapper may read (JSON of a collector or a logging
+ * format, Loki's labels); an application's own JSON line is not one */
+static int json_start(const u8 *r, size_t m) {
+    if (m < 2 || r[1] == '_' || is_letter(r[1])) return 1;
+    for (size_t i = 0; i < sizeof(json_first_keys) / sizeof(json_first_keys[0]); i++) {
+        size_t k = strlen(json_first_keys[i]);
+        if (m >= k && memcmp(r, json_first_keys[i], k) == 0) return 1;
+    }
+    for (size_t i = 0; i < sizeof(json_keys) / sizeof(json_keys[0]); i++)
+        if (find_in(r, 0, m, (const u8 *)json_keys[i], strlen(json_keys[i])) >= 0) return 1;
+    return 0;
+}
+
+/* prefilter._foreign_basic: Python logging's default "LEVEL:logger:" with the name right after the colon */
+static int foreign_basic(const u8 *r, size_t m) {
+    static const char *const words[] = {"INFO:", "WARNING:", "ERROR:", "DEBUG:", "CRITICAL:", "WARN:"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+        size_t k = strlen(words[i]);
+        if (m >= k && memcmp(r, words[i], k) == 0) return m > k && (r[k] == '_' || is_letter(r[k]));
+    }
+    return 0;
+}
+
 static int may_start(const u8 *s, size_t pos, size_t n) {
     if (pos >= n) return 1;
     const u8 *r = s + pos;
     size_t m = n - pos;
     u8 c = r[0];
-    if (c == '(' || c == '{' || c == '<') return 1; /* a process prefix, JSON, a syslog priority */
+    if (c == '(' || c == '<') return 1; /* a process prefix, a syslog priority */
+    if (c == '{') return json_start(r, m);
     if (c == '[') return lmc_head_prefix(r, m);
     if (m >= 3 && (memcmp(r, "INF", 3) == 0 || memcmp(r, "WAR", 3) == 0 || memcmp(r, "ERR", 3) == 0 ||
                    memcmp(r, "DEB", 3) == 0 || memcmp(r, "CRI", 3) == 0))
-        return 1;
+        return !foreign_basic(r, m);
     if (is_digit(c)) return m > 10 && r[4] == '-' && r[10] == 'T';
     return journald_head(r, m);
 }

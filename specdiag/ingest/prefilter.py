@@ -40,6 +40,8 @@ from array import array
 from itertools import repeat
 from typing import NamedTuple
 
+from specdiag.ingest.wrappers import JSON_FIRST_KEYS, JSON_KEYS
+
 #: kinds, one byte per line
 KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST = 0, 1, 2, 3, 4
 #: a block's distinct process prefixes of quiet records told apart (more: every later one is QUIET_FIRST)
@@ -326,15 +328,39 @@ def _may_start(line: bytes, pos: int) -> bool:
     if not rest:
         return True
     c = rest[0]
-    if c in b"({<":  # a process prefix, JSON, a syslog priority (RFC 5424's ``<14>1 …``)
+    if c in b"(<":  # a process prefix, a syslog priority (RFC 5424's ``<14>1 …``)
         return True
+    if c == 0x7B:  # '{'
+        return _json_start(rest)
     if c == 0x5B:  # '[': an LMCache header cut short (a longer one holds the anchor ``LMCache``)
         return len(rest) <= len(LMC_HEAD) and all(t == r or t == 0x30 and r in _DIGITS for t, r in zip(LMC_HEAD, rest, strict=False))
     if rest[:3] in LEVEL_HEADS:
-        return True
+        return not _foreign_basic(rest)
     if c in _DIGITS:
         return rest[4:5] == b"-" and rest[10:11] == b"T"  # an RFC 3339 time: kubectl / docker / journald
     return _journald_head(rest)
+
+
+def _json_start(rest: bytes) -> bool:
+    """Whether a line that starts with ``{`` may be something the per-line stages read: JSON of a collector or
+    a logging format (one of ``wrappers.JSON_KEYS`` anywhere in it, or a first key that validates a loose
+    wrapper), or Loki's labels (``{name="…"} ``). An application's own JSON logger (``{"level":"debug",
+    "msg":…}``) is neither."""
+    second = rest[1:2]
+    if not second or second == b"_" or second.isalpha():
+        return True
+    return rest.startswith(JSON_FIRST_KEYS) or any(k in rest for k in JSON_KEYS)
+
+
+def _foreign_basic(rest: bytes) -> bool:
+    """``WARNING:root:…``: Python logging's default format, whose logger name starts right after the colon.
+    The stages read it only for a vLLM or LMCache logger (``shapes.BASIC``), whose names are anchors; uvicorn
+    puts a space after its ``INFO:``, and a vLLM header a space after its level."""
+    for word in _BASIC_LEVELS:
+        if rest.startswith(word):
+            after = rest[len(word) : len(word) + 1]
+            return after == b"_" or after.isalpha()
+    return False
 
 
 def _journald_head(rest: bytes) -> bool:
@@ -369,6 +395,8 @@ _QUIET_LEVELS = (b"DEBUG ", b"INFO ")
 HELD_WIDTH = 40
 #: vLLM's level words with the space after them: a line starting so is an envelope, never a cut row's rest
 _LEVEL_WORDS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ")
+#: ``LEVEL:`` of Python logging's default format, ``%(levelname)s:%(name)s:%(message)s``
+_BASIC_LEVELS = tuple(w.rstrip() + b":" for w in _LEVEL_WORDS)
 
 
 class QuietOrigin:

@@ -135,13 +135,17 @@ _JSON_EXPORTS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("message", "export-json", ("@timestamp", "timestamp", "time")),
 )
 _JSON_SOURCES = ("kubernetes", "labels", "resource", "_HOSTNAME")
-_JSON_KEYS = (b'"log"', b'"levelname"', b'"MESSAGE"', b'"textPayload"', b'"line"', b'"message"')
+#: a JSON line is read as a wrapper only when it holds one of these keys (the prefilter's ``_json_start`` and
+#: its compiled copy count any other JSON line unread: an application's own JSON logger)
+JSON_KEYS = (b'"log"', b'"levelname"', b'"MESSAGE"', b'"textPayload"', b'"line"', b'"message"')
+#: the first keys of a JSON line that validates a loose wrapper before it (``_is_wrapped``)
+JSON_FIRST_KEYS = (b'{"log"', b'{"asctime"', b'{"time"', b'{"levelname"')
 
 
 def _json_line(line: bytes) -> tuple[bytes, int | None, str, str | None] | None:
     """docker json-file (``{"log": …, "time": …}``), vLLM JSON logging, or a collector's or export's JSON line
     (``_JSON_EXPORTS``) → (inner line, year, style, the source it names or None)."""
-    if not any(k in line for k in _JSON_KEYS):
+    if not any(k in line for k in JSON_KEYS):
         return None
     try:
         obj = json.loads(line)
@@ -392,7 +396,7 @@ class LineUnwrapper:
         """Whether ``rest`` starts with a strict wrapper (used to validate a loose outer one)."""
         c = rest[:1]
         if c == b"{":
-            return rest.startswith((b'{"log"', b'{"asctime"', b'{"time"', b'{"levelname"'))
+            return rest.startswith(JSON_FIRST_KEYS)
         if c == b"[":
             return rest[1:5] == b"pod/"
         if c.isdigit():
