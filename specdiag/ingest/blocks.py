@@ -87,7 +87,7 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
         if PREFILTER and rare["line"] else None
     block = _BlockFeed(reader, view, original)
     for n, s, e, table, i in _line_order(res, skip.kept if skip is not None else rare):
-        if skip is not None and skip.before(n):
+        if skip is not None and skip.before(n) and (table is None or not skip.passes_over(n)):
             skip.read_until(n, block)
         if table is not None:  # a metric row: no lookup observer reads those, so lookups need not stop here
             block.metric.append((n, table, i))
@@ -95,6 +95,8 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
         block.flush_metric()
         block.flush_lookups(n)
         reader.feed(n, original.line_at(n) if original is not None else data[start + s : start + e])
+        if skip is not None:
+            skip.passable = None  # what was open may have changed
     if skip is not None:
         skip.read_until(1 << 62, block)
         skip.count()
@@ -284,6 +286,10 @@ class _Inert:
         self.quiet = self.kinds.find(FIRST_BYTE) >= 0  # a block's first quiet record of a process is QUIET_FIRST
         self.p = 0  # the next rare line not yet read or skipped
         self.read_prefixed = self.quiet_skipped = 0
+        self._first = -1  # the index of the next QUIET_FIRST line at or after ``p`` (-1: not looked for yet)
+        #: whether nothing is open that reading the inert lines would touch (``passes_over``), as of the last
+        #: line read; None once a line was read
+        self.passable: bool | None = None
 
     def before(self, n: int) -> bool:
         """Whether inert lines may lie before line ``n`` (a literal comparison: the common answer is no)."""
@@ -292,11 +298,32 @@ class _Inert:
     def raw(self, p: int) -> bytes:
         return self.data[self.start + self.starts[p] : self.start + self.ends[p]]
 
+    def passes_over(self, n: int) -> bool:
+        """Whether the inert lines before metric row ``n`` may be left to the next read line's turn: nothing
+        is open (a metric row only ever closes what is), the kinds are not stale, no quiet line before ``n``
+        tells a process, no December month waits for its year roll and no wrapper dates them. Counting them
+        then tells exactly what counting them now would, and a log of stats and SpecDecoding lines among
+        counted ones no longer stops at each of its tens of thousands of metric rows."""
+        if self.passable is None:
+            reader = self.reader
+            self.passable = not (reader.busy() or reader.last_month == 12 or _decided_by(reader) != self.decided_at
+                                 or (self.wrapped is not None and self.wrapped.dated))
+        if not self.passable:
+            return False
+        if not self.quiet:
+            return True
+        if self._first < self.p:
+            self._first = self.kinds.find(FIRST_BYTE, self.p)
+            if self._first < 0:
+                self._first = len(self.lines)
+        return self._first >= len(self.lines) or self.lines[self._first] >= n
+
     def read_until(self, n: int, block: _BlockFeed) -> None:
         """Past the rare lines before line ``n``: kept ones were read already; inert and quiet ones are read
         while a record is open, else skipped all at once."""
         lines, kinds, reader = self.lines, self.kinds, self.reader
         p = self.p
+        self.passable = None
         while p < len(lines) and lines[p] < n:
             kind = kinds[p]
             if kind == prefilter.KEEP:
