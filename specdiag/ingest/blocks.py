@@ -25,7 +25,7 @@ from specdiag.ingest.joiner import TERMINAL_WIDTHS
 from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.prefilter import FOREIGN_HEADER, QuietOrigin
 from specdiag.ingest.scan import ScanResult
-from specdiag.ingest.wrappers import ISO_TS, LineUnwrapper
+from specdiag.ingest.wrappers import ISO_TS, LineUnwrapper, json_line
 
 try:
     from specdiag.ingest._scan import iso_row_wraps as _compiled_iso_row_wraps
@@ -126,7 +126,7 @@ def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanR
     rare = res.columns["rare"]
     if copy is None:
         return _Inert(reader, data, start, end, rare, res.ahead)
-    if named is not None:  # kubectl --prefix, journald: one width on every line (``ahead.unwrapped``)
+    if named is not None and data[start] != 0x7B:  # kubectl --prefix, journald: one width on every line
         width = array("q", [_wrap_width(data, start, copy)]) * len(rare["line"])
         wrapped = _Wrapped(original, origins, (width, width), False)
     elif 48 <= data[start] <= 57:  # timestamps (and CRI tags): the widths the copy took off, line by line
@@ -505,7 +505,8 @@ def _line_order(res: ScanResult, rare: dict):
 
 
 def _wrapper_year(line: bytes) -> int | None:
-    """The year of a line's kubectl / docker ``--timestamps`` or of its json-file ``time``, or None."""
+    """The year of a line's kubectl / docker ``--timestamps``, of its json-file ``time``, or of a collector's or an
+    export's JSON line (``wrappers.json_line``), or None."""
     if line[4:5] == b"-" and line[10:11] == b"T":
         m = ISO_TS.match(line)  # as ``LineUnwrapper`` reads it
         return int(m.group(1)) if m is not None else None
@@ -513,6 +514,9 @@ def _wrapper_year(line: bytes) -> int | None:
         at = line.rfind(b'","time":"') + 10
         if at >= 10 and line[at : at + 4].isdigit():
             return int(line[at : at + 4])
+    if line[:1] == b"{":  # a collector's or an export's JSON line (``ahead._export_unwrapped``)
+        got = json_line(line)
+        return None if got is None else got[1]
     return None
 
 

@@ -22,6 +22,7 @@ and container, the journald host, the compose container. Timestamps that carry a
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
@@ -140,12 +141,15 @@ _JSON_SOURCES = ("kubernetes", "labels", "resource", "_HOSTNAME")
 JSON_KEYS = (b'"log"', b'"levelname"', b'"MESSAGE"', b'"textPayload"', b'"line"', b'"message"')
 #: the first keys of a JSON line that validates a loose wrapper before it (``_is_wrapped``)
 JSON_FIRST_KEYS = (b'{"log"', b'{"asctime"', b'{"time"', b'{"levelname"')
+_JSON_KEY = re.compile(b"|".join(map(re.escape, JSON_KEYS)))
+#: each export with the keys that mark a line as one (its times, or a source)
+_JSON_EXPORT_MARKS = tuple((key, style, times, (*times, *_JSON_SOURCES)) for key, style, times in _JSON_EXPORTS)
 
 
-def _json_line(line: bytes) -> tuple[bytes, int | None, str, str | None] | None:
+def json_line(line: bytes) -> tuple[bytes, int | None, str, str | None] | None:
     """docker json-file (``{"log": …, "time": …}``), vLLM JSON logging, or a collector's or export's JSON line
     (``_JSON_EXPORTS``) → (inner line, year, style, the source it names or None)."""
-    if not any(k in line for k in JSON_KEYS):
+    if _JSON_KEY.search(line) is None:
         return None
     try:
         obj = json.loads(line)
@@ -160,9 +164,9 @@ def _json_line(line: bytes) -> tuple[bytes, int | None, str, str | None] | None:
     if isinstance(log, str):
         style = "docker-json" if "kubernetes" not in obj else "export-json"
         return _inner(log), _year_of(obj.get("time")), style, _json_source(obj)
-    for key, style, times in _JSON_EXPORTS:
+    for key, style, times, marks in _JSON_EXPORT_MARKS:
         text = obj.get(key)
-        if isinstance(text, str) and any(k in obj for k in (*times, *_JSON_SOURCES)):
+        if isinstance(text, str) and any(k in obj for k in marks):
             year = next((y for t in times if (y := _year_of(obj.get(t))) is not None), None)
             return _inner(text), year, style, _json_source(obj)
     return None
@@ -186,9 +190,15 @@ def _year_of(t: object) -> int | None:
 def _year_of_micros(t: str) -> int | None:
     if not t.isdigit() or not 15 <= len(t) <= 17:  # 2001–2286 in microseconds
         return None
+    return _year_of_day(int(t) // 86_400_000_000)
+
+
+@functools.lru_cache(maxsize=64)
+def _year_of_day(day: int) -> int:
+    """The year of a day since the epoch (UTC): a journal's lines come from few days."""
     import datetime as dt
 
-    return dt.datetime.fromtimestamp(int(t) / 1e6, dt.timezone.utc).year
+    return dt.datetime.fromtimestamp(day * 86_400, dt.timezone.utc).year
 
 
 def _json_source(obj: dict) -> str | None:
@@ -262,7 +272,7 @@ class LineUnwrapper:
                 return self._timestamp(line)
             return self._grep_n(line, grep_next)
         if c == 123:  # '{'
-            got = _json_line(line)
+            got = json_line(line)
             if got is None:
                 return self._loki_labels(line)
             inner, year, style, source = got
