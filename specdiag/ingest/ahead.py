@@ -209,11 +209,8 @@ def _docker_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     """The texts of a block of docker json-file lines, one per line, when every line is one."""
     if data[start : start + 8] != b'{"log":"':
         return None
-    block = data[start:end]
-    lines = block.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    if max(map(len, lines)) > DOCKER_MAX_LINE:
+    lines = _lines_of(data, start, end, DOCKER_MAX_LINE)
+    if lines is None:
         return None
     match, texts = _DOCKER_LINE.fullmatch, []
     for line in lines:
@@ -221,7 +218,7 @@ def _docker_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
         if m is None:
             return None
         texts.append(m[1])
-    copy = b"\n".join(texts) + b"\n" if block[-1:] == b"\n" else b"\n".join(texts)
+    copy = _joined(texts, data, end)
     if b"\\" in copy:
         copy = _DOCKER_ESCAPE.sub(_undo_escape, copy)
     return copy
@@ -240,11 +237,8 @@ def _export_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     read it). A text that starts with a wrapper of its own (a timestamp, a kubectl prefix) is never hot and
     never counted unread (the prefilter keeps what may start one), so the stages read it, as they read a
     docker json-file copy's."""
-    block = data[start:end]
-    lines = block.split(b"\n")
-    if lines[-1] == b"":
-        lines.pop()
-    if max(map(len, lines)) > EXPORT_MAX_LINE:
+    lines = _lines_of(data, start, end, EXPORT_MAX_LINE)
+    if lines is None:
         return None
     first = json_line(lines[0])
     if first is None or first[3] is None:
@@ -258,7 +252,20 @@ def _export_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
         if b"\n" in got[0]:  # a text of several lines: the copy would number lines apart from the input's
             return None
         texts.append(got[0])
-    return b"\n".join(texts) + b"\n" if block[-1:] == b"\n" else b"\n".join(texts)
+    return _joined(texts, data, end)
+
+
+def _lines_of(data: bytes, start: int, end: int, longest: int) -> list[bytes] | None:
+    """The lines of ``data[start:end]`` without their line breaks; None when one is longer than ``longest``."""
+    lines = data[start:end].split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
+    return None if max(map(len, lines)) > longest else lines
+
+
+def _joined(texts: list[bytes], data: bytes, end: int) -> bytes:
+    """A copy's lines, one per line of the block, ending as the block ends."""
+    return b"\n".join(texts) + b"\n" if data[end - 1 : end] == b"\n" else b"\n".join(texts)
 
 
 def _undo_escape(m: re.Match[bytes]) -> bytes:
