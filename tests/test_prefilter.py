@@ -763,3 +763,49 @@ def test_json_lines_are_sound_and_both_copies_agree(pieces, head):
     for flags in (0, prefilter.PLAIN_BLOCK):
         assert _compiled_kinds([line], flags) == bytes([inert_kind(line, flags)])
         _check_sound(line, flags)
+
+
+def test_quiet_records_in_a_residue_block_are_measured_as_the_reader_measures_them(tmp_path):
+    """In a block of colour residue (``[1;36m`` without ESC, as a collector's JSON of a coloured line leaves
+    it) the reader measures rows without the residue: a quiet record held at a terminal's width and the row
+    after it, with residue that makes them as wide or not, report the same with and without the prefilter,
+    and a next row wider without its residue no longer keeps the record read."""
+    rec = "[1;36m(EngineCore_DP0 pid=7)[0;0m DEBUG 05-06 15:56:{s:02d} [shm_broadcast.py:227] Poller received cancel event"
+    warm = [rec.format(s=i % 60) + f" {i}" for i in range(16000)]  # > 1 MiB: the place is learnt in the first block
+    base = rec.format(s=3)
+    held = base + "z" * (120 + len("[1;36m[0;0m") - len(base))  # 120 columns without its residue: a terminal's
+    rows = ["[0;0m" + "r" * 119, "r" * 119 + "[1m", "[0;0m" + "r" * 140, "node-1:1234:5678 [0] NCCL INFO x" + "[0m" * 30]
+    tail = [x for row in rows for x in (held, row)] * 20
+    log = tmp_path / "residue.log"
+    log.write_text("\n".join(warm + tail) + "\n")
+    assert _analyse(log, "on") == _analyse(log, "off")
+    quiet = _places()
+    quiet.add(b"DEBUG shm_broadcast.py:227")
+    wider = held.encode(), rows[2].encode()  # 145 columns as written, 140 without residue: wider than 120
+    assert inert_kind(wider[0], RESIDUE_BLOCK, quiet, wider[1], frozenset({120}), YEAR) == QUIET
+    data = b"\n".join(wider)
+    args = (data, 0, *_offsets(list(wider)), RESIDUE_BLOCK, quiet, len(data), frozenset({120}), YEAR)
+    assert prefilter.block_kinds(*args)[:1] == prefilter.kinds(*args)[:1] == bytes([prefilter.QUIET_FIRST])
+    same = held.encode(), rows[0].encode()  # 120 without residue: may be its rest
+    assert inert_kind(same[0], RESIDUE_BLOCK, quiet, same[1], frozenset({120}), YEAR) == KEEP
+
+
+RESIDUE_PIECES = [b"[0m", b"[1;36m", b"[0;0m", b"[", b"m", b";", b"1", b"x", b" ", b"xxxxxxxxxx", b"\r"]
+
+
+@settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "300")), deadline=None)
+@given(st.lists(st.sampled_from(RESIDUE_PIECES), max_size=30), st.integers(0, 60), st.integers(0, 40))
+def test_the_row_after_a_quiet_record_is_measured_alike_by_both_copies(pieces, pad, wrap):
+    """Residue, CRs and widths around a terminal's: both copies decide the same, with and without a wrapper
+    width behind the next row."""
+    quiet = _places()
+    quiet.add(b"DEBUG shm_broadcast.py:227")
+    record = b"(EngineCore_DP0 pid=7) DEBUG 05-06 15:56:03 [shm_broadcast.py:227] Poller received cancel event "
+    record += b"p" * pad
+    after = b"".join(pieces)
+    block = [record, after]
+    for flags in (RESIDUE_BLOCK, 0):
+        wraps = (array("q", [0, wrap]), array("q", [wrap, 0]))
+        data = b"\n".join(block)
+        args = (data, 0, *_offsets(block), flags, quiet, len(data), WIDTHS, YEAR)
+        assert prefilter.block_kinds(*args, None, wraps) == prefilter.kinds(*args, wraps), (after, flags, wrap)

@@ -103,3 +103,30 @@ def test_scanned_stats_lines_of_an_export_take_the_year_of_their_own_line(tmp_pa
            if kind == "stats"}
     assert len(got) == len(want) > 100 and got == want
     assert {2026, 2027, 2028} <= set(got.values())
+
+
+def test_a_coloured_record_held_at_a_terminal_width_in_an_export_reports_the_same(tmp_path):
+    """journald keeps vLLM's colour as ``\\u001b[1;36m``: the reader strips the residue from the JSON line
+    before measuring it. A quiet record exactly a terminal's width (200) without its residue is held, and
+    the short row after it joined, whether or not the copy's rows are measured: same report either way."""
+    from specdiag.ingest.cleaner import ANSI_RESIDUE
+
+    rec = "\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m DEBUG 05-06 15:56:03 [shm_broadcast.py:227] Poller received cancel event"
+
+    def line(text: str, i: int) -> str:
+        return json.dumps({"__REALTIME_TIMESTAMP": str(MICROS + i), "_HOSTNAME": "h", "MESSAGE": text},
+                          separators=(",", ":"))
+
+    warm = [line(rec + f" {i}", i) for i in range(12000)]  # > 1 MiB: the place is learnt in the first block
+
+    held = rec + " "
+    while len(ANSI_RESIDUE.sub(b"", line(held, 0).encode())) < 200:
+        held += "z"
+    assert len(ANSI_RESIDUE.sub(b"", line(held, 0).encode())) == 200
+    tail = [x for i in range(300) for x in (line(held, i), line("r" * 20, i))]
+    lines = warm + tail
+    log = tmp_path / "held.json"
+    log.write_text("\n".join(lines) + "\n")
+    on = _run(log, "on", "SPECDIAG_PREFILTER", "1")
+    assert on == _run(log, "off", "SPECDIAG_PREFILTER", "1")
+    assert on == _run(log, "off", "SPECDIAG_SCAN_WRAPPED", "1")

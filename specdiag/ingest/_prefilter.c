@@ -901,6 +901,25 @@ static int foreign_header(const u8 *h, size_t m) {
     return nccl_header(h, m) || logging_header(h, m) || glog_header(h, m) || warnings_header(h, m);
 }
 
+/* the length of s[0..n) without its colour residue, as cleaned() would leave it in a residue block */
+static size_t without_residue_len(const u8 *s, size_t n) {
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        const u8 *b = memchr(s + i, '[', n - i);
+        size_t j = b ? (size_t)(b - s) : n;
+        w += j - i;
+        if (j == n) break;
+        size_t k = residue(s, j, n);
+        if (k) {
+            i = j + k;
+        } else {
+            w++;
+            i = j + 1;
+        }
+    }
+    return w;
+}
+
 /* prefilter._ends_held: the line after a held record (raw, after[0..an)) cannot be its rest */
 static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf);
 
@@ -909,8 +928,9 @@ static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf
     an = without_line_end_cr(after, an);
     if (an == 0) return !after_wrap; /* a wrapper with nothing behind it: left to the reader */
     int wide = plen <= MAX_QUIET_LINE ? wmask[plen] : 1; /* past the mask: maybe a terminal width */
-    size_t width = an + after_wrap;
-    if (!(flags & RESIDUE_BLOCK) && !memchr(after, '\r', an) && (width > plen || (!wide && width != plen))) return 1;
+    /* the next row as the reader measures it: without colour residue, where the block's cleaner strips it */
+    size_t width = ((flags & RESIDUE_BLOCK) ? without_residue_len(after, an) : an) + after_wrap;
+    if (!memchr(after, '\r', an) && (width > plen || (!wide && width != plen))) return 1;
     return not_a_rest(after, an, flags, buf);
 }
 

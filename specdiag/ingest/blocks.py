@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.ahead import holds_cri, iso_fronts
+from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.joiner import TERMINAL_WIDTHS
 from specdiag.ingest.origin import OriginCache
@@ -132,7 +133,7 @@ def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanR
     elif 48 <= data[start] <= 57:  # timestamps (and CRI tags): the widths the copy took off, line by line
         wrapped = _Wrapped(original, origins, _iso_row_wraps(data, start, end, original.base + 1, rare), True)
     else:
-        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare), True)
+        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare, reader.cleaner.residue), True)
     return _Inert(reader, copy, 0, len(copy), rare, None, wrapped)
 
 
@@ -144,18 +145,31 @@ def _holds_only(reader: LineReader, deployment: str) -> bool:
             and reader.head is None and not reader.cleaner.esc_cut and not reader.unwrapper.carries())
 
 
-def _row_wraps(original: _OriginalLines, copy: bytes, rare: dict) -> tuple[array, array]:
+def _row_wraps(original: _OriginalLines, copy: bytes, rare: dict, residue: bool = False) -> tuple[array, array]:
     """Per rare row, the width of the wrapper the copy took off it and off the line after it: the reader
     counts it in a row's width (``LineReader._continue_held``). Only the rows are measured (the lines as read
-    are split for the rows read anyway); a row's next line in the copy is found from the row's end."""
+    are split for the rows read anyway); a row's next line in the copy is found from the row's end. In a
+    block whose cleaner strips colour residue (``residue``) the reader measures a row without it, and so
+    are both lines here: a collector's JSON around a coloured text holds residue its copy does not."""
     lines, starts, ends = rare["line"], rare["start"], rare["end"]
     orig, base = original.all(), original.base + 1
     last = len(orig) - 1
     find, size = copy.find, len(copy)
+    if residue:
+        width = _residue_free_width
+        rows = array("q", [width(orig[n - base]) - width(copy[s:e]) for n, s, e in zip(lines, starts, ends, strict=True)])
+        after = array("q", [width(orig[n - base + 1]) - width(copy[e + 1 : size if (nl := find(b"\n", e + 1)) < 0 else nl])
+                            if n - base < last else 0 for n, e in zip(lines, ends, strict=True)])
+        return rows, after
     rows = array("q", [len(orig[n - base]) - (e - s) for n, s, e in zip(lines, starts, ends, strict=True)])
     after = array("q", [len(orig[n - base + 1]) - ((size if (nl := find(b"\n", e + 1)) < 0 else nl) - e - 1)
                         if n - base < last else 0 for n, e in zip(lines, ends, strict=True)])
     return rows, after
+
+
+def _residue_free_width(line: bytes) -> int:
+    """A line's width as a residue block's cleaner leaves it (``Cleaner.clean``)."""
+    return len(ANSI_RESIDUE.sub(b"", line)) if b"m" in line else len(line)
 
 
 def _iso_row_wraps(data: bytes, start: int, end: int, first: int, rare: dict) -> tuple[array, array]:

@@ -618,8 +618,9 @@ def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int], afte
     if not after:
         return not after_wrap  # a wrapper with nothing behind it: left to the reader
     wide = plen in widths if plen <= MAX_QUIET_LINE else True  # past the compiled copy's mask: maybe a terminal's
-    width = len(after) + after_wrap
-    if not flags & RESIDUE_BLOCK and b"\r" not in after and (width > plen or not wide and width != plen):
+    # the next row as the reader measures it: without colour residue, where the block's cleaner strips it
+    width = (len(_RESIDUE.sub(b"", after)) if flags & RESIDUE_BLOCK else len(after)) + after_wrap
+    if b"\r" not in after and (width > plen or not wide and width != plen):
         return True
     return _not_a_rest(after, flags)
 
