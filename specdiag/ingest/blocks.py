@@ -132,8 +132,9 @@ def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanR
         wrapped = _Wrapped(original, origins, (width, width), False)
     elif 48 <= data[start] <= 57:  # timestamps (and CRI tags): the widths the copy took off, line by line
         wrapped = _Wrapped(original, origins, _iso_row_wraps(data, start, end, original.base + 1, rare), True)
-    else:
-        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare, reader.cleaner.residue), True)
+    else:  # docker's json-file (its copy holds the residue its line does), a collector's JSON (its copy none)
+        residue = reader.cleaner.residue and named is not None
+        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare, residue), True)
     return _Inert(reader, copy, 0, len(copy), rare, None, wrapped)
 
 
@@ -150,7 +151,9 @@ def _row_wraps(original: _OriginalLines, copy: bytes, rare: dict, residue: bool 
     counts it in a row's width (``LineReader._continue_held``). Only the rows are measured (the lines as read
     are split for the rows read anyway); a row's next line in the copy is found from the row's end. In a
     block whose cleaner strips colour residue (``residue``) the reader measures a row without it, and so
-    are both lines here: a collector's JSON around a coloured text holds residue its copy does not."""
+    are both lines here: a collector's JSON around a coloured text holds residue its copy does not (a
+    docker json-file line holds the same residue as its copy: its JSON escapes hold no ``[``, digit, ``;``
+    or ``m``, so the raw widths differ by exactly the wrapper)."""
     lines, starts, ends = rare["line"], rare["start"], rare["end"]
     orig, base = original.all(), original.base + 1
     last = len(orig) - 1
