@@ -809,3 +809,34 @@ def test_the_row_after_a_quiet_record_is_measured_alike_by_both_copies(pieces, p
         data = b"\n".join(block)
         args = (data, 0, *_offsets(block), flags, quiet, len(data), WIDTHS, YEAR)
         assert prefilter.block_kinds(*args, None, wraps) == prefilter.kinds(*args, wraps), (after, flags, wrap)
+
+
+DOCKER_PIECES = [b"\x1b[1;36m", b"\x1b[0;0m", b"\x1b", b"\x1b[K", b"\x1b[?25l", b"[0m", b"[", b"0m", b"[1;36m", b"m",
+                 b"(EngineCore_DP0 pid=7) ", b"DEBUG 05-06 15:56:03 [shm_broadcast.py:227] ", b"Poller received cancel event",
+                 b"node-1:1234:5678 [0] NCCL INFO x", b" ", b"x" * 40]
+
+
+@settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None)
+@given(st.lists(st.sampled_from(DOCKER_PIECES), max_size=12), st.lists(st.sampled_from(DOCKER_PIECES), max_size=8),
+       st.sampled_from([0, RESIDUE_BLOCK]), st.integers(0, 90))
+def test_docker_texts_are_cleaned_and_measured_alike_by_both_copies(pieces, after, residue, wrap):
+    """A docker json-file copy's lines (``DOCKER_TEXT``): colour taken off as ``wrappers.json_line`` takes it
+    (``ANSI_BYTES`` where an ESC or ``[0m`` is left after the block's residue), rows measured as the json-file
+    line is; both copies decide alike, a quiet place registered, whatever escapes the text holds."""
+    quiet = _places()
+    quiet.add(b"DEBUG shm_broadcast.py:227")
+    block = [b"".join(pieces), b"".join(after)]
+    flags = prefilter.DOCKER_TEXT | residue
+    wraps = (array("q", [wrap, 0]), array("q", [0, 0]))
+    data = b"\n".join(block)
+    args = (data, 0, *_offsets(block), flags, quiet, len(data), WIDTHS, YEAR)
+    assert prefilter.block_kinds(*args, None, wraps) == prefilter.kinds(*args, wraps), (block, flags, wrap)
+    assert prefilter.cleaned_line(block[0], flags) == prefilter._cleaned(block[0], flags) or b"\r" in block[0]
+
+
+def test_a_docker_text_is_cleaned_as_its_json_line_is_read():
+    from specdiag.ingest.wrappers import json_line
+
+    for text in (b"\x1b[1;36m(EngineCore pid=7)\x1b[0;0m DEBUG x", b"a\x1b[Kb", b"[[0m0m", b"[1;36mx", b"\x1bx[0m"):
+        doc = json.dumps({"log": text.decode() + "\n", "stream": "stdout", "time": "2026-05-06T15:56:03Z"}).encode()
+        assert prefilter._cleaned(text, prefilter.DOCKER_TEXT) == json_line(doc)[0], text

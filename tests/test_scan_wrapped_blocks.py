@@ -403,3 +403,21 @@ def test_an_rfc5424_syslog_file_reports_what_its_lines_report(tmp_path):
     assert got == _run(log, "off", "SPECDIAG_PREFILTER", "1")
     assert _without_paths(got, log).replace("host:gpu-1", "LOG") == _without_paths(_analyse(plain, "on"), plain)
     assert "syslog-5424" in got["inputs"][0]["formats"]
+
+
+def test_coloured_docker_records_are_counted_as_their_json_lines_are_read(tmp_path):
+    """vLLM's coloured DEBUG records in docker's json-file, with escapes that colour removal treats apart (an
+    erase-line sequence, a lone ESC, residue without ESC, residue that a removal leaves behind): counted once
+    their place is learnt, with the report of reading every line, with or without the copy."""
+    rec = "\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m DEBUG 05-06 15:56:{s:02d} [shm_broadcast.py:227] Poller received cancel event"
+    odd = ["", "\x1b[K", " \x1b", " [[0m0m", " [1;36m", " \x1b[?25l x"]
+    lines = [rec.format(s=i % 60) + odd[i % len(odd)] for i in range(30000)]
+    lines[20000:20000] = TP8
+    log = tmp_path / "docker.log"
+    log.write_text("\n".join(_docker(lines)) + "\n")
+    assert log.stat().st_size > 3 << 20
+    on = _analyse(log, "on")
+    assert on == _analyse(log, "off") == _analyse(log, "off", "SPECDIAG_PREFILTER")
+    from test_prefilter import _quiet_count
+
+    assert _quiet_count(log) > 15_000

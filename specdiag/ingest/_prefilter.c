@@ -34,6 +34,7 @@ typedef unsigned char u8;
 #define ESC_BLOCK 1
 #define RESIDUE_BLOCK 2
 #define PLAIN_BLOCK 4
+#define DOCKER_TEXT 8
 #define MAX_INERT_LINE 4096
 #define MAX_QUIET_LINE 65536 /* prefilter.MAX_QUIET_LINE */
 #define MAX_PLACES 24
@@ -303,6 +304,25 @@ static size_t without_line_end_cr(const u8 *s, size_t n) {
 }
 
 /* the line without a CRLF end's CR (its callers took it off: without_line_end_cr) */
+static long find_in(const u8 *s, size_t from, size_t end, const u8 *lit, size_t k);
+
+/* wrappers.ANSI_BYTES taken off s[0..n) in place (one pass, leftmost: an escape sequence, a lone ESC, colour
+ * residue), as json_line does to a docker text; the length left */
+static size_t without_ansi(u8 *s, size_t n) {
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t k = s[i] == 0x1b ? esc_seq(s, i, n) : s[i] == '[' ? residue(s, i, n) : 0;
+        if (k) {
+            i += k;
+        } else if (s[i] == 0x1b) {
+            i++;
+        } else {
+            s[w++] = s[i++];
+        }
+    }
+    return w;
+}
+
 static long cleaned(const u8 *s, size_t n, int flags, u8 *out) {
     if (memchr(s, '\r', n)) return -1;
     size_t w = 0;
@@ -330,10 +350,13 @@ static long cleaned(const u8 *s, size_t n, int flags, u8 *out) {
             }
             out[w++] = s[i++];
         }
-        return (long)w;
+    } else {
+        memcpy(out, s, n);
+        w = n;
     }
-    memcpy(out, s, n);
-    return (long)n;
+    if ((flags & DOCKER_TEXT) && (memchr(out, 0x1b, w) || find_in(out, 0, w, (const u8 *)"[0m", 3) >= 0))
+        w = without_ansi(out, w);
+    return (long)w;
 }
 
 /* ---------------------------------------------------------------- process prefixes (prefilter._peeled) */
@@ -953,8 +976,15 @@ static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf) {
     return (flags & PLAIN_BLOCK) && foreign_header(h, m);
 }
 
-/* prefilter._quiet: rest (r[0..rn)) of the cleaned line (m bytes; raw n bytes) is a quiet record */
-static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const quiet_t *q, const u8 *after,
+/* prefilter._measured: the row (raw n bytes, m cleaned) as the reader measures it */
+static size_t measured(const u8 *raw, size_t n, size_t m, int flags) {
+    if (flags & ESC_BLOCK) return n;
+    if (flags & DOCKER_TEXT) return (flags & RESIDUE_BLOCK) ? without_residue_len(raw, n) : n;
+    return m;
+}
+
+/* prefilter._quiet: rest (r[0..rn)) of the cleaned line is a quiet record; width: the row as measured */
+static int is_quiet(const u8 *r, size_t rn, size_t width, int flags, const quiet_t *q, const u8 *after,
                     size_t an, int has_after, u8 *buf, int whole, const size_t wrap[2]) {
     const char *level;
     size_t pos;
@@ -978,7 +1008,7 @@ static int is_quiet(const u8 *r, size_t rn, size_t m, size_t n, int flags, const
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
     if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg, whole) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
         return 0;
-    size_t plen = ((flags & ESC_BLOCK) ? n : m) + wrap[0]; /* as the reader measures it */
+    size_t plen = width + wrap[0]; /* as the reader measures it */
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask, wrap[1]));
 }
 
@@ -1010,7 +1040,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     size_t m = n;
     /* a printable ASCII line holds no ESC and no CR: cleaning it copies it unchanged, except where the
        block's colour residue is removed (most lines of a log: one pass instead of three and a copy) */
-    int ascii = !(flags & RESIDUE_BLOCK) && n <= MAX_QUIET_LINE && all_printable(raw, n);
+    int ascii = !(flags & (RESIDUE_BLOCK | DOCKER_TEXT)) && n <= MAX_QUIET_LINE && all_printable(raw, n);
     if (!ascii) {
         long len = cleaned(raw, n, flags, buf);
         if (len < 0 || len > MAX_QUIET_LINE) return KEEP;
@@ -1024,7 +1054,8 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     const u8 *r = s + at;
     size_t rn = m - at;
     if (q && rn && ((r[0] == '[' && is_quiet_lmcache(r, rn, q, !ascii)) ||
-                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, m, n, flags, q, after, an, has_after, buf2, !ascii, wrap))))
+                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, measured(raw, n, m, flags), flags, q, after, an,
+                                                               has_after, buf2, !ascii, wrap))))
         return first_of_head(heads, s, prefixed ? at : 0) ? QUIET_FIRST : QUIET;
     if (!ascii || m > MAX_INERT_LINE) return KEEP; /* beyond printable ASCII, or long: only a quiet record is counted unread */
     if (rn == 0 || has_anchor(r, rn)) return KEEP;

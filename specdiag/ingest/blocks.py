@@ -115,6 +115,7 @@ class _Wrapped(NamedTuple):
     origins: OriginCache
     wraps: tuple[array, array]
     dated: bool
+    docker: bool = False  # docker json-file texts: the reader sees them without their colour (``DOCKER_TEXT``)
 
 
 def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanResult, copy: bytes | None,
@@ -134,7 +135,7 @@ def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanR
         wrapped = _Wrapped(original, origins, _iso_row_wraps(data, start, end, original.base + 1, rare), True)
     else:  # docker's json-file (its copy holds the residue its line does), a collector's JSON (its copy none)
         residue = reader.cleaner.residue and named is not None
-        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare, residue), True)
+        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare, residue), True, named is None)
     return _Inert(reader, copy, 0, len(copy), rare, None, wrapped)
 
 
@@ -287,6 +288,8 @@ class _Inert:
                  ahead: prefilter.Ahead | None = None, wrapped: _Wrapped | None = None) -> None:
         cleaner = reader.cleaner
         self.flags = prefilter.colour_flags(cleaner.esc, cleaner.residue) | plain_flag(reader)
+        if wrapped is not None and wrapped.docker and not cleaner.esc:
+            self.flags |= prefilter.DOCKER_TEXT
         # ``wrapped``: ``data`` is a block's copy without its wrapper; the prefilter counts each line's wrapper
         # width in the row's, as the reader does, and a line read is read as read (with its wrapper)
         self.wrapped = wrapped

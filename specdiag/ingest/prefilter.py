@@ -40,7 +40,7 @@ from array import array
 from itertools import repeat
 from typing import NamedTuple
 
-from specdiag.ingest.wrappers import JSON_FIRST_KEYS, JSON_KEYS
+from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS
 
 #: kinds, one byte per line
 KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST = 0, 1, 2, 3, 4
@@ -50,8 +50,9 @@ MAX_QUIET_HEAD = 256
 #: placeholders of a simple pattern the compiled copy checks (a longer format is never quiet)
 MAX_PLACEHOLDERS = 64
 #: block flags (``Cleaner.esc`` / ``Cleaner.residue``; ``PLAIN_BLOCK``: no wrapper seen in the input so far, so
-#: a line's first bytes are what the joiner will read)
-ESC_BLOCK, RESIDUE_BLOCK, PLAIN_BLOCK = 1, 2, 4
+#: a line's first bytes are what the joiner will read; ``DOCKER_TEXT``: the lines are a docker json-file copy's
+#: texts, which the reader sees as ``wrappers.json_line`` leaves them: colour removed, ``ANSI_BYTES``)
+ESC_BLOCK, RESIDUE_BLOCK, PLAIN_BLOCK, DOCKER_TEXT = 1, 2, 4, 8
 
 
 def colour_flags(esc: bool, residue: bool) -> int:
@@ -160,8 +161,21 @@ def _cleaned(raw: bytes, flags: int) -> bytes | None:
             return None
         return _ESC_SEQ.sub(b"", raw).replace(b"\x1b", b"")
     if flags & RESIDUE_BLOCK:
-        return _RESIDUE.sub(b"", raw)
+        raw = _RESIDUE.sub(b"", raw)
+    if flags & DOCKER_TEXT and (b"\x1b" in raw or b"[0m" in raw):  # as ``wrappers._inner`` takes it off
+        raw = ANSI_BYTES.sub(b"", raw)
     return raw
+
+
+def _measured(raw: bytes, line: bytes, flags: int) -> int:
+    """A row's width as the reader measures it: with its escapes in a block of them (a terminal's fold counts
+    them), else as cleaned; a docker copy's row as its json-file line is cleaned (its residue only: the rest
+    of its colour comes off inside the JSON, after the reader measured it)."""
+    if flags & ESC_BLOCK:
+        return len(raw)
+    if flags & DOCKER_TEXT:
+        return len(_RESIDUE.sub(b"", raw)) if flags & RESIDUE_BLOCK else len(raw)
+    return len(line)
 
 
 def _without_line_end_cr(raw: bytes) -> bytes:
@@ -606,7 +620,7 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
     body = rest[m.end() :]
     if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body, whole) or not _unremarkable(body, quiet, "vllm"):
         return False
-    plen = (len(raw) if flags & ESC_BLOCK else len(line)) + wrap[0]  # the row as the reader measures it
+    plen = _measured(raw, line, flags) + wrap[0]  # the row as the reader measures it
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths, wrap[1]))
 
 
