@@ -1455,3 +1455,121 @@ done:
     PyBuffer_Release(&lv);
     return out;
 }
+
+/* ---- docker_texts: the texts of a block of docker json-file lines ---------------------------------------
+ * ahead._docker_unwrapped's compiled copy: every line must be ahead._DOCKER_LINE whole,
+ *   {"log":"TEXT(\r)?\n","stream":"std(out|err)","time":"\d{4}-\d\d-\d\dT[0-9:.]+(Z|[+-]\d\d:\d\d)"}
+ * TEXT runs of bytes but '"', '\\' and LF, with the escapes \" \t \\ \u001b \u003c \u003e \u0026 between them,
+ * which the copy undoes. The pattern is read left to right without backtracking: no escape TEXT allows starts
+ * like the "\r" or "\n" that end it, and the time's run of [0-9:.] is followed by a byte it holds not. */
+
+/* the decoded byte of a TEXT escape at s[i] == '\\' (its length in *k), or -1 where TEXT allows none */
+static int docker_escape(const u8 *s, size_t i, size_t n, size_t *k) {
+    if (i + 1 >= n) return -1;
+    u8 c = s[i + 1];
+    *k = 2;
+    if (c == '"' || c == '\\') return c;
+    if (c == 't') return '\t';
+    if (c != 'u' || i + 6 > n || s[i + 2] != '0' || s[i + 3] != '0') return -1;
+    *k = 6;
+    if (s[i + 4] == '1' && s[i + 5] == 'b') return 0x1b;
+    if (s[i + 4] == '3' && s[i + 5] == 'c') return '<';
+    if (s[i + 4] == '3' && s[i + 5] == 'e') return '>';
+    if (s[i + 4] == '2' && s[i + 5] == '6') return '&';
+    return -1;
+}
+
+/* whether s[i..n) is the tail after TEXT: (\r)?\n","stream":"std(out|err)","time":"<time>"} */
+static int docker_tail(const u8 *s, size_t i, size_t n) {
+    static const char *const heads[] = {"\\r\\n\",\"stream\":\"stdout\",\"time\":\"", "\\r\\n\",\"stream\":\"stderr\",\"time\":\"",
+                                        "\\n\",\"stream\":\"stdout\",\"time\":\"", "\\n\",\"stream\":\"stderr\",\"time\":\""};
+    size_t j = 0;
+    for (size_t h = 0; h < 4 && !j; h++) {
+        size_t k = strlen(heads[h]);
+        if (i + k <= n && memcmp(s + i, heads[h], k) == 0) j = i + k;
+    }
+    if (!j) return 0;
+    static const char shape[] = "0000-00-00T";
+    for (size_t t = 0; t < sizeof(shape) - 1; t++, j++)
+        if (j >= n || (shape[t] == '0' ? !is_digit(s[j]) : s[j] != (u8)shape[t])) return 0;
+    size_t run = j;
+    while (j < n && (is_digit(s[j]) || s[j] == ':' || s[j] == '.')) j++;
+    if (j == run || j >= n) return 0;
+    if (s[j] == 'Z') {
+        j++;
+    } else if (s[j] == '+' || s[j] == '-') {
+        if (j + 6 > n || !is_digit(s[j + 1]) || !is_digit(s[j + 2]) || s[j + 3] != ':' || !is_digit(s[j + 4]) ||
+            !is_digit(s[j + 5]))
+            return 0;
+        j += 6;
+    } else {
+        return 0;
+    }
+    return j + 2 == n && s[j] == '"' && s[j + 1] == '}';
+}
+
+/* one json-file line s[0..n): its decoded TEXT appended at out (the length written), or -1 */
+static long docker_text(const u8 *s, size_t n, u8 *out) {
+    static const char head[] = "{\"log\":\"";
+    if (n < sizeof(head) - 1 || memcmp(s, head, sizeof(head) - 1) != 0) return -1;
+    size_t w = 0;
+    for (size_t i = sizeof(head) - 1; i < n;) {
+        u8 c = s[i];
+        if (c == '"' || c == '\n') return -1;
+        if (c != '\\') {
+            out[w++] = c;
+            i++;
+            continue;
+        }
+        size_t k;
+        int d = docker_escape(s, i, n, &k);
+        if (d >= 0) {
+            out[w++] = (u8)d;
+            i += k;
+            continue;
+        }
+        return docker_tail(s, i, n) ? (long)w : -1;
+    }
+    return -1;
+}
+
+/* docker_texts(buf, start, end, longest) -> the block's texts, one per line, ending as the block ends; None
+ * where a line is not a json-file line or is longer than ``longest`` */
+PyObject *specdiag_docker_texts(PyObject *self, PyObject *args) {
+    Py_buffer buf;
+    Py_ssize_t start, end, longest;
+    (void)self;
+    if (!PyArg_ParseTuple(args, "y*nnn:docker_texts", &buf, &start, &end, &longest)) return NULL;
+    clamp_span(buf.len, &start, &end);
+    const u8 *s = (const u8 *)buf.buf;
+    PyObject *copy = PyBytes_FromStringAndSize(NULL, end - start);
+    long at = 0;
+    if (copy) {
+        u8 *c = (u8 *)PyBytes_AS_STRING(copy);
+        Py_BEGIN_ALLOW_THREADS
+        for (size_t i = (size_t)start; i < (size_t)end;) {
+            const u8 *nl = memchr(s + i, '\n', (size_t)end - i);
+            size_t e = nl ? (size_t)(nl - s) : (size_t)end;
+            long got = (Py_ssize_t)(e - i) > longest ? -1 : docker_text(s + i, e - i, c + at);
+            if (got < 0) {
+                at = -1;
+                break;
+            }
+            at += got;
+            if (nl) c[at++] = '\n';
+            i = e + 1;
+        }
+        Py_END_ALLOW_THREADS
+    }
+    PyObject *out = NULL;
+    if (copy && at < 0) {
+        out = Py_None;
+        Py_INCREF(out);
+    } else if (copy && _PyBytes_Resize(&copy, (Py_ssize_t)at) == 0) {
+        out = copy;
+        copy = NULL;
+    }
+    Py_XDECREF(copy);
+    PyBuffer_Release(&buf);
+    return out;
+}

@@ -1335,6 +1335,7 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args);
 PyObject *specdiag_find_any(PyObject *self, PyObject *args);
 const char *specdiag_literal_search(void);
 PyObject *specdiag_iso_fronts(PyObject *self, PyObject *args);
+PyObject *specdiag_docker_texts(PyObject *self, PyObject *args);
 PyObject *specdiag_iso_row_wraps(PyObject *self, PyObject *args);
 
 static PyMethodDef methods[] = {
@@ -1343,6 +1344,8 @@ static PyMethodDef methods[] = {
     {"shift", py_shift, METH_VARARGS, "shift(column, base): base added to every int64 of the column, in place"},
     {"prefilter", specdiag_prefilter, METH_VARARGS,
      "prefilter(buf, off, starts, ends, flags) -> one kind byte per line (see prefilter.py)"},
+    {"docker_texts", specdiag_docker_texts, METH_VARARGS,
+     "docker_texts(buf, start, end, longest) -> the texts of a block of docker json-file lines, or None"},
     {"iso_fronts", specdiag_iso_fronts, METH_VARARGS,
      "iso_fronts(buf, start, end) -> (the block without each line's timestamp and CRI tag, int64 widths taken)"},
     {"iso_row_wraps", specdiag_iso_row_wraps, METH_VARARGS,

@@ -57,10 +57,11 @@ _CRI_FRONT = re.compile(_ISO_TIME + _CRI_TAG)
 #: the same at one line's start (``iso_fronts_reference`` measures each line with it)
 _ISO_ONE = re.compile(ISO_TS.pattern + _CRI_TAG + rb"?")
 
-try:  # the compiled copy: each line read once, no regex
+try:  # the compiled copies: each line read once, no regex
+    from specdiag.ingest._scan import docker_texts as _compiled_docker_texts
     from specdiag.ingest._scan import iso_fronts as _compiled_iso_fronts
 except ImportError:  # pragma: no cover - exercised by the build without a compiler
-    _compiled_iso_fronts = None
+    _compiled_docker_texts = _compiled_iso_fronts = None
 
 
 def iso_fronts_reference(data: bytes, start: int, end: int) -> tuple[bytes, array]:
@@ -206,7 +207,17 @@ DOCKER_MAX_LINE = 128 * 1024
 
 
 def _docker_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
-    """The texts of a block of docker json-file lines, one per line, when every line is one."""
+    """The texts of a block of docker json-file lines, one per line, when every line is one: by the compiled
+    copy where it was built (each line read once, in C, beside the reading thread)."""
+    if data[start : start + 8] != b'{"log":"':
+        return None
+    if _compiled_docker_texts is not None:
+        return _compiled_docker_texts(data, start, end, DOCKER_MAX_LINE)
+    return docker_unwrapped_reference(data, start, end)
+
+
+def docker_unwrapped_reference(data: bytes, start: int, end: int) -> bytes | None:
+    """:func:`_docker_unwrapped` by :data:`_DOCKER_LINE`: the reference of ``_scan.docker_texts``."""
     if data[start : start + 8] != b'{"log":"':
         return None
     lines = _lines_of(data, start, end, DOCKER_MAX_LINE)
