@@ -81,7 +81,8 @@ def test_a_block_is_copied_only_when_every_line_names_the_same_source_in_one_tex
     data = b"\n".join(one) + b"\n"
     assert ahead.unwrapped(data, 0, len(data)) == b"INFO 05-06 15:56:03 [core.py:94] a\nplain\n"
     for other in (_journald(["x"], host="gpu-node-4"), _gcp(["x"]), _journald(["two\nlines"]),
-                  ['{"MESSAGE": "no source", "__REALTIME_TIMESTAMP": "1778082963000000"}'], ["not json"]):
+                  ['{"MESSAGE": "no source", "__REALTIME_TIMESTAMP": "1778082963000000"}'], ["not json"],
+                  [" " + _journald(["x"])[0]]):
         data = b"\n".join([*one, other[0].encode()]) + b"\n"
         assert ahead.unwrapped(data, 0, len(data)) is None, other
 

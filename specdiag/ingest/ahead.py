@@ -257,6 +257,8 @@ def _export_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
     style, source = first[2], first[3]
     texts = []
     for line in lines:
+        if line[:1] != b"{":  # the reader unwraps only a line that starts as JSON (a JSON after a space is text)
+            return None
         got = first if not texts else json_line(line)
         if got is None or got[2] != style or got[3] != source:
             return None
