@@ -166,9 +166,24 @@ def json_line(line: bytes) -> tuple[bytes, int | None, str, str | None] | None:
         return _inner(log), _year_of(obj.get("time")), style, _json_source(obj)
     for key, style, times, marks in _JSON_EXPORT_MARKS:
         text = obj.get(key)
-        if isinstance(text, str) and any(k in obj for k in marks):
-            year = next((y for t in times if (y := _year_of(obj.get(t))) is not None), None)
-            return _inner(text), year, style, _json_source(obj)
+        if isinstance(text, str) and _holds_any(obj, marks):
+            return _inner(text), _first_year(obj, times), style, _json_source(obj)
+    return None
+
+
+def _holds_any(obj: dict, keys: tuple[str, ...]) -> bool:
+    for k in keys:  # a loop, not any(): this runs for every line of an export
+        if k in obj:
+            return True
+    return False
+
+
+def _first_year(obj: dict, times: tuple[str, ...]) -> int | None:
+    """The year of the first of ``times`` that holds one."""
+    for t in times:
+        y = _year_of(obj.get(t))
+        if y is not None:
+            return y
     return None
 
 
