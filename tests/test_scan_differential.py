@@ -275,9 +275,10 @@ def test_fuzz_target_runs_and_finds_no_difference() -> None:
     assert r.returncode == 0 and "compiled == reference" in r.stderr, r.stdout + r.stderr
 
 
-def _spins_inside(fn) -> int:
-    """Iterations a Python loop completes while another thread is inside ``fn`` (none if ``fn`` holds the
-    GIL: the loop only runs again once ``fn`` has returned)."""
+def _spins_inside(fn) -> float:
+    """Iterations a Python loop completes per second while another thread is inside ``fn`` (few if ``fn``
+    holds the GIL: the loop runs only in the switch intervals around it). A rate, not a count, so a call
+    made slower by the machine's other load is not judged by its length."""
     import threading
     import time
 
@@ -298,7 +299,7 @@ def _spins_inside(fn) -> int:
     while not done.is_set():
         marks.append(time.perf_counter())
     worker.join()
-    return sum(1 for m in marks if span[0] < m < span[1])
+    return sum(1 for m in marks if span[0] < m < span[1]) / max(span[1] - span[0], 1e-9)
 
 
 def test_compiled_scan_releases_the_gil() -> None:
@@ -306,9 +307,11 @@ def test_compiled_scan_releases_the_gil() -> None:
     that holds the GIL (``sum`` over a range, as long) it gets at most the switch interval around it."""
     _need_compiled()
     block = (ENV + b"Stored 5 out of total 5 tokens" + SUFFIX["store"] + b"\n") * 400_000
-    free = max(_spins_inside(lambda: scan._compiled.scan(block, 0)) for _ in range(5))  # best of 5: load steals turns
-    held = min(_spins_inside(lambda: sum(range(6_000_000))) for _ in range(3))
-    assert free > 4 * held, (free, held)
+    # rounds side by side, the best kept: another process on the same cores slows both alike (with two busy
+    # processes on 2 cores the best of 5 was 5.1, unloaded 12; a loop that held the GIL would give about 1)
+    ratios = [_spins_inside(lambda: scan._compiled.scan(block, 0)) / max(_spins_inside(lambda: sum(range(6_000_000))), 1.0)
+              for _ in range(5)]
+    assert max(ratios) > 3, ratios
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: str(p.relative_to(ROOT)))
