@@ -45,6 +45,34 @@ def _fluent(lines: list[str]) -> list[str]:
                         "kubernetes": {"pod_name": "vllm-0", "container_name": "vllm"}}) for x in lines]
 
 
+def _vector(lines: list[str]) -> list[str]:
+    """A collector's documents that name no source (Vector's file source: ``message``, ``timestamp``)."""
+    return [json.dumps({"file": "/var/log/vllm.log", "message": x, "source_type": "file",
+                        "timestamp": f"2026-05-06T15:56:03.{i:06d}Z"}) for i, x in enumerate(lines)]
+
+
+def _copied(lines: list[str], tmp_path: Path) -> int:
+    """How many blocks of the log were scanned from their copies."""
+    from specdiag.ingest.records import iter_records
+    from specdiag.ingest.sources import Source
+
+    log = tmp_path / "copied.json"
+    log.write_text("\n".join(lines) + "\n")
+    count = [0]
+    real = ahead.unwrapped
+
+    def counting(data, start, end):
+        got = real(data, start, end)
+        count[0] += got is not None
+        return got
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ahead, "unwrapped", counting)
+        for _ in iter_records(Source(str(log), str(log)), hot=True):
+            pass
+    return count[0]
+
+
 def _same_both_ways(tmp_path: Path, lines: list[str]) -> dict:
     log = tmp_path / "export.json"
     log.write_text("\n".join(lines) + "\n")
@@ -54,12 +82,20 @@ def _same_both_ways(tmp_path: Path, lines: list[str]) -> dict:
     return on
 
 
-@pytest.mark.parametrize("export", [_journald, _gcp, _loki, _fluent])
+@pytest.mark.parametrize("export", [_journald, _gcp, _loki, _fluent, _vector])
 def test_an_export_of_the_incident_reports_what_reading_every_line_reports(tmp_path, export):
     lines = export(TP8 * 4)
     report = _same_both_ways(tmp_path, lines)
     assert {f["rule"] for f in report["findings"]} >= {"KV001"}
-    assert _named_blocks(lines, tmp_path)  # its blocks were scanned from their copies
+    assert _copied(lines, tmp_path) >= 2  # its blocks were scanned from their copies
+    assert bool(_named_blocks(lines, tmp_path)) == (export is not _vector)  # the source names the deployment
+
+
+def test_noise_in_a_sourceless_export_is_counted_and_reports_the_same(tmp_path):
+    lines = _vector(_noise(3 << 20))
+    report = _same_both_ways(tmp_path, lines)
+    assert {f["rule"] for f in report["findings"]} >= {"KV001"}
+    assert _copied(lines, tmp_path) >= 3
 
 
 def test_noise_in_a_journald_export_is_counted_and_reports_the_same(tmp_path):
@@ -106,7 +142,8 @@ def test_scanned_stats_lines_of_an_export_take_the_year_of_their_own_line(tmp_pa
     assert {2026, 2027, 2028} <= set(got.values())
 
 
-def test_a_coloured_record_held_at_a_terminal_width_in_an_export_reports_the_same(tmp_path):
+@pytest.mark.parametrize("named", [True, False])
+def test_a_coloured_record_held_at_a_terminal_width_in_an_export_reports_the_same(tmp_path, named):
     """journald keeps vLLM's colour as ``\\u001b[1;36m``: the reader strips the residue from the JSON line
     before measuring it. A quiet record exactly a terminal's width (200) without its residue is held, and
     the short row after it joined, whether or not the copy's rows are measured: same report either way."""
@@ -115,6 +152,8 @@ def test_a_coloured_record_held_at_a_terminal_width_in_an_export_reports_the_sam
     rec = "\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m DEBUG 05-06 15:56:03 [shm_broadcast.py:227] Poller received cancel event"
 
     def line(text: str, i: int) -> str:
+        if not named:  # no source: the rows are the input's, as docker's are
+            return json.dumps({"message": text, "timestamp": f"2026-05-06T15:56:03.{i:06d}Z"}, separators=(",", ":"))
         return json.dumps({"__REALTIME_TIMESTAMP": str(MICROS + i), "_HOSTNAME": "h", "MESSAGE": text},
                           separators=(",", ":"))
 

@@ -134,8 +134,9 @@ def _prefilter(reader: LineReader, data: bytes, start: int, end: int, res: ScanR
     elif 48 <= data[start] <= 57:  # timestamps (and CRI tags): the widths the copy took off, line by line
         wrapped = _Wrapped(original, origins, _iso_row_wraps(data, start, end, original.base + 1, rare), True)
     else:  # docker's json-file (its copy holds the residue its line does), a collector's JSON (its copy none)
-        residue = reader.cleaner.residue and named is not None
-        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare, residue), True, named is None)
+        docker = named is None and data[start : start + 8] == b'{"log":"'  # (``ahead._export_unwrapped``)
+        residue = reader.cleaner.residue and not docker
+        wrapped = _Wrapped(original, origins, _row_wraps(original, copy, rare, residue), True, docker)
     return _Inert(reader, copy, 0, len(copy), rare, None, wrapped)
 
 
