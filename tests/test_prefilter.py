@@ -831,7 +831,6 @@ def test_docker_texts_are_cleaned_and_measured_alike_by_both_copies(pieces, afte
     data = b"\n".join(block)
     args = (data, 0, *_offsets(block), flags, quiet, len(data), WIDTHS, YEAR)
     assert prefilter.block_kinds(*args, None, wraps) == prefilter.kinds(*args, wraps), (block, flags, wrap)
-    assert prefilter.cleaned_line(block[0], flags) == prefilter._cleaned(block[0], flags) or b"\r" in block[0]
 
 
 def test_a_docker_text_is_cleaned_as_its_json_line_is_read():

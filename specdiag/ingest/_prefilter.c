@@ -542,12 +542,16 @@ static int json_start(const u8 *r, size_t m) {
     return 0;
 }
 
+/* prefilter._LEVEL_WORDS: vLLM's level words with the space after them */
+static const char *const level_words[] = {"INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ", "WARN "};
+#define N_LEVEL_WORDS (sizeof(level_words) / sizeof(level_words[0]))
+
 /* prefilter._foreign_basic: Python logging's default "LEVEL:logger:" with the name right after the colon */
 static int foreign_basic(const u8 *r, size_t m) {
-    static const char *const words[] = {"INFO:", "WARNING:", "ERROR:", "DEBUG:", "CRITICAL:", "WARN:"};
-    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
-        size_t k = strlen(words[i]);
-        if (m >= k && memcmp(r, words[i], k) == 0) return m > k && (r[k] == '_' || is_letter(r[k]));
+    for (size_t i = 0; i < N_LEVEL_WORDS; i++) {
+        size_t k = strlen(level_words[i]); /* the word and its colon */
+        if (m >= k && memcmp(r, level_words[i], k - 1) == 0 && r[k - 1] == ':')
+            return m > k && (r[k] == '_' || is_letter(r[k]));
     }
     return 0;
 }
@@ -943,6 +947,12 @@ static size_t without_residue_len(const u8 *s, size_t n) {
     return w;
 }
 
+/* prefilter.row_width: a raw row as the reader measures it (escapes counted in an ESC block, residue not in a
+ * residue block) */
+static size_t row_width(const u8 *s, size_t n, int flags) {
+    return (flags & RESIDUE_BLOCK) && !(flags & ESC_BLOCK) ? without_residue_len(s, n) : n;
+}
+
 /* prefilter._ends_held: the line after a held record (raw, after[0..an)) cannot be its rest */
 static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf);
 
@@ -951,8 +961,7 @@ static int ends_held(const u8 *after, size_t an, size_t plen, int flags, u8 *buf
     an = without_line_end_cr(after, an);
     if (an == 0) return !after_wrap; /* a wrapper with nothing behind it: left to the reader */
     int wide = plen <= MAX_QUIET_LINE ? wmask[plen] : 1; /* past the mask: maybe a terminal width */
-    /* the next row as the reader measures it: without colour residue, where the block's cleaner strips it */
-    size_t width = ((flags & RESIDUE_BLOCK) ? without_residue_len(after, an) : an) + after_wrap;
+    size_t width = row_width(after, an, flags) + after_wrap;
     if (!memchr(after, '\r', an) && (width > plen || (!wide && width != plen))) return 1;
     return not_a_rest(after, an, flags, buf);
 }
@@ -965,22 +974,14 @@ static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf) {
     const u8 *h = buf;
     size_t m = (size_t)len;
     if (m && h[0] == '(') return peeled(h, m) > 0;
-    static const char *const lv[] = {"INFO ", "WARNING ", "ERROR ", "DEBUG ", "CRITICAL ", "WARN "};
-    for (size_t i = 0; i < sizeof(lv) / sizeof(lv[0]); i++) {
-        size_t k = strlen(lv[i]);
-        if (m >= k && memcmp(h, lv[i], k) == 0) {
+    for (size_t i = 0; i < N_LEVEL_WORDS; i++) {
+        size_t k = strlen(level_words[i]);
+        if (m >= k && memcmp(h, level_words[i], k) == 0) {
             size_t sp = k - 1;
             return sp + 3 < m && is_digit(h[sp + 1]) && is_digit(h[sp + 2]) && h[sp + 3] == '-';
         }
     }
     return (flags & PLAIN_BLOCK) && foreign_header(h, m);
-}
-
-/* prefilter._measured: the row (raw n bytes, m cleaned) as the reader measures it */
-static size_t measured(const u8 *raw, size_t n, size_t m, int flags) {
-    if (flags & ESC_BLOCK) return n;
-    if (flags & DOCKER_TEXT) return (flags & RESIDUE_BLOCK) ? without_residue_len(raw, n) : n;
-    return m;
 }
 
 /* prefilter._quiet: rest (r[0..rn)) of the cleaned line is a quiet record; width: the row as measured */
@@ -1054,7 +1055,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     const u8 *r = s + at;
     size_t rn = m - at;
     if (q && rn && ((r[0] == '[' && is_quiet_lmcache(r, rn, q, !ascii)) ||
-                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, measured(raw, n, m, flags), flags, q, after, an,
+                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, row_width(raw, n, flags), flags, q, after, an,
                                                                has_after, buf2, !ascii, wrap))))
         return first_of_head(heads, s, prefixed ? at : 0) ? QUIET_FIRST : QUIET;
     if (!ascii || m > MAX_INERT_LINE) return KEEP; /* beyond printable ASCII, or long: only a quiet record is counted unread */

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, NamedTuple
 from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.ahead import holds_cri, iso_fronts
-from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
 from specdiag.ingest.joiner import TERMINAL_WIDTHS
 from specdiag.ingest.origin import OriginCache
@@ -161,20 +160,16 @@ def _row_wraps(original: _OriginalLines, copy: bytes, rare: dict, residue: bool 
     last = len(orig) - 1
     find, size = copy.find, len(copy)
     if residue:
-        width = _residue_free_width
-        rows = array("q", [width(orig[n - base]) - width(copy[s:e]) for n, s, e in zip(lines, starts, ends, strict=True)])
-        after = array("q", [width(orig[n - base + 1]) - width(copy[e + 1 : size if (nl := find(b"\n", e + 1)) < 0 else nl])
+        width, flags = prefilter.row_width, prefilter.RESIDUE_BLOCK
+        rows = array("q", [width(orig[n - base], flags) - width(copy[s:e], flags)
+                           for n, s, e in zip(lines, starts, ends, strict=True)])
+        after = array("q", [width(orig[n - base + 1], flags) - width(copy[e + 1 : size if (nl := find(b"\n", e + 1)) < 0 else nl], flags)
                             if n - base < last else 0 for n, e in zip(lines, ends, strict=True)])
         return rows, after
     rows = array("q", [len(orig[n - base]) - (e - s) for n, s, e in zip(lines, starts, ends, strict=True)])
     after = array("q", [len(orig[n - base + 1]) - ((size if (nl := find(b"\n", e + 1)) < 0 else nl) - e - 1)
                         if n - base < last else 0 for n, e in zip(lines, ends, strict=True)])
     return rows, after
-
-
-def _residue_free_width(line: bytes) -> int:
-    """A line's width as a residue block's cleaner leaves it (``Cleaner.clean``)."""
-    return len(ANSI_RESIDUE.sub(b"", line)) if b"m" in line else len(line)
 
 
 def _iso_row_wraps(data: bytes, start: int, end: int, first: int, rare: dict) -> tuple[array, array]:

@@ -40,6 +40,7 @@ from array import array
 from itertools import repeat
 from typing import NamedTuple
 
+from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS
 
 #: kinds, one byte per line
@@ -94,7 +95,7 @@ MAX_PLACES = 24
 _MAX_DEPTH = 6
 
 _ESC_SEQ = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
-_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
+_RESIDUE = ANSI_RESIDUE  # the reader's own (``Cleaner.clean``)
 _ESC_CUT = re.compile(rb"\x1b(?:\[[0-9;?]{0,16})?")
 _PREFIX = re.compile(rb"\((?P<proc>[^()]*?) pid=(?P<pid>\d{1,18})(?:, ip=(?P<ip>[^)]*))?\)\s?")
 _PRINTABLE = re.compile(rb"[\x20-\x7e]*")
@@ -130,7 +131,7 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
     whole = not ascii_line  # text beyond ASCII: quiet only at a place where the catalog knows every text
     if quiet is not None and rest[:1] in b"DI[" and (
             _quiet_lmcache(rest, quiet, year, whole) if rest[:1] == b"["
-            else _quiet(raw, line, rest, flags, quiet, after, widths, whole, wrap)):
+            else _quiet(raw, rest, flags, quiet, after, widths, whole, wrap)):
         return QUIET
     if not ascii_line or len(line) > MAX_INERT_LINE:
         return KEEP  # beyond printable ASCII, or long: never inert, only a quiet record is counted unread
@@ -167,15 +168,14 @@ def _cleaned(raw: bytes, flags: int) -> bytes | None:
     return raw
 
 
-def _measured(raw: bytes, line: bytes, flags: int) -> int:
-    """A row's width as the reader measures it: with its escapes in a block of them (a terminal's fold counts
-    them), else as cleaned; a docker copy's row as its json-file line is cleaned (its residue only: the rest
-    of its colour comes off inside the JSON, after the reader measured it)."""
-    if flags & ESC_BLOCK:
-        return len(raw)
-    if flags & DOCKER_TEXT:
-        return len(_RESIDUE.sub(b"", raw)) if flags & RESIDUE_BLOCK else len(raw)
-    return len(line)
+def row_width(raw: bytes, flags: int) -> int:
+    """A row's width as the reader measures it (``LineReader._feed_one``'s ``plen``): with its escapes in a
+    block of them (a terminal's fold counts them), without its colour residue in a residue block, else as
+    it is. A docker copy's text is measured so too: the rest of its colour comes off inside the JSON, after
+    the reader measured the line (``DOCKER_TEXT`` changes what is read, not the width)."""
+    if flags & RESIDUE_BLOCK and not flags & ESC_BLOCK and b"m" in raw:
+        return len(_RESIDUE.sub(b"", raw))
+    return len(raw)
 
 
 def _without_line_end_cr(raw: bytes) -> bytes:
@@ -606,9 +606,9 @@ def _unremarkable(body: bytes, quiet: QuietPlaces, project: str) -> bool:
     return not any(n in body for n in quiet.needles[project])
 
 
-def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
+def _quiet(raw: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
            widths: frozenset[int], whole: bool = False, wrap: tuple[int, int] = (0, 0)) -> bool:
-    """Whether ``rest`` (the cleaned line ``line`` after its process prefixes) is a quiet record (with
+    """Whether ``rest`` (the cleaned line of ``raw`` after its process prefixes) is a quiet record (with
     ``whole``: of a place where every text is recognised, not one of the simple patterns)."""
     word = next((w for w in _QUIET_LEVELS if rest.startswith(w)), None)
     if word is None:
@@ -620,7 +620,7 @@ def _quiet(raw: bytes, line: bytes, rest: bytes, flags: int, quiet: QuietPlaces,
     body = rest[m.end() :]
     if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body, whole) or not _unremarkable(body, quiet, "vllm"):
         return False
-    plen = _measured(raw, line, flags) + wrap[0]  # the row as the reader measures it
+    plen = row_width(raw, flags) + wrap[0]
     return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths, wrap[1]))
 
 
@@ -632,8 +632,7 @@ def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int], afte
     if not after:
         return not after_wrap  # a wrapper with nothing behind it: left to the reader
     wide = plen in widths if plen <= MAX_QUIET_LINE else True  # past the compiled copy's mask: maybe a terminal's
-    # the next row as the reader measures it: without colour residue, where the block's cleaner strips it
-    width = (len(_RESIDUE.sub(b"", after)) if flags & RESIDUE_BLOCK else len(after)) + after_wrap
+    width = row_width(after, flags) + after_wrap
     if b"\r" not in after and (width > plen or not wide and width != plen):
         return True
     return _not_a_rest(after, flags)
