@@ -1,4 +1,4 @@
-"""Build ``specdiag/catalog/messages.jsonl.gz``: every logging call vLLM and LMCache releases can print.
+"""Build ``specdiag/catalog/messages.jsonl``: every logging call vLLM and LMCache releases can print.
 
 Development-time only (never run by users or CI). Release files are found through the registry's JSON API,
 downloaded once into ``~/.cache/specdiag-catalog/`` (sha256 checked), and only their ``.py`` members are read,
@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from specdiag.catalog.families import FAMILIES, assign  # noqa: E402
 from specdiag.catalog.store import dispatch, write_data  # noqa: E402
 
-OUT = ROOT / "specdiag" / "catalog" / "messages.jsonl.gz"
+OUT = ROOT / "specdiag" / "catalog" / "messages.jsonl"
 CACHE = Path.home() / ".cache" / "specdiag-catalog"
 INDEX = "https://pypi.org/pypi/{name}/json"
 SCHEMA = 1
@@ -456,7 +456,7 @@ def runs(lines: dict[int, int]) -> list[list[int]]:
 
 
 def write(path: Path, header: dict, entries: dict[str, dict]) -> None:
-    """Deterministic gzip JSONL: the header, the index, then entries sorted by project, module, line, id."""
+    """Deterministic JSONL: the header, the index, then entries sorted by project, module, line, id."""
     rows = []
     for e in entries.values():
         row = {"id": e["id"], "module": e["module"], "level": e["level"], "fmt": e["fmt"]}

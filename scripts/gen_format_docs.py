@@ -104,7 +104,7 @@ CATALOG_HEADER = """## The message catalog
 
 Beyond the templates above, every message vLLM and LMCache can log is recognised from a catalog generated
 from the releases' own source (`scripts/gen_catalog.py`: every `logger.*` call, its level, its format as a
-typed matcher and its `file:line` in each release; shipped as `specdiag/catalog/messages.jsonl.gz`). A
+typed matcher and its `file:line` in each release; shipped as `specdiag/catalog/messages.jsonl`). A
 record no template reads is matched to its catalog entry by the location its envelope prints, checked
 against its text (or by its text alone in a paste without one). Warnings and errors no specific rule
 explains are grouped by their entry's signal family into LOG001 / LOG002 findings. The data file's second

@@ -7,9 +7,10 @@ would confirm it. These objects are the only thing renderers see.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
+
+from specdiag.digests import sha1_hex
 
 SEVERITIES = ("info", "warning", "error")
 SEVERITY_RANK = {name: i for i, name in enumerate(SEVERITIES)}
@@ -92,7 +93,7 @@ class Finding:
     @property
     def fingerprint(self) -> str:
         base = self.identity or "|".join(e.text for e in self.evidence[:3])
-        return hashlib.sha1(f"{self.rule}|{base}".encode("utf-8", "replace")).hexdigest()
+        return sha1_hex(f"{self.rule}|{base}")
 
     @property
     def top_cause(self) -> Cause | None:

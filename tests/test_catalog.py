@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 import subprocess
 import sys
@@ -29,7 +28,7 @@ def _basename(module: str) -> str:
 
 
 def test_shipped_catalog_is_well_formed_with_both_projects_releases(cat):
-    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+    with open(DATA, encoding="utf-8") as f:
         header = json.loads(f.readline())
     assert header["schema"] == 1 and "Apache-2.0" in header["licence"] and len(header["attribution"]) == 2
     assert len([r for r in cat.releases["vllm"] if r[0].isdigit()]) >= 30
@@ -175,12 +174,11 @@ def test_entry_location_and_release_range_name_the_newest_release(cat):
 def test_the_stored_dispatch_keys_are_those_the_formats_give_today():
     """The generator stores each format's index key and specificity so loading compiles nothing; a change
     to the matcher's rules without regenerating the data would file formats under stale keys."""
-    import gzip
     import json
 
     from specdiag.catalog.store import DATA, dispatch
 
-    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+    with open(DATA, encoding="utf-8") as f:
         rows = [json.loads(line) for line in list(f)[2:]]
     stale = [r["id"] for r in rows if r["fmt"] is not None
              and {k: r[k] for k in ("w", "t", "ix") if k in r} != dispatch(r["fmt"])]
@@ -190,24 +188,22 @@ def test_the_stored_dispatch_keys_are_those_the_formats_give_today():
 def test_the_stored_index_is_the_one_its_rows_give():
     """Loading reads the index line instead of every row; an index out of step with its rows would file
     entries under the wrong keys or rows."""
-    import gzip
     import json
 
     from specdiag.catalog.store import DATA, build_index
 
-    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+    with open(DATA, encoding="utf-8") as f:
         lines = list(f)
     assert json.loads(lines[1])["index"] == build_index([json.loads(line) for line in lines[2:]])
 
 
 def test_a_catalog_without_its_index_line_is_indexed_on_load_and_matches_the_same(tmp_path):
-    import gzip
 
     from specdiag.catalog.store import DATA, load
 
-    lines = gzip.open(DATA, "rb").read().split(b"\n")
-    bare = tmp_path / "bare.jsonl.gz"
-    bare.write_bytes(gzip.compress(b"\n".join([lines[0], *lines[2:]])))
+    lines = DATA.read_bytes().split(b"\n")
+    bare = tmp_path / "bare.jsonl"
+    bare.write_bytes(b"\n".join([lines[0], *lines[2:]]))
     a, b = load(), load(bare)
     msgs = ["Num retrieved tokens: 49664, num expected tokens: 55808", "Poller timed out",
             "Reqid: cmpl-1, Total tokens 10, LMCache hit tokens: 0, need to load: 0"]
@@ -219,12 +215,11 @@ def test_the_rows_printing_at_a_place_are_found_from_the_line_lists_as_from_the_
     """``_rows_at`` reads the index's line lists and leaves a file's other rows undecoded. At every printed
     line of every seventh file, and at lines no release prints at, it names exactly the rows whose decoded
     entry prints there, and finding them decodes nothing."""
-    import gzip
     import json
 
     from specdiag.catalog.store import DATA, Catalog
 
-    with gzip.open(DATA, "rb") as f:
+    with open(DATA, "rb") as f:
         raw = f.read().split(b"\n")
     header, index = json.loads(raw[0]), json.loads(raw[1])["index"]
     rows = [line for line in raw[2:] if line.strip()]

@@ -10,13 +10,13 @@ from corpus_paths import CASES, CORPUS, corpus_root  # noqa: E402,F401
 from typer.testing import CliRunner
 
 from specdiag.cli import app
-from specdiag.config import _toml, find_config, resolve
+from specdiag.config import find_config, resolve, toml_reader
 from specdiag.engine import ConfigError
 
 HERE = Path(__file__).resolve().parent
 
 
-needs_toml = pytest.mark.skipif(_toml is None, reason="TOML needs Python 3.11+ or tomli")
+needs_toml = pytest.mark.skipif(toml_reader() is None, reason="TOML needs Python 3.11+ or tomli")
 
 
 def run(args, **kw):
@@ -73,6 +73,25 @@ def test_pyproject_without_section_is_skipped(tmp_path, monkeypatch):
     monkeypatch.chdir(inner)
     assert find_config() == tmp_path / "pyproject.toml"
     assert resolve().fail_on == "info"
+
+
+@needs_toml
+@pytest.mark.parametrize(("inner_text", "found"), [
+    ('[project]\nname = "specdiag-plugin"\ndependencies = ["specdiag"]\n', False),  # named, no table
+    ('[tool]\nspecdiag = { fail-on = "never" }\n', True),  # the table as an inline value
+    ('tool.specdiag.fail-on = "never"\n', True),  # as dotted keys
+    ('[tool."specdiag"]\nfail-on = "never"\n', True),  # as a quoted key
+    ('[tool.specdiag\nbroken', False),  # a broken file is passed over
+])
+def test_discovery_parses_only_a_pyproject_that_names_the_table(tmp_path, monkeypatch, inner_text, found):
+    """Discovery reads the text of each pyproject.toml on the way up and parses only one that spells
+    ``specdiag``; every way TOML can spell the table is still found."""
+    (tmp_path / "pyproject.toml").write_text('[tool.specdiag]\nfail-on = "info"\n')
+    inner = tmp_path / "pkg"
+    inner.mkdir()
+    (inner / "pyproject.toml").write_text(inner_text)
+    monkeypatch.chdir(inner)
+    assert find_config() == (inner if found else tmp_path) / "pyproject.toml"
 
 
 @needs_toml

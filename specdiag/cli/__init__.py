@@ -13,7 +13,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -134,6 +133,8 @@ def _guard(callback: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(EXIT_WRITE) from None
         except Exception as e:
             if _debug():
+                import traceback
+
                 traceback.print_exc()
             sys.stderr.write(f"specdiag: internal error ({type(e).__name__}: {_one_line(e)}); please report it "
                              "(run with --debug for the traceback)\n")
@@ -212,6 +213,8 @@ def main() -> None:
         sys.exit(EXIT_WRITE)
     except Exception as e:
         if _debug():
+            import traceback
+
             traceback.print_exc()
         sys.stderr.write(f"specdiag: internal error ({type(e).__name__}); please report it "
                          "(run with --debug for the traceback)\n")

@@ -23,7 +23,6 @@ import re
 from array import array
 from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import BrokenExecutor
 from typing import Protocol
 
 from specdiag.ingest import prefilter, scan
@@ -454,6 +453,8 @@ def _hand_on(item: tuple, base: int):
     if fut is None:  # scanned here, already numbered
         res, copy = scan_unwrapped(data, start, end, base)
     else:
+        from concurrent.futures import BrokenExecutor  # loaded with the pool that made ``fut``
+
         try:
             res, copy = fut.result()
         except BrokenExecutor:  # a worker died (killed, out of memory): this block, and the next ones, here

@@ -14,11 +14,11 @@ A JSON array of issues with the documented fields ``description``, ``check_name`
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from specdiag.digests import sha1_hex
 from specdiag.findings import Finding
 from specdiag.report.model import Report
 from specdiag.report.text import cause_line, display_path, finding_message, ordered_findings
@@ -51,11 +51,11 @@ def issues(report: Report) -> list[dict[str, Any]]:
         ev = f.evidence[0] if f.evidence else None
         path = display_path(ev.path if ev else default_path)
         base = f"{f.fingerprint}|{path}"
-        fp = hashlib.sha1(base.encode("utf-8", "surrogateescape")).hexdigest()
+        fp = sha1_hex(base, "surrogateescape")
         n = 1
         while fp in used:
             n += 1
-            fp = hashlib.sha1(f"{base}|{n}".encode("utf-8", "surrogateescape")).hexdigest()
+            fp = sha1_hex(f"{base}|{n}", "surrogateescape")
         used.add(fp)
         desc = f"{f.rule}: {(f.summary or f.title).strip().splitlines()[0]}"
         top = cause_line(f)
