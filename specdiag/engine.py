@@ -33,6 +33,7 @@ from specdiag.events import (
     CATALOG_EVENT,
     default_matcher,
     message_shape,
+    nothing_printed_at,
     recognised_anywhere_at,
     recognised_fits_at,
 )
@@ -322,6 +323,8 @@ class SourceLoop:
         # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
         src.stats.recognized += self.text_events
         self.tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines + src.stats.quiet
+        if src.stats.unknown:  # vLLM records nothing recognises, counted unread (``_learn_unknown``)
+            self.tally.unrecognized["vllm"] += src.stats.unknown
         _hand_counts(src, list(self.fed.values()) or [self.run_for(self.default_id)], self.counts)
         self.window.clear()
 
@@ -335,6 +338,8 @@ def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window
     if ev is None:
         _tally_unrecognized(tally, rec)
         dep.deliver_unmatched(rec)
+        if quiet is not None:
+            _learn_unknown(rec, matcher, quiet)
         return 0
     if quiet is not None and rec.level in QUIET_LEVELS and (ev.id == CATALOG_EVENT or dep.unread(ev.id)):
         _learn_quiet(rec, dep, quiet, ev.f.get("entry") if ev.id == CATALOG_EVENT and ev.f else None)
@@ -378,6 +383,20 @@ def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces, entry: Any = Non
         simple = recognised_fits_at(rec, entry)
         if simple is not None:
             quiet.add_pattern(key, *simple)
+
+
+def _learn_unknown(rec: Any, matcher: Any, quiet: QuietPlaces) -> None:
+    """A vLLM DEBUG/INFO record nothing recognised, printed where no catalogued release prints at its level:
+    a later record of its place whose text nothing ``matcher`` looks a message up by fits
+    (``Matcher.recognising``) would be recognised by nothing too, and only counted as such
+    (``prefilter.UNKNOWN``): a plugin's or a newer build's DEBUG flood is not read line by line. What reading
+    one does at DEBUG/INFO is count it (``_tally_unrecognized``); no observer sees it (``deliver_unmatched``)."""
+    if rec.kind != "vllm" or rec.level not in QUIET_LEVELS or rec.cont:
+        return
+    key = rec.place_key()
+    if key is None or key in quiet.unknown or not nothing_printed_at(rec):
+        return
+    quiet.add_unknown(key, matcher.recognising("vllm"))
 
 
 MAX_SKIP_NOTES = 20

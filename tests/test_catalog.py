@@ -179,7 +179,7 @@ def test_the_stored_dispatch_keys_are_those_the_formats_give_today():
     from specdiag.catalog.store import DATA, dispatch
 
     with open(DATA, encoding="utf-8") as f:
-        rows = [json.loads(line) for line in list(f)[2:]]
+        rows = [json.loads(line) for line in list(f)[3:]]  # after the header, the index, the text candidates
     stale = [r["id"] for r in rows if r["fmt"] is not None
              and {k: r[k] for k in ("w", "t", "ix") if k in r} != dispatch(r["fmt"])]
     assert len(rows) > 10_000 and stale == []
@@ -190,25 +190,27 @@ def test_the_stored_index_is_the_one_its_rows_give():
     entries under the wrong keys or rows."""
     import json
 
-    from specdiag.catalog.store import DATA, build_index
+    from specdiag.catalog.store import DATA, build_index, build_text_candidates
 
     with open(DATA, encoding="utf-8") as f:
         lines = list(f)
-    assert json.loads(lines[1])["index"] == build_index([json.loads(line) for line in lines[2:]])
+    rows = [json.loads(line) for line in lines[3:]]
+    assert json.loads(lines[1])["index"] == build_index(rows)
+    assert json.loads(lines[2])["text_candidates"] == build_text_candidates(rows)
 
 
 def test_a_catalog_without_its_index_line_is_indexed_on_load_and_matches_the_same(tmp_path):
-
     from specdiag.catalog.store import DATA, load
 
     lines = DATA.read_bytes().split(b"\n")
     bare = tmp_path / "bare.jsonl"
-    bare.write_bytes(b"\n".join([lines[0], *lines[2:]]))
+    bare.write_bytes(b"\n".join([lines[0], *lines[3:]]))  # no index, no text candidates: built from the rows
     a, b = load(), load(bare)
     msgs = ["Num retrieved tokens: 49664, num expected tokens: 55808", "Poller timed out",
             "Reqid: cmpl-1, Total tokens 10, LMCache hit tokens: 0, need to load: 0"]
     assert [a.match(m) for m in msgs] == [b.match(m) for m in msgs] and a.match(msgs[0]) is not None
     assert [e.id for e in a.entries] == [e.id for e in b.entries]
+    assert a.text_candidate_lines("vllm") == b.text_candidate_lines("vllm") != []
 
 
 def test_the_rows_printing_at_a_place_are_found_from_the_line_lists_as_from_the_decoded_rows():
@@ -222,7 +224,7 @@ def test_the_rows_printing_at_a_place_are_found_from_the_line_lists_as_from_the_
     with open(DATA, "rb") as f:
         raw = f.read().split(b"\n")
     header, index = json.loads(raw[0]), json.loads(raw[1])["index"]
-    rows = [line for line in raw[2:] if line.strip()]
+    rows = [line for line in raw[3:] if line.strip()]
     fast, decoded = Catalog(header, rows, index), Catalog(header, rows, index)
     bases = sorted(index["base"])
     assert len(bases) > 500

@@ -36,7 +36,7 @@ for flags in (0, prefilter.ESC_BLOCK, prefilter.RESIDUE_BLOCK):
         starts.append(pos)
         ends.append(pos + len(line))
         pos += len(line) + 1
-    got = _scan.prefilter(data, 0, starts, ends, flags, len(data), *(b"",) * 5, prefilter.width_mask(frozenset()), b"")
+    got = _scan.prefilter(data, 0, starts, ends, flags, len(data), *prefilter.blobs_of(None), prefilter.width_mask(frozenset()), b"")
     assert got == prefilter.kinds(data, 0, starts, ends, flags), flags
 for _ in range(3000):
     lits = tuple(bytes(rng.randrange(256) for _ in range(rng.randrange(2, 9))) for _ in range(rng.randrange(1, 17)))

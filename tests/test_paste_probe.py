@@ -95,3 +95,14 @@ def test_lmcache_records_cut_at_any_width_read_as_the_originals(tmp_path: Path, 
                                                                  mode: str) -> None:
     """Text, process, ``file:line``: a cut inside a number, an escape or the suffix changes none of them."""
     assert _records(tmp_path / "cut.log", _MODES[mode](width, picked)) == _records(tmp_path / "orig.log", picked)
+
+
+@pytest.mark.parametrize("mode", sorted(_MODES))
+def test_an_lmcache_record_cut_at_the_space_before_its_suffix_reads_as_the_original(tmp_path: Path, mode: str) -> None:
+    """The row after the cut is `` (file.py:N:logger)``: a cut before the suffix (it is read as one), not a
+    line of a multi-line message that would end the text with a line break (found by the property above)."""
+    line = ("[2025-09-25 00:42:05,968] LMCache INFO: Reqid: chatcmpl-2c45aa08-405b-4d28-9d72-8ad3058f6852, Total "
+            "tokens 32, LMCache hit tokens: 32, need to load: 31 (vllm_v1_adapter.py:1048:lmcache.integration.vllm."
+            "vllm_v1_adapter)")
+    width = line.index(" (vllm_v1")
+    assert _records(tmp_path / "cut.log", _MODES[mode](width, [line])) == _records(tmp_path / "orig.log", [line])

@@ -121,7 +121,7 @@ def _read_to_no_effect(line: bytes, flags: int) -> tuple[bool, int]:
 
 def _compiled_kinds(lines: list[bytes], flags: int, quiet: prefilter.QuietPlaces | None = None) -> bytes:
     data = b"\n".join(lines)
-    blobs = quiet.blobs() if quiet is not None else (b"",) * 5
+    blobs = prefilter.blobs_of(quiet)
     return compiled.prefilter(data, 0, *_offsets(lines), flags, len(data), *blobs, prefilter.width_mask(WIDTHS),
                               YEAR)
 
@@ -487,15 +487,16 @@ def _stores(n: int, rng: random.Random) -> list[str]:
             for i in range(n) for r in (rng.randrange(4),) for k in (256 * rng.randrange(1, 40),)]
 
 
-def _quiet_count(log: Path) -> int:
-    """How many records of ``log`` the analysis counted without reading them (``SourceStats.quiet``)."""
+def _quiet_count(log: Path, field: str = "quiet") -> int:
+    """How many records of ``log`` the analysis counted without reading them (``SourceStats.quiet``; with
+    ``field="unknown"``, those nothing recognises: ``SourceStats.unknown``)."""
     from specdiag.engine import SourceLoop, analyze
 
     counted = []
     real_end = SourceLoop.end
 
     def end(self):
-        counted.append(self.src.stats.quiet)
+        counted.append(getattr(self.src.stats, field))
         return real_end(self)
 
     with pytest.MonkeyPatch.context() as mp:

@@ -109,14 +109,45 @@ def build_index(rows: list[dict]) -> dict:
     return {"ids": [r["id"] for r in rows], "base": base, "lines": lines, **tables}
 
 
+#: the levels whose records the prefilter may count unread (``engine.QUIET_LEVELS``)
+TEXT_CANDIDATE_LEVELS = ("DEBUG", "INFO")
+#: the letter of each text index in a text candidate's key
+_TABLE_LETTER = {"first": "f", "prefix": "p", "inner": "i"}
+
+
+def build_text_candidates(rows: list[dict]) -> dict[str, list[str]]:
+    """Per project, every DEBUG or INFO format that ``match``'s text search can find, as one line each:
+    its key (the level's initial, the index's letter, the word it is filed under: ``prefilter.candidate_key``)
+    then, unit-separated (0x1f), its kinds and literals when it is a simple pattern the prefilter can check
+    (one line, ``%s`` and ``%d`` only, printable ASCII literals: ``prefilter.simple_fits`` fits exactly what
+    ``fits`` does), else the key alone (a text reaching it is taken as recognised). Keys beyond ASCII are
+    left out: the prefilter checks only texts of printable ASCII. Sorted, as the compiled copy looks them
+    up. Stored beside the index (``write_data``), so no process compiles these 4,000 formats (≈ 190 ms)."""
+    out: dict[str, list[str]] = {p: [] for p in PROJECTS.values()}
+    for row in rows:
+        ix, fmt = row.get("ix"), row.get("fmt")
+        if fmt is None or ix is None or row["level"] not in TEXT_CANDIDATE_LEVELS or not ix[1].isascii():
+            continue
+        key = row["level"][0] + _TABLE_LETTER[ix[0]] + ix[1]
+        p = compile_fmt(fmt)
+        simple = (p.head is None and p.flat is None and not set(p.kinds) - {"s", "d"} and len(p.kinds) <= 64
+                  and all(x.isascii() and x.isprintable() for x in p.lits))
+        out[PROJECTS[row["id"][:3]]].append("\x1f".join((key, p.kinds, *p.lits)) if simple else key)
+    return {project: sorted(lines) for project, lines in out.items()}
+
+
 class Catalog:
     """Every catalogued message of both projects, with lookup by id, location, format text and message.
 
     Rows are kept as the data file's JSON text and made into entries when first asked (a log meets a few
     hundred of the ten thousand); the index says where each one is filed."""
 
-    def __init__(self, header: dict, rows: list[bytes] | list[dict], index: dict | None = None) -> None:
+    def __init__(self, header: dict, rows: list[bytes] | list[dict], index: dict | None = None,
+                 text_raw: bytes | None = None) -> None:
         self.header = header
+        #: the data file's text-candidates line, decoded when first asked (``text_candidate_lines``)
+        self._text_raw = text_raw
+        self._text_candidates: dict[str, list[str]] | None = None
         self.releases: dict[str, list[str]] = header["releases"]
         self._rows = rows
         if index is None:
@@ -268,6 +299,21 @@ class Catalog:
             return None
         return p.lits, p.kinds
 
+    def nothing_printed_at(self, file: str, line: int, *, project: str | None, level: str | None) -> bool:
+        """Whether no catalogued release prints a message of ``project`` at this ``level`` at ``file:line``:
+        ``match`` then finds an entry for a text there only through its text indexes (``text_keys``)."""
+        base = file.replace("\\", "/").rsplit("/", 1)[-1]
+        return not self._located(base, file, line, project, level)[0]
+
+    def text_candidate_lines(self, project: str) -> list[str]:
+        """The stored ``build_text_candidates`` lines of ``project`` (built from the rows where the data file
+        has none): what the prefilter checks a text nothing else recognises against."""
+        if self._text_candidates is None:
+            self._text_candidates = (json.loads(self._text_raw)["text_candidates"] if self._text_raw is not None
+                                     else build_text_candidates([r if isinstance(r, dict) else json.loads(r)
+                                                                 for r in self._rows]))
+        return self._text_candidates.get(project, [])
+
     def one_message_at(self, file: str, line: int, *, project: str | None, level: str | None) -> bool:
         """Whether exactly one message (format and level) was ever printed at ``file:line`` at this level:
         ``match`` then returns an entry for any text there."""
@@ -350,16 +396,20 @@ def load(path: Path = DATA) -> Catalog:
     lines = path.read_bytes().split(b"\n")
     header = json.loads(lines[0])
     rows = [ln for ln in lines[1:] if ln.strip()]
-    index = None
+    index = text_raw = None
     if rows and rows[0].startswith(b'{"index":'):
         index = json.loads(rows[0])["index"]
         rows = rows[1:]
-    return Catalog(header, rows, index)
+    if rows and rows[0].startswith(b'{"text_candidates":'):
+        text_raw, rows = rows[0], rows[1:]
+    return Catalog(header, rows, index, text_raw)
 
 
 def write_data(path: Path, header: dict, rows: list[dict]) -> None:
-    """Deterministic JSONL: the header, the index of ``rows`` (``build_index``), the rows."""
+    """Deterministic JSONL: the header, the index of ``rows`` (``build_index``), their text candidates
+    (``build_text_candidates``), the rows."""
     out = [json.dumps(header, sort_keys=True, separators=(",", ":")),
-           json.dumps({"index": build_index(rows)}, separators=(",", ":"), ensure_ascii=False)]
+           json.dumps({"index": build_index(rows)}, separators=(",", ":"), ensure_ascii=False),
+           json.dumps({"text_candidates": build_text_candidates(rows)}, separators=(",", ":"), ensure_ascii=False)]
     out += [json.dumps(row, separators=(",", ":"), ensure_ascii=False) for row in rows]
     path.write_bytes(("\n".join(out) + "\n").encode())

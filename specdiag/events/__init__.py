@@ -16,7 +16,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NamedTuple
 
 from specdiag.ingest.envelope import Record
 from specdiag.numbers import to_float, to_int
@@ -165,6 +165,18 @@ def first_word(msg: bytes) -> bytes:
     return msg if sp < 0 else msg[:sp]
 
 
+class Recognising(NamedTuple):
+    """What ``Matcher.match`` looks a DEBUG/INFO message of one source up by (``Matcher.recognising``):
+    ``dispatch`` every template's first words with their needles, ``needles`` those of the templates tried on
+    every record, ``candidates`` the catalog's text-search formats under ``candidate_key(level, index,
+    word)``, each as its simple pattern's ASCII literals and kinds, or None where the compiled copy cannot
+    check it (a text that reaches it is taken as recognised)."""
+
+    dispatch: dict[bytes, tuple[bytes, ...]]
+    needles: tuple[bytes, ...]
+    candidates: dict[bytes, tuple[tuple[tuple[bytes, ...], str] | None, ...]]
+
+
 class Matcher:
     """Dispatches records to templates: first-word index, then literal needle, then regex."""
 
@@ -172,6 +184,7 @@ class Matcher:
         self.templates = list(templates)
         self.by_first: dict[tuple[str, bytes], list[Template]] = {}
         self.anywhere: dict[str, list[Template]] = {}
+        self._recognising: dict[str, Recognising] = {}
         for t in self.templates:
             if t.first is None:
                 self.anywhere.setdefault(t.source, []).append(t)
@@ -193,6 +206,28 @@ class Matcher:
         """The needles of the templates of ``source`` that are tried on every record of it (of those in
         ``read``, and those that can match a record of one of ``levels``, when given)."""
         return [t.bneedle for t in self.anywhere.get(source, ()) if _keeps(t, read, levels)]
+
+    def recognising(self, source: str) -> Recognising:
+        """What can make a DEBUG or INFO record of ``source`` recognised, in the form the prefilter checks a
+        text against (``prefilter.unrecognisable``): every template's dispatch words with their needles, the
+        needles of those tried on every record, and the catalog's text-search candidates
+        (``Catalog.text_candidate_lines``) keyed by level, index and word. Made once per matcher and source."""
+        got = self._recognising.get(source)
+        if got is None:
+            from specdiag.catalog import catalog
+
+            dispatch: dict[bytes, list[bytes]] = {}
+            for (src, word), ts in self.by_first.items():
+                if src == source:
+                    dispatch.setdefault(word, []).extend(t.bneedle for t in ts)
+            candidates: dict[bytes, list[tuple[tuple[bytes, ...], str] | None]] = {}
+            for line in catalog().text_candidate_lines(source):
+                key, *spec = line.encode().split(b"\x1f")
+                candidates.setdefault(key, []).append((tuple(spec[1:]), spec[0].decode()) if spec else None)
+            got = self._recognising[source] = Recognising(
+                {w: tuple(ns) for w, ns in dispatch.items()}, tuple(t.bneedle for t in self.anywhere.get(source, ())),
+                {k: tuple(v) for k, v in candidates.items()})
+        return got
 
     def match(self, rec: Record) -> Event | None:
         kind = rec.kind
@@ -243,6 +278,16 @@ def recognised_anywhere_at(rec: Record) -> bool:
 
     file = _printed_path(rec)
     return bool(file) and rec.src_line is not None and catalog().one_message_at(
+        file, rec.src_line, project=rec.kind, level=rec.level)
+
+
+def nothing_printed_at(rec: Record) -> bool:
+    """Whether no catalogued release prints a message of the record's project and level where its envelope
+    says it was printed (``Catalog.nothing_printed_at``); False for a record whose envelope names no place."""
+    from specdiag.catalog import catalog
+
+    file = _printed_path(rec)
+    return bool(file) and rec.src_line is not None and catalog().nothing_printed_at(
         file, rec.src_line, project=rec.kind, level=rec.level)
 
 

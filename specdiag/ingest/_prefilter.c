@@ -28,6 +28,9 @@ typedef unsigned char u8;
 #define PREFIXED 2
 #define QUIET 3
 #define QUIET_FIRST 4
+#define UNKNOWN 5
+#define UNKNOWN_FIRST 6
+#define MAX_UNKNOWN_TEXT 4096 /* prefilter.MAX_UNKNOWN_TEXT */
 #define MAX_QUIET_HEADS 64
 #define MAX_QUIET_HEAD 256
 #define HELD_WIDTH 40
@@ -636,6 +639,7 @@ static int cmp_bytes(const u8 *a, size_t an, const u8 *b, size_t bn) {
 typedef struct {
     words keys;
     words dispatch[2], needles[2]; /* per project (0: vLLM, 1: LMCache): "word\tneedle\t..." lines, needles */
+    words udispatch, uneedles, ucands; /* QuietPlaces.recognising: every template's words, needles; candidates */
     const u8 *wmask; /* byte w set: a terminal width the reader knows (MAX_QUIET_LINE + 1 bytes) */
     const u8 *year;  /* the year of the reader's last dated line (4 bytes), or NULL */
 } quiet_t;
@@ -749,10 +753,9 @@ static int accepts(const words *keys, const u8 *key, size_t kn, const u8 *body, 
 
 /* prefilter._unremarkable: no template of the project dispatched on the first word finds its needle in
  * body[0..n), no needle of those tried on every record is there */
-static int unremarkable(const u8 *body, size_t n, const quiet_t *q, int project) {
+static int unremarkable_by(const u8 *body, size_t n, const words *d, const words *nd) {
     if (n >= 8 && memcmp(body, "[req_id=", 8) == 0) return 0;
     const u8 *sp = memchr(body, ' ', n);
-    const words *d = &q->dispatch[project];
     long line = dispatch_line(d, body, sp ? (size_t)(sp - body) : n);
     if (line >= 0) {
         const u8 *p = d->at[line], *end = p + d->len[line];
@@ -764,10 +767,13 @@ static int unremarkable(const u8 *body, size_t n, const quiet_t *q, int project)
             t = nt;
         }
     }
-    const words *nd = &q->needles[project];
     for (size_t i = 0; i < nd->n; i++)
         if (find_in(body, 0, n, nd->at[i], nd->len[i]) >= 0) return 0;
     return 1;
+}
+
+static int unremarkable(const u8 *body, size_t n, const quiet_t *q, int project) {
+    return unremarkable_by(body, n, &q->dispatch[project], &q->needles[project]);
 }
 
 /* prefilter._suffix_place on r[msg..rn): the suffix's inner span [*in0, *in1) and the message's end *body_end */
@@ -984,7 +990,52 @@ static int not_a_rest(const u8 *after, size_t an, int flags, u8 *buf) {
     return (flags & PLAIN_BLOCK) && foreign_header(h, m);
 }
 
-/* prefilter._quiet: rest (r[0..rn)) of the cleaned line is a quiet record; width: the row as measured */
+/* whether keys holds key as an unknown place ("key US ?", QuietPlaces.blobs) */
+static int unknown_place(const words *keys, const u8 *key, size_t kn) {
+    for (size_t i = lower_bound(keys, key, kn, 0x1f); i < keys->n; i++) {
+        size_t f = field_len(keys, i, 0x1f);
+        if (cmp_bytes(keys->at[i], f, key, kn) != 0) break;
+        if (keys->len[i] == f + 2 && keys->at[i][f + 1] == '?') return 1;
+    }
+    return 0;
+}
+
+/* whether a catalog text-search candidate under (level initial, index letter, word) fits msg[0..n): the
+ * key's simple patterns, or a bare key (a format the compiled copy cannot check: taken to fit) */
+static int candidate_fits(const words *cands, u8 level, u8 table, const u8 *word, size_t wn, const u8 *msg, size_t n) {
+    u8 key[2 + MAX_UNKNOWN_TEXT];
+    key[0] = level, key[1] = table;
+    memcpy(key + 2, word, wn);
+    return accepts(cands, key, wn + 2, msg, n, 0);
+}
+
+/* prefilter.unrecognisable on a message of printable ASCII, body[0..n), at a level of initial `level` */
+static int unrecognisable(const u8 *body, size_t n, u8 level, const quiet_t *q) {
+    if (n > MAX_UNKNOWN_TEXT || (n >= 8 && memcmp(body, "[req_id=", 8) == 0)) return 0;
+    if (!unremarkable_by(body, n, &q->udispatch, &q->uneedles)) return 0;
+    size_t a = 0, b = n;
+    while (a < b && body[a] == ' ') a++;
+    while (b > a && body[b - 1] == ' ') b--;
+    if (a == b) return 0;
+    const u8 *msg = body + a;
+    size_t mn = b - a, w0 = 0;
+    while (w0 < mn && msg[w0] != ' ') w0++;
+    if (candidate_fits(&q->ucands, level, 'f', msg, w0, msg, mn)) return 0;
+    for (size_t k = 1; k <= 4; k++)
+        if (candidate_fits(&q->ucands, level, 'p', msg, k < mn ? k : mn, msg, mn)) return 0;
+    size_t i = 0;
+    for (int w = 0; w < 16 && i < mn; w++) { /* the first 16 words, as bytes.split(None, 16)[:16] */
+        size_t j = i;
+        while (j < mn && msg[j] != ' ') j++;
+        if (candidate_fits(&q->ucands, level, 'i', msg + i, j - i, msg, mn)) return 0;
+        i = j;
+        while (i < mn && msg[i] == ' ') i++;
+    }
+    return 1;
+}
+
+/* prefilter._quiet: rest (r[0..rn)) of the cleaned line is a quiet record (QUIET), a record nothing recognises
+ * (UNKNOWN: printable ASCII, not whole, at an unknown place), or neither (0); width: the row as measured */
 static int is_quiet(const u8 *r, size_t rn, size_t width, int flags, const quiet_t *q, const u8 *after,
                     size_t an, int has_after, u8 *buf, int whole, const size_t wrap[2]) {
     const char *level;
@@ -1007,10 +1058,14 @@ static int is_quiet(const u8 *r, size_t rn, size_t width, int flags, const quiet
     memcpy(key, level, lv);
     key[lv] = ' ';
     memcpy(key + lv + 1, r + f, de - f); /* "file:digits" as printed */
-    if (!accepts(&q->keys, key, kn, r + msg, rn - (size_t)msg, whole) || !unremarkable(r + msg, rn - (size_t)msg, q, 0))
-        return 0;
+    const u8 *body = r + msg;
+    size_t bn = rn - (size_t)msg;
+    int kind;
+    if (accepts(&q->keys, key, kn, body, bn, whole) && unremarkable(body, bn, q, 0)) kind = QUIET;
+    else if (!whole && unknown_place(&q->keys, key, kn) && unrecognisable(body, bn, (u8)level[0], q)) kind = UNKNOWN;
+    else return 0;
     size_t plen = width + wrap[0]; /* as the reader measures it */
-    return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask, wrap[1]));
+    return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask, wrap[1])) ? kind : 0;
 }
 
 /* ---------------------------------------------------------------- one line (prefilter.inert_kind) */
@@ -1054,10 +1109,11 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     size_t at = prefixed ? peeled(s, m) : 0;
     const u8 *r = s + at;
     size_t rn = m - at;
-    if (q && rn && ((r[0] == '[' && is_quiet_lmcache(r, rn, q, !ascii)) ||
-                    ((r[0] == 'D' || r[0] == 'I') && is_quiet(r, rn, row_width(raw, n, flags), flags, q, after, an,
-                                                               has_after, buf2, !ascii, wrap))))
-        return first_of_head(heads, s, prefixed ? at : 0) ? QUIET_FIRST : QUIET;
+    int quiet = 0;
+    if (q && rn && r[0] == '[') quiet = is_quiet_lmcache(r, rn, q, !ascii) ? QUIET : 0;
+    else if (q && rn && (r[0] == 'D' || r[0] == 'I'))
+        quiet = is_quiet(r, rn, row_width(raw, n, flags), flags, q, after, an, has_after, buf2, !ascii, wrap);
+    if (quiet) return first_of_head(heads, s, prefixed ? at : 0) ? quiet + 1 : quiet; /* the *_FIRST kind */
     if (!ascii || m > MAX_INERT_LINE) return KEEP; /* beyond printable ASCII, or long: only a quiet record is counted unread */
     if (rn == 0 || has_anchor(r, rn)) return KEEP;
     if (prefixed || r[0] == '[') {
@@ -1075,23 +1131,23 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
 }
 
 /* prefilter(buf, off, starts, ends, flags, stop, keys, vllm dispatch, vllm needles, lmcache dispatch, lmcache
- * needles, widths, year) -> bytes: one kind per line
- * buf[off + starts[i] : off + ends[i]]; the line after each is read up to stop (the block's end); the three
- * five blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask(), year the reader's last
+ * needles, recognising dispatch words, needles and candidates, widths, year) -> bytes: one kind per line
+ * buf[off + starts[i] : off + ends[i]]; the line after each is read up to stop (the block's end); the eight
+ * blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask(), year the reader's last
  * dated year (4 bytes; else no LMCache record is quiet) */
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
-    Py_buffer buf, sv, ev, kb, vd, vn, ld, ln, wb, yb, rw = {0}, aw = {0};
+    Py_buffer buf, sv, ev, kb, vd, vn, ld, ln, ud, un, uc, wb, yb, rw = {0}, aw = {0};
     long long off, stop;
     int flags;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*y*y*|y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop, &kb,
-                          &vd, &vn, &ld, &ln, &wb, &yb, &rw, &aw))
+    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*y*y*y*y*y*|y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop,
+                          &kb, &vd, &vn, &ld, &ln, &ud, &un, &uc, &wb, &yb, &rw, &aw))
         return NULL;
     prefilter_tables();
     PyObject *out = NULL;
     u8 *tmp = NULL, *tmp2 = NULL;
     heads_t *heads = NULL;
-    quiet_t q = {{0}, {{0}, {0}}, {{0}, {0}}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
+    quiet_t q = {{0}, {{0}, {0}}, {{0}, {0}}, {0}, {0}, {0}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
     /* rw / aw: the width of the wrapper a block's copy took off each row and the line after it (none: 0) */
@@ -1114,7 +1170,9 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     heads = PyMem_Calloc(1, sizeof(heads_t));
     if (!out || !tmp || !tmp2 || !heads || words_of(kb.buf, (size_t)kb.len, &q.keys) < 0 ||
         words_of(vd.buf, (size_t)vd.len, &q.dispatch[0]) < 0 || words_of(vn.buf, (size_t)vn.len, &q.needles[0]) < 0 ||
-        words_of(ld.buf, (size_t)ld.len, &q.dispatch[1]) < 0 || words_of(ln.buf, (size_t)ln.len, &q.needles[1]) < 0) {
+        words_of(ld.buf, (size_t)ld.len, &q.dispatch[1]) < 0 || words_of(ln.buf, (size_t)ln.len, &q.needles[1]) < 0 ||
+        words_of(ud.buf, (size_t)ud.len, &q.udispatch) < 0 || words_of(un.buf, (size_t)un.len, &q.uneedles) < 0 ||
+        words_of(uc.buf, (size_t)uc.len, &q.ucands) < 0) {
         Py_CLEAR(out);
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
@@ -1147,6 +1205,9 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
 done:
     words_free(&q.keys);
+    words_free(&q.udispatch);
+    words_free(&q.uneedles);
+    words_free(&q.ucands);
     for (int p = 0; p < 2; p++) {
         words_free(&q.dispatch[p]);
         words_free(&q.needles[p]);
@@ -1162,6 +1223,9 @@ done:
     PyBuffer_Release(&vn);
     PyBuffer_Release(&ld);
     PyBuffer_Release(&ln);
+    PyBuffer_Release(&ud);
+    PyBuffer_Release(&un);
+    PyBuffer_Release(&uc);
     PyBuffer_Release(&wb);
     PyBuffer_Release(&yb);
     PyBuffer_Release(&rw);

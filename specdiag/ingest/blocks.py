@@ -291,9 +291,14 @@ class _Inert:
         self.wrapped = wrapped
         self.reader, self.data, self.start = reader, data, start
         self.lines, self.starts, self.ends = rare["line"], rare["start"], rare["end"]
-        self.kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
-                                           frozenset(reader.widths), reader.last_y, ahead,
-                                           prefilter.NO_WRAPS if wrapped is None else wrapped.wraps)
+        kinds = prefilter.block_kinds(data, start, self.starts, self.ends, self.flags, reader.quiet, end,
+                                      frozenset(reader.widths), reader.last_y, ahead,
+                                      prefilter.NO_WRAPS if wrapped is None else wrapped.wraps)
+        # a record nothing recognises is counted as a quiet one is (its process told, its month read); the
+        # kinds as decided tell the unknown ones apart for the count (``_skip_quiet``)
+        has_unknown = kinds.find(UNKNOWN_BYTE) >= 0 or kinds.find(UNKNOWN_FIRST_BYTE) >= 0
+        self.decided: bytes | None = kinds if has_unknown else None
+        self.kinds = kinds.translate(_AS_QUIET) if has_unknown else kinds
         # a width proven inside the block may make a quiet record's next row its rest; a dated line of another
         # year makes an LMCache record of the old one move the year back; a wrapper first seen inside the block
         # may change the next row's first bytes: quiet lines are then read
@@ -301,7 +306,7 @@ class _Inert:
         self.kept = _kept_rows(self.kinds, rare)
         self.quiet = self.kinds.find(FIRST_BYTE) >= 0  # a block's first quiet record of a process is QUIET_FIRST
         self.p = 0  # the next rare line not yet read or skipped
-        self.read_prefixed = self.quiet_skipped = 0
+        self.read_prefixed = self.quiet_skipped = self.unknown_skipped = 0
         self._first = -1  # the index of the next QUIET_FIRST line at or after ``p`` (-1: not looked for yet)
         #: whether nothing is open that reading the inert lines would touch (``passes_over``), as of the last
         #: line read; None once a line was read
@@ -374,6 +379,8 @@ class _Inert:
         month the reader's year roll compares against (only December's matters)."""
         kinds, reader = self.kinds, self.reader
         self.quiet_skipped += kinds.count(QUIET_BYTE, p, q)
+        if self.decided is not None:
+            self.unknown_skipped += self.decided.count(UNKNOWN_BYTE, p, q) + self.decided.count(UNKNOWN_FIRST_BYTE, p, q)
         i = kinds.find(FIRST_BYTE, p, q)
         origins = reader.origins if self.wrapped is None else self.wrapped.origins
         while i >= 0:
@@ -435,7 +442,8 @@ class _Inert:
         reader = self.reader
         reader.recognized += self.kinds.count(prefilter.PREFIXED) - self.read_prefixed + self.quiet_skipped
         if self.quiet_skipped:  # its format was named when the record that taught its place was read
-            reader.stats.quiet += self.quiet_skipped
+            reader.stats.quiet += self.quiet_skipped - self.unknown_skipped
+            reader.stats.unknown += self.unknown_skipped
 
 
 def plain_flag(reader: LineReader) -> int:
@@ -460,6 +468,10 @@ def _decided_by(reader: LineReader) -> tuple:
 
 
 QUIET_BYTE, FIRST_BYTE = bytes([prefilter.QUIET]), bytes([prefilter.QUIET_FIRST])
+UNKNOWN_BYTE, UNKNOWN_FIRST_BYTE = bytes([prefilter.UNKNOWN]), bytes([prefilter.UNKNOWN_FIRST])
+#: the kinds as the counting reads them: UNKNOWN as QUIET, UNKNOWN_FIRST as QUIET_FIRST
+_AS_QUIET = bytes({prefilter.UNKNOWN: prefilter.QUIET, prefilter.UNKNOWN_FIRST: prefilter.QUIET_FIRST}.get(k, k)
+                  for k in range(256))
 KEEP_BYTE = bytes([prefilter.KEEP])
 _TAG_END = _W.TAG_CLOSE + b" "  # the end of a store or retrieve message's ``[req_id=…] `` tag
 _KEPT = bytes([1 if k == prefilter.KEEP else 0 for k in range(256)])

@@ -170,11 +170,21 @@ def looks_wrapped(plen: int, line: bytes, proven: bool = False) -> bool:
     """A continuation of the same process that is a cut line rather than the next line of a multi-line
     message: the record's last line filled a terminal row, and this one is not indented or an exception.
     One leading space is a cut before a word when a word follows, or after a row exactly a terminal's
-    width (or one this input was proven cut at) or an empty message; a dict repr pretty-printed over lines
+    width (or one this input was proven cut at) or an empty message, or before LMCache's whole suffix (the row
+    is `` (file.py:N:logger)``: the cut fell at the space before it); a dict repr pretty-printed over lines
     indents its items by one space, but before a quote or a bracket (`` 'chunk_size': 256,``)."""
-    if line[:1] == b" " and (proven and line[1:2] not in (b" ", b"\t", b"") or line[1:2].isalnum()):
+    if line[:1] == b" " and (proven and line[1:2] not in (b" ", b"\t", b"") or line[1:2].isalnum()
+                             or _whole_suffix(line)):
         line = line[1:]
     return plen >= MIN_ROW and line[:1] not in (b" ", b"\t") and EXC_LINE.match(line) is None
+
+
+def _whole_suffix(line: bytes) -> bool:
+    """Whether ``line`` is `` (file.py:N:logger)`` and nothing else: LMCache's suffix with the space before it."""
+    if line[:2] != b" (":
+        return False
+    body, file, _, _ = split_suffix(line)
+    return file is not None and body == b""
 
 
 def concat_row(o: OpenRecord, line: bytes, lineno: int) -> tuple[bytes | None, int | None, bytes | None]:

@@ -43,8 +43,8 @@ from typing import NamedTuple
 from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS
 
-#: kinds, one byte per line
-KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST = 0, 1, 2, 3, 4
+#: kinds, one byte per line (``*_FIRST``: the block's first of a process prefix, one more than its kind)
+KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST, UNKNOWN, UNKNOWN_FIRST = 0, 1, 2, 3, 4, 5, 6
 #: a block's distinct process prefixes of quiet records told apart (more: every later one is QUIET_FIRST)
 MAX_QUIET_HEADS = 64
 MAX_QUIET_HEAD = 256
@@ -129,10 +129,11 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
     prefixed = line[:1] == b"("
     rest = peeled(line) if prefixed else line
     whole = not ascii_line  # text beyond ASCII: quiet only at a place where the catalog knows every text
-    if quiet is not None and rest[:1] in b"DI[" and (
-            _quiet_lmcache(rest, quiet, year, whole) if rest[:1] == b"["
-            else _quiet(raw, rest, flags, quiet, after, widths, whole, wrap)):
-        return QUIET
+    if quiet is not None and rest[:1] in b"DI[":
+        kind = (QUIET if _quiet_lmcache(rest, quiet, year, whole) else KEEP) if rest[:1] == b"[" \
+            else _quiet(raw, rest, flags, quiet, after, widths, whole, wrap)
+        if kind != KEEP:
+            return kind
     if not ascii_line or len(line) > MAX_INERT_LINE:
         return KEEP  # beyond printable ASCII, or long: never inert, only a quiet record is counted unread
     if not rest or any(a in rest for a in ANCHORS):
@@ -433,6 +434,13 @@ class QuietPlaces:
 
     def __init__(self, dispatch: dict[str, dict[bytes, list[bytes]]], needles: dict[str, list[bytes]]) -> None:
         self.keys: set[bytes] = set()  # places where every text is recognised
+        #: vLLM places where no catalogued release prints: a text there that nothing of ``recognising`` fits is
+        #: recognised by nothing (:data:`UNKNOWN`)
+        self.unknown: set[bytes] = set()
+        #: ``events.Recognising``: every template's dispatch words and needles, the needles tried on every
+        #: record, the catalog's text-search candidates (``candidate_key`` -> simple patterns or None)
+        self.recognising: tuple = ({}, (), {})
+        self._recognising_blobs: tuple[bytes, ...] = (b"",) * 3  # made once per ``recognising`` (≈ 4,000 lines)
         #: places where several messages were printed: the simple patterns (literals, kinds) of those seen
         self.patterns: dict[bytes, list[tuple[tuple[bytes, ...], str]]] = {}
         self.dispatch = {p: {w: tuple(ns) for w, ns in dispatch.get(p, {}).items()} for p in self.PROJECTS}
@@ -456,6 +464,20 @@ class QuietPlaces:
             pats.append((blits, kinds))
             self._blobs = None
 
+    def add_unknown(self, key: bytes, recognising: tuple) -> None:
+        """A vLLM place where no catalogued release prints at this level, and what could make a text there
+        recognised (``events.Matcher.recognising``, the same for every place)."""
+        if key not in self.unknown and len(self.unknown) < 4096:
+            self.unknown.add(key)
+            if recognising is not self.recognising:
+                self.recognising, self._recognising_blobs = recognising, _recognising_blobs(recognising)
+            self._blobs = None
+
+    def unknown_at(self, key: bytes, body: bytes) -> bool:
+        """Whether a record of this text at this place (``LEVEL file:line``) is recognised by nothing: the
+        place is unknown and the text :func:`unrecognisable` at its level."""
+        return key in self.unknown and unrecognisable(body, key[:1], *self.recognising)
+
     def accepts(self, key: bytes, body: bytes, whole: bool = False) -> bool:
         """Whether every record with this text at this place is recognised (``whole``: only at a place
         where every text is)."""
@@ -467,30 +489,84 @@ class QuietPlaces:
         """Take ``other``'s words and needles (what the templates of this analysis read); the places learnt
         so far are forgotten, as they were learnt under the words before."""
         self.dispatch, self.needles = other.dispatch, other.needles
-        self.keys.clear()
-        self.patterns.clear()
-        self._blobs = None
+        self.forget()
 
     def forget(self) -> None:
         """No place is quiet until read again (a new run or another deployment: its observers have not seen it)."""
-        if self.keys or self.patterns:
+        if self.keys or self.patterns or self.unknown:
             self.keys.clear()
             self.patterns.clear()
+            self.unknown.clear()
             self._blobs = None
 
     def blobs(self) -> tuple[bytes, ...]:
         """For the compiled copy, one line per item, sorted where looked up: the keys (a place's simple
-        patterns as ``key US kinds US literal…``, US the unit separator 0x1f); then per project
-        (vLLM, LMCache) the dispatch words, each followed by its needles (tab-separated), and the needles."""
+        patterns as ``key US kinds US literal…``, US the unit separator 0x1f; an unknown place as
+        ``key US ?``); then per project (vLLM, LMCache) the dispatch words, each followed by its needles
+        (tab-separated), and the needles; then, without an unknown place empty, ``recognising``'s dispatch
+        words and needles as those, and its candidates as keys (a simple pattern ``key US kinds US
+        literal…``, the bare key for one the compiled copy cannot check)."""
         if self._blobs is None:
             lines = [*self.keys, *(b"\x1f".join((k, kinds.encode(), *lits)) for k, pats in self.patterns.items()
-                                   for lits, kinds in pats)]
+                                   for lits, kinds in pats), *(k + UNKNOWN_MARK for k in self.unknown)]
             out = [b"\n".join(sorted(lines))]
             for p in self.PROJECTS:
                 out.append(b"\n".join(b"\t".join((w, *ns)) for w, ns in sorted(self.dispatch[p].items())))
                 out.append(b"\n".join(self.needles[p]))
+            out += self._recognising_blobs if self.unknown else (b"",) * 3
             self._blobs = tuple(out)
         return self._blobs
+
+
+def _recognising_blobs(recognising: tuple) -> tuple[bytes, ...]:
+    """``QuietPlaces.recognising`` for the compiled copy: its dispatch words and needles as the templates'
+    are given, its candidates as sorted keys (a simple pattern as ``key US kinds US literal…``, the bare key
+    for one the compiled copy cannot check)."""
+    dispatch, needles, candidates = recognising
+    return (b"\n".join(b"\t".join((w, *ns)) for w, ns in sorted(dispatch.items())), b"\n".join(needles),
+            b"\n".join(sorted(k if spec is None else b"\x1f".join((k, spec[1].encode(), *spec[0]))
+                              for k, specs in candidates.items() for spec in specs)))
+
+
+#: what follows an unknown place's key in the keys blob
+UNKNOWN_MARK = b"\x1f?"
+#: the longest message an unknown place's record may have: the catalog's text search reads its first 4,096
+#: characters (``catalog.store.Catalog._text``), and a longer one could hold a word cut there
+MAX_UNKNOWN_TEXT = 4096
+
+
+#: the index letters of :func:`candidate_key`
+_TABLE_LETTER = {"first": b"f", "prefix": b"p", "inner": b"i"}
+
+
+def candidate_key(level: str | bytes, table: str, word: bytes) -> bytes:
+    """A catalog text-search candidate's key (``events.Recognising.candidates``): the level's initial
+    (``D``/``I``), the index's letter (``first``, ``prefix``, ``inner``), the word."""
+    initial = level[:1].encode() if isinstance(level, str) else level[:1]
+    return initial + _TABLE_LETTER[table] + word
+
+
+def unrecognisable(body: bytes, level: bytes, dispatch: dict[bytes, tuple[bytes, ...]], needles: tuple[bytes, ...],
+                   candidates: dict[bytes, tuple]) -> bool:
+    """Whether ``events.Matcher.match`` finds nothing for a message of printable ASCII at ``level`` (its
+    initial is enough) printed where no catalogued release prints (``QuietPlaces.unknown``): no template
+    dispatched on its first word finds its needle in it (a ``[req_id=…]`` tag is kept: the matcher looks past
+    it), none tried on every record finds its needle, and no format the catalog's text search can reach
+    (``Catalog._text``: by the stripped text's first word, its first 1-4 characters, its first 16 words)
+    fits it (``simple_fits``; a candidate without a simple pattern is taken to fit)."""
+    if len(body) > MAX_UNKNOWN_TEXT or body[:8] == b"[req_id=":
+        return False
+    sp = body.find(b" ")
+    ns = dispatch.get(body if sp < 0 else body[:sp])
+    if ns is not None and any(n in body for n in ns) or any(n in body for n in needles):
+        return False
+    msg = body.strip(b" ")
+    head = msg.split(None, 16)[:16]
+    if not head:
+        return False
+    keys = [candidate_key(level, "first", head[0]), *(candidate_key(level, "prefix", msg[:k]) for k in range(1, 5)),
+            *(candidate_key(level, "inner", w) for w in head)]
+    return not any(spec is None or simple_fits(*spec, msg) for key in keys for spec in candidates.get(key, ()))
 
 
 #: characters a line of printable text never holds: C0 and C1 controls, DEL, the Unicode line and paragraph
@@ -607,21 +683,27 @@ def _unremarkable(body: bytes, quiet: QuietPlaces, project: str) -> bool:
 
 
 def _quiet(raw: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
-           widths: frozenset[int], whole: bool = False, wrap: tuple[int, int] = (0, 0)) -> bool:
-    """Whether ``rest`` (the cleaned line of ``raw`` after its process prefixes) is a quiet record (with
-    ``whole``: of a place where every text is recognised, not one of the simple patterns)."""
+           widths: frozenset[int], whole: bool = False, wrap: tuple[int, int] = (0, 0)) -> int:
+    """QUIET when ``rest`` (the cleaned line of ``raw`` after its process prefixes) is a quiet record (with
+    ``whole``: of a place where every text is recognised, not one of the simple patterns), UNKNOWN when it
+    is a record nothing recognises (printable ASCII at an unknown place), else KEEP."""
     word = next((w for w in _QUIET_LEVELS if rest.startswith(w)), None)
     if word is None:
-        return False
+        return KEEP
     level = word[:-1]
     m = _VLLM_REST.match(rest, len(word))
     if m is None or not b"02" <= m.group(1) <= b"11":
-        return False  # December and January: the reader's Dec→Jan year roll reads the month
+        return KEEP  # December and January: the reader's Dec→Jan year roll reads the month
     body = rest[m.end() :]
-    if not quiet.accepts(level + b" " + m.group(2) + b":" + m.group(3), body, whole) or not _unremarkable(body, quiet, "vllm"):
-        return False
+    key = level + b" " + m.group(2) + b":" + m.group(3)
+    if quiet.accepts(key, body, whole) and _unremarkable(body, quiet, "vllm"):
+        kind = QUIET
+    elif not whole and quiet.unknown_at(key, body):
+        kind = UNKNOWN
+    else:
+        return KEEP
     plen = row_width(raw, flags) + wrap[0]
-    return plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths, wrap[1]))
+    return kind if plen < HELD_WIDTH or (after is not None and _ends_held(after, plen, flags, widths, wrap[1])) else KEEP
 
 
 def _ends_held(after: bytes, plen: int, flags: int, widths: frozenset[int], after_wrap: int = 0) -> bool:
@@ -670,8 +752,8 @@ def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | 
         after = None if quiet is None or nxt >= stop else data[nxt : _line_end(data, nxt, stop)]
         raw = data[off + s : off + e]
         kind = inert_kind(raw, flags, quiet, after, widths, year, (max(wrap, 0), max(after_wrap, 0)))
-        if kind == QUIET and _first_of_head(quiet_head(raw, flags), heads):
-            kind = QUIET_FIRST
+        if kind in (QUIET, UNKNOWN) and _first_of_head(quiet_head(raw, flags), heads):
+            kind += 1  # QUIET_FIRST, UNKNOWN_FIRST
         out.append(kind)
     return bytes(out)
 
@@ -703,7 +785,7 @@ except ImportError:  # pragma: no cover - exercised by the build without a compi
     _compiled_kinds = None
 
 
-_NO_BLOBS = (b"",) * 5
+_NO_BLOBS = (b"",) * 8
 #: no wrapper widths: a block read as it is (``kinds``' ``wraps``)
 NO_WRAPS = (array("q"), array("q"))
 
@@ -711,7 +793,7 @@ NO_WRAPS = (array("q"), array("q"))
 class Ahead(NamedTuple):
     """A block's kinds decided on a scan thread (``ahead.py``) from the reader's state as it was when the
     block was handed over: ``args`` are what the compiled copy was called with besides the block (flags,
-    the five :meth:`QuietPlaces.blobs`, the width mask, the year, the two wrapper-width columns). Used only where the reader's state is
+    the eight :meth:`QuietPlaces.blobs`, the width mask, the year, the two wrapper-width columns). Used only where the reader's state is
     still the same when the block comes back (:func:`block_kinds`), so the kinds are those it would decide."""
 
     start: int
@@ -727,7 +809,7 @@ def compiled_args(flags: int, blobs: tuple[bytes, ...], mask: bytes, year: bytes
 
 
 def blobs_of(quiet: QuietPlaces | None) -> tuple[bytes, ...]:
-    """``quiet.blobs()``, or five empty blobs without quiet places (no record is then quiet)."""
+    """``quiet.blobs()``, or eight empty blobs without quiet places (no record is then quiet)."""
     return quiet.blobs() if quiet is not None else _NO_BLOBS
 
 
