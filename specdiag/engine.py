@@ -323,8 +323,8 @@ class SourceLoop:
         # raw text that a template recognised (a bare exception line of vLLM's) is vLLM output too
         src.stats.recognized += self.text_events
         self.tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines + src.stats.quiet
-        if src.stats.unknown:  # vLLM records nothing recognises, counted unread (``_learn_unknown``)
-            self.tally.unrecognized["vllm"] += src.stats.unknown
+        for project, n in src.stats.unknown.items():  # records nothing recognises, counted unread (``_learn_unknown``)
+            self.tally.unrecognized[project] += n
         _hand_counts(src, list(self.fed.values()) or [self.run_for(self.default_id)], self.counts)
         self.window.clear()
 
@@ -386,17 +386,17 @@ def _learn_quiet(rec: Any, dep: Deployment, quiet: QuietPlaces, entry: Any = Non
 
 
 def _learn_unknown(rec: Any, matcher: Any, quiet: QuietPlaces) -> None:
-    """A vLLM DEBUG/INFO record nothing recognised, printed where no catalogued release prints at its level:
+    """A vLLM or LMCache DEBUG/INFO record nothing recognised, printed where no catalogued release prints at its level:
     a later record of its place whose text nothing ``matcher`` looks a message up by fits
     (``Matcher.recognising``) would be recognised by nothing too, and only counted as such
     (``prefilter.UNKNOWN``): a plugin's or a newer build's DEBUG flood is not read line by line. What reading
     one does at DEBUG/INFO is count it (``_tally_unrecognized``); no observer sees it (``deliver_unmatched``)."""
-    if rec.kind != "vllm" or rec.level not in QUIET_LEVELS or rec.cont:
+    if rec.kind not in QuietPlaces.PROJECTS or rec.level not in QUIET_LEVELS or rec.cont:
         return
     key = rec.place_key()
     if key is None or key in quiet.unknown or not nothing_printed_at(rec):
         return
-    quiet.add_unknown(key, matcher.recognising("vllm"))
+    quiet.add_unknown(key, rec.kind, matcher.recognising(rec.kind))
 
 
 MAX_SKIP_NOTES = 20

@@ -489,14 +489,15 @@ def _stores(n: int, rng: random.Random) -> list[str]:
 
 def _quiet_count(log: Path, field: str = "quiet") -> int:
     """How many records of ``log`` the analysis counted without reading them (``SourceStats.quiet``; with
-    ``field="unknown"``, those nothing recognises: ``SourceStats.unknown``)."""
+    ``field="unknown"``, those nothing recognises, of both projects: ``SourceStats.unknown``)."""
     from specdiag.engine import SourceLoop, analyze
 
     counted = []
     real_end = SourceLoop.end
 
     def end(self):
-        counted.append(getattr(self.src.stats, field))
+        got = getattr(self.src.stats, field)
+        counted.append(sum(got.values()) if isinstance(got, dict) else got)
         return real_end(self)
 
     with pytest.MonkeyPatch.context() as mp:

@@ -34,9 +34,15 @@ HEAD = b"(EngineCore pid=203) DEBUG 05-06 09:00:01 [my_plugin/sched.py:120] "
 YEAR, WIDTHS = b"2026", frozenset()
 
 
+#: an LMCache place no release prints at, and a record of it without its message and suffix
+LMC_PLACE = b"DEBUG my_backend.py:77:lmcache.v1.my_backend"
+LMC_HEAD, LMC_SUFFIX = b"[2026-05-06 09:00:01,123] LMCache DEBUG: ", b" (my_backend.py:77:lmcache.v1.my_backend)"
+
+
 def _places() -> prefilter.QuietPlaces:
     quiet = quiet_places(default_matcher())
-    quiet.add_unknown(PLACE, RECOGNISING)
+    quiet.add_unknown(PLACE, "vllm", RECOGNISING)
+    quiet.add_unknown(LMC_PLACE, "lmcache", default_matcher().recognising("lmcache"))
     return quiet
 
 
@@ -94,6 +100,25 @@ def test_records_nothing_recognises_are_unknown_at_an_unknown_place_only(tmp_pat
     assert ref == got == bytes([prefilter.UNKNOWN_FIRST, prefilter.UNKNOWN, prefilter.UNKNOWN])
 
 
+def test_lmcache_records_nothing_recognises_are_unknown_at_an_unknown_place_only(tmp_path):
+    """The same for LMCache's envelope: its own templates' words and its catalogued formats keep a text."""
+    quiet = _places()
+    lines = [LMC_HEAD + body + LMC_SUFFIX for body in (b"Retrieved 5 out of 10 out of total 10 tokens",
+                                                      b"Storing KV cache for 5 out of 10 tokens", b"",
+                                                      b"Creating LMCacheEngine with config: x")]
+    for line in lines:
+        ref, got = _kinds([line], quiet)
+        assert ref == got == bytes([prefilter.KEEP]), line
+    unknown = [LMC_HEAD + b"mb backend flushed 4 chunks in 3 ms" + LMC_SUFFIX, LMC_HEAD + b"tock" + LMC_SUFFIX]
+    ref, got = _kinds(unknown * 2, quiet)
+    assert ref == got == bytes([prefilter.LMC_UNKNOWN_FIRST] + [prefilter.LMC_UNKNOWN] * 3)
+    assert _kinds([unknown[0].replace(b":77:", b":78:")], quiet)[0] == bytes([prefilter.KEEP])  # not learnt
+    assert _kinds([unknown[0].replace(b"2026", b"2025")], quiet)[0] == bytes([prefilter.KEEP])  # another year
+    log = tmp_path / "unknown.log"
+    log.write_bytes(b"".join(line + b"\n" for line in unknown))
+    assert [default_matcher().match(r) for r in _records(log)] == [None, None]
+
+
 _WORDS = st.one_of(st.sampled_from(FIRSTS), st.sampled_from(INNER), st.sampled_from(PREFIXES), st.sampled_from(NEEDLES), st.sampled_from([b"tick", b"us,", b"5:", b"[req_id=1]", b"", b"x"]),
                    st.binary(min_size=1, max_size=6).map(lambda b: bytes(0x21 + c % 94 for c in b)))
 
@@ -102,7 +127,8 @@ _WORDS = st.one_of(st.sampled_from(FIRSTS), st.sampled_from(INNER), st.sampled_f
 @given(st.lists(st.lists(_WORDS, max_size=20).map(b" ".join), min_size=1, max_size=6),
        st.lists(st.sampled_from([0, 1, 2]), min_size=6, max_size=6))
 def test_the_compiled_copy_decides_unknown_records_as_the_reference(bodies, spaces):
-    lines = [HEAD[:-1] + b" " * n + body for body, n in zip(bodies, spaces, strict=False)]
+    lines = [HEAD[:-1] + b" " * n + body if i % 2 else LMC_HEAD + body + LMC_SUFFIX
+             for i, (body, n) in enumerate(zip(bodies, spaces, strict=False))]
     ref, got = _kinds(lines, _places())
     assert ref == got, lines
 
@@ -153,3 +179,26 @@ def test_a_plugins_debug_flood_is_counted_unread_and_reports_the_same(tmp_path):
 def _analyse_unknown_in_example() -> int:
     """The TP=8 example's own unrecognised vLLM records (none today; read, not assumed)."""
     return _analyse(ROOT / "examples" / "tp8-shortfall" / "serve.log", "off")["unrecognized"].get("vllm", 0)
+
+
+def test_a_new_lmcache_backends_debug_flood_is_counted_unread_and_reports_the_same(tmp_path):
+    """The TP=8 example, then 40,000 LMCache DEBUG records of a backend's two places no release prints at,
+    one in ten of a catalogued message (read, recognised by its text): the prefilter-off report, its
+    unrecognised count exact."""
+    rng = random.Random(4)
+    lines = (ROOT / "examples" / "tp8-shortfall" / "serve.log").read_text().splitlines()
+    texts = ["mb backend flushed {i} chunks in {n} ms", "Releasing memory object for lookup_id=req-{i}"]
+    unknown = 0
+    for i in range(40_000):
+        k = int(rng.random() < 0.1)
+        unknown += k == 0
+        lines.append(f"(Worker_TP{i % 8} pid=7{i % 8}) [2026-05-06 16:{i // 60 % 60:02d}:{i % 60:02d},745] LMCache "
+                     f"DEBUG: {texts[k].format(i=i, n=rng.randrange(99))} (mb_backend.py:{30 + i % 2}:"
+                     "lmcache.v1.storage_backend.mb_backend)")
+    log = tmp_path / "backend.log"
+    log.write_text("\n".join(lines) + "\n")
+    on = _analyse(log, "on")
+    assert on == _analyse(log, "off")
+    example = _analyse(ROOT / "examples" / "tp8-shortfall" / "serve.log", "off")["unrecognized"].get("lmcache", 0)
+    assert on["unrecognized"]["lmcache"] == unknown + example
+    assert _quiet_count(log, "unknown") > 0.8 * unknown

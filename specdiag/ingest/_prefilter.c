@@ -30,6 +30,7 @@ typedef unsigned char u8;
 #define QUIET_FIRST 4
 #define UNKNOWN 5
 #define UNKNOWN_FIRST 6
+#define LMC_UNKNOWN 7
 #define MAX_UNKNOWN_TEXT 4096 /* prefilter.MAX_UNKNOWN_TEXT */
 #define MAX_QUIET_HEADS 64
 #define MAX_QUIET_HEAD 256
@@ -639,7 +640,7 @@ static int cmp_bytes(const u8 *a, size_t an, const u8 *b, size_t bn) {
 typedef struct {
     words keys;
     words dispatch[2], needles[2]; /* per project (0: vLLM, 1: LMCache): "word\tneedle\t..." lines, needles */
-    words udispatch, uneedles, ucands; /* QuietPlaces.recognising: every template's words, needles; candidates */
+    words udispatch[2], uneedles[2], ucands[2]; /* per project, QuietPlaces.recognising: words, needles, candidates */
     const u8 *wmask; /* byte w set: a terminal width the reader knows (MAX_QUIET_LINE + 1 bytes) */
     const u8 *year;  /* the year of the reader's last dated line (4 bytes), or NULL */
 } quiet_t;
@@ -803,7 +804,10 @@ static int suffix_place(const u8 *r, size_t rn, size_t msg, size_t *in0, size_t 
     return 1;
 }
 
-/* prefilter._quiet_lmcache */
+static int unknown_place(const words *keys, const u8 *key, size_t kn);
+static int unrecognisable(const u8 *body, size_t n, u8 level, const quiet_t *q, int project);
+
+/* prefilter._quiet_lmcache: QUIET, LMC_UNKNOWN or 0 */
 static int is_quiet_lmcache(const u8 *r, size_t rn, const quiet_t *q, int whole) {
     if (!q->year || rn < 36 || memcmp(r + 24, "] LMCache ", 10) != 0 || memcmp(r + 1, q->year, 4) != 0) return 0;
     const u8 *cp = memchr(r + 34, ':', rn - 34);
@@ -819,7 +823,10 @@ static int is_quiet_lmcache(const u8 *r, size_t rn, const quiet_t *q, int whole)
     memcpy(key, r + 34, lv);
     key[lv] = ' ';
     memcpy(key + lv + 1, r + in0, in1 - in0);
-    return accepts(&q->keys, key, kn, r + msg, body_end - msg, whole) && unremarkable(r + msg, body_end - msg, q, 1);
+    const u8 *body = r + msg;
+    size_t bn = body_end - msg;
+    if (accepts(&q->keys, key, kn, body, bn, whole) && unremarkable(body, bn, q, 1)) return QUIET;
+    return !whole && unknown_place(&q->keys, key, kn) && unrecognisable(body, bn, key[0], q, 1) ? LMC_UNKNOWN : 0;
 }
 
 /* _VLLM_REST at r[pos]: "(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?" -> the message's
@@ -1009,10 +1016,12 @@ static int candidate_fits(const words *cands, u8 level, u8 table, const u8 *word
     return accepts(cands, key, wn + 2, msg, n, 0);
 }
 
-/* prefilter.unrecognisable on a message of printable ASCII, body[0..n), at a level of initial `level` */
-static int unrecognisable(const u8 *body, size_t n, u8 level, const quiet_t *q) {
+/* prefilter.unrecognisable on a message of printable ASCII, body[0..n), at a level of initial `level`, of
+ * project 0 (vLLM) or 1 (LMCache) */
+static int unrecognisable(const u8 *body, size_t n, u8 level, const quiet_t *q, int project) {
     if (n > MAX_UNKNOWN_TEXT || (n >= 8 && memcmp(body, "[req_id=", 8) == 0)) return 0;
-    if (!unremarkable_by(body, n, &q->udispatch, &q->uneedles)) return 0;
+    if (!unremarkable_by(body, n, &q->udispatch[project], &q->uneedles[project])) return 0;
+    const words *cands = &q->ucands[project];
     size_t a = 0, b = n;
     while (a < b && body[a] == ' ') a++;
     while (b > a && body[b - 1] == ' ') b--;
@@ -1020,14 +1029,14 @@ static int unrecognisable(const u8 *body, size_t n, u8 level, const quiet_t *q) 
     const u8 *msg = body + a;
     size_t mn = b - a, w0 = 0;
     while (w0 < mn && msg[w0] != ' ') w0++;
-    if (candidate_fits(&q->ucands, level, 'f', msg, w0, msg, mn)) return 0;
+    if (candidate_fits(cands, level, 'f', msg, w0, msg, mn)) return 0;
     for (size_t k = 1; k <= 4; k++)
-        if (candidate_fits(&q->ucands, level, 'p', msg, k < mn ? k : mn, msg, mn)) return 0;
+        if (candidate_fits(cands, level, 'p', msg, k < mn ? k : mn, msg, mn)) return 0;
     size_t i = 0;
     for (int w = 0; w < 16 && i < mn; w++) { /* the first 16 words, as bytes.split(None, 16)[:16] */
         size_t j = i;
         while (j < mn && msg[j] != ' ') j++;
-        if (candidate_fits(&q->ucands, level, 'i', msg + i, j - i, msg, mn)) return 0;
+        if (candidate_fits(cands, level, 'i', msg + i, j - i, msg, mn)) return 0;
         i = j;
         while (i < mn && msg[i] == ' ') i++;
     }
@@ -1062,7 +1071,7 @@ static int is_quiet(const u8 *r, size_t rn, size_t width, int flags, const quiet
     size_t bn = rn - (size_t)msg;
     int kind;
     if (accepts(&q->keys, key, kn, body, bn, whole) && unremarkable(body, bn, q, 0)) kind = QUIET;
-    else if (!whole && unknown_place(&q->keys, key, kn) && unrecognisable(body, bn, (u8)level[0], q)) kind = UNKNOWN;
+    else if (!whole && unknown_place(&q->keys, key, kn) && unrecognisable(body, bn, (u8)level[0], q, 0)) kind = UNKNOWN;
     else return 0;
     size_t plen = width + wrap[0]; /* as the reader measures it */
     return plen < HELD_WIDTH || (has_after && ends_held(after, an, plen, flags, buf, q->wmask, wrap[1])) ? kind : 0;
@@ -1110,7 +1119,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
     const u8 *r = s + at;
     size_t rn = m - at;
     int quiet = 0;
-    if (q && rn && r[0] == '[') quiet = is_quiet_lmcache(r, rn, q, !ascii) ? QUIET : 0;
+    if (q && rn && r[0] == '[') quiet = is_quiet_lmcache(r, rn, q, !ascii);
     else if (q && rn && (r[0] == 'D' || r[0] == 'I'))
         quiet = is_quiet(r, rn, row_width(raw, n, flags), flags, q, after, an, has_after, buf2, !ascii, wrap);
     if (quiet) return first_of_head(heads, s, prefixed ? at : 0) ? quiet + 1 : quiet; /* the *_FIRST kind */
@@ -1131,23 +1140,24 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
 }
 
 /* prefilter(buf, off, starts, ends, flags, stop, keys, vllm dispatch, vllm needles, lmcache dispatch, lmcache
- * needles, recognising dispatch words, needles and candidates, widths, year) -> bytes: one kind per line
- * buf[off + starts[i] : off + ends[i]]; the line after each is read up to stop (the block's end); the eight
+ * needles, per project the recognising dispatch words, needles and candidates, widths, year) -> bytes: one kind
+ * per line buf[off + starts[i] : off + ends[i]]; the line after each is read up to stop (the block's end); the eleven
  * blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask(), year the reader's last
  * dated year (4 bytes; else no LMCache record is quiet) */
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
-    Py_buffer buf, sv, ev, kb, vd, vn, ld, ln, ud, un, uc, wb, yb, rw = {0}, aw = {0};
+    Py_buffer buf, sv, ev, kb, vd, vn, ld, ln, ud[2], un[2], uc[2], wb, yb, rw = {0}, aw = {0};
     long long off, stop;
     int flags;
     (void)self;
-    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*y*y*y*y*y*|y*y*:prefilter", &buf, &off, &sv, &ev, &flags, &stop,
-                          &kb, &vd, &vn, &ld, &ln, &ud, &un, &uc, &wb, &yb, &rw, &aw))
+    if (!PyArg_ParseTuple(args, "y*Ly*y*iLy*y*y*y*y*y*y*y*y*y*y*y*y*|y*y*:prefilter", &buf, &off, &sv, &ev, &flags,
+                          &stop, &kb, &vd, &vn, &ld, &ln, &ud[0], &un[0], &uc[0], &ud[1], &un[1], &uc[1], &wb, &yb,
+                          &rw, &aw))
         return NULL;
     prefilter_tables();
     PyObject *out = NULL;
     u8 *tmp = NULL, *tmp2 = NULL;
     heads_t *heads = NULL;
-    quiet_t q = {{0}, {{0}, {0}}, {{0}, {0}}, {0}, {0}, {0}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
+    quiet_t q = {{0}, {{0}, {0}}, {{0}, {0}}, {{0}, {0}}, {{0}, {0}}, {{0}, {0}}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
     /* rw / aw: the width of the wrapper a block's copy took off each row and the line after it (none: 0) */
@@ -1171,8 +1181,10 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     if (!out || !tmp || !tmp2 || !heads || words_of(kb.buf, (size_t)kb.len, &q.keys) < 0 ||
         words_of(vd.buf, (size_t)vd.len, &q.dispatch[0]) < 0 || words_of(vn.buf, (size_t)vn.len, &q.needles[0]) < 0 ||
         words_of(ld.buf, (size_t)ld.len, &q.dispatch[1]) < 0 || words_of(ln.buf, (size_t)ln.len, &q.needles[1]) < 0 ||
-        words_of(ud.buf, (size_t)ud.len, &q.udispatch) < 0 || words_of(un.buf, (size_t)un.len, &q.uneedles) < 0 ||
-        words_of(uc.buf, (size_t)uc.len, &q.ucands) < 0) {
+        words_of(ud[0].buf, (size_t)ud[0].len, &q.udispatch[0]) < 0 ||
+        words_of(un[0].buf, (size_t)un[0].len, &q.uneedles[0]) < 0 || words_of(uc[0].buf, (size_t)uc[0].len, &q.ucands[0]) < 0 ||
+        words_of(ud[1].buf, (size_t)ud[1].len, &q.udispatch[1]) < 0 ||
+        words_of(un[1].buf, (size_t)un[1].len, &q.uneedles[1]) < 0 || words_of(uc[1].buf, (size_t)uc[1].len, &q.ucands[1]) < 0) {
         Py_CLEAR(out);
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
@@ -1205,9 +1217,11 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
 done:
     words_free(&q.keys);
-    words_free(&q.udispatch);
-    words_free(&q.uneedles);
-    words_free(&q.ucands);
+    for (int p = 0; p < 2; p++) {
+        words_free(&q.udispatch[p]);
+        words_free(&q.uneedles[p]);
+        words_free(&q.ucands[p]);
+    }
     for (int p = 0; p < 2; p++) {
         words_free(&q.dispatch[p]);
         words_free(&q.needles[p]);
@@ -1223,9 +1237,11 @@ done:
     PyBuffer_Release(&vn);
     PyBuffer_Release(&ld);
     PyBuffer_Release(&ln);
-    PyBuffer_Release(&ud);
-    PyBuffer_Release(&un);
-    PyBuffer_Release(&uc);
+    for (int p = 0; p < 2; p++) {
+        PyBuffer_Release(&ud[p]);
+        PyBuffer_Release(&un[p]);
+        PyBuffer_Release(&uc[p]);
+    }
     PyBuffer_Release(&wb);
     PyBuffer_Release(&yb);
     PyBuffer_Release(&rw);

@@ -296,7 +296,7 @@ class _Inert:
                                       prefilter.NO_WRAPS if wrapped is None else wrapped.wraps)
         # a record nothing recognises is counted as a quiet one is (its process told, its month read); the
         # kinds as decided tell the unknown ones apart for the count (``_skip_quiet``)
-        has_unknown = kinds.find(UNKNOWN_BYTE) >= 0 or kinds.find(UNKNOWN_FIRST_BYTE) >= 0
+        has_unknown = any(kinds.find(b) >= 0 for pair in _UNKNOWN_BYTES.values() for b in pair)
         self.decided: bytes | None = kinds if has_unknown else None
         self.kinds = kinds.translate(_AS_QUIET) if has_unknown else kinds
         # a width proven inside the block may make a quiet record's next row its rest; a dated line of another
@@ -306,7 +306,8 @@ class _Inert:
         self.kept = _kept_rows(self.kinds, rare)
         self.quiet = self.kinds.find(FIRST_BYTE) >= 0  # a block's first quiet record of a process is QUIET_FIRST
         self.p = 0  # the next rare line not yet read or skipped
-        self.read_prefixed = self.quiet_skipped = self.unknown_skipped = 0
+        self.read_prefixed = self.quiet_skipped = 0
+        self.unknown_skipped: dict[str, int] = {}  # per project
         self._first = -1  # the index of the next QUIET_FIRST line at or after ``p`` (-1: not looked for yet)
         #: whether nothing is open that reading the inert lines would touch (``passes_over``), as of the last
         #: line read; None once a line was read
@@ -380,7 +381,10 @@ class _Inert:
         kinds, reader = self.kinds, self.reader
         self.quiet_skipped += kinds.count(QUIET_BYTE, p, q)
         if self.decided is not None:
-            self.unknown_skipped += self.decided.count(UNKNOWN_BYTE, p, q) + self.decided.count(UNKNOWN_FIRST_BYTE, p, q)
+            for project, (kind, first) in _UNKNOWN_BYTES.items():
+                n = self.decided.count(kind, p, q) + self.decided.count(first, p, q)
+                if n:
+                    self.unknown_skipped[project] = self.unknown_skipped.get(project, 0) + n
         i = kinds.find(FIRST_BYTE, p, q)
         origins = reader.origins if self.wrapped is None else self.wrapped.origins
         while i >= 0:
@@ -442,8 +446,9 @@ class _Inert:
         reader = self.reader
         reader.recognized += self.kinds.count(prefilter.PREFIXED) - self.read_prefixed + self.quiet_skipped
         if self.quiet_skipped:  # its format was named when the record that taught its place was read
-            reader.stats.quiet += self.quiet_skipped - self.unknown_skipped
-            reader.stats.unknown += self.unknown_skipped
+            reader.stats.quiet += self.quiet_skipped - sum(self.unknown_skipped.values())
+            for project, n in self.unknown_skipped.items():
+                reader.stats.unknown[project] = reader.stats.unknown.get(project, 0) + n
 
 
 def plain_flag(reader: LineReader) -> int:
@@ -468,10 +473,12 @@ def _decided_by(reader: LineReader) -> tuple:
 
 
 QUIET_BYTE, FIRST_BYTE = bytes([prefilter.QUIET]), bytes([prefilter.QUIET_FIRST])
-UNKNOWN_BYTE, UNKNOWN_FIRST_BYTE = bytes([prefilter.UNKNOWN]), bytes([prefilter.UNKNOWN_FIRST])
-#: the kinds as the counting reads them: UNKNOWN as QUIET, UNKNOWN_FIRST as QUIET_FIRST
-_AS_QUIET = bytes({prefilter.UNKNOWN: prefilter.QUIET, prefilter.UNKNOWN_FIRST: prefilter.QUIET_FIRST}.get(k, k)
-                  for k in range(256))
+#: per project, the kind of a record nothing recognises and of the block's first of its process prefix
+_UNKNOWN_BYTES = {project: (bytes([kind]), bytes([kind + 1])) for project, kind in prefilter.UNKNOWN_OF.items()}
+#: the kinds as the counting reads them: a record nothing recognises as QUIET, the first of its process as
+#: QUIET_FIRST
+_AS_QUIET = bytes(prefilter.QUIET if k in prefilter.UNKNOWN_OF.values() else
+                  prefilter.QUIET_FIRST if k - 1 in prefilter.UNKNOWN_OF.values() else k for k in range(256))
 KEEP_BYTE = bytes([prefilter.KEEP])
 _TAG_END = _W.TAG_CLOSE + b" "  # the end of a store or retrieve message's ``[req_id=…] `` tag
 _KEPT = bytes([1 if k == prefilter.KEEP else 0 for k in range(256)])

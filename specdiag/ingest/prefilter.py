@@ -44,7 +44,9 @@ from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS
 
 #: kinds, one byte per line (``*_FIRST``: the block's first of a process prefix, one more than its kind)
-KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST, UNKNOWN, UNKNOWN_FIRST = 0, 1, 2, 3, 4, 5, 6
+KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST, UNKNOWN, UNKNOWN_FIRST, LMC_UNKNOWN, LMC_UNKNOWN_FIRST = range(9)
+#: the kind of a record nothing recognises, per project
+UNKNOWN_OF = {"vllm": UNKNOWN, "lmcache": LMC_UNKNOWN}
 #: a block's distinct process prefixes of quiet records told apart (more: every later one is QUIET_FIRST)
 MAX_QUIET_HEADS = 64
 MAX_QUIET_HEAD = 256
@@ -109,7 +111,8 @@ _CONTAINER_REST = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-")
 
 def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: bytes | None = None,
                widths: frozenset[int] = frozenset(), year: bytes = b"", wrap: tuple[int, int] = (0, 0)) -> int:
-    """KEEP, INERT, PREFIXED (inert, counted as vLLM output) or QUIET for one raw line of a block;
+    """KEEP, INERT, PREFIXED (inert, counted as vLLM output), QUIET or a record nothing recognises (UNKNOWN,
+    LMC_UNKNOWN) for one raw line of a block;
     ``after``: the raw line after it (None at the block's end), ``quiet`` the places registered so far,
     ``widths`` the terminal widths the reader knows (``LineReader.widths``), ``year`` the year of the last
     dated line (``LineReader.last_y``: an LMCache record of another year moves the reader's year), ``wrap``
@@ -130,7 +133,7 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
     rest = peeled(line) if prefixed else line
     whole = not ascii_line  # text beyond ASCII: quiet only at a place where the catalog knows every text
     if quiet is not None and rest[:1] in b"DI[":
-        kind = (QUIET if _quiet_lmcache(rest, quiet, year, whole) else KEEP) if rest[:1] == b"[" \
+        kind = _quiet_lmcache(rest, quiet, year, whole) if rest[:1] == b"[" \
             else _quiet(raw, rest, flags, quiet, after, widths, whole, wrap)
         if kind != KEEP:
             return kind
@@ -434,13 +437,13 @@ class QuietPlaces:
 
     def __init__(self, dispatch: dict[str, dict[bytes, list[bytes]]], needles: dict[str, list[bytes]]) -> None:
         self.keys: set[bytes] = set()  # places where every text is recognised
-        #: vLLM places where no catalogued release prints: a text there that nothing of ``recognising`` fits is
-        #: recognised by nothing (:data:`UNKNOWN`)
+        #: places where no catalogued release prints: a text there that nothing of its project's
+        #: ``recognising`` fits is recognised by nothing (:data:`UNKNOWN`, :data:`LMC_UNKNOWN`)
         self.unknown: set[bytes] = set()
-        #: ``events.Recognising``: every template's dispatch words and needles, the needles tried on every
-        #: record, the catalog's text-search candidates (``candidate_key`` -> simple patterns or None)
-        self.recognising: tuple = ({}, (), {})
-        self._recognising_blobs: tuple[bytes, ...] = (b"",) * 3  # made once per ``recognising`` (≈ 4,000 lines)
+        #: per project, ``events.Recognising``: every template's dispatch words and needles, the needles tried
+        #: on every record, the catalog's text-search candidates (``candidate_key`` -> simple patterns or None)
+        self.recognising: dict[str, tuple] = {p: ({}, (), {}) for p in self.PROJECTS}
+        self._recognising_blobs: tuple[bytes, ...] = (b"",) * 6  # made once per ``recognising`` (≈ 4,000 lines)
         #: places where several messages were printed: the simple patterns (literals, kinds) of those seen
         self.patterns: dict[bytes, list[tuple[tuple[bytes, ...], str]]] = {}
         self.dispatch = {p: {w: tuple(ns) for w, ns in dispatch.get(p, {}).items()} for p in self.PROJECTS}
@@ -464,19 +467,21 @@ class QuietPlaces:
             pats.append((blits, kinds))
             self._blobs = None
 
-    def add_unknown(self, key: bytes, recognising: tuple) -> None:
+    def add_unknown(self, key: bytes, project: str, recognising: tuple) -> None:
         """A vLLM place where no catalogued release prints at this level, and what could make a text there
         recognised (``events.Matcher.recognising``, the same for every place)."""
         if key not in self.unknown and len(self.unknown) < 4096:
             self.unknown.add(key)
-            if recognising is not self.recognising:
-                self.recognising, self._recognising_blobs = recognising, _recognising_blobs(recognising)
+            if recognising is not self.recognising[project]:
+                self.recognising = {**self.recognising, project: recognising}
+                self._recognising_blobs = tuple(blob for p in self.PROJECTS
+                                                for blob in _recognising_blobs(self.recognising[p]))
             self._blobs = None
 
-    def unknown_at(self, key: bytes, body: bytes) -> bool:
-        """Whether a record of this text at this place (``LEVEL file:line``) is recognised by nothing: the
-        place is unknown and the text :func:`unrecognisable` at its level."""
-        return key in self.unknown and unrecognisable(body, key[:1], *self.recognising)
+    def unknown_at(self, key: bytes, body: bytes, project: str) -> bool:
+        """Whether a record of this text at this place (``LEVEL file:line``, ``LEVEL file.py:N:logger``) is
+        recognised by nothing: the place is unknown and the text :func:`unrecognisable` at its level."""
+        return key in self.unknown and unrecognisable(body, key[:1], *self.recognising[project])
 
     def accepts(self, key: bytes, body: bytes, whole: bool = False) -> bool:
         """Whether every record with this text at this place is recognised (``whole``: only at a place
@@ -503,9 +508,9 @@ class QuietPlaces:
         """For the compiled copy, one line per item, sorted where looked up: the keys (a place's simple
         patterns as ``key US kinds US literal…``, US the unit separator 0x1f; an unknown place as
         ``key US ?``); then per project (vLLM, LMCache) the dispatch words, each followed by its needles
-        (tab-separated), and the needles; then, without an unknown place empty, ``recognising``'s dispatch
-        words and needles as those, and its candidates as keys (a simple pattern ``key US kinds US
-        literal…``, the bare key for one the compiled copy cannot check)."""
+        (tab-separated), and the needles; then, without an unknown place empty, per project
+        ``recognising``'s dispatch words and needles as those, and its candidates as keys (a simple pattern
+        ``key US kinds US literal…``, the bare key for one the compiled copy cannot check)."""
         if self._blobs is None:
             lines = [*self.keys, *(b"\x1f".join((k, kinds.encode(), *lits)) for k, pats in self.patterns.items()
                                    for lits, kinds in pats), *(k + UNKNOWN_MARK for k in self.unknown)]
@@ -513,7 +518,7 @@ class QuietPlaces:
             for p in self.PROJECTS:
                 out.append(b"\n".join(b"\t".join((w, *ns)) for w, ns in sorted(self.dispatch[p].items())))
                 out.append(b"\n".join(self.needles[p]))
-            out += self._recognising_blobs if self.unknown else (b"",) * 3
+            out += self._recognising_blobs if self.unknown else (b"",) * 6
             self._blobs = tuple(out)
         return self._blobs
 
@@ -596,23 +601,26 @@ def quiet_month(raw: bytes, flags: int) -> int | None:
     return int(m.group(1)) if m is not None else None
 
 
-def _quiet_lmcache(rest: bytes, quiet: QuietPlaces, year: bytes, whole: bool = False) -> bool:
-    """An LMCache DEBUG/INFO record, whole (its ``(file.py:N:logger)`` suffix closes it), of a registered
-    place (``LEVEL file.py:N:logger``; with ``whole``, one where every text is recognised) and of the year
-    the reader is in."""
+def _quiet_lmcache(rest: bytes, quiet: QuietPlaces, year: bytes, whole: bool = False) -> int:
+    """QUIET for an LMCache DEBUG/INFO record, whole (its ``(file.py:N:logger)`` suffix closes it), of a
+    registered place (``LEVEL file.py:N:logger``; with ``whole``, one where every text is recognised) and of
+    the year the reader is in; LMC_UNKNOWN for such a record nothing recognises (printable ASCII at an
+    unknown place); else KEEP."""
     if len(year) != 4 or not rest.startswith(b"] LMCache ", 24) or rest[1:5] != year:
-        return False
+        return KEEP
     colon = rest.find(b":", 34)
     level = rest[34:colon] if colon > 0 else b""
     if level not in (b"DEBUG", b"INFO"):
-        return False
+        return KEEP
     msg = colon + 2 if rest[colon + 1 : colon + 2] == b" " else colon + 1
     place = _suffix_place(rest, msg)
     if place is None:
-        return False
+        return KEEP
     inner, body_end = place
-    body = rest[msg:body_end]
-    return quiet.accepts(level + b" " + inner, body, whole) and _unremarkable(body, quiet, "lmcache")
+    body, key = rest[msg:body_end], level + b" " + inner
+    if quiet.accepts(key, body, whole) and _unremarkable(body, quiet, "lmcache"):
+        return QUIET
+    return LMC_UNKNOWN if not whole and quiet.unknown_at(key, body, "lmcache") else KEEP
 
 
 def _suffix_place(rest: bytes, msg: int) -> tuple[bytes, int] | None:
@@ -698,7 +706,7 @@ def _quiet(raw: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes
     key = level + b" " + m.group(2) + b":" + m.group(3)
     if quiet.accepts(key, body, whole) and _unremarkable(body, quiet, "vllm"):
         kind = QUIET
-    elif not whole and quiet.unknown_at(key, body):
+    elif not whole and quiet.unknown_at(key, body, "vllm"):
         kind = UNKNOWN
     else:
         return KEEP
@@ -752,8 +760,8 @@ def kinds(data: bytes, off: int, starts, ends, flags: int, quiet: QuietPlaces | 
         after = None if quiet is None or nxt >= stop else data[nxt : _line_end(data, nxt, stop)]
         raw = data[off + s : off + e]
         kind = inert_kind(raw, flags, quiet, after, widths, year, (max(wrap, 0), max(after_wrap, 0)))
-        if kind in (QUIET, UNKNOWN) and _first_of_head(quiet_head(raw, flags), heads):
-            kind += 1  # QUIET_FIRST, UNKNOWN_FIRST
+        if kind in (QUIET, UNKNOWN, LMC_UNKNOWN) and _first_of_head(quiet_head(raw, flags), heads):
+            kind += 1  # QUIET_FIRST, UNKNOWN_FIRST, LMC_UNKNOWN_FIRST
         out.append(kind)
     return bytes(out)
 
@@ -785,7 +793,7 @@ except ImportError:  # pragma: no cover - exercised by the build without a compi
     _compiled_kinds = None
 
 
-_NO_BLOBS = (b"",) * 8
+_NO_BLOBS = (b"",) * 11
 #: no wrapper widths: a block read as it is (``kinds``' ``wraps``)
 NO_WRAPS = (array("q"), array("q"))
 
@@ -793,7 +801,7 @@ NO_WRAPS = (array("q"), array("q"))
 class Ahead(NamedTuple):
     """A block's kinds decided on a scan thread (``ahead.py``) from the reader's state as it was when the
     block was handed over: ``args`` are what the compiled copy was called with besides the block (flags,
-    the eight :meth:`QuietPlaces.blobs`, the width mask, the year, the two wrapper-width columns). Used only where the reader's state is
+    the eleven :meth:`QuietPlaces.blobs`, the width mask, the year, the two wrapper-width columns). Used only where the reader's state is
     still the same when the block comes back (:func:`block_kinds`), so the kinds are those it would decide."""
 
     start: int
@@ -809,7 +817,7 @@ def compiled_args(flags: int, blobs: tuple[bytes, ...], mask: bytes, year: bytes
 
 
 def blobs_of(quiet: QuietPlaces | None) -> tuple[bytes, ...]:
-    """``quiet.blobs()``, or eight empty blobs without quiet places (no record is then quiet)."""
+    """``quiet.blobs()``, or eleven empty blobs without quiet places (no record is then quiet)."""
     return quiet.blobs() if quiet is not None else _NO_BLOBS
 
 

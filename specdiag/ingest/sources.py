@@ -99,9 +99,9 @@ class SourceStats:
     access_lines: int = 0
     #: quiet vLLM records the prefilter counted instead of reading (``prefilter.QUIET``): recognised, analysed
     quiet: int = 0
-    #: vLLM records nothing recognises that the prefilter counted instead of reading (``prefilter.UNKNOWN``):
-    #: recognised as vLLM output, their messages unrecognised
-    unknown: int = 0
+    #: per project, records nothing recognises that the prefilter counted instead of reading
+    #: (``prefilter.UNKNOWN``, ``LMC_UNKNOWN``): recognised as that project's output, their messages unrecognised
+    unknown: dict[str, int] = field(default_factory=dict)
     #: a line filter read this input (``linefilter.py``): ``{"applied": "--since 16:05", "excluded_lines": N}``
     filter: dict | None = None
 
