@@ -13,7 +13,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from specdiag.analyzers.base import Rule, all_rules
 from specdiag.context import load_lmcache_yaml
@@ -41,7 +41,6 @@ from specdiag.findings import SEVERITIES
 from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.blocks import NamedBlock
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
-from specdiag.ingest.linefilter import LineFilter, filtered_source
 from specdiag.ingest.marks import CountMark
 from specdiag.ingest.prefilter import QuietOrigin, QuietPlaces
 from specdiag.observe import COUNTED, SERIES_CAP
@@ -49,6 +48,9 @@ from specdiag.report.model import Report
 from specdiag.ruledocs import rule_table
 from specdiag.sanitize import error_text
 from specdiag.workers import keep_freed_memory
+
+if TYPE_CHECKING:  # pragma: no cover - the filter module is imported only where a filter is given
+    from specdiag.ingest.linefilter import LineFilter
 
 #: scan threads beside the reading one: each holds a block in flight (1 MiB), so a bound keeps memory flat
 MAX_SCAN_THREADS = 64
@@ -183,6 +185,8 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
     if opts.line_filter is not None and opts.line_filter.active:
+        from specdiag.ingest.linefilter import filtered_source
+
         sources = [filtered_source(s, opts.line_filter.fresh()) for s in sources]
     processes = scan_processes(opts)
     if not scan.compiled_in_use():  # the Python scanner's block-sized buffers, reused (specdiag/workers.py)

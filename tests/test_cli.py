@@ -36,8 +36,9 @@ def test_version_and_help_are_fast_and_do_not_import_pandas() -> None:
 
 #: modules whose import was measured to cost 1.6-8.5 ms of each start (2-vCPU machine) and that an analysis
 #: written as JSON has no use for: OpenSSL (a fingerprint is one SHA-1: ``specdiag.digests``), the HTML entity
-#: table (markdown only), a TOML parser (only a pyproject.toml that names specdiag is parsed)
-_NOT_ON_THE_JSON_PATH = ("_hashlib", "html", "tomllib")
+#: table (markdown only), a TOML parser (only a pyproject.toml that names specdiag is parsed), the line filters
+#: (only with --since, --until, --request or --rank)
+_NOT_ON_THE_JSON_PATH = ("_hashlib", "html", "tomllib", "specdiag.ingest.linefilter")
 
 
 def test_an_analysis_written_as_json_loads_none_of_the_costly_modules_it_has_no_use_for(tmp_path) -> None:

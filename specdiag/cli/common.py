@@ -34,6 +34,8 @@ RANK_OPTION = typer.Option(None, "--rank", min=0, help="Only lines of this TP ra
 
 def line_filter(since: str | None, until: str | None, requests: list[str] | None, ranks: list[int] | None):
     """The ``LineFilter`` of the filter options (None when none is given); a bad time is a usage error."""
+    if not (since or until or requests or ranks):
+        return None  # the filter module (2 ms of a start) is imported only where a filter is given
     from specdiag.ingest.linefilter import FilterError, LineFilter, TimeSpec
 
     try:
