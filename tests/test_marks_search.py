@@ -9,7 +9,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from specdiag.ingest.marks import MARKER_LITERALS, MAX_CUTS, first_literal, first_marker, marked_lines
+from specdiag.ingest.marks import (
+    MARKER_LITERALS,
+    MAX_CUTS,
+    first_among_rare,
+    first_literal,
+    first_marker,
+    marked_lines,
+)
 
 _scan = pytest.importorskip("specdiag.ingest._scan")
 ALPHABET = sorted(set(b"".join(MARKER_LITERALS)) | set(b"\n \x00\xff"))
@@ -91,5 +98,7 @@ def test_marked_lines_are_the_rare_lines_holding_a_marker_and_no_other(seed: int
             cut = rng.choice([len(line), max(0, len(line) - rng.randrange(1, 5))])  # a row cut short
             rare["line"].append(n), rare["start"].append(pos), rare["end"].append(pos + cut)
         pos += len(line) + 1
-    res = SimpleNamespace(columns={"rare": rare})
+    res = SimpleNamespace(columns={"rare": rare}, marker=None)
+    assert marked_lines(res, buf, off) == _naive_marked(rare, buf, off)
+    res.marker = first_among_rare(res, buf, off)  # the first search made ahead, as a scan thread makes it
     assert marked_lines(res, buf, off) == _naive_marked(rare, buf, off)

@@ -27,6 +27,7 @@ from typing import Protocol
 
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.cleaner import colour_of
+from specdiag.ingest.marks import first_among_rare
 from specdiag.ingest.scan import ScanResult, scan_range
 from specdiag.ingest.wrappers import (
     CRI_TAGS,
@@ -325,8 +326,11 @@ def scan_and_decide(data: bytes, start: int, end: int, state: tuple | None) -> t
     was handed over (``blocks.prefilter_state``: plain flag, quiet blobs, width mask, year) the prefilter's
     kinds of the block's rare rows too (``ScanResult.ahead``): the prefilter is the main cost of a noisy
     block, and here it runs beside the reading thread. The reader uses them only if its state is still the
-    same when the block comes back (``prefilter.block_kinds``)."""
+    same when the block comes back (``prefilter.block_kinds``). The search for a server-start marker among the
+    rare rows, a function of the bytes alone and a read of the whole block, is made here too
+    (``ScanResult.marker``: 45 ms of the reading thread's time on the 190 MB mixed log)."""
     res, copy = scan_unwrapped(data, start, end, 0)
+    res.marker = first_among_rare(res, data if copy is None else copy, start if copy is None else 0)
     if state is not None and copy is None and len(res.rare["line"]):
         plain, blobs, mask, year = state
         flags = prefilter.colour_flags(*colour_of(data, start, end)) | plain

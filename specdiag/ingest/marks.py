@@ -20,10 +20,10 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from specdiag.ingest.ahead import Item, scan_unwrapped
 from specdiag.ingest.literals import first_literal, first_of
 
 if TYPE_CHECKING:  # pragma: no cover
+    from specdiag.ingest.ahead import Item
     from specdiag.ingest.envelope import Record
     from specdiag.ingest.hot import HotTally
     from specdiag.ingest.scan import ScanResult
@@ -72,6 +72,13 @@ def first_marker(buf: bytes, lo: int, hi: int) -> int:
     return first_of(buf, lo, hi, MARKER_LITERALS)
 
 
+def first_among_rare(res: ScanResult, buf: bytes, off: int) -> int:
+    """Where the first marker literal starts from the first to the last line the scanner left, or -1: the
+    search ``marked_lines`` starts with (a whole block read; a scan thread makes it ahead, ``ahead.py``)."""
+    rare = res.columns["rare"]
+    return first_marker(buf, off + rare["start"][0], off + rare["end"][-1]) if rare["line"] else -1
+
+
 def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]:
     """``(line, start)`` of the lines the scanner left (a start line is never a counted one) that hold a
     marker literal, at most ``MAX_CUTS``; ``start`` relative to ``off`` in ``buf`` (what ``res`` scanned)."""
@@ -80,7 +87,8 @@ def marked_lines(res: ScanResult, buf: bytes, off: int) -> list[tuple[int, int]]
     if not rare["line"]:
         return out
     starts, ends, hi = rare["start"], rare["end"], off + rare["end"][-1]
-    at = first_marker(buf, off + starts[0], hi)  # most blocks hold no start line at all: one search, -1
+    # most blocks hold no start line at all: one search, -1, made on the scan thread where it ran
+    at = res.marker if res.marker is not None else first_among_rare(res, buf, off)
     while at >= 0 and len(out) < MAX_CUTS:
         # the rare line the hit starts in (the search starts at the first one), unless it lies in a counted line
         i = bisect_right(starts, at - off) - 1
@@ -106,6 +114,8 @@ def cut_at_markers(item: Item, base: int) -> list[Item]:
     cuts = sorted({c for c in cuts if start < c < end})
     if not cuts:
         return [item]
+    from specdiag.ingest.ahead import scan_unwrapped  # ahead imports this module
+
     parts: list[Item] = []
     for lo, hi in zip([start, *cuts], [*cuts, end], strict=True):
         part_res, part_copy = scan_unwrapped(data, lo, hi, base)

@@ -127,6 +127,9 @@ class ScanResult:
     #: the prefilter's kinds of the rare rows decided on the scan thread (``prefilter.Ahead``), or None; not
     #: part of equality: the reader decides them itself wherever they may differ
     ahead: object = None
+    #: where the first start-marker literal lies among the rare rows (``marks.first_among_rare``), searched on
+    #: the scan thread; None where it was not searched
+    marker: int | None = None
 
     def __eq__(self, other: object) -> bool:
         """Equal down to the bits of every column: NaN (a missing float) equals NaN, and ``-0.0`` is not ``0.0``
@@ -153,7 +156,7 @@ class ScanResult:
             if "line" in cols:
                 cols = {**cols, "line": shift_column(cols["line"], base, compiled)}
             columns[name] = cols
-        return ScanResult(self.lines, self.prefixes, self.counts, columns, self.lookup_text, self.ahead)
+        return ScanResult(self.lines, self.prefixes, self.counts, columns, self.lookup_text, self.ahead, self.marker)
 
     @property
     def flagged(self) -> dict[str, array]:
