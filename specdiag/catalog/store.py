@@ -112,12 +112,19 @@ def build_index(rows: list[dict]) -> dict:
 #: the levels whose records the prefilter may count unread (``engine.QUIET_LEVELS``)
 TEXT_CANDIDATE_LEVELS = ("DEBUG", "INFO")
 #: the letter of each text index in a text candidate's key
-_TABLE_LETTER = {"first": "f", "prefix": "p", "inner": "i"}
+_TABLE_LETTER = {"first": b"f", "prefix": b"p", "inner": b"i"}
+
+
+def candidate_key(level: bytes, table: str, word: bytes) -> bytes:
+    """A text candidate's key (``build_text_candidates``): the level's initial (``D``/``I``), the letter of the
+    index (``first``, ``prefix``, ``inner``), the word it is filed under; the prefilter makes the same keys of
+    a text's words (``prefilter.unrecognisable``)."""
+    return level[:1] + _TABLE_LETTER[table] + word
 
 
 def build_text_candidates(rows: list[dict]) -> dict[str, list[str]]:
     """Per project, every DEBUG or INFO format that ``match``'s text search can find, as one line each:
-    its key (the level's initial, the index's letter, the word it is filed under: ``prefilter.candidate_key``)
+    its key (the level's initial, the index's letter, the word it is filed under: ``candidate_key``)
     then, unit-separated (0x1f), its kinds and literals when it is a simple pattern the prefilter can check
     (one line, ``%s`` and ``%d`` only, printable ASCII literals: ``prefilter.simple_fits`` fits exactly what
     ``fits`` does), else the key alone (a text reaching it is taken as recognised). Keys beyond ASCII are
@@ -128,7 +135,7 @@ def build_text_candidates(rows: list[dict]) -> dict[str, list[str]]:
         ix, fmt = row.get("ix"), row.get("fmt")
         if fmt is None or ix is None or row["level"] not in TEXT_CANDIDATE_LEVELS or not ix[1].isascii():
             continue
-        key = row["level"][0] + _TABLE_LETTER[ix[0]] + ix[1]
+        key = candidate_key(row["level"].encode(), ix[0], ix[1].encode()).decode()
         p = compile_fmt(fmt)
         simple = (p.head is None and p.flat is None and not set(p.kinds) - {"s", "d"} and len(p.kinds) <= 64
                   and all(x.isascii() and x.isprintable() for x in p.lits))

@@ -168,7 +168,7 @@ def first_word(msg: bytes) -> bytes:
 class Recognising(NamedTuple):
     """What ``Matcher.match`` looks a DEBUG/INFO message of one source up by (``Matcher.recognising``):
     ``dispatch`` every template's first words with their needles, ``needles`` those of the templates tried on
-    every record, ``candidates`` the catalog's text-search formats under ``candidate_key(level, index,
+    every record, ``candidates`` the catalog's text-search formats under ``store.candidate_key(level, index,
     word)``, each as its simple pattern's ASCII literals and kinds, or None where the compiled copy cannot
     check it (a text that reaches it is taken as recognised)."""
 

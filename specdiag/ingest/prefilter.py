@@ -40,6 +40,7 @@ from array import array
 from itertools import repeat
 from typing import NamedTuple
 
+from specdiag.catalog.store import candidate_key
 from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS
 
@@ -441,7 +442,7 @@ class QuietPlaces:
         #: ``recognising`` fits is recognised by nothing (:data:`UNKNOWN`, :data:`LMC_UNKNOWN`)
         self.unknown: set[bytes] = set()
         #: per project, ``events.Recognising``: every template's dispatch words and needles, the needles tried
-        #: on every record, the catalog's text-search candidates (``candidate_key`` -> simple patterns or None)
+        #: on every record, the catalog's text-search candidates (``store.candidate_key`` -> simple patterns or None)
         self.recognising: dict[str, tuple] = {p: ({}, (), {}) for p in self.PROJECTS}
         self._recognising_blobs: tuple[bytes, ...] = (b"",) * 6  # made once per ``recognising`` (≈ 4,000 lines)
         #: places where several messages were printed: the simple patterns (literals, kinds) of those seen
@@ -468,8 +469,8 @@ class QuietPlaces:
             self._blobs = None
 
     def add_unknown(self, key: bytes, project: str, recognising: tuple) -> None:
-        """A vLLM place where no catalogued release prints at this level, and what could make a text there
-        recognised (``events.Matcher.recognising``, the same for every place)."""
+        """A place of ``project`` (vLLM, LMCache) where no catalogued release prints at this level, and what
+        could make a text there recognised (``events.Matcher.recognising``, the same for every place)."""
         if key not in self.unknown and len(self.unknown) < 4096:
             self.unknown.add(key)
             if recognising is not self.recognising[project]:
@@ -538,17 +539,6 @@ UNKNOWN_MARK = b"\x1f?"
 #: the longest message an unknown place's record may have: the catalog's text search reads its first 4,096
 #: characters (``catalog.store.Catalog._text``), and a longer one could hold a word cut there
 MAX_UNKNOWN_TEXT = 4096
-
-
-#: the index letters of :func:`candidate_key`
-_TABLE_LETTER = {"first": b"f", "prefix": b"p", "inner": b"i"}
-
-
-def candidate_key(level: str | bytes, table: str, word: bytes) -> bytes:
-    """A catalog text-search candidate's key (``events.Recognising.candidates``): the level's initial
-    (``D``/``I``), the index's letter (``first``, ``prefix``, ``inner``), the word."""
-    initial = level[:1].encode() if isinstance(level, str) else level[:1]
-    return initial + _TABLE_LETTER[table] + word
 
 
 def unrecognisable(body: bytes, level: bytes, dispatch: dict[bytes, tuple[bytes, ...]], needles: tuple[bytes, ...],
