@@ -193,7 +193,12 @@ class ContextBuilder(Observer):
         self.fp = VersionFingerprint()
         self.ranks: set[str] = set()
         self.tp_suffix = False  # a worker name carried an explicit TP suffix (printed only when TP > 1)
-        self.configs: list[dict[str, Any]] = []
+        #: LMCache's config dumps as ``_lmcache_config`` reads them: the first, whether a later one differs
+        #: (its instance id aside), and the ``lmcache.*`` overrides of ``kv_connector_extra_config`` in order.
+        #: Not every dump: a TP=8 server prints eight, and a log of 400 interleaved pods held 3,200 (19 MiB)
+        self.first_dump: dict[str, Any] | None = None
+        self.dumps_differ = False
+        self.overrides: dict[str, Any] = {}
         self.user_config = lmcache_config_file
         self.user_config_path = lmcache_config_path
         self.world_sizes: set[int] = set()
@@ -271,7 +276,7 @@ class ContextBuilder(Observer):
         elif tid == "C13":
             d = parse_dict(f["dict"])
             if d:
-                self.configs.append(d)
+                self._note_dump(d)
         elif tid == "C10":
             self._spec_from_repr(f["spec"])
         elif tid in ("C32", "C33", "E_NO_CONNECTOR"):
@@ -399,8 +404,7 @@ class ContextBuilder(Observer):
             if extra and extra.startswith("{") and extra != "{}":
                 ed = parse_dict(extra)
                 overrides = {k.split(".", 1)[1]: v for k, v in ed.items() if k.startswith("lmcache.")}
-                if overrides:
-                    self.configs.append({"__overrides__": overrides})
+                self.overrides.update(overrides)
                 if ed.get("use_native"):
                     c.lmcache_vendored_adapter = True
 
@@ -494,24 +498,24 @@ class ContextBuilder(Observer):
         elif version:
             c.lmcache_version, c.lmcache_version_evidence, c.lmcache_version_note = version, evidence, note
 
+    def _note_dump(self, d: dict[str, Any]) -> None:
+        """An LMCache config dump: kept when it is the first, else compared with the first."""
+        if self.first_dump is None:
+            self.first_dump = d
+        elif not self.dumps_differ:
+            self.dumps_differ = _without_instance(d) != _without_instance(self.first_dump)
+
     def _lmcache_config(self) -> dict[str, Any] | None:
         """LMCache config: the engine dump(s), then kv_connector_extra_config overrides, else the user's file.
 
         The log's dump is what the engine ran with, so the user's file only fills keys the dump lacks.
         """
         c = self.ctx
-        dumps = [d for d in self.configs if "__overrides__" not in d]
-        overrides = {}
-        for d in self.configs:
-            overrides.update(d.get("__overrides__", {}))
-        if dumps:
-            cfg = dict(dumps[0])
+        overrides = self.overrides
+        if self.first_dump is not None:
+            cfg = dict(self.first_dump)
             c.lmcache_config_source = "log (Creating LMCacheEngine with config)"
-            c.lmcache_configs_differ = any(
-                {k: v for k, v in d.items() if k != "lmcache_instance_id"}
-                != {k: v for k, v in dumps[0].items() if k != "lmcache_instance_id"}
-                for d in dumps[1:]
-            )
+            c.lmcache_configs_differ = self.dumps_differ
             if self.user_config:
                 for k, v in self.user_config.items():
                     cfg.setdefault(k, v)
@@ -533,6 +537,11 @@ class ContextBuilder(Observer):
             if d:
                 c.kv_load_failure_policy = d
                 c.kv_load_failure_policy_source = f"default for vLLM {c.vllm_version}"
+
+
+def _without_instance(dump: dict[str, Any]) -> dict[str, Any]:
+    """A config dump without its ``lmcache_instance_id``, which differs on every rank."""
+    return {k: v for k, v in dump.items() if k != "lmcache_instance_id"}
 
 
 def _schedule(text: str) -> list[list[int]] | str:

@@ -20,6 +20,10 @@ _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:tp|rank)[_-]?(\d+)(?!\d)", re.I)
 MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
 
 
+#: rows a batch of lookups read one by one grows to before a new one starts (``LookupHistory.add``)
+MERGED_ROWS = 256
+
+
 class LookupHistory:
     """The newest lookups as the column batches they arrived in (at least ``cap`` rows once that many came).
 
@@ -35,7 +39,18 @@ class LookupHistory:
 
     def add(self, rows: LookupRows) -> None:
         lo, hi = rows.lo, rows.hi
-        self.batches.append((rows.rid_hash[lo:hi], rows.line[lo:hi], rows.hit[lo:hi], rows.kept_rows(), rows.path))
+        kept = rows.kept_rows()
+        last = self.batches[-1] if self.batches else None
+        if (type(kept) is list and last is not None and type(last[3]) is list and last[4] == rows.path
+                and len(last[0]) < MERGED_ROWS):
+            # a row read on its own (deployments interleaved line by line: every lookup comes alone) joins
+            # the batch before: one tuple, three arrays and a list per row took ≈ 330 bytes beside the row
+            last[0].extend(rows.rid_hash[lo:hi])
+            last[1].extend(rows.line[lo:hi])
+            last[2].extend(rows.hit[lo:hi])
+            last[3].extend(kept)
+        else:
+            self.batches.append((rows.rid_hash[lo:hi], rows.line[lo:hi], rows.hit[lo:hi], kept, rows.path))
         self.rows += hi - lo
         while self.rows - len(self.batches[0][0]) >= self.cap:
             self.rows -= len(self.batches.popleft()[0])
