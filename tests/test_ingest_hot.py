@@ -230,6 +230,38 @@ def test_lookup_history_keeps_the_newest_batches_and_finds_the_newest_row_of_an_
 
 
 
+def test_lookups_read_one_by_one_join_a_batch_and_are_found_as_when_kept_apart(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deployments interleaved line by line hand every lookup on alone (``LookupRows.from_event``): the
+    look-back joins them into batches of up to ``MERGED_ROWS`` rows, and finds the same newest row of every
+    id, in the same order, as batches of one row each; a window still drops the oldest (a joined batch
+    whole, so up to ``MERGED_ROWS`` rows more are kept)."""
+    from specdiag.analyzers.kv_shortfall import shortfall
+    from specdiag.events import default_matcher
+
+    log = tmp_path / "lookups.log"
+    log.write_bytes(b"".join(LOOKUP % (i % 60, i % 50) for i in range(700)))
+    events = [default_matcher().match(r) for r in iter_records(expand_inputs([str(log)])[0])]
+    assert len(events) == 700 and all(ev is not None and ev.id == "L1" for ev in events)
+
+    def history(merged_rows: int) -> LookupHistory:
+        monkeypatch.setattr(shortfall, "MERGED_ROWS", merged_rows)
+        hist = LookupHistory(300)
+        for ev in events:
+            hist.add(LookupRows.from_event(ev))
+        return hist
+
+    merged = shortfall.MERGED_ROWS
+    joined, apart = history(merged), history(1)
+    assert len(joined.batches) < 5 < len(apart.batches)
+    newest = list(apart.newest_first())  # the window's rows; the joined history may keep one batch more
+    assert len(newest) == 300 and list(joined.newest_first())[: len(newest)] == newest
+    for i in range(50):
+        h = scan.rid_hash(b"req-%d" % i)
+        assert joined.get(h) == apart.get(h) is not None
+    assert 300 <= joined.rows < 300 + merged and joined.rows < 700
+
+
 def test_block_prechecks_look_only_at_the_lines_of_the_block(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A read holds a line cut at its end; colour in that cut piece must not change how the block's own
     lines are cleaned (residue is stripped only in blocks without ESC), with the scanner or without."""
