@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from specdiag.engine import analyze
 
 CORE = "(EngineCore_DP0 pid=413)"
@@ -499,3 +501,19 @@ def test_drop_after_k0_with_the_vllm_metal_proposer_line_is_not_capped(tmp_path:
     (f,) = [f for f in run(tmp_path, _k0_paste(metal=True)).findings if f.rule == "SD003"]
     assert f.causes[0].id == "stale-draft-kv" and f.causes[0].confidence > 0.5
     assert not any("does not show which proposer runs" in x for x in f.causes[0].for_)
+
+
+def _dump(rank: int, instance: str, cpu: float) -> str:
+    return (f"(Worker_TP{rank} pid=76{rank}) [2026-05-06 15:31:29,512] LMCache INFO: Creating LMCacheEngine with "
+            f"config: {{'chunk_size': 256, 'max_local_cpu_size': {cpu}, 'lmcache_instance_id': '{instance}'}} "
+            "(cache_engine.py:87:lmcache.v1.cache_engine)")
+
+
+@pytest.mark.parametrize(("cpus", "differ"), [((40.0, 40.0, 40.0), False), ((40.0, 40.0, 20.0), True),
+                                              ((40.0, 20.0, 40.0), True)])
+def test_the_first_lmcache_config_dump_is_the_config_and_any_later_one_that_differs_is_noted(tmp_path, cpus, differ):
+    """Each rank prints its dump with its own instance id: that alone is no difference; another value in any
+    later dump is. The config read is the first dump's (a deployment keeps that one, not every dump)."""
+    r = run(tmp_path, [_dump(rank, f"inst-{rank}", cpu) for rank, cpu in enumerate(cpus)])
+    assert r.ctx.lmcache_configs_differ is differ
+    assert r.ctx.lmcache_config["max_local_cpu_size"] == cpus[0] and r.ctx.lmcache_config["lmcache_instance_id"] == "inst-0"
