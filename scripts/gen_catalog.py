@@ -456,7 +456,8 @@ def runs(lines: dict[int, int]) -> list[list[int]]:
 
 
 def write(path: Path, header: dict, entries: dict[str, dict]) -> None:
-    """Deterministic JSONL: the header, the index, then entries sorted by project, module, line, id."""
+    """Deterministic JSONL: the header, the index, the text candidates, then entries sorted by project,
+    module, line, id (``store.write_data``)."""
     rows = []
     for e in entries.values():
         row = {"id": e["id"], "module": e["module"], "level": e["level"], "fmt": e["fmt"]}

@@ -1019,8 +1019,7 @@ static int candidate_fits(const words *cands, u8 level, u8 table, const u8 *word
 /* prefilter.unrecognisable on a message of printable ASCII, body[0..n), at a level of initial `level`, of
  * project 0 (vLLM) or 1 (LMCache) */
 static int unrecognisable(const u8 *body, size_t n, u8 level, const quiet_t *q, int project) {
-    if (n > MAX_UNKNOWN_TEXT || (n >= 8 && memcmp(body, "[req_id=", 8) == 0)) return 0;
-    if (!unremarkable_by(body, n, &q->udispatch[project], &q->uneedles[project])) return 0;
+    if (n > MAX_UNKNOWN_TEXT || !unremarkable_by(body, n, &q->udispatch[project], &q->uneedles[project])) return 0;
     const words *cands = &q->ucands[project];
     size_t a = 0, b = n;
     while (a < b && body[a] == ' ') a++;

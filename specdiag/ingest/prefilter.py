@@ -544,16 +544,11 @@ MAX_UNKNOWN_TEXT = 4096
 def unrecognisable(body: bytes, level: bytes, dispatch: dict[bytes, tuple[bytes, ...]], needles: tuple[bytes, ...],
                    candidates: dict[bytes, tuple]) -> bool:
     """Whether ``events.Matcher.match`` finds nothing for a message of printable ASCII at ``level`` (its
-    initial is enough) printed where no catalogued release prints (``QuietPlaces.unknown``): no template
-    dispatched on its first word finds its needle in it (a ``[req_id=…]`` tag is kept: the matcher looks past
-    it), none tried on every record finds its needle, and no format the catalog's text search can reach
-    (``Catalog._text``: by the stripped text's first word, its first 1-4 characters, its first 16 words)
-    fits it (``simple_fits``; a candidate without a simple pattern is taken to fit)."""
-    if len(body) > MAX_UNKNOWN_TEXT or body[:8] == b"[req_id=":
-        return False
-    sp = body.find(b" ")
-    ns = dispatch.get(body if sp < 0 else body[:sp])
-    if ns is not None and any(n in body for n in ns) or any(n in body for n in needles):
+    initial is enough) printed where no catalogued release prints (``QuietPlaces.unknown``): no template at
+    all could read it (``_unremarkable_by`` with every template's words and needles), and no format the
+    catalog's text search can reach (``Catalog._text``: by the stripped text's first word, its first 1-4
+    characters, its first 16 words) fits it (``simple_fits``; a candidate without a simple pattern is taken to fit)."""
+    if len(body) > MAX_UNKNOWN_TEXT or not _unremarkable_by(body, dispatch, needles):
         return False
     msg = body.strip(b" ")
     head = msg.split(None, 16)[:16]
@@ -669,15 +664,22 @@ def _decimal(v: bytes) -> bool:
 
 
 def _unremarkable(body: bytes, quiet: QuietPlaces, project: str) -> bool:
-    """No hand-written template of ``project`` could read this message: none dispatched on its first word
-    finds its needle in it (``events.Matcher.match``), it holds no needle of those tried on every record."""
+    """No hand-written template of ``project`` that the analysis reads could read this message."""
+    return _unremarkable_by(body, quiet.dispatch[project], quiet.needles[project])
+
+
+def _unremarkable_by(body: bytes, dispatch: dict[bytes, tuple[bytes, ...]], needles: tuple[bytes, ...]) -> bool:
+    """No template of ``dispatch`` (first word -> its templates' needles) and ``needles`` (those tried on every
+    record) could read this message: none dispatched on its first word finds its needle in it
+    (``events.Matcher.match``), it holds no needle of those tried on every record; a ``[req_id=…]`` tag is
+    kept (the matcher looks past it)."""
     if body[:8] == b"[req_id=":
         return False
     sp = body.find(b" ")
-    needles = quiet.dispatch[project].get(body if sp < 0 else body[:sp])
-    if needles is not None and any(n in body for n in needles):
+    found = dispatch.get(body if sp < 0 else body[:sp])
+    if found is not None and any(n in body for n in found):
         return False
-    return not any(n in body for n in quiet.needles[project])
+    return not any(n in body for n in needles)
 
 
 def _quiet(raw: bytes, rest: bytes, flags: int, quiet: QuietPlaces, after: bytes | None,
