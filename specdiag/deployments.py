@@ -99,6 +99,26 @@ def deployment_key_of(name: str | None) -> str | None:
     return name[4:] if name.startswith("k8s:") else name
 
 
+#: deployments one input group is read as: each costs ≈ 20 KiB before its first line and its rules' state
+#: after, so a stream that names more (a hostile one, or a whole fleet through one aggregator: ``specdiag
+#: fleet`` reads one folder per pod) has the records of the rest counted as not analysed, not read
+MAX_DEPLOYMENTS = 1024
+
+
+def deployment_limit() -> int:
+    """:data:`MAX_DEPLOYMENTS`, read when asked (a test lowers it)."""
+    return MAX_DEPLOYMENTS
+
+
+def deployment_for(runs: dict[str, Deployment], dep_id: str, make: Callable[[str], DeploymentRun]) -> Deployment | None:
+    """The deployment ``dep_id`` of an input group, begun on its first record; None when the group holds
+    :data:`MAX_DEPLOYMENTS` already (its records are then counted, ``SourceStats.beyond_limit``)."""
+    dep = runs.get(dep_id)
+    if dep is None and len(runs) < MAX_DEPLOYMENTS:
+        dep = runs[dep_id] = Deployment(dep_id, make)
+    return dep
+
+
 @dataclass
 class DeploymentResult:
     """What one deployment's analysis produced (picklable: it crosses process boundaries with ``-j``)."""
@@ -171,12 +191,14 @@ class DeploymentRun:
         self.extra = list(extra or [])
         self.severity_overrides = severity_overrides
         self.failed: dict[str, str] = {}
-        self.dispatch: dict[str, list[Observer]] = {}
         self.last_origin: object = None
+        self.observers: list[Observer] = [self.builder, *self.rules, self.metrics, *self.extra]
         for obs in self.observers:
             obs.start(self.run)
-            for eid in obs.events:
-                self.dispatch.setdefault(eid, []).append(obs)
+        #: template id -> indices of its observers, shared by every run with the same observer line-up
+        self._plan = dispatch_plan(self.observers)
+        #: template id -> its observers, filled as the run meets each id (``observers_of``)
+        self.dispatch: dict[str, list[Observer]] = {}
         #: observers of the scanner's lookup columns (``tables = {"lookups"}``)
         self.row_observers = [obs for obs in self.observers if "lookups" in obs.tables]
         #: observers of the stats / SpecDecoding rows (``tables = {"metrics"}``)
@@ -185,9 +207,19 @@ class DeploymentRun:
         self.level_observers = [obs for obs in self.observers if obs.levels]
         self._by_level: dict[tuple[str, str], list[Observer]] = {}
 
-    @property
-    def observers(self) -> list[Observer]:
-        return [self.builder, *self.rules, self.metrics, *self.extra]
+    def observers_of(self, event_id: str) -> list[Observer]:
+        """The observers of ``event_id`` events. Filled per id on first use: a run kept a list per template
+        id any observer reads (≈ 200, 12 KiB) from its start, which dominated what a deployment costs
+        before its first line when a stream names thousands of them."""
+        found = self.dispatch.get(event_id)
+        if found is None:
+            observers = self.observers
+            found = self.dispatch[event_id] = [observers[i] for i in self._plan.get(event_id, ())]
+        return found
+
+    def read_events(self) -> frozenset[str]:
+        """The template ids some observer of this run reads."""
+        return frozenset(self._plan)
 
     def note_record(self, rec: Record) -> None:
         """Every record, before it is matched: a suffixed LMCache line places the build whether or not a
@@ -209,7 +241,7 @@ class DeploymentRun:
                 error = _to_all(self.metric_observers, "observe_metrics", rows)
         elif ev.id in COUNTED:
             self.run.count_event(ev)
-        error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev) or error
+        error = _to_all(self.observers_of(ev.id), "observe", ev) or error
         if ev.id == "L1" and self.row_observers:  # a lookup the Python path read: to the row observers as one row
             error = _to_all(self.row_observers, "observe_rows", LookupRows.from_event(ev)) or error
         level = ev.rec.level
@@ -242,9 +274,9 @@ class DeploymentRun:
                 self.run.saw_origin(origin)
         self.run.series.observe_rows(rows)
         error = _to_all(self.metric_observers, "observe_metrics", rows)
-        if self.dispatch.get("V_STATS") or self.dispatch.get("V_SPEC"):
+        if self.observers_of("V_STATS") or self.observers_of("V_SPEC"):
             for ev in metric_events(rows):
-                error = _to_all(self.dispatch.get(ev.id, ()), "observe", ev) or error
+                error = _to_all(self.observers_of(ev.id), "observe", ev) or error
         if error is not None:
             raise error
 
@@ -297,6 +329,26 @@ class DeploymentRun:
         except Exception as e:  # noqa: BLE001 - a failing rule is reported, the others still finish
             self.failed.setdefault(getattr(obs, "code", None) or type(obs).__name__, error_text(e))
             return []
+
+
+#: observer line-up (each observer's type and template ids) -> template id -> indices of its observers
+_PLANS: dict[tuple, dict[str, tuple[int, ...]]] = {}
+
+
+def dispatch_plan(observers: list[Observer]) -> dict[str, tuple[int, ...]]:
+    """Which of ``observers`` read each template id. Every deployment of an analysis has the same line-up
+    of observer types, so the plan is made once and shared (the lists of observers themselves are per run)."""
+    key = tuple((type(obs), obs.events) for obs in observers)
+    plan = _PLANS.get(key)
+    if plan is None:
+        built: dict[str, list[int]] = {}
+        for i, obs in enumerate(observers):
+            for eid in obs.events:
+                built.setdefault(eid, []).append(i)
+        plan = {eid: tuple(ix) for eid, ix in built.items()}
+        if len(_PLANS) < 64:  # a handful of line-ups per process; never an unbounded cache
+            _PLANS[key] = plan
+    return plan
 
 
 def _to_all(observers: Iterable[Observer], method: str, arg: object) -> Exception | None:
@@ -494,18 +546,18 @@ class Deployment:
 
     def wants(self, event_id: str) -> bool:
         """Whether an observer reads ``event_id`` events (the runs share one set of observers)."""
-        return bool(self.current.dispatch.get(event_id))
+        return bool(self.current.observers_of(event_id))
 
     def unread(self, event_id: str) -> bool:
         """Whether events of this template are read by nothing: no observer of this analysis, and neither
         the runs' counts, series, boundaries nor serving state. At INFO/DEBUG such a record only counts as
         recognised, as a message only the catalog knows does (``Storing KV cache for …`` when no rule
         reads stores per request), so the prefilter may count its place's records (``engine._learn_quiet``)."""
-        return event_id not in RUN_EVENTS and not self.current.dispatch.get(event_id)
+        return event_id not in RUN_EVENTS and not self.current.observers_of(event_id)
 
     def read_events(self) -> frozenset[str]:
         """The template ids something reads in this analysis (``unread`` is False for exactly these)."""
-        return RUN_EVENTS | frozenset(eid for eid, obs in self.current.dispatch.items() if obs)
+        return RUN_EVENTS | self.current.read_events()
 
     def note_record(self, rec: Any) -> None:
         self.current.note_record(rec)

@@ -24,8 +24,10 @@ from specdiag.deployments import (
     InputCounts,
     InputGroup,
     StreamTally,
+    deployment_for,
     deployment_key,
     deployment_key_of,
+    deployment_limit,
     group_inputs,
     sources_of,
 )
@@ -177,10 +179,8 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
     make = deployment_runs(opts)
     runs: dict[str, Deployment] = {}
 
-    def run_for(dep_id: str) -> Deployment:
-        if dep_id not in runs:
-            runs[dep_id] = Deployment(dep_id, make)
-        return runs[dep_id]
+    def run_for(dep_id: str) -> Deployment | None:
+        return deployment_for(runs, dep_id, make)
 
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
@@ -193,7 +193,7 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
         keep_freed_memory()
     for src in sources:
         _read_source(src, group.id, run_for, tally, progress, scan_threads(opts), processes)
-    deployments = [r.finish() for r in runs.values()] or [run_for(group.id).finish()]
+    deployments = [r.finish() for r in runs.values()] or [Deployment(group.id, make).finish()]
     return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
 
 
@@ -216,7 +216,7 @@ def scan_processes(opts: AnalyzeOptions) -> int:
     return jobs if jobs > 1 else 0
 
 
-def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployment], tally: StreamTally,
+def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployment | None], tally: StreamTally,
                  progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
     """Stream one input's records (and lookup rows) to the deployment each belongs to; with
     ``scan_threads`` the blocks are scanned on that many threads while this one reads them, with
@@ -231,7 +231,8 @@ class SourceLoop:
     Kept as an object (not locals of one function) so that a reader of a growing input
     (:class:`StreamAnalysis`) can ask for the findings so far while the input is still being read."""
 
-    def __init__(self, src: Source, default_id: str, run_for: Callable[[str], Deployment], tally: StreamTally) -> None:
+    def __init__(self, src: Source, default_id: str, run_for: Callable[[str], Deployment | None],
+                 tally: StreamTally) -> None:
         self.src, self.default_id, self.run_for, self.tally = src, default_id, run_for, tally
         self.window = HotWindow(src.display)
         self.counts = InputCounts(src.stats.hot)
@@ -239,6 +240,7 @@ class SourceLoop:
         self.text_events = 0
         self.quiet: QuietPlaces | None = None  # the places the prefilter may count, learnt while reading
         self.read: frozenset[str] | None = None  # the templates something of this analysis reads
+        self.beyond: str | None = None  # the deployment beyond the group's limit the items now belong to
 
     def run(self, progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
         src = self.src
@@ -266,14 +268,18 @@ class SourceLoop:
             current = self._deployment_of(item, current)
             if current is not before:
                 self.quiet.forget()
-            self._hand(item, current, matcher)
+            if current is None:  # a deployment beyond the group's limit (``deployments.MAX_DEPLOYMENTS``)
+                self._beyond_limit(item)
+            else:
+                self._hand(item, current, matcher)
             if progress is not None and src.stats.bytes_read != reported:  # once per block read
                 reported = src.stats.bytes_read
                 progress(src.display, reported)
         self.end()
 
-    def _deployment_of(self, item: Any, current: Deployment | None) -> Deployment:
-        """The deployment ``item`` belongs to (scanned rows carry no wrapper: the current one's); begun."""
+    def _deployment_of(self, item: Any, current: Deployment | None) -> Deployment | None:
+        """The deployment ``item`` belongs to (scanned rows carry no wrapper: the current one's); begun.
+        None: one beyond the group's limit, as are the unnamed items that follow it."""
         kind = type(item)
         if kind is NamedBlock:  # the rows that follow carry no wrapper: they are of the deployment it names
             key = deployment_key_of(item.deployment)
@@ -281,8 +287,11 @@ class SourceLoop:
             key = None if kind is LookupRows or kind is MetricRows or kind is QuietOrigin else deployment_key(item)
         if key is not None and (current is None or current.id != key):
             current = self.run_for(key)
-        elif current is None:
+            self.beyond = key if current is None else None
+        elif current is None and self.beyond is None:
             current = self.run_for(self.default_id)
+        if current is None:
+            return None
         if current.id not in self.fed:
             self.fed[current.id] = current
             current.begin_source(self.src.display, self.window.find_back, self.counts)
@@ -321,6 +330,17 @@ class SourceLoop:
                 tally.unrecognized[item.kind] += 1
             _note_skipped(self.src, None if rows else item, e, "skipped")
 
+    def _beyond_limit(self, item: Any) -> None:
+        """An item of a deployment beyond the group's limit: counted and its deployment named, not read."""
+        kind = type(item)
+        if kind is NamedBlock or kind is QuietOrigin:  # markers, not records (quiet records ingest counted)
+            return
+        over = self.src.stats.beyond_limit
+        over["records"] = over.get("records", 0) + (len(item) if kind is LookupRows or kind is MetricRows else 1)
+        first = over.setdefault("first", [])
+        if self.beyond is not None and len(first) < 3 and self.beyond not in first:
+            first.append(self.beyond)
+
     def end(self) -> None:
         """The input ended: its counted lines to the deployments it fed."""
         src = self.src
@@ -329,7 +349,15 @@ class SourceLoop:
         self.tally.analysed += _counted_lines(src.stats.hot) + src.stats.access_lines + src.stats.quiet
         for project, n in src.stats.unknown.items():  # records nothing recognises, counted unread (``_learn_unknown``)
             self.tally.unrecognized[project] += n
-        _hand_counts(src, list(self.fed.values()) or [self.run_for(self.default_id)], self.counts)
+        fed = list(self.fed.values()) or [d for d in (self.run_for(self.default_id),) if d is not None]
+        _hand_counts(src, fed, self.counts)
+        if src.stats.beyond_limit:
+            src.stats.beyond_limit["limit"] = deployment_limit()
+            over = src.stats.beyond_limit
+            src.stats.errors.append(
+                f"{over['records']:,} record(s) of deployments beyond the first {over['limit']:,} of this input group "
+                f"not analysed (first: {', '.join(over['first'])}); give each pod its own folder and run "
+                "'specdiag fleet', or split the input")
         self.window.clear()
 
 
@@ -464,10 +492,8 @@ class StreamAnalysis:
         self.sources: list[Source] = []
         self._started = time.perf_counter()
 
-    def _run_for(self, dep_id: str) -> Deployment:
-        if dep_id not in self.runs:
-            self.runs[dep_id] = Deployment(dep_id, self._make)
-        return self.runs[dep_id]
+    def _run_for(self, dep_id: str) -> Deployment | None:
+        return deployment_for(self.runs, dep_id, self._make)
 
     def read(self, src: Source) -> None:
         """Read ``src`` to its end (a follower's end: its writer closed it, or it was stopped)."""

@@ -104,6 +104,9 @@ class SourceStats:
     unknown: dict[str, int] = field(default_factory=dict)
     #: a line filter read this input (``linefilter.py``): ``{"applied": "--since 16:05", "excluded_lines": N}``
     filter: dict | None = None
+    #: records (and scanned rows) of deployments beyond the input group's limit, not analysed:
+    #: ``{"records": N, "first": [up to 3 names], "limit": L}`` (``deployments.MAX_DEPLOYMENTS``)
+    beyond_limit: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         out = {
@@ -121,6 +124,8 @@ class SourceStats:
             out["cut_lines"] = self.cut_recognized
         if self.filter is not None:
             out["filter"] = dict(self.filter)
+        if self.beyond_limit:
+            out["beyond_limit"] = {**self.beyond_limit, "first": list(self.beyond_limit.get("first", ()))}
         return out
 
 

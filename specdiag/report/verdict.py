@@ -274,11 +274,24 @@ def status(report: Any, all_codes: list[str]) -> Status:
     read are named in it, because a clean result on part of a deployment is not a clean deployment."""
     st = _status(report, all_codes)
     unread = [str(e.get("path") or e.get("message")) for e in getattr(report, "tool_errors", None) or []]
+    unread += beyond_limit_notes(report)
     if not unread:
         return st
     kind = "partial" if st.kind == "clean" else st.kind
     text = st.text.replace("no problem found:", "no problem found in what could be read:")
     return Status(kind, f"{text}; NOT READ: {', '.join(unread[:5])}" + (" …" if len(unread) > 5 else ""), st.hints)
+
+
+def beyond_limit_notes(report: Any) -> list[str]:
+    """What a status names as not read when an input group held more deployments than are analysed
+    (``inputs[].beyond_limit``): their records reached no rule, so nothing is clean about them."""
+    out = []
+    for inp in report.inputs:
+        over = inp.get("beyond_limit") or {}
+        if over.get("records"):
+            out.append(f"{over['records']:,} record(s) of deployments beyond the first {over.get('limit', 0):,} "
+                       f"in {inp.get('path')}")
+    return out
 
 
 def _status(report: Any, all_codes: list[str]) -> Status:
