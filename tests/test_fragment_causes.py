@@ -111,3 +111,24 @@ def test_nixl_allocation_retry_loop_is_memory_pressure_with_a_count() -> None:
     assert f.measurements["count_M14"] == 4 and f.count == 4
     assert "allocation retries" in f.summary
     assert any("pd_buffer_size" in s for s in f.next_steps)
+
+
+def test_a_start_up_traceback_cut_above_its_header_is_a_death_inferred_from_where_it_was_printed() -> None:
+    """Frames under the header of the place where vLLM 0.34 prints 'EngineCore failed to start.' (core.py:1757)
+    are that call's traceback: the engine failed, though neither the header nor the exception is in the paste.
+    The traceback's other lines are the death's, not errors left unexplained (LOG001)."""
+    report = analyze([str(HERE / "engine-start-traceback-cut.log")])
+    (f,) = [x for x in report.findings if x.rule == "SRV001"]
+    m = f.measurements
+    assert m["death_inferred"] is True and m["root_error"] == "not in the excerpt"
+    assert "core.py:1757, where vLLM prints 'EngineCore failed to start.'" in f.summary
+    assert f.causes[0].id == "cause-not-in-excerpt"
+    assert not [x for x in report.findings if x.rule == "LOG001"]
+
+
+def test_frames_where_releases_print_different_errors_infer_no_death(tmp_path) -> None:
+    """At core.py:1584 vLLM 0.33 prints 'EngineCore failed to start.' and 0.27 'Invocation of %s method
+    failed': without the version, the place names no message, and no death is inferred."""
+    src = (HERE / "engine-start-traceback-cut.log").read_text().replace("[core.py:1757]", "[core.py:1584]")
+    (tmp_path / "x.log").write_text(src)
+    assert not [x for x in analyze([str(tmp_path / "x.log")]).findings if x.rule == "SRV001"]

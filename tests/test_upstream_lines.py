@@ -6,7 +6,7 @@ catalog, never copied from a corpus file.
 
 from __future__ import annotations
 
-from logbuilder import lmc, write
+from logbuilder import lmc, vllm, write
 from typer.testing import CliRunner
 
 from specdiag.catalog import catalog
@@ -102,3 +102,52 @@ def test_a_reporting_rule_takes_the_consequence_lines_it_claims(tmp_path):
     report = analyze([str(case)], ignore=("KV003",))
     assert any("internal error during generation" in m["message"] for f in _rule(report, "LOG001")
                for m in f.measurements["messages"])
+
+
+def _engine_death(root: str | None) -> list[str]:
+    """An engine core's fatal error as vLLM prints it: logger.exception's traceback, every line under the
+    same header (NewLineFormatter), the exception line last when the excerpt holds it."""
+    def line(msg: str) -> str:
+        return vllm(msg, level="ERROR", ts="08-21 21:56:03", loc="core.py:634", proc="EngineCore_DP0 pid=7")
+    frame = '  File "/opt/venv/lib/python3.12/site-packages/vllm/v1/engine/core.py", line {}, in {}'
+    body = ["EngineCore encountered a fatal error.", "Traceback (most recent call last):",
+            frame.format(625, "run_engine_core"), "    engine_core.run_busy_loop()",
+            frame.format(677, "_process_engine_step"), "    outputs, model_executed = self.step_fn()",
+            "                              ^^^^^^^^^^^^^^"]
+    return [line(m) for m in body + ([root] if root else [])]
+
+
+def test_the_traceback_under_a_death_line_the_death_rule_read_is_not_listed_as_unexplained(tmp_path):
+    """vLLM prints a traceback's header, code and caret lines under the fatal error's own header; the
+    catalog knows them as lines of that message. SRV001 read the message: they are its lines too."""
+    for root in ("RuntimeError: CUDA error: an illegal memory access was encountered", None):
+        report = _report(tmp_path, _engine_death(root))
+        [death] = _rule(report, "SRV001")
+        assert not _rule(report, "LOG001"), [f.measurements for f in _rule(report, "LOG001")]
+        assert death.measurements["root_error"] == (root.split(": ", 1)[1] if root else "not in the excerpt")
+
+
+def test_a_traceback_under_a_message_no_rule_read_is_listed_with_that_message(tmp_path):
+    cat = catalog()
+    entry = next(e for e in cat.entries if e.project == "vllm" and e.level == "ERROR" and e.fmt and e.family
+                 and "%" not in e.fmt and e.fmt.endswith(".") and "engine/core.py" not in e.module)
+    release = sorted(entry.lines)[-1]
+    loc = f"{entry.module.rsplit('/', 1)[-1]}:{entry.lines[release]}"
+    lines = [vllm(m, level="ERROR", loc=loc, proc="APIServer pid=1") for m in
+             (entry.fmt, "Traceback (most recent call last):", "    await self.handle()", "    ^^^^^^^^^^^^^^^^^^^")]
+    report = _report(tmp_path, lines)
+    [f] = _rule(report, "LOG001")
+    [msg] = f.measurements["messages"]
+    assert msg["message"] == entry.fmt and msg["count"] == 4  # the message's line and its traceback's lines
+
+
+def test_an_engine_death_verdict_names_its_root_error_or_says_it_is_missing(tmp_path):
+    from specdiag.report.verdict import headline
+
+    [death] = _rule(_report(tmp_path, _engine_death("RuntimeError: CUDA error: an illegal memory access")), "SRV001")
+    assert headline(death).endswith(": RuntimeError: CUDA error: an illegal memory access")
+    [cut] = _rule(_report(tmp_path, _engine_death(None)), "SRV001")
+    assert headline(cut).endswith("its first root error is not in the excerpt")
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
+    [long] = _rule(_report(tmp_path, _engine_death(oom)), "SRV001")
+    assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in headline(long)

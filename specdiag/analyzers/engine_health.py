@@ -10,7 +10,7 @@ from operator import eq
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
-from specdiag.events import Event
+from specdiag.events import Event, entry_of, template
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding, with_primary
 from specdiag.observe import RunState
 from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
@@ -37,6 +37,9 @@ SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 #: fatal traceback body is inferred (the excerpt was cut above its header)
 HEADERS = frozenset({"V_CORE_FATAL", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED"})
 HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc … died unexpectedly' header"
+#: the header lines whose logging call prints the traceback under them: a frame printed at the place where
+#: the catalog says vLLM prints one of these is that call's traceback, so the death is inferred from it
+TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC")
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR"})
 
@@ -82,6 +85,45 @@ def fatal_frames(raw: bytes) -> list[str]:
     if b", line " not in raw:
         return []
     return [f for f in (m.decode() for m in _FRAME_FUNC.findall(raw)) if f in FATAL_FRAMES]
+
+
+def _clipped(text: str, limit: int) -> str:
+    """``text`` on one line, cut at a word before ``limit`` characters with an ellipsis: a verdict line is
+    shortened at its last clause boundary, which in an exception line is the colon after its name."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    cut = text.rfind(" ", limit // 2, limit - 1)
+    return text[: cut if cut > 0 else limit - 1] + "…"
+
+
+def _root_line(ev: Event) -> str:
+    """A root error as its exception line reads (``torch.OutOfMemoryError: CUDA out of memory. …``): the
+    exception and its detail where the template parsed them, else the line's message."""
+    exc, detail = ev.f.get("exc"), ev.f.get("detail")
+    if exc and detail:
+        return f"{exc}: {detail}"
+    return detail or ev.rec.msg
+
+
+def _header_printed_at(ev: Event) -> str | None:
+    """The death header (``TRACEBACK_HEADERS``) the catalog says vLLM prints at the place of a traceback line
+    printed under the vLLM header (``logger.exception`` repeats the header on every line): that call's
+    traceback, whichever release printed it; None elsewhere."""
+    entry = entry_of(ev)
+    fmt = entry.fmt if entry is not None else None
+    return fmt if fmt in _header_texts() else None
+
+
+def _header_texts() -> frozenset[str]:
+    """The messages of the header lines whose logging call prints a traceback (their templates' samples)."""
+    global _HEADER_TEXTS
+    if _HEADER_TEXTS is None:
+        _HEADER_TEXTS = frozenset(template(t).sample for t in TRACEBACK_HEADERS)
+    return _HEADER_TEXTS
+
+
+_HEADER_TEXTS: frozenset[str] | None = None
 
 
 def failing_step(dump: str) -> dict:
@@ -201,6 +243,8 @@ class EngineDeath(Rule):
         self.fatal_frame: str | None = None
         self.header: Event | None = None  # the first line that announces the death itself (HEADERS)
         self.dump_ev: Event | None = None  # the first crash-dump line (dump_input.py)
+        #: a traceback frame printed where a header line's logging call prints (its message, the frame's event)
+        self.header_place: tuple[str, Event] | None = None
 
     def _t(self, ev: Event) -> float | None:
         return self._time_at(ev.rec.path, rec_time(ev.rec))
@@ -275,6 +319,9 @@ class EngineDeath(Rule):
             frames = [ev.f.get("func")] if tid == "V_TB_FRAME" else fatal_frames(ev.rec.raw_text)
             if frames and frames[0] in FATAL_FRAMES:
                 self.fatal_frame = self.fatal_frame or frames[0]
+                hard = True
+            elif tid == "V_TB_FRAME" and self.header is None and (said := _header_printed_at(ev)) is not None:
+                self.header_place = self.header_place or (said, ev)
                 hard = True
             if tid == "E_TB_FRAMES" and (bare := _BARE_EXC.search(ev.rec.text)):
                 ev.f["detail"] = bare.group(1)  # frames, then an exception without message: that is the error
@@ -353,11 +400,14 @@ class EngineDeath(Rule):
         if self.fatal_frame:
             measurements["fatal_frame"] = self.fatal_frame
         summary, evs = self._inferred(summary, evs, measurements, causes)
+        died = "engine died (inferred)" if measurements.get("death_inferred") else "engine died"
+        head = (f"{died} at {fmt_log_time(dt)}: {_clipped(_root_line(root[2]), 85)}" if root is not None
+                else f"{died} at {fmt_log_time(dt)}; its first root error is not in the excerpt")
         steps = [causes[0].fix, f"Confirm: {causes[0].confirm_with}"]
         steps.append("Restart the engine; clients saw errors for every request in flight.")
         return [Finding(
             rule=self.code, severity="error", title=self.title, summary=summary, count=max(1, self.cascade),
-            evidence=dedupe_evidence(evs), causes=causes, measurements=measurements,
+            evidence=dedupe_evidence(evs), causes=causes, measurements=measurements, headline=head,
             identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt, next_steps=steps,
         )]
 
@@ -371,16 +421,24 @@ class EngineDeath(Rule):
         survives, is therefore a death even when the excerpt starts below its header line.
         """
         measurements["crashed"] = True
-        inferred = self.header is None and (self.dump_ev is not None or self.fatal_frame is not None)
+        inferred = self.header is None and (self.dump_ev is not None or self.fatal_frame is not None
+                                            or self.header_place is not None)
         measurements["death_inferred"] = inferred
         if not inferred:
             return summary, evs
+        placed = ""
+        if self.header_place is not None:
+            said, fev = self.header_place
+            placed = f"a traceback printed at {fev.rec.file}:{fev.rec.src_line}, where vLLM prints '{said}'"
         basis = " and ".join(x for x in ("the crash dump (dump_input.py)" if self.dump_ev else "",
-                                         f"a traceback through {self.fatal_frame}" if self.fatal_frame else "") if x)
+                                         f"a traceback through {self.fatal_frame}" if self.fatal_frame else "",
+                                         placed) if x)
         measurements["missing"] = HEADER_TEXT
+        what = "the dump" if self.dump_ev is not None else "the first of these lines"
         summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt; {basis} appear only when the engine "
-                    "core's step raised, so the engine died (confidence high). Against: without the header, the time "
-                    "of death is that of the dump. Collect the lines around the dump to read the header.")
+                    f"core failed (its step raised, or it failed to start), so the engine died (confidence high). "
+                    f"Against: without the header, the time of death is that of {what}. Collect the lines around "
+                    f"{what} to read the header.")
         causes[0].against.append(f"the death is inferred from {basis}: {HEADER_TEXT} is missing")
         if self.dump_ev is not None:
             r = self.dump_ev.rec

@@ -95,6 +95,8 @@ class _UpstreamLines(Rule):
             key: tuple = (ev.id, ev.f["entry"].id, rec.level)
         elif ev.id == UNKNOWN_EVENT:
             key = (ev.id, rec.kind, rec.level, message_shape(rec.msg))
+        elif rec.file is None:  # a raw traceback, a bare exception line: one bucket per exception, not per template
+            key = (ev.id, rec.kind, rec.level, message_shape(_label(ev)))
         else:
             key = (ev.id, rec.file, rec.src_line, rec.level)
         self._seq += 1
@@ -112,15 +114,31 @@ class _UpstreamLines(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         messages: dict[tuple[str, str], _Message] = {}
+        read: frozenset[str] | None = None  # asked only for catalog lines: it loads the catalog
         for b in self.buckets.values():
             if b.first.id not in run.explained:
-                _merge(messages, b, run.claimed)
+                if b.first.id == CATALOG_EVENT and read is None:
+                    read = self._read_formats(run.explained)
+                _merge(messages, b, run.claimed, read or frozenset())
         by_family: dict[str, list[_Message]] = {}
         for (family, _), msg in messages.items():
             by_family.setdefault(family, []).append(msg)
         ordered = sorted(by_family.items(), key=lambda kv: -sum(m.count for m in kv[1]))
         return [self._finding(family, sorted(msgs, key=lambda m: -m.count), self.overflow if i == 0 else 0)
                 for i, (family, msgs) in enumerate(ordered)]
+
+    def _read_formats(self, explained: frozenset[str]) -> frozenset[str]:
+        """The catalog formats of the lines a reporting rule read through a template (``EngineCore encountered
+        a fatal error.``): the traceback lines vLLM prints under that line's header reach this rule as catalog
+        lines of the same message, and are as much that rule's as the line itself."""
+        out = set()
+        for b in self.buckets.values():
+            tid = b.first.id
+            if tid in explained and tid not in (CATALOG_EVENT, UNKNOWN_EVENT):
+                entry = entry_of(b.first)
+                if entry is not None and entry.fmt:
+                    out.add(entry.fmt)
+        return frozenset(out)
 
     def _finding(self, family: str, msgs: list[_Message], overflow: int = 0) -> Finding:
         """One family's finding; ``overflow`` (lines past the places kept, told once per rule) in its summary."""
@@ -143,16 +161,17 @@ class _UpstreamLines(Rule):
         )
 
 
-def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple[str, ...] = ()) -> None:
+def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple[str, ...] = (),
+           read: frozenset[str] = frozenset()) -> None:
     """Add a bucket to its message: one message per family and format (a message's copies in moved modules
     and the traceback lines vLLM prints under its header are one), or per shape when no entry is known; a
-    message a reporting rule claims (``Rule.claims``) is that rule's, not listed."""
+    message a reporting rule claims (``Rule.claims``) or read (``read``: its format) is that rule's, not listed."""
     ev = b.first
     entry = None if ev.id == UNKNOWN_EVENT else entry_of(ev)
-    if entry is not None and entry.fmt and any(c in entry.fmt for c in claimed):
+    if entry is not None and entry.fmt and (entry.fmt in read or any(c in entry.fmt for c in claimed)):
         return
     family = (entry.family if entry is not None else None) or (UNRECOGNISED if ev.id == UNKNOWN_EVENT else "other")
-    key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(ev.rec.msg))
+    key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(_label(ev)))
     msg = messages.get(key)
     if msg is None:
         msg = messages[key] = _new_message(ev, entry)
@@ -170,7 +189,19 @@ def _new_message(ev: Event, entry: Any) -> _Message:
         return _Message(entry.fmt or rec.msg[:160], entry.project, rec.level, f"{entry.project} {entry.location()}",
                         entry.release_range(), first, rec, rec_time(rec))
     loc = f"{rec.kind} {rec.file}:{rec.src_line}" if rec.file else None
-    return _Message(rec.msg[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
+    return _Message(_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
+
+
+def _label(ev: Event) -> str:
+    """What a line no catalog entry names says: a traceback's exception (``redis.exceptions.ConnectionError:
+    Error 111 …``, the line a reader looks for, not its ``Traceback (most recent call last):`` head), else
+    its message."""
+    f = ev.f or {}
+    exc = f.get("exc")
+    if exc and ev.rec.kind == "traceback":
+        detail = f.get("detail")
+        return f"{exc}: {detail}" if detail else str(exc)
+    return ev.rec.msg
 
 
 def _short(text: str, limit: int = 70) -> str:
