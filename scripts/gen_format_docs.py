@@ -40,6 +40,8 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   docker compose (`name  | `), nested in any order. A line whose first bytes are `(`, `[20…` or a vLLM
   level word pays no wrapper test at all;
 * paste formats: chat code-block indentation, markdown quotes (`> `, `>`) and list items (`- `, `* `, `1. `),
+  a markdown code span that is the whole line (one to three backticks each side; unwrapped only when it
+  holds a record: `wrappers.code_span`),
   `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
   `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records. Shapes that
   ordinary text can also have (`123:`, `name | `, leading spaces) are stripped only when what follows is a
@@ -87,7 +89,11 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   a suffix closed by a later row — or when the rows are equally wide or the row closes the suffix), and the
   suffix is looked for again on the joined text; a vLLM record takes the following headerless rows that
   are no wider when its width is a terminal's (80, 100, 120, 132, …, or proven) or when the next row is
-  exactly as wide. Widths compare the rows as read, so a paste's indentation or quote on every row, a
+  exactly as wide; a warning or error's width is also a terminal's when, less the wrapper ingest took off
+  the next row, it is one (a paste indents, quotes or prefixes every row of what a 120-column terminal cut,
+  so the first row is 124 wide: `joiner.under_wrapper`). INFO and DEBUG records are left out of that rule:
+  they may be quiet, and the prefilter decides a quiet record's next row from the known widths alone, so
+  an INFO row cut under such a wrapper stays cut. Widths compare the rows as read, so a paste's indentation or quote on every row, a
   kubectl `--prefix` on every piece (the app's line was cut before kubectl prefixed it) or on the first
   only (the terminal wrapped the prefixed output), and ANSI escapes counted by `fold` all work; an escape
   cut between two rows is rejoined. A row carrying another process prefix or another pod's prefix never

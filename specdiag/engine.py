@@ -44,7 +44,7 @@ from specdiag.ingest import InputError, Source, iter_records, scan
 from specdiag.ingest.blocks import NamedBlock
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
 from specdiag.ingest.marks import CountMark
-from specdiag.ingest.prefilter import QuietOrigin, QuietPlaces
+from specdiag.ingest.prefilter import QUIET_LEVELS, QuietOrigin, QuietPlaces
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.ruledocs import rule_table
@@ -388,8 +388,6 @@ def _saw(dep: Deployment, origin: Any) -> None:
         dep.run.saw_origin(origin)
 
 
-#: the levels of the records the prefilter may count unread (``_learn_quiet``)
-QUIET_LEVELS = ("DEBUG", "INFO")
 
 
 def quiet_places(matcher: Any, read: frozenset[str] | None = None) -> QuietPlaces:

@@ -38,6 +38,9 @@ def original(tmp_path, lines) -> list[tuple]:
     lambda i, s: f"logs/node-2.log-{i + 120}-" + s,       # grep -H -n context line
     lambda i, s: "serve.log:" + s,                        # grep -H
     lambda i, s: f"serve.log:{i + 7}:" + json.dumps({"log": s + "\n", "stream": "stderr", "time": "2025-12-19T02:07:16Z"}),
+    lambda i, s: f"* `{s}`",                              # an issue's bullet list of inline-code lines
+    lambda i, s: f"``{s}``  ",
+    lambda i, s: f"> - ` {s} `",
 ])
 def test_pasted_lines_give_the_records_of_the_original(tmp_path, paste) -> None:
     lines = [lookup(REQ, 5888, 5632, 5616, color=False), *PAIR]
@@ -316,3 +319,35 @@ def test_cut_collector_prefix_that_nothing_completes_stays_text(tmp_path) -> Non
     lines = ["Dez 03 10:00:00 gpu-node-7 python3[2211]", "Dez 03 10:00:01 gpu-node-7 python3[2211]: hello"]
     recs = records(write(tmp_path / "j.log", lines))
     assert not [r for r in recs if r.kind in ("lmcache", "vllm")]
+
+
+@pytest.mark.parametrize(("line", "inner"), [
+    (b"`x`", b"x"), (b"``a `b` c``", b"a `b` c"), (b"` x `\r", b"x"), (b"```x```", b"x"), (b"`  `", b"  "),
+    (b"```", None), (b"```bash", None), (b"`x", None), (b"x`", None), (b"````x````", None), (b"`x``", None),
+    (b"``", None), (b"`", None),
+])
+def test_a_code_span_is_the_whole_line_between_matching_backticks(line, inner) -> None:
+    from specdiag.ingest.wrappers import code_span
+
+    assert code_span(line) == inner
+
+
+def test_a_code_span_holding_no_record_is_left_as_it_is(tmp_path) -> None:
+    """Only a span that holds a record is unwrapped: a bullet of prose in backticks stays another line."""
+    pasted = write(tmp_path / "paste.log", ["* `pip install lmcache==0.3.12`", "`ERROR: not an envelope`"])
+    assert [r.kind for r in records(pasted)] == []
+
+
+@pytest.mark.parametrize("outer", ["    ", "> ", "[pod/vllm-0/vllm] "])
+def test_an_error_a_terminal_cut_at_120_columns_is_joined_under_the_pastes_wrapper(tmp_path, outer) -> None:
+    """A paste that indents, quotes or prefixes every row of what a 120-column terminal cut: the record's
+    first row is 120 + the wrapper wide, which no terminal is; the wrapper on the next row tells the width."""
+    line = vllm("Dumping input data for V1 LLM engine (v0.11.0) with config: model='Qwen/Qwen3-32B', "
+                "speculative_config=None, tokenizer='Qwen/Qwen3-32B', ", level="ERROR", loc="dump_input.py:69",
+                proc="EngineCore_DP0 pid=820")
+    rows = [line[:120], line[120:]]
+    assert len(rows[0]) == 120 and 0 < len(rows[1]) < 120
+    pasted = write(tmp_path / "paste.log", [outer + row for row in rows])
+    [got] = records(pasted)
+    [want] = records(write(tmp_path / "orig.log", [line]))
+    assert (got.level, got.msg, got.file, got.src_line) == (want.level, want.msg, want.file, want.src_line)

@@ -485,6 +485,16 @@ static int wrapper_ends(const u8 *s, size_t pos, size_t n, size_t out[3]) {
         out[0] = indent_end(s, pos, n);
         return 1;
     }
+    if (c == '`') { /* a markdown code span's opening backticks (wrappers.code_span), and its space of padding */
+        size_t k = pos;
+        while (k < n && k - pos < 3 && s[k] == '`') k++;
+        out[0] = k;
+        if (k < n && s[k] == ' ') {
+            out[1] = k + 1;
+            return 2;
+        }
+        return 1;
+    }
     if (c == '(' || c == '{' || c == '[') return 0;
     int k = 0;
     long e = compose_end(s, pos, n);

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from specdiag.ingest import wrappers
 from specdiag.ingest.envelope import EXC_LINE, Record, parses_as_record, split_suffix
 from specdiag.ingest.origin import Origin
-from specdiag.ingest.prefilter import FOREIGN_HEADER
+from specdiag.ingest.prefilter import FOREIGN_HEADER, QUIET_LEVELS
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix, cut_wrapper
 from specdiag.ingest.wrappers import is_envelope
 
@@ -250,3 +250,12 @@ def join_lmcache(o: OpenRecord, wrapped: bool, lineno: int, line: bytes, plen: i
         rec._file, rec.src_line, rec._logger = file, src_line, logger
         return True, shown
     return o.chars > MAX_JOIN_CHARS or len(rec.cont or ()) > MAX_JOIN_LINES, shown
+
+
+def under_wrapper(held: Record, width: int, outer: int, widths: set[int] | frozenset[int]) -> bool:
+    """Whether a held record's row, ``width`` wide as read, is a terminal's row under a wrapper ``outer`` wide
+    (the wrapper ingest took off the row after it): a paste indents, quotes or prefixes every row of what a
+    120-column terminal cut, so the first row is 124 wide, which no terminal is. Only for warnings and
+    errors: an INFO or DEBUG record may be quiet, and the prefilter decides a quiet record's next row with
+    the known widths alone (``prefilter._ends_held``)."""
+    return 0 < outer < width and held.level not in QUIET_LEVELS and width - outer in widths

@@ -241,6 +241,11 @@ def _wrapper_ends(line: bytes, pos: int) -> list[int]:
         return [] if end is None else [end]
     if c == 0x20 or c == 0x3E or (c in b"-*+" and line[pos + 1 : pos + 2] == b" "):
         return [_indent_end(line, pos)]
+    if c == 0x60:  # a markdown code span's opening backticks (``wrappers.code_span``), and its one space of padding
+        k = pos
+        while k < n and k - pos < 3 and line[k] == 0x60:
+            k += 1
+        return [k, k + 1] if line[k : k + 1] == b" " else [k]
     if c in b"({[":
         return []
     ends = []
@@ -409,7 +414,9 @@ def _warning_name(rest: bytes) -> bool:
 
 #: vLLM's header after its level word: ``MM-DD HH:MM:SS[.f] [file:N] `` (``envelope.VLLM_REST``)
 _VLLM_REST = re.compile(rb"(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
-_QUIET_LEVELS = (b"DEBUG ", b"INFO ")
+#: the levels of the records that may be quiet (counted unread)
+QUIET_LEVELS = ("DEBUG", "INFO")
+_QUIET_LEVELS = tuple(f"{level} ".encode() for level in QUIET_LEVELS)
 #: the reader holds a vLLM record this wide for one line, in case a terminal cut it (``rows.MIN_ROW``)
 HELD_WIDTH = 40
 #: vLLM's level words with the space after them: a line starting so is an envelope, never a cut row's rest

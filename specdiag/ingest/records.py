@@ -50,6 +50,7 @@ from specdiag.ingest.joiner import (
     join_head,
     join_lmcache,
     opens_wrap,
+    under_wrapper,
     wrapped_continuation,
 )
 from specdiag.ingest.marks import CountMark, cut_at_markers, starts_marked, take_mark
@@ -242,11 +243,12 @@ class LineReader:
 
         At a width not known to be a terminal's, only a row as wide as the record's (two full rows)
         shows the cut; the width is then proven for the rows after it. Widths compare rows as read
-        (``plen``), so an indentation or a kubectl prefix on every row counts alike."""
+        (``plen``), so an indentation or a kubectl prefix on every row counts alike. A warning or error's
+        terminal width is also known under the wrapper this row carries (``under_wrapper``)."""
         held = self.held
         width = self.held_width
         if (lineno == self.held_last + 1 and origin.pid is None and plen <= width
-                and (width in self.widths or plen == width)
+                and (width in self.widths or plen == width or under_wrapper(held, width, plen - len(line), self.widths))
                 and (origin.deployment is None or origin.deployment == held.origin.deployment)
                 and continues_row(line, len(line)) and not (line[:1] == b"[" and cut_head(line, False))):
             if width not in self.widths:
@@ -515,4 +517,5 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
         stats.errors.append(f"{skipped} line(s) skipped: binary data or NUL bytes")
     if lineno == 0 and stats.bytes_read == 0 and not stats.errors:
         stats.errors.append("empty input")
+
 

@@ -74,6 +74,22 @@ _VLLM_LEVELS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WAR
 _MAX_DEPTH = 6
 
 
+def code_span(line: bytes) -> bytes | None:
+    """The text inside a markdown code span that is the whole line (one to three backticks each side, one
+    space of padding dropped), how a log line quoted inline in an issue or chat arrives; None otherwise
+    (a fence line, backticks inside the text). No pattern: a scan from each end."""
+    end = len(line.rstrip(b" \t\r"))
+    k = 0
+    while k < 3 and k < end and line[k] == 0x60:
+        k += 1
+    if k == 0 or end < 2 * k + 1 or line[end - k : end] != line[:k] or line[k] == 0x60 or line[end - k - 1] == 0x60:
+        return None
+    inner = line[k : end - k]
+    if inner[:1] == b" " and inner[-1:] == b" " and inner.strip(b" "):
+        inner = inner[1:-1]  # CommonMark: one space of padding each side
+    return inner
+
+
 def strip_ansi(text: str) -> str:
     if "[" not in text:
         return text
@@ -304,12 +320,18 @@ class LineUnwrapper:
             return line[m.end() :]
         if c == 60 and (rest := self._syslog_5424(line)) is not None:  # '<' (a traditional one: journald's shape)
             return rest
+        if c == 96:  # '`': a markdown code span around the line ("* `LMCache WARNING: …`" in an issue)
+            inner = self._code_span(line)
+            if inner is not None:
+                self.seen.add("code-span")
+            return inner
         if c in _INDENT_FIRST or (c == 0xC2 and line[1:2] == b"\xa0"):  # indentation, "> " quote, "- " bullet
             m = INDENT.match(line)
             if m is None:
                 return None
             rest = line[m.end() :]
-            if rest and (is_envelope(rest) or self._is_wrapped(rest) or _cut_row(line, rest)):
+            if rest and (is_envelope(rest) or self._is_wrapped(rest) or _cut_row(line, rest)
+                         or (rest[:1] == b"`" and self._code_span(rest) is not None)):
                 self.seen.add("indented")
                 if not rest.startswith(b"Traceback"):
                     self._indent = m.group(0)  # a terminal may have wrapped the row onto the next, indented alike
@@ -319,6 +341,11 @@ class LineUnwrapper:
                 return line[len(indent) :]
             return None
         return self._named(line, grep_next)
+
+    def _code_span(self, line: bytes) -> bytes | None:
+        """The record a markdown code span holds (``code_span``): None unless what it holds starts one."""
+        inner = code_span(line)
+        return inner if inner is not None and (is_envelope(inner) or self._is_wrapped(inner)) else None
 
     def _syslog_5424(self, line: bytes) -> bytes | None:
         """An RFC 5424 header: its time's year, and its host as the deployment."""
