@@ -351,3 +351,18 @@ def test_an_error_a_terminal_cut_at_120_columns_is_joined_under_the_pastes_wrapp
     [got] = records(pasted)
     [want] = records(write(tmp_path / "orig.log", [line]))
     assert (got.level, got.msg, got.file, got.src_line) == (want.level, want.msg, want.file, want.src_line)
+
+
+def test_the_blocks_width_test_admits_every_row_the_reader_could_join_under_a_wrapper() -> None:
+    """``blocks`` asks before reading a row (its wrapper unknown) what ``LineReader`` decides after it: the
+    first must hold wherever the second can, or a row the reader would join is counted unread."""
+    from types import SimpleNamespace
+
+    from specdiag.ingest.joiner import TERMINAL_WIDTHS, maybe_under_wrapper, under_wrapper
+
+    for level in ("ERROR", "WARNING", "INFO"):
+        held = SimpleNamespace(level=level)
+        for width in range(40, 280):
+            for row in range(1, width + 1):
+                joins = any(under_wrapper(held, width, outer, TERMINAL_WIDTHS) for outer in range(1, row))
+                assert not joins or maybe_under_wrapper(held, width, row, TERMINAL_WIDTHS), (level, width, row)

@@ -21,7 +21,7 @@ from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest import prefilter, scan
 from specdiag.ingest.ahead import holds_cri, iso_fronts
 from specdiag.ingest.hot import BlockView, HotWindow, LookupRows, MetricRows
-from specdiag.ingest.joiner import TERMINAL_WIDTHS, under_wrapper
+from specdiag.ingest.joiner import TERMINAL_WIDTHS, maybe_under_wrapper
 from specdiag.ingest.origin import OriginCache
 from specdiag.ingest.prefilter import FOREIGN_HEADER, QuietOrigin
 from specdiag.ingest.scan import ScanResult
@@ -145,13 +145,6 @@ def _holds_only(reader: LineReader, deployment: str) -> bool:
     held = reader.held
     return (held is not None and held.origin.deployment == deployment and not reader.open_recs
             and reader.head is None and not reader.cleaner.esc_cut and not reader.unwrapper.carries())
-
-
-def _maybe_under_wrapper(reader: LineReader, width: int) -> bool:
-    """Whether the reader may join the held record's next row although its width is no terminal's
-    (``records.under_wrapper``): the row's wrapper is known only once read, so any width it could leave."""
-    held_width = reader.held_width
-    return any(under_wrapper(reader.held, held_width, outer, reader.widths) for outer in range(1, min(width, held_width)))
 
 
 def _row_wraps(original: _OriginalLines, copy: bytes, rare: dict, residue: bool = False) -> tuple[array, array]:
@@ -443,7 +436,7 @@ class _Inert:
             return True
         held_width = reader.held_width
         if not (width <= held_width and (held_width in reader.widths or width == held_width
-                                         or _maybe_under_wrapper(reader, width))):
+                                         or maybe_under_wrapper(reader.held, held_width, width, reader.widths))):
             return False
         # another program's line with its whole header is never a cut rest (``joiner.continues_row``): known from
         # the raw bytes while no wrapper of this input could change the line's first bytes before the joiner

@@ -259,3 +259,13 @@ def under_wrapper(held: Record, width: int, outer: int, widths: set[int] | froze
     errors: an INFO or DEBUG record may be quiet, and the prefilter decides a quiet record's next row with
     the known widths alone (``prefilter._ends_held``)."""
     return 0 < outer < width and held.level not in QUIET_LEVELS and width - outer in widths
+
+
+def maybe_under_wrapper(held: Record, width: int, row: int, widths: set[int] | frozenset[int]) -> bool:
+    """Whether ``under_wrapper`` may hold for a held record's next row ``row`` wide as read, whatever wrapper
+    the row turns out to carry (known only once it is read): some known width lies between the widths
+    its wrapper could leave."""
+    if held.level in QUIET_LEVELS:
+        return False
+    lo = width - min(row, width)
+    return any(lo < w < width for w in widths)
