@@ -144,3 +144,19 @@ def test_twenty_thousand_three_line_pods_stay_under_100_mib(tmp_path):
     assert len(rep["deployments"]) == deployments.MAX_DEPLOYMENTS
     assert rep["inputs"][0]["beyond_limit"]["records"] == 3 * (20_000 - deployments.MAX_DEPLOYMENTS)
     assert peak_mib < 100, peak_mib  # 893 MiB before the limit
+
+
+def test_pods_whose_facts_are_the_same_share_one_context_block(tmp_path):
+    from specdiag.report.layout import deployment_blocks
+    from specdiag.report.terminal import render_terminal
+
+    log, _ = _interleaved(tmp_path, pods=5, head=40)
+    rep = analyze([str(log)])
+    titles = [t for t, _ in deployment_blocks(rep)]
+    assert titles == ["deployment pod/vllm-0/vllm",
+                      "4 deployments with the same facts: pod/vllm-1/vllm, pod/vllm-2/vllm, pod/vllm-3/vllm, …"]
+    import io
+
+    buf = io.StringIO()
+    render_terminal(rep, color=False, file=buf, width=160)
+    assert buf.getvalue().count("deployments with the same facts") == 1

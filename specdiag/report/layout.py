@@ -413,12 +413,29 @@ def run_lines(report: Any) -> list[str]:
     return out
 
 
+#: deployments named in the title of a block several share
+NAMED_IN_BLOCK = 3
+
+
 def deployment_blocks(report: Any) -> list[tuple[str, dict[str, Any]]]:
-    """(title, context) per deployment: one "deployment" block, or one per server when there are several."""
+    """(title, context) per deployment: one "deployment" block, or one per server when there are several.
+    Servers whose blocks would show the same rows share one, titled with their number and the first few
+    names (a stream of 50 replicas printed 50 identical blocks); what each pod's findings are stays theirs."""
     if report.context is not None or len(report.deployments) <= 1:
         c = report.context or (report.deployments[0].context.to_dict() if report.deployments else {})
         return [("deployment", dict(c or {}))]
-    return [(f"deployment {d.id}", d.context.to_dict()) for d in report.deployments]
+    shown: dict[tuple, tuple[dict[str, Any], list[str]]] = {}
+    for d in report.deployments:
+        c = d.context.to_dict()
+        shown.setdefault(tuple(deployment_rows(c)), (c, []))[1].append(d.id)
+    return [(_block_title(ids), c) for c, ids in shown.values()]
+
+
+def _block_title(ids: list[str]) -> str:
+    if len(ids) == 1:
+        return f"deployment {ids[0]}"
+    more = ", …" if len(ids) > NAMED_IN_BLOCK else ""
+    return f"{len(ids):,} deployments with the same facts: {', '.join(ids[:NAMED_IN_BLOCK])}{more}"
 
 
 __all__ = [
