@@ -151,3 +151,23 @@ def test_an_engine_death_verdict_names_its_root_error_or_says_it_is_missing(tmp_
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.19 GiB"
     [long] = _rule(_report(tmp_path, _engine_death(oom)), "SRV001")
     assert "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" in headline(long)
+
+
+def _raw_traceback(exc_line: str, frame: str) -> list[str]:
+    return ["(EngineCore_0 pid=42) Exception in thread Thread-4 (process_request):",
+            "(EngineCore_0 pid=42) Traceback (most recent call last):",
+            f'(EngineCore_0 pid=42)   File "/srv/env/lib/python3.10/site-packages/{frame}", line 389, in connect',
+            "(EngineCore_0 pid=42)     sock = self.retry.call_with_retry(",
+            f"(EngineCore_0 pid=42) {exc_line}"]
+
+
+def test_a_raw_traceback_is_named_by_its_exception_and_innermost_frame(tmp_path):
+    lines = (_raw_traceback("redis.exceptions.ConnectionError: Error 111 connecting to 10.0.0.5:6379.",
+                            "redis/connection.py")
+             + _raw_traceback("ValueError: bad chunk size 0", "lmcache/v1/config.py"))
+    [f] = _rule(_report(tmp_path, lines), "LOG001")
+    msgs = {m["message"]: m for m in f.measurements["messages"]}
+    assert set(msgs) == {"redis.exceptions.ConnectionError: Error 111 connecting to 10.0.0.5:6379.",
+                         "ValueError: bad chunk size 0"}  # one message per exception, not one 'Traceback' for both
+    assert msgs["ValueError: bad chunk size 0"]["location"] == "lmcache/v1/config.py:389 in connect"
+    assert "Traceback (most recent call last)" not in f.headline

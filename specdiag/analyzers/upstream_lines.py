@@ -9,6 +9,8 @@ it, so that no error goes unexplained and a report never calls a log with error 
 
 from __future__ import annotations
 
+import re
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -147,7 +149,7 @@ class _UpstreamLines(Rule):
         projects = sorted({self.project_names.get(m.project, m.project) for m in msgs})
         level = "ERROR" if any(m.level in ("ERROR", "CRITICAL") for m in msgs) else "WARNING"
         what = f"{lines} {'/'.join(projects)} {level} line{'s' if lines != 1 else ''}"
-        where = f" at {top.location}" if top.location else ""
+        where = f" at {top.location}" if top.location and top.project != "traceback" else ""  # a frame: next step
         head = f"{what} no rule explains — {family}: '{_short(top.label)}' ×{top.count}{where}"
         evidence = [e for m in msgs[:SHOWN] for e in m.evidence()]
         ranks = sorted({r for m in msgs for r in m.ranks})
@@ -189,7 +191,29 @@ def _new_message(ev: Event, entry: Any) -> _Message:
         return _Message(entry.fmt or rec.msg[:160], entry.project, rec.level, f"{entry.project} {entry.location()}",
                         entry.release_range(), first, rec, rec_time(rec))
     loc = f"{rec.kind} {rec.file}:{rec.src_line}" if rec.file else None
+    if loc is None and rec.kind == "traceback":
+        loc = _innermost_frame(rec.text)
     return _Message(_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
+
+
+#: a traceback's frame line: bounded runs between distinct literals (linear time)
+_FRAME = re.compile(r'File "([^"\n]{1,400})", line (\d{1,9}), in ([\w<>.]{1,200})')
+_PACKAGES = ("site-packages/", "dist-packages/")
+
+
+def _innermost_frame(text: str) -> str | None:
+    """Where a raw traceback raised: its last frame, the path shortened to the package (``redis/connection.py:390
+    in <lambda>``); None without a frame."""
+    last = deque(_FRAME.finditer(text), maxlen=1)
+    if not last:
+        return None
+    frame = last[0]
+    path = frame.group(1)
+    for marker in _PACKAGES:
+        if marker in path:
+            path = path.rsplit(marker, 1)[1]
+            break
+    return f"{path}:{frame.group(2)} in {frame.group(3)}"
 
 
 def _label(ev: Event) -> str:
@@ -226,8 +250,12 @@ def _next_steps(family: str, top: _Message) -> list[str]:
                 "(pip show vllm lmcache) and look the message up in that release's source"]
     if not top.location:
         return [f"read where upstream prints the {family} message, and the lines of the same rank just before it"]
-    return [f"read {top.location} (releases {top.releases}), where upstream prints the message, for the "
-            "condition it reports, and the lines of the same rank just before it"]
+    if top.project == "traceback":
+        return [f"read {top.location}, the traceback's innermost frame, for why it raised, and the lines of the "
+                "same process just before it"]
+    releases = f" (releases {top.releases})" if top.releases else ""
+    return [f"read {top.location}{releases}, where upstream prints the message, for the condition it reports, "
+            "and the lines of the same rank just before it"]
 
 
 @register
