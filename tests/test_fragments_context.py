@@ -517,3 +517,12 @@ def test_the_first_lmcache_config_dump_is_the_config_and_any_later_one_that_diff
     r = run(tmp_path, [_dump(rank, f"inst-{rank}", cpu) for rank, cpu in enumerate(cpus)])
     assert r.ctx.lmcache_configs_differ is differ
     assert r.ctx.lmcache_config["max_local_cpu_size"] == cpus[0] and r.ctx.lmcache_config["lmcache_instance_id"] == "inst-0"
+
+
+def test_another_programs_version_at_the_end_of_a_message_is_not_vllms(tmp_path: Path) -> None:
+    """NCCL closes its error text with 'NCCL version 2.21.5'; only vLLM's logo row names vLLM's version."""
+    line = ("ERROR 03-19 10:48:40 worker_base.py:467] torch.distributed.DistBackendError: NCCL error in: "
+            "NCCLUtils.hpp:317, unhandled system error, NCCL version 2.21.5")
+    assert run(tmp_path, [line]).to_dict()["context"]["vllm_version"] is None
+    logo = f"{API} INFO 05-04 09:02:41 [api_utils.py:339]  \u2584\u2584 \u2584\u2588 \u2588     \u2588  version 0.25.0"
+    assert run(tmp_path, [logo, line]).to_dict()["context"]["vllm_version"] == "0.25.0"

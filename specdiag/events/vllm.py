@@ -15,7 +15,9 @@ VLLM_TEMPLATES: list[Template] = [
       ints=("status",)),
     T("V_VERSION", V, "vLLM", "server version", r"vLLM (?:API )?server version (?P<version>\S+?)(?:, serving model (?P<model>.+))?$",
       "0.8.5+", "entrypoints/openai/api_server.py", "vLLM API server version 0.11.0"),
-    T("V_LOGO", V, None, "version ", r".*?\bversion (?P<version>\d+\.\d+\.\d+[\w.+-]*)\s*$", "0.15+ (logo)",
+    # the logo's version row only: a message that merely ends in "version X.Y.Z" is another program's version
+    # ("NCCL version 2.21.5" closes NCCL's error text) and must not name vLLM's
+    T("V_LOGO", V, None, "\u2588 ", ".*?\u2588" r" +version (?P<version>\d+\.\d+\.\d+[\w.+-]*)\s*$", "0.15+ (logo)",
       "entrypoints/serve/utils/api_utils.py:347", "   █▄█▀ █     █     █   version 0.32.0"),
     T("V_ARGS", V, "non-default", "non-default args", r"non-default args: (?P<args>.*)$", "0.9.2+",
       "entrypoints/serve/utils/api_utils.py:286",
