@@ -270,3 +270,16 @@ def test_a_flood_of_short_loads_keeps_at_most_the_cap(tmp_path, monkeypatch) -> 
     monkeypatch.setattr(detect.ShortfallTracker, "settle", settle)
     kv001(write(tmp_path / "flood.log", _flood(12)))
     assert kept == [4]
+
+
+def test_the_verdict_counts_the_tokens_the_summary_computes_and_names_the_retrieves_own_count(tmp_path):
+    """vLLM already held 224 of the 239 tokens the retrieve asked for: the adapter expected 15 and got 0. The
+    verdict says 15 (the finding's missing_tokens, the summary's arithmetic) and the retrieve's 0 of 239."""
+    from specdiag.report.verdict import headline
+
+    proc = "Worker_TP0 pid=7"
+    lines = [retrieve("chatcmpl-9", 0, 239, 1519, proc=proc), *shortfall_pair("chatcmpl-9", 0, 15, proc=proc)]
+    [f] = [x for x in analyze([write(tmp_path / "p.log", lines)]).findings if x.rule == "KV001"]
+    assert f.measurements["missing_tokens"] == 15 and f.measurements["not_loaded_tokens"] == 239
+    assert headline(f).startswith("15 tokens missing (the retrieve loaded 0 of 239)")
+    assert f.summary.startswith("Expected 15 − retrieved 0 = 15 missing tokens")

@@ -26,10 +26,15 @@ from specdiag.fingerprints import version_tuple
 
 
 def _loss_words(v: LossViews) -> str:
-    """The verdict's size of the loss: whole chunks when the numbers show them, from LMCache's own view."""
-    tokens = v.not_loaded if v.not_loaded is not None else v.missing
+    """The verdict's size of the loss: the finding's own missing tokens (``missing_tokens``, what the summary
+    computes first), in whole chunks when the numbers show them; when the retrieve line counts another
+    number (vLLM already held part of the range it asked for), that too, so the verdict never contradicts
+    the arithmetic below it."""
+    tokens = v.missing
     if tokens is None:
         return "KV tokens missing"
+    if v.not_loaded is not None and v.not_loaded != tokens:
+        return f"{tokens} tokens missing (the retrieve loaded {v.retrieved} of {v.required})"
     if v.aligned and tokens:
         return f"{tokens} tokens ({tokens // v.chunk} × {v.chunk}) missing"
     return f"{tokens} tokens missing"
