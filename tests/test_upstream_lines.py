@@ -125,6 +125,9 @@ def test_the_traceback_under_a_death_line_the_death_rule_read_is_not_listed_as_u
         [death] = _rule(report, "SRV001")
         assert not _rule(report, "LOG001"), [f.measurements for f in _rule(report, "LOG001")]
         assert death.measurements["root_error"] == (root.split(": ", 1)[1] if root else "not in the excerpt")
+        if root is None:  # logger.exception prints the traceback after the header: what is missing comes after
+            assert "stops inside the traceback printed under it, before its exception line" in death.summary
+            assert "-A200" in death.next_steps[1]
 
 
 def test_a_traceback_under_a_message_no_rule_read_is_listed_with_that_message(tmp_path):

@@ -69,12 +69,14 @@ CAUSE_FIX = {
                        "check `dmesg | grep -i oom` / the pod's last state (OOMKilled, exit code 137)"),
     "worker-exception": ("Fix the exception raised in the engine/worker (the first error above, not the "
                          "EngineDeadError cascade).", "rerun the failing request with VLLM_LOGGING_LEVEL=DEBUG"),
-    "cause-not-in-excerpt": ("The lines given show that the engine died, not why. Collect the lines before the first "
-                             "death line from every vLLM process (the worker's 'WorkerProc hit an exception' traceback, "
-                             "the EngineCore traceback above 'EngineCore encountered a fatal error'), at log level INFO "
-                             "or lower (VLLM_LOGGING_LEVEL=INFO), and dmesg / the container's exit reason for a kill.",
-                             "grep -n -B200 -m1 -E 'EngineCore encountered a fatal error|Dumping input data|"
-                             "WorkerProc hit an exception|died unexpectedly' <full log>"),
+    "cause-not-in-excerpt": ("The lines given show that the engine died, not why. vLLM prints the traceback that killed "
+                             "it right after 'EngineCore encountered a fatal error', 'EngineCore failed to start' or "
+                             "'WorkerProc hit an exception' (logger.exception), ending in the exception line; a worker's "
+                             "own traceback comes before the engine core's. Collect from the first death line to the end "
+                             "of its traceback, and the lines before it from every vLLM process, at log level INFO or "
+                             "lower (VLLM_LOGGING_LEVEL=INFO), and dmesg / the container's exit reason for a kill.",
+                             "grep -n -B50 -A200 -m1 -E 'EngineCore encountered a fatal error|EngineCore failed to start|"
+                             "Dumping input data|WorkerProc hit an exception|died unexpectedly' <full log>"),
 }
 #: the causes a root error can be classified as (all but the "not in the excerpt" placeholder)
 ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
@@ -245,6 +247,7 @@ class EngineDeath(Rule):
         self.dump_ev: Event | None = None  # the first crash-dump line (dump_input.py)
         #: a traceback frame printed where a header line's logging call prints (its message, the frame's event)
         self.header_place: tuple[str, Event] | None = None
+        self.frames_after_header = 0  # frames of the traceback under the header: an excerpt cut inside it
 
     def _t(self, ev: Event) -> float | None:
         return self._time_at(ev.rec.path, rec_time(ev.rec))
@@ -316,6 +319,7 @@ class EngineDeath(Rule):
         elif tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output"):
             self.dump.setdefault("failing_step", failing_step(ev.f.get("dump") or ""))
         elif tid == "V_TB_FRAME" or ev.rec.kind == "traceback":
+            self.frames_after_header += tid == "V_TB_FRAME" and self.header is not None
             frames = [ev.f.get("func")] if tid == "V_TB_FRAME" else fatal_frames(ev.rec.raw_text)
             if frames and frames[0] in FATAL_FRAMES:
                 self.fatal_frame = self.fatal_frame or frames[0]
@@ -392,7 +396,10 @@ class EngineDeath(Rule):
         summary = (f"The engine died at {fmt_log_time(dt)}, line {dev.rec.path}:{dev.rec.line}; first root error: {root_txt}. "
                    f"{self.cascade} cascade line(s) (EngineDeadError/output handler) follow from it.")
         if root is None:
-            summary += (" The lines given show the death, not its cause: collect the lines before it (see next steps).")
+            cut = (" The excerpt stops inside the traceback printed under it, before its exception line."
+                   if self.frames_after_header else "")
+            summary += (f"{cut} The lines given show the death, not its cause: collect the rest of its traceback and "
+                        "the lines before it (see next steps).")
         measurements = {"died_at": fmt_time(dt), "root_error": root_txt, "cascade_lines": self.cascade,
                         "root_cause_class": causes[0].id, "stats_lines_after_death": self.stats_after_death}
         if self.dump:
