@@ -57,7 +57,9 @@ def test_a_catalogued_backend_error_is_grouped_by_its_family_with_its_upstream_l
     [f] = _rule(report, "LOG001")
     assert f.measurements["family"] == entry.family and f.count == 2
     msg = f.measurements["messages"][0]
-    assert msg["location"] == f"lmcache {entry.location()}" and msg["releases"] == entry.release_range()
+    at = entry.lines[sorted(entry.lines)[-1]]  # the line _entry_line printed
+    # the line the log names, and the releases that print the message from it
+    assert msg["location"] == f"lmcache {entry.module}:{at}" and msg["releases"] == entry.releases_at(at)
     assert msg["ranks"] == ["TP0", "TP3"] and len(f.evidence) == 2  # first and last line
 
 
@@ -141,7 +143,8 @@ def test_a_traceback_under_a_message_no_rule_read_is_listed_with_that_message(tm
     report = _report(tmp_path, lines)
     [f] = _rule(report, "LOG001")
     [msg] = f.measurements["messages"]
-    assert msg["message"] == entry.fmt and msg["count"] == 4  # the message's line and its traceback's lines
+    assert msg["message"] == entry.fmt and msg["count"] == 1 and msg["traceback_lines"] == 3  # its line, then its traceback's
+    assert f.count == 4
 
 
 def test_an_engine_death_verdict_names_its_root_error_or_says_it_is_missing(tmp_path):
@@ -174,3 +177,22 @@ def test_a_raw_traceback_is_named_by_its_exception_and_innermost_frame(tmp_path)
                          "ValueError: bad chunk size 0"}  # one message per exception, not one 'Traceback' for both
     assert msgs["ValueError: bad chunk size 0"]["location"] == "lmcache/v1/config.py:389 in connect"
     assert "Traceback (most recent call last)" not in f.headline
+
+
+def test_a_traceback_cut_above_its_header_is_one_message_named_by_where_it_was_printed(tmp_path):
+    """A paste that starts inside a traceback vLLM printed under a header: its code and caret lines are not
+    messages. They are one traceback, named by the call the catalog says prints at that place, at the line
+    the log names (not the newest release's), with the releases that print it there."""
+    cat = catalog()
+    entry = next(e for e in cat.entries if e.project == "vllm" and e.level == "ERROR" and e.fmt == "WorkerProc failed to start.")
+    line_no = min(entry.printed_lines())
+    lines = [vllm(m, level="ERROR", loc=f"multiproc_executor.py:{line_no}", proc="VllmWorker rank=0 pid=9") for m in
+             ('  File "/srv/vllm/v1/executor/multiproc_executor.py", line 571, in worker_main',
+              "    worker = WorkerProc(*args, **kwargs)", "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
+              '  File "/srv/vllm/v1/worker/gpu_worker.py", line 90, in init_device', "    torch.cuda.set_device(self.device)")]
+    report = _report(tmp_path, lines)
+    assert [f.rule for f in report.findings] == ["LOG001"]  # a worker failing to start is no death SRV001 reads
+    [msg] = report.findings[0].measurements["messages"]
+    assert msg["message"] == "a traceback printed where vllm prints 'WorkerProc failed to start.'"
+    assert msg["count"] == 1 and msg["traceback_lines"] == 4
+    assert msg["location"] == f"vllm {entry.module}:{line_no}" and msg["releases"] == entry.releases_at(line_no)

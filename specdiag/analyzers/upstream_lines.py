@@ -49,6 +49,8 @@ class _Message:
     count: int = 0
     ranks: set[str] = field(default_factory=set)
     last_seq: int = 0
+    #: the lines of the tracebacks vLLM printed under its records (``logger.exception``), not occurrences
+    tb_lines: int = 0
 
     def evidence(self) -> tuple[Evidence, ...]:
         if self.count < 2:
@@ -57,8 +59,11 @@ class _Message:
         return self.first, Evidence(r.path, r.line, r.display()[:600])
 
     def to_dict(self) -> dict[str, Any]:
-        return {"message": self.label, "project": self.project, "level": self.level, "count": self.count,
-                "location": self.location, "releases": self.releases, "ranks": sorted(self.ranks)}
+        out = {"message": self.label, "project": self.project, "level": self.level, "count": self.count,
+               "location": self.location, "releases": self.releases, "ranks": sorted(self.ranks)}
+        if self.tb_lines:
+            out["traceback_lines"] = self.tb_lines
+        return out
 
 
 def _evidence(ev: Event) -> Evidence:
@@ -76,6 +81,7 @@ class _Bucket:
     last_seq: int
     count: int = 0
     ranks: set[str] = field(default_factory=set)
+    tb_lines: int = 0
 
 
 class _UpstreamLines(Rule):
@@ -90,8 +96,26 @@ class _UpstreamLines(Rule):
         self.buckets: dict[tuple, _Bucket] = {}
         self.overflow = 0
         self._seq = 0
+        #: the bucket of the last record under each header (process, time, place): the traceback lines vLLM
+        #: prints under a record's header are that record's (``NewLineFormatter``), not messages of their own
+        self._under: dict[tuple, _Bucket] = {}
 
     def observe(self, ev: Event) -> None:
+        rec = ev.rec
+        head = (rec.origin.key, rec.ts, rec.file, rec.src_line) if rec.file is not None else None
+        if head is not None and _TB_PART.match(rec.msg) is not None:
+            b = self._under.get(head)
+            if b is not None:
+                b.tb_lines += 1
+                return
+        b = self._bucket(ev)
+        if b is not None and head is not None:
+            if len(self._under) >= MAX_BUCKETS:
+                self._under.clear()
+            self._under[head] = b
+
+    def _bucket(self, ev: Event) -> _Bucket | None:
+        """Count ``ev`` in the bucket of its template and place (None: past the places kept)."""
         rec = ev.rec
         if ev.id == CATALOG_EVENT:
             key: tuple = (ev.id, ev.f["entry"].id, rec.level)
@@ -106,13 +130,14 @@ class _UpstreamLines(Rule):
         if b is None:
             if len(self.buckets) >= MAX_BUCKETS:
                 self.overflow += 1
-                return
+                return None
             b = self.buckets[key] = _Bucket(ev, rec, self._seq)
         b.count += 1
         b.last_rec, b.last_seq = rec, self._seq
         rank = rec.origin.rank_label
         if rank and len(b.ranks) < MAX_RANKS:
             b.ranks.add(rank)
+        return b
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         messages: dict[tuple[str, str], _Message] = {}
@@ -144,7 +169,7 @@ class _UpstreamLines(Rule):
 
     def _finding(self, family: str, msgs: list[_Message], overflow: int = 0) -> Finding:
         """One family's finding; ``overflow`` (lines past the places kept, told once per rule) in its summary."""
-        lines = sum(m.count for m in msgs)
+        lines = sum(m.count + m.tb_lines for m in msgs)
         top = msgs[0]
         projects = sorted({self.project_names.get(m.project, m.project) for m in msgs})
         level = "ERROR" if any(m.level in ("ERROR", "CRITICAL") for m in msgs) else "WARNING"
@@ -174,11 +199,14 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
         return
     family = (entry.family if entry is not None else None) or (UNRECOGNISED if ev.id == UNKNOWN_EVENT else "other")
     key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(_label(ev)))
+    if _TB_PART.match(ev.rec.msg) is not None:  # the excerpt starts inside a traceback: not the message itself
+        key = (family, f"traceback\0{key[1]}")
     msg = messages.get(key)
     if msg is None:
         msg = messages[key] = _new_message(ev, entry)
         msg.last_seq = 0
     msg.count += b.count
+    msg.tb_lines += b.tb_lines
     if b.last_seq > msg.last_seq:
         msg.last_rec, msg.last_seq = b.last_rec, b.last_seq
     msg.ranks.update(sorted(b.ranks)[: MAX_RANKS - len(msg.ranks)])
@@ -187,15 +215,31 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
 def _new_message(ev: Event, entry: Any) -> _Message:
     first = _evidence(ev)
     rec = ev.rec
+    part = _TB_PART.match(rec.msg) is not None
     if entry is not None:
-        return _Message(entry.fmt or rec.msg[:160], entry.project, rec.level, f"{entry.project} {entry.location()}",
-                        entry.release_range(), first, rec, rec_time(rec))
+        label = entry.fmt or rec.msg[:160]
+        if part:  # a traceback cut above its header: where it was printed says which call printed it
+            label = (f"a traceback printed where {entry.project} prints '{entry.fmt}'" if entry.fmt
+                     else f"a traceback printed at {rec.file}:{rec.src_line}")
+        printed = entry.releases_at(rec.src_line) if rec.src_line is not None else None
+        if printed is not None:  # the line the log names, and the releases that print it there
+            where, releases = f"{entry.project} {entry.module}:{rec.src_line}", printed
+        else:
+            where, releases = f"{entry.project} {entry.location()}", entry.release_range()
+        return _Message(label, entry.project, rec.level, where, releases, first, rec, rec_time(rec))
+    if part and rec.file:
+        return _Message(f"a traceback printed at {rec.file}:{rec.src_line}", rec.kind, rec.level,
+                        f"{rec.kind} {rec.file}:{rec.src_line}", None, first, rec, rec_time(rec))
     loc = f"{rec.kind} {rec.file}:{rec.src_line}" if rec.file else None
     if loc is None and rec.kind == "traceback":
         loc = _innermost_frame(rec.text)
     return _Message(_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
 
 
+#: a line of a traceback printed under a record's header: its head, a frame, a code line, a caret line, a chain
+#: line (matched at the start of the message; each alternative a literal or one run of one class: linear time)
+_TB_PART = re.compile(r'Traceback \(most recent call last\)|During handling of the above exception|'
+                      r'The above exception was the direct cause|  File "| {4}\S| *[\^~]+ *$')
 #: a traceback's frame line: bounded runs between distinct literals (linear time)
 _FRAME = re.compile(r'File "([^"\n]{1,400})", line (\d{1,9}), in ([\w<>.]{1,200})')
 _PACKAGES = ("site-packages/", "dist-packages/")

@@ -62,6 +62,16 @@ class Entry:
         first, last = self.names[self.runs[0]], self.names[self.runs[-2]]
         return first if first == last else f"{first}–{last}"
 
+    def releases_at(self, line: int) -> str | None:
+        """First–last release that prints it from ``line`` (a log names the line its release printed, which
+        may be no newer release's), or None when none does."""
+        r, names = self.runs, self.names
+        runs = [(r[k], r[k + 1]) for k in range(0, len(r), 3) if r[k + 2] == line]
+        if not runs:
+            return None
+        first, last = names[runs[0][0]], names[runs[-1][1]]
+        return first if first == last else f"{first}–{last}"
+
     def __hash__(self) -> int:
         return hash(self.id)
 
