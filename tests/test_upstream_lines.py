@@ -187,7 +187,7 @@ def test_a_traceback_cut_above_its_header_is_one_message_named_by_where_it_was_p
     entry = next(e for e in cat.entries if e.project == "vllm" and e.level == "ERROR" and e.fmt == "WorkerProc failed to start.")
     line_no = min(entry.printed_lines())
     lines = [vllm(m, level="ERROR", loc=f"multiproc_executor.py:{line_no}", proc="VllmWorker rank=0 pid=9") for m in
-             ('  File "/srv/vllm/v1/executor/multiproc_executor.py", line 571, in worker_main',
+             ('  File "/srv/vllm/v1/executor/multiproc_executor.py", line 571, in __init__',
               "    worker = WorkerProc(*args, **kwargs)", "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
               '  File "/srv/vllm/v1/worker/gpu_worker.py", line 90, in init_device', "    torch.cuda.set_device(self.device)")]
     report = _report(tmp_path, lines)
