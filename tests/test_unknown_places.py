@@ -62,7 +62,7 @@ def _kinds(lines: list[bytes], quiet: prefilter.QuietPlaces) -> tuple[bytes, byt
 
 
 #: texts a template reads, texts too long or empty to decide, and catalogued DEBUG texts (their samples)
-KEPT = [b"[req_id=a] sched tick", b"sched tick died unexpectedly", b"x " * 20 + b"version 3", b"", b"   ",
+KEPT = [b"[req_id=a] sched tick", b"sched tick died unexpectedly", b"x " * 20 + b"KV cache size: 3", b"", b"   ",
         b"tick " + b"y" * 4100, b"Poller received cancel event", b"Poller timed out"]
 #: texts nothing reads: among them, one whose first word files catalogued formats, none of which fits it
 UNKNOWN = [b"sched tick 5: 123 us, depth 4", b"sched   tick 5  ", b"tock", b"Poller wobbled", b"x " * 17 + b"is"]
