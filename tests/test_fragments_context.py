@@ -526,3 +526,14 @@ def test_another_programs_version_at_the_end_of_a_message_is_not_vllms(tmp_path:
     assert run(tmp_path, [line]).to_dict()["context"]["vllm_version"] is None
     logo = f"{API} INFO 05-04 09:02:41 [api_utils.py:339]  \u2584\u2584 \u2584\u2588 \u2588     \u2588  version 0.25.0"
     assert run(tmp_path, [logo, line]).to_dict()["context"]["vllm_version"] == "0.25.0"
+
+
+def test_a_bare_exception_line_is_the_root_error(tmp_path: Path) -> None:
+    """``raise Exception("…")`` prints 'Exception: …': an exception line though its name ends in nothing."""
+    lines = [f"{CORE} ERROR 11-14 08:06:26 [core.py:708] EngineCore failed to start.",
+             f'{CORE} ERROR 11-14 08:06:26 [core.py:708]   File "/srv/vllm/v1/executor/multiproc_executor.py", line 97, '
+             "in _init_executor",
+             f"{CORE} ERROR 11-14 08:06:26 [core.py:708] Exception: WorkerProc initialization failed due to an exception "
+             "in a background process. See stack trace for root cause."]
+    [death] = srv(run(tmp_path, lines))
+    assert death.measurements["root_error"].startswith("WorkerProc initialization failed due to an exception")

@@ -184,15 +184,32 @@ def test_a_traceback_cut_above_its_header_is_one_message_named_by_where_it_was_p
     messages. They are one traceback, named by the call the catalog says prints at that place, at the line
     the log names (not the newest release's), with the releases that print it there."""
     cat = catalog()
-    entry = next(e for e in cat.entries if e.project == "vllm" and e.level == "ERROR" and e.fmt == "WorkerProc failed to start.")
-    line_no = min(entry.printed_lines())
-    lines = [vllm(m, level="ERROR", loc=f"multiproc_executor.py:{line_no}", proc="VllmWorker rank=0 pid=9") for m in
-             ('  File "/srv/vllm/v1/executor/multiproc_executor.py", line 571, in __init__',
-              "    worker = WorkerProc(*args, **kwargs)", "             ^^^^^^^^^^^^^^^^^^^^^^^^^^^",
-              '  File "/srv/vllm/v1/worker/gpu_worker.py", line 90, in init_device', "    torch.cuda.set_device(self.device)")]
+    entry = next(e for e in cat.entries if e.project == "vllm" and e.fmt == "Error in chat completion stream generator.")
+    base = entry.module.rsplit("/", 1)[-1]
+    line_no = next(n for n in sorted(entry.printed_lines())
+                   if cat.match("    await self.handle()", project="vllm", file=base, line=n) == entry)
+    lines = [vllm(m, level="ERROR", loc=f"{base}:{line_no}", proc="APIServer pid=9") for m in
+             ('  File "/srv/vllm/entrypoints/openai/serving_chat.py", line 571, in chat_completion_stream_generator',
+              "    await self.handle()", "          ^^^^^^^^^^^^^^^^^^^^^^^",
+              '  File "/srv/vllm/entrypoints/openai/tool_parsers.py", line 90, in parse', "    raise ValueError(x)")]
     report = _report(tmp_path, lines)
-    assert [f.rule for f in report.findings] == ["LOG001"]  # a worker failing to start is no death SRV001 reads
+    assert [f.rule for f in report.findings] == ["LOG001"]
     [msg] = report.findings[0].measurements["messages"]
-    assert msg["message"] == "a traceback printed where vllm prints 'WorkerProc failed to start.'"
+    assert msg["message"] == "a traceback printed where vllm prints 'Error in chat completion stream generator.'"
     assert msg["count"] == 1 and msg["traceback_lines"] == 4
     assert msg["location"] == f"vllm {entry.module}:{line_no}" and msg["releases"] == entry.releases_at(line_no)
+
+
+def test_old_releases_death_lines_are_deaths(tmp_path):
+    """'EngineCore hit an exception: %s' (V1 before 0.8.5), 'Engine background task failed' (V0's AsyncLLMEngine)
+    and 'WorkerProc failed to start.' each announce the engine's end, as 'EngineCore encountered a fatal error.'
+    does; the traceback after them is theirs."""
+    for msg, loc in (("EngineCore hit an exception: Traceback (most recent call last):", "core.py:387"),
+                     ("Engine background task failed", "async_llm_engine.py:64"),
+                     ("WorkerProc failed to start.", "multiproc_executor.py:1091")):
+        lines = [vllm(m, level="ERROR", loc=loc, proc="EngineCore pid=3") for m in
+                 (msg, '  File "/srv/vllm/worker/model_runner.py", line 90, in load_model', "    self.model = get_model()",
+                  "RuntimeError: CUDA error: out of memory")]
+        report = _report(tmp_path, lines)
+        assert [f.rule for f in report.findings] == ["SRV001"], (msg, [f.rule for f in report.findings])
+        assert report.findings[0].measurements["death_inferred"] is False

@@ -20,7 +20,8 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
            "BrokenPipeError", "ConnectionResetError", "EOFError", "SystemExit", "KeyboardInterrupt",
            "ClosedResourceError", "ZMQError", "RemoteProtocolError")
 HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
-                  "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED"})
+                  "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED",
+                  "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"})
 #: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
 #: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
 #: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler
@@ -35,11 +36,13 @@ _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 #: the lines that announce a death themselves; without one, a death seen only in the crash dump and the
 #: fatal traceback body is inferred (the excerpt was cut above its header)
-HEADERS = frozenset({"V_CORE_FATAL", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED"})
+HEADERS = frozenset({"V_CORE_FATAL", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED",
+                     "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"})
 HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc … died unexpectedly' header"
 #: the header lines whose logging call prints the traceback under them: a frame printed at the place where
 #: the catalog says vLLM prints one of these is that call's traceback, so the death is inferred from it
-TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC")
+TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
+                     "V_WORKER_START_FAILED")
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR"})
 
@@ -118,10 +121,14 @@ def _header_printed_at(ev: Event) -> str | None:
 
 
 def _header_texts() -> frozenset[str]:
-    """The messages of the header lines whose logging call prints a traceback (their templates' samples)."""
+    """The catalogued formats of the header lines whose logging call prints a traceback (the entries their
+    templates' samples are messages of)."""
     global _HEADER_TEXTS
     if _HEADER_TEXTS is None:
-        _HEADER_TEXTS = frozenset(template(t).sample for t in TRACEBACK_HEADERS)
+        from specdiag.catalog import catalog
+
+        entries = (catalog().match(template(t).sample, project="vllm") for t in TRACEBACK_HEADERS)
+        _HEADER_TEXTS = frozenset(e.fmt for e in entries if e is not None and e.fmt)
     return _HEADER_TEXTS
 
 

@@ -31,6 +31,8 @@ MAX_RANKS = 64
 SHOWN = 3
 #: the family of a line no template and no catalog entry knows
 UNRECOGNISED = "unrecognised"
+#: the template of a traceback frame printed under vLLM's header (``events/vllm.py``)
+TRACEBACK_FRAME = "V_TB_FRAME"
 
 
 @dataclass
@@ -142,7 +144,10 @@ class _UpstreamLines(Rule):
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         messages: dict[tuple[str, str], _Message] = {}
         read: frozenset[str] | None = None  # asked only for catalog lines: it loads the catalog
+        frames_read = TRACEBACK_FRAME in run.explained  # a rule read the frames of tracebacks for its finding
         for b in self.buckets.values():
+            if frames_read and _TB_PART.match(b.first.rec.msg) is not None:
+                continue  # a traceback cut above its header, whose frames that rule read: its lines are the rule's
             if b.first.id not in run.explained:
                 if b.first.id == CATALOG_EVENT and read is None:
                     read = self._read_formats(run.explained)

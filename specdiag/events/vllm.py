@@ -78,6 +78,14 @@ VLLM_TEMPLATES: list[Template] = [
       "v1/engine/core.py:1512", "EngineCore encountered a fatal error."),
     T("V_WORKER_EXC", V, "WorkerProc", "WorkerProc hit an exception", r"WorkerProc hit an exception", "0.8.5+",
       "v1/executor/multiproc_executor.py:1063", "WorkerProc hit an exception."),
+    # the deaths of older releases: the V1 core's handler before 0.8.5 printed the traceback into its message,
+    # V0's AsyncLLMEngine its background loop's; a worker that fails to start takes the engine's start with it
+    T("V_CORE_HIT_EXC", V, "EngineCore", "EngineCore hit an exception", r"EngineCore hit an exception: ?(?P<detail>.*)",
+      "0.7.0–0.8.4", "v1/engine/core.py:387 (0.8.4)", "EngineCore hit an exception: Traceback (most recent call last):"),
+    T("V_BG_TASK_FAILED", V, "Engine", "Engine background task failed", r"Engine background task failed", "0.6.0–0.10.2",
+      "engine/async_llm_engine.py:64 (V0)", "Engine background task failed"),
+    T("V_WORKER_START_FAILED", V, "WorkerProc", "WorkerProc failed to start", r"WorkerProc failed to start", "0.8.5+",
+      "v1/executor/multiproc_executor.py:1091", "WorkerProc failed to start."),
     T("V_PROC_DIED", V, None, "died unexpectedly", r"(?P<what>Engine core proc|Worker proc) (?P<name>\S+) died unexpectedly", "0.8.5+",
       "v1/executor/multiproc_executor.py:315", "Worker proc VllmWorker-1 died unexpectedly, shutting down executor."),
     T("V_CORE_EXITED", V, "[shutdown]", "engine core exited unexpectedly", r"\[shutdown\] MPClient: engine core exited unexpectedly", "0.25.0+",
@@ -111,7 +119,9 @@ VLLM_TEMPLATES: list[Template] = [
       "LMCache 0.5.6", "v1/cache_engine.py (retrieve → batched_to_gpu), inside a logger.exception traceback",
       "    assert memory_obj.tensor is not None", level="ERROR", outside="a traceback line under the vLLM header, not a logging call"),
     # the exception line of a traceback; a bare ``AssertionError`` (a failed assert without message) has no detail
-    T("V_EXC", V, None, "Error", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}[A-Za-z_]\w{0,100}(?:Error|Exception))(?:: (?P<detail>.*))?\s*$", "all",
+    # no needle: an exception's name ends in Error or Exception (or is 'Exception'), and only ERROR records are tried
+    T("V_EXC", V, None, "", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}(?:[A-Za-z_]\w{0,100}(?:Error|Exception)|Exception))"
+      r"(?:: (?P<detail>.*))?\s*$", "all",
       "traceback lines of logger.exception (NewLineFormatter)",
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", level="ERROR",
       outside="a traceback line under the vLLM header, not a logging call"),
