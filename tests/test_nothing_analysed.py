@@ -134,3 +134,15 @@ def test_the_ci_text_of_a_log_without_lmcache_says_what_had_nothing_to_judge(tmp
     assert "specdiag: no findings; the log holds no LMCache line" in render_text(analyze([log]))
     with_lmcache = write(tmp_path / "lmc.log", [lookup("chatcmpl-a", 512, 0)])
     assert "nothing to judge" not in render_text(analyze([with_lmcache]))
+
+
+def test_lines_of_other_programs_keep_a_clean_log_from_being_called_problem_free(tmp_path: Path) -> None:
+    """Eight error lines of Mooncake's C++ client (glog) around one vLLM line: specdiag judges the vLLM line
+    only, so it says so instead of 'no problem found'."""
+    glog = "E0905 01:00:51.157 2345 master_client.cpp:297] Failed to end put operation: RPC_FAIL"
+    log = write(tmp_path / "mixed.log", [glog] * 4 + [vllm("vLLM API server version 0.11.0", loc="api_server.py:1")]
+                + [glog] * 4)
+    report, st = _status(Path(log))
+    assert st.kind == "clean" and "no problem found" not in st.text
+    assert st.text.startswith("no finding in the 1 recognised line (all ")
+    assert st.text.endswith("; 8 of 9 lines are not vLLM/LMCache output and were not judged")

@@ -7,8 +7,9 @@ Shared by the terminal and HTML reports (pure functions, no Rich, no I/O). A ver
 
 The headline is the rule's own ``Finding.headline`` when it set one (the number and the consequence),
 otherwise the first sentence of its summary, shortened at a clause boundary. The "nothing found" status is
-only "no problem found" when lines were recognised, at least one of them reached the rules as a usable event
-(``Report.analysed``) *and* every rule ran: a report on input nothing recognised, on recognised lines that
+only "no problem found" when every line was recognised, at least one of them reached the rules as a usable event
+(``Report.analysed``) *and* every rule ran (with lines of other programs it says "no finding in the N recognised
+lines" and how many were not judged): a report on input nothing recognised, on recognised lines that
 were all cut or known to no template ("nothing analysed"), or with rules deselected, says so instead,
 because silence from a rule that did not run, or saw nothing, is not evidence of health.
 """
@@ -278,7 +279,8 @@ def status(report: Any, all_codes: list[str]) -> Status:
     if not unread:
         return st
     kind = "partial" if st.kind == "clean" else st.kind
-    text = st.text.replace("no problem found:", "no problem found in what could be read:")
+    text = st.text.replace("no problem found:", "no problem found in what could be read:").replace(
+        "no finding in the", "no finding in what could be read: in the")
     return Status(kind, f"{text}; NOT READ: {', '.join(unread[:5])}" + (" …" if len(unread) > 5 else ""), st.hints)
 
 
@@ -330,6 +332,13 @@ def _status(report: Any, all_codes: list[str]) -> Status:
     listed = sum(f.count for f in report.findings)
     also = (f"; {listed:,} upstream WARNING line{'s' if listed != 1 else ''} no rule diagnoses listed "
             f"({WARNINGS_LISTED})") if listed else ""
+    others = lines - rec
+    if others > 0:  # lines of other programs (or of nothing) were not judged: no clean bill for them
+        one = others == 1
+        return Status("clean", f"no finding in the {rec:,} recognised line{'s' if rec != 1 else ''} "
+                               f"(all {len(report.rules_run)} rules ran){also}{unseen}; {others:,} of {lines:,} "
+                               f"line{'s' if lines != 1 else ''} {'is' if one else 'are'} not vLLM/LMCache output "
+                               f"and {'was' if one else 'were'} not judged", hints)
     return Status("clean", f"no problem found: {rec:,} of {lines:,} lines recognised, all {len(report.rules_run)} "
                            f"rules ran{also}{unseen}", hints)
 
