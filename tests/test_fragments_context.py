@@ -537,3 +537,12 @@ def test_a_bare_exception_line_is_the_root_error(tmp_path: Path) -> None:
              "in a background process. See stack trace for root cause."]
     [death] = srv(run(tmp_path, lines))
     assert death.measurements["root_error"].startswith("WorkerProc initialization failed due to an exception")
+
+
+@pytest.mark.parametrize("engine", ["an LLM engine (v0.6.6)", "a V0 LLM engine (v0.8.3)"])
+def test_a_v0_engines_config_line_gives_its_version_and_parallelism(tmp_path: Path, engine: str) -> None:
+    line = (f"INFO 01-14 03:08:50 llm_engine.py:234] Initializing {engine} with config: model='/models/q', "
+            "speculative_config=None, tokenizer='/models/q', tensor_parallel_size=4, pipeline_parallel_size=1, "
+            "enable_prefix_caching=False, ")
+    ctx = run(tmp_path, [line]).to_dict()["context"]
+    assert (ctx["vllm_version"], ctx["tensor_parallel_size"]) == (engine.split("(v")[1][:-1], 4)

@@ -34,7 +34,9 @@ START_MARKERS: dict[str, tuple[str, tuple[bytes, ...]]] = {
     "V_LOGO": ("api", ("\u2588  version ".encode(),)),  # the logo's version row (0.15+)
     "V_ARGS": ("api", (b"non-default args: ",)),
     "V_ARGS_OLD": ("api", (b"args: Namespace(",)),
-    "V_ENGINE_CFG": ("engine", (b"Initializing a V1 LLM engine (v",)),
+    # V1, V0 (0.8–0.10 with VLLM_USE_V1=0), and V0 before it was named (0.6–0.7)
+    "V_ENGINE_CFG": ("engine", (b"Initializing a V1 LLM engine (v", b"Initializing a V0 LLM engine (v",
+                                b"Initializing an LLM engine (v")),
     "C13": ("lmcache", (b"Creating LMCacheEngine with config: ", b"LMCache Configuration: ")),
 }
 #: every literal, for the block scan
