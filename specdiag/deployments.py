@@ -28,6 +28,7 @@ from specdiag.ingest.hot import LookupRows, MetricRows
 from specdiag.ingest.marks import START_MARKERS, CountMark
 from specdiag.ingest.remote import expand_remote, is_url
 from specdiag.metrics.collector import MetricsCollector
+from specdiag.metrics.parse import v0_interval_counts
 from specdiag.metrics.series import MAX_ENGINES
 from specdiag.observe import (
     COUNTED,
@@ -206,6 +207,8 @@ class DeploymentRun:
         #: observers of every warning and error, whatever its template (``Observer.levels``)
         self.level_observers = [obs for obs in self.observers if obs.levels]
         self._by_level: dict[tuple[str, str], list[Observer]] = {}
+        #: per process, the last totals of V0's ``Speculative metrics`` line (``v0_interval_counts``)
+        self.v0_spec_totals: dict[str, dict] = {}
 
     def observers_of(self, event_id: str) -> list[Observer]:
         """The observers of ``event_id`` events. Filled per id on first use: a run kept a list per template
@@ -234,6 +237,8 @@ class DeploymentRun:
         5,000-digit count) costs that line, not the rule. A rule whose ``finish`` raises is dropped and listed.
         """
         error = None
+        if ev.id == "V_SPEC":  # V0's line prints totals since start: its interval's counts, as V1 prints them
+            v0_interval_counts(ev, self.v0_spec_totals)
         if ev.id in RunState.SERIES_EVENTS:  # read by the Python path: a batch of one row
             rows = MetricRows.from_event(ev)
             self.run.series.observe_rows(rows)

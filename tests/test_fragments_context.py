@@ -546,3 +546,17 @@ def test_a_v0_engines_config_line_gives_its_version_and_parallelism(tmp_path: Pa
             "enable_prefix_caching=False, ")
     ctx = run(tmp_path, [line]).to_dict()["context"]
     assert (ctx["vllm_version"], ctx["tensor_parallel_size"]) == (engine.split("(v")[1][:-1], 4)
+
+
+def test_v0_speculative_metrics_are_totals_since_start_not_per_interval(tmp_path: Path) -> None:
+    """V0's collector prints running totals: 1 of 5, then 1 of 15 is one token accepted of 15 drafted."""
+    line = ("INFO 02-06 03:{m} metrics.py:475] Speculative metrics: Draft acceptance rate: {rate}, System efficiency: "
+            "0.167, Number of speculative tokens: 5, Number of accepted tokens: 1, Number of draft tokens: {dr}, "
+            "Number of emitted tokens: {em}.")
+    lines = [line.format(m="05:53", rate="0.200", dr=5, em=1), line.format(m="18:09", rate="0.067", dr=15, em=3)]
+    report = run(tmp_path, lines)
+    [f] = [x for x in report.findings if x.rule.startswith("SD")]
+    assert (f.measurements["accepted_tokens"], f.measurements["drafted_tokens"]) == (1, 15)
+    restarted = lines + [line.format(m="30:00", rate="0.500", dr=2, em=2)]  # a counter below the last: a new engine
+    [g] = [x for x in run(tmp_path, restarted).findings if x.rule.startswith("SD")]
+    assert (g.measurements["accepted_tokens"], g.measurements["drafted_tokens"]) == (2, 17)

@@ -165,3 +165,29 @@ def spec_fields(ev) -> dict:
     if d is None:
         d = f["_kv"] = parse_spec_body(f.get("body") or "")
     return d
+
+
+#: the counts V0's ``Speculative metrics`` line prints as totals since the engine started
+_V0_TOTALS = ("accepted_tokens", "drafted_tokens", "emitted_tokens")
+
+
+def v0_interval_counts(ev, totals: dict) -> None:
+    """Make a V0 ``Speculative metrics`` line's counts those of its interval, as V1's are: V0's metrics
+    collector prints totals since the engine started (``spec_decode/metrics.py``: ``_aggregate_num_accepted_tokens``
+    and the like), so summing its lines counted every token once per line. ``totals``: the last totals per
+    process, this run's. A total below the last one is a restarted counter: the interval is the total. The
+    acceptance rate, printed as the running ratio too, becomes the interval's."""
+    if not ev.rec.msg.startswith(W.SPEC_OLD):
+        return
+    d = spec_fields(ev)
+    key = ev.rec.origin.key
+    last = totals.get(key, {})
+    now = {k: d.get(k) for k in _V0_TOTALS}
+    both = [(k, v, last[k]) for k, v in now.items() if v is not None and last.get(k) is not None]
+    if all(v >= before for _, v, before in both):  # else a restarted engine: its totals are its interval
+        for k, v, before in both:
+            d[k] = v - before
+    totals[key] = now
+    acc, dr = d.get("accepted_tokens"), d.get("drafted_tokens")
+    if acc is not None and dr is not None:
+        d["draft_acceptance_rate"] = acc / dr if dr else None
