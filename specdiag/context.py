@@ -497,6 +497,8 @@ class ContextBuilder(Observer):
             # proves the build existed then, so there is nothing to note
         elif version:
             c.lmcache_version, c.lmcache_version_evidence, c.lmcache_version_note = version, evidence, note
+        elif note:  # the lines place no release: the version stays unknown, and the note says why
+            c.lmcache_version_evidence, c.lmcache_version_note = evidence, note
 
     def _note_dump(self, d: dict[str, Any]) -> None:
         """An LMCache config dump: kept when it is the first, else compared with the first."""

@@ -132,8 +132,12 @@ class VersionFingerprint:
             return _span(kept), evidence, note
         bracket = _bracket(placed, order)
         kept, date_note = self._published_by_log_date("lmcache", bracket)
+        if not kept:  # no release matches, and the nearest came out after the log was written: nothing to name
+            return None, evidence, (f"line numbers match no released build, and the nearest ({_span(bracket)}) was "
+                                    f"published after the log's date ({self.log_date}): an older or development "
+                                    "build whose version the lines cannot tell")
         note = "line numbers match no released build (development, patched or unreleased build); nearest shown"
-        return f"~{_span(kept or bracket)}", evidence, f"{note}; {date_note}" if date_note else note
+        return f"~{_span(kept)}", evidence, f"{note}; {date_note}" if date_note else note
 
     def infer_vllm(self) -> tuple[str | None, list[str]]:
         """The vLLM version (or range) from the vendored adapter's line numbers; (None, []) without any."""

@@ -210,3 +210,15 @@ def test_a_huge_config_dump_is_kept_short_and_still_places_the_build() -> None:
     fp = _fp(("cache_engine.py", 105, "lmcache.v1.cache_engine", dump))
     assert len(fp.located[("cache_engine.py", 105)][1] or "") < 10_000
     assert fp.infer()[0] == "0.4.5..0.5.0"
+
+
+def test_a_build_no_release_matches_whose_nearest_came_out_after_the_log_has_no_version() -> None:
+    """The patched build above, in a log written before 0.5.6 was published: the lines match no release and
+    the nearest is later than the log, so no version is named (it used to say '~0.5.6..0.5.7.dev0', 'a
+    development build from before that release': a version the date itself rules out)."""
+    r1 = ("vllm_v1_adapter.py", 877, ADAPTER,
+          "Request cmpl-1The number of retrieved tokens is less than the expected number of tokens! This should not happen!")
+    r2 = ("vllm_v1_adapter.py", 882, ADAPTER, "Num retrieved tokens: 0, num expected tokens: 256")
+    version, evidence, note = _fp(r1, r2, date="2025-03-14").infer()
+    assert version is None and evidence == ["vllm_v1_adapter.py:877", "vllm_v1_adapter.py:882"]
+    assert "published after the log's date (2025-03-14)" in note and "cannot tell" in note

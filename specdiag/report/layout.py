@@ -366,9 +366,9 @@ def deployment_rows(c: Mapping[str, Any]) -> list[tuple[str, str]]:
     """The deployment facts every full layout shows, as (name, value) text; empty values are left out."""
     lv = c.get("lmcache_version")
     lmcache = ""
-    if lv:
-        ev, note = c.get("lmcache_version_evidence") or [], c.get("lmcache_version_note")
-        lmcache = (f"{lv}" + (f"  (from {', '.join(map(str, ev[:4]))})" if ev else "")
+    ev, note = c.get("lmcache_version_evidence") or [], c.get("lmcache_version_note")
+    if lv or note:  # an unknown version with a note says why the lines name none
+        lmcache = (f"{lv or 'unknown'}" + (f"  (from {', '.join(map(str, ev[:4]))})" if ev else "")
                    + (f"  — {note}" if note else ""))
     kc = c.get("kv_connector")
     cfg = c.get("lmcache_config") or {}
