@@ -213,3 +213,19 @@ def test_old_releases_death_lines_are_deaths(tmp_path):
         report = _report(tmp_path, lines)
         assert [f.rule for f in report.findings] == ["SRV001"], (msg, [f.rule for f in report.findings])
         assert report.findings[0].measurements["death_inferred"] is False
+
+
+def test_a_remote_client_that_cannot_be_set_up_is_no_outage(tmp_path):
+    """'… object has no attribute …' while (re)connecting: a client library the connector's API does not fit
+    (LMCache issue #839), not a store that went down and lost chunks."""
+    err = "'mooncake.store.MooncakeDistributedStore' object has no attribute 'setup_lmcache'"
+    line = lmc(f"Failed to initialize/re-establish remote connection: {err}", level="WARNING",
+               loc="remote_backend.py:160", logger="lmcache.v1.storage_backend.remote_backend")
+    [f] = _rule(_report(tmp_path, [line]), "KV013")
+    causes = {c.id: c for c in f.causes}
+    assert "remote-backend-loss" not in causes  # nothing was stored there to lose
+    assert any("could not be set up" in s and "not an outage" in s for s in causes["backend-read-failure"].for_)
+    outage = lmc("Failed to initialize/re-establish remote connection: [Errno 111] Connection refused",
+                 level="WARNING", loc="remote_backend.py:160", logger="lmcache.v1.storage_backend.remote_backend")
+    [g] = _rule(_report(tmp_path, [outage]), "KV013")
+    assert "remote-backend-loss" in {c.id for c in g.causes}

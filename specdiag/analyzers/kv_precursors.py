@@ -13,6 +13,7 @@ there the precursor is the only mechanism the input offers for that failure.
 
 from __future__ import annotations
 
+import re
 from typing import ClassVar
 
 from specdiag.analyzers.base import Rule, register
@@ -349,6 +350,14 @@ class BackendReadErrors(PrecursorRule):
                "the disk tier's index listed a chunk whose file was gone"),
     }
     REMOTE = frozenset({"X8", "X2", "X3", "X1", "X5", "X6"})
+    #: what Python or LMCache says when a remote client cannot be set up at all (a client library whose API
+    #: the connector does not know, a URL scheme no adapter serves): no outage, and nothing was ever stored
+    CLIENT_MISMATCH = re.compile(r"has no attribute|No adapter found for URL|No module named|cannot import name")
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.client_mismatch: str | None = None  # the first reconnect failure that was a client set-up error
+        self.mismatches = 0
 
     def accept(self, ev: Event) -> bool:
         f = ev.f or {}
@@ -356,20 +365,32 @@ class BackendReadErrors(PrecursorRule):
             return bool(f.get("file"))  # 'Key … not found in put tasks' is the store path's bookkeeping
         if ev.id == "X6":
             return f.get("op") in self.MOONCAKE_READS
+        if ev.id == "X5" and (err := f.get("error")) and self.CLIENT_MISMATCH.search(err[:2000]):
+            self.client_mismatch = self.client_mismatch or err[:160]
+            self.mismatches += 1
         return True
 
     def weigh(self, b: CauseBoard, ctx: Context) -> None:
         b.add("backend-read-failure", 1.0, **fix_and_confirm("backend-read-failure"))
-        remote = any(self.counts.get(k) for k in self.REMOTE)
-        if remote:
+        outages = {k: self.counts.get(k, 0) - (self.mismatches if k == "X5" else 0) for k in self.REMOTE}
+        if any(outages.values()):  # a client that never came up lost nothing it had stored
             b.add("remote-backend-loss", 1.0, **fix_and_confirm("remote-backend-loss"))
         for tid, (_label, cid, factor, why) in self.SUPPORT.items():
+            if tid == "X5" and self.mismatches:
+                b.support(cid, factor * 2, f"{self.mismatches} × the remote client could not be set up "
+                                           f"({self.client_mismatch}): a client library or URL this LMCache build "
+                                           "does not support, not an outage")
+                if not outages["X5"]:
+                    continue
+                why, n = "the remote store connection was down", outages["X5"]
+                b.support(cid, factor, f"{n} × {why}")
+                continue
             if self.counts.get(tid):
                 b.support(cid, factor, f"{self.counts[tid]} × {why}")
         if self.counts.get("X8"):
             b.support("backend-read-failure", 1.5, "the read of a key the store reported present returned nothing")
         cfg = ctx.lmcache_config
-        if remote and cfg is not None and cfg.get("local_cpu") is True:
+        if any(outages.values()) and cfg is not None and cfg.get("local_cpu") is True:
             b.oppose("remote-backend-loss", 2, "a local CPU tier sits in front of the remote store")
 
     def describe(self) -> str:
