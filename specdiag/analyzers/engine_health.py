@@ -188,8 +188,9 @@ class EngineDeath(Rule):
     """The vLLM engine died; report its first root error, not the EngineDeadError cascade.
 
     Detects: engine-death lines (``EngineCore failed to start``, ``EngineCore encountered a fatal error``,
-    ``WorkerProc hit an exception``, ``Worker/Engine core proc … died unexpectedly``, ``engine core exited
-    unexpectedly``, ``AsyncLLM output_handler failed``, ``EngineDeadError``) and picks, among the errors
+    ``WorkerProc hit an exception``, ``WorkerProc failed to start``, ``Worker/Engine core proc … died
+    unexpectedly``, ``engine core exited unexpectedly``, ``AsyncLLM output_handler failed``, ``EngineDeadError``;
+    before 0.8.5 ``EngineCore hit an exception: …``, and V0's ``Engine background task failed``) and picks, among the errors
     logged since the last healthy stats line, the *first* one that is not itself a consequence
     (``EngineDeadError``, ``CancelledError``, ``Engine core initialization failed`` …): CUDA OOM,
     ``No available memory for the cache blocks``, the worker's exception.
@@ -202,7 +203,9 @@ class EngineDeath(Rule):
     engine (vX) with config: …``, ``Dumping scheduler output for model execution: …``) is printed only on
     the engine core's except path before the exception is re-raised, and a traceback whose frames pass
     through a loop vLLM never survives (``run_engine_core``, ``run_busy_loop``, ``worker_busy_loop``,
-    ``output_handler`` …) escaped that loop: both are a death even without their header. The dump also
+    ``output_handler`` …) escaped that loop: both are a death even without their header. So is a traceback
+    printed under vLLM's header at a place where the catalog says a death line's ``logger.exception`` prints
+    (``core.py:1757`` in 0.34: ``EngineCore failed to start.``). The dump also
     gives the vLLM version and the requests of the failing step. When the excerpt holds no root error, the
     single cause is ``cause-not-in-excerpt`` with what to collect, not every class at an equal share.
 
