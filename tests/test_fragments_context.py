@@ -560,3 +560,16 @@ def test_v0_speculative_metrics_are_totals_since_start_not_per_interval(tmp_path
     restarted = lines + [line.format(m="30:00", rate="0.500", dr=2, em=2)]  # a counter below the last: a new engine
     [g] = [x for x in run(tmp_path, restarted).findings if x.rule.startswith("SD")]
     assert (g.measurements["accepted_tokens"], g.measurements["drafted_tokens"]) == (2, 17)
+
+
+def test_kv_caches_outnumbering_lmcaches_layers_point_at_the_drafters_layers(tmp_path: Path) -> None:
+    """numpy's 'could not broadcast input array from shape (81,) into shape (80,)' in LMCache's pointer setup:
+    one KV cache more than the layers LMCache sized for, as an EAGLE layer on a build that counted none."""
+    lines = [f"{CORE} ERROR 05-06 15:56:03 [core.py:1512] EngineCore encountered a fatal error.",
+             f"{CORE} ERROR 05-06 15:56:03 [core.py:1512] ValueError: could not broadcast input array from shape (81,) "
+             "into shape (80,)"]
+    [death] = srv(run(tmp_path, lines))
+    assert death.causes[0].id == "lmcache-draft-layers"
+    assert any("does not show speculative_config" in a for a in death.causes[0].against)
+    same = lines[:1] + [lines[1].replace("(81,)", "(79,)")]  # fewer caches than pointers: no drafter in it
+    assert srv(run(tmp_path, same))[0].causes[0].id == "worker-exception"

@@ -28,6 +28,8 @@ HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED"
 FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_step", "execute_model_with_error_logging",
                           "worker_busy_loop", "worker_main", "output_handler"})
 _FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
+#: numpy's error when a list of per-layer pointers is longer than the array LMCache sized for them
+_MORE_CACHES = re.compile(r"could not broadcast input array from shape \((\d{1,6}),\) into shape \((\d{1,6}),\)")
 _SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
 _SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
 _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
@@ -53,8 +55,12 @@ CAUSE_FIX = {
     "kv-cache-memory": ("Not enough memory left for the KV cache: raise --gpu-memory-utilization, lower --max-model-len, "
                         "or add GPUs; with a draft model remember it takes weights and KV too.",
                         "specdiag repro --toggle max_model_len=2048,4096"),
-    "lmcache-draft-layers": ("LMCache counts draft layers only for EAGLE/MTP: with method=draft_model its layer count is "
-                             "short. Do not combine LMCache (≤0.5.6) with draft_model, or use an EAGLE/MTP drafter.",
+    "lmcache-draft-layers": ("LMCache sized its per-layer KV objects for the target model while vLLM registered the "
+                             "drafter's layers as KV caches too: LMCache 0.5.6 counts draft layers only for EAGLE/MTP, "
+                             "so with method=draft_model its count is short, and older builds counted none (an EAGLE "
+                             "layer too many: 'could not broadcast … from shape (81,) into shape (80,)'). Do not "
+                             "combine such a build with that drafter: use one that counts its layers, or an EAGLE/MTP "
+                             "drafter on LMCache 0.5.6.",
                              "specdiag repro --toggle spec=off,draft_model"),
     "spec-unsupported": ("This vLLM build does not support the configured speculative method on this device.",
                          "specdiag repro --toggle spec=off,ngram"),
@@ -162,6 +168,8 @@ def _classify(text: str, tid: str) -> str:
         return "kv-cache-memory"
     if tid == "E_INDEX_LAYERS" or ("out of bounds for dimension" in t and "index" in t):
         return "lmcache-draft-layers"
+    if (m := _MORE_CACHES.search(text)) is not None and int(m.group(1)) > int(m.group(2)):
+        return "lmcache-draft-layers"  # more KV caches than the pointers LMCache sized (gpu_connector, one per layer)
     if "spec decode is not supported" in t or "speculative decoding is not supported" in t:
         return "spec-unsupported"
     if tid == "E_MISMATCH_ASSERT" or any(a in t for a in _ADAPTER_ASSERTS):
@@ -171,6 +179,16 @@ def _classify(text: str, tid: str) -> str:
     if tid == "V_PROC_DIED":
         return "process-killed"
     return "worker-exception"
+
+
+def _drafter_layers_possible(ctx: Context, text: str) -> bool:
+    """Whether a drafter's layers can be what LMCache did not count: the index error needs a draft model the
+    build counts none for; a pointer list one layer longer than LMCache sized (EAGLE on builds that counted no
+    draft layer) needs only that speculation is not known to be off."""
+    if method_of(ctx) == "draft_model" or ctx.num_draft_layers == 0:
+        return True
+    spec = ctx.speculative or {}
+    return _MORE_CACHES.search(text) is not None and spec.get("enabled") is not False
 
 
 def _died_without_exception(ev: Event) -> bool:
@@ -480,11 +498,15 @@ class EngineDeath(Rule):
             b.add(cid, 0.1, fix=fix, confirm_with=confirm)
         rev = root[2]
         rtext = (rev.f.get("detail") or rev.rec.msg) if rev.id != "V_PROC_DIED" else rev.rec.msg
-        cls = _classify(rev.rec.text if rev.rec.kind == "traceback" else rev.rec.msg, rev.id)
-        if cls == "lmcache-draft-layers" and not (method_of(ctx) == "draft_model" or ctx.num_draft_layers == 0):
+        text = rev.rec.text if rev.rec.kind == "traceback" else rev.rec.msg
+        cls = _classify(text, rev.id)
+        if cls == "lmcache-draft-layers" and not _drafter_layers_possible(ctx, text):
             cls = "worker-exception"
         b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
-        if cls == "lmcache-draft-layers":
+        if cls == "lmcache-draft-layers" and method_of(ctx) is None:
+            b.oppose(cls, 1.5, "the input does not show speculative_config: a drafter is inferred from the KV caches "
+                               "outnumbering the layers LMCache sized for; collect the 'non-default args' line")
+        elif cls == "lmcache-draft-layers":
             b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
         cap = None
         if cls == "process-killed":
