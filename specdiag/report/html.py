@@ -692,7 +692,8 @@ def _inputs_html(report: Any) -> str:
                   "<th>formats</th><th>errors</th></tr>" + "".join(rows) + "</table>")
     unrec = {k: v for k, v in (report.unrecognized or {}).items() if k != "top_warnings" and v}
     if unrec:
-        out += ("<p class=\"note\">Not recognised (kept out of the analysis): "
+        out += ("<p class=\"note\">Records of unknown messages (vLLM/LMCache output whose text no template or "
+                "catalogued release prints): "
                 + esc(", ".join(f"{v:,} {k} record(s)" if isinstance(v, int) else f"{k}: {v}"
                                 for k, v in unrec.items())) + "</p>")
     top = (report.unrecognized or {}).get("top_warnings") or {}

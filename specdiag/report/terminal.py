@@ -290,7 +290,8 @@ def _timeline(console: Console, report: Report, compact: bool, width: int) -> No
 def _unrecognised(console: Console, report: Report) -> None:
     unrec = {k: v for k, v in report.unrecognized.items() if k != "top_warnings" and v}
     if unrec:
-        console.print(Text("Not recognised (kept out of the analysis): "
+        console.print(Text("Records of unknown messages (vLLM/LMCache output whose text no template or catalogued "
+                           "release prints): "
                            + ", ".join(f"{v:,} {terminal_text(k)} record(s)" for k, v in unrec.items()), style="dim"))
     top = report.unrecognized.get("top_warnings") or {}
     if top:
