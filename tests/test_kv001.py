@@ -283,3 +283,13 @@ def test_the_verdict_counts_the_tokens_the_summary_computes_and_names_the_retrie
     assert f.measurements["missing_tokens"] == 15 and f.measurements["not_loaded_tokens"] == 239
     assert headline(f).startswith("15 tokens missing (the retrieve loaded 0 of 239)")
     assert f.summary.startswith("Expected 15 − retrieved 0 = 15 missing tokens")
+
+
+def test_a_step_does_not_ask_for_the_retrieve_line_the_input_holds(tmp_path):
+    """A 130-token load of which nothing came (LMCache issue #1094): the retrieve line is there, so what
+    would settle an unfull last chunk is the writers' save_unfull_chunk, not that line again."""
+    proc = "Worker_TP0 pid=7"
+    lines = [retrieve("chatcmpl-9", 0, 130, 130, proc=proc), *shortfall_pair("chatcmpl-9", 0, 130, proc=proc)]
+    [f] = [x for x in analyze([write(tmp_path / "p.log", lines)]).findings if x.rule == "KV001"]
+    unfull = [s for s in f.next_steps if s.startswith("For unfull-chunk-mismatch")]
+    assert unfull and "Retrieved X out of Y" not in unfull[0] and "save_unfull_chunk" in unfull[0]

@@ -265,8 +265,12 @@ def next_steps(ctx: Context, occs: list[Shortfall], causes: list, single_rank: b
     top = causes[0].id if causes else None
     if cov.partial:
         live = [c.id for c in causes if c.confidence > 0.02 and c.id != "decode-cache-not-saved"][:4]
+        has_retrieve = any(o.r4 for o in occs)
         for cid in live:
-            steps.append(f"For {cid}: collect {cause(cid).collect}.")
+            what = cause(cid).collect
+            if cid == "unfull-chunk-mismatch" and has_retrieve:  # its retrieve line is in the input already
+                what = "save_unfull_chunk of every instance writing to the store (the retrieve line is in the input)"
+            steps.append(f"For {cid}: collect {what}.")
     if not any(o.r4 for o in occs) and any(o.source == "pair" for o in occs):
         steps.append("Include the worker's 'Retrieved X out of Y required tokens (from Z total tokens)' line just "
                      "before the error (same process): it gives LMCache's own view (chunks asked for, chunks lost).")
