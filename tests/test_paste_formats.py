@@ -366,3 +366,21 @@ def test_the_blocks_width_test_admits_every_row_the_reader_could_join_under_a_wr
             for row in range(1, width + 1):
                 joins = any(under_wrapper(held, width, outer, TERMINAL_WIDTHS) for outer in range(1, row))
                 assert not joins or maybe_under_wrapper(held, width, row, TERMINAL_WIDTHS), (level, width, row)
+
+
+@pytest.mark.parametrize("record", [
+    "(EngineCore_1 pid=31723) ERROR 08-25 16:35:26 [core.py:398] EngineCore encountered a fatal error.",
+    "ERROR 08-25 16:35:26 [core.py:398] EngineCore encountered a fatal error.",  # no anchor but the bar's '%|'
+])
+def test_a_record_glued_to_a_progress_bar_is_read(tmp_path, record) -> None:
+    """An offline run's tqdm bar and a record on one line, the CR between them lost in the paste (vLLM issue
+    #23534): the record after the bar's ``[…]`` is read as if the CR had cut the line."""
+    from specdiag.engine import analyze
+
+    bar = "Processed prompts:  75%|#####3 | 3/4 [00:41<00:09,  9.93s/it, est. speed input: 537.68 toks/s]"
+    pasted = write(tmp_path / "paste.log", [bar.replace(" 75%", "100%"), bar + record])
+    [got] = [r for r in records(pasted) if r.kind == "vllm"]
+    [want] = [r for r in records(write(tmp_path / "orig.log", [record])) if r.kind == "vllm"]
+    assert (got.level, got.msg, got.file, got.src_line, got.line) == (want.level, want.msg, want.file, want.src_line, 2)
+    report = analyze([pasted])
+    assert [f.rule for f in report.findings] == ["SRV001"] and report.inputs[0].get("cr_line_ends") is None

@@ -57,3 +57,24 @@ def cr_records(line: bytes) -> list[bytes]:
     cuts.append(len(line))
     return [line[a:b] for a, b in pairwise(cuts)]
 
+
+
+#: glued bars tried per line (``after_bar``)
+MAX_BAR_TRIES = 16
+
+
+def after_bar(line: bytes) -> int | None:
+    """Where a record starts right after a progress bar on the same line, with no CR between (a paste or a
+    terminal that dropped it): ``Processed prompts:  75%|█▎ | 3/4 [00:41<00:09, 9.93s/it](EngineCore_1 pid=7)
+    ERROR …``. A tqdm bar is ``N%|…|`` then its ``[…]`` stats; the record must start at the bracket's end.
+    Linear: one ``find`` for the bar and at most :data:`MAX_BAR_TRIES` for its closing bracket."""
+    bar = line.find(b"%|")
+    if bar < 0:
+        return None
+    pos, tries = line.find(b"]", bar), 0
+    while pos >= 0 and tries < MAX_BAR_TRIES:
+        tries += 1
+        if _starts_record(line, pos + 1):
+            return pos + 1
+        pos = line.find(b"]", pos + 1)
+    return None

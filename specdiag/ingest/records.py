@@ -25,7 +25,7 @@ from functools import partial
 from specdiag.ingest.ahead import is_flood, scan_ahead
 from specdiag.ingest.blocks import counted, plain_block, prefilter_state, scanned_block
 from specdiag.ingest.cleaner import Cleaner
-from specdiag.ingest.cr_lines import cr_records
+from specdiag.ingest.cr_lines import after_bar, cr_records
 from specdiag.ingest.envelope import (
     EXC_LINE,
     LMC_LEGACY,
@@ -135,9 +135,13 @@ class LineReader:
             if len(pieces) > 1:
                 self._feed_pieces(lineno, pieces)
                 return
+        cut = after_bar(line) if b"%|" in line else None
+        if cut is not None:  # a record glued to a progress bar: the bar, then the record, as a CR would cut them
+            self._feed_pieces(lineno, [line[:cut], line[cut:]], cr=False)
+            return
         self._feed_one(lineno, line)
 
-    def _feed_pieces(self, lineno: int, pieces: list[bytes]) -> None:
+    def _feed_pieces(self, lineno: int, pieces: list[bytes], cr: bool = True) -> None:
         """A line in which a bare CR started a record (a log record written after a progress bar's ``\\r``):
         each piece is read in order as a line of its own, numbered as the physical line and counted once.
 
@@ -148,7 +152,8 @@ class LineReader:
         for piece in pieces[1:]:
             inherit = self._feed_one(lineno, piece, inherit) or inherit
         self.recognized = min(self.recognized, before + 1)
-        self.stats.cr_splits += len(pieces) - 1
+        if cr:
+            self.stats.cr_splits += len(pieces) - 1
 
     def _feed_one(self, lineno: int, line: bytes, inherit: Origin | None = None) -> Origin | None:
         """The stages for one line (or one CR-separated piece of one); the origin it was read with."""
