@@ -841,3 +841,13 @@ def test_a_docker_text_is_cleaned_as_its_json_line_is_read():
     for text in (b"\x1b[1;36m(EngineCore pid=7)\x1b[0;0m DEBUG x", b"a\x1b[Kb", b"[[0m0m", b"[1;36mx", b"\x1bx[0m"):
         doc = json.dumps({"log": text.decode() + "\n", "stream": "stdout", "time": "2026-05-06T15:56:03Z"}).encode()
         assert prefilter._cleaned(text, prefilter.DOCKER_TEXT) == json_line(doc)[0], text
+
+
+def test_a_progress_bar_alone_is_inert_and_one_with_a_record_after_it_is_kept():
+    """A flood of bar redraws costs nothing; a bar with text after its ']' may hold a glued record
+    (``records.after_bar``): both copies keep it."""
+    bar = b"Processed prompts:  75%|#####3 | 3/4 [00:41<00:09,  9.93s/it, est. speed input: 537.68 toks/s]"
+    glued = bar + b"ERROR 08-25 16:35:26 [core.py:398] EngineCore encountered a fatal error."
+    for line, kind in ((bar, INERT), (bar + b"  ", INERT), (glued, KEEP)):
+        assert inert_kind(line, 0) == kind, line
+        assert _compiled_kinds([line], 0) == bytes([kind]), line

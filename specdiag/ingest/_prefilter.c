@@ -48,7 +48,7 @@ typedef unsigned char u8;
 static const char *const anchors[] = {
     "LMCache", "lmcache", "vllm", "vLLM", "VLLM", "pid=", "Traceback", "File \"", "Error",
     "Exception", "Exit", "Interrupt", "During handling", "The above exception", "version",
-    "\"log\"", "\"levelname\"", "[pod/", "]: ", "%|",
+    "\"log\"", "\"levelname\"", "[pod/", "]: ",
 };
 #define N_ANCHORS (sizeof(anchors) / sizeof(anchors[0]))
 static size_t anchor_len[N_ANCHORS];
@@ -1105,6 +1105,17 @@ static int first_of_head(heads_t *h, const u8 *head, size_t n) {
     return 1;
 }
 
+/* prefilter._bar_then_more: a progress bar ("N%|") with text after one of its ']' (records.after_bar may start
+   one there); a bar alone ends at its ']' */
+static int bar_then_more(const u8 *s, size_t n) {
+    const u8 *pct = n >= 2 ? memchr(s, '%', n - 1) : NULL;
+    while (pct && pct[1] != '|') pct = memchr(pct + 1, '%', (size_t)(s + n - 1 - (pct + 1)));
+    if (!pct) return 0;
+    for (size_t i = (size_t)(pct - s) + 2; i + 1 < n; i++)
+        if (s[i] == ']' && s[i + 1] != ' ' && s[i + 1] != '\t' && s[i + 1] != '\r') return 1;
+    return 0;
+}
+
 static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t *q, const u8 *after, size_t an,
                       int has_after, u8 *buf2, heads_t *heads, const size_t wrap[2]) {
     n = without_line_end_cr(raw, n);
@@ -1133,7 +1144,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
         quiet = is_quiet(r, rn, row_width(raw, n, flags), flags, q, after, an, has_after, buf2, !ascii, wrap);
     if (quiet) return first_of_head(heads, s, prefixed ? at : 0) ? quiet + 1 : quiet; /* the *_FIRST kind */
     if (!ascii || m > MAX_INERT_LINE) return KEEP; /* beyond printable ASCII, or long: only a quiet record is counted unread */
-    if (rn == 0 || has_anchor(r, rn)) return KEEP;
+    if (rn == 0 || has_anchor(r, rn) || bar_then_more(r, rn)) return KEEP;
     if (prefixed || r[0] == '[') {
         if (may_start(r, 0, rn)) return KEEP;
     } else {

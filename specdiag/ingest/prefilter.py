@@ -75,7 +75,7 @@ MAX_QUIET_LINE = 64 * 1024
 ANCHORS: tuple[bytes, ...] = (
     b"LMCache", b"lmcache", b"vllm", b"vLLM", b"VLLM", b"pid=", b"Traceback", b'File "', b"Error",
     b"Exception", b"Exit", b"Interrupt", b"During handling", b"The above exception", b"version",
-    b'"log"', b'"levelname"', b"[pod/", b"]: ", b"%|",  # a progress bar a record may be glued to (``after_bar``)
+    b'"log"', b'"levelname"', b"[pod/", b"]: ",
 )
 #: the whole header of another program's line: NCCL's ``host:pid:tid [rank] NCCL INFO``, Python logging's
 #: default ``2026-05-06 08:01:35,123 - name - LEVEL - ``, glog's ``I0506 08:01:35.123456  77 file.cc:12]``,
@@ -140,7 +140,7 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
             return kind
     if not ascii_line or len(line) > MAX_INERT_LINE:
         return KEEP  # beyond printable ASCII, or long: never inert, only a quiet record is counted unread
-    if not rest or any(a in rest for a in ANCHORS):
+    if not rest or any(a in rest for a in ANCHORS) or _bar_then_more(rest):
         return KEEP
     if prefixed or rest[:1] == b"[":
         places = [0]  # a process prefix or a bracket: no wrapper is looked for
@@ -153,6 +153,20 @@ def inert_kind(raw: bytes, flags: int, quiet: QuietPlaces | None = None, after: 
     if _warning_name(rest):  # a wrapper is only stripped before a record: with none, the line is read whole
         return KEEP
     return PREFIXED if prefixed else INERT
+
+
+def _bar_then_more(line: bytes) -> bool:
+    """A progress bar (``N%|``) with text after one of its ``]``: ``records.after_bar`` may start a record there
+    (the CR between them lost); a bar alone ends at its ``]``, and a flood of redraws stays inert."""
+    bar = line.find(b"%|")
+    if bar < 0:
+        return False
+    pos = line.find(b"]", bar + 2)
+    while 0 <= pos < len(line) - 1:
+        if line[pos + 1] not in b" \t\r":
+            return True
+        pos = line.find(b"]", pos + 1)
+    return False
 
 
 def _cleaned(raw: bytes, flags: int) -> bytes | None:
