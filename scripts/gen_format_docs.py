@@ -41,7 +41,9 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   level word pays no wrapper test at all;
 * paste formats: chat code-block indentation, markdown quotes (`> `, `>`) and list items (`- `, `* `, `1. `),
   a markdown code span that is the whole line (one to three backticks each side; unwrapped only when it
-  holds a record: `wrappers.code_span`),
+  holds a record: `wrappers.code_span`), a record glued to a tqdm bar on one line with the CR lost
+  (`Processed prompts: 75%|…| 3/4 [00:41<00:09, 9.93s/it](EngineCore_1 pid=7) ERROR …`: read from the bar's
+  `]` on, `cr_lines.after_bar`; a bar alone stays one inert line),
   `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
   `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records. Shapes that
   ordinary text can also have (`123:`, `name | `, leading spaces) are stripped only when what follows is a
