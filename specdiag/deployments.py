@@ -115,7 +115,7 @@ def deployment_for(runs: dict[str, Deployment], dep_id: str, make: Callable[[str
     """The deployment ``dep_id`` of an input group, begun on its first record; None when the group holds
     :data:`MAX_DEPLOYMENTS` already (its records are then counted, ``SourceStats.beyond_limit``)."""
     dep = runs.get(dep_id)
-    if dep is None and len(runs) < MAX_DEPLOYMENTS:
+    if dep is None and len(runs) < deployment_limit():
         dep = runs[dep_id] = Deployment(dep_id, make)
     return dep
 

@@ -16,7 +16,15 @@ from typing import Any, ClassVar
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.context import Context
-from specdiag.events import CATALOG_EVENT, UNKNOWN_EVENT, Event, entry_of, family_description, message_shape
+from specdiag.events import (
+    CATALOG_EVENT,
+    UNKNOWN_EVENT,
+    Event,
+    entry_of,
+    family_description,
+    message_shape,
+    template,
+)
 from specdiag.findings import Evidence, Finding
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
@@ -31,8 +39,8 @@ MAX_RANKS = 64
 SHOWN = 3
 #: the family of a line no template and no catalog entry knows
 UNRECOGNISED = "unrecognised"
-#: the template of a traceback frame printed under vLLM's header (``events/vllm.py``)
-TRACEBACK_FRAME = "V_TB_FRAME"
+#: the templates of a traceback frame: printed under vLLM's header (``events/vllm.py``), and in a raw traceback
+TRACEBACK_FRAME, TRACEBACK_FRAMES = "V_TB_FRAME", "E_TB_FRAMES"
 
 
 @dataclass
@@ -161,8 +169,9 @@ class _UpstreamLines(Rule):
 
     def _read_formats(self, explained: frozenset[str]) -> frozenset[str]:
         """The catalog formats of the lines a reporting rule read through a template (``EngineCore encountered
-        a fatal error.``): the traceback lines vLLM prints under that line's header reach this rule as catalog
-        lines of the same message, and are as much that rule's as the line itself."""
+        a fatal error.``): traceback rows that did not join that line's bucket (``_under``: a paste's terminal
+        cut a frame row, so its rest has no header of its own) reach this rule as catalog lines of the same
+        message, and are as much that rule's as the line itself."""
         out = set()
         for b in self.buckets.values():
             tid = b.first.id
@@ -196,8 +205,8 @@ class _UpstreamLines(Rule):
 def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple[str, ...] = (),
            read: frozenset[str] = frozenset()) -> None:
     """Add a bucket to its message: one message per family and format (a message's copies in moved modules
-    and the traceback lines vLLM prints under its header are one), or per shape when no entry is known; a
-    message a reporting rule claims (``Rule.claims``) or read (``read``: its format) is that rule's, not listed."""
+    are one), or per shape when no entry is known; a message a reporting rule claims (``Rule.claims``) or read
+    (``read``: its format) is that rule's, not listed."""
     ev = b.first
     entry = None if ev.id == UNKNOWN_EVENT else entry_of(ev)
     if entry is not None and entry.fmt and (entry.fmt in read or any(c in entry.fmt for c in claimed)):
@@ -237,7 +246,7 @@ def _new_message(ev: Event, entry: Any) -> _Message:
                         f"{rec.kind} {rec.file}:{rec.src_line}", None, first, rec, rec_time(rec))
     loc = f"{rec.kind} {rec.file}:{rec.src_line}" if rec.file else None
     if loc is None and rec.kind == "traceback":
-        loc = _innermost_frame(rec.text)
+        loc = _innermost_frame(rec.raw_text)
     return _Message(_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
 
 
@@ -245,24 +254,22 @@ def _new_message(ev: Event, entry: Any) -> _Message:
 #: line (matched at the start of the message; each alternative a literal or one run of one class: linear time)
 _TB_PART = re.compile(r'Traceback \(most recent call last\)|During handling of the above exception|'
                       r'The above exception was the direct cause|  File "| {4}\S| *[\^~]+ *$')
-#: a traceback's frame line: bounded runs between distinct literals (linear time)
-_FRAME = re.compile(r'File "([^"\n]{1,400})", line (\d{1,9}), in ([\w<>.]{1,200})')
 _PACKAGES = ("site-packages/", "dist-packages/")
 
 
-def _innermost_frame(text: str) -> str | None:
-    """Where a raw traceback raised: its last frame, the path shortened to the package (``redis/connection.py:390
-    in <lambda>``); None without a frame."""
-    last = deque(_FRAME.finditer(text), maxlen=1)
+def _innermost_frame(raw: bytes) -> str | None:
+    """Where a raw traceback raised: its last frame (the frames template's pattern, ``E_TB_FRAMES``), the path
+    shortened to the package (``redis/connection.py:390 in <lambda>``); None without a frame."""
+    last = deque(template(TRACEBACK_FRAMES).compiled.finditer(raw), maxlen=1)
     if not last:
         return None
     frame = last[0]
-    path = frame.group(1)
+    path = frame.group("file").decode("utf-8", "replace")
     for marker in _PACKAGES:
         if marker in path:
             path = path.rsplit(marker, 1)[1]
             break
-    return f"{path}:{frame.group(2)} in {frame.group(3)}"
+    return f"{path}:{frame.group('line').decode()} in {frame.group('func').decode()}"
 
 
 def _label(ev: Event) -> str:

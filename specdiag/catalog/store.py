@@ -109,7 +109,7 @@ def build_index(rows: list[dict]) -> dict:
     return {"ids": [r["id"] for r in rows], "base": base, "lines": lines, **tables}
 
 
-#: the levels whose records the prefilter may count unread (``prefilter.QUIET_LEVELS``)
+#: the levels whose records the prefilter may count unread (``prefilter.QUIET_LEVELS`` is this tuple)
 TEXT_CANDIDATE_LEVELS = ("DEBUG", "INFO")
 #: the letter of each text index in a text candidate's key
 _TABLE_LETTER = {"first": b"f", "prefix": b"p", "inner": b"i"}

@@ -148,10 +148,6 @@ UNKNOWN_EVENT = "UNK"
 CATALOG_KINDS = frozenset({"vllm", "lmcache"})
 
 
-#: the levels of the records ``Matcher.recognising`` describes (a template bound to ERROR reads none of them)
-_UNREAD_LEVELS = ("DEBUG", "INFO")
-
-
 def _keeps(t: Template, read: frozenset[str] | None, levels: tuple[str, ...] | None) -> bool:
     """Whether template ``t`` is among those asked for: read by the analysis, and able to match a record of
     one of ``levels`` (a template bound to ERROR never matches a DEBUG record: ``Matcher.match``)."""
@@ -219,18 +215,21 @@ class Matcher:
         got = self._recognising.get(source)
         if got is None:
             from specdiag.catalog import catalog
+            from specdiag.catalog.store import (
+                TEXT_CANDIDATE_LEVELS as levels,  # a template bound to ERROR reads none
+            )
 
             dispatch: dict[bytes, list[bytes]] = {}
             for (src, word), ts in self.by_first.items():
                 if src == source:
-                    dispatch.setdefault(word, []).extend(t.bneedle for t in ts if _keeps(t, None, _UNREAD_LEVELS))
+                    dispatch.setdefault(word, []).extend(t.bneedle for t in ts if _keeps(t, None, levels))
             candidates: dict[bytes, list[tuple[tuple[bytes, ...], str] | None]] = {}
             for line in catalog().text_candidate_lines(source):
                 key, *spec = line.encode().split(b"\x1f")
                 candidates.setdefault(key, []).append((tuple(spec[1:]), spec[0].decode()) if spec else None)
             got = self._recognising[source] = Recognising(
                 {w: tuple(ns) for w, ns in dispatch.items() if ns},
-                tuple(t.bneedle for t in self.anywhere.get(source, ()) if _keeps(t, None, _UNREAD_LEVELS)),
+                tuple(t.bneedle for t in self.anywhere.get(source, ()) if _keeps(t, None, levels)),
                 {k: tuple(v) for k, v in candidates.items()})
         return got
 

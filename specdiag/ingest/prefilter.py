@@ -40,7 +40,7 @@ from array import array
 from itertools import repeat
 from typing import NamedTuple
 
-from specdiag.catalog.store import candidate_key
+from specdiag.catalog.store import TEXT_CANDIDATE_LEVELS, candidate_key
 from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS
 
@@ -428,8 +428,8 @@ def _warning_name(rest: bytes) -> bool:
 
 #: vLLM's header after its level word: ``MM-DD HH:MM:SS[.f] [file:N] `` (``envelope.VLLM_REST``)
 _VLLM_REST = re.compile(rb"(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
-#: the levels of the records that may be quiet (counted unread)
-QUIET_LEVELS = ("DEBUG", "INFO")
+#: the levels of the records that may be quiet (counted unread): the catalog's text candidates are of these
+QUIET_LEVELS = TEXT_CANDIDATE_LEVELS
 _QUIET_LEVELS = tuple(f"{level} ".encode() for level in QUIET_LEVELS)
 #: the reader holds a vLLM record this wide for one line, in case a terminal cut it (``rows.MIN_ROW``)
 HELD_WIDTH = 40

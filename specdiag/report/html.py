@@ -788,8 +788,8 @@ def _render_html(report: Any, detail: Detail = DEFAULT) -> str:
     st = status(report, list(report.rules))
     b.append("<div class=\"badges\">")
     if st.kind == "clean":
-        whole = st.text.startswith("no problem found")  # every line recognised and judged
-        b.append(f"<span class=\"badge ok\">{'no problem found' if whole else 'no finding in the recognised lines'}</span>")
+        b.append(f"<span class=\"badge ok\">{'no problem found' if st.all_lines else 'no finding in the recognised lines'}"
+                 "</span>")
     for key, cls in (("errors", "error"), ("warnings", "warning"), ("infos", "info")):
         if s.get(key):
             b.append(f"<span class=\"badge {cls}\">{s[key]} {esc(key if s[key] != 1 else key[:-1])}</span>")

@@ -241,6 +241,8 @@ class Status:
     kind: str  # "nothing-recognised" | "nothing-analysed" | "rules-skipped" | "no-rules" | "clean" | "partial" | "findings"
     text: str
     hints: tuple[str, ...] = ()
+    #: every line was vLLM/LMCache output (a "clean" status then says "no problem found")
+    all_lines: bool = True
 
 
 def _skipped_codes(rules_run: list[str], all_codes: list[str]) -> list[str]:
@@ -280,8 +282,9 @@ def status(report: Any, all_codes: list[str]) -> Status:
         return st
     kind = "partial" if st.kind == "clean" else st.kind
     text = st.text.replace("no problem found:", "no problem found in what could be read:").replace(
-        "no finding in the", "no finding in what could be read: in the")
-    return Status(kind, f"{text}; NOT READ: {', '.join(unread[:5])}" + (" …" if len(unread) > 5 else ""), st.hints)
+        "no finding in the", "no finding in what could be read, in the")
+    return Status(kind, f"{text}; NOT READ: {', '.join(unread[:5])}" + (" …" if len(unread) > 5 else ""), st.hints,
+                  st.all_lines)
 
 
 def beyond_limit_notes(report: Any) -> list[str]:
@@ -338,7 +341,7 @@ def _status(report: Any, all_codes: list[str]) -> Status:
         return Status("clean", f"no finding in the {rec:,} recognised line{'s' if rec != 1 else ''} "
                                f"(all {len(report.rules_run)} rules ran){also}{unseen}; {others:,} of {lines:,} "
                                f"line{'s' if lines != 1 else ''} {'is' if one else 'are'} not vLLM/LMCache output "
-                               f"and {'was' if one else 'were'} not judged", hints)
+                               f"and {'was' if one else 'were'} not judged", hints, all_lines=False)
     return Status("clean", f"no problem found: {rec:,} of {lines:,} lines recognised, all {len(report.rules_run)} "
                            f"rules ran{also}{unseen}", hints)
 
