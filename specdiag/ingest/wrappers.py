@@ -54,7 +54,7 @@ STERN = re.compile(rb"([a-z][a-z0-9.-]{0,252}) ([a-z][a-z0-9-]{0,62}) ")
 #: Loki's ``logcli query`` default output after its time: the stream's labels, ``{app="vllm", pod="vllm-0"} ``
 #: (each value between quotes, no quote inside: the labels end at the first ``} `` after a closing quote)
 LOKI_LABELS = re.compile(rb'\{([A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"(?:, ?[A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"){0,31})\} ')
-_LOKI_LABEL = re.compile(rb'([A-Za-z_][\w.]{0,63})="([^"\n]{0,253})"')
+_LOKI_LABEL = re.compile(rb'(?<![\w.])([A-Za-z_][\w.]{0,63})="([^"\n]{0,253})"')  # a name starts at a boundary
 COMPOSE = re.compile(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
 #: ``grep -n`` (``123:`` / context ``123-``), ``cat -n`` / ``nl`` (right-aligned number, a tab) and ``less -N``
 #: (number, a space); a loose shape, so stripped only before an envelope or a consecutive number
