@@ -67,6 +67,8 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
     named = None
     if copy is not None:
         named, res, copy = _named_copy(reader, data, start, end, res, copy, base)
+        if named is not None:
+            reader.years.turn_to(reader, named)
     origins = reader.origins.for_deployment(named)
     view = BlockView(reader.path, data, start, res, origins, reader.year_hint) if copy is None else \
         BlockView(reader.path, copy, 0, res, origins, reader.year_hint)

@@ -60,6 +60,7 @@ from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
 from specdiag.ingest.shapes import SHAPE_FIRST, SHAPE_HEAD, read_head, uvicorn_line
 from specdiag.ingest.sources import Source
 from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper
+from specdiag.ingest.years import DeploymentYears
 from specdiag.numbers import to_int
 from specdiag.timeutil import initial_year
 
@@ -96,6 +97,7 @@ class LineReader:
         self.year_hint: int | None = None
         self.last_month = 0
         self.last_y = b""
+        self.years = DeploymentYears()  # the year states of the other deployments the input names
         self.recognized = 0
         self.esc = self.cr = False  # the cleaner's block-level answers, read here for every line fed
         #: the places whose records the prefilter may count (set by the analysis; None: none)
@@ -119,6 +121,8 @@ class LineReader:
         if (c0 == b"[" and line[1:5] != b"pod/") or line.startswith(PLAIN_STARTS):
             return NO_ORIGIN, line
         line = self.core = self.unwrapper.strip(line)
+        if self.unwrapper.deployment is not None:
+            self.years.turn_to(self, self.unwrapper.deployment)
         if self.unwrapper.year:
             self.year_hint = self.unwrapper.year
             self.last_month = 0  # the wrapper dated this line: no Dec→Jan inference on top of it
@@ -499,10 +503,12 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
             continue
         if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
             reader.year_hint = initial_year(data[start:read_end])
+        reader.years.block = (data, start, read_end)
         for data, start, end, res, copy in cut_at_markers(item, lineno) if marks else (item,):
             base = lineno
             if marks and res is not None and starts_marked(data, start, end):  # what a run ending here holds
                 yield take_mark(stats.hot, base + 1)
+                reader.years.new_run(reader, data, start, read_end)
             if res is not None:
                 lineno = base + scanned_block(reader, data, start, end, res, stats, window, copy, base)
             else:
