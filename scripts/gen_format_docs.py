@@ -64,9 +64,15 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   its own records);
 * envelopes: LMCache `[YYYY-MM-DD HH:MM:SS,mmm] LMCache LEVEL: msg (file.py:line:logger)` (also `WARN`,
   and the 2024 legacy form), vLLM `LEVEL MM-DD HH:MM:SS[.fff] [file:line] msg` (year taken from a line
-  of the same input that carries one — LMCache's, a wrapper's — else left unknown; one Dec→Jan wrap; never
-  a future date), uvicorn lines (its padded `INFO:     `; pip's `WARNING: x` is not one), raw Python
-  tracebacks (also when cut below the `Traceback` line);
+  of the same input and the same deployment that carries one — LMCache's, a wrapper's — else left unknown:
+  a pod or host whose lines print no year is not given another's, and after a server start the new run's
+  lines take the first year it prints itself, `ingest/years.py`; one Dec→Jan wrap; never a future date),
+  uvicorn lines (its padded `INFO:     `; pip's `WARNING: x` is not one), raw Python tracebacks (also when
+  cut below the `Traceback` line), a raw exception line (`RuntimeError: …`, an ERROR record of kind `text`
+  with or without its traceback; a warning class's is no level), and under a Ray worker's prefix Ray's C++
+  core at WARNING or worse (`[YYYY-MM-DD HH:MM:SS,mmm L pid tid] file.cc:N: msg`, L one of `WEFC`) and the
+  fatal signal it reports (`*** SIGSEGV received at time=…`, CRITICAL): records of kind `ray`, which the
+  account of error lines (LOG001) names with their place;
 * rarer headers (`specdiag/ingest/shapes.py`), tried only after those, behind one anchored pattern:
   Python logging's `%(asctime)s - %(name)s - %(levelname)s - %(message)s` and `%(levelname)s:%(name)s:%(message)s`
   (`VLLM_CONFIGURE_LOGGING=0`, a deployment's own logging config) when the logger is `vllm`/`lmcache` or

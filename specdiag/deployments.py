@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specdiag.context import Context, ContextBuilder
-from specdiag.events import CATALOG_EVENT, CATALOG_KINDS, UNKNOWN_EVENT, Event, template
+from specdiag.events import CATALOG_EVENT, UNKNOWN_EVENT, UNMATCHED_KINDS, Event, template
 from specdiag.events.rows import metric_events
 from specdiag.findings import Finding
 from specdiag.ingest import Source, expand_inputs
@@ -267,7 +267,7 @@ class DeploymentRun:
     def deliver_unmatched(self, rec: Any) -> None:
         """A record no template and no catalog entry knows: an upstream warning or error is still handed to
         the observers of every problem line (``Observer.levels``), as ``UNKNOWN_EVENT``, so it is named."""
-        if rec.level in PROBLEM_LEVELS and rec.kind in CATALOG_KINDS and self.level_observers:
+        if rec.level in PROBLEM_LEVELS and rec.kind in UNMATCHED_KINDS and self.level_observers:
             self.deliver(Event(UNKNOWN_EVENT, rec, {}))
 
     def deliver_metrics(self, rows: MetricRows) -> None:

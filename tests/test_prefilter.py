@@ -190,7 +190,9 @@ PIECES = [b"INFO", b"INF", b"WARN", b"ERROR", b"DEBUG", b"CRITICAL", b" ", b"  "
           b"node-1", b"Dec", b"03", b"10:00:00", b"host", b"ident[12]: ", b"[pod/x] ", b"version", b"\"log\"",
           b"(Worker_TP2 pid=767) ", b"[2026-05-06 15:56:03,745] LMCache INFO: ", b"05-06 15:56:03 ", b"a", b"Zz9_",
           b"llm-0 srv ", b'{"', b'"msg"', b'"message"', b'"line"', b'"MESSAGE"', b'"textPayload"', b'{"time"',
-          b'{"asctime"', b'":"', b"INFO:", b"WARNING:", b"root:", b"_", b"{app=", b"`", b"``", b"` ", b"%|", b" 75%|##  | 3/4 [00:41<00:09, 9.93s/it]"]
+          b'{"asctime"', b'":"', b"INFO:", b"WARNING:", b"root:", b"_", b"{app=", b"`", b"``", b"` ", b"%|", b" 75%|##  | 3/4 [00:41<00:09, 9.93s/it]",
+          b"[2025-03-06 10:00:00,123 E 5191 5191] ", b"[2025-03-06 10:00:00,123 I 1 2] ", b" W ", b"*** SIG",
+          b"*** SIGSEGV received at time=17 ", b"core_worker.cc:1001: "]
 
 
 @settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,

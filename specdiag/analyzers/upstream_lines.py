@@ -18,6 +18,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.context import Context
 from specdiag.events import (
     CATALOG_EVENT,
+    CATALOG_KINDS,
     UNKNOWN_EVENT,
     Event,
     entry_of,
@@ -99,7 +100,8 @@ class _UpstreamLines(Rule):
 
     family = "LOG"
     late = True
-    project_names: ClassVar[dict[str, str]] = {"vllm": "vLLM", "lmcache": "LMCache"}
+    project_names: ClassVar[dict[str, str]] = {"vllm": "vLLM", "lmcache": "LMCache", "text": "exception",
+                                                 "ray": "Ray"}
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -211,7 +213,8 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
     entry = None if ev.id == UNKNOWN_EVENT else entry_of(ev)
     if entry is not None and entry.fmt and (entry.fmt in read or any(c in entry.fmt for c in claimed)):
         return
-    family = (entry.family if entry is not None else None) or (UNRECOGNISED if ev.id == UNKNOWN_EVENT else "other")
+    unknown = ev.id == UNKNOWN_EVENT and ev.rec.kind in CATALOG_KINDS  # a vLLM/LMCache message no release prints
+    family = (entry.family if entry is not None else None) or (UNRECOGNISED if unknown else "other")
     key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(_label(ev)))
     if _TB_PART.match(ev.rec.msg) is not None:  # the excerpt starts inside a traceback: not the message itself
         key = (family, f"traceback\0{key[1]}")
@@ -289,9 +292,19 @@ def _short(text: str, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _grep_words(text: str, limit: int = 40) -> str:
+    """The first words of ``text`` (at most ``limit`` characters, whole words, no quote) for a ``grep -F``."""
+    words = " ".join(text.replace("'", " ").split())
+    if len(words) <= limit:
+        return words
+    cut = words.rfind(" ", 0, limit)
+    return words[: cut if cut > 0 else limit]
+
+
 def _summary(family: str, what: str, msgs: list[_Message], more: int) -> str:
     desc = family_description(family)
-    parts = [f"'{_short(m.label, 100)}' ×{m.count}" + (f" ({m.location}, {m.releases})" if m.location else "")
+    parts = [f"'{_short(m.label, 100)}' ×{m.count}" + (f" ({', '.join(filter(None, (m.location, m.releases)))})"
+                                                      if m.location else "")
              for m in msgs[:5]]
     rest = len(msgs) - 5
     tail = (f"; {rest} more message(s)" if rest > 0 else "") + (f"; {more} line(s) past the {MAX_BUCKETS} "
@@ -304,6 +317,9 @@ def _next_steps(family: str, top: _Message) -> list[str]:
     if family == UNRECOGNISED:
         return [f"'{_short(top.label, 60)}' is in no catalogued vLLM/LMCache release: note the versions in use "
                 "(pip show vllm lmcache) and look the message up in that release's source"]
+    if not top.location and top.project == "text":
+        return ["this exception's traceback is not in the log given: collect the lines of the same process before "
+                f"it (grep -B50 -F '{_grep_words(top.label)}'), whose innermost frame says where it was raised"]
     if not top.location:
         return [f"read where upstream prints the {family} message, and the lines of the same rank just before it"]
     if top.project == "traceback":
@@ -320,7 +336,9 @@ class UpstreamErrors(_UpstreamLines):
 
     Detects: every record at ERROR or CRITICAL printed by vLLM or LMCache that no rule read for a finding it
     reported — the messages of the storage backends, KV connectors, servers and adapters no specific rule
-    diagnoses, and messages no catalogued release prints (family ``unrecognised``). Lines are grouped by
+    diagnoses, and messages no catalogued release prints (family ``unrecognised``) — and the errors around
+    them: a raw exception line pasted without its traceback, and under a Ray worker's prefix Ray's C++ core
+    errors and the fatal signal it reports (a TP worker that crashed in native code). Lines are grouped by
     the signal family the message catalog gives their upstream message, with counts, the first and last
     line, the ranks and the upstream location and releases.
 

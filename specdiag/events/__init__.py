@@ -141,11 +141,14 @@ class Event:
 #: the id of an event whose record no hand-written template knows but the generated message catalog does
 #: (``specdiag.catalog``): its one field, ``entry``, is the catalog entry
 CATALOG_EVENT = "LOG"
-#: the id of a warning or error record of vLLM or LMCache that neither a template nor the catalog knows;
+#: the id of a warning or error record (``UNMATCHED_KINDS``) that neither a template nor the catalog knows;
 #: handed only to the observers of every problem line (``Observer.levels``), never counted as recognised
 UNKNOWN_EVENT = "UNK"
 #: record kinds whose messages the catalog holds (the envelope said which project printed the line)
 CATALOG_KINDS = frozenset({"vllm", "lmcache"})
+#: record kinds whose warnings and errors are named (``UNKNOWN_EVENT``) even when nothing knows their message:
+#: the catalog's, Ray's C++ core under a worker's prefix, a raw exception line
+UNMATCHED_KINDS = CATALOG_KINDS | {"ray", "text"}
 
 
 def _keeps(t: Template, read: frozenset[str] | None, levels: tuple[str, ...] | None) -> bool:

@@ -570,6 +570,12 @@ static int foreign_basic(const u8 *r, size_t m) {
     return 0;
 }
 
+/* prefilter._ray_head: Ray's C++ header at WARNING or worse, ``[YYYY-MM-DD HH:MM:SS,mmm L `` (L one of WEFC) */
+static int ray_head(const u8 *r, size_t m) {
+    return m > 27 && is_digit(r[1]) && r[24] == ' ' && r[26] == ' ' &&
+           (r[25] == 'W' || r[25] == 'E' || r[25] == 'F' || r[25] == 'C');
+}
+
 static int may_start(const u8 *s, size_t pos, size_t n) {
     if (pos >= n) return 1;
     const u8 *r = s + pos;
@@ -577,7 +583,8 @@ static int may_start(const u8 *s, size_t pos, size_t n) {
     u8 c = r[0];
     if (c == '(' || c == '<') return 1; /* a process prefix, a syslog priority */
     if (c == '{') return json_start(r, m);
-    if (c == '[') return lmc_head_prefix(r, m);
+    if (c == '[') return lmc_head_prefix(r, m) || ray_head(r, m);
+    if (c == '*') return m >= 7 && memcmp(r, "*** SIG", 7) == 0; /* a fatal signal Ray's core reports */
     if (m >= 3 && (memcmp(r, "INF", 3) == 0 || memcmp(r, "WAR", 3) == 0 || memcmp(r, "ERR", 3) == 0 ||
                    memcmp(r, "DEB", 3) == 0 || memcmp(r, "CRI", 3) == 0))
         return !foreign_basic(r, m);

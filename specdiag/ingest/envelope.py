@@ -24,6 +24,14 @@ VLLM_REST = re.compile(rb"(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?([^\]:\s]+?):(
 LMC_LEGACY = re.compile(
     rb"(DEBUG|INFO|WARNING|ERROR|CRITICAL) LMCache: (.*) \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] -- (\S+\.py):(\d+)$"
 )
+#: Ray's C++ log line (glog style, ``ray/util/logging.cc``): ``[YYYY-MM-DD HH:MM:SS,mmm L PID TID] file.cc:N: msg``,
+#: printed under a Ray worker's or the raylet's prefix when a TP worker runs as a Ray actor (every part bounded)
+RAY_CPP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([IWEFC]) \d{1,10} \d{1,10}\] "
+                     rb"([\w.-]{1,100}):(\d{1,7}): ")
+#: Ray's levels by their letter (``F``/``C``: fatal; Ray aborts the process after it)
+RAY_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL", b"C": "CRITICAL"}
+#: the failure-signal handler Ray's C++ core installs (abseil): what a worker that crashed in native code prints
+FATAL_SIGNAL = re.compile(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
 EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
 
 

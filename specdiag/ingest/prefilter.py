@@ -370,13 +370,22 @@ def _may_start(line: bytes, pos: int) -> bool:
         return True
     if c == 0x7B:  # '{'
         return _json_start(rest)
-    if c == 0x5B:  # '[': an LMCache header cut short (a longer one holds the anchor ``LMCache``)
-        return len(rest) <= len(LMC_HEAD) and all(t == r or t == 0x30 and r in _DIGITS for t, r in zip(LMC_HEAD, rest, strict=False))
+    if c == 0x5B:  # '[': an LMCache header cut short (a longer one holds the anchor ``LMCache``), or Ray's
+        return len(rest) <= len(LMC_HEAD) and all(t == r or t == 0x30 and r in _DIGITS for t, r in zip(LMC_HEAD, rest, strict=False)) \
+            or _ray_head(rest)
+    if c == 0x2A:  # '*': a fatal signal Ray's core reports (``envelope.FATAL_SIGNAL``)
+        return rest.startswith(b"*** SIG")
     if rest[:3] in LEVEL_HEADS:
         return not _foreign_basic(rest)
     if c in _DIGITS:
         return rest[4:5] == b"-" and rest[10:11] == b"T"  # an RFC 3339 time: kubectl / docker / journald
     return _journald_head(rest)
+
+
+def _ray_head(rest: bytes) -> bool:
+    """Whether ``rest`` may start Ray's C++ header at WARNING or worse (``envelope.RAY_CPP``): a digit after the
+    bracket, and a level letter of ``RAY_LEVELS`` between spaces where the header puts it."""
+    return len(rest) > 27 and rest[1] in _DIGITS and rest[24] == 0x20 and rest[26] == 0x20 and rest[25] in b"WEFC"
 
 
 def _json_start(rest: bytes) -> bool:

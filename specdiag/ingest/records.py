@@ -19,6 +19,7 @@ is a small minority of lines.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from functools import partial
 
@@ -28,8 +29,11 @@ from specdiag.ingest.cleaner import Cleaner
 from specdiag.ingest.cr_lines import after_bar, cr_records
 from specdiag.ingest.envelope import (
     EXC_LINE,
+    FATAL_SIGNAL,
     LMC_LEGACY,
     LMC_LEVELS,
+    RAY_CPP,
+    RAY_LEVELS,
     VLLM_LEVELS,
     VLLM_REST,
     Record,
@@ -446,9 +450,32 @@ class LineReader:
                 return
         if origin.pid is not None:
             self.recognized += 1  # a vLLM process prefix: vLLM output even without a logger header
+        if line[:1] == b"[" or line[:3] == b"***":
+            ray = self._ray(lineno, origin, line)
+            if ray is not None:
+                self.out.append(ray)
+                return
         # raw text: keep only what may matter (exceptions, banners, versions)
-        if EXC_LINE.match(line) or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
-            self.out.append(Record(path, lineno, origin, "text", "", None, year, None, None, None, line))
+        exc = EXC_LINE.match(line)
+        if exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
+            self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
+                                   None, line))
+
+    def _ray(self, lineno: int, origin: Origin, line: bytes) -> Record | None:
+        """A warning or worse of Ray's C++ core (``RAY_CPP``), or the fatal signal it reports
+        (``FATAL_SIGNAL``): a record of kind ``ray``, so that a TP worker's crash under a Ray actor is named
+        (INFO lines and anything else: None)."""
+        m = RAY_CPP.match(line)
+        if m is not None:
+            level = RAY_LEVELS.get(m.group(2))
+            if level is None:
+                return None
+            ts = m.group(1)
+            return Record(self.path, lineno, origin, "ray", level, ts, int(ts[:4]), m.group(3), to_int(m.group(4)),
+                          None, line[m.end() :])
+        if FATAL_SIGNAL.match(line) is not None:
+            return Record(self.path, lineno, origin, "ray", "CRITICAL", None, self.year_hint, None, None, None, line)
+        return None
 
     def busy(self) -> bool:
         """Whether the next line may be read differently for what came before it: a record open or held, a
@@ -470,6 +497,16 @@ class LineReader:
         self.hand_on_held()
         for key in list(self.open_recs):
             self.close_open(key)
+
+
+def _exception_level(exc: re.Match[bytes] | None) -> str:
+    """The level of a raw line: an exception's line (``RuntimeError: CUDA error: …``, what an uncaught
+    exception prints last) is an error, whatever printed it and with or without its traceback; a warning
+    class's (``FutureWarning: …``), an exit's or an interrupt's is no level."""
+    if exc is None:
+        return ""
+    name = exc.group(0).rstrip(b":")
+    return "ERROR" if name.endswith((b"Error", b"Exception")) else ""
 
 
 def _no_line(n: int) -> bytes | None:

@@ -1,0 +1,68 @@
+"""A worker that crashes under Ray, and an exception line pasted without its traceback, are errors the report
+names (LOG001), never "no problem found"."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from specdiag.engine import analyze
+from specdiag.ingest import prefilter
+from specdiag.report.json_report import render_json
+from specdiag.report.verdict import status
+
+_RAY = "(RayWorkerWrapper pid=5191, ip=10.0.0.12) "
+_CPP = _RAY + ("[2025-03-06 10:00:00,123 E 5191 5191] core_worker.cc:1001: Unhandled exception: "
+               "std::runtime_error. what(): CUDA error: an illegal memory access was encountered")
+_SIGNAL = _RAY + "*** SIGABRT received at time=1741255200 on cpu 3 ***"
+
+
+def _report(tmp_path: Path, lines: list[str]) -> tuple[dict, str]:
+    log = tmp_path / "paste.log"
+    log.write_text("\n".join(lines) + "\n")
+    rep = analyze([str(log)])
+    return json.loads(render_json(rep)), status(rep, []).text
+
+
+def test_a_ray_workers_native_crash_is_named_with_its_place(tmp_path):
+    out, text = _report(tmp_path, [_CPP, _SIGNAL, _RAY + "PC: @     0x7f3b2c4a09fc  (unknown)  pthread_kill"])
+    (log001,) = [f for f in out["findings"] if f["rule"] == "LOG001"]
+    messages = {m["message"]: m for m in log001["measurements"]["messages"]}
+    crash = messages["Unhandled exception: std::runtime_error. what(): CUDA error: an illegal memory access was encountered"]
+    assert crash["project"] == "ray" and crash["level"] == "ERROR" and crash["location"] == "ray core_worker.cc:1001"
+    signal = messages["*** SIGABRT received at time=1741255200 on cpu 3 ***"]
+    assert signal["level"] == "CRITICAL"
+    assert "Ray ERROR lines" in log001["summary"] and "None" not in log001["summary"]
+    assert "no problem found" not in text
+
+
+def test_ray_info_lines_stay_out_of_the_account(tmp_path):
+    out, _ = _report(tmp_path, [_RAY + "[2025-03-06 10:00:00,123 I 5191 5191] core_worker.cc:300: Constructing "
+                                "CoreWorkerProcess. pid: 5191"])
+    assert not [f for f in out["findings"] if f["rule"] == "LOG001"]
+
+
+def test_a_bare_exception_line_is_an_error_with_a_step_to_collect_its_traceback(tmp_path):
+    line = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    for lines in ([line], [_RAY + line], ["(EngineCore_DP0 pid=1) " + line]):
+        out, text = _report(tmp_path, lines)
+        (log001,) = [f for f in out["findings"] if f["rule"] == "LOG001"]
+        assert log001["measurements"]["messages"][0]["message"] == line
+        assert "1 exception ERROR line" in log001["summary"]
+        assert "grep -B50 -F 'RuntimeError: CUDA error: an illegal'" in log001["next_steps"][0]
+        assert "no problem found" not in text
+
+
+def test_a_warning_class_line_is_no_error(tmp_path):
+    out, _ = _report(tmp_path, ["FutureWarning: `torch.cuda.amp.autocast(args...)` is deprecated."])
+    assert not [f for f in out["findings"] if f["rule"] == "LOG001"]
+
+
+def test_the_prefilter_keeps_what_starts_a_ray_record_and_counts_the_rest():
+    keep = [_CPP.encode(), _SIGNAL.encode(), _CPP.replace(" E 5191", " W 5191").encode(),
+            _CPP.replace(" E 5191", " F 5191").encode()]
+    for raw in keep:
+        assert prefilter.inert_kind(raw, prefilter.PLAIN_BLOCK) == prefilter.KEEP
+    counted = [_CPP.replace(" E 5191", " I 5191").encode(), (_RAY + "PC: @     0x7f3b2c4a09fc  (unknown)").encode()]
+    for raw in counted:
+        assert prefilter.inert_kind(raw, prefilter.PLAIN_BLOCK) == prefilter.PREFIXED
