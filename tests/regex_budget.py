@@ -62,7 +62,9 @@ ANCHORED = {"VLLM_REST", "LMC_LEGACY", "EXC_LINE", "PREFIX_RE", "_TS_PARTS", "KU
             "GREP_N", "GREP_H", "INDENT", "_JOURNALD_TIME_RE", "_DOCKER_LINE",  # the per-line wrappers are applied with .match at the line start
             "FOREIGN_HEADER",  # another program's header: .match at the start of a row (prefilter, joiner, blocks)
             # terminal rows (ingest/rows.py): fullmatch from a found position, or match at the row start
-            "_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT", "_JOURNALD_CUT"}
+            "_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT", "_JOURNALD_CUT",
+            "_ISO_ONE",  # ahead.iso_fronts_reference: .match at each line's start
+            "RAY_CPP", "FATAL_SIGNAL"}  # records.LineReader._ray: .match at the start of a line's rest
 
 
 @dataclass
