@@ -125,20 +125,22 @@ def fmt_log_time(t: float | None) -> str:
     return f"{fmt_time(t)} {TIME_BASIS}"
 
 
-def initial_year(block: bytes) -> int:
+def initial_year(block: bytes, start: int = 0, end: int | None = None) -> int:
     """The year of the vLLM lines at the top of an input, from the first timestamp in ``block`` that carries one.
 
     vLLM lines print no year; LMCache lines and collector wrappers do. A vLLM month later than that
     first dated line's month can only be the December before it (the log crossed New Year), so it takes
     the year before. A year later than today is no evidence (a log is not from the future). Without any
-    dated line the answer is ``NOMINAL_YEAR``: the year is unknown, not the current one.
+    dated line the answer is ``NOMINAL_YEAR``: the year is unknown, not the current one. ``start``/``end``:
+    the part of ``block`` to read (no copy of it is made).
     """
     this_year = datetime.now(timezone.utc).year
-    for m in _YEAR_TS.finditer(block):
+    end = len(block) if end is None else end
+    for m in _YEAR_TS.finditer(block, start, end):
         year, month = int(m.group(1)), int(m.group(2))
         if year > this_year:
             continue
-        first = _VLLM_TS.search(block, 0, m.start())
+        first = _VLLM_TS.search(block, start, m.start())
         if first is not None and int(first.group(1)) > month:
             year -= 1
         return year

@@ -125,8 +125,9 @@ class LineReader:
         if (c0 == b"[" and line[1:5] != b"pod/") or line.startswith(PLAIN_STARTS):
             return NO_ORIGIN, line
         line = self.core = self.unwrapper.strip(line)
-        if self.unwrapper.deployment is not None:
-            self.years.turn_to(self, self.unwrapper.deployment)
+        named = self.unwrapper.deployment
+        if named is not None and named != self.years.current:
+            self.years.turn_to(self, named)
         if self.unwrapper.year:
             self.year_hint = self.unwrapper.year
             self.last_month = 0  # the wrapper dated this line: no Dec→Jan inference on top of it
@@ -539,7 +540,7 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
             lineno += read_end - start
             continue
         if reader.year_hint is None:  # vLLM lines print no year: take it from a line of this input that does
-            reader.year_hint = initial_year(data[start:read_end])
+            reader.year_hint = initial_year(data, start, read_end)
         reader.years.block = (data, start, read_end)
         for data, start, end, res, copy in cut_at_markers(item, lineno) if marks else (item,):
             base = lineno

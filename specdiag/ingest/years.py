@@ -11,8 +11,10 @@ that names none, the new run's lines take the year the run itself prints further
 (:meth:`DeploymentYears.new_run`).
 
 The input's first deployment keeps the state read before it (the first block's look-ahead: a single pod's
-stream is dated as before). A later one looks ahead over its own kubectl ``--prefix`` lines in the block
-being read, else its year is unknown (``NOMINAL_YEAR``) until one of its own lines prints one.
+stream is dated as before). A later one takes the first year its own kubectl ``--prefix`` lines print in the
+block being read (one pass over a block groups every pod's lines, :meth:`DeploymentYears._pod_years`: a
+stream naming thousands of pods costs one pass per block, not one per pod), else its year is unknown
+(``NOMINAL_YEAR``) until one of its own lines prints one.
 
 The prefilter counts an LMCache record unread only when it prints the reader's year: a line behind a wrapper
 that names a deployment is never counted so in a block of several (it is read, and its deployment's state
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from specdiag.ingest.wrappers import KUBECTL_PREFIX
 from specdiag.timeutil import NOMINAL_YEAR, initial_year, is_nominal_year
 
 #: deployments whose year state is kept (a hostile stream names thousands; the analysis reads 1,024)
@@ -41,12 +44,16 @@ class YearReader(Protocol):
 class DeploymentYears:
     """The year states of the deployments of one input other than the one being read."""
 
-    __slots__ = ("current", "states", "block")
+    __slots__ = ("current", "states", "block", "_pods", "_undated")
 
     def __init__(self) -> None:
         self.current: str | None = None  # the deployment whose state is the reader's (None: none named yet)
         self.states: dict[str | None, tuple[int | None, int, bytes]] = {}
         self.block: tuple[bytes, int, int] = (b"", 0, 0)  # the block being read, for a deployment's look-ahead
+        #: the block ``_pod_years`` last read, and what it found
+        self._pods: tuple[tuple | None, dict[bytes, int]] = (None, {})
+        #: the block and the offset from which ``new_run`` found no dated line to its end (a later start neither)
+        self._undated: tuple[tuple | None, int] = (None, 0)
 
     def turn_to(self, reader: YearReader, deployment: str) -> None:
         """The lines now read are ``deployment``'s: its year state becomes the reader's."""
@@ -70,23 +77,35 @@ class DeploymentYears:
         and no line tells the two apart here.)"""
         if self.current is not None or self.states:
             return  # named deployments: each keeps its own state, whoever starts
-        year = initial_year(data[start:end])
-        if not is_nominal_year(year) and year != reader.year_hint:
+        block, (seen, frm) = self.block, self._undated
+        if seen is block and start >= frm:
+            return  # a start after one with no dated line before the block's end: none either
+        year = initial_year(data, start, end)
+        if is_nominal_year(year):
+            self._undated = (block, start)
+        elif year != reader.year_hint:
             reader.year_hint, reader.last_month = year, 0
 
     def _look_ahead(self, deployment: str) -> int:
         """A new deployment's year before its first dated line: the first year its own kubectl ``--prefix``
-        lines print in the block being read (``initial_year``), else unknown."""
-        data, start, end = self.block
+        lines print in the block being read, else unknown."""
         name = deployment.removeprefix("k8s:")
-        if not name.startswith("pod/") or not data:
+        if not name.startswith("pod/"):
             return NOMINAL_YEAR
-        wrapper = b"[" + name.encode("utf-8", "replace") + b"] "
-        own = []
-        i = data.find(wrapper, start, end)
-        while i >= 0 and len(own) < 4096:
-            nl = data.find(b"\n", i, end)
-            stop = end if nl < 0 else nl
-            own.append(data[i + len(wrapper) : stop])
-            i = data.find(wrapper, stop, end)
-        return initial_year(b"\n".join(own)) if own else NOMINAL_YEAR
+        return self._pod_years().get(name.encode("utf-8", "replace"), NOMINAL_YEAR)
+
+    def _pod_years(self) -> dict[bytes, int]:
+        """Per pod of the block being read, the first year its own lines print (``initial_year`` of them
+        alone), found in one pass over the block and kept for the block."""
+        block = self.block
+        if self._pods[0] is block:
+            return self._pods[1]
+        data, start, end = block
+        own: dict[bytes, list[bytes]] = {}
+        for line in data[start:end].split(b"\n"):
+            m = KUBECTL_PREFIX.match(line) if line[:5] == b"[pod/" else None
+            if m is not None:
+                own.setdefault(m.group(1), []).append(line[m.end() :])
+        years = {pod: initial_year(b"\n".join(lines)) for pod, lines in own.items()}
+        self._pods = (block, years)
+        return years
