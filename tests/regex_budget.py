@@ -52,6 +52,13 @@ def _limits() -> dict[str, int]:
     from specdiag.ingest.ahead import DOCKER_MAX_LINE
 
     out["ahead._DOCKER_LINE"] = DOCKER_MAX_LINE  # longer lines are never matched (``ahead._docker_unwrapped``)
+    from specdiag.ingest.prefilter import MAX_QUIET_LINE
+
+    # wrappers.ANSI_BYTES, first seen under prefilter's name: ``prefilter._cleaned`` takes colour off a docker
+    # copy's line only below 4 × MAX_QUIET_LINE (``inert_kind`` keeps a longer one uncleaned, and the counted
+    # lines that ``cleaned_line`` and ``quiet_month`` read again are lines it decided); ``wrappers._inner``
+    # reads a line cut to MAX_PARSE_LINE
+    out["prefilter.ANSI_BYTES"] = 4 * MAX_QUIET_LINE
     for mod in ("context", "pyrepr", "parse"):
         out[mod] = MAX_MATCH
     return out
@@ -64,7 +71,8 @@ ANCHORED = {"VLLM_REST", "LMC_LEGACY", "EXC_LINE", "PREFIX_RE", "_TS_PARTS", "KU
             # terminal rows (ingest/rows.py): fullmatch from a found position, or match at the row start
             "_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT", "_JOURNALD_CUT",
             "_ISO_ONE",  # ahead.iso_fronts_reference: .match at each line's start
-            "RAY_CPP", "FATAL_SIGNAL"}  # records.LineReader._ray: .match at the start of a line's rest
+            "RAY_CPP", "FATAL_SIGNAL",  # records.LineReader._ray: .match at the start of a line's rest
+            "_PREFIX", "_VLLM_REST"}  # prefilter.peeled and _quiet / quiet_month: .match at a found position
 
 
 @dataclass
