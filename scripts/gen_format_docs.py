@@ -71,8 +71,10 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   cut below the `Traceback` line), a raw exception line (`RuntimeError: …`, an ERROR record of kind `text`
   with or without its traceback; a warning class's is no level), and under a Ray worker's prefix Ray's C++
   core at WARNING or worse (`[YYYY-MM-DD HH:MM:SS,mmm L pid tid] file.cc:N: msg`, L one of `WEFC`) and the
-  fatal signal it reports (`*** SIGSEGV received at time=…`, CRITICAL): records of kind `ray`, which the
-  account of error lines (LOG001) names with their place;
+  fatal signal it reports (`*** SIGSEGV received at time=…`, CRITICAL; SIGTERM, a requested stop, WARNING),
+  and under the driver's `(raylet)` / `(raylet, ip=…)` prefix the raylet's C++ lines and its
+  `A worker died or was killed …` (ERROR): records of kind `ray`. A worker's death among them is SRV001's
+  (`events/ray.py`); the account of error lines (LOG001) names the others with their place;
 * rarer headers (`specdiag/ingest/shapes.py`), tried only after those, behind one anchored pattern:
   Python logging's `%(asctime)s - %(name)s - %(levelname)s - %(message)s` and `%(levelname)s:%(name)s:%(message)s`
   (`VLLM_CONFIGURE_LOGGING=0`, a deployment's own logging config) when the logger is `vllm`/`lmcache` or

@@ -24,15 +24,15 @@ def _report(tmp_path: Path, lines: list[str]) -> tuple[dict, str]:
     return json.loads(render_json(rep)), status(rep, []).text
 
 
-def test_a_ray_workers_native_crash_is_named_with_its_place(tmp_path):
-    out, text = _report(tmp_path, [_CPP, _SIGNAL, _RAY + "PC: @     0x7f3b2c4a09fc  (unknown)  pthread_kill"])
+def test_a_ray_error_no_rule_reads_is_named_with_its_place(tmp_path):
+    line = _RAY + "[2025-03-06 10:00:00,123 E 5191 5191] gcs_rpc_client.h:210: Failed to connect to GCS within 60 seconds"
+    out, text = _report(tmp_path, [line])
     (log001,) = [f for f in out["findings"] if f["rule"] == "LOG001"]
-    messages = {m["message"]: m for m in log001["measurements"]["messages"]}
-    crash = messages["Unhandled exception: std::runtime_error. what(): CUDA error: an illegal memory access was encountered"]
-    assert crash["project"] == "ray" and crash["level"] == "ERROR" and crash["location"] == "ray core_worker.cc:1001"
-    signal = messages["*** SIGABRT received at time=1741255200 on cpu 3 ***"]
-    assert signal["level"] == "CRITICAL"
-    assert "Ray ERROR lines" in log001["summary"] and "None" not in log001["summary"]
+    (msg,) = log001["measurements"]["messages"]
+    assert msg["message"] == "Failed to connect to GCS within 60 seconds"
+    assert msg["project"] == "ray" and msg["level"] == "ERROR" and msg["location"] == "ray gcs_rpc_client.h:210"
+    assert "1 Ray ERROR line" in log001["summary"] and "None" not in log001["summary"]
+    assert "grep -B40 -A30 -F 'Failed to connect to GCS within 60'" in log001["next_steps"][0]
     assert "no problem found" not in text
 
 

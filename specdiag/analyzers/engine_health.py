@@ -15,13 +15,19 @@ from specdiag.findings import Cause, CauseBoard, Evidence, Finding, with_primary
 from specdiag.observe import RunState
 from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
 
+#: Ray's lines that prove a worker process died (events/ray.py): the terminate handler aborts after an
+#: exception nothing caught, the failure-signal handler re-raises the signal, the raylet saw the process exit.
+#: vLLM's Ray executor never replaces a worker, so its engine fails at the next step that needs it.
+RAY_DEATHS = ("R_UNHANDLED", "R_FATAL_SIGNAL", "R_WORKER_DIED")
 #: exceptions that are consequences of an engine death, never its root
 CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine core initialization failed",
            "BrokenPipeError", "ConnectionResetError", "EOFError", "SystemExit", "KeyboardInterrupt",
-           "ClosedResourceError", "ZMQError", "RemoteProtocolError")
+           "ClosedResourceError", "ZMQError", "RemoteProtocolError",
+           # a Ray actor (a vLLM worker under the Ray executor) that died: the engine's side of the death
+           "ActorDiedError", "RayActorError", "The actor died unexpectedly", "RayChannelError")
 HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
                   "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED",
-                  "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"})
+                  "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(RAY_DEATHS)
 #: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
 #: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
 #: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler
@@ -46,7 +52,7 @@ HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc �
 TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
                      "V_WORKER_START_FAILED")
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
-                   "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR"})
+                   "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED"})
 
 CAUSE_FIX = {
     "cuda-oom": ("Lower --gpu-memory-utilization headroom use: reduce --max-num-seqs / --max-num-batched-tokens / "
@@ -76,6 +82,14 @@ CAUSE_FIX = {
     "process-killed": ("A process died without a Python exception: look for the kernel OOM killer (dmesg), "
                        "container memory limits or a SIGKILL from the orchestrator.",
                        "check `dmesg | grep -i oom` / the pod's last state (OOMKilled, exit code 137)"),
+    "native-crash": ("A worker crashed in native code: a C++ exception nothing caught (Ray's 'Unhandled exception: "
+                     "… what(): …', after which it aborts) or a fatal signal (SIGSEGV, SIGABRT, SIGBUS, SIGILL, SIGFPE). "
+                     "A CUDA error named there ('an illegal memory access was encountered') is reported asynchronously: "
+                     "the kernel that faulted ran before the call that reports it. Rerun the failing load with "
+                     "CUDA_LAUNCH_BLOCKING=1 to find the kernel, and check that the vLLM, torch, CUDA driver and "
+                     "attention-kernel builds are a supported set.",
+                     "grep -n -B40 -A30 -E 'received at time=|Unhandled exception' <full log> (the dead worker's own "
+                     "lines and stack, its pid in the prefix)"),
     "worker-exception": ("Fix the exception raised in the engine/worker (the first error above, not the "
                          "EngineDeadError cascade).", "rerun the failing request with VLLM_LOGGING_LEVEL=DEBUG"),
     "cause-not-in-excerpt": ("The lines given show that the engine died, not why. vLLM prints the traceback that killed "
@@ -161,6 +175,10 @@ _ADAPTER_ASSERTS = ("mismatch in tokens to load", "(full_hit_adj=", "is not in _
 
 
 def _classify(text: str, tid: str) -> str:
+    if tid == "R_FATAL_SIGNAL":
+        return "native-crash"
+    if tid == "R_WORKER_DIED":
+        return "process-killed"  # Ray saw the process exit; whether killed or crashed it does not know
     t = text.lower()
     if "out of memory" in t or "outofmemoryerror" in t:
         return "cuda-oom"
@@ -178,7 +196,7 @@ def _classify(text: str, tid: str) -> str:
         return "import-error"
     if tid == "V_PROC_DIED":
         return "process-killed"
-    return "worker-exception"
+    return "native-crash" if tid == "R_UNHANDLED" else "worker-exception"
 
 
 def _drafter_layers_possible(ctx: Context, text: str) -> bool:
@@ -198,7 +216,8 @@ def _died_without_exception(ev: Event) -> bool:
     that "died unexpectedly" ended without one. The API server's ``Engine core proc … died unexpectedly``
     also follows an engine core that logged its own traceback elsewhere, so alone it names no cause.
     """
-    return ev.id == "V_PROC_DIED" and (ev.f.get("what") == "Worker proc" or "exit code" in ev.rec.msg)
+    return ev.id in ("R_FATAL_SIGNAL", "R_WORKER_DIED") or (
+        ev.id == "V_PROC_DIED" and (ev.f.get("what") == "Worker proc" or "exit code" in ev.rec.msg))
 
 
 @register
@@ -235,14 +254,24 @@ class EngineDeath(Rule):
     ``lmcache-adapter-assertion`` (the adapter's scheduler-side assertions: ``Mismatch in tokens to load``, a
     preempted request's computed tokens, a request no longer tracked — LMCache 0.5.6 ``vllm_v1_adapter.py``
     :1596-1611, :1793-1798, :1746-1750), ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
-    ``worker-exception``; ``cause-not-in-excerpt`` when no root error is in the lines given.
+    ``native-crash`` (a C++ exception nothing caught, or a fatal signal), ``worker-exception``;
+    ``cause-not-in-excerpt`` when no root error is in the lines given.
+
+    Under the Ray executor a worker is a Ray actor: when it dies in native code Ray, not vLLM, says so
+    (``events/ray.py``: the terminate handler's ``Unhandled exception: … what(): …``, the failure-signal
+    handler's ``*** SIGSEGV received at time=… ***``, the raylet's ``A worker died or was killed …``). Each is
+    a death (vLLM never replaces a worker), inferred when vLLM's own header is not in the excerpt; the
+    exception is the root, else the signal (``native-crash``), else the raylet's report (``process-killed``,
+    capped: Ray lists the reasons it cannot tell apart). A SIGTERM is a stop that was asked for, and the
+    engine core's ``ActorDiedError`` / ``RayChannelError`` are the cascade of the worker's death.
 
     Fix: the top cause's fix; the engine must be restarted either way.
 
     References: vLLM ``logging_utils/dump_input.py`` (0.9.2–0.11.0 :69, 0.11.2+ :72), ``v1/engine/core.py``
     (0.32.0 :1510/:1512), ``v1/engine/async_llm.py:906``,
-    ``v1/executor/multiproc_executor.py:315/:1063``, ``v1/engine/core_client.py:817``; reference
-    ``log-formats.md`` §9; ``spec-decode.md`` §6–§7.
+    ``v1/executor/multiproc_executor.py:315/:1063``, ``v1/engine/core_client.py:817``; Ray 2.x
+    ``src/ray/util/logging.cc``, ``src/ray/raylet/node_manager.cc``; reference ``log-formats.md`` §9;
+    ``spec-decode.md`` §6–§7.
     """
 
     code = "SRV001"
@@ -276,6 +305,8 @@ class EngineDeath(Rule):
         #: a traceback frame printed where a header line's logging call prints (its message, the frame's event)
         self.header_place: tuple[str, Event] | None = None
         self.frames_after_header = 0  # frames of the traceback under the header: an excerpt cut inside it
+        self.ray_death: Event | None = None  # the first of Ray's lines that a worker process died (RAY_DEATHS)
+        self.ray_lines: dict[str, Event] = {}  # the first line of each kind of them: evidence
 
     def _t(self, ev: Event) -> float | None:
         return self._time_at(ev.rec.path, rec_time(ev.rec))
@@ -322,9 +353,12 @@ class EngineDeath(Rule):
             if self.shutdown is None and ("shutdown triggered" in what or "signal=" in what):
                 self.shutdown = key
             return
-        if tid == "V_SIGTERM_OLD":
-            self.shutdown = self.shutdown or key
+        if tid == "V_SIGTERM_OLD" or (tid == "R_FATAL_SIGNAL" and ev.f.get("signal") == "SIGTERM"):
+            self.shutdown = self.shutdown or key  # Ray's signal handler prints a requested stop's SIGTERM too
             return
+        if tid in RAY_DEATHS:
+            self.ray_death = self.ray_death or ev
+            self.ray_lines.setdefault(tid, ev)
         text = ev.rec.msg
         detail = ev.f.get("detail") or ""
         exc = ev.f.get("exc") or ""
@@ -420,6 +454,7 @@ class EngineDeath(Rule):
         if self.first_cascade is not None:
             evs.append(Evidence(self.first_cascade.rec.path, self.first_cascade.rec.line,
                                 self.first_cascade.rec.display()[:400]))
+        evs += [Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in self.ray_lines.values()]
         root_txt = (root[2].f.get("detail") or root[2].rec.msg)[:200] if root is not None else "not in the excerpt"
         summary = (f"The engine died at {fmt_log_time(dt)}, line {dev.rec.path}:{dev.rec.line}; first root error: {root_txt}. "
                    f"{self.cascade} cascade line(s) (EngineDeadError/output handler) follow from it.")
@@ -457,7 +492,7 @@ class EngineDeath(Rule):
         """
         measurements["crashed"] = True
         inferred = self.header is None and (self.dump_ev is not None or self.fatal_frame is not None
-                                            or self.header_place is not None)
+                                            or self.header_place is not None or self.ray_death is not None)
         measurements["death_inferred"] = inferred
         if not inferred:
             return summary, evs
@@ -470,10 +505,18 @@ class EngineDeath(Rule):
                                          placed) if x)
         measurements["missing"] = HEADER_TEXT
         what = "the dump" if self.dump_ev is not None else "the first of these lines"
-        summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt; {basis} appear only when the engine "
-                    f"core failed (its step raised, or it failed to start), so the engine died (confidence high). "
-                    f"Against: without the header, the time of death is that of {what}. Collect the lines around "
-                    f"{what} to read the header.")
+        if basis:
+            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt; {basis} appear only when the "
+                        f"engine core failed (its step raised, or it failed to start), so the engine died (confidence "
+                        f"high). Against: without the header, the time of death is that of {what}. Collect the lines "
+                        f"around {what} to read the header.")
+        else:
+            r = self.ray_death.rec
+            basis = f"Ray's report that a worker process died ({r.path}:{r.line})"
+            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. {basis}: vLLM's Ray executor "
+                        "does not replace a dead worker, so the engine fails at its next step that needs it "
+                        "(confidence medium: a process that is no vLLM worker, or a server already stopping, prints "
+                        "the same). Collect the engine core's lines after it to read the header.")
         causes[0].against.append(f"the death is inferred from {basis}: {HEADER_TEXT} is missing")
         if self.dump_ev is not None:
             r = self.dump_ev.rec
@@ -509,7 +552,12 @@ class EngineDeath(Rule):
         elif cls == "lmcache-draft-layers":
             b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
         cap = None
-        if cls == "process-killed":
+        if rev.id == "R_WORKER_DIED":
+            b.oppose(cls, 1, "Ray saw the worker's process exit without knowing why: the reasons its message lists "
+                             "(the OOM killer, 'ray stop --force', a native crash) are possibilities, not findings; "
+                             "the worker's own last lines (Worker PID in the message) and dmesg tell which")
+            cap = {cls: 0.6}
+        elif cls == "process-killed":
             code = _EXIT_CODE.search(rev.rec.msg)
             if code and code.group(1) in ("-9", "137"):
                 b.note_for(cls, f"exit code {code.group(1)}: SIGKILL (kernel OOM killer or the orchestrator)")

@@ -320,6 +320,10 @@ def _next_steps(family: str, top: _Message) -> list[str]:
     if not top.location and top.project == "text":
         return ["this exception's traceback is not in the log given: collect the lines of the same process before "
                 f"it (grep -B50 -F '{_grep_words(top.label)}'), whose innermost frame says where it was raised"]
+    if top.project == "ray":
+        return ["collect the same process's lines around it (grep -B40 -A30 -F "
+                f"'{_grep_words(top.label)}'): the worker that printed it, its last vLLM lines and, after a "
+                "fatal signal, its stack ('PC: @' and '@ 0x…' lines)"]
     if not top.location:
         return [f"read where upstream prints the {family} message, and the lines of the same rank just before it"]
     if top.project == "traceback":

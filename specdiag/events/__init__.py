@@ -38,7 +38,7 @@ MAX_MATCH = 64 * 1024
 @dataclass(frozen=True)
 class Template:
     id: str
-    source: str  # "lmcache" | "vllm" | "text"
+    source: str  # "lmcache" | "vllm" | "text" | "uvicorn" | "ray": the kind of record it is tried on
     #: first word of the message ("Reqid:"), or words that each begin one of its forms ("SpecDecoding|Speculative");
     #: None = check on every record of the source (its needle then makes every record holding it read)
     first: str | None
@@ -373,8 +373,9 @@ def default_matcher() -> Matcher:
     global _MATCHER
     if _MATCHER is None:
         from specdiag.events.lmcache import LMCACHE_TEMPLATES
+        from specdiag.events.ray import RAY_TEMPLATES
         from specdiag.events.text import TEXT_TEMPLATES
         from specdiag.events.vllm import VLLM_TEMPLATES
 
-        _MATCHER = Matcher([*LMCACHE_TEMPLATES, *VLLM_TEMPLATES, *TEXT_TEMPLATES])
+        _MATCHER = Matcher([*LMCACHE_TEMPLATES, *VLLM_TEMPLATES, *TEXT_TEMPLATES, *RAY_TEMPLATES])
     return _MATCHER

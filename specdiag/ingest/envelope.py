@@ -32,6 +32,11 @@ RAY_CPP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([IWEFC]) \d{1,
 RAY_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL", b"C": "CRITICAL"}
 #: the failure-signal handler Ray's C++ core installs (abseil): what a worker that crashed in native code prints
 FATAL_SIGNAL = re.compile(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
+#: the prefix under which a Ray driver prints what a raylet pushed to it (``(raylet)``, ``(raylet, ip=…)`` for
+#: another node's): no pid, so it is no vLLM process prefix
+RAYLET = re.compile(rb"\(raylet(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
+#: the raylet's report of a worker process that died while running a task (``events.ray`` parses it)
+WORKER_DIED = b"A worker died or was killed"
 EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
 
 

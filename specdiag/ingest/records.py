@@ -34,8 +34,10 @@ from specdiag.ingest.envelope import (
     LMC_LEVELS,
     RAY_CPP,
     RAY_LEVELS,
+    RAYLET,
     VLLM_LEVELS,
     VLLM_REST,
+    WORKER_DIED,
     Record,
     canonical_lmcache_ts,
     split_suffix,
@@ -456,6 +458,10 @@ class LineReader:
             if ray is not None:
                 self.out.append(ray)
                 return
+        elif line[:7] == b"(raylet" and (ray := self._raylet(lineno, origin, line)) is not None:
+            self.recognized += 1
+            self.out.append(ray)
+            return
         # raw text: keep only what may matter (exceptions, banners, versions)
         exc = EXC_LINE.match(line)
         if exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
@@ -474,9 +480,22 @@ class LineReader:
             ts = m.group(1)
             return Record(self.path, lineno, origin, "ray", level, ts, int(ts[:4]), m.group(3), to_int(m.group(4)),
                           None, line[m.end() :])
-        if FATAL_SIGNAL.match(line) is not None:
-            return Record(self.path, lineno, origin, "ray", "CRITICAL", None, self.year_hint, None, None, None, line)
+        if (sig := FATAL_SIGNAL.match(line)) is not None:  # SIGTERM: most often a stop that was asked for
+            level = "WARNING" if sig.group(1) == b"SIGTERM" else "CRITICAL"
+            return Record(self.path, lineno, origin, "ray", level, None, self.year_hint, None, None, None, line)
         return None
+
+    def _raylet(self, lineno: int, origin: Origin, line: bytes) -> Record | None:
+        """What a raylet pushed to the driver (``(raylet) …``): its C++ core's warnings or worse, and its report
+        that a worker process died (``envelope.WORKER_DIED``, at ERROR: Ray prints it as an error); None for
+        anything else it prints."""
+        m = RAYLET.match(line)
+        if m is None:
+            return None
+        rest = line[m.end() :]
+        if rest.startswith(WORKER_DIED):
+            return Record(self.path, lineno, origin, "ray", "ERROR", None, self.year_hint, None, None, None, rest)
+        return self._ray(lineno, origin, rest) if rest[:1] == b"[" or rest[:3] == b"***" else None
 
     def busy(self) -> bool:
         """Whether the next line may be read differently for what came before it: a record open or held, a
