@@ -126,9 +126,13 @@ def test_a_start_up_traceback_cut_above_its_header_is_a_death_inferred_from_wher
     assert not [x for x in report.findings if x.rule == "LOG001"]
 
 
-def test_frames_where_releases_print_different_errors_infer_no_death(tmp_path) -> None:
+def test_frames_where_releases_print_different_errors_name_no_message_there(tmp_path) -> None:
     """At core.py:1584 vLLM 0.33 prints 'EngineCore failed to start.' and 0.27 'Invocation of %s method
-    failed': without the version, the place names no message, and no death is inferred."""
+    failed': without the version, the place names no message. The frames still show the engine core's
+    construction (``_initialize_kv_caches``, run only while it starts) failing at ERROR: that is the death."""
     src = (HERE / "engine-start-traceback-cut.log").read_text().replace("[core.py:1757]", "[core.py:1584]")
     (tmp_path / "x.log").write_text(src)
-    assert not [x for x in analyze([str(tmp_path / "x.log")]).findings if x.rule == "SRV001"]
+    [death] = [x for x in analyze([str(tmp_path / "x.log")]).findings if x.rule == "SRV001"]
+    assert death.measurements["fatal_frame"] == "_initialize_kv_caches"
+    assert death.measurements["failed_at_start"] is True
+    assert "where vLLM prints" not in death.summary

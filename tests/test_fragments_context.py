@@ -533,10 +533,21 @@ def test_a_bare_exception_line_is_the_root_error(tmp_path: Path) -> None:
     lines = [f"{CORE} ERROR 11-14 08:06:26 [core.py:708] EngineCore failed to start.",
              f'{CORE} ERROR 11-14 08:06:26 [core.py:708]   File "/srv/vllm/v1/executor/multiproc_executor.py", line 97, '
              "in _init_executor",
+             f"{CORE} ERROR 11-14 08:06:26 [core.py:708] Exception: Unsupported remote backend: mooncakestore"]
+    [death] = srv(run(tmp_path, lines))
+    assert death.measurements["root_error"] == "Unsupported remote backend: mooncakestore"
+
+
+def test_a_worker_start_wrapper_is_no_root_error(tmp_path: Path) -> None:
+    """vLLM's ``wait_for_ready`` raises 'WorkerProc initialization failed due to an exception in a background
+    process' when a worker failed to start: the worker's own traceback holds the cause, not this line."""
+    lines = [f"{CORE} ERROR 11-14 08:06:26 [core.py:708] EngineCore failed to start.",
              f"{CORE} ERROR 11-14 08:06:26 [core.py:708] Exception: WorkerProc initialization failed due to an exception "
              "in a background process. See stack trace for root cause."]
     [death] = srv(run(tmp_path, lines))
-    assert death.measurements["root_error"].startswith("WorkerProc initialization failed due to an exception")
+    assert death.measurements["root_error"] == "not in the excerpt"
+    assert death.measurements["failed_at_start"] is True
+    assert "no request was served" in death.next_steps[-1]
 
 
 @pytest.mark.parametrize("engine", ["an LLM engine (v0.6.6)", "a V0 LLM engine (v0.8.3)"])

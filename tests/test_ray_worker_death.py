@@ -34,7 +34,7 @@ def test_an_unhandled_cpp_exception_in_a_ray_worker_is_the_engines_death_with_th
     assert srv["measurements"]["root_error"] == "CUDA error: an illegal memory access was encountered"
     assert srv["causes"][0]["id"] == "native-crash"
     assert srv["measurements"]["death_inferred"] is True
-    assert "paste.log:1): vLLM's Ray executor does not replace a dead worker" in srv["summary"]
+    assert "a C++ exception nothing caught, " in srv["summary"] and "Ray executor replaces a dead worker" in srv["summary"]
     assert [e["line"] for e in srv["evidence"]] == [1, 2, 4]
     assert "LOG001" not in found  # every ERROR line is read by the finding
 

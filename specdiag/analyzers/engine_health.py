@@ -18,13 +18,20 @@ from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
 #: Ray's lines that prove a worker process died (events/ray.py): the terminate handler aborts after an
 #: exception nothing caught, the failure-signal handler re-raises the signal, the raylet saw the process exit.
 #: vLLM's Ray executor never replaces a worker, so its engine fails at the next step that needs it.
-RAY_DEATHS = ("R_UNHANDLED", "R_FATAL_SIGNAL", "R_WORKER_DIED")
+RAY_DEATHS = ("R_UNHANDLED", "R_FATAL_SIGNAL", "R_WORKER_DIED", "R_ACTOR_DEAD", "R_ACTOR_DEAD_RAW", "E_FATAL_PYTHON")
+#: what each of them reports, for the summary
+RAY_DEATH_WHAT = {"R_UNHANDLED": "a C++ exception nothing caught", "R_FATAL_SIGNAL": "a fatal signal",
+                  "R_WORKER_DIED": "the raylet: a worker died or was killed", "E_FATAL_PYTHON": "Fatal Python error",
+                  "R_ACTOR_DEAD": "Ray: the actor's worker process died",
+                  "R_ACTOR_DEAD_RAW": "Ray: the actor's worker process died"}
 #: exceptions that are consequences of an engine death, never its root
 CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine core initialization failed",
            "BrokenPipeError", "ConnectionResetError", "EOFError", "SystemExit", "KeyboardInterrupt",
            "ClosedResourceError", "ZMQError", "RemoteProtocolError",
            # a Ray actor (a vLLM worker under the Ray executor) that died: the engine's side of the death
-           "ActorDiedError", "RayActorError", "The actor died unexpectedly", "RayChannelError")
+           "ActorDiedError", "RayActorError", "The actor died unexpectedly", "RayChannelError",
+           # wrappers that point at another process's traceback: V0's API server, V1's worker start
+           "Engine process failed to start", "WorkerProc initialization failed")
 HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
                   "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED",
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(RAY_DEATHS)
@@ -33,6 +40,18 @@ HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED"
 #: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler
 FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_step", "execute_model_with_error_logging",
                           "worker_busy_loop", "worker_main", "output_handler"})
+#: functions vLLM runs only while the engine starts (v1/engine/core.py, v1/executor/*, v1/worker/*, V0's
+#: executor and worker; 0.6–0.32): a traceback through one is a failure to start, before any request
+START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_device", "load_model",
+                          "determine_available_memory", "profile_run", "initialize_from_config", "capture_model",
+                          "initialize_cache", "wait_for_ready", "_init_workers_ray", "check_enough_kv_cache_memory",
+                          "init_worker_distributed_environment", "_check_enough_kv_cache_memory"})
+#: vLLM's KV-cache size checks (v1/core/kv_cache_utils.py): they raise only 'No available memory for the cache
+#: blocks' or 'To serve at least one request with the model's max seq len …'
+KV_CHECK_FRAMES = ("check_enough_kv_cache_memory", "_check_enough_kv_cache_memory")
+#: the code line of V1's ``run_engine_core`` that builds the engine core (0.8–0.32): a traceback through it
+#: failed while the core was being built
+START_CODE = (b"engine_core = EngineCoreProc(", b"engine_core = DPEngineCoreProc(", b"= EngineCoreProc(*args")
 _FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
 #: numpy's error when a list of per-layer pointers is longer than the array LMCache sized for them
 _MORE_CACHES = re.compile(r"could not broadcast input array from shape \((\d{1,6}),\) into shape \((\d{1,6}),\)")
@@ -42,6 +61,11 @@ _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*\Z", re.M)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
+#: lines that say the engine or a worker failed to start (``V_CORE_FAILED``: "EngineCore failed to start")
+START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED"})
+START_WORDS = ("Engine process failed to start", "WorkerProc initialization failed", "Engine core initialization failed")
+#: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory)
+MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory")
 #: the lines that announce a death themselves; without one, a death seen only in the crash dump and the
 #: fatal traceback body is inferred (the excerpt was cut above its header)
 HEADERS = frozenset({"V_CORE_FATAL", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED",
@@ -103,6 +127,24 @@ CAUSE_FIX = {
 }
 #: the causes a root error can be classified as (all but the "not in the excerpt" placeholder)
 ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
+
+
+def _start_frame(ev: Event) -> str | None:
+    """The function vLLM runs only while it starts (building the engine core or its executor, a worker's
+    device, model, memory profile, KV caches or CUDA graphs) that a traceback, or one of its frames, passes
+    through; None when it passes through none."""
+    funcs = _frame_funcs(ev)
+    if ev.id != "V_TB_FRAME" and any(code in ev.rec.raw_text for code in START_CODE):
+        return "EngineCoreProc.__init__"
+    return next((f for f in funcs if f in START_FRAMES), None)
+
+
+def _frame_funcs(ev: Event) -> list[str]:
+    """The functions of a traceback's frames (of a frame line: its one function)."""
+    if ev.id == "V_TB_FRAME":
+        return [ev.f.get("func") or ""]
+    raw = ev.rec.raw_text
+    return [m.decode() for m in _FRAME_FUNC.findall(raw)] if b", line " in raw else []
 
 
 def fatal_frames(raw: bytes) -> list[str]:
@@ -175,14 +217,16 @@ _ADAPTER_ASSERTS = ("mismatch in tokens to load", "(full_hit_adj=", "is not in _
 
 
 def _classify(text: str, tid: str) -> str:
-    if tid == "R_FATAL_SIGNAL":
+    if tid in ("R_FATAL_SIGNAL", "E_FATAL_PYTHON"):
         return "native-crash"
-    if tid == "R_WORKER_DIED":
+    if tid in ("R_WORKER_DIED", "R_ACTOR_DEAD", "R_ACTOR_DEAD_RAW"):
         return "process-killed"  # Ray saw the process exit; whether killed or crashed it does not know
     t = text.lower()
     if "out of memory" in t or "outofmemoryerror" in t:
         return "cuda-oom"
-    if "no available memory for the cache blocks" in t or "kv cache is needed" in t:
+    if ("no available memory for the cache blocks" in t or "kv cache is needed" in t
+            or "maximum number of tokens that can be stored in kv cache" in t
+            or "to serve at least one request with the model's max seq len" in t):
         return "kv-cache-memory"
     if tid == "E_INDEX_LAYERS" or ("out of bounds for dimension" in t and "index" in t):
         return "lmcache-draft-layers"
@@ -209,6 +253,14 @@ def _drafter_layers_possible(ctx: Context, text: str) -> bool:
     return _MORE_CACHES.search(text) is not None and spec.get("enabled") is not False
 
 
+def _fault_function(rest: str) -> str:
+    """The function the signal handler names at the faulting address (``  (unknown)  addProxyOpIfNeeded()``),
+    or "" when it could not (``(unknown)``)."""
+    words = rest.split()
+    name = words[-1] if words else ""
+    return "" if name.startswith("(unknown") or name.isdigit() else name[:120]
+
+
 def _died_without_exception(ev: Event) -> bool:
     """A worker's death (or one with an exit code) is a kill or native crash; an engine core's may be either.
 
@@ -216,7 +268,7 @@ def _died_without_exception(ev: Event) -> bool:
     that "died unexpectedly" ended without one. The API server's ``Engine core proc … died unexpectedly``
     also follows an engine core that logged its own traceback elsewhere, so alone it names no cause.
     """
-    return ev.id in ("R_FATAL_SIGNAL", "R_WORKER_DIED") or (
+    return ev.id in RAY_DEATHS[1:] or (
         ev.id == "V_PROC_DIED" and (ev.f.get("what") == "Worker proc" or "exit code" in ev.rec.msg))
 
 
@@ -281,7 +333,7 @@ class EngineDeath(Rule):
     family = "SRV"
     cause_ids = tuple(CAUSE_FIX)
     defaults = {"window_s": 300.0, "max_candidates": 256}
-    events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0",
+    events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0", "R_SIGNAL_STACK",
                                               "E_NO_CONNECTOR", "V_TB_FRAME", "E_TB_FRAMES"})
     tables = frozenset({"metrics"})  # the V1 stats lines: the engine was alive then
 
@@ -307,6 +359,9 @@ class EngineDeath(Rule):
         self.frames_after_header = 0  # frames of the traceback under the header: an excerpt cut inside it
         self.ray_death: Event | None = None  # the first of Ray's lines that a worker process died (RAY_DEATHS)
         self.ray_lines: dict[str, Event] = {}  # the first line of each kind of them: evidence
+        self.fault_function: str | None = None  # the function at the faulting address (``PC: @ …``), when named
+        self.kv_check = False  # a traceback passes through vLLM's KV-cache size check (KV_CHECK_FRAMES)
+        self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
 
     def _t(self, ev: Event) -> float | None:
         return self._time_at(ev.rec.path, rec_time(ev.rec))
@@ -340,38 +395,53 @@ class EngineDeath(Rule):
         else:
             self.stats_after_death += 1
 
-    def observe(self, ev: Event) -> None:
-        self.seq += 1
-        tid = ev.id
-        t = self._t(ev)
-        key = (t, self.seq, ev)
+    def _no_death_line(self, tid: str, ev: Event, key: tuple) -> bool:
+        """Take the lines that say the engine lived or was being stopped, and a signal's stack; True when the
+        line was one of them (it is no death nor root error)."""
         if tid == "V_STATS_V0":
-            self._stats_line(t)
-            return
-        if tid == "V_SHUTDOWN_STEP":
+            self._stats_line(key[0])
+        elif tid == "V_SHUTDOWN_STEP":
             what = ev.f.get("what", "")
             if self.shutdown is None and ("shutdown triggered" in what or "signal=" in what):
                 self.shutdown = key
-            return
-        if tid == "V_SIGTERM_OLD" or (tid == "R_FATAL_SIGNAL" and ev.f.get("signal") == "SIGTERM"):
+        elif tid == "V_SIGTERM_OLD" or (tid == "R_FATAL_SIGNAL" and ev.f.get("signal") == "SIGTERM"):
             self.shutdown = self.shutdown or key  # Ray's signal handler prints a requested stop's SIGTERM too
+        elif tid == "R_SIGNAL_STACK":
+            if self.fault_function is None and ev.rec.msg.startswith("PC:"):
+                self.fault_function = _fault_function(ev.f.get("rest") or "")
+        else:
+            if tid in RAY_DEATHS:
+                self.ray_death = self.ray_death or ev
+                self.ray_lines.setdefault(tid, ev)
+            return False
+        return True
+
+    def observe(self, ev: Event) -> None:
+        self.seq += 1
+        tid = ev.id
+        key = (self._t(ev), self.seq, ev)
+        if self._no_death_line(tid, ev, key):
             return
-        if tid in RAY_DEATHS:
-            self.ray_death = self.ray_death or ev
-            self.ray_lines.setdefault(tid, ev)
         text = ev.rec.msg
         detail = ev.f.get("detail") or ""
         exc = ev.f.get("exc") or ""
-        is_cascade = any(c in text or c in exc for c in CASCADE)
+        is_cascade = any(c in text or c in exc or c in detail for c in CASCADE)
         if tid == "V_EXC" and "EngineDeadError" in exc:
             tid = "E_ENGINE_DEAD"
+        if tid in START_FAILURES or any(w in text or w in detail for w in START_WORDS):
+            self.at_start = True
         if tid in SOFT or (is_cascade and tid in ("V_EXC", "E_GENERIC")):
+            if _classify(text, tid) in MEMORY_CLASSES and len(self.cands) < self.cands.maxlen:
+                self.cands.append(key)  # "… to find the original error: OutOfMemoryError('CUDA out of memory …')"
             self.cascade += 1
             self.first_cascade = self.first_cascade or ev
             if self.death is None and self.shutdown is None:
                 self.death = key
             return
-        hard = tid in HARD or (tid == "V_EXC" and _classify(detail, tid) in ("cuda-oom", "kv-cache-memory"))
+        hard = tid in HARD or (tid in ("V_EXC", "E_GENERIC") and _classify(detail, tid) in MEMORY_CLASSES)
+        if tid == "V_EXC" and self.header is None and (said := _header_printed_at(ev)) is not None:
+            self.header_place = self.header_place or (said, ev)  # the exception line of a death header's traceback
+            hard = True
         if tid in HEADERS:
             self.header = self.header or ev
         elif tid in ("V_DUMP_INPUT", "V_DUMP_SCHED"):
@@ -381,14 +451,7 @@ class EngineDeath(Rule):
         elif tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output"):
             self.dump.setdefault("failing_step", failing_step(ev.f.get("dump") or ""))
         elif tid == "V_TB_FRAME" or ev.rec.kind == "traceback":
-            self.frames_after_header += tid == "V_TB_FRAME" and self.header is not None
-            frames = [ev.f.get("func")] if tid == "V_TB_FRAME" else fatal_frames(ev.rec.raw_text)
-            if frames and frames[0] in FATAL_FRAMES:
-                self.fatal_frame = self.fatal_frame or frames[0]
-                hard = True
-            elif tid == "V_TB_FRAME" and self.header is None and (said := _header_printed_at(ev)) is not None:
-                self.header_place = self.header_place or (said, ev)
-                hard = True
+            hard = self._frames(tid, ev) or hard
             if tid == "E_TB_FRAMES" and (bare := _BARE_EXC.search(ev.rec.text)):
                 ev.f["detail"] = bare.group(1)  # frames, then an exception without message: that is the error
                 tid = "E_GENERIC"
@@ -406,6 +469,25 @@ class EngineDeath(Rule):
                 return
             if tid in ("E_OOM", "E_NO_CACHE_MEM") and not any(c[2] is ev for c in self.cands):
                 self.cands.append(key)
+
+    def _frames(self, tid: str, ev: Event) -> bool:
+        """Read a traceback (or one frame of it): True when its frames prove a death — a loop vLLM never
+        survives, a start-only function at ERROR (nothing catches an error raised while starting), or a frame
+        printed where the release prints a death header."""
+        self.frames_after_header += tid == "V_TB_FRAME" and self.header is not None
+        frames = [ev.f.get("func")] if tid == "V_TB_FRAME" else fatal_frames(ev.rec.raw_text)
+        start = _start_frame(ev)
+        self.at_start = self.at_start or start is not None
+        self.kv_check = self.kv_check or any(f in KV_CHECK_FRAMES for f in _frame_funcs(ev))
+        if frames and frames[0] in FATAL_FRAMES:
+            self.fatal_frame = self.fatal_frame or frames[0]
+        elif start is not None and ev.rec.level in ("ERROR", "CRITICAL"):
+            self.fatal_frame = self.fatal_frame or start
+        elif tid == "V_TB_FRAME" and self.header is None and (said := _header_printed_at(ev)) is not None:
+            self.header_place = self.header_place or (said, ev)
+        else:
+            return False
+        return True
 
     def _mark_death(self, key: tuple) -> bool:
         """Record a line that proves the engine died; False when it belongs to a requested shutdown."""
@@ -443,8 +525,8 @@ class EngineDeath(Rule):
             root = self.wrapper_detail
         if root is None and self.hard_first is not None and _died_without_exception(self.hard_first[2]):
             root = self.hard_first
-        causes = self._causes(root, ctx)
-        if root is None and self.hard_first is None:
+        causes = self._causes(root, ctx, self.kv_check)
+        if root is None and self.hard_first is None and not self.at_start:
             causes[0].against.append("only EngineDeadError / output-handler lines: vLLM 0.32 prints them at a normal "
                                      "SIGTERM shutdown too; check whether the server was being stopped")
         evs = []
@@ -469,12 +551,22 @@ class EngineDeath(Rule):
             measurements["crash_dump"] = {k: v for k, v in self.dump.items() if v}
         if self.fatal_frame:
             measurements["fatal_frame"] = self.fatal_frame
+        if self.fault_function:
+            measurements["fault_function"] = self.fault_function
+            summary += f" The fatal signal's faulting address is in {self.fault_function}."
+        self.at_start = self.at_start or causes[0].id == "kv-cache-memory" or (
+            self.header_place is not None and "failed to start" in self.header_place[0])
+        measurements["failed_at_start"] = self.at_start
         summary, evs = self._inferred(summary, evs, measurements, causes)
         died = "engine died (inferred)" if measurements.get("death_inferred") else "engine died"
         head = (f"{died} at {fmt_log_time(dt)}: {_clipped(_root_line(root[2]), 85)}" if root is not None
                 else f"{died} at {fmt_log_time(dt)}; its first root error is not in the excerpt")
-        steps = [causes[0].fix, f"Confirm: {causes[0].confirm_with}"]
-        steps.append("Restart the engine; clients saw errors for every request in flight.")
+        confirm = causes[0].confirm_with
+        if self.at_start:
+            confirm = confirm.replace("rerun the failing request", "start the server again")
+        steps = [causes[0].fix, f"Confirm: {confirm}"]
+        steps.append("The engine failed while starting: no request was served; start it again once the cause is fixed."
+                     if self.at_start else "Restart the engine; clients saw errors for every request in flight.")
         return [Finding(
             rule=self.code, severity="error", title=self.title, summary=summary, count=max(1, self.cascade),
             evidence=dedupe_evidence(evs), causes=causes, measurements=measurements, headline=head,
@@ -512,11 +604,11 @@ class EngineDeath(Rule):
                         f"around {what} to read the header.")
         else:
             r = self.ray_death.rec
-            basis = f"Ray's report that a worker process died ({r.path}:{r.line})"
-            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. {basis}: vLLM's Ray executor "
-                        "does not replace a dead worker, so the engine fails at its next step that needs it "
-                        "(confidence medium: a process that is no vLLM worker, or a server already stopping, prints "
-                        "the same). Collect the engine core's lines after it to read the header.")
+            basis = f"The report of a worker process's death ({RAY_DEATH_WHAT[self.ray_death.id]}, {r.path}:{r.line})"
+            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. {basis}: neither vLLM's "
+                        "multiprocessing nor its Ray executor replaces a dead worker, so the engine fails at its next "
+                        "step that needs it (confidence medium: a process that is no vLLM worker, or a server already "
+                        "stopping, prints the same). Collect the engine core's lines after it to read the header.")
         causes[0].against.append(f"the death is inferred from {basis}: {HEADER_TEXT} is missing")
         if self.dump_ev is not None:
             r = self.dump_ev.rec
@@ -524,12 +616,17 @@ class EngineDeath(Rule):
         return summary, evs
 
     @staticmethod
-    def _causes(root: tuple | None, ctx: Context) -> list[Cause]:
+    def _causes(root: tuple | None, ctx: Context, kv_check: bool = False) -> list[Cause]:
         """Rank the root-error classes; without a root error, say so instead of listing every class as filler.
 
         A death line (fatal error, dead process, crash dump, EngineDeadError) proves the engine died but
         carries no cause: giving each class the same small share would read as a diagnosis.
         """
+        if root is None and kv_check:
+            fix, confirm = CAUSE_FIX["kv-cache-memory"]
+            return [Cause("kv-cache-memory", 0.6, for_=[f"the traceback passes through {KV_CHECK_FRAMES[0]}, which raises only "
+                                                         "when the KV cache cannot hold one request of max_model_len"],
+                          against=["its exception line is not in the excerpt"], fix=fix, confirm_with=confirm)]
         if root is None:
             fix, confirm = CAUSE_FIX["cause-not-in-excerpt"]
             return [Cause("cause-not-in-excerpt", 0.4, for_=["death lines without the exception that caused them "
@@ -552,7 +649,7 @@ class EngineDeath(Rule):
         elif cls == "lmcache-draft-layers":
             b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
         cap = None
-        if rev.id == "R_WORKER_DIED":
+        if rev.id in ("R_WORKER_DIED", "R_ACTOR_DEAD", "R_ACTOR_DEAD_RAW"):
             b.oppose(cls, 1, "Ray saw the worker's process exit without knowing why: the reasons its message lists "
                              "(the OOM killer, 'ray stop --force', a native crash) are possibilities, not findings; "
                              "the worker's own last lines (Worker PID in the message) and dmesg tell which")

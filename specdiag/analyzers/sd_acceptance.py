@@ -297,7 +297,9 @@ FRAGMENT_INTERVALS = 2
 
 @register
 class ZeroAcceptance(SpecSeriesRule):
-    """Drafts are proposed but none is accepted (``Accepted: 0 tokens``, mean acceptance length 1.00).
+    """Drafts are proposed but none, or almost none (at most ``max_rate``, 1 %), is accepted (``Accepted: 0
+    tokens``, mean acceptance length 1.00). The finding gives the accepted count as printed: ``zero_intervals``
+    counts the intervals at or under that rate, not only those that accepted nothing.
 
     Detects: intervals whose SpecDecoding line reports drafted tokens and 0 (or almost 0) accepted ones,
     for most of the drafted tokens of the run: three such intervals in a log with the server start, two in
@@ -322,7 +324,7 @@ class ZeroAcceptance(SpecSeriesRule):
 
     code = "SD002"
     name = "spec-zero-acceptance"
-    title = "Speculative decoding drafts tokens but none is accepted"
+    title = "Speculative decoding drafts tokens but (almost) none is accepted"
     severity = "warning"
     cause_ids = ("draft-state-not-restored", "draft-target-mismatch", "drafts-never-accepted")
     defaults = {"min_intervals": 3, "min_drafted": 500, "max_rate": 0.01}
@@ -476,8 +478,10 @@ def _zero_summary(ctx: Context, method: str | None, zr: _ZeroRun, lines: int | N
     """SD002's summary, with the notes that say why confidence is capped (an excerpt, or a short paste)."""
     seen = config_seen(ctx)
     zero, ext_mean = zr.zero, zr.ext_mean
+    some = (" (not none: an interval counts here at or under 1 % accepted)" if zr.accepted else "")
     return (f"{zr.label}: {len(zero)} of {len(zr.spec)} intervals drafted {zr.drafted} tokens and accepted {zr.accepted} "
-            f"({pct(zr.rate)}; mean acceptance length {num(pooled_length(zero))}) from {span(zero)} ({TIME_BASIS}). "
+            f"({pct(zr.rate)}; mean acceptance length {num(pooled_length(zero))}){some} from {span(zero)} "
+            f"({TIME_BASIS}). "
             f"{method_text(method).capitalize()}, K={kmax_of(ctx)}"
             + (f", kv_role {ctx.kv_role}" if ctx.kv_role else "")
             + (f", external prefix cache hit rate {pct(ext_mean)}" if ext_mean is not None else "")

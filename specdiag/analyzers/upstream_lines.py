@@ -218,6 +218,8 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
     key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(_label(ev)))
     if _TB_PART.match(ev.rec.msg) is not None:  # the excerpt starts inside a traceback: not the message itself
         key = (family, f"traceback\0{key[1]}")
+    elif entry is not None and entry.fmt and not _prints(entry.fmt, ev.rec.msg):
+        key = (family, f"under\0{key[1]}")  # a line of the message's text printed under its header
     msg = messages.get(key)
     if msg is None:
         msg = messages[key] = _new_message(ev, entry)
@@ -234,7 +236,9 @@ def _new_message(ev: Event, entry: Any) -> _Message:
     rec = ev.rec
     part = _TB_PART.match(rec.msg) is not None
     if entry is not None:
-        label = entry.fmt or rec.msg[:160]
+        label = entry.fmt if entry.fmt and not _PLACEHOLDER.search(entry.fmt) else rec.msg[:160]
+        if entry.fmt and not part and not _prints(entry.fmt, rec.msg):
+            label = f"a line printed under '{_short(entry.fmt, 60)}' (its text or traceback): {_short(rec.msg, 80)}"
         if part:  # a traceback cut above its header: where it was printed says which call printed it
             label = (f"a traceback printed where {entry.project} prints '{entry.fmt}'" if entry.fmt
                      else f"a traceback printed at {rec.file}:{rec.src_line}")
@@ -251,6 +255,18 @@ def _new_message(ev: Event, entry: Any) -> _Message:
     if loc is None and rec.kind == "traceback":
         loc = _innermost_frame(rec.raw_text)
     return _Message(_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
+
+
+#: a placeholder of a logging call's format (``%s``, ``%d``, ``%.2f``, ``{}``, ``{name}``)
+_PLACEHOLDER = re.compile(r"%[-#0-9.]{0,8}[sdirfgxe]|\{[^{}]{0,40}\}")
+
+
+def _prints(fmt: str, msg: str) -> bool:
+    """Whether ``msg`` starts as ``fmt`` prints (its text up to the first placeholder): a line that does not is
+    another line of that call's output (an exception's text or traceback under ``logger.exception``)."""
+    m = _PLACEHOLDER.search(fmt)
+    head = (fmt[: m.start()] if m else fmt)[:24]
+    return msg.startswith(head)
 
 
 #: a line of a traceback printed under a record's header: its head, a frame, a code line, a caret line, a chain

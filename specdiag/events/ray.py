@@ -13,6 +13,11 @@ from specdiag.events import Template
 
 T = Template
 R = "ray"
+#: what vLLM's engine core (or a Ray driver) prints of a Ray actor whose process died, inside an exception's text
+ACTOR_DEAD = "The actor is dead because its worker process has died"
+_ACTOR_DEAD = (r"(?P<what>" + ACTOR_DEAD + r")\.(?P<rest>.*)$")
+_ACTOR_DEAD_SAMPLE = (ACTOR_DEAD + ". Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits "
+                      "with a connection error code 2. End of file.")
 
 RAY_TEMPLATES: list[Template] = [
     # absl::InstallFailureSignalHandler (Ray's worker and raylet install it): SIGSEGV, SIGABRT, SIGBUS, SIGFPE,
@@ -35,4 +40,14 @@ RAY_TEMPLATES: list[Template] = [
       "check the logs for the dead worker. RayTask ID: ffff Worker ID: 8c2d Node ID: 1f3e Worker IP address: 10.0.0.2 "
       "Worker port: 10123 Worker PID: 5191 Worker exit type: SYSTEM_ERROR Worker exit detail: Worker unexpectedly "
       "exits with a connection error code 2. End of file.", level="ERROR"),
+    # the stack the failure-signal handler prints after the signal (``PC: @ addr … function``, ``    @ addr …``),
+    # directly or re-logged by Ray's logging.cc at ERROR
+    T("R_SIGNAL_STACK", R, "PC:|", "@ ", r"(?:PC: |\s{1,40})@ +(?P<addr>\S{1,40})(?P<rest>.*)$", "Ray 2.x",
+      "abseil failure_signal_handler.cc", "PC: @     0x7f7e7ba49b8a  (unknown)  addProxyOpIfNeeded()"),
+    # a Ray actor's death as the caller's exception text says it (ActorDiedError), on an engine core's
+    # logger line or a raw traceback line
+    T("R_ACTOR_DEAD", "vllm", None, ACTOR_DEAD, _ACTOR_DEAD, "Ray 2.x", "python/ray/exceptions.py (ActorDiedError)",
+      _ACTOR_DEAD_SAMPLE, outside="Ray's exception text inside a vLLM logger line, not a vLLM logging call"),
+    T("R_ACTOR_DEAD_RAW", "text", None, ACTOR_DEAD, _ACTOR_DEAD, "Ray 2.x", "python/ray/exceptions.py (ActorDiedError)",
+      _ACTOR_DEAD_SAMPLE),
 ]

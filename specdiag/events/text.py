@@ -44,6 +44,10 @@ TEXT_TEMPLATES: list[Template] = [
       "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"),
     T("E_SPEC_UNSUPPORTED", X, None, "not supported", r"(?P<detail>(?:spec decode is not supported|Draft model speculative decoding is not supported yet).*)",
       "0.9.2-0.15.1", "v1/worker/cpu_model_runner.py", "AssertionError: spec decode is not supported."),
+    # CPython's faulthandler (enabled by torch and Ray): a fatal signal in native code, then the Python stack
+    # ``Stack (most recent call first):`` / ``Current thread … (most recent call first):``
+    T("E_FATAL_PYTHON", X, None, "Fatal Python error", r"Fatal Python error: (?P<detail>[^\n]{1,200})", "any",
+      "CPython faulthandler", "Fatal Python error: Segmentation fault"),
     T("E_GENERIC", X, None, "Error", r"(?P<exc>[A-Za-z_](?<![\w.].)[\w.]{0,200}?(?:Error|Exception)): (?P<detail>.*)$",
       "any", "python", "RuntimeError: CPU Generator does not use offset"),
     # last resort for a traceback record with frames but no exception line (the excerpt ends mid-trace)

@@ -585,6 +585,7 @@ static int may_start(const u8 *s, size_t pos, size_t n) {
     if (c == '{') return json_start(r, m);
     if (c == '[') return lmc_head_prefix(r, m) || ray_head(r, m);
     if (c == '*') return m >= 7 && memcmp(r, "*** SIG", 7) == 0; /* a fatal signal Ray's core reports */
+    if (c == 'F' && m >= 18 && memcmp(r, "Fatal Python error", 18) == 0) return 1; /* envelope.FATAL_PYTHON */
     if (m >= 3 && (memcmp(r, "INF", 3) == 0 || memcmp(r, "WAR", 3) == 0 || memcmp(r, "ERR", 3) == 0 ||
                    memcmp(r, "DEB", 3) == 0 || memcmp(r, "CRI", 3) == 0))
         return !foreign_basic(r, m);

@@ -32,6 +32,9 @@ RAY_CPP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([IWEFC]) \d{1,
 RAY_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL", b"C": "CRITICAL"}
 #: the failure-signal handler Ray's C++ core installs (abseil): what a worker that crashed in native code prints
 FATAL_SIGNAL = re.compile(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
+#: CPython's faulthandler line after a fatal signal (``Fatal Python error: Segmentation fault``): the start of a
+#: native crash's report, CRITICAL
+FATAL_PYTHON = b"Fatal Python error"
 #: the prefix under which a Ray driver prints what a raylet pushed to it (``(raylet)``, ``(raylet, ip=…)`` for
 #: another node's): no pid, so it is no vLLM process prefix
 RAYLET = re.compile(rb"\(raylet(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")

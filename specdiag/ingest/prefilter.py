@@ -42,6 +42,7 @@ from typing import NamedTuple
 
 from specdiag.catalog.store import TEXT_CANDIDATE_LEVELS, candidate_key
 from specdiag.ingest.cleaner import ANSI_RESIDUE
+from specdiag.ingest.envelope import FATAL_PYTHON
 from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS
 
 #: kinds, one byte per line (``*_FIRST``: the block's first of a process prefix, one more than its kind)
@@ -375,6 +376,8 @@ def _may_start(line: bytes, pos: int) -> bool:
             or _ray_head(rest)
     if c == 0x2A:  # '*': a fatal signal Ray's core reports (``envelope.FATAL_SIGNAL``)
         return rest.startswith(b"*** SIG")
+    if c == 0x46 and rest.startswith(FATAL_PYTHON):  # 'F': CPython's faulthandler after a fatal signal
+        return True
     if rest[:3] in LEVEL_HEADS:
         return not _foreign_basic(rest)
     if c in _DIGITS:

@@ -29,6 +29,7 @@ from specdiag.ingest.cleaner import Cleaner
 from specdiag.ingest.cr_lines import after_bar, cr_records
 from specdiag.ingest.envelope import (
     EXC_LINE,
+    FATAL_PYTHON,
     FATAL_SIGNAL,
     LMC_LEGACY,
     LMC_LEVELS,
@@ -461,6 +462,9 @@ class LineReader:
         elif line[:7] == b"(raylet" and (ray := self._raylet(lineno, origin, line)) is not None:
             self.recognized += 1
             self.out.append(ray)
+            return
+        if line.startswith(FATAL_PYTHON):
+            self.out.append(Record(path, lineno, origin, "text", "CRITICAL", None, year, None, None, None, line))
             return
         # raw text: keep only what may matter (exceptions, banners, versions)
         exc = EXC_LINE.match(line)
