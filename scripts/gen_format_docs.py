@@ -74,7 +74,10 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   fatal signal it reports (`*** SIGSEGV received at time=…`, CRITICAL; SIGTERM, a requested stop, WARNING),
   and under the driver's `(raylet)` / `(raylet, ip=…)` prefix the raylet's C++ lines and its
   `A worker died or was killed …` (ERROR): records of kind `ray`. A worker's death among them is SRV001's
-  (`events/ray.py`); the account of error lines (LOG001) names the others with their place;
+  (`events/ray.py`); the account of error lines (LOG001) names the others with their place. CPython's
+  `Fatal Python error: …` is a CRITICAL record of kind `text`, and a native library's glog line at W/E/F
+  (`E0905 14:46:37.882738 15817 master_client.cpp:297] …`: Mooncake's store client in a vLLM worker) a
+  record of kind `glog` that LOG001 names with its file and line;
 * rarer headers (`specdiag/ingest/shapes.py`), tried only after those, behind one anchored pattern:
   Python logging's `%(asctime)s - %(name)s - %(levelname)s - %(message)s` and `%(levelname)s:%(name)s:%(message)s`
   (`VLLM_CONFIGURE_LOGGING=0`, a deployment's own logging config) when the logger is `vllm`/`lmcache` or

@@ -105,3 +105,42 @@ def test_a_logger_line_under_a_death_header_is_not_counted_as_that_header(tmp_pa
     log001 = found["LOG001"]
     assert "'WorkerProc hit an exception.' ×" not in log001.summary
     assert "a line printed under 'WorkerProc hit an exception.'" in log001.summary
+
+
+def test_a_short_retrieve_with_the_adapters_error_line_but_not_its_numbers_is_an_error(tmp_path):
+    """The pair's first line ('… less than the expected number of tokens! This should not happen!') is the
+    adapter's own verdict: with the retrieve line before it the shortfall is an error, cited, even when the
+    paste stops before 'Num retrieved tokens: …'."""
+    log = _write(tmp_path, [
+        "[2025-07-18 05:59:19,796] LMCache INFO: Retrieved 0 out of 130 out of total 130 tokens "
+        "(cache_engine.py:508:lmcache.v1.cache_engine)",
+        "[2025-07-18 05:59:19,796] LMCache ERROR: The number of retrieved tokens is less than the expected number of "
+        "tokens! This should not happen! (vllm_v1_adapter.py:524:lmcache.integration.vllm.vllm_v1_adapter)"])
+    kv = _by_rule(log)["KV001"]
+    assert kv.severity == "error"
+    assert kv.measurements["evidence_source"] == "error-line"
+    assert [e.line for e in kv.evidence] == [1, 2]
+    assert "error pair is not in the input" not in kv.summary
+    assert "vLLM ≥ 0.31 prefixes" not in " ".join(kv.next_steps)
+
+
+def test_a_journald_paste_cut_after_the_error_line_is_an_error_citing_it():
+    kv = _by_rule(Path(__file__).resolve().parent / "real_kv" / "journald-error-line-without-numbers.log")["KV001"]
+    assert kv.severity == "error" and 3 in [e.line for e in kv.evidence]
+
+
+def test_a_native_librarys_glog_errors_beside_lmcache_are_named_not_dropped(tmp_path):
+    """Mooncake's store client logs in glog's format inside the vLLM worker: its failed puts are errors the
+    account names, not lines 'not vLLM/LMCache output'."""
+    log = _write(tmp_path, [
+        "(VllmWorker TP3 pid=15157) [2025-09-05 14:46:37,864] LMCache INFO: Stored 100 out of total 100 tokens. "
+        "size: 0.0015 gb, cost 3.5321 ms, throughput: 0.4327 GB/s; offload_time: 3.5115 ms, put_time: 0.0206 ms "
+        "(cache_engine.py:279:lmcache.v1.cache_engine)",
+        "E0905 14:46:37.882738 15817 master_client.cpp:297] Failed to end put operation: invalid rpc arg",
+        "E0905 14:46:37.882854 17930 store_py.cpp:1036] Put operation failed with error: RPC_FAIL",
+        "I0905 14:46:37.882900 17930 store_py.cpp:1040] a glog INFO line is no problem"])
+    log001 = _by_rule(log)["LOG001"]
+    assert "2 native library (glog) ERROR lines" in log001.summary
+    messages = {m["message"]: m for m in log001.measurements["messages"]}
+    assert messages["Failed to end put operation: invalid rpc arg"]["location"] == "glog master_client.cpp:297"
+    assert "Put operation failed with error: RPC_FAIL" in messages

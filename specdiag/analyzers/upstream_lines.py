@@ -101,7 +101,7 @@ class _UpstreamLines(Rule):
     family = "LOG"
     late = True
     project_names: ClassVar[dict[str, str]] = {"vllm": "vLLM", "lmcache": "LMCache", "text": "exception",
-                                                 "ray": "Ray"}
+                                                 "ray": "Ray", "glog": "native library (glog)"}
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         super().__init__(options)
@@ -278,11 +278,24 @@ _PACKAGES = ("site-packages/", "dist-packages/")
 
 def _innermost_frame(raw: bytes) -> str | None:
     """Where a raw traceback raised: its last frame (the frames template's pattern, ``E_TB_FRAMES``), the path
-    shortened to the package (``redis/connection.py:390 in <lambda>``); None without a frame."""
-    last = deque(template(TRACEBACK_FRAMES).compiled.finditer(raw), maxlen=1)
-    if not last:
+    shortened to the package (``redis/connection.py:390 in <lambda>``); when that frame is outside vLLM and
+    LMCache (the standard library, a client library), the innermost frame of theirs first, which says what
+    they were doing; None without a frame."""
+    frames = deque(template(TRACEBACK_FRAMES).compiled.finditer(raw), maxlen=64)
+    if not frames:
         return None
-    frame = last[0]
+    last = _frame_text(frames[-1])
+    if _ours(last):
+        return last
+    own = next((f for f in map(_frame_text, reversed(frames)) if _ours(f)), None)
+    return f"{own} (the innermost vLLM/LMCache frame; it raised in {last})" if own else last
+
+
+def _ours(frame: str) -> bool:
+    return frame.startswith(("vllm/", "lmcache/"))
+
+
+def _frame_text(frame: re.Match) -> str:
     path = frame.group("file").decode("utf-8", "replace")
     for marker in _PACKAGES:
         if marker in path:
@@ -336,6 +349,11 @@ def _next_steps(family: str, top: _Message) -> list[str]:
     if not top.location and top.project == "text":
         return ["this exception's traceback is not in the log given: collect the lines of the same process before "
                 f"it (grep -B50 -F '{_grep_words(top.label)}'), whose innermost frame says where it was raised"]
+    if top.project == "glog":
+        return [f"a native library loaded into the process (glog lines: Mooncake's store client, a transfer engine) "
+                f"reports it{' at ' + top.location.split(' ', 1)[-1] if top.location else ''}: read that library's "
+                "source there, and collect the same process's LMCache lines around it (grep -B40 -A30 -F "
+                f"'{_grep_words(top.label)}'), which say which backend call it failed"]
     if top.project == "ray":
         return ["collect the same process's lines around it (grep -B40 -A30 -F "
                 f"'{_grep_words(top.label)}'): the worker that printed it, its last vLLM lines and, after a "

@@ -148,7 +148,7 @@ UNKNOWN_EVENT = "UNK"
 CATALOG_KINDS = frozenset({"vllm", "lmcache"})
 #: record kinds whose warnings and errors are named (``UNKNOWN_EVENT``) even when nothing knows their message:
 #: the catalog's, Ray's C++ core under a worker's prefix, a raw exception line
-UNMATCHED_KINDS = CATALOG_KINDS | {"ray", "text"}
+UNMATCHED_KINDS = CATALOG_KINDS | {"ray", "text", "glog"}
 
 
 def _keeps(t: Template, read: frozenset[str] | None, levels: tuple[str, ...] | None) -> bool:

@@ -576,6 +576,11 @@ static int ray_head(const u8 *r, size_t m) {
            (r[25] == 'W' || r[25] == 'E' || r[25] == 'F' || r[25] == 'C');
 }
 
+/* prefilter._glog_head: a glog line at WARNING or worse, ``Lmmdd hh:`` (L one of WEF) */
+static int glog_head(const u8 *r, size_t m) {
+    return m > 8 && is_digit(r[1]) && is_digit(r[2]) && is_digit(r[3]) && is_digit(r[4]) && r[5] == ' ' && r[8] == ':';
+}
+
 static int may_start(const u8 *s, size_t pos, size_t n) {
     if (pos >= n) return 1;
     const u8 *r = s + pos;
@@ -586,6 +591,7 @@ static int may_start(const u8 *s, size_t pos, size_t n) {
     if (c == '[') return lmc_head_prefix(r, m) || ray_head(r, m);
     if (c == '*') return m >= 7 && memcmp(r, "*** SIG", 7) == 0; /* a fatal signal Ray's core reports */
     if (c == 'F' && m >= 18 && memcmp(r, "Fatal Python error", 18) == 0) return 1; /* envelope.FATAL_PYTHON */
+    if ((c == 'W' || c == 'E' || c == 'F') && glog_head(r, m)) return 1;         /* envelope.GLOG */
     if (m >= 3 && (memcmp(r, "INF", 3) == 0 || memcmp(r, "WAR", 3) == 0 || memcmp(r, "ERR", 3) == 0 ||
                    memcmp(r, "DEB", 3) == 0 || memcmp(r, "CRI", 3) == 0))
         return !foreign_basic(r, m);

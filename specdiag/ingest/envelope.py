@@ -32,6 +32,10 @@ RAY_CPP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([IWEFC]) \d{1,
 RAY_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL", b"C": "CRITICAL"}
 #: the failure-signal handler Ray's C++ core installs (abseil): what a worker that crashed in native code prints
 FATAL_SIGNAL = re.compile(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
+#: a native library's glog line at WARNING or worse (``E0905 14:46:37.882738 15817 master_client.cpp:297] …``):
+#: Mooncake's store client and other C++ transfer engines loaded into a vLLM worker log so (no year)
+GLOG = re.compile(rb"([WEF])(\d\d)(\d\d) (\d\d:\d\d:\d\d)\.\d{6} {1,8}\d{1,10} ([\w.-]{1,100}):(\d{1,7})\] ")
+GLOG_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL"}
 #: CPython's faulthandler line after a fatal signal (``Fatal Python error: Segmentation fault``): the start of a
 #: native crash's report, CRITICAL
 FATAL_PYTHON = b"Fatal Python error"

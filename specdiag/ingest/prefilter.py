@@ -378,11 +378,19 @@ def _may_start(line: bytes, pos: int) -> bool:
         return rest.startswith(b"*** SIG")
     if c == 0x46 and rest.startswith(FATAL_PYTHON):  # 'F': CPython's faulthandler after a fatal signal
         return True
+    if c in b"WEF" and _glog_head(rest):  # a native library's glog line (``envelope.GLOG``)
+        return True
     if rest[:3] in LEVEL_HEADS:
         return not _foreign_basic(rest)
     if c in _DIGITS:
         return rest[4:5] == b"-" and rest[10:11] == b"T"  # an RFC 3339 time: kubectl / docker / journald
     return _journald_head(rest)
+
+
+def _glog_head(rest: bytes) -> bool:
+    """Whether ``rest`` may start a glog line at WARNING or worse: the level letter, four digits (month and day)
+    and a space before the time's first colon."""
+    return len(rest) > 8 and all(d in _DIGITS for d in rest[1:5]) and rest[5] == 0x20 and rest[8] == 0x3A
 
 
 def _ray_head(rest: bytes) -> bool:

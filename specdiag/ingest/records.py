@@ -31,6 +31,8 @@ from specdiag.ingest.envelope import (
     EXC_LINE,
     FATAL_PYTHON,
     FATAL_SIGNAL,
+    GLOG,
+    GLOG_LEVELS,
     LMC_LEGACY,
     LMC_LEVELS,
     RAY_CPP,
@@ -462,6 +464,11 @@ class LineReader:
         elif line[:7] == b"(raylet" and (ray := self._raylet(lineno, origin, line)) is not None:
             self.recognized += 1
             self.out.append(ray)
+            return
+        if line[:1] in b"WEF" and (glog := GLOG.match(line)) is not None:
+            self.recognized += 1  # a native library in the process (Mooncake's store client): its own errors
+            self.out.append(Record(path, lineno, origin, "glog", GLOG_LEVELS[glog.group(1)], None, year,
+                                   glog.group(5), to_int(glog.group(6)), None, line[glog.end() :]))
             return
         if line.startswith(FATAL_PYTHON):
             self.out.append(Record(path, lineno, origin, "text", "CRITICAL", None, year, None, None, None, line))

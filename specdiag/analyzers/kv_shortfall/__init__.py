@@ -49,7 +49,9 @@ class RetrievalShortfall(Rule):
     before that pair, a ``Retrieved X out of Y required tokens`` line (or the older ``… out of Y out of
     total Z``) with X < Y, a ``failed to load N tokens across M blocks`` report, or — with none of those —
     LMCache's own failed-read line (``… in the storage, but it can't be retrieved``, ``… Returning partial
-    results``), on its own (warning: the loss is certain, its size is not in the input).
+    results``), on its own (warning: the loss is certain, its size is not in the input). A short retrieve
+    line followed by the pair's first line alone (a paste cut before the numbers) is an error: the adapter
+    itself says the load fell short (``evidence_source`` ``error-line``).
     Every occurrence is joined by request id across ranks with the scheduler's ``Reqid:`` lookup, the
     worker's retrieve line, the failed-block report and vLLM's recovery or failure line; repeats are
     folded. Without a request id (LMCache ≤ 0.3.9) the same numbers at the same moment on several ranks

@@ -87,6 +87,7 @@ class ShortfallTracker:
             self.signals.add(ev)
         elif tid == "R1":
             self.pending_r1[key] = ev
+            self._on_r1(ev)
         elif tid == "R2":
             self._on_r2(ev)
         elif tid == "R4":
@@ -135,6 +136,18 @@ class ShortfallTracker:
             pend.append(occ)
             if len(pend) > 64:
                 del pend[0]
+
+    def _on_r1(self, ev: Event) -> None:
+        """The adapter's error line just after this process's short retrieve line: the adapter itself says the
+        load fell short, even when its numbers line (R2) is cut from a paste. The occurrence stays pending, so
+        an R2 that follows still completes it as a pair."""
+        pend = self.pending_r4.get(ev.rec.origin.key)
+        if not pend:
+            return
+        occ = pend[-1]
+        r4ev = occ.r4["ev"]
+        if occ.r1 is None and r4ev.rec.path == ev.rec.path and 0 < ev.rec.line - r4ev.rec.line <= 3:
+            occ.r1, occ.source = ev, "error-line"
 
     def _completes_pair(self, ev: Event, r4: dict) -> bool:
         """A short retrieve line just after this process's error pair with the same numbers (a paste that put

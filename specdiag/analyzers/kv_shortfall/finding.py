@@ -161,7 +161,7 @@ def spread(ctx: Context, occs: list[Shortfall], views: list[LossViews], single_r
 def severity(ctx: Context, occs: list[Shortfall], outcome: Event | None) -> str:
     """Error for the adapter's error pair; warning for a short retrieve line alone or when vLLM recomputed
     every affected request; info for a short CacheBlend retrieve (segments, not a promised prefix)."""
-    severity = "error" if any(o.source == "pair" for o in occs) else "warning"
+    severity = "error" if any(o.source in ("pair", "error-line") for o in occs) else "warning"
     if outcome is not None and outcome.id == "V1" and all(o.outcome is not None and o.outcome.id == "V1" for o in occs):
         severity = "warning"
     if severity == "warning" and ctx.cfg("enable_blending") is True and all(o.source == "retrieve" for o in occs):
@@ -177,6 +177,9 @@ def summary_text(ctx: Context, incidents: list[list[Shortfall]], v0: LossViews, 
     arith = describe(v0, chunk_note)
     if first.source == "retrieve":
         arith = "a retrieve line loaded less than it was asked for (the adapter's error pair is not in the input): " + arith
+    elif first.source == "error-line":
+        arith = ("a retrieve line loaded less than it was asked for and the adapter's error line says so (its numbers "
+                 "line, 'Num retrieved tokens: …, num expected tokens: …', is not in the input): " + arith)
     elif first.source == "failed-blocks":
         arith = "a failed-block report without its error pair: " + arith
     elif first.source == "read-failure":
@@ -285,12 +288,23 @@ def next_steps(ctx: Context, occs: list[Shortfall], causes: list, single_rank: b
     elif tp and not single_rank and len(ctx.ranks_seen) < tp:
         steps.append(f"Only {len(ctx.ranks_seen)} of {tp} ranks' logs were given: add the others to see whether they loaded fully.")
     if any(o.rank is None and o.anchor.rec.origin.pid is None for o in occs) and not single_rank:
-        steps.append("These LMCache lines carry no worker prefix (vLLM ≥ 0.31 prefixes only its own records), so the "
-                     "failing rank cannot be read from them: compare the per-rank 'Retrieved … out of …' lines of the "
-                     "request, or log each worker to its own file.")
+        steps.append(f"These LMCache lines carry no worker prefix ({_why_no_prefix(ctx)}), so the failing rank cannot "
+                     "be read from them: compare the per-rank 'Retrieved … out of …' lines of the request, or log each "
+                     "worker to its own file.")
     if not any(o.signals for o in occs):
         steps.append("Set LMCACHE_LOG_LEVEL=DEBUG to log evictions ('Evicting N chunks'), and scrape lmcache:local_cpu_evict_count, "
                      "lmcache:pinned_memory_objs_count and lmcache:forced_unpin_count around the error.")
     if top:
         steps.append(f"To confirm {top}: {cause(top).confirm}.")
     return steps
+
+
+def _why_no_prefix(ctx: Context) -> str:
+    """Why an LMCache line shows no worker prefix, as far as the input tells: vLLM 0.31 and later prefix only
+    their own records; with an older or unknown release the paste or the logging setup may have dropped it."""
+    v = version_tuple(ctx.vllm_version)
+    if v is not None and v >= (0, 31):
+        return f"vLLM {ctx.vllm_version} prefixes only its own records"
+    known = f"vLLM {ctx.vllm_version}" if ctx.vllm_version else "the vLLM release is not in the input"
+    return (f"{known}: the paste or the logging setup may have dropped it; vLLM 0.31 and later prefix only their own "
+            "records")

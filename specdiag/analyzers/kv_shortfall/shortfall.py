@@ -105,7 +105,8 @@ class Shortfall:
     """One rank's short load of one request, from whichever of LMCache's lines the input has.
 
     ``source`` says which line proves it: the adapter's error pair (``pair``), a ``Retrieved X out of Y``
-    line with X < Y whose pair is not in the input (``retrieve``), or a failed-block report alone
+    line with X < Y whose pair is not in the input (``retrieve``), such a line followed by the pair's error line
+    without its numbers line (``error-line``: a paste cut after it), or a failed-block report alone
     (``failed-blocks``). ``expected``/``retrieved`` are the adapter's numbers when the pair is present.
     """
 
