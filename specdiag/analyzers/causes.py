@@ -46,8 +46,9 @@ _ROWS = [
     _c("pin-accounting-bug",
        "A double unpin drove a pin count negative; unpin clamps it to 0, so a chunk still needed by a pending "
        "retrieve became evictable.",
-       "Upgrade LMCache (pin fixes: PRs #3004, #4346, #5095, #5098, #5120); avoid layerwise/async paths known to "
-       "double-unpin until then.",
+       "The double unpin is an open LMCache bug (issues #2954, #5090; proposed fixes such as PR #5095 open, #3004 "
+       "closed unmerged): use a release whose notes name a pin-count fix, and until then avoid the layerwise, "
+       "blending and async-loading paths that double-unpin.",
        "watch lmcache:pinned_memory_objs_count and the 'Pin count of MemoryObj ... is negative' warning",
        "reported on layerwise, blending and async-loading paths up to 0.5.x",
        ("v1/memory_management.py:846 (negative pin count)", "LMCache issues #4133, #2954, #3650, #3381, #5090"),
@@ -171,8 +172,9 @@ _ROWS = [
        "Only one rank of several is under memory pressure: on that rank pins or reference counts are not released "
        "(an unpin/ref_count_down that never runs), so its chunks stay unevictable while the other ranks, storing "
        "the same data, are fine.",
-       "Upgrade LMCache (pin and ref-count fixes: PRs #3004, #4346, #5095, #5098, #5120); restart the affected worker "
-       "as a stopgap; do not just enlarge the cache for everyone.",
+       "Restart the affected worker as a stopgap and do not just enlarge the cache for everyone; use an LMCache "
+       "release whose notes name a pin or ref-count fix (the double-unpin bug, issues #2954 / #5090, was open with "
+       "its proposed fixes unmerged).",
        "compare lmcache:pinned_memory_objs_count per rank; look for 'is being garbage collected with ref_count' on it",
        "0.3.3+",
        ("v1/memory_management.py:705, :787, :846",),
