@@ -1,4 +1,5 @@
-"""KV002 — LMCache never hits although the same prompts are stored again and again."""
+"""KV002 — LMCache never hits although the same prompts are stored again and again; KV014 — the shared cache
+whose chunk hash is salted per process, from LMCache's own warning."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from specdiag.events import Event
 from specdiag.events.rows import NA, LookupRows, lookup_event
 from specdiag.findings import CauseBoard, Evidence, Finding
 from specdiag.observe import RunState
+from specdiag.timeutil import rec_time
 
 MAX_KEYS = 100_000
 
@@ -292,3 +294,67 @@ class ZeroHitsOnRepeats(Rule):
             if e is not None and all(x.line != e.rec.line or x.path != e.rec.path for x in evidence):
                 evidence.append(Evidence(e.rec.path, e.rec.line, e.rec.display()))
         return evidence
+
+
+@register
+class SharedCacheWithoutHashSeed(Rule):
+    """LMCache shares KV across processes but hashes chunks with a per-process seed.
+
+    Detects: LMCache's own startup warnings ``Centralized cache sharing detected but PYTHONHASHSEED not
+    set`` and ``P/D Disaggregation detected but PYTHONHASHSEED not set`` (``v1/token_database.py``): it found
+    a remote or shared backend (or a P/D role) while the chunk hash is Python's builtin ``hash()``, which
+    CPython salts per process unless ``PYTHONHASHSEED`` is set.
+
+    Why it matters: each process names the same chunk differently, so what one instance stores another
+    never finds: a prefiller's KV is invisible to its decoder, a shared store only serves the process that
+    wrote it. LMCache logs the warning and goes on; nothing fails, the hits just never come.
+
+    Causes weighed: ``hash-inconsistency``. KV002 reports the symptom (zero hits on repeats) when the log
+    holds the lookups; this finding is the configuration that causes it, from the warning alone.
+
+    Fix: export the same ``PYTHONHASHSEED`` (e.g. 0) to every vLLM process that shares the cache, or use a
+    sha256-based ``pre_caching_hash_algorithm``; restart and compare hits for repeated prompts.
+
+    References: LMCache ``v1/token_database.py`` (0.3.3+ :313/:320 in 0.3.x); issues #1095, #1139, #1739.
+    """
+
+    code = "KV014"
+    name = "lmcache-shared-cache-without-hash-seed"
+    title = "LMCache shares KV across processes but hashes chunks with a per-process seed"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("hash-inconsistency",)
+    events = frozenset({"C22", "C23", "C24"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.first: dict[str, Event] = {}
+        self.count = 0
+
+    def observe(self, ev: Event) -> None:
+        self.count += ev.id != "C22"  # the builtin-hash warning alone is no sharing: evidence, not a detection
+        self.first.setdefault(ev.id, ev)
+
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        if not self.count:
+            return []
+        evs = sorted(self.first.values(), key=lambda e: (e.rec.path, e.rec.line))
+        what = " and ".join(w for tid, w in (("C23", "centralized cache sharing"), ("C24", "P/D disaggregation"))
+                            if tid in self.first)
+        b = CauseBoard()
+        b.add("hash-inconsistency", 0.5, **fix_and_confirm("hash-inconsistency"))
+        b.support("hash-inconsistency", 20, f"LMCache detected {what} with PYTHONHASHSEED unset "
+                                            f"({evs[0].rec.path}:{evs[0].rec.line}): builtin hash() is salted per process")
+        b.oppose("hash-inconsistency", 1, "the warning is read from each process's environment: a process that did get "
+                                          "PYTHONHASHSEED prints none, so the processes that printed it are the ones to fix")
+        causes = b.ranked(ceiling=0.85)
+        ranks = sorted({e.rec.origin.rank_label or "unknown" for e in evs})
+        return [Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=(f"LMCache warned {self.count} time(s) that it found {what} while PYTHONHASHSEED is not set "
+                     f"(ranks: {', '.join(ranks)}): its builtin chunk hash differs per process, so KV stored by one "
+                     "process is never found by another. Nothing fails; the hits across processes just never come."),
+            count=self.count, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in evs],
+            causes=causes, measurements={"warnings": self.count, "detected": what, "ranks": ranks},
+            identity=f"{self.code}|{what}", first_seen=rec_time(evs[0].rec), next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+        )]

@@ -1,0 +1,34 @@
+"""KV014: LMCache's own warning that it shares KV across processes while the chunk hash is salted per process
+is a finding, not 'no problem found' (the excerpt of LMCache issue #2581's kind: three startup lines)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from specdiag.engine import analyze
+
+W = "(Worker_TP1 pid=180863) [2026-02-10 10:49:06,460] LMCache "
+BUILTIN = (W + "WARNING: Using builtin hash without PYTHONHASHSEED set. For production environments (non-testing "
+           "scenarios), you MUST set PYTHONHASHSEED to ensure consistent hashing across processes. Example: export "
+           "PYTHONHASHSEED=0 (token_database.py:143:lmcache.v1.token_database)")
+SHARED = (W + "WARNING: Centralized cache sharing detected but PYTHONHASHSEED not set. For consistent caching, set: "
+          "export PYTHONHASHSEED=0 before the engine starts. (token_database.py:257:lmcache.v1.token_database)")
+
+
+def _findings(tmp_path: Path, lines: list[str]) -> dict:
+    log = tmp_path / "paste.log"
+    log.write_text("\n".join(lines) + "\n")
+    return {f.rule: f for f in analyze([str(log)]).findings}
+
+
+def test_shared_caching_without_a_hash_seed_is_a_warning_with_the_fix(tmp_path):
+    found = _findings(tmp_path, [BUILTIN, W + "INFO: Using hash algorithm: builtin (token_database.py:84:x)", SHARED])
+    kv = found["KV014"]
+    assert kv.severity == "warning" and kv.causes[0].id == "hash-inconsistency"
+    assert [e.line for e in kv.evidence] == [1, 3]
+    assert "PYTHONHASHSEED" in kv.next_steps[0]
+    assert "LOG002" not in found  # both warnings are read by the finding
+
+
+def test_the_builtin_hash_warning_alone_is_no_sharing(tmp_path):
+    assert "KV014" not in _findings(tmp_path, [BUILTIN])
