@@ -144,3 +144,13 @@ def test_a_native_librarys_glog_errors_beside_lmcache_are_named_not_dropped(tmp_
     messages = {m["message"]: m for m in log001.measurements["messages"]}
     assert messages["Failed to end put operation: invalid rpc arg"]["location"] == "glog master_client.cpp:297"
     assert "Put operation failed with error: RPC_FAIL" in messages
+
+
+def test_a_line_printed_where_no_catalogued_release_prints_it_is_pointed_at_as_printed(tmp_path):
+    """LMCache 0.2's ``experimental`` package printed this warning at nixl_backend.py:55; the catalog holds it
+    at v1/…:47. The step names the printed place first, and the catalogued one as such."""
+    log = _write(tmp_path, ["[2025-05-08 07:54:57,961] LMCache WARNING: GC for receiver is disabled, may lead to memory "
+                            "leak in non-testing environment (nixl_backend.py:55:lmcache.experimental.storage_backend."
+                            "nixl_backend)"])
+    step = _by_rule(log)["LOG002"].next_steps[0]
+    assert step.startswith("read lmcache nixl_backend.py:55 as printed (not a catalogued release's line; catalogued at ")

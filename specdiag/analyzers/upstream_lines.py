@@ -245,6 +245,9 @@ def _new_message(ev: Event, entry: Any) -> _Message:
         printed = entry.releases_at(rec.src_line) if rec.src_line is not None else None
         if printed is not None:  # the line the log names, and the releases that print it there
             where, releases = f"{entry.project} {entry.module}:{rec.src_line}", printed
+        elif rec.file and rec.src_line is not None:  # printed where no catalogued release prints it: say both
+            where = f"{entry.project} {rec.file}:{rec.src_line} as printed"
+            releases = f"not a catalogued release's line; catalogued at {entry.location()}, {entry.release_range()}"
         else:
             where, releases = f"{entry.project} {entry.location()}", entry.release_range()
         return _Message(label, entry.project, rec.level, where, releases, first, rec, rec_time(rec))
@@ -363,7 +366,8 @@ def _next_steps(family: str, top: _Message) -> list[str]:
     if top.project == "traceback":
         return [f"read {top.location}, the traceback's innermost frame, for why it raised, and the lines of the "
                 "same process just before it"]
-    releases = f" (releases {top.releases})" if top.releases else ""
+    releases = "" if not top.releases else (f" ({top.releases})" if top.releases.startswith("not ")
+                                            else f" (releases {top.releases})")
     return [f"read {top.location}{releases}, where upstream prints the message, for the condition it reports, "
             "and the lines of the same rank just before it"]
 
