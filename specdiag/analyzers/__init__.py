@@ -3,6 +3,7 @@
 import specdiag.analyzers.engine_health  # noqa: F401
 import specdiag.analyzers.sd_acceptance  # noqa: F401
 import specdiag.analyzers.sd_dynamic_k  # noqa: F401
+import specdiag.analyzers.sd_k  # noqa: F401
 import specdiag.analyzers.sd_prefix  # noqa: F401
 from specdiag.analyzers import (  # noqa: F401
     kv_accounting,
