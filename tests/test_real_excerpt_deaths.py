@@ -154,3 +154,25 @@ def test_a_line_printed_where_no_catalogued_release_prints_it_is_pointed_at_as_p
                             "nixl_backend)"])
     step = _by_rule(log)["LOG002"].next_steps[0]
     assert step.startswith("read lmcache nixl_backend.py:55 as printed (not a catalogued release's line; catalogued at ")
+
+
+def test_a_remote_client_that_never_came_up_is_no_read_failure(tmp_path):
+    """LMCache issue #839's kind: the Mooncake client lacks the API this LMCache build calls. No chunk was ever
+    stored or read, so timeouts and eviction are not the fix."""
+    log = _write(tmp_path, [
+        "[2025-06-16 14:29:56,882] LMCache WARNING: Failed to initialize/re-establish remote connection: "
+        "'mooncake.store.MooncakeDistributedStore' object has no attribute 'setup_lmcache' "
+        "(remote_backend.py:124:lmcache.v1.storage_backend.remote_backend)"])
+    kv = _by_rule(log)["KV013"]
+    assert kv.causes[0].id == "backend-not-connected"
+    assert kv.summary.startswith("LMCache's remote backend did not connect")
+
+
+def test_connections_reset_by_the_remote_end_with_no_read_point_at_the_endpoint(tmp_path):
+    log = _write(tmp_path, [
+        "(VllmWorker rank=0 pid=1285) [2025-06-30 11:26:07,604] LMCache WARNING: Remote connection failed in contains: "
+        "Error while reading from redis.example:6379 : (104, 'Connection reset by peer') "
+        "(remote_backend.py:159:lmcache.v1.storage_backend.remote_backend)"])
+    kv = _by_rule(log)["KV013"]
+    assert kv.causes[0].id == "backend-not-connected"
+    assert "TLS" in kv.causes[0].fix or "TLS" in " ".join(kv.next_steps)

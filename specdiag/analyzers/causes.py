@@ -84,6 +84,18 @@ _ROWS = [
        ("v1/cache_engine.py:1793", "LMCache issues #1514, #1686, #2106"),
        "the backend's own ERROR/WARNING lines just before 'The cache block is in the storage, but it can't be "
        "retrieved' (disk, mooncake, redis, timeouts), and which backends the config dump enables"),
+    _c("backend-not-connected",
+       "The remote backend never came up: its client could not be set up (a client library whose API this LMCache "
+       "build does not call: 'has no attribute setup_lmcache') or every connection was refused or reset (a wrong "
+       "port, TLS or authentication the connector does not speak). Nothing was stored there, so remote lookups "
+       "miss; no cached chunk was lost.",
+       "Match the client library to the LMCache build (the Mooncake or Redis client version its release names), or "
+       "fix the endpoint (host, port, TLS, password) in remote_url / the backend config; restart the workers.",
+       "connect to the remote endpoint from a worker host with the backend's own client (redis-cli -u URL ping; the "
+       "Mooncake master's address) and check that no connection failure follows 'Connected to remote storage'",
+       "all",
+       ("v1/storage_backend/remote_backend.py:124, :184", "LMCache issues #839, #929"),
+       "every remote-connection line from start-up on: whether any connection ever succeeded"),
     _c("cpu-staging-exhausted",
        "Loading from disk or a remote store needs a CPU staging buffer; none could be allocated, so the load "
        "returned partial results.",

@@ -310,7 +310,9 @@ class BackendReadErrors(PrecursorRule):
     between lookup and read. The line itself shows the failed read, not the load it belonged to.
 
     Causes weighed: ``remote-backend-loss`` (a remote store evicted or lost what it reported present),
-    ``backend-read-failure`` (the read itself failed: a mismatched client API, an I/O error, a timeout).
+    ``backend-read-failure`` (the read itself failed: a mismatched client API, an I/O error, a timeout),
+    ``backend-not-connected`` (the remote client could not be set up, or every connection was refused or reset,
+    and no read reached the store: nothing was stored there, nothing was lost).
 
     Fix: size the remote store so it does not evict, or put a local CPU tier in front of it; fix the read
     path the error names (timeouts: ``blocking_timeout_secs``); collect that rank's retrieve lines and
@@ -325,7 +327,7 @@ class BackendReadErrors(PrecursorRule):
     code = "KV013"
     name = "lmcache-backend-read-errors"
     title = "An LMCache storage backend failed or emptied reads of cached chunks"
-    cause_ids = ("remote-backend-loss", "backend-read-failure")
+    cause_ids = ("remote-backend-loss", "backend-read-failure", "backend-not-connected")
     precursors = frozenset({"X8", "X2", "X3", "X1", "X5", "X6", "D4", "D6"})
     measure = {"X8": "redis_values_missing", "X2": "remote_get_timeouts", "X3": "remote_get_errors",
                "X1": "remote_connection_failures", "X5": "remote_reconnect_failures", "X6": "mooncake_read_failures",
@@ -353,11 +355,17 @@ class BackendReadErrors(PrecursorRule):
     #: what Python or LMCache says when a remote client cannot be set up at all (a client library whose API
     #: the connector does not know, a URL scheme no adapter serves): no outage, and nothing was ever stored
     CLIENT_MISMATCH = re.compile(r"has no attribute|No adapter found for URL|No module named|cannot import name")
+    #: a connection the remote end refused or dropped at once (a wrong port, TLS or auth the client does not speak)
+    REFUSED = re.compile(r"Connection refused|Connection reset by peer|\b104\b|\b111\b|SSL|certificate|NOAUTH|"
+                         r"invalid password|Authentication required")
+    #: the lines that show a read reached the store (not just a failed connection)
+    READS = ("X8", "X2", "X3", "X6")
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.client_mismatch: str | None = None  # the first reconnect failure that was a client set-up error
         self.mismatches = 0
+        self.refused = 0  # connection failures the remote end refused or reset (REFUSED)
 
     def accept(self, ev: Event) -> bool:
         f = ev.f or {}
@@ -368,6 +376,8 @@ class BackendReadErrors(PrecursorRule):
         if ev.id == "X5" and (err := f.get("error")) and self.CLIENT_MISMATCH.search(err[:2000]):
             self.client_mismatch = self.client_mismatch or err[:160]
             self.mismatches += 1
+        elif ev.id in ("X1", "X5") and self.REFUSED.search((f.get("error") or "")[:2000]):
+            self.refused += 1
         return True
 
     def weigh(self, b: CauseBoard, ctx: Context) -> None:
@@ -389,12 +399,27 @@ class BackendReadErrors(PrecursorRule):
                 b.support(cid, factor, f"{self.counts[tid]} × {why}")
         if self.counts.get("X8"):
             b.support("backend-read-failure", 1.5, "the read of a key the store reported present returned nothing")
+        self._not_connected(b)
         cfg = ctx.lmcache_config
         if any(outages.values()) and cfg is not None and cfg.get("local_cpu") is True:
             b.oppose("remote-backend-loss", 2, "a local CPU tier sits in front of the remote store")
 
+    def _not_connected(self, b: CauseBoard) -> None:
+        """A client that could not be set up, or connections refused or reset with no read that reached the store:
+        the backend never came up, which explains the lines better than a lost chunk or a failed read."""
+        if not (self.mismatches or self.refused) or any(self.counts.get(t) for t in self.READS):
+            return
+        b.add("backend-not-connected", 1.0, **fix_and_confirm("backend-not-connected"))
+        if self.mismatches:
+            b.support("backend-not-connected", 12, f"the remote client could not be set up ({self.client_mismatch})")
+        if self.refused:
+            b.support("backend-not-connected", 4, f"{self.refused} connection(s) refused or reset by the remote end, "
+                                                   "and no read that reached the store")
+
     def describe(self) -> str:
         parts = [f"{self.counts[tid]} {label}" for tid, (label, *_rest) in self.SUPPORT.items() if self.counts.get(tid)]
+        if (self.mismatches or self.refused) and not any(self.counts.get(t) for t in self.READS):
+            return "LMCache's remote backend did not connect (no read reached it): " + ", ".join(parts)
         return "LMCache backend read errors: " + ", ".join(parts)
 
     def consequence(self) -> str:
