@@ -176,3 +176,10 @@ def test_connections_reset_by_the_remote_end_with_no_read_point_at_the_endpoint(
     kv = _by_rule(log)["KV013"]
     assert kv.causes[0].id == "backend-not-connected"
     assert "TLS" in kv.causes[0].fix or "TLS" in " ".join(kv.next_steps)
+
+
+def test_nccls_last_cuda_error_under_its_exception_is_read_as_the_root():
+    """vLLM issue #18446's kind: 'NCCL error … unhandled cuda error' goes on with 'Last error:' and 'Cuda failure
+    'out of memory'' on lines of their own: they belong to the exception, and say what failed."""
+    srv = _by_rule(HERE / "nccl-teardown-cuda-oom.log")["SRV001"]
+    assert srv.causes[0].id == "cuda-oom"

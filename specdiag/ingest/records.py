@@ -407,7 +407,7 @@ class LineReader:
         rec = o.rec
         if o.mode == "traceback":
             if (not line.strip() or line.startswith((b" ", b"\t", b"Traceback", b"During handling",
-                                                     b"The above exception")) or EXC_LINE.match(line)):
+                                                     b"The above exception", *NCCL_TAIL)) or EXC_LINE.match(line)):
                 append_line(o, line, lineno)
                 self.recognized += 1
                 if len(rec.cont) > MAX_JOIN_LINES:
@@ -528,6 +528,11 @@ class LineReader:
         self.hand_on_held()
         for key in list(self.open_recs):
             self.close_open(key)
+
+
+#: the lines NCCL's error text goes on with under an exception line (``ncclUnhandledCudaError: Call to CUDA
+#: function failed.`` / ``Last error:`` / ``Cuda failure 'out of memory'``): the CUDA error behind the NCCL one
+NCCL_TAIL = (b"Last error:", b"Cuda failure ", b"NCCL WARN ")
 
 
 def _exception_level(exc: re.Match[bytes] | None) -> str:
