@@ -183,3 +183,17 @@ def test_nccls_last_cuda_error_under_its_exception_is_read_as_the_root():
     'out of memory'' on lines of their own: they belong to the exception, and say what failed."""
     srv = _by_rule(HERE / "nccl-teardown-cuda-oom.log")["SRV001"]
     assert srv.causes[0].id == "cuda-oom"
+
+
+def test_091s_scheduler_output_line_is_the_crash_dump_not_an_unexplained_error(tmp_path):
+    """vLLM 0.9.1 printed the failing step's SchedulerOutput on a line of its own before the fatal header."""
+    log = _write(tmp_path, [
+        "ERROR 08-08 14:05:34 [dump_input.py:80] SchedulerOutput(scheduled_new_reqs=[], scheduled_cached_reqs="
+        "[CachedRequestData(req_id='0', resumed_from_preemption=false, new_token_ids=[], new_block_ids=[[]], "
+        "num_computed_tokens=40)], num_scheduled_tokens={0: 6}, total_num_scheduled_tokens=6, "
+        "scheduled_spec_decode_tokens={0: [315, 8991, 13, 576, 11341]}, scheduled_encoder_inputs={})",
+        "ERROR 08-08 14:05:34 [core.py:517] EngineCore encountered a fatal error."])
+    found = _by_rule(log)
+    step = found["SRV001"].measurements["crash_dump"]["failing_step"]
+    assert step == {"request_ids": ["0"], "scheduled_tokens": 6, "speculative_tokens_scheduled": True}
+    assert "LOG001" not in found

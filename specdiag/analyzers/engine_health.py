@@ -33,7 +33,7 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
            # wrappers that point at another process's traceback: V0's API server, V1's worker start
            "Engine process failed to start", "WorkerProc initialization failed")
 HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
-                  "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED",
+                  "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(RAY_DEATHS)
 #: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
 #: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
@@ -57,6 +57,7 @@ _FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
 _MORE_CACHES = re.compile(r"could not broadcast input array from shape \((\d{1,6}),\) into shape \((\d{1,6}),\)")
 _SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
 _SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
+_SCHED_SPEC = re.compile(r"scheduled_spec_decode_tokens=\{(.)")
 _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*\Z", re.M)
@@ -208,6 +209,8 @@ def failing_step(dump: str) -> dict:
         out["request_ids"] = ids
     if m := _SCHED_TOKENS.search(dump):
         out["scheduled_tokens"] = int(m.group(1))
+    if (spec := _SCHED_SPEC.search(dump)) is not None:
+        out["speculative_tokens_scheduled"] = spec.group(1) != "}"  # a step that verified drafts
     return out
 
 
@@ -444,11 +447,11 @@ class EngineDeath(Rule):
             hard = True
         if tid in HEADERS:
             self.header = self.header or ev
-        elif tid in ("V_DUMP_INPUT", "V_DUMP_SCHED"):
+        elif tid in ("V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ"):
             self.dump_ev = self.dump_ev or ev
         if tid == "V_DUMP_INPUT":
             self.dump.setdefault("vllm_version", ev.f.get("version"))
-        elif tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output"):
+        elif tid == "V_DUMP_SCHED_OBJ" or (tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output")):
             self.dump.setdefault("failing_step", failing_step(ev.f.get("dump") or ""))
         elif tid == "V_TB_FRAME" or ev.rec.kind == "traceback":
             hard = self._frames(tid, ev) or hard

@@ -44,7 +44,7 @@ class AsyncLoadingInvalidatedObject(Rule):
     family = "KV"
     cause_ids = ("async-loading-invalidated-object", "ref-count-bug")
     #: lines that prove the engine died (a header, or the crash dump printed only on its except path)
-    DEATH = frozenset({"V_CORE_FATAL", "V_PROC_DIED", "V_DUMP_INPUT", "V_DUMP_SCHED"})
+    DEATH = frozenset({"V_CORE_FATAL", "V_PROC_DIED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ"})
     events = frozenset({"M13", "E_INVALIDATED_ASSERT", "V_INVALIDATED_ASSERT", "L8", "M6"}) | DEATH
 
     def __init__(self, options=None) -> None:

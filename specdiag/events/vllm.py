@@ -66,6 +66,13 @@ VLLM_TEMPLATES: list[Template] = [
       "Dumping scheduler output for model execution: SchedulerOutput(scheduled_new_reqs=[], "
       "scheduled_cached_reqs=CachedRequestData(req_ids=['chatcmpl-1'], num_computed_tokens=[4100]), "
       "num_scheduled_tokens={chatcmpl-1: 1}, total_num_scheduled_tokens=1)", level="ERROR"),
+    # 0.9.1 printed the scheduler output object on a line of its own (``logger.error("%s", scheduler_output)``)
+    T("V_DUMP_SCHED_OBJ", V, None, "SchedulerOutput(", r"(?P<dump>SchedulerOutput\(.*)$", "0.9.1",
+      "logging_utils/dump_input.py:80 (0.9.1)",
+      "SchedulerOutput(scheduled_new_reqs=[], scheduled_cached_reqs=[CachedRequestData(req_id='0', "
+      "resumed_from_preemption=false, new_token_ids=[], new_block_ids=[[]], num_computed_tokens=4100)], "
+      "num_scheduled_tokens={0: 6}, total_num_scheduled_tokens=6, scheduled_spec_decode_tokens={0: [315, 8991]})",
+      level="ERROR"),
     # a traceback frame printed through logger.exception (NewLineFormatter repeats the header on every line),
     # often all that is left of a crash when the excerpt starts below the "Traceback" line
     T("V_TB_FRAME", V, "", 'File "', r'\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)', "all",
