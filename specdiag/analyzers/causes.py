@@ -96,6 +96,27 @@ _ROWS = [
        "all",
        ("v1/storage_backend/remote_backend.py:124, :184", "LMCache issues #839, #929"),
        "every remote-connection line from start-up on: whether any connection ever succeeded"),
+    _c("nixl-side-channel-mismatch",
+       "The NIXL handshake reached another engine than the one the request's kv_transfer_params name: the side "
+       "channel (VLLM_NIXL_SIDE_CHANNEL_HOST / _PORT) of several instances or DP ranks on one host collide, or the "
+       "host is left at its default, so the decode side asks the wrong agent and vLLM raises 'Remote NIXL agent "
+       "engine ID mismatch'.",
+       "Give every prefill instance and DP rank its own reachable VLLM_NIXL_SIDE_CHANNEL_HOST / "
+       "VLLM_NIXL_SIDE_CHANNEL_PORT and let the proxy pass the prefill's kv_transfer_params unchanged.",
+       "compare the engine id in the error with each prefill instance's startup line; list which process listens "
+       "on the side-channel port on the prefill host",
+       "0.10+ (the engine id check)",
+       ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py", "vLLM issue #27083")),
+    _c("nixl-unreachable",
+       "The decode side could not complete the NIXL handshake with the prefill instance's agent: its side channel "
+       "is not reachable (a firewall or pod network, a wrong host, an instance that restarted) or the transport "
+       "(UCX) could not connect.",
+       "Make the prefill's VLLM_NIXL_SIDE_CHANNEL_HOST an address the decode hosts reach and open its port; check "
+       "that both sides run the same vLLM and NIXL versions.",
+       "from the decode host, connect to the prefill's side-channel host:port; rerun with UCX_LOG_LEVEL=info",
+       "0.9.2+",
+       ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py", "…/nixl/worker.py (0.20+)"),
+       "the exception logged under 'Handshake with … failed'"),
     _c("cpu-staging-exhausted",
        "Loading from disk or a remote store needs a CPU staging buffer; none could be allocated, so the load "
        "returned partial results.",

@@ -1,4 +1,5 @@
-"""KV003 — vLLM had to recover from, or fail requests because of, KV load failures."""
+"""KV003 — vLLM had to recover from, or fail requests because of, KV load failures; KV015 — the NIXL
+connector's handshake with a remote instance failed."""
 
 from __future__ import annotations
 
@@ -92,3 +93,102 @@ class KvLoadFailureOutcome(Rule):
 def _connector_cause() -> Cause:
     return Cause("connector-load-failure", 0.8, for_=["the KV connector reported blocks it could not load"],
                  **fix_and_confirm("connector-load-failure"))
+
+
+#: the message of the exception a failed NIXL handshake raised when the remote agent is another engine's
+_ENGINE_MISMATCH = "engine ID mismatch"
+
+
+@register
+class NixlHandshakeFailed(Rule):
+    """The NIXL connector's handshake with a remote (prefill) instance failed: its KV was not transferred.
+
+    Detects: vLLM's ``Handshake with <engine> failed`` (``nixl_connector.py``, logged with the exception),
+    ``Handshake failed for request <id>, marking blocks as invalid`` and, from 0.20, ``NIXL transfer failure:
+    handshake_failed | Context: …``. The exception under the first names the reason when the excerpt holds it:
+    ``Remote NIXL agent engine ID mismatch`` means the side channel reached another engine than the one the
+    request's ``kv_transfer_params`` name.
+
+    Why it matters: the decode instance cannot read the prefill instance's KV blocks. vLLM marks them invalid;
+    the request is recomputed or failed (``kv_load_failure_policy``, KV003), so P/D disaggregation buys nothing
+    while it lasts.
+
+    Causes weighed: ``nixl-side-channel-mismatch`` (the side channel, ``VLLM_NIXL_SIDE_CHANNEL_HOST`` /
+    ``_PORT``, points at the wrong instance or rank: several instances or DP ranks on one host share a port,
+    or the host is left at its default), ``nixl-unreachable`` (the remote agent's side channel is not reachable:
+    a firewall, a pod network, an instance that restarted).
+
+    Fix: give every prefill instance (and each DP rank) its own reachable ``VLLM_NIXL_SIDE_CHANNEL_HOST`` and
+    port, and make the proxy pass the prefill's ``kv_transfer_params`` unchanged; check the port from the decode
+    host.
+
+    References: vLLM ``distributed/kv_transfer/kv_connector/v1/nixl_connector.py`` (0.9.2–0.19: :534–:1156),
+    ``…/nixl/worker.py`` (0.20+: :573–:690); vLLM issue #27083.
+    """
+
+    code = "KV015"
+    name = "nixl-handshake-failed"
+    title = "The NIXL connector's handshake with a remote instance failed: its KV was not transferred"
+    severity = "error"
+    family = "KV"
+    cause_ids = ("nixl-side-channel-mismatch", "nixl-unreachable")
+    events = frozenset({"V_NIXL_HANDSHAKE", "V_NIXL_HANDSHAKE_REQ", "V_NIXL_FAILURE", "V_NIXL_ENGINE_MISMATCH"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.lines: list[Event] = []
+        self.count = 0
+        self.requests: set[str] = set()
+        self.mismatch: Event | None = None
+
+    def observe(self, ev: Event) -> None:
+        if ev.id == "V_NIXL_FAILURE" and (ev.f.get("kind") or "") != "handshake_failed":
+            return
+        if ev.id == "V_NIXL_ENGINE_MISMATCH":
+            self.mismatch = self.mismatch or ev
+            return
+        self.count += 1
+        if len(self.lines) < 5:
+            self.lines.append(ev)
+        if ev.id == "V_NIXL_HANDSHAKE_REQ" and len(self.requests) < 1000:
+            self.requests.add(ev.f.get("req_id") or "")
+        if self.mismatch is None and _ENGINE_MISMATCH in ev.rec.text:
+            self.mismatch = ev
+
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        if not self.count and self.mismatch is None:
+            return []
+        self.count = max(self.count, 1)
+        if not self.lines:
+            self.lines.append(self.mismatch)
+        causes = self._causes()
+        first = self.lines[0]
+        reqs = f" for {len(self.requests)} request(s)" if self.requests else ""
+        reason = (" The exception says the remote agent is another engine ('engine ID mismatch')."
+                  if self.mismatch is not None else " The exception that says why is not in the input.")
+        return [Finding(
+            rule=self.code, severity="error", title=self.title,
+            summary=(f"{self.count} NIXL handshake failure line(s){reqs}: the decode side could not reach the remote "
+                     f"instance's KV, so vLLM marked those blocks invalid and recomputed or failed the requests "
+                     f"(kv_load_failure_policy; KV003 when its line is in the input).{reason}"),
+            count=self.count, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400])
+                                        for e in sorted({*self.lines[:3], *([self.mismatch] if self.mismatch else [])},
+                                                        key=lambda e: (e.rec.path, e.rec.line))],
+            causes=causes, identity=f"{self.code}|{causes[0].id}", first_seen=None,
+            measurements={"handshake_failures": self.count, "requests": len(self.requests),
+                          "engine_id_mismatch": self.mismatch is not None, "first_line": first.rec.line},
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+        )]
+
+    def _causes(self) -> list[Cause]:
+        wrong, unreachable = fix_and_confirm("nixl-side-channel-mismatch"), fix_and_confirm("nixl-unreachable")
+        if self.mismatch is not None:
+            return [Cause("nixl-side-channel-mismatch", 0.8, for_=["'Remote NIXL agent engine ID mismatch': the side "
+                                                                    "channel answered for another engine"], **wrong),
+                    Cause("nixl-unreachable", 0.05, against=["the remote side answered (with the wrong engine)"],
+                          **unreachable)]
+        return [Cause("nixl-unreachable", 0.4, for_=["the handshake failed"],
+                      against=["the reason is not in the input: collect the exception under 'Handshake with … failed'"],
+                      **unreachable),
+                Cause("nixl-side-channel-mismatch", 0.35, for_=["the handshake failed"],
+                      against=["no 'engine ID mismatch' in the input"], **wrong)]

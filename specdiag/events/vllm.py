@@ -53,6 +53,17 @@ VLLM_TEMPLATES: list[Template] = [
       "0.13.0+", "v1/core/sched/scheduler.py:3417",
       "Failing 1 request(s) due to KV load failure (failure_policy=fail, 1024 tokens affected). Request IDs: {'cmpl-1'}",
       ints=("reqs", "tokens")),
+    # ---- NIXL connector (P/D disaggregation): the decode side's handshake with a prefill instance's agent
+    T("V_NIXL_HANDSHAKE", V, "Handshake", "Handshake with", r"Handshake with (?P<engine>\S{1,200}) failed", "0.9.2+",
+      "distributed/kv_transfer/kv_connector/v1/nixl_connector.py:548",
+      "Handshake with c00824be-282f-4719-9aeb-120dcb516863 failed", level="ERROR"),
+    T("V_NIXL_HANDSHAKE_REQ", V, "Handshake", "Handshake failed for request",
+      r"Handshake failed for request (?P<req_id>[^\s,]{1,200})", "0.11+",
+      "distributed/kv_transfer/kv_connector/v1/nixl_connector.py:1111",
+      "Handshake failed for request chatcmpl-1, marking blocks as invalid", level="ERROR"),
+    T("V_NIXL_FAILURE", V, "NIXL", "NIXL transfer failure", r"NIXL transfer failure: (?P<kind>\w{1,60})", "0.20+",
+      "distributed/kv_transfer/kv_connector/v1/nixl/worker.py:690",
+      "NIXL transfer failure: handshake_failed | Context: {'failure_type': 'handshake_failed'}", level="ERROR"),
     # ---- crash dump (logging_utils/dump_input.py): printed only on the except path of the engine core's
     # execute_model before the exception is re-raised, so it marks a crash even when the traceback is cut off
     T("V_DUMP_INPUT", V, "Dumping", "Dumping input data",
@@ -127,6 +138,13 @@ VLLM_TEMPLATES: list[Template] = [
       "    assert memory_obj.tensor is not None", level="ERROR", outside="a traceback line under the vLLM header, not a logging call"),
     # the exception line of a traceback; a bare ``AssertionError`` (a failed assert without message) has no detail
     # no needle: an exception's name ends in Error or Exception (or is 'Exception'), and only ERROR records are tried
+    # the exception a NIXL handshake raises when the side channel answered for another engine (tried before
+    # V_EXC, which would take any exception line)
+    T("V_NIXL_ENGINE_MISMATCH", V, None, "NIXL agent engine ID mismatch",
+      r"(?:RuntimeError: )?Remote NIXL agent engine ID mismatch", "0.10+",
+      "distributed/kv_transfer/kv_connector/v1/nixl_connector.py",
+      "RuntimeError: Remote NIXL agent engine ID mismatch. Expected e1_dp0,received e2_dp0.",
+      outside="an exception's text under the connector's logger.exception, not a logging call"),
     T("V_EXC", V, None, "", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}(?:[A-Za-z_]\w{0,100}(?:Error|Exception)|Exception))"
       r"(?:: (?P<detail>.*))?\s*$", "all",
       "traceback lines of logger.exception (NewLineFormatter)",
