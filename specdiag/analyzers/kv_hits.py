@@ -14,7 +14,7 @@ from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.events.rows import NA, LookupRows, lookup_event
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import Cause, CauseBoard, Evidence, Finding
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -298,12 +298,16 @@ class ZeroHitsOnRepeats(Rule):
 
 @register
 class SharedCacheWithoutHashSeed(Rule):
-    """LMCache shares KV across processes but hashes chunks with a per-process seed.
+    """LMCache shares KV across processes but its chunk hash differs between them.
 
     Detects: LMCache's own startup warnings ``Centralized cache sharing detected but PYTHONHASHSEED not
     set`` and ``P/D Disaggregation detected but PYTHONHASHSEED not set`` (``v1/token_database.py``): it found
     a remote or shared backend (or a P/D role) while the chunk hash is Python's builtin ``hash()``, which
-    CPython salts per process unless ``PYTHONHASHSEED`` is set.
+    CPython salts per process unless ``PYTHONHASHSEED`` is set. Also, from a build that traces each hash
+    (``[HASH_GENERATION] prefix_hash=…, tokens_len=…, tokens_preview=…, extra_keys=…, PYTHONHASHSEED=…,
+    result_hash=…``, DEBUG), two processes that hashed the same inputs to different results: the proof itself.
+    With the same seed on both the difference is in what is hashed: on Python 3.11 and older ``hash(None)`` is
+    the object's address, which differs per process, so ``extra_keys=None`` changes every key.
 
     Why it matters: each process names the same chunk differently, so what one instance stores another
     never finds: a prefiller's KV is invisible to its decoder, a shared store only serves the process that
@@ -320,22 +324,42 @@ class SharedCacheWithoutHashSeed(Rule):
 
     code = "KV014"
     name = "lmcache-shared-cache-without-hash-seed"
-    title = "LMCache shares KV across processes but hashes chunks with a per-process seed"
+    title = "LMCache shares KV across processes but its chunk hash differs between them"
     severity = "warning"
     family = "KV"
     cause_ids = ("hash-inconsistency",)
-    events = frozenset({"C22", "C23", "C24"})
+    events = frozenset({"C22", "C23", "C24", "L_HASH_GEN"})
+    MAX_HASHES = 10_000
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.first: dict[str, Event] = {}
         self.count = 0
+        self.hashes: dict[tuple, tuple[str, str, Event]] = {}  # a chunk's hash inputs -> (result, process, line)
+        self.conflict: tuple[Event, Event] | None = None
 
     def observe(self, ev: Event) -> None:
+        if ev.id == "L_HASH_GEN":
+            self._hash_line(ev)
+            return
         self.count += ev.id != "C22"  # the builtin-hash warning alone is no sharing: evidence, not a detection
         self.first.setdefault(ev.id, ev)
 
+    def _hash_line(self, ev: Event) -> None:
+        """Keep each chunk's hash inputs (bounded); two processes with the same inputs and another result are
+        the conflict."""
+        f = ev.f
+        key = (f["prefix"], f["n"], f["preview"], f["extra"])
+        got = self.hashes.get(key)
+        if got is None:
+            if len(self.hashes) < self.MAX_HASHES:
+                self.hashes[key] = (f["result"], ev.rec.origin.key, ev)
+        elif self.conflict is None and got[0] != f["result"] and got[1] != ev.rec.origin.key:
+            self.conflict = (got[2], ev)
+
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        if self.conflict is not None:
+            return [self._conflict_finding()]
         if not self.count:
             return []
         evs = sorted(self.first.values(), key=lambda e: (e.rec.path, e.rec.line))
@@ -358,3 +382,30 @@ class SharedCacheWithoutHashSeed(Rule):
             causes=causes, measurements={"warnings": self.count, "detected": what, "ranks": ranks},
             identity=f"{self.code}|{what}", first_seen=rec_time(evs[0].rec), next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
         )]
+
+    def _conflict_finding(self) -> Finding:
+        """Two processes hashed the same chunk inputs to different keys: the keys never meet."""
+        a, b = self.conflict
+        fa, fb = a.f, b.f
+        same_seed = fa["seed"] == fb["seed"] and fa["seed"] not in ("None", "unset", "")
+        why = (f"Both processes ran with PYTHONHASHSEED={fa['seed']}, so the seed is not the difference: what is "
+               f"hashed differs, and extra_keys={fa['extra']} is the part that can (on Python 3.11 and older hash(None) "
+               "is the object's address, which differs per process)." if same_seed and fa["extra"] == "None" else
+               f"PYTHONHASHSEED {fa['seed']} / {fb['seed']}: builtin hash() is salted per process unless both set it "
+               "to the same value." if not same_seed else "Both ran with the same PYTHONHASHSEED: what is hashed differs.")
+        cause = Cause("hash-inconsistency", 0.9, for_=[f"same prefix hash, {fa['n']} tokens and extra_keys, results "
+                                                       f"{fa['result']} ({a.rec.path}:{a.rec.line}) and {fb['result']} "
+                                                       f"({b.rec.path}:{b.rec.line})"], **fix_and_confirm("hash-inconsistency"))
+        return Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=(f"Two processes hashed the same chunk (prefix_hash {fa['prefix']}, {fa['n']} tokens from "
+                     f"{fa['preview'][:40]}…, extra_keys {fa['extra']}) to different keys ({fa['result']} and "
+                     f"{fb['result']}): what one stores the other never finds. {why}"),
+            count=1, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in (a, b)],
+            causes=[cause], identity=f"{self.code}|conflict", first_seen=rec_time(a.rec),
+            measurements={"prefix_hash": fa["prefix"], "tokens": fa["n"], "extra_keys": fa["extra"],
+                          "results": [fa["result"], fb["result"]], "seeds": [fa["seed"], fb["seed"]]},
+            next_steps=([f"The seed is already the same ({fa['seed']}): a sha256 pre_caching_hash_algorithm, or Python "
+                         "3.12+ (where hash(None) is a constant), removes what still differs."] if same_seed else [])
+                       + [cause.fix, f"Confirm: {cause.confirm_with}"],
+        )

@@ -55,6 +55,16 @@ LMCACHE_TEMPLATES: list[Template] = [
       "Using hash algorithm: builtin"),
     T("C21b", L, "Could", "Using builtin hash", r"Could not load '(?P<algo>[^']*)' from vLLM\. Using builtin hash", "0.5.1+",
       "v1/token_database.py:162", "Could not load 'builtin' from vLLM. Using builtin hash. This may cause inconsistencies in distributed caching."),
+    # a development build's DEBUG trace of each chunk hash (token_database.py:246, early 2026): the inputs and
+    # the result, so two processes' lines for the same chunk show whether they agree
+    T("L_HASH_GEN", L, "[HASH_GENERATION]", "result_hash=",
+      r"\[HASH_GENERATION\] prefix_hash=(?P<prefix>-?\d{1,25}), tokens_len=(?P<n>\d{1,9}), "
+      r"tokens_preview=(?P<preview>\([^)]{0,400}\)), extra_keys=(?P<extra>[^,]{0,200}), "
+      r"PYTHONHASHSEED=(?P<seed>[^,]{1,40}), result_hash=(?P<result>-?\d{1,25})", "dev (2026-01)",
+      "v1/token_database.py:246",
+      "[HASH_GENERATION] prefix_hash=-5282990986457227702, tokens_len=256, tokens_preview=(39165, 99212), "
+      "extra_keys=None, PYTHONHASHSEED=0, result_hash=-1983622685967036160", level="DEBUG",
+      outside="a DEBUG trace of an LMCache development build that no catalogued release prints"),
     T("C22", L, "Using", "without PYTHONHASHSEED", r"Using builtin hash without PYTHONHASHSEED set", "0.3.12+",
       "v1/token_database.py:170", "Using builtin hash without PYTHONHASHSEED set. For production environments (non-testing scenarios), you MUST set PYTHONHASHSEED to ensure consistent hashing across processes. Example: export PYTHONHASHSEED=0"),
     T("C23", L, "Centralized", "PYTHONHASHSEED not set", r"Centralized cache sharing detected but PYTHONHASHSEED not set", "0.3.3+",
