@@ -63,7 +63,7 @@ LMCACHE_TEMPLATES: list[Template] = [
       r"PYTHONHASHSEED=(?P<seed>[^,]{1,40}), result_hash=(?P<result>-?\d{1,25})", "dev (2026-01)",
       "v1/token_database.py:246",
       "[HASH_GENERATION] prefix_hash=-5282990986457227702, tokens_len=256, tokens_preview=(39165, 99212), "
-      "extra_keys=None, PYTHONHASHSEED=0, result_hash=-1983622685967036160", level="DEBUG",
+      "extra_keys=None, PYTHONHASHSEED=0, result_hash=-1983622685967036160",
       outside="a DEBUG trace of an LMCache development build that no catalogued release prints"),
     T("C22", L, "Using", "without PYTHONHASHSEED", r"Using builtin hash without PYTHONHASHSEED set", "0.3.12+",
       "v1/token_database.py:170", "Using builtin hash without PYTHONHASHSEED set. For production environments (non-testing scenarios), you MUST set PYTHONHASHSEED to ensure consistent hashing across processes. Example: export PYTHONHASHSEED=0"),
