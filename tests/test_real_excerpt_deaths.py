@@ -197,3 +197,28 @@ def test_091s_scheduler_output_line_is_the_crash_dump_not_an_unexplained_error(t
     step = found["SRV001"].measurements["crash_dump"]["failing_step"]
     assert step == {"request_ids": ["0"], "scheduled_tokens": 6, "speculative_tokens_scheduled": True}
     assert "LOG001" not in found
+
+
+def test_a_traceback_that_raised_in_the_standard_library_points_at_the_innermost_lmcache_frame(tmp_path):
+    """LMCache issue #4811's kind: a cut traceback whose last frame is concurrent/futures; the step names the MP
+    server's own frame first, and where it raised after it."""
+    log = _write(tmp_path, [
+        "[2026-08-29 12:45:30,873] LMCache ERROR: Error in blocking handler (mq.py:579:lmcache.v1.multiprocess.mq)",
+        "Traceback (most recent call last):",
+        '  File "/usr/local/lib/python3.12/dist-packages/lmcache/v1/multiprocess/mq.py", line 566, in _notify_response',
+        "    response = fut.result()",
+        '  File "/usr/lib/python3.12/concurrent/futures/_base.py", line 449, in result'])
+    steps = " ".join(s for f in analyze([str(log)]).findings if f.rule == "LOG001" for s in f.next_steps)
+    assert ("lmcache/v1/multiprocess/mq.py:566 in _notify_response (the innermost vLLM/LMCache frame; it raised in "
+            "/usr/lib/python3.12/concurrent/futures/_base.py:449 in result)") in steps
+
+
+def test_almost_no_accepted_drafts_are_not_called_none(tmp_path):
+    line = ("(APIServer pid=1) INFO 05-06 06:11:{s} [metrics.py:101] SpecDecoding metrics: Mean acceptance length: "
+            "1.03, Accepted throughput: 2.50 tokens/s, Drafted throughput: 365.20 tokens/s, Accepted: {a} tokens, "
+            "Drafted: {d} tokens, Per-position acceptance rate: 0.027, 0.000, 0.000, 0.000, Avg Draft acceptance "
+            "rate: 0.7%")
+    log = _write(tmp_path, [line.format(s="23", a=25, d=3652), line.format(s="33", a=15, d=1724)])
+    sd = _by_rule(log)["SD002"]
+    assert sd.title.endswith("(almost) none is accepted")
+    assert "accepted 40" in sd.summary and "(not none: an interval counts here at or under 1 % accepted)" in sd.summary
