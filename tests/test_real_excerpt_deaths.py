@@ -222,3 +222,12 @@ def test_almost_no_accepted_drafts_are_not_called_none(tmp_path):
     sd = _by_rule(log)["SD002"]
     assert sd.title.endswith("(almost) none is accepted")
     assert "accepted 40" in sd.summary and "(not none: an interval counts here at or under 1 % accepted)" in sd.summary
+
+
+def test_death_lines_of_two_engine_cores_are_said_to_be_two():
+    """trl PR #3310's kind: the tracebacks of EngineCore_7 and EngineCore_0 interleave; the finding names both
+    processes, not one engine."""
+    srv = _by_rule(HERE / "dp-two-engine-cores.log")["SRV001"]
+    assert srv.measurements["dead_engine_cores"] == ["EngineCore_7 pid=2095681", "EngineCore_0 pid=2095608"]
+    assert "come from 2 engine-core processes" in srv.summary
+    assert {e.line for e in srv.evidence} >= {2, 7}

@@ -312,6 +312,9 @@ class EngineDeath(Rule):
     ``native-crash`` (a C++ exception nothing caught, or a fatal signal), ``worker-exception``;
     ``cause-not-in-excerpt`` when no root error is in the lines given.
 
+    Death lines of two or more engine-core processes (data-parallel cores, or several servers in one paste) are
+    said to be that many (``dead_engine_cores``), each with a line; the root error is the first one found.
+
     Under the Ray executor a worker is a Ray actor: when it dies in native code Ray, not vLLM, says so
     (``events/ray.py``: the terminate handler's ``Unhandled exception: … what(): …``, the failure-signal
     handler's ``*** SIGSEGV received at time=… ***``, the raylet's ``A worker died or was killed …``). Each is
@@ -363,6 +366,7 @@ class EngineDeath(Rule):
         self.ray_death: Event | None = None  # the first of Ray's lines that a worker process died (RAY_DEATHS)
         self.ray_lines: dict[str, Event] = {}  # the first line of each kind of them: evidence
         self.fault_function: str | None = None  # the function at the faulting address (``PC: @ …``), when named
+        self.dead_cores: dict[str, Event] = {}  # engine-core processes with a line that proves a death (bounded)
         self.kv_check = False  # a traceback passes through vLLM's KV-cache size check (KV_CHECK_FRAMES)
         self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
 
@@ -499,6 +503,9 @@ class EngineDeath(Rule):
         self.hard_first = self.hard_first or key
         if self.death is None:
             self.death = key
+        origin = key[2].rec.origin
+        if origin.role == "EngineCore" and origin.pid is not None and len(self.dead_cores) < 16:
+            self.dead_cores.setdefault(origin.key, key[2])
         return True
 
     @staticmethod
@@ -561,6 +568,7 @@ class EngineDeath(Rule):
             self.header_place is not None and "failed to start" in self.header_place[0])
         measurements["failed_at_start"] = self.at_start
         summary, evs = self._inferred(summary, evs, measurements, causes)
+        summary, evs = self._several_cores(summary, evs, measurements)
         died = "engine died (inferred)" if measurements.get("death_inferred") else "engine died"
         head = (f"{died} at {fmt_log_time(dt)}: {_clipped(_root_line(root[2]), 85)}" if root is not None
                 else f"{died} at {fmt_log_time(dt)}; its first root error is not in the excerpt")
@@ -575,6 +583,19 @@ class EngineDeath(Rule):
             evidence=dedupe_evidence(evs), causes=causes, measurements=measurements, headline=head,
             identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt, next_steps=steps,
         )]
+
+    def _several_cores(self, summary: str, evs: list[Evidence], measurements: dict) -> tuple[str, list[Evidence]]:
+        """Death lines of more than one engine-core process: several engines (or the data-parallel cores of one
+        server) died. Say so, with a line of each, rather than tell one engine's death from their mixed lines."""
+        if len(self.dead_cores) < 2:
+            return summary, evs
+        names = [f"{e.rec.origin.proc} pid={e.rec.origin.pid}" for e in self.dead_cores.values()]
+        measurements["dead_engine_cores"] = names
+        summary += (f" The death lines come from {len(names)} engine-core processes ({', '.join(names[:4])}"
+                    f"{' …' if len(names) > 4 else ''}): as many engines, or the data-parallel cores of one server, "
+                    "died; the root error above is the first one found, and each may have its own.")
+        evs = evs + [Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in list(self.dead_cores.values())[:4]]
+        return summary, evs
 
     def _inferred(self, summary: str, evs: list[Evidence], measurements: dict,
                   causes: list[Cause]) -> tuple[str, list[Evidence]]:
