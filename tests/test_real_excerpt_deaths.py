@@ -130,20 +130,24 @@ def test_a_journald_paste_cut_after_the_error_line_is_an_error_citing_it():
 
 
 def test_a_native_librarys_glog_errors_beside_lmcache_are_named_not_dropped(tmp_path):
-    """Mooncake's store client logs in glog's format inside the vLLM worker: its failed puts are errors the
-    account names, not lines 'not vLLM/LMCache output'."""
+    """Mooncake's store client logs in glog's format inside the vLLM worker (LMCache issue #1518): its failed
+    puts are KV016's, another of its errors LOG001's, never lines 'not vLLM/LMCache output'."""
     log = _write(tmp_path, [
         "(VllmWorker TP3 pid=15157) [2025-09-05 14:46:37,864] LMCache INFO: Stored 100 out of total 100 tokens. "
         "size: 0.0015 gb, cost 3.5321 ms, throughput: 0.4327 GB/s; offload_time: 3.5115 ms, put_time: 0.0206 ms "
         "(cache_engine.py:279:lmcache.v1.cache_engine)",
         "E0905 14:46:37.882738 15817 master_client.cpp:297] Failed to end put operation: invalid rpc arg",
         "E0905 14:46:37.882854 17930 store_py.cpp:1036] Put operation failed with error: RPC_FAIL",
+        "E0905 14:46:37.882901 17930 transfer_engine.cpp:120] Failed to open device mlx5_0",
         "I0905 14:46:37.882900 17930 store_py.cpp:1040] a glog INFO line is no problem"])
-    log001 = _by_rule(log)["LOG001"]
-    assert "2 native library (glog) ERROR lines" in log001.summary
-    messages = {m["message"]: m for m in log001.measurements["messages"]}
-    assert messages["Failed to end put operation: invalid rpc arg"]["location"] == "glog master_client.cpp:297"
-    assert "Put operation failed with error: RPC_FAIL" in messages
+    found = _by_rule(log)
+    kv = found["KV016"]
+    assert kv.measurements["by_kind"] == {"G_MOONCAKE_PUT": 2}
+    assert "does not show that the remote write succeeded" in kv.summary
+    log001 = found["LOG001"]
+    assert "1 native library (glog) ERROR line" in log001.summary
+    (msg,) = log001.measurements["messages"]
+    assert msg["message"] == "Failed to open device mlx5_0" and msg["location"] == "glog transfer_engine.cpp:120"
 
 
 def test_a_line_printed_where_no_catalogued_release_prints_it_is_pointed_at_as_printed(tmp_path):
@@ -231,3 +235,13 @@ def test_death_lines_of_two_engine_cores_are_said_to_be_two():
     assert srv.measurements["dead_engine_cores"] == ["EngineCore_7 pid=2095681", "EngineCore_0 pid=2095608"]
     assert "come from 2 engine-core processes" in srv.summary
     assert {e.line for e in srv.evidence} >= {2, 7}
+
+
+def test_a_connectors_batched_put_error_is_a_failed_write_not_no_problem(tmp_path):
+    """LMCache issue #2166's kind: every batched put to Mooncake failed; the report said 'no problem found'."""
+    log = _write(tmp_path, [
+        "[2025-12-01 10:00:00,000] LMCache WARN : batched put error: unsupported format string passed to "
+        "bytes.__format__ (instrumented_connector.py:118:lmcache.v1.storage_backend.connector.instrumented_connector)"])
+    kv = _by_rule(log)["KV016"]
+    assert kv.causes[0].id == "backend-write-failure"
+    assert kv.measurements["errors"] == {"unsupported format string passed to bytes.__format__": 1}

@@ -15,5 +15,6 @@ from specdiag.analyzers import (  # noqa: F401
     kv_precursors,
     kv_pressure,
     kv_shortfall,
+    kv_writes,
     upstream_lines,
 )

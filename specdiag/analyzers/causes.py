@@ -117,6 +117,19 @@ _ROWS = [
        "0.9.2+",
        ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py", "…/nixl/worker.py (0.20+)"),
        "the exception logged under 'Handshake with … failed'"),
+    _c("backend-write-failure",
+       "The storage backend refused or failed LMCache's writes: the store is full (Redis 'OOM command not allowed "
+       "when used memory > maxmemory'), the connector and its client library disagree ('unsupported format string "
+       "passed to bytes.__format__'), or the store's master rejected the put (Mooncake 'RPC_FAIL'). The chunks are "
+       "not kept there, so later lookups of them miss.",
+       "Fix the write path the error names: room in the store (maxmemory, or an eviction policy that frees it), a "
+       "client library version the connector supports, the store's master or metadata service.",
+       "after the fix, compare the store's own put count (Redis INFO keyspace, Mooncake's put metrics) with the "
+       "'Stored N out of N' lines, and look for remote hits on repeated prompts",
+       "0.3.x+ (remote connectors)",
+       ("v1/storage_backend/remote_backend.py:220", "v1/storage_backend/connector/instrumented_connector.py:118, :186",
+        "LMCache issues #1518, #2166"),
+       "the backend's own error lines around the first failed put, and its server-side log"),
     _c("cpu-staging-exhausted",
        "Loading from disk or a remote store needs a CPU staging buffer; none could be allocated, so the load "
        "returned partial results.",

@@ -169,6 +169,11 @@ LMCACHE_TEMPLATES: list[Template] = [
       "Key exists but KV cache does not exist.Might happen when the cache is evicted by redis."),
     T("X9", L, None, "batched put error", r".*batched put error: (?P<error>.*)$", "0.5.6", "v1/storage_backend/connector/redis_connector.py",
       "batched put error: OOM command not allowed when used memory > 'maxmemory'."),
+    # Mooncake's store client (C++, glog) in the worker: the put it runs for LMCache's remote backend failed
+    T("G_MOONCAKE_PUT", "glog", None, "ut operation",
+      r"(?:Put operation failed with error|Failed to end put operation|Failed to start put operation): (?P<error>.{0,200})",
+      "Mooncake (LMCache mooncakestore backend)", "mooncake-store client.cpp / store_py.cpp / master_client.cpp",
+      "Put operation failed with error: RPC_FAIL"),
     T("Z1", L, "Timeout", "recreating all sockets", r"Timeout occurred for rank (?P<rank>\S+?),? recreating all sockets(?:\. Error: (?P<error>.*))?",
       "0.3.9+", "v1/rpc/zmq_transport.py:121", "Timeout occurred for rank 0, recreating all sockets. Error: Resource temporarily unavailable"),
     # ---- store ---------------------------------------------------------------------------------------

@@ -1,0 +1,85 @@
+"""KV016 — LMCache's writes to a storage backend failed: the chunks are not kept there."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import fix_and_confirm
+from specdiag.context import Context
+from specdiag.events import Event
+from specdiag.findings import Cause, Evidence, Finding
+from specdiag.observe import RunState
+from specdiag.timeutil import rec_time
+
+#: what each line is, for the summary
+LABELS = {"X4": "remote put task failure(s)", "X9": "batched put error(s)", "X6": "Mooncake batch_put_from failure(s)",
+          "G_MOONCAKE_PUT": "Mooncake client put failure(s)"}
+
+
+@register
+class BackendWriteErrors(Rule):
+    """LMCache's writes to a storage backend failed: the chunks are not kept there.
+
+    Detects: the remote backend's ``Put task failed for key …``, a connector's ``batched put error: …``,
+    Mooncake's ``batch_put_from failed`` and, from Mooncake's own C++ client in the worker (glog lines),
+    ``Put operation failed with error: …`` / ``Failed to end put operation: …``.
+
+    Why it matters: a chunk whose write failed is not in the store, so every later lookup of it there misses:
+    another instance never reuses it, and once the local tier evicts it the prompt is recomputed. Nothing
+    fails for the client; the cache just stays empty. A ``Stored N out of total N tokens`` line before the
+    errors does not show that the remote write succeeded.
+
+    Causes weighed: ``backend-write-failure``.
+
+    Fix: the write path the error names: room in the store, a client library the connector supports, the
+    store's master service.
+
+    References: LMCache ``v1/storage_backend/remote_backend.py`` (0.5.6 :220),
+    ``connector/instrumented_connector.py`` (:118, :186), ``connector/mooncakestore_connector.py``; issues
+    #1518, #2166.
+    """
+
+    code = "KV016"
+    name = "lmcache-backend-write-errors"
+    title = "LMCache's writes to a storage backend failed: the chunks are not kept there"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("backend-write-failure",)
+    events = frozenset(LABELS)
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.counts: Counter[str] = Counter()
+        self.errors: Counter[str] = Counter()
+        self.first: list[Event] = []
+
+    def observe(self, ev: Event) -> None:
+        if ev.id == "X6" and ev.f.get("op") != "batch_put_from":
+            return  # a read: KV013's
+        self.counts[ev.id] += 1
+        err = (ev.f.get("error") or "").strip()[:120]
+        if err and (err in self.errors or len(self.errors) < 20):
+            self.errors[err] += 1
+        if len(self.first) < 3:
+            self.first.append(ev)
+
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        total = sum(self.counts.values())
+        if not total:
+            return []
+        what = ", ".join(f"{n} {LABELS[tid]}" for tid, n in self.counts.most_common())
+        top = [f"'{e}' ×{n}" for e, n in self.errors.most_common(3)]
+        cause = Cause("backend-write-failure", 0.8, for_=[f"{total} failed write line(s): {what}"],
+                      **fix_and_confirm("backend-write-failure"))
+        first = self.first[0]
+        return [Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=(f"{what}{' (' + '; '.join(top) + ')' if top else ''}: those chunks are not in the store, so later "
+                     "lookups of them there miss. Nothing fails for the client; a 'Stored N out of total N tokens' "
+                     "line does not show that the remote write succeeded."),
+            count=total, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in self.first],
+            causes=[cause], identity=f"{self.code}|{self.errors.most_common(1)[0][0] if self.errors else ''}",
+            first_seen=rec_time(first.rec), next_steps=[cause.fix, f"Confirm: {cause.confirm_with}"],
+            measurements={"failed_writes": total, "by_kind": dict(self.counts), "errors": dict(self.errors.most_common(5))},
+        )]
