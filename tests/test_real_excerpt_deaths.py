@@ -245,3 +245,14 @@ def test_a_connectors_batched_put_error_is_a_failed_write_not_no_problem(tmp_pat
     kv = _by_rule(log)["KV016"]
     assert kv.causes[0].id == "backend-write-failure"
     assert kv.measurements["errors"] == {"unsupported format string passed to bytes.__format__": 1}
+
+
+def test_an_unknown_lmcache_config_key_is_a_warning_naming_it(tmp_path):
+    """LMCache issue #2854's kind: 'pd_backends' was ignored; the report said 'no problem found'."""
+    w = "(Worker_TP3 pid=1237459) [2026-03-23 13:46:57,783] LMCache WARNING: "
+    log = _write(tmp_path, [w + "Unknown configuration key: pd_backends (source: file: ../configs/decoder.yaml) "
+                                "(config_base.py:187:lmcache.v1.config_base)",
+                            w + "Unknown config key: max_cpu_size, ignoring (config_base.py:602:lmcache.v1.config_base)"])
+    kv = _by_rule(log)["KV017"]
+    assert kv.measurements["unknown_keys"] == ["pd_backends", "max_cpu_size"]
+    assert kv.summary.startswith("LMCache ignored pd_backends, max_cpu_size, 2 configuration key(s)")

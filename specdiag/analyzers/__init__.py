@@ -7,6 +7,7 @@ import specdiag.analyzers.sd_k  # noqa: F401
 import specdiag.analyzers.sd_prefix  # noqa: F401
 from specdiag.analyzers import (  # noqa: F401
     kv_accounting,
+    kv_config,
     kv_crashes,
     kv_degraded,
     kv_hits,

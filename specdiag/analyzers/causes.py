@@ -130,6 +130,14 @@ _ROWS = [
        ("v1/storage_backend/remote_backend.py:220", "v1/storage_backend/connector/instrumented_connector.py:118, :186",
         "LMCache issues #1518, #2166"),
        "the backend's own error lines around the first failed put, and its server-side log"),
+    _c("unknown-config-key",
+       "LMCache's configuration loader does not know the key (a misspelling, a key of another LMCache release, a key "
+       "put in the wrong section): it warns and ignores it, so the setting it was meant to make keeps its default.",
+       "Check the key against the configuration reference of the LMCache release in use (lmcache/v1/config.py); fix "
+       "its spelling, move it, or use a release that knows it.",
+       "restart and check that the config dump ('Creating LMCacheEngine with config: …') shows the value",
+       "0.3.x+",
+       ("v1/config_base.py:187, :212, :602", "LMCache issue #2854")),
     _c("cpu-staging-exhausted",
        "Loading from disk or a remote store needs a CPU staging buffer; none could be allocated, so the load "
        "returned partial results.",

@@ -25,6 +25,8 @@ LMCACHE_TEMPLATES: list[Template] = [
       "integration/vllm/utils.py:198", "Loading LMCache config file /etc/lmcache.yaml"),
     T("C4", L, "Unknown", "Unknown configuration key", r"Unknown configuration key: (?P<key>\S+) \(source: (?P<source>.*)\)$",
       "0.5.0+", "v1/config_base.py:212", "Unknown configuration key: max_cpu_size (source: file: /etc/lmcache.yaml)"),
+    T("C4b", L, "Unknown", "Unknown config key", r"Unknown config key: (?P<key>[^,\s]+), ignoring", "0.3.x+",
+      "v1/config_base.py:602", "Unknown config key: max_cpu_size, ignoring"),
     T("C9", L, "Updated", "from vLLM extra config", r"Updated config (?P<key>\S+) from vLLM extra config$", "0.3.9+",
       "integration/vllm/vllm_v1_adapter.py:506", "Updated config save_decode_cache from vLLM extra config"),
     T("C10", L, "vllm_config.speculative_config:", "speculative_config", r"vllm_config\.speculative_config: (?P<spec>.*)$",
