@@ -256,3 +256,12 @@ def test_an_unknown_lmcache_config_key_is_a_warning_naming_it(tmp_path):
     kv = _by_rule(log)["KV017"]
     assert kv.measurements["unknown_keys"] == ["pd_backends", "max_cpu_size"]
     assert kv.summary.startswith("LMCache ignored pd_backends, max_cpu_size, 2 configuration key(s)")
+
+
+def test_torchs_cuda_error_text_names_the_fault_when_the_exception_line_is_cut():
+    """vLLM issue #40756's kind: only the tail of torch's CUDA error text is left under 'WorkerProc hit an
+    exception'; it names cudaErrorIllegalAddress, which is more than 'not in the excerpt'."""
+    srv = _by_rule(HERE / "mtp-illegal-address-cut.log")["SRV001"]
+    top = srv.causes[0]
+    assert top.id == "worker-exception" and top.confidence == 0.5
+    assert "cudaErrorIllegalAddress" in top.for_[0] and "CUDA_LAUNCH_BLOCKING=1" in top.fix

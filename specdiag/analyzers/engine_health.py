@@ -264,6 +264,19 @@ def _fault_function(rest: str) -> str:
     return "" if name.startswith("(unknown") or name.isdigit() else name[:120]
 
 
+def _cuda_fault_cause(ev: Event) -> Cause:
+    """The root class when only torch's CUDA error text is left of the exception: the CUDA error it names."""
+    code = ev.f.get("code") or "a CUDA error"
+    fix, _confirm = CAUSE_FIX["worker-exception"]
+    return Cause("worker-exception", 0.5,
+                 for_=[f"the lines name {code} ({ev.rec.path}:{ev.rec.line}): a CUDA kernel failed in that process; "
+                       "CUDA reports it asynchronously, at a later call than the kernel that faulted"],
+                 against=["the exception line itself is not in the excerpt"],
+                 fix=f"{fix} Rerun the failing load with CUDA_LAUNCH_BLOCKING=1 to find the kernel that faulted.",
+                 confirm_with="collect the exception line above 'Search for `cudaError…'' and rerun with "
+                              "CUDA_LAUNCH_BLOCKING=1")
+
+
 def _died_without_exception(ev: Event) -> bool:
     """A worker's death (or one with an exit code) is a kill or native crash; an engine core's may be either.
 
@@ -339,7 +352,7 @@ class EngineDeath(Rule):
     family = "SRV"
     cause_ids = tuple(CAUSE_FIX)
     defaults = {"window_s": 300.0, "max_candidates": 256}
-    events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0", "R_SIGNAL_STACK",
+    events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0", "R_SIGNAL_STACK", "V_CUDA_HINT",
                                               "E_NO_CONNECTOR", "V_TB_FRAME", "E_TB_FRAMES"})
     tables = frozenset({"metrics"})  # the V1 stats lines: the engine was alive then
 
@@ -366,6 +379,7 @@ class EngineDeath(Rule):
         self.ray_death: Event | None = None  # the first of Ray's lines that a worker process died (RAY_DEATHS)
         self.ray_lines: dict[str, Event] = {}  # the first line of each kind of them: evidence
         self.fault_function: str | None = None  # the function at the faulting address (``PC: @ …``), when named
+        self.cuda_fault: Event | None = None  # torch's 'Search for `cudaError…'' line: the CUDA error's name
         self.dead_cores: dict[str, Event] = {}  # engine-core processes with a line that proves a death (bounded)
         self.kv_check = False  # a traceback passes through vLLM's KV-cache size check (KV_CHECK_FRAMES)
         self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
@@ -413,6 +427,8 @@ class EngineDeath(Rule):
                 self.shutdown = key
         elif tid == "V_SIGTERM_OLD" or (tid == "R_FATAL_SIGNAL" and ev.f.get("signal") == "SIGTERM"):
             self.shutdown = self.shutdown or key  # Ray's signal handler prints a requested stop's SIGTERM too
+        elif tid == "V_CUDA_HINT":
+            self.cuda_fault = self.cuda_fault or ev
         elif tid == "R_SIGNAL_STACK":
             if self.fault_function is None and ev.rec.msg.startswith("PC:"):
                 self.fault_function = _fault_function(ev.f.get("rest") or "")
@@ -536,6 +552,8 @@ class EngineDeath(Rule):
         if root is None and self.hard_first is not None and _died_without_exception(self.hard_first[2]):
             root = self.hard_first
         causes = self._causes(root, ctx, self.kv_check)
+        if root is None and self.cuda_fault is not None:
+            causes = [_cuda_fault_cause(self.cuda_fault)]
         if root is None and self.hard_first is None and not self.at_start:
             causes[0].against.append("only EngineDeadError / output-handler lines: vLLM 0.32 prints them at a normal "
                                      "SIGTERM shutdown too; check whether the server was being stopped")

@@ -138,6 +138,11 @@ VLLM_TEMPLATES: list[Template] = [
       "    assert memory_obj.tensor is not None", level="ERROR", outside="a traceback line under the vLLM header, not a logging call"),
     # the exception line of a traceback; a bare ``AssertionError`` (a failed assert without message) has no detail
     # no needle: an exception's name ends in Error or Exception (or is 'Exception'), and only ERROR records are tried
+    # torch's CUDA error text goes on under the exception line (``Search for `cudaErrorIllegalAddress' in …``):
+    # printed under a logger.exception header, it names the CUDA error when the exception line is cut off
+    T("V_CUDA_HINT", V, "Search", "cudaError", r"Search for `(?P<code>cudaError\w{1,60})'", "torch 2.x",
+      "c10/cuda/CUDAException.cpp", "Search for `cudaErrorIllegalAddress' in https://docs.nvidia.com/cuda/ for more information.",
+      outside="a line of torch's CUDA error text under a logger.exception header, not a logging call"),
     # the exception a NIXL handshake raises when the side channel answered for another engine (tried before
     # V_EXC, which would take any exception line)
     T("V_NIXL_ENGINE_MISMATCH", V, None, "NIXL agent engine ID mismatch",
