@@ -32,6 +32,14 @@ class Evidence:
         return {"path": self.path, "line": self.line, "text": self.text}
 
 
+def evidence_of(ev: Any, limit: int | None = 600) -> Evidence:
+    """The evidence line of an event (anything with a ``rec``: its place and cleaned text, cut at ``limit``
+    characters; None keeps it whole)."""
+    rec = ev.rec
+    text = rec.display()
+    return Evidence(rec.path, rec.line, text if limit is None else text[:limit])
+
+
 def with_primary(evidence: list[Evidence], primary: Evidence) -> list[Evidence]:
     """``evidence`` with ``primary`` first (moved, or inserted when it was not in the list).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdiag.engine import analyze
+from pasted import findings_by_rule, write_paste
 
 W = "(Worker_TP1 pid=180863) [2026-02-10 10:49:06,460] LMCache "
 BUILTIN = (W + "WARNING: Using builtin hash without PYTHONHASHSEED set. For production environments (non-testing "
@@ -16,9 +16,7 @@ SHARED = (W + "WARNING: Centralized cache sharing detected but PYTHONHASHSEED no
 
 
 def _findings(tmp_path: Path, lines: list[str]) -> dict:
-    log = tmp_path / "paste.log"
-    log.write_text("\n".join(lines) + "\n")
-    return {f.rule: f for f in analyze([str(log)]).findings}
+    return findings_by_rule(write_paste(tmp_path, lines))
 
 
 def test_shared_caching_without_a_hash_seed_is_a_warning_with_the_fix(tmp_path):

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdiag.engine import analyze
+from pasted import findings_by_rule, write_paste
 
 W = "(Worker_DP0_EP0 pid=2823482) ERROR 10-16 17:22:56 "
 
 
 def _findings(tmp_path: Path, lines: list[str]) -> dict:
-    log = tmp_path / "paste.log"
-    log.write_text("\n".join(lines) + "\n")
-    return {f.rule: f for f in analyze([str(log)]).findings}
+    return findings_by_rule(write_paste(tmp_path, lines))
 
 
 def test_an_engine_id_mismatch_points_at_the_side_channel(tmp_path):

@@ -4,11 +4,9 @@ never replaces a worker) with the root the worker's own lines give."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from specdiag.engine import analyze
-from specdiag.report.json_report import render_json
+from pasted import json_findings_by_rule, write_paste
 
 _RAY = "(RayWorkerWrapper pid=5191, ip=10.0.0.12) "
 _UNHANDLED = _RAY + ("[2025-03-06 10:00:00,123 E 5191 5191] logging.cc:108: Unhandled exception: N3c1010ErrorE. "
@@ -21,10 +19,7 @@ _RAYLET = ("(raylet) A worker died or was killed while executing a task by an un
 
 
 def _findings(tmp_path: Path, lines: list[str]) -> dict[str, dict]:
-    log = tmp_path / "paste.log"
-    log.write_text("\n".join(lines) + "\n")
-    out = json.loads(render_json(analyze([str(log)])))
-    return {f["rule"]: f for f in out["findings"]}
+    return json_findings_by_rule(write_paste(tmp_path, lines))
 
 
 def test_an_unhandled_cpp_exception_in_a_ray_worker_is_the_engines_death_with_that_root(tmp_path):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from specdiag.engine import analyze
+from pasted import findings_by_rule, write_paste
 
 LINE = ("(APIServer pid=1) INFO 05-01 14:{m} [metrics.py:101] SpecDecoding metrics: Mean acceptance length: 2.37, "
         "Accepted throughput: 8.90 tokens/s, Drafted throughput: 97.50 tokens/s, Accepted: 89 tokens, Drafted: 975 "
@@ -13,9 +13,7 @@ DEAD_TAIL = "0.600, 0.385, 0.215, 0.108, 0.062" + ", 0.000" * 10
 
 
 def _findings(tmp_path: Path, lines: list[str]) -> dict:
-    log = tmp_path / "paste.log"
-    log.write_text("\n".join(lines) + "\n")
-    return {f.rule: f for f in analyze([str(log)]).findings}
+    return findings_by_rule(write_paste(tmp_path, lines))
 
 
 def test_ten_of_fifteen_positions_never_accepted_suggest_k_five(tmp_path):

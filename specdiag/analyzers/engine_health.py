@@ -11,19 +11,25 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
 from specdiag.events import Event, entry_of, template
-from specdiag.findings import Cause, CauseBoard, Evidence, Finding, with_primary
+from specdiag.findings import Cause, CauseBoard, Evidence, Finding, evidence_of, with_primary
 from specdiag.observe import RunState
 from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
 
-#: Ray's lines that prove a worker process died (events/ray.py): the terminate handler aborts after an
-#: exception nothing caught, the failure-signal handler re-raises the signal, the raylet saw the process exit.
-#: vLLM's Ray executor never replaces a worker, so its engine fails at the next step that needs it.
-RAY_DEATHS = ("R_UNHANDLED", "R_FATAL_SIGNAL", "R_WORKER_DIED", "R_ACTOR_DEAD", "R_ACTOR_DEAD_RAW", "E_FATAL_PYTHON")
-#: what each of them reports, for the summary
-RAY_DEATH_WHAT = {"R_UNHANDLED": "a C++ exception nothing caught", "R_FATAL_SIGNAL": "a fatal signal",
-                  "R_WORKER_DIED": "the raylet: a worker died or was killed", "E_FATAL_PYTHON": "Fatal Python error",
-                  "R_ACTOR_DEAD": "Ray: the actor's worker process died",
-                  "R_ACTOR_DEAD_RAW": "Ray: the actor's worker process died"}
+#: the lines that prove a worker process died outside Python's reach (events/ray.py, events/text.py): Ray's
+#: terminate handler aborts after an exception nothing caught, the failure-signal handler (Ray's, or CPython's
+#: faulthandler) re-raises the signal, the raylet saw the process exit. Neither vLLM executor replaces a worker,
+#: so the engine fails at the next step that needs it. Per id: what it reports (for the summary) and the root
+#: class it gives (None: classified by its text, as an exception is)
+WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
+    "R_UNHANDLED": ("a C++ exception nothing caught", None),
+    "R_FATAL_SIGNAL": ("a fatal signal", "native-crash"),
+    "E_FATAL_PYTHON": ("Fatal Python error", "native-crash"),
+    "R_WORKER_DIED": ("the raylet: a worker died or was killed", "process-killed"),
+    "R_ACTOR_DEAD": ("Ray: the actor's worker process died", "process-killed"),
+    "R_ACTOR_DEAD_RAW": ("Ray: the actor's worker process died", "process-killed"),
+}
+#: those Ray reports from outside the dead process: it saw the exit, not why
+EXIT_SEEN_FROM_OUTSIDE = frozenset(t for t, (_what, cls) in WORKER_DEATHS.items() if cls == "process-killed")
 #: exceptions that are consequences of an engine death, never its root
 CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine core initialization failed",
            "BrokenPipeError", "ConnectionResetError", "EOFError", "SystemExit", "KeyboardInterrupt",
@@ -34,7 +40,7 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
            "Engine process failed to start", "WorkerProc initialization failed")
 HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
                   "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
-                  "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(RAY_DEATHS)
+                  "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(WORKER_DEATHS)
 #: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
 #: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
 #: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler
@@ -65,6 +71,8 @@ SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 #: lines that say the engine or a worker failed to start (``V_CORE_FAILED``: "EngineCore failed to start")
 START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED"})
 START_WORDS = ("Engine process failed to start", "WorkerProc initialization failed", "Engine core initialization failed")
+#: the experiment of a cause when the engine died while starting (no request to rerun)
+START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
 #: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory)
 MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory")
 #: the lines that announce a death themselves; without one, a death seen only in the crash dump and the
@@ -130,11 +138,10 @@ CAUSE_FIX = {
 ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
 
 
-def _start_frame(ev: Event) -> str | None:
+def _start_frame(ev: Event, funcs: list[str]) -> str | None:
     """The function vLLM runs only while it starts (building the engine core or its executor, a worker's
-    device, model, memory profile, KV caches or CUDA graphs) that a traceback, or one of its frames, passes
-    through; None when it passes through none."""
-    funcs = _frame_funcs(ev)
+    device, model, memory profile, KV caches or CUDA graphs) that a traceback, or one of its frames
+    (``funcs``), passes through; None when it passes through none."""
     if ev.id != "V_TB_FRAME" and any(code in ev.rec.raw_text for code in START_CODE):
         return "EngineCoreProc.__init__"
     return next((f for f in funcs if f in START_FRAMES), None)
@@ -146,13 +153,6 @@ def _frame_funcs(ev: Event) -> list[str]:
         return [ev.f.get("func") or ""]
     raw = ev.rec.raw_text
     return [m.decode() for m in _FRAME_FUNC.findall(raw)] if b", line " in raw else []
-
-
-def fatal_frames(raw: bytes) -> list[str]:
-    """Names of the never-survived vLLM loops among a traceback's frames (``FATAL_FRAMES``)."""
-    if b", line " not in raw:
-        return []
-    return [f for f in (m.decode() for m in _FRAME_FUNC.findall(raw)) if f in FATAL_FRAMES]
 
 
 def _clipped(text: str, limit: int) -> str:
@@ -220,10 +220,8 @@ _ADAPTER_ASSERTS = ("mismatch in tokens to load", "(full_hit_adj=", "is not in _
 
 
 def _classify(text: str, tid: str) -> str:
-    if tid in ("R_FATAL_SIGNAL", "E_FATAL_PYTHON"):
-        return "native-crash"
-    if tid in ("R_WORKER_DIED", "R_ACTOR_DEAD", "R_ACTOR_DEAD_RAW"):
-        return "process-killed"  # Ray saw the process exit; whether killed or crashed it does not know
+    if (cls := WORKER_DEATHS.get(tid, ("", None))[1]) is not None:
+        return cls
     t = text.lower()
     if "out of memory" in t or "outofmemoryerror" in t:
         return "cuda-oom"
@@ -284,7 +282,7 @@ def _died_without_exception(ev: Event) -> bool:
     that "died unexpectedly" ended without one. The API server's ``Engine core proc … died unexpectedly``
     also follows an engine core that logged its own traceback elsewhere, so alone it names no cause.
     """
-    return ev.id in RAY_DEATHS[1:] or (
+    return WORKER_DEATHS.get(ev.id, ("", None))[1] is not None or (
         ev.id == "V_PROC_DIED" and (ev.f.get("what") == "Worker proc" or "exit code" in ev.rec.msg))
 
 
@@ -376,8 +374,8 @@ class EngineDeath(Rule):
         #: a traceback frame printed where a header line's logging call prints (its message, the frame's event)
         self.header_place: tuple[str, Event] | None = None
         self.frames_after_header = 0  # frames of the traceback under the header: an excerpt cut inside it
-        self.ray_death: Event | None = None  # the first of Ray's lines that a worker process died (RAY_DEATHS)
-        self.ray_lines: dict[str, Event] = {}  # the first line of each kind of them: evidence
+        self.worker_death: Event | None = None  # the first line that a worker process died (WORKER_DEATHS)
+        self.worker_death_lines: dict[str, Event] = {}  # the first line of each kind of them: evidence
         self.fault_function: str | None = None  # the function at the faulting address (``PC: @ …``), when named
         self.cuda_fault: Event | None = None  # torch's 'Search for `cudaError…'' line: the CUDA error's name
         self.dead_cores: dict[str, Event] = {}  # engine-core processes with a line that proves a death (bounded)
@@ -433,9 +431,9 @@ class EngineDeath(Rule):
             if self.fault_function is None and ev.rec.msg.startswith("PC:"):
                 self.fault_function = _fault_function(ev.f.get("rest") or "")
         else:
-            if tid in RAY_DEATHS:
-                self.ray_death = self.ray_death or ev
-                self.ray_lines.setdefault(tid, ev)
+            if tid in WORKER_DEATHS:
+                self.worker_death = self.worker_death or ev
+                self.worker_death_lines.setdefault(tid, ev)
             return False
         return True
 
@@ -498,12 +496,13 @@ class EngineDeath(Rule):
         survives, a start-only function at ERROR (nothing catches an error raised while starting), or a frame
         printed where the release prints a death header."""
         self.frames_after_header += tid == "V_TB_FRAME" and self.header is not None
-        frames = [ev.f.get("func")] if tid == "V_TB_FRAME" else fatal_frames(ev.rec.raw_text)
-        start = _start_frame(ev)
+        funcs = _frame_funcs(ev)  # the traceback is parsed once for the three questions below
+        fatal = next((f for f in funcs if f in FATAL_FRAMES), None)
+        start = _start_frame(ev, funcs)
         self.at_start = self.at_start or start is not None
-        self.kv_check = self.kv_check or any(f in KV_CHECK_FRAMES for f in _frame_funcs(ev))
-        if frames and frames[0] in FATAL_FRAMES:
-            self.fatal_frame = self.fatal_frame or frames[0]
+        self.kv_check = self.kv_check or any(f in KV_CHECK_FRAMES for f in funcs)
+        if fatal is not None:
+            self.fatal_frame = self.fatal_frame or fatal
         elif start is not None and ev.rec.level in ("ERROR", "CRITICAL"):
             self.fatal_frame = self.fatal_frame or start
         elif tid == "V_TB_FRAME" and self.header is None and (said := _header_printed_at(ev)) is not None:
@@ -551,20 +550,18 @@ class EngineDeath(Rule):
             root = self.wrapper_detail
         if root is None and self.hard_first is not None and _died_without_exception(self.hard_first[2]):
             root = self.hard_first
-        causes = self._causes(root, ctx, self.kv_check)
-        if root is None and self.cuda_fault is not None:
-            causes = [_cuda_fault_cause(self.cuda_fault)]
-        if root is None and self.hard_first is None and not self.at_start:
+        causes = self._causes(root, ctx, self.kv_check, self.cuda_fault)
+        at_start = self._failed_at_start(causes)
+        if root is None and self.hard_first is None and not at_start:
             causes[0].against.append("only EngineDeadError / output-handler lines: vLLM 0.32 prints them at a normal "
                                      "SIGTERM shutdown too; check whether the server was being stopped")
         evs = []
         if root is not None:
-            evs.append(Evidence(root[2].rec.path, root[2].rec.line, root[2].rec.display()[:400]))
-        evs.append(Evidence(dev.rec.path, dev.rec.line, dev.rec.display()[:400]))
+            evs.append(evidence_of(root[2], 400))
+        evs.append(evidence_of(dev, 400))
         if self.first_cascade is not None:
-            evs.append(Evidence(self.first_cascade.rec.path, self.first_cascade.rec.line,
-                                self.first_cascade.rec.display()[:400]))
-        evs += [Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in self.ray_lines.values()]
+            evs.append(evidence_of(self.first_cascade, 400))
+        evs += [evidence_of(e, 400) for e in self.worker_death_lines.values()]
         root_txt = (root[2].f.get("detail") or root[2].rec.msg)[:200] if root is not None else "not in the excerpt"
         summary = (f"The engine died at {fmt_log_time(dt)}, line {dev.rec.path}:{dev.rec.line}; first root error: {root_txt}. "
                    f"{self.cascade} cascade line(s) (EngineDeadError/output handler) follow from it.")
@@ -582,25 +579,27 @@ class EngineDeath(Rule):
         if self.fault_function:
             measurements["fault_function"] = self.fault_function
             summary += f" The fatal signal's faulting address is in {self.fault_function}."
-        self.at_start = self.at_start or causes[0].id == "kv-cache-memory" or (
-            self.header_place is not None and "failed to start" in self.header_place[0])
-        measurements["failed_at_start"] = self.at_start
+        measurements["failed_at_start"] = at_start
         summary, evs = self._inferred(summary, evs, measurements, causes)
         summary, evs = self._several_cores(summary, evs, measurements)
         died = "engine died (inferred)" if measurements.get("death_inferred") else "engine died"
         head = (f"{died} at {fmt_log_time(dt)}: {_clipped(_root_line(root[2]), 85)}" if root is not None
                 else f"{died} at {fmt_log_time(dt)}; its first root error is not in the excerpt")
-        confirm = causes[0].confirm_with
-        if self.at_start:
-            confirm = confirm.replace("rerun the failing request", "start the server again")
-        steps = [causes[0].fix, f"Confirm: {confirm}"]
-        steps.append("The engine failed while starting: no request was served; start it again once the cause is fixed."
-                     if self.at_start else "Restart the engine; clients saw errors for every request in flight.")
+        confirm = START_CONFIRM.get(causes[0].id, causes[0].confirm_with) if at_start else causes[0].confirm_with
+        steps = [causes[0].fix, f"Confirm: {confirm}",
+                 "The engine failed while starting: no request was served; start it again once the cause is fixed."
+                 if at_start else "Restart the engine; clients saw errors for every request in flight."]
         return [Finding(
             rule=self.code, severity="error", title=self.title, summary=summary, count=max(1, self.cascade),
             evidence=dedupe_evidence(evs), causes=causes, measurements=measurements, headline=head,
             identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt, next_steps=steps,
         )]
+
+    def _failed_at_start(self, causes: list[Cause]) -> bool:
+        """Whether the engine died while starting: a line or frame said so, the root is a KV cache that cannot
+        fit (checked only at start-up), or the traceback was printed where the release prints 'failed to start'."""
+        return self.at_start or causes[0].id == "kv-cache-memory" or (
+            self.header_place is not None and "failed to start" in self.header_place[0])
 
     def _several_cores(self, summary: str, evs: list[Evidence], measurements: dict) -> tuple[str, list[Evidence]]:
         """Death lines of more than one engine-core process: several engines (or the data-parallel cores of one
@@ -612,7 +611,7 @@ class EngineDeath(Rule):
         summary += (f" The death lines come from {len(names)} engine-core processes ({', '.join(names[:4])}"
                     f"{' …' if len(names) > 4 else ''}): as many engines, or the data-parallel cores of one server, "
                     "died; the root error above is the first one found, and each may have its own.")
-        evs = evs + [Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in list(self.dead_cores.values())[:4]]
+        evs = evs + [evidence_of(e, 400) for e in list(self.dead_cores.values())[:4]]
         return summary, evs
 
     def _inferred(self, summary: str, evs: list[Evidence], measurements: dict,
@@ -626,7 +625,7 @@ class EngineDeath(Rule):
         """
         measurements["crashed"] = True
         inferred = self.header is None and (self.dump_ev is not None or self.fatal_frame is not None
-                                            or self.header_place is not None or self.ray_death is not None)
+                                            or self.header_place is not None or self.worker_death is not None)
         measurements["death_inferred"] = inferred
         if not inferred:
             return summary, evs
@@ -645,8 +644,9 @@ class EngineDeath(Rule):
                         f"high). Against: without the header, the time of death is that of {what}. Collect the lines "
                         f"around {what} to read the header.")
         else:
-            r = self.ray_death.rec
-            basis = f"The report of a worker process's death ({RAY_DEATH_WHAT[self.ray_death.id]}, {r.path}:{r.line})"
+            r = self.worker_death.rec
+            basis = (f"The report of a worker process's death ({WORKER_DEATHS[self.worker_death.id][0]}, "
+                     f"{r.path}:{r.line})")
             summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. {basis}: neither vLLM's "
                         "multiprocessing nor its Ray executor replaces a dead worker, so the engine fails at its next "
                         "step that needs it (confidence medium: a process that is no vLLM worker, or a server already "
@@ -658,12 +658,15 @@ class EngineDeath(Rule):
         return summary, evs
 
     @staticmethod
-    def _causes(root: tuple | None, ctx: Context, kv_check: bool = False) -> list[Cause]:
+    def _causes(root: tuple | None, ctx: Context, kv_check: bool = False,
+                cuda_fault: Event | None = None) -> list[Cause]:
         """Rank the root-error classes; without a root error, say so instead of listing every class as filler.
 
         A death line (fatal error, dead process, crash dump, EngineDeadError) proves the engine died but
         carries no cause: giving each class the same small share would read as a diagnosis.
         """
+        if root is None and cuda_fault is not None:
+            return [_cuda_fault_cause(cuda_fault)]
         if root is None and kv_check:
             fix, confirm = CAUSE_FIX["kv-cache-memory"]
             return [Cause("kv-cache-memory", 0.6, for_=[f"the traceback passes through {KV_CHECK_FRAMES[0]}, which raises only "
@@ -691,7 +694,7 @@ class EngineDeath(Rule):
         elif cls == "lmcache-draft-layers":
             b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
         cap = None
-        if rev.id in ("R_WORKER_DIED", "R_ACTOR_DEAD", "R_ACTOR_DEAD_RAW"):
+        if rev.id in EXIT_SEEN_FROM_OUTSIDE:
             b.oppose(cls, 1, "Ray saw the worker's process exit without knowing why: the reasons its message lists "
                              "(the OOM killer, 'ray stop --force', a native crash) are possibilities, not findings; "
                              "the worker's own last lines (Worker PID in the message) and dmesg tell which")

@@ -6,7 +6,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import Cause, Evidence, Finding
+from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -64,7 +64,7 @@ class UnknownConfigKeys(Rule):
             summary=(f"LMCache ignored {names}, {len(self.keys)} configuration key(s) it does not know"
                      f"{f' (source: {source})' if source else ''}, in {self.count} warning line(s); what they were "
                      "meant to set keeps its default."),
-            count=self.count, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400])
+            count=self.count, evidence=[evidence_of(e, 400)
                                         for e in list(self.keys.values())[:5]],
             causes=[cause], identity=f"{self.code}|{names[:80]}", first_seen=rec_time(first.rec),
             measurements={"unknown_keys": list(self.keys), "source": source or None, "lines": self.count},

@@ -6,13 +6,9 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import Cause, Evidence, Finding
+from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
-
-
-def _ev(e: Event) -> Evidence:
-    return Evidence(e.rec.path, e.rec.line, e.rec.display()[:800])
 
 
 @register
@@ -97,7 +93,7 @@ class AsyncLoadingInvalidatedObject(Rule):
         summary += (", followed by the load assertion that kills the engine." if self.asserts
                     else ", followed by an engine death (see SRV001)." if crashed else ".")
         return [Finding(rule=self.code, severity="error" if crashed else "warning", title=self.title, summary=summary,
-                        count=self.n_m13, evidence=[_ev(e) for e in (self.m13[:2] + self.asserts[:1])],
+                        count=self.n_m13, evidence=[evidence_of(e, 800) for e in (self.m13[:2] + self.asserts[:1])],
                         measurements={"invalidated_accesses": self.n_m13, "crashed": crashed, "async_loading": async_on},
                         causes=causes, identity=f"m13|{crashed}", first_seen=rec_time(self.m13[0].rec))]
 
@@ -153,7 +149,7 @@ class DraftModelLayerMismatch(Rule):
                       **fix_and_confirm("draft-layer-count-mismatch"))
         if crashed:
             cause.for_.append(f"the store failed: {self.index_err.rec.text.strip().splitlines()[-1][:120]} (line {self.index_err.rec.line})")
-        ev = [_ev(self.c12)] + ([_ev(self.index_err)] if crashed else [])
+        ev = [evidence_of(self.c12, 800)] + ([evidence_of(self.index_err, 800)] if crashed else [])
         summary = ("vLLM registers the draft model's layers as extra KV caches, LMCache sized its objects for the target "
                    "layers only" + (": the first store failed and the engine died." if crashed else ": the first store will fail."))
         return [Finding(rule=self.code, severity="error", title=self.title, summary=summary, count=1, evidence=ev,

@@ -7,7 +7,7 @@ from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.events.rows import LookupRows
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
 
 
@@ -124,7 +124,7 @@ class LMCacheDegraded(Rule):
         evidence = []
         for e in [*self.init_fail[:2], self.no_connector, *self.unhealthy[:2], *self.timeouts[:2], self.import_err]:
             if e is not None and all(x.line != e.rec.line for x in evidence):
-                evidence.append(Evidence(e.rec.path, e.rec.line, e.rec.display()[:600]))
+                evidence.append(evidence_of(e))
         summary = "LMCache initialisation failed; it runs in degraded mode (recompute): nothing is stored or loaded."
         if not self.init_fail and self.unhealthy:
             summary = "LMCache declared itself unhealthy and skipped stores/loads."

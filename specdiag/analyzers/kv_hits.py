@@ -14,7 +14,7 @@ from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.events.rows import NA, LookupRows, lookup_event
-from specdiag.findings import Cause, CauseBoard, Evidence, Finding
+from specdiag.findings import Cause, CauseBoard, Evidence, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -292,7 +292,7 @@ class ZeroHitsOnRepeats(Rule):
         evidence: list[Evidence] = []
         for e in (self.first_zero, self.repeat_example, self.first_store, *self.hash_warnings[:2]):
             if e is not None and all(x.line != e.rec.line or x.path != e.rec.path for x in evidence):
-                evidence.append(Evidence(e.rec.path, e.rec.line, e.rec.display()))
+                evidence.append(evidence_of(e, None))
         return evidence
 
 
@@ -348,6 +348,8 @@ class SharedCacheWithoutHashSeed(Rule):
     def _hash_line(self, ev: Event) -> None:
         """Keep each chunk's hash inputs (bounded); two processes with the same inputs and another result are
         the conflict."""
+        if self.conflict is not None:
+            return  # one conflict proves it: a DEBUG log traces every chunk, the rest need not be kept
         f = ev.f
         key = (f["prefix"], f["n"], f["preview"], f["extra"])
         got = self.hashes.get(key)
@@ -378,7 +380,7 @@ class SharedCacheWithoutHashSeed(Rule):
             summary=(f"LMCache warned {self.count} time(s) that it found {what} while PYTHONHASHSEED is not set "
                      f"(ranks: {', '.join(ranks)}): its builtin chunk hash differs per process, so KV stored by one "
                      "process is never found by another. Nothing fails; the hits across processes just never come."),
-            count=self.count, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in evs],
+            count=self.count, evidence=[evidence_of(e, 400) for e in evs],
             causes=causes, measurements={"warnings": self.count, "detected": what, "ranks": ranks},
             identity=f"{self.code}|{what}", first_seen=rec_time(evs[0].rec), next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
         )]
@@ -401,7 +403,7 @@ class SharedCacheWithoutHashSeed(Rule):
             summary=(f"Two processes hashed the same chunk (prefix_hash {fa['prefix']}, {fa['n']} tokens from "
                      f"{fa['preview'][:40]}…, extra_keys {fa['extra']}) to different keys ({fa['result']} and "
                      f"{fb['result']}): what one stores the other never finds. {why}"),
-            count=1, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in (a, b)],
+            count=1, evidence=[evidence_of(e, 400) for e in (a, b)],
             causes=[cause], identity=f"{self.code}|conflict", first_seen=rec_time(a.rec),
             measurements={"prefix_hash": fa["prefix"], "tokens": fa["n"], "extra_keys": fa["extra"],
                           "results": [fa["result"], fb["result"]], "seeds": [fa["seed"], fb["seed"]]},

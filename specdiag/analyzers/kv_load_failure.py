@@ -7,8 +7,9 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import Cause, Evidence, Finding
+from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.timeutil import rec_time
 
 
 @register
@@ -65,7 +66,7 @@ class KvLoadFailureOutcome(Rule):
                  measurements: dict, causes: list[Cause], policy: str) -> Finding:
         # identity is the outcome kind, not the count: the same incident keeps its fingerprint as it grows
         return Finding(rule=self.code, severity=severity, title=title, summary=summary, count=count,
-                       evidence=[Evidence(first.rec.path, first.rec.line, first.rec.display())],
+                       evidence=[evidence_of(first, None)],
                        measurements={**measurements, "policy": policy}, causes=causes, identity=policy, priority=-1)
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
@@ -156,27 +157,24 @@ class NixlHandshakeFailed(Rule):
             self.mismatch = ev
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
-        if not self.count and self.mismatch is None:
+        shown = sorted({*self.lines[:3], *([self.mismatch] if self.mismatch is not None else [])},
+                       key=lambda e: (e.rec.path, e.rec.line))
+        if not shown:
             return []
-        self.count = max(self.count, 1)
-        if not self.lines:
-            self.lines.append(self.mismatch)
+        count = max(self.count, 1)  # an 'engine ID mismatch' alone is the exception of a failed handshake
         causes = self._causes()
-        first = self.lines[0]
         reqs = f" for {len(self.requests)} request(s)" if self.requests else ""
         reason = (" The exception says the remote agent is another engine ('engine ID mismatch')."
                   if self.mismatch is not None else " The exception that says why is not in the input.")
         return [Finding(
             rule=self.code, severity="error", title=self.title,
-            summary=(f"{self.count} NIXL handshake failure line(s){reqs}: the decode side could not reach the remote "
+            summary=(f"{count} NIXL handshake failure line(s){reqs}: the decode side could not reach the remote "
                      f"instance's KV, so vLLM marked those blocks invalid and recomputed or failed the requests "
                      f"(kv_load_failure_policy; KV003 when its line is in the input).{reason}"),
-            count=self.count, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400])
-                                        for e in sorted({*self.lines[:3], *([self.mismatch] if self.mismatch else [])},
-                                                        key=lambda e: (e.rec.path, e.rec.line))],
-            causes=causes, identity=f"{self.code}|{causes[0].id}", first_seen=None,
-            measurements={"handshake_failures": self.count, "requests": len(self.requests),
-                          "engine_id_mismatch": self.mismatch is not None, "first_line": first.rec.line},
+            count=count, evidence=[evidence_of(e, 400) for e in shown],
+            causes=causes, identity=f"{self.code}|{causes[0].id}", first_seen=rec_time(shown[0].rec),
+            measurements={"handshake_failures": count, "requests": len(self.requests),
+                          "engine_id_mismatch": self.mismatch is not None},
             next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
         )]
 

@@ -6,13 +6,13 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import CauseBoard, Evidence, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 
 def _evidence(events: list[Event], n: int = 4) -> list[Evidence]:
-    return [Evidence(e.rec.path, e.rec.line, e.rec.display()[:600]) for e in events[:n]]
+    return [evidence_of(e) for e in events[:n]]
 
 
 @register

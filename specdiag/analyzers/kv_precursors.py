@@ -23,7 +23,7 @@ from specdiag.analyzers.kv_shortfall import complete_retrieve
 from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -193,7 +193,7 @@ class PrecursorRule(Rule):
         return [Finding(rule=self.code, severity="warning", title=self.title,
                         summary=f"{self.describe()} ({rank_words(self.by_rank)}); {self.consequence()} {loss}",
                         headline=f"{self.describe()}; {self.loads.clause(loads)}",
-                        count=n, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:600]) for e in self.examples],
+                        count=n, evidence=[evidence_of(e) for e in self.examples],
                         measurements={**counts, "by_rank": self.by_rank, "complete_retrieves": loads, "input_coverage": kind},
                         causes=ranked, next_steps=self.next_steps(ranked),
                         identity=f"{self.name}|{sorted(self.by_rank)}", first_seen=rec_time(self.examples[0].rec))]
@@ -356,8 +356,8 @@ class BackendReadErrors(PrecursorRule):
     #: the connector does not know, a URL scheme no adapter serves): no outage, and nothing was ever stored
     CLIENT_MISMATCH = re.compile(r"has no attribute|No adapter found for URL|No module named|cannot import name")
     #: a connection the remote end refused or dropped at once (a wrong port, TLS or auth the client does not speak)
-    REFUSED = re.compile(r"Connection refused|Connection reset by peer|\b104\b|\b111\b|SSL|certificate|NOAUTH|"
-                         r"invalid password|Authentication required")
+    REFUSED = re.compile(r"Connection refused|Connection reset by peer|\((?:104|111), |Errno (?:104|111)\b|SSL|"
+                         r"certificate|NOAUTH|invalid password|Authentication required")
     #: the lines that show a read reached the store (not just a failed connection)
     READS = ("X8", "X2", "X3", "X6")
 

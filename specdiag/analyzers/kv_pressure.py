@@ -9,7 +9,7 @@ from specdiag.analyzers.kv_precursors import LoadWatch, load_check_step, rank_wo
 from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Evidence, Finding
+from specdiag.findings import CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -144,7 +144,7 @@ class CpuTierPressure(Rule):
             if self.counts.get(k):
                 parts.append(f"{self.counts[k]} {label}")
         shown = self.first_lines if pasted else list(self.examples.values())[:4]
-        evidence = [Evidence(e.rec.path, e.rec.line, e.rec.display()) for e in shown]
+        evidence = [evidence_of(e, None) for e in shown]
         summary = f"{', '.join(parts)} ({rank_words(self.by_rank)}). Later requests will miss what was not stored."
         steps: list[str] = []
         if pasted:
@@ -221,6 +221,6 @@ class RankDisagreement(Rule):
         return [Finding(rule=self.code, severity="info", title=self.title,
                         summary=f"{self.n} lookup(s) where ranks disagreed; the lookup used the minimum, forgoing "
                                 f"{self.lost_tokens} hit tokens in all.",
-                        count=self.n, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()) for e in self.examples],
+                        count=self.n, evidence=[evidence_of(e, None) for e in self.examples],
                         measurements={"disagreements": self.n, "hit_tokens_forgone": self.lost_tokens},
                         causes=b.ranked(ceiling=0.7), identity="rank-disagreement")]

@@ -8,7 +8,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import Cause, Evidence, Finding
+from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -78,7 +78,7 @@ class BackendWriteErrors(Rule):
             summary=(f"{what}{' (' + '; '.join(top) + ')' if top else ''}: those chunks are not in the store, so later "
                      "lookups of them there miss. Nothing fails for the client; a 'Stored N out of total N tokens' "
                      "line does not show that the remote write succeeded."),
-            count=total, evidence=[Evidence(e.rec.path, e.rec.line, e.rec.display()[:400]) for e in self.first],
+            count=total, evidence=[evidence_of(e, 400) for e in self.first],
             causes=[cause], identity=f"{self.code}|{self.errors.most_common(1)[0][0] if self.errors else ''}",
             first_seen=rec_time(first.rec), next_steps=[cause.fix, f"Confirm: {cause.confirm_with}"],
             measurements={"failed_writes": total, "by_kind": dict(self.counts), "errors": dict(self.errors.most_common(5))},

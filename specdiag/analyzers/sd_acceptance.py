@@ -397,7 +397,7 @@ class ZeroAcceptance(SpecSeriesRule):
                 "lmcache_retrieves": retrieves, "config_in_excerpt": seen}
         return Finding(
             rule=self.code, severity="warning", title=self.title,
-            summary=_zero_summary(ctx, method, zr, lines, pasted), count=len(zero),
+            summary=_zero_summary(ctx, method, zr, lines, pasted, self.options["max_rate"]), count=len(zero),
             evidence=dedupe_evidence(evidence), measurements=meas, causes=causes,
             identity=f"{zr.label}|{method}|{round(zero[0].t) if zero[0].t else zero[0].line}", first_seen=zero[0].t,
             next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}",
@@ -474,11 +474,12 @@ def _weigh_zero_causes(b: CauseBoard, ctx: Context, method: str | None, ext_mean
                    "or kv_role configuration")
 
 
-def _zero_summary(ctx: Context, method: str | None, zr: _ZeroRun, lines: int | None, pasted: bool) -> str:
+def _zero_summary(ctx: Context, method: str | None, zr: _ZeroRun, lines: int | None, pasted: bool,
+                  max_rate: float) -> str:
     """SD002's summary, with the notes that say why confidence is capped (an excerpt, or a short paste)."""
     seen = config_seen(ctx)
     zero, ext_mean = zr.zero, zr.ext_mean
-    some = (" (not none: an interval counts here at or under 1 % accepted)" if zr.accepted else "")
+    some = (f" (not none: an interval counts here at or under {max_rate:.0%} accepted)" if zr.accepted else "")
     return (f"{zr.label}: {len(zero)} of {len(zr.spec)} intervals drafted {zr.drafted} tokens and accepted {zr.accepted} "
             f"({pct(zr.rate)}; mean acceptance length {num(pooled_length(zero))}){some} from {span(zero)} "
             f"({TIME_BASIS}). "

@@ -13,7 +13,7 @@ from specdiag.analyzers.sd_common import (
 )
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import Cause, Evidence, Finding
+from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
 
 
@@ -71,7 +71,7 @@ class PrefixZeroEagleHybrid(SpecSeriesRule):
                 continue
             ev = [ev_of(busy[0], spec=False), ev_of(busy[-1], spec=False)]
             if self.arch is not None:
-                ev.insert(0, Evidence(self.arch.rec.path, self.arch.rec.line, self.arch.rec.display()))
+                ev.insert(0, evidence_of(self.arch, None))
             out.append(Finding(
                 rule=self.code, severity="warning", title=self.title,
                 summary=(f"{label}: {len(busy)} stats intervals with prompt traffic all report a 0.0% prefix cache hit "

@@ -26,7 +26,7 @@ from specdiag.events import (
     message_shape,
     template,
 )
-from specdiag.findings import Evidence, Finding
+from specdiag.findings import Evidence, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -75,10 +75,6 @@ class _Message:
         if self.tb_lines:
             out["traceback_lines"] = self.tb_lines
         return out
-
-
-def _evidence(ev: Event) -> Evidence:
-    return Evidence(ev.rec.path, ev.rec.line, ev.rec.display()[:600])
 
 
 @dataclass
@@ -232,7 +228,7 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
 
 
 def _new_message(ev: Event, entry: Any) -> _Message:
-    first = _evidence(ev)
+    first = evidence_of(ev)
     rec = ev.rec
     part = _TB_PART.match(rec.msg) is not None
     if entry is not None:

@@ -456,12 +456,10 @@ class LineReader:
                 return
         if origin.pid is not None:
             self.recognized += 1  # a vLLM process prefix: vLLM output even without a logger header
-        if line[:1] == b"[" or line[:3] == b"***":
-            ray = self._ray(lineno, origin, line)
-            if ray is not None:
-                self.out.append(ray)
-                return
-        elif line[:7] == b"(raylet" and (ray := self._raylet(lineno, origin, line)) is not None:
+        if (ray := self._ray(lineno, origin, line)) is not None:
+            self.out.append(ray)
+            return
+        if line[:7] == b"(raylet" and (ray := self._raylet(lineno, origin, line)) is not None:
             self.recognized += 1
             self.out.append(ray)
             return
@@ -483,6 +481,8 @@ class LineReader:
         """A warning or worse of Ray's C++ core (``RAY_CPP``), or the fatal signal it reports
         (``FATAL_SIGNAL``): a record of kind ``ray``, so that a TP worker's crash under a Ray actor is named
         (INFO lines and anything else: None)."""
+        if line[:1] != b"[" and line[:3] != b"***":
+            return None
         m = RAY_CPP.match(line)
         if m is not None:
             level = RAY_LEVELS.get(m.group(2))
@@ -506,7 +506,7 @@ class LineReader:
         rest = line[m.end() :]
         if rest.startswith(WORKER_DIED):
             return Record(self.path, lineno, origin, "ray", "ERROR", None, self.year_hint, None, None, None, rest)
-        return self._ray(lineno, origin, rest) if rest[:1] == b"[" or rest[:3] == b"***" else None
+        return self._ray(lineno, origin, rest)
 
     def busy(self) -> bool:
         """Whether the next line may be read differently for what came before it: a record open or held, a

@@ -21,7 +21,7 @@ from specdiag.analyzers.kv_shortfall.shortfall import (
 )
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Evidence, Finding, with_primary
+from specdiag.findings import CauseBoard, Evidence, Finding, evidence_of, with_primary
 from specdiag.fingerprints import version_tuple
 
 
@@ -234,7 +234,7 @@ def evidence_lines(incidents: list[list[Shortfall]]) -> list[Evidence]:
         k = (ev.rec.path, ev.rec.line)
         if k not in seen and len(out) < 14:
             seen.add(k)
-            out.append(Evidence(ev.rec.path, ev.rec.line, ev.rec.display()))
+            out.append(evidence_of(ev, None))
 
     first = incidents[0]
     o = first[0]
