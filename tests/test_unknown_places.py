@@ -202,3 +202,28 @@ def test_a_new_lmcache_backends_debug_flood_is_counted_unread_and_reports_the_sa
     example = _analyse(ROOT / "examples" / "tp8-shortfall" / "serve.log", "off")["unrecognized"].get("lmcache", 0)
     assert on["unrecognized"]["lmcache"] == unknown + example
     assert _quiet_count(log, "unknown") > 0.8 * unknown
+
+
+def test_the_compiled_copy_reads_the_places_of_each_call_though_it_keeps_their_split_blobs():
+    """The compiled copy splits a large blob once and keeps it with the blob (``words_take``): a call with other
+    places, or with more place sets than it keeps, still decides by the places it is given."""
+    other_place = PLACE.replace(b":120", b":121")
+    sets = []
+    for i in range(30):  # more sets than the compiled copy keeps slots for: some are evicted and split again
+        quiet = quiet_places(default_matcher())
+        for j in range(200):  # keys blobs large enough to be kept, of one length in every set
+            quiet.add_unknown(b"DEBUG filler/f%03d.py:1" % j, "vllm", RECOGNISING)
+        quiet.add_unknown(PLACE if i % 2 == 0 else other_place, "vllm", RECOGNISING)
+        sets.append(quiet)
+    assert len({len(q.blobs()[0]) for q in sets}) == 1 and len(sets[0].blobs()[0]) > 4096
+    line = [HEAD + UNKNOWN[0]]
+    for _ in range(2):
+        for i, quiet in enumerate(sets):
+            want = prefilter.UNKNOWN_FIRST if i % 2 == 0 else prefilter.KEEP
+            ref, got = _kinds(line, quiet)
+            assert ref == got == bytes([want]), i
+    copied = tuple(bytes(bytearray(b)) for b in sets[0].blobs())  # equal blobs, other objects
+    data = line[0] + b"\n" + AFTER
+    starts, ends = _offsets([line[0], AFTER])
+    got = compiled.prefilter(data, 0, starts, ends, 0, len(data), *copied, prefilter.width_mask(WIDTHS), YEAR)
+    assert got[:1] == bytes([prefilter.UNKNOWN_FIRST])

@@ -653,6 +653,74 @@ static int words_of(const u8 *blob, size_t n, words *w) {
 static void words_free(words *w) {
     PyMem_Free(w->at);
     PyMem_Free(w->len);
+    w->at = NULL;
+    w->len = NULL;
+    w->n = 0;
+}
+
+/* Blobs split once, not once a block. The blobs change only when QuietPlaces learns a place (a few times an
+ * input), yet every block's call passed them again, and once an unknown place brought the catalog's 6,000
+ * candidate formats (374 KB) splitting them took 0.18 ms a call: 74 ms of a 420-block log. A slot keeps a
+ * blob's lines with a reference to its bytes object (immutable, and alive while referenced, so its identity
+ * names its content). Slots change only under the GIL, and a slot in use by a call (users > 0), whose loop
+ * runs without the GIL, is never evicted. */
+#define WCACHE_SLOTS 24
+#define WCACHE_MIN 4096 /* smaller blobs are split each call: cheaper than a slot */
+typedef struct {
+    PyObject *obj;
+    words w;
+    int users;
+    unsigned long long used;
+} wslot;
+static wslot wcache[WCACHE_SLOTS];
+static unsigned long long wclock;
+
+/* the least recently used slot no call is using, or -1 */
+static int wcache_victim(void) {
+    int best = -1;
+    for (int i = 0; i < WCACHE_SLOTS; i++) {
+        if (wcache[i].users) continue;
+        if (!wcache[i].obj) return i;
+        if (best < 0 || wcache[i].used < wcache[best].used) best = i;
+    }
+    return best;
+}
+
+/* *w: the lines of the blob b; returns its slot (users counted), -1 when split for this call only (free it
+ * with words_give), -2 out of memory. GIL held. */
+static int words_take(const Py_buffer *b, words *w) {
+    PyObject *o = b->obj;
+    int cacheable = o && PyBytes_CheckExact(o) && b->len >= WCACHE_MIN;
+    if (cacheable)
+        for (int i = 0; i < WCACHE_SLOTS; i++)
+            if (wcache[i].obj == o) {
+                wcache[i].users++;
+                wcache[i].used = ++wclock;
+                *w = wcache[i].w;
+                return i;
+            }
+    w->at = NULL;
+    w->len = NULL;
+    w->n = 0;
+    if (words_of(b->buf, (size_t)b->len, w) < 0) {
+        words_free(w);
+        return -2;
+    }
+    int v = cacheable ? wcache_victim() : -1;
+    if (v < 0) return -1;
+    if (wcache[v].obj) {
+        words_free(&wcache[v].w);
+        Py_DECREF(wcache[v].obj);
+    }
+    Py_INCREF(o);
+    wcache[v] = (wslot){o, *w, 1, ++wclock};
+    return v;
+}
+
+/* the end of a call's use of words_take's answer. GIL held. */
+static void words_give(int slot, words *w) {
+    if (slot >= 0) wcache[slot].users--;
+    else if (slot == -1) words_free(w);
 }
 
 /* bytes order, as Python sorts bytes */
@@ -1178,6 +1246,7 @@ static int inert_kind(const u8 *raw, size_t n, int flags, u8 *buf, const quiet_t
  * per line buf[off + starts[i] : off + ends[i]]; the line after each is read up to stop (the block's end); the eleven
  * blobs are QuietPlaces.blobs() (empty: no line is quiet), widths prefilter.width_mask(), year the reader's last
  * dated year (4 bytes; else no LMCache record is quiet) */
+#define N_BLOBS 11
 PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     Py_buffer buf, sv, ev, kb, vd, vn, ld, ln, ud[2], un[2], uc[2], wb, yb, rw = {0}, aw = {0};
     long long off, stop;
@@ -1192,6 +1261,12 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     u8 *tmp = NULL, *tmp2 = NULL;
     heads_t *heads = NULL;
     quiet_t q = {{0}, {{0}, {0}}, {{0}, {0}}, {{0}, {0}}, {{0}, {0}}, {{0}, {0}}, (const u8 *)wb.buf, yb.len == 4 ? (const u8 *)yb.buf : NULL};
+    /* the eleven blobs, where their lines go, and the slot each was taken from (-3: not taken yet) */
+    const Py_buffer *blob[N_BLOBS] = {&kb, &vd, &vn, &ld, &ln, &ud[0], &un[0], &uc[0], &ud[1], &un[1], &uc[1]};
+    words *parsed[N_BLOBS] = {&q.keys, &q.dispatch[0], &q.needles[0], &q.dispatch[1], &q.needles[1], &q.udispatch[0],
+                              &q.uneedles[0], &q.ucands[0], &q.udispatch[1], &q.uneedles[1], &q.ucands[1]};
+    int slot[N_BLOBS];
+    for (int j = 0; j < N_BLOBS; j++) slot[j] = -3;
     const int64_t *st = (const int64_t *)sv.buf, *en = (const int64_t *)ev.buf;
     Py_ssize_t rows = sv.len / 8;
     /* rw / aw: the width of the wrapper a block's copy took off each row and the line after it (none: 0) */
@@ -1212,13 +1287,12 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     tmp = PyMem_Malloc(MAX_QUIET_LINE * 4 + 16);
     tmp2 = PyMem_Malloc(640);
     heads = PyMem_Calloc(1, sizeof(heads_t));
-    if (!out || !tmp || !tmp2 || !heads || words_of(kb.buf, (size_t)kb.len, &q.keys) < 0 ||
-        words_of(vd.buf, (size_t)vd.len, &q.dispatch[0]) < 0 || words_of(vn.buf, (size_t)vn.len, &q.needles[0]) < 0 ||
-        words_of(ld.buf, (size_t)ld.len, &q.dispatch[1]) < 0 || words_of(ln.buf, (size_t)ln.len, &q.needles[1]) < 0 ||
-        words_of(ud[0].buf, (size_t)ud[0].len, &q.udispatch[0]) < 0 ||
-        words_of(un[0].buf, (size_t)un[0].len, &q.uneedles[0]) < 0 || words_of(uc[0].buf, (size_t)uc[0].len, &q.ucands[0]) < 0 ||
-        words_of(ud[1].buf, (size_t)ud[1].len, &q.udispatch[1]) < 0 ||
-        words_of(un[1].buf, (size_t)un[1].len, &q.uneedles[1]) < 0 || words_of(uc[1].buf, (size_t)uc[1].len, &q.ucands[1]) < 0) {
+    int taken_ok = 1;
+    for (int j = 0; j < N_BLOBS; j++) {
+        slot[j] = words_take(blob[j], parsed[j]);
+        taken_ok &= slot[j] != -2;
+    }
+    if (!out || !tmp || !tmp2 || !heads || !taken_ok) {
         Py_CLEAR(out);
         if (!PyErr_Occurred()) PyErr_NoMemory();
         goto done;
@@ -1250,16 +1324,7 @@ PyObject *specdiag_prefilter(PyObject *self, PyObject *args) {
     }
     Py_END_ALLOW_THREADS
 done:
-    words_free(&q.keys);
-    for (int p = 0; p < 2; p++) {
-        words_free(&q.udispatch[p]);
-        words_free(&q.uneedles[p]);
-        words_free(&q.ucands[p]);
-    }
-    for (int p = 0; p < 2; p++) {
-        words_free(&q.dispatch[p]);
-        words_free(&q.needles[p]);
-    }
+    for (int j = 0; j < N_BLOBS; j++) words_give(slot[j], parsed[j]);
     PyMem_Free(tmp);
     PyMem_Free(tmp2);
     PyMem_Free(heads);
