@@ -258,3 +258,18 @@ def test_bench_serve_blocks(tmp_path: Path, cli) -> None:
     empty = tmp_path / "none.txt"
     empty.write_text("nothing\n")
     assert cli("metrics", str(empty), "--bench")[0] == 3
+
+
+def test_the_terminal_timeline_names_the_engine_its_values_are_of_when_several_print_intervals() -> None:
+    """vllm-ascend issue #12521: two API servers' engines (Engine 002, Engine 004) each print one stats and one
+    SpecDecoding line. The rows show one engine's values (62 %, 2.87; the other's last line says 66 %, 2.98),
+    so the timeline must say whose, and that there is another."""
+    log = Path(__file__).resolve().parent / "real_sd" / "dp-two-api-servers-spec.log"
+    rows = timeline_rows(analyze([str(log)]).timeline, width=50)
+    assert rows[0].startswith("engine shown")
+    assert "APIServer pid=95669" in rows[0] and "1 of 2 engines" in rows[0]
+    assert any(r.startswith("draft acceptance rate") and r.endswith("last 62%") for r in rows)
+
+
+def test_one_engines_timeline_names_no_engine(log: Path) -> None:
+    assert not any(r.startswith("engine shown") for r in timeline_rows(analyze([str(log)]).timeline, width=50))

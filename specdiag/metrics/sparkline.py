@@ -144,6 +144,18 @@ def _marker_rows(timeline: dict, t0: float, t1: float, width: int) -> list[str]:
     return rows
 
 
+def _engine_row(series: dict, chosen: list) -> list[str]:
+    """With several engines, which one the rows show: their values are that engine's, not the deployment's
+    (two data-parallel engines' 'last' values differ), and the others' series are charted only in HTML."""
+    shown = next((s.get("by") for _n, s in chosen if s.get("by")), None)
+    if not shown:
+        return []
+    engines = {s.get("by") for s in series.values() if isinstance(s, dict) and s.get("by")}
+    text = (f"{shown} (1 of {len(engines)} engines: one with the most SpecDecoding intervals; "
+            "the HTML report charts each)")
+    return [f"{'engine shown'[:LABEL_W]:<{LABEL_W}} {text}"]
+
+
 def timeline_rows(timeline: dict, width: int = 60, names: Sequence[str] = (
         "draft_acceptance_rate", "mean_acceptance_length", "prefix_cache_hit_rate", "external_prefix_cache_hit_rate"),
         ascii_only: bool = False) -> list[str]:
@@ -159,7 +171,7 @@ def timeline_rows(timeline: dict, width: int = 60, names: Sequence[str] = (
         return []
     t0 = min(s["points"][0][0] for _n, s in chosen)
     t1 = max(s["points"][-1][0] for _n, s in chosen)
-    lines = []
+    lines = _engine_row(series, chosen)
     for name, s in chosen:
         vals = _columns(s["points"], t0, t1, width)
         frac = s.get("unit") == "fraction"
