@@ -259,3 +259,14 @@ def test_torchs_cuda_error_text_names_the_fault_when_the_exception_line_is_cut()
     top = srv.causes[0]
     assert top.id == "worker-exception" and top.confidence == 0.5
     assert "cudaErrorIllegalAddress" in top.for_[0] and "CUDA_LAUNCH_BLOCKING=1" in top.fix
+
+
+def test_a_ci_log_behind_buildkite_times_and_its_gutter_is_read(tmp_path):
+    """vLLM issue #14574: a CI log copied from Buildkite's web view, each line behind the runner's
+    ``[2025-03-10T15:07:20Z] `` and the view's ``  | `` gutter. Nothing was recognised (exit 3)."""
+    report = analyze([str(HERE / "buildkite-ci-core-exception.log")])
+    stats = report.inputs[0]
+    assert stats["recognized"] == 7 and "bracketed-timestamp" in stats["formats"]
+    srv = next(f for f in report.findings if f.rule == "SRV001")
+    assert srv.measurements["died_at"].startswith("2025-03-10 08:07:20")  # the year from the runner's time
+    assert srv.measurements["fatal_frame"] == "run_engine_core"

@@ -42,6 +42,8 @@ def docker_json(line: str, time: str = "2026-05-06T15:56:03.745123456Z") -> str:
     ("dic 19 02:07:16.123456 h1 vllm[7]: ", "host:h1", None, "journald"),               # Spanish, short-precise
     ("дек 19 02:07:16 h1 vllm[7]: ", "host:h1", None, "journald"),                      # Russian
     ("vllm-1  | ", "compose:vllm-1", None, "compose"),                                   # docker compose
+    ("[2025-03-10T15:07:20Z] ", None, 2025, "bracketed-timestamp"),                      # a CI runner (Buildkite)
+    ("  | [2025-03-10T15:07:20.123+00:00] ", None, 2025, "bracketed-timestamp"),          # its web view's gutter
     ("llama-70b-0.x srv ", "k8s:pod/llama-70b-0.x/srv", None, "stern"),                  # stern
     ("<14>1 2025-05-06T15:56:03.745Z gpu-1 vllm 88213 - - ", "host:gpu-1", 2025, "syslog-5424"),  # RFC 5424
     ('<14>1 2025-05-06T15:56:03Z gpu-1 vllm - ID7 [exampleSDID@32473 iut="3" eventID="10\\"11"] ', "host:gpu-1",

@@ -421,7 +421,7 @@ static long grep_n_end(const u8 *s, size_t pos, size_t n) {
 
 static inline int indent_byte(const u8 *s, size_t k, size_t n) {
     u8 c = s[k];
-    return c == ' ' || c == '>' || ((c == '-' || c == '*' || c == '+') && k + 1 < n && s[k + 1] == ' ');
+    return c == ' ' || c == '>' || ((c == '-' || c == '*' || c == '+' || c == '|') && k + 1 < n && s[k + 1] == ' ');
 }
 
 static size_t indent_end(const u8 *s, size_t pos, size_t n) {
@@ -481,7 +481,7 @@ static int wrapper_ends(const u8 *s, size_t pos, size_t n, size_t out[3]) {
         out[0] = (size_t)e;
         return 1;
     }
-    if (c == ' ' || c == '>' || ((c == '-' || c == '*' || c == '+') && pos + 1 < n && s[pos + 1] == ' ')) {
+    if (c == ' ' || c == '>' || ((c == '-' || c == '*' || c == '+' || c == '|') && pos + 1 < n && s[pos + 1] == ' ')) {
         out[0] = indent_end(s, pos, n);
         return 1;
     }
@@ -581,6 +581,11 @@ static int glog_head(const u8 *r, size_t m) {
     return m > 8 && is_digit(r[1]) && is_digit(r[2]) && is_digit(r[3]) && is_digit(r[4]) && r[5] == ' ' && r[8] == ':';
 }
 
+/* wrappers.bracket_time: "[dddd-dd-ddT", a CI runner's time before the line (Buildkite) */
+static int bracket_time(const u8 *r, size_t m) {
+    return m > 11 && is_digit(r[1]) && r[5] == '-' && r[11] == 'T';
+}
+
 static int may_start(const u8 *s, size_t pos, size_t n) {
     if (pos >= n) return 1;
     const u8 *r = s + pos;
@@ -588,7 +593,7 @@ static int may_start(const u8 *s, size_t pos, size_t n) {
     u8 c = r[0];
     if (c == '(' || c == '<') return 1; /* a process prefix, a syslog priority */
     if (c == '{') return json_start(r, m);
-    if (c == '[') return lmc_head_prefix(r, m) || ray_head(r, m);
+    if (c == '[') return lmc_head_prefix(r, m) || ray_head(r, m) || bracket_time(r, m);
     if (c == '*') return m >= 7 && memcmp(r, "*** SIG", 7) == 0; /* a fatal signal Ray's core reports */
     if (c == 'F' && m >= 18 && memcmp(r, "Fatal Python error", 18) == 0) return 1; /* envelope.FATAL_PYTHON */
     if ((c == 'W' || c == 'E' || c == 'F') && glog_head(r, m)) return 1;         /* envelope.GLOG */

@@ -43,7 +43,7 @@ from typing import NamedTuple
 from specdiag.catalog.store import TEXT_CANDIDATE_LEVELS, candidate_key
 from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.envelope import FATAL_PYTHON
-from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS
+from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS, bracket_time
 
 #: kinds, one byte per line (``*_FIRST``: the block's first of a process prefix, one more than its kind)
 KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST, UNKNOWN, UNKNOWN_FIRST, LMC_UNKNOWN, LMC_UNKNOWN_FIRST = range(9)
@@ -254,7 +254,7 @@ def _wrapper_ends(line: bytes, pos: int) -> list[int]:
     if c in _DIGITS:
         end = _grep_n_end(line, pos)
         return [] if end is None else [end]
-    if c == 0x20 or c == 0x3E or (c in b"-*+" and line[pos + 1 : pos + 2] == b" "):
+    if c == 0x20 or c == 0x3E or (c in b"-*+|" and line[pos + 1 : pos + 2] == b" "):
         return [_indent_end(line, pos)]
     if c == 0x60:  # a markdown code span's opening backticks (``wrappers.code_span``), and its one space of padding
         k = pos
@@ -311,11 +311,11 @@ def _spaces_end(line: bytes, j: int, most: int) -> int:
 
 
 def _indent_end(line: bytes, pos: int) -> int:
-    """``(?:[ \\t]|>|[-*+](?=[ \\t]))+`` at ``pos``."""
+    """``(?:[ \\t]|>|[-*+|](?=[ \\t]))+`` at ``pos``."""
     k = pos
     while k < len(line):
         c = line[k]
-        if c == 0x20 or c == 0x3E or (c in b"-*+" and line[k + 1 : k + 2] == b" "):
+        if c == 0x20 or c == 0x3E or (c in b"-*+|" and line[k + 1 : k + 2] == b" "):
             k += 1
         else:
             break
@@ -373,7 +373,7 @@ def _may_start(line: bytes, pos: int) -> bool:
         return _json_start(rest)
     if c == 0x5B:  # '[': an LMCache header cut short (a longer one holds the anchor ``LMCache``), or Ray's
         return len(rest) <= len(LMC_HEAD) and all(t == r or t == 0x30 and r in _DIGITS for t, r in zip(LMC_HEAD, rest, strict=False)) \
-            or _ray_head(rest)
+            or _ray_head(rest) or bracket_time(rest)  # a CI runner's time (``wrappers.BRACKET_ISO``)
     if c == 0x2A:  # '*': a fatal signal Ray's core reports (``envelope.FATAL_SIGNAL``)
         return rest.startswith(b"*** SIG")
     if c == 0x46 and rest.startswith(FATAL_PYTHON):  # 'F': CPython's faulthandler after a fatal signal

@@ -44,6 +44,8 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 #: ``дек``), day, time, host, ident[pid]; no year
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
+#: a CI runner's time before each line (Buildkite's ``[2025-03-10T15:07:20Z] ``), as vLLM's CI logs are pasted
+BRACKET_ISO = re.compile(rb"\[(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ")
 #: RFC 5424 syslog (rsyslog / syslog-ng forwarding): ``<PRI>1 TIME HOST APP PROCID MSGID SD `` then the message
 #: (after an optional BOM); structured data is ``-`` or bracketed elements with quoted, escaped values
 SYSLOG_5424 = re.compile(rb'<\d{1,3}>\d{1,2} (\d{4}|-)\S{0,40} (\S{1,255}) \S{1,48} \S{1,128} \S{1,32} '
@@ -63,8 +65,8 @@ GREP_H = re.compile(rb"([^\s:()\[\]{}|]+?)(?:([:-])(\d{1,9})\2|:)")
 #: chat code-block indentation (no-break spaces when copied from a rendered web page) or a ``> `` quote
 #: indentation, a markdown quote (``>``, nested) and list bullet (``-``, ``*``, ``+`` and a space): how a paste
 #: into an issue or chat arrives; peeled only when what follows starts a record
-INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0|>|[-*+](?=[ \t]))+")
-_INDENT_FIRST = frozenset(b" \t>-*+")
+INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0|>|[-*+|](?=[ \t]))+")  # ``| ``: a CI viewer's gutter (Buildkite)
+_INDENT_FIRST = frozenset(b" \t>-*+|")
 _ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
 
 #: first words of lines that carry no wrapper: vLLM's formatter, uvicorn, tracebacks, LMCache's without its time
@@ -103,8 +105,14 @@ def looks_plain(line: bytes) -> bool:
     if c == b"(":
         return True
     if c == b"[":
-        return line[1:5] != b"pod/"
+        return line[1:5] != b"pod/" and not bracket_time(line)
     return line.startswith(PLAIN_STARTS)
+
+
+def bracket_time(line: bytes) -> bool:
+    """Whether ``line`` may start with a bracketed RFC 3339 time (``BRACKET_ISO``): ``[dddd-dd-ddT``. LMCache's
+    own header (``[2026-05-06 15:56:03,745]``) has a space where this has the ``T``."""
+    return line[5:6] == b"-" and line[11:12] == b"T" and line[1:2].isdigit()
 
 
 def is_envelope(rest: bytes) -> bool:
@@ -113,6 +121,8 @@ def is_envelope(rest: bytes) -> bool:
     if c == b"(":
         return b" pid=" in rest[:200]
     if c == b"[":
+        if bracket_time(rest) and (m := BRACKET_ISO.match(rest)) is not None:
+            return is_envelope(rest[m.end() :])
         return b"] LMCache " in rest[:48]
     if rest.startswith(_VLLM_LEVELS):
         sp = rest.find(b" ")
@@ -311,10 +321,10 @@ class LineUnwrapper:
             self.deployment = self.deployment or source
             self.seen.add(style)
             return inner
-        if c == 91:  # '[' and not plain: kubectl --prefix
+        if c == 91:  # '[' and not plain: kubectl --prefix, a CI runner's time
             m = KUBECTL_PREFIX.match(line)
             if m is None:
-                return None
+                return self._bracket_time(line)
             self.deployment = self.deployment or "k8s:" + m.group(1).decode("utf-8", "replace")
             self.seen.add("kubectl-prefix")
             return line[m.end() :]
@@ -387,6 +397,15 @@ class LineUnwrapper:
                 return line[j.end() :]
         self.seen.add("iso-timestamp")
         return rest
+
+    def _bracket_time(self, line: bytes) -> bytes | None:
+        """A CI runner's time in brackets (``BRACKET_ISO``): its year, as kubectl's ``--timestamps`` give theirs."""
+        m = BRACKET_ISO.match(line)
+        if m is None:
+            return None
+        self.year = self.year or int(m.group(1))
+        self.seen.add("bracketed-timestamp")
+        return line[m.end() :]
 
     def _grep_n(self, line: bytes, grep_next: int | None) -> bytes | None:
         m = GREP_N.match(line)
