@@ -64,6 +64,14 @@ def test_frames_through_the_kv_cache_check_without_the_exception_line_point_at_k
     assert "its exception line is not in the excerpt" in top.against
 
 
+def test_code_rows_of_a_death_traceback_are_the_deaths_lines_not_unexplained_errors():
+    """The same excerpt: logger.exception prints each code and caret row of the traceback as an ERROR record
+    of its own ('                                 available_memory_one_worker)'). Those rows are the traceback
+    SRV001 read, not six ERROR lines LOG001 lists as unexplained."""
+    found = _by_rule(HERE / "v1-kv-check-frames-cut.log")
+    assert "SRV001" in found and "LOG001" not in found
+
+
 def test_fatal_python_error_is_a_native_crash_not_nothing_analysed():
     srv = _by_rule(HERE / "fatal-python-segfault.log")["SRV001"]
     assert srv.causes[0].id == "native-crash"
@@ -228,7 +236,7 @@ def test_death_lines_of_two_engine_cores_are_said_to_be_two():
     srv = _by_rule(HERE / "dp-two-engine-cores.log")["SRV001"]
     assert srv.measurements["dead_engine_cores"] == ["EngineCore_7 pid=2095681", "EngineCore_0 pid=2095608"]
     assert "come from 2 engine-core processes" in srv.summary
-    assert {e.line for e in srv.evidence} >= {2, 7}
+    assert {e.line for e in srv.evidence} >= {1, 7}  # EngineCore_7's first traceback row (a code row), EngineCore_0's header
 
 
 def test_a_connectors_batched_put_error_is_a_failed_write_not_no_problem(tmp_path):
@@ -270,3 +278,5 @@ def test_a_ci_log_behind_buildkite_times_and_its_gutter_is_read(tmp_path):
     srv = next(f for f in report.findings if f.rule == "SRV001")
     assert srv.measurements["died_at"].startswith("2025-03-10 08:07:20")  # the year from the runner's time
     assert srv.measurements["fatal_frame"] == "run_engine_core"
+    # its code row 'engine_core = EngineCoreProc(*args, **kwargs)', an ERROR record of its own: a start failure
+    assert srv.measurements["failed_at_start"] is True

@@ -134,6 +134,8 @@ CAUSE_FIX = {
                              "grep -n -B50 -A200 -m1 -E 'EngineCore encountered a fatal error|EngineCore failed to start|"
                              "Dumping input data|WorkerProc hit an exception|died unexpectedly' <full log>"),
 }
+#: the rows of a traceback printed through logger.exception under the vLLM header: a frame, another row
+TB_ROWS = ("V_TB_FRAME", "V_TB_CODE")
 #: the causes a root error can be classified as (all but the "not in the excerpt" placeholder)
 ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
 
@@ -351,7 +353,7 @@ class EngineDeath(Rule):
     cause_ids = tuple(CAUSE_FIX)
     defaults = {"window_s": 300.0, "max_candidates": 256}
     events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0", "R_SIGNAL_STACK", "V_CUDA_HINT",
-                                              "E_NO_CONNECTOR", "V_TB_FRAME", "E_TB_FRAMES"})
+                                              "E_NO_CONNECTOR", *TB_ROWS, "E_TB_FRAMES"})
     tables = frozenset({"metrics"})  # the V1 stats lines: the engine was alive then
 
     def __init__(self, options=None) -> None:
@@ -471,12 +473,12 @@ class EngineDeath(Rule):
             self.dump.setdefault("vllm_version", ev.f.get("version"))
         elif tid == "V_DUMP_SCHED_OBJ" or (tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output")):
             self.dump.setdefault("failing_step", failing_step(ev.f.get("dump") or ""))
-        elif tid == "V_TB_FRAME" or ev.rec.kind == "traceback":
+        elif tid in TB_ROWS or ev.rec.kind == "traceback":
             hard = self._frames(tid, ev) or hard
             if tid == "E_TB_FRAMES" and (bare := _BARE_EXC.search(ev.rec.text)):
                 ev.f["detail"] = bare.group(1)  # frames, then an exception without message: that is the error
                 tid = "E_GENERIC"
-            elif tid in ("V_TB_FRAME", "E_TB_FRAMES"):
+            elif tid in TB_ROWS or tid == "E_TB_FRAMES":
                 if hard:
                     self._mark_death(key)
                 return
@@ -505,7 +507,7 @@ class EngineDeath(Rule):
             self.fatal_frame = self.fatal_frame or fatal
         elif start is not None and ev.rec.level in ("ERROR", "CRITICAL"):
             self.fatal_frame = self.fatal_frame or start
-        elif tid == "V_TB_FRAME" and self.header is None and (said := _header_printed_at(ev)) is not None:
+        elif tid in TB_ROWS and self.header is None and (said := _header_printed_at(ev)) is not None:
             self.header_place = self.header_place or (said, ev)
         else:
             return False
