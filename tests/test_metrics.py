@@ -273,3 +273,18 @@ def test_the_terminal_timeline_names_the_engine_its_values_are_of_when_several_p
 
 def test_one_engines_timeline_names_no_engine(log: Path) -> None:
     assert not any(r.startswith("engine shown") for r in timeline_rows(analyze([str(log)]).timeline, width=50))
+
+
+def test_v0_speculative_metrics_that_print_the_unit_twice_count_their_drafts() -> None:
+    """vLLM issue #6768 (Medusa, K=16): V0 before 0.6 printed 'Number of draft tokens tokens: 42272'. Read as
+    an unknown key, the intervals had no drafts and the report said 'no problem found' with 0 of 51,056
+    drafted tokens accepted."""
+    from specdiag.metrics.parse import parse_spec_body
+
+    body = ("Draft acceptance rate: 0.000, System efficiency: 0.059, Number of speculative tokens: 16, Number of "
+            "accepted tokens: 0, Number of draft tokens tokens: 42272, Number of emitted tokens tokens: 2642.")
+    got = parse_spec_body(body)
+    assert (got["drafted_tokens"], got["accepted_tokens"], got["emitted_tokens"]) == (42272, 0, 2642)
+    log = Path(__file__).resolve().parent / "real_sd" / "v0-medusa-draft-tokens-tokens.log"
+    sd = [f for f in analyze([str(log)]).findings if f.rule == "SD002"]
+    assert sd and sd[0].measurements["drafted_tokens"] == 51056 and sd[0].measurements["accepted_tokens"] == 0

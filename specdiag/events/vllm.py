@@ -90,11 +90,6 @@ VLLM_TEMPLATES: list[Template] = [
       "traceback lines of logger.exception (NewLineFormatter)",
       '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core',
       ints=("line",), outside="a traceback line under the vLLM header, not a logging call"),
-    # the other rows of such a traceback (its code lines, Python 3.11's carets), at ERROR as logger.exception
-    # prints them: a start-only call (``engine_core = EngineCoreProc(…)``) shows the engine failed to start
-    T("V_TB_CODE", V, "", "  ", r"\s{2,}(?P<code>\S.*)", "all",
-      "traceback lines of logger.exception (NewLineFormatter)", "    engine_core = EngineCoreProc(*args, **kwargs)",
-      level="ERROR", outside="a traceback line under the vLLM header, not a logging call"),
     T("V_CORE_FAILED", V, "EngineCore", "EngineCore failed to start", r"EngineCore failed to start", "0.8.5+", "v1/engine/core.py:1510",
       "EngineCore failed to start."),
     T("V_CORE_FATAL", V, "EngineCore", "encountered a fatal error", r"EngineCore encountered a fatal error", "0.8.5+",
@@ -160,4 +155,10 @@ VLLM_TEMPLATES: list[Template] = [
       "traceback lines of logger.exception (NewLineFormatter)",
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", level="ERROR",
       outside="a traceback line under the vLLM header, not a logging call"),
+    # the other rows of such a traceback (its code lines, Python 3.11's carets), at ERROR as logger.exception
+    # prints them: a start-only call (``engine_core = EngineCoreProc(…)``) shows the engine failed to start.
+    # Tried last: an indented row another template reads (an assert's code line) is that template's
+    T("V_TB_CODE", V, None, "  ", r"\s{2,}(?P<code>\S.*)", "all",
+      "traceback lines of logger.exception (NewLineFormatter)", "    engine_core = EngineCoreProc(*args, **kwargs)",
+      level="ERROR", outside="a traceback line under the vLLM header, not a logging call"),
 ]

@@ -129,8 +129,12 @@ def is_envelope(rest: bytes) -> bool:
         if rest[sp + 3 : sp + 4] == b"-" and rest[sp + 1 : sp + 3].isdigit() or rest[sp + 1 : sp + 9] == b"LMCache:":
             return True
         return starts_head(rest)  # the time cut off: only what the template tables vouch for
-    if rest.startswith((b"INFO:", b"WARNING:", b"ERROR:", b"Traceback (most recent call last)")):
+    if rest.startswith(b"Traceback (most recent call last)"):
         return True
+    if rest.startswith((b"INFO:", b"WARNING:", b"ERROR:")):
+        after = rest[rest.index(b":") + 1 :][:1]
+        if not (after == b"_" or after.isalpha()):  # uvicorn's ``INFO:     …``; ``INFO:root:`` is Python logging's
+            return True
     return starts_head(rest)  # Python logging's formats, ``LMCache LEVEL:`` without time
 
 

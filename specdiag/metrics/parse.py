@@ -54,6 +54,9 @@ SPEC_KEYS = {
     "Number of accepted tokens": "accepted_tokens",  # 0.8.0-0.8.2 and V0
     "Number of draft tokens": "drafted_tokens",
     "Number of emitted tokens": "emitted_tokens",  # V0
+    # V0 before 0.6 printed the unit twice: "Number of draft tokens tokens: 42272" (engine/metrics.py)
+    "Number of draft tokens tokens": "drafted_tokens",
+    "Number of emitted tokens tokens": "emitted_tokens",
     "Number of speculative tokens": "num_spec_tokens",  # V0
     "System efficiency": "system_efficiency",  # V0
 }
