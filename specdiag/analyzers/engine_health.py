@@ -11,6 +11,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
 from specdiag.events import Event, entry_of, template
+from specdiag.events.torch import NCCL_REPORT
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding, evidence_of, with_primary
 from specdiag.observe import RunState
 from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
@@ -27,6 +28,9 @@ WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
     "R_WORKER_DIED": ("the raylet: a worker died or was killed", "process-killed"),
     "R_ACTOR_DEAD": ("Ray: the actor's worker process died", "process-killed"),
     "R_ACTOR_DEAD_RAW": ("Ray: the actor's worker process died", "process-killed"),
+    "T_NCCL_TIMEOUT": ("torch's NCCL watchdog: a collective timed out", "nccl-timeout"),
+    "T_NCCL_TAKEDOWN": ("torch's NCCL watchdog took the process down", "nccl-timeout"),
+    "V_WORKER_PID_DIED": ("V0's worker monitor: a worker process exited", None),
 }
 #: those Ray reports from outside the dead process: it saw the exit, not why
 EXIT_SEEN_FROM_OUTSIDE = frozenset(t for t, (_what, cls) in WORKER_DEATHS.items() if cls == "process-killed")
@@ -65,6 +69,11 @@ _SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
 _SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
 _SCHED_SPEC = re.compile(r"scheduled_spec_decode_tokens=\{(.)")
 _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
+#: exit codes of a process ended by a signal sent from outside: SIGKILL, SIGTERM, SIGINT (negated, or 128+N)
+_SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "SIGKILL (kernel OOM killer or the orchestrator)",
+              "-15": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
+              "143": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
+              "-2": "SIGINT (Ctrl-C)", "130": "SIGINT (Ctrl-C)"}
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*\Z", re.M)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
@@ -85,7 +94,8 @@ HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc �
 TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
                      "V_WORKER_START_FAILED")
 ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
-                   "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED"})
+                   "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",
+                   "T_NCCL_TIMEOUT"})
 
 CAUSE_FIX = {
     "cuda-oom": ("Lower --gpu-memory-utilization headroom use: reduce --max-num-seqs / --max-num-batched-tokens / "
@@ -123,6 +133,15 @@ CAUSE_FIX = {
                      "attention-kernel builds are a supported set.",
                      "grep -n -B40 -A30 -E 'received at time=|Unhandled exception' <full log> (the dead worker's own "
                      "lines and stack, its pid in the prefix)"),
+    "nccl-timeout": ("A collective (its type and sequence number in the line) did not complete within the process "
+                     "group's timeout on this rank, so torch's NCCL watchdog took the process down "
+                     "(ProcessGroupNCCL.cpp, WorkNCCL::checkTimeout; 'To avoid data inconsistency, we are taking the "
+                     "entire process down'). The rank that timed out waited for a peer: another rank stopped joining "
+                     "collectives (it hung, crashed, or is stuck in a long kernel) or the interconnect failed. Among a "
+                     "group's first collectives it is the communication set-up (P2P/NVLink, driver and NCCL versions; "
+                     "NCCL_P2P_DISABLE=1 tests the P2P path); after many, a hang while serving: read every rank's "
+                     "last lines before the timeout.",
+                     "rerun with NCCL_DEBUG=INFO and compare each rank's last collective (SeqNum) before the timeout"),
     "worker-exception": ("Fix the exception raised in the engine/worker (the first error above, not the "
                          "EngineDeadError cascade).", "rerun the failing request with VLLM_LOGGING_LEVEL=DEBUG"),
     "cause-not-in-excerpt": ("The lines given show that the engine died, not why. vLLM prints the traceback that killed "
@@ -243,7 +262,24 @@ def _classify(text: str, tid: str) -> str:
         return "import-error"
     if tid == "V_PROC_DIED":
         return "process-killed"
+    if tid == "V_WORKER_PID_DIED" and (code := _EXIT_CODE.search(text)) is not None:
+        # a signal's number, negated: SIGKILL, SIGTERM, SIGINT came from outside; another signal (SIGABRT, SIGSEGV)
+        # is a crash in native code; a positive code, an exit the worker chose
+        return "process-killed" if code.group(1) in _SIGNALLED else "native-crash" if code.group(1).startswith("-") \
+            else "worker-exception"
     return "native-crash" if tid == "R_UNHANDLED" else "worker-exception"
+
+
+def _collective_read(f: dict) -> str:
+    """What the timed-out collective's numbers say: which rank waited how long for which collective, and how
+    far into its process group's life (SeqNum counts the group's collectives from its creation)."""
+    seq, ran, limit = f.get("seq"), f.get("ran_ms"), f.get("timeout_ms")
+    out = f"rank {f.get('rank')} waited {ran / 1000:,.0f} s (timeout {limit / 1000:,.0f} s) for {f.get('op')} #{seq}"
+    if seq is not None and seq <= 10:
+        out += ": among its group's first collectives, so at or right after start-up (the communication set-up)"
+    elif seq is not None and seq >= 10_000:
+        out += ": the group had run that many collectives, so it hung while serving"
+    return out
 
 
 def _drafter_layers_possible(ctx: Context, text: str) -> bool:
@@ -284,7 +320,7 @@ def _died_without_exception(ev: Event) -> bool:
     that "died unexpectedly" ended without one. The API server's ``Engine core proc … died unexpectedly``
     also follows an engine core that logged its own traceback elsewhere, so alone it names no cause.
     """
-    return WORKER_DEATHS.get(ev.id, ("", None))[1] is not None or (
+    return WORKER_DEATHS.get(ev.id, ("", None))[1] is not None or ev.id == "V_WORKER_PID_DIED" or (
         ev.id == "V_PROC_DIED" and (ev.f.get("what") == "Worker proc" or "exit code" in ev.rec.msg))
 
 
@@ -322,8 +358,9 @@ class EngineDeath(Rule):
     ``lmcache-adapter-assertion`` (the adapter's scheduler-side assertions: ``Mismatch in tokens to load``, a
     preempted request's computed tokens, a request no longer tracked — LMCache 0.5.6 ``vllm_v1_adapter.py``
     :1596-1611, :1793-1798, :1746-1750), ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
-    ``native-crash`` (a C++ exception nothing caught, or a fatal signal), ``worker-exception``;
-    ``cause-not-in-excerpt`` when no root error is in the lines given.
+    ``native-crash`` (a C++ exception nothing caught, or a fatal signal), ``nccl-timeout`` (torch's NCCL
+    watchdog: a collective timed out), ``worker-exception``; ``cause-not-in-excerpt`` when no root error is in
+    the lines given.
 
     Death lines of two or more engine-core processes (data-parallel cores, or several servers in one paste) are
     said to be that many (``dead_engine_cores``), each with a line; the root error is the first one found.
@@ -336,12 +373,24 @@ class EngineDeath(Rule):
     capped: Ray lists the reasons it cannot tell apart). A SIGTERM is a stop that was asked for, and the
     engine core's ``ActorDiedError`` / ``RayChannelError`` are the cascade of the worker's death.
 
+    A TP worker waits in NCCL collectives. When one does not complete within the process group's timeout,
+    torch's watchdog logs it (``[rank0]:[E ProcessGroupNCCL.cpp:…] [Rank 0] Watchdog caught collective operation
+    timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, …) ran for 600059 milliseconds``; ``events/torch.py``) and, with
+    async error handling on (torch's default), takes the process down (``To avoid data inconsistency, we are taking
+    the entire process down``; V0's worker monitor then reports exit code -6). Each is a death; the timed-out
+    collective is the root (``nccl-timeout``), read with its numbers: the rank, how long it waited, and its
+    sequence number (among a group's first collectives: the communication set-up; after thousands: a hang while
+    serving). V0's ``Worker … pid … died, exit code: N`` without a reason is classified by its code (-9: killed,
+    another signal: a native crash).
+
     Fix: the top cause's fix; the engine must be restarted either way.
 
     References: vLLM ``logging_utils/dump_input.py`` (0.9.2–0.11.0 :69, 0.11.2+ :72), ``v1/engine/core.py``
     (0.32.0 :1510/:1512), ``v1/engine/async_llm.py:906``,
     ``v1/executor/multiproc_executor.py:315/:1063``, ``v1/engine/core_client.py:817``; Ray 2.x
-    ``src/ray/util/logging.cc``, ``src/ray/raylet/node_manager.cc``; reference ``log-formats.md`` §9;
+    ``src/ray/util/logging.cc``, ``src/ray/raylet/node_manager.cc``; torch 2.x
+    ``torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp`` (``WorkNCCL::checkTimeout``, ``watchdogHandler``); vLLM
+    0.6–0.10 ``executor/multiproc_worker_utils.py:120``; reference ``log-formats.md`` §9;
     ``spec-decode.md`` §6–§7.
     """
 
@@ -353,7 +402,7 @@ class EngineDeath(Rule):
     cause_ids = tuple(CAUSE_FIX)
     defaults = {"window_s": 300.0, "max_candidates": 256}
     events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0", "R_SIGNAL_STACK", "V_CUDA_HINT",
-                                              "E_NO_CONNECTOR", *TB_ROWS, "E_TB_FRAMES"})
+                                              "E_NO_CONNECTOR", *TB_ROWS, "E_TB_FRAMES", *NCCL_REPORT})
     tables = frozenset({"metrics"})  # the V1 stats lines: the engine was alive then
 
     def __init__(self, options=None) -> None:
@@ -690,6 +739,8 @@ class EngineDeath(Rule):
         if cls == "lmcache-draft-layers" and not _drafter_layers_possible(ctx, text):
             cls = "worker-exception"
         b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
+        if rev.id == "T_NCCL_TIMEOUT":
+            b.note_for(cls, _collective_read(rev.f))
         if cls == "lmcache-draft-layers" and method_of(ctx) is None:
             b.oppose(cls, 1.5, "the input does not show speculative_config: a drafter is inferred from the KV caches "
                                "outnumbering the layers LMCache sized for; collect the 'non-default args' line")
@@ -703,8 +754,8 @@ class EngineDeath(Rule):
             cap = {cls: 0.6}
         elif cls == "process-killed":
             code = _EXIT_CODE.search(rev.rec.msg)
-            if code and code.group(1) in ("-9", "137"):
-                b.note_for(cls, f"exit code {code.group(1)}: SIGKILL (kernel OOM killer or the orchestrator)")
+            if code and code.group(1) in _SIGNALLED:
+                b.note_for(cls, f"exit code {code.group(1)}: {_SIGNALLED[code.group(1)]}")
             elif not ctx.startup_seen:
                 # "no exception" is an absence: an excerpt that starts late may just not show the worker's error
                 b.oppose(cls, 1, "the excerpt does not show the worker's earlier lines: its own error may precede them")

@@ -375,7 +375,8 @@ def default_matcher() -> Matcher:
         from specdiag.events.lmcache import LMCACHE_TEMPLATES
         from specdiag.events.ray import RAY_TEMPLATES
         from specdiag.events.text import TEXT_TEMPLATES
+        from specdiag.events.torch import TORCH_TEMPLATES
         from specdiag.events.vllm import VLLM_TEMPLATES
 
-        _MATCHER = Matcher([*LMCACHE_TEMPLATES, *VLLM_TEMPLATES, *TEXT_TEMPLATES, *RAY_TEMPLATES])
+        _MATCHER = Matcher([*LMCACHE_TEMPLATES, *VLLM_TEMPLATES, *TEXT_TEMPLATES, *RAY_TEMPLATES, *TORCH_TEMPLATES])
     return _MATCHER

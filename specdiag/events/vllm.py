@@ -104,6 +104,10 @@ VLLM_TEMPLATES: list[Template] = [
       "engine/async_llm_engine.py:64 (V0)", "Engine background task failed"),
     T("V_WORKER_START_FAILED", V, "WorkerProc", "WorkerProc failed to start", r"WorkerProc failed to start", "0.8.5+",
       "v1/executor/multiproc_executor.py:1091", "WorkerProc failed to start."),
+    # V0's worker monitor (multiprocessing executor): a worker process that exited, with its exit code
+    T("V_WORKER_PID_DIED", V, "Worker", "died, exit code", r"Worker (?P<name>\S+) pid (?P<pid>\d{1,10}) died, exit code: "
+      r"(?P<code>-?\d{1,6})", "0.6.0–0.10", "executor/multiproc_worker_utils.py:120",
+      "Worker VllmWorkerProcess pid 1159 died, exit code: -6", ints=("pid", "code"), level="ERROR"),
     T("V_PROC_DIED", V, None, "died unexpectedly", r"(?P<what>Engine core proc|Worker proc) (?P<name>\S+) died unexpectedly", "0.8.5+",
       "v1/executor/multiproc_executor.py:315", "Worker proc VllmWorker-1 died unexpectedly, shutting down executor."),
     T("V_CORE_EXITED", V, "[shutdown]", "engine core exited unexpectedly", r"\[shutdown\] MPClient: engine core exited unexpectedly", "0.25.0+",

@@ -586,6 +586,19 @@ static int bracket_time(const u8 *r, size_t m) {
     return m > 11 && is_digit(r[1]) && r[5] == '-' && r[11] == 'T';
 }
 
+/* prefilter._torch_head: torch's C++ header at ERROR or worse, "[rankN]:" or nothing, then "[E" / "[F" and a space
+   or a digit */
+static int torch_head(const u8 *r, size_t m) {
+    size_t i = 0;
+    if (m >= 5 && memcmp(r, "[rank", 5) == 0) {
+        i = 5;
+        while (i < m && is_digit(r[i])) i++;
+        if (i + 1 >= m || r[i] != ']' || r[i + 1] != ':') return 0;
+        i += 2;
+    }
+    return i + 2 < m && r[i] == '[' && (r[i + 1] == 'E' || r[i + 1] == 'F') && (r[i + 2] == ' ' || is_digit(r[i + 2]));
+}
+
 static int may_start(const u8 *s, size_t pos, size_t n) {
     if (pos >= n) return 1;
     const u8 *r = s + pos;
@@ -593,7 +606,7 @@ static int may_start(const u8 *s, size_t pos, size_t n) {
     u8 c = r[0];
     if (c == '(' || c == '<') return 1; /* a process prefix, a syslog priority */
     if (c == '{') return json_start(r, m);
-    if (c == '[') return lmc_head_prefix(r, m) || ray_head(r, m) || bracket_time(r, m);
+    if (c == '[') return lmc_head_prefix(r, m) || ray_head(r, m) || bracket_time(r, m) || torch_head(r, m);
     if (c == '*') return m >= 7 && memcmp(r, "*** SIG", 7) == 0; /* a fatal signal Ray's core reports */
     if (c == 'F' && m >= 18 && memcmp(r, "Fatal Python error", 18) == 0) return 1; /* envelope.FATAL_PYTHON */
     if ((c == 'W' || c == 'E' || c == 'F') && glog_head(r, m)) return 1;         /* envelope.GLOG */

@@ -36,6 +36,12 @@ FATAL_SIGNAL = re.compile(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
 #: Mooncake's store client and other C++ transfer engines loaded into a vLLM worker log so (no year)
 GLOG = re.compile(rb"([WEF])(\d\d)(\d\d) (\d\d:\d\d:\d\d)\.\d{6} {1,8}\d{1,10} ([\w.-]{1,100}):(\d{1,7})\] ")
 GLOG_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL"}
+#: torch's C++ logging (c10) at ERROR or worse, as a TP worker prints NCCL's watchdog: ``[rank0]:[E
+#: ProcessGroupNCCL.cpp:563] `` (torch 2.2-2.3; before 2.2 without ``[rank0]:``), ``[rank2]:[E1021 12:00:00.123456
+#: 1234 ProcessGroupNCCL.cpp:1414] `` (2.4+: glog's header in brackets). Warnings (``[W…``) are no records: torch
+#: prints them by the thousand (the prefilter leaves them too). Every part bounded.
+TORCH_C10 = re.compile(rb"(?:\[rank\d{1,6}\]:)?\[([EF])(?:\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})?(?: {1,8}\d{1,10})?)? ?"
+                       rb"([\w.-]{1,128}\.(?:cpp|cc|cu|h|hpp)):(\d{1,7})\] ")
 #: CPython's faulthandler line after a fatal signal (``Fatal Python error: Segmentation fault``): the start of a
 #: native crash's report, CRITICAL
 FATAL_PYTHON = b"Fatal Python error"

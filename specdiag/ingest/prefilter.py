@@ -373,7 +373,7 @@ def _may_start(line: bytes, pos: int) -> bool:
         return _json_start(rest)
     if c == 0x5B:  # '[': an LMCache header cut short (a longer one holds the anchor ``LMCache``), or Ray's
         return len(rest) <= len(LMC_HEAD) and all(t == r or t == 0x30 and r in _DIGITS for t, r in zip(LMC_HEAD, rest, strict=False)) \
-            or _ray_head(rest) or bracket_time(rest)  # a CI runner's time (``wrappers.BRACKET_ISO``)
+            or _ray_head(rest) or bracket_time(rest) or _torch_head(rest)  # a CI runner's time, torch's C++ log
     if c == 0x2A:  # '*': a fatal signal Ray's core reports (``envelope.FATAL_SIGNAL``)
         return rest.startswith(b"*** SIG")
     if c == 0x46 and rest.startswith(FATAL_PYTHON):  # 'F': CPython's faulthandler after a fatal signal
@@ -391,6 +391,20 @@ def _glog_head(rest: bytes) -> bool:
     """Whether ``rest`` may start a glog line at WARNING or worse: the level letter, four digits (month and day)
     and a space before the time's first colon."""
     return len(rest) > 8 and all(d in _DIGITS for d in rest[1:5]) and rest[5] == 0x20 and rest[8] == 0x3A
+
+
+def _torch_head(rest: bytes) -> bool:
+    """Whether ``rest`` may start torch's C++ header at ERROR or worse (``envelope.TORCH_C10``): ``[rankN]:`` or
+    nothing, then ``[E`` or ``[F`` and a space or a digit (a warning, ``[W``, stays inert: torch prints many)."""
+    i = 0
+    if rest.startswith(b"[rank"):
+        i = 5
+        while i < len(rest) and rest[i] in _DIGITS:
+            i += 1
+        if rest[i : i + 2] != b"]:":
+            return False
+        i += 2
+    return len(rest) > i + 2 and rest[i] == 0x5B and rest[i + 1] in b"EF" and (rest[i + 2] == 0x20 or rest[i + 2] in _DIGITS)
 
 
 def _ray_head(rest: bytes) -> bool:

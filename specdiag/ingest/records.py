@@ -38,6 +38,7 @@ from specdiag.ingest.envelope import (
     RAY_CPP,
     RAY_LEVELS,
     RAYLET,
+    TORCH_C10,
     VLLM_LEVELS,
     VLLM_REST,
     WORKER_DIED,
@@ -459,6 +460,10 @@ class LineReader:
         if (ray := self._ray(lineno, origin, line)) is not None:
             self.out.append(ray)
             return
+        if (torch := self._torch(lineno, origin, line)) is not None:
+            self.recognized += 1  # torch's C++ core in a vLLM process: NCCL's watchdog (events/torch.py)
+            self.out.append(torch)
+            return
         if line[:7] == b"(raylet" and (ray := self._raylet(lineno, origin, line)) is not None:
             self.recognized += 1
             self.out.append(ray)
@@ -495,6 +500,16 @@ class LineReader:
             level = "WARNING" if sig.group(1) == b"SIGTERM" else "CRITICAL"
             return Record(self.path, lineno, origin, "ray", level, None, self.year_hint, None, None, None, line)
         return None
+
+    def _torch(self, lineno: int, origin: Origin, line: bytes) -> Record | None:
+        """torch's C++ logging at ERROR or worse (``TORCH_C10``), as a record of kind ``glog`` (its header is
+        glog's): what NCCL's watchdog says of a collective that timed out. A Ray worker's colour, its ESC lost in
+        a paste, leaves a space before it (`` [0m [E …``)."""
+        line = line.lstrip(b" ") if line[:1] == b" " else line
+        if line[:2] not in (b"[r", b"[E", b"[F") or (m := TORCH_C10.match(line)) is None:
+            return None
+        return Record(self.path, lineno, origin, "glog", GLOG_LEVELS[m.group(1)], None, self.year_hint, m.group(2),
+                      to_int(m.group(3)), None, line[m.end() :])
 
     def _raylet(self, lineno: int, origin: Origin, line: bytes) -> Record | None:
         """What a raylet pushed to the driver (``(raylet) …``): its C++ core's warnings or worse, and its report
