@@ -40,7 +40,7 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   docker compose (`name  | `), a CI runner's bracketed time (Buildkite: `[2025-03-10T15:07:20Z] `, its year dating
   the line; behind the web view's `  | ` gutter too), nested in any order. A line whose first bytes are `(`,
   `[20…` (other than `[dddd-dd-ddT`) or a vLLM level word pays no wrapper test at all;
-* paste formats: chat code-block indentation, markdown quotes (`> `, `>`) and list items (`- `, `* `, `1. `),
+* paste formats: chat code-block indentation, a terminal UI's frame around each row (k9s: `│ … │`), markdown quotes (`> `, `>`) and list items (`- `, `* `, `1. `),
   a markdown code span that is the whole line (one to three backticks each side; unwrapped only when it
   holds a record: `wrappers.code_span`), a record glued to a tqdm bar on one line with the CR lost
   (`Processed prompts: 75%|…| 3/4 [00:41<00:09, 9.93s/it](EngineCore_1 pid=7) ERROR …`: read from the bar's

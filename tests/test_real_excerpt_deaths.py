@@ -280,3 +280,13 @@ def test_a_ci_log_behind_buildkite_times_and_its_gutter_is_read(tmp_path):
     assert srv.measurements["fatal_frame"] == "run_engine_core"
     # its code row 'engine_core = EngineCoreProc(*args, **kwargs)', an ERROR record of its own: a start failure
     assert srv.measurements["failed_at_start"] is True
+
+
+def test_a_threads_uncaught_exception_after_an_lmcache_line_is_a_traceback_not_that_lines_text():
+    """LMCache-Ascend issue #89: the cache server's client thread died ('Exception in thread Thread-1
+    (handle_client):' and its traceback) right after an INFO line without LMCache's suffix. The traceback was
+    joined to that INFO record as its text: 'no finding'."""
+    found = _by_rule(HERE.parent / "real_kv" / "lmcache-server-thread-exception.log")
+    log001 = found["LOG001"]
+    assert "Exception in thread Thread-1 (handle_client)" in log001.summary
+    assert "lmcache/v1/protocol.py:173 in deserialize" in log001.summary

@@ -270,3 +270,21 @@ def test_logcli_lines_give_their_line_and_the_pod_their_labels_name() -> None:
     assert (u.deployment, u.year) == ("k8s:pod/vllm-0/vllm", 2026) and "loki-labels" in u.seen
     odd = b'{app=vllm} not labels'
     assert LineUnwrapper().strip(odd) == odd
+
+
+def test_a_terminal_uis_frame_around_each_row_is_stripped() -> None:
+    """k9s's log view, copied: '│ ' before and the padding and ' │' after every row (vLLM issue #6976)."""
+    u = LineUnwrapper()
+    assert u.strip(("│ " + LINE + " " * 40 + "│").encode()) == LINE.encode()
+    assert "box-border" in u.seen
+    assert u.strip(("│ " + LINE).encode()) == LINE.encode()  # the right edge cut off by the copy
+
+
+def test_a_k9s_paste_of_a_v0_cuda_error_is_read() -> None:
+    from pathlib import Path
+
+    log = Path(__file__).resolve().parent / "real_deaths" / "k9s-box-v0-cuda-ima.log"
+    report = analyze([str(log)])
+    assert report.inputs[0]["recognized"] == 6  # 1 of 6 before: the frame hid the vLLM header
+    log001 = next(f for f in report.findings if f.rule == "LOG001")
+    assert "RuntimeError: CUDA error: an illegal memory access was encountered" in log001.summary

@@ -397,6 +397,9 @@ class LineReader:
                 wrapped = True
         if o is None:
             return False
+        if o.mode == "lmcache" and line.startswith(TRACEBACK_HEADS):
+            self.close_open(okey)  # no row of an LMCache message: a thread's uncaught exception after it (#89)
+            return False
         if o.mode == "lmcache":
             done, width = join_lmcache(o, wrapped, lineno, line, plen, self.widths, self.proven)
             if width is not None:
@@ -433,7 +436,7 @@ class LineReader:
     def _other(self, lineno: int, origin: Origin, line: bytes) -> None:
         path, year = self.path, self.year_hint
         # a frame line outside any open traceback: the excerpt starts below the "Traceback" header
-        if line.startswith((b"Traceback (most recent call last)", b'  File "')):
+        if line.startswith((*TRACEBACK_HEADS, b'  File "')):
             self.close_open(origin.key)
             rec = Record(path, lineno, origin, "traceback", "ERROR", None, year, None, None, None, line)
             self.open_recs[origin.key] = OpenRecord(rec, "traceback")
@@ -558,6 +561,11 @@ def _exception_level(exc: re.Match[bytes] | None) -> str:
         return ""
     name = exc.group(0).rstrip(b":")
     return "ERROR" if name.endswith((b"Error", b"Exception")) else ""
+
+
+#: the first line of a traceback Python prints: its own, and the banner of a thread's uncaught exception
+#: (``threading.excepthook``: ``Exception in thread Thread-1 (handle_client):``)
+TRACEBACK_HEADS = (b"Traceback (most recent call last)", b"Exception in thread ")
 
 
 def _no_line(n: int) -> bytes | None:

@@ -44,6 +44,8 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 #: ``дек``), day, time, host, ident[pid]; no year
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
+#: the vertical bar of a terminal UI's frame (U+2502, as k9s draws its log view)
+BOX_BAR = "│".encode()
 #: a CI runner's time before each line (Buildkite's ``[2025-03-10T15:07:20Z] ``), as vLLM's CI logs are pasted
 BRACKET_ISO = re.compile(rb"\[(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ")
 #: RFC 5424 syslog (rsyslog / syslog-ng forwarding): ``<PRI>1 TIME HOST APP PROCID MSGID SD `` then the message
@@ -334,6 +336,8 @@ class LineUnwrapper:
             return line[m.end() :]
         if c == 60 and (rest := self._syslog_5424(line)) is not None:  # '<' (a traditional one: journald's shape)
             return rest
+        if c == 0xE2 and line[:3] == BOX_BAR:  # a terminal UI's frame around each row (k9s: '│ … │')
+            return self._box(line)
         if c == 96:  # '`': a markdown code span around the line ("* `LMCache WARNING: …`" in an issue)
             inner = self._code_span(line)
             if inner is not None:
@@ -401,6 +405,14 @@ class LineUnwrapper:
                 return line[j.end() :]
         self.seen.add("iso-timestamp")
         return rest
+
+    def _box(self, line: bytes) -> bytes:
+        """The row inside a terminal UI's frame (k9s's log view: ``│ ERROR … │``, padded to the frame's width)."""
+        rest = line[3:]
+        if rest.endswith(BOX_BAR):
+            rest = rest[:-3].rstrip(b" ")
+        self.seen.add("box-border")
+        return rest[1:] if rest[:1] == b" " else rest
 
     def _bracket_time(self, line: bytes) -> bytes | None:
         """A CI runner's time in brackets (``BRACKET_ISO``): its year, as kubectl's ``--timestamps`` give theirs."""
