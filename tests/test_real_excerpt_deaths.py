@@ -290,3 +290,12 @@ def test_a_threads_uncaught_exception_after_an_lmcache_line_is_a_traceback_not_t
     log001 = found["LOG001"]
     assert "Exception in thread Thread-1 (handle_client)" in log001.summary
     assert "lmcache/v1/protocol.py:173 in deserialize" in log001.summary
+
+
+def test_a_v0_engine_that_ran_out_of_npu_memory_while_built_failed_at_start():
+    """vllm-ascend issue #19: the traceback runs through MQLLMEngine.from_engine_args (the engine built from the
+    CLI's arguments), so no request was in flight; the device out of memory is an NPU, and the cause says so."""
+    srv = _by_rule(HERE / "v0-npu-oom-from-engine-args.log")["SRV001"]
+    assert srv.measurements["failed_at_start"] is True
+    assert srv.causes[0].id == "cuda-oom" and any("Ascend NPU" in f for f in srv.causes[0].for_)
+    assert "no request was served" in srv.next_steps[-1]

@@ -55,7 +55,8 @@ FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_s
 START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_device", "load_model",
                           "determine_available_memory", "profile_run", "initialize_from_config", "capture_model",
                           "initialize_cache", "wait_for_ready", "_init_workers_ray", "check_enough_kv_cache_memory",
-                          "init_worker_distributed_environment", "_check_enough_kv_cache_memory"})
+                          "init_worker_distributed_environment", "_check_enough_kv_cache_memory",
+                          "from_engine_args"})  # V0's MQLLMEngine / V1's AsyncLLM built from the CLI's arguments
 #: vLLM's KV-cache size checks (v1/core/kv_cache_utils.py): they raise only 'No available memory for the cache
 #: blocks' or 'To serve at least one request with the model's max seq len …'
 KV_CHECK_FRAMES = ("check_enough_kv_cache_memory", "_check_enough_kv_cache_memory")
@@ -741,6 +742,9 @@ class EngineDeath(Rule):
         b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
         if rev.id == "T_NCCL_TIMEOUT":
             b.note_for(cls, _collective_read(rev.f))
+        elif cls == "cuda-oom" and "NPU out of memory" in text:
+            b.note_for(cls, "the device is an Ascend NPU (vllm-ascend, torch_npu): out of device memory there, not "
+                            "CUDA's; read the fix's GPUs as NPUs")
         if cls == "lmcache-draft-layers" and method_of(ctx) is None:
             b.oppose(cls, 1.5, "the input does not show speculative_config: a drafter is inferred from the KV caches "
                                "outnumbering the layers LMCache sized for; collect the 'non-default args' line")
