@@ -299,3 +299,18 @@ def test_a_v0_engine_that_ran_out_of_npu_memory_while_built_failed_at_start():
     assert srv.measurements["failed_at_start"] is True
     assert srv.causes[0].id == "cuda-oom" and any("Ascend NPU" in f for f in srv.causes[0].for_)
     assert "no request was served" in srv.next_steps[-1]
+
+
+def test_kv_blocks_a_prefill_instance_released_unread_are_a_warning_not_no_problem():
+    """vLLM issue #25562: five 'Releasing expired KV blocks for request … which were retrieved by 0 decode
+    worker(s) within 120 seconds' on the prefill side said 'no problem found'."""
+    kv = _by_rule(HERE.parent / "real_kv" / "nixl-expired-kv-blocks.log")["KV018"]
+    assert kv.severity == "warning" and kv.causes[0].id == "pd-kv-not-read"
+    assert (kv.measurements["unread_requests"], kv.measurements["timeout_s"]) == (5, 120)
+    assert kv.measurements["request_ids"][0] == "cmpl-3da205a6-1c3c-41b5-aeaa-b8421e81fd5c-0"
+
+
+def test_kv_blocks_read_by_some_decode_workers_are_counted_not_reported(tmp_path):
+    log = _write(tmp_path, ["(EngineCore_DP0 pid=1) WARNING 09-24 16:35:21 [nixl_connector.py:1048] Releasing expired "
+                            "KV blocks for request r1 which were retrieved by 1 decode worker(s) within 120 seconds."])
+    assert "KV018" not in _by_rule(log)

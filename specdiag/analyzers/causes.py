@@ -138,6 +138,20 @@ _ROWS = [
        "restart and check that the config dump ('Creating LMCacheEngine with config: …') shows the value",
        "0.3.x+",
        ("v1/config_base.py:187, :212, :602", "LMCache issue #2854")),
+    _c("pd-kv-not-read",
+       "In P/D disaggregation the prefill instance keeps a request's KV blocks until its decode instance reads them "
+       "over NIXL and says so; when none did within VLLM_NIXL_ABORT_REQUEST_TIMEOUT (120 s by default) or the "
+       "blocks' lease, it frees them. No decode worker read them: the decode instance never got the request (the "
+       "proxy sent it elsewhere, or the client cancelled it), could not reach the prefill instance (a failed "
+       "handshake, KV015), or waited longer than the timeout in its own queue.",
+       "Read the decode instance's log for these request ids: no line of them means the proxy or the client; a "
+       "handshake or transfer failure means the side channel (KV015); a long queue means a decode side too small "
+       "for the load, or a timeout too short (VLLM_NIXL_ABORT_REQUEST_TIMEOUT on the prefill side).",
+       "grep the decode instance's log for one of the request ids named here, and for 'Handshake' / 'NIXL transfer "
+       "failure'",
+       "vLLM 0.10.1+",
+       ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py:1048 (0.10.2), nixl/base_worker.py:3439 (0.34.0)",
+        "vLLM issue #25562")),
     _c("cpu-staging-exhausted",
        "Loading from disk or a remote store needs a CPU staging buffer; none could be allocated, so the load "
        "returned partial results.",

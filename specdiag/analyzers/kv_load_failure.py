@@ -190,3 +190,72 @@ class NixlHandshakeFailed(Rule):
                       **unreachable),
                 Cause("nixl-side-channel-mismatch", 0.35, for_=["the handshake failed"],
                       against=["no 'engine ID mismatch' in the input"], **wrong)]
+
+
+@register
+class PdKvNotRead(Rule):
+    """A prefill instance released KV blocks that no decode instance read.
+
+    Detects: the NIXL connector's ``Releasing expired KV blocks for request <id> which were retrieved by 0
+    decode worker(s) within <N> seconds`` (0.10.1–0.21; from 0.22 ``… by 0 remote worker(s) before lease
+    expired.``), printed by the prefill instance (the KV producer) when the blocks it kept for a request were
+    not read by its decode side before ``VLLM_NIXL_ABORT_REQUEST_TIMEOUT`` (120 s by default) or their lease.
+    A line with a reader count above zero (some of several decode workers read) is counted but not a finding.
+
+    Why it matters: the prefill work for those requests was wasted, and their decode side either never ran
+    them or recomputed the prompt. Disaggregation bought nothing for them; when it happens to every request, the
+    decode side is not reading from this instance at all.
+
+    Causes weighed: ``pd-kv-not-read`` (the decode instance never got the request, could not reach this one,
+    or queued it past the timeout: the prefill log cannot tell which, the decode log can).
+
+    Fix: read the decode instance's log for the request ids named here.
+
+    References: vLLM ``distributed/kv_transfer/kv_connector/v1/nixl_connector.py`` (0.10.2 :1048, 0.19 :2327),
+    ``…/nixl/worker.py`` (0.20–0.23), ``…/nixl/base_worker.py`` (0.24+); vLLM issue #25562.
+    """
+
+    code = "KV018"
+    name = "pd-kv-not-read"
+    title = "The prefill instance released KV blocks no decode instance read"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("pd-kv-not-read",)
+    events = frozenset({"V_NIXL_EXPIRED"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.unread: list[Event] = []  # the first lines of requests nobody read (bounded)
+        self.requests = 0
+        self.partly = 0
+        self.seconds: int | None = None
+
+    def observe(self, ev: Event) -> None:
+        if ev.f.get("readers"):
+            self.partly += 1
+            return
+        self.requests += 1
+        self.seconds = self.seconds or ev.f.get("seconds")
+        if len(self.unread) < 5:
+            self.unread.append(ev)
+
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        if not self.unread:
+            return []
+        ids = [e.f.get("req_id") or "" for e in self.unread[:3]]
+        waited = f"within {self.seconds} s" if self.seconds else "before their lease expired"
+        cause = Cause("pd-kv-not-read", 0.7, for_=[f"{self.requests} request(s) whose KV no decode worker read {waited}"],
+                      against=["the decode instance's log, which says why, is not in the input"],
+                      **fix_and_confirm("pd-kv-not-read"))
+        partly = f"; {self.partly} more were read by some of their decode workers only" if self.partly else ""
+        return [Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=(f"The prefill instance released the KV blocks of {self.requests} request(s) that no decode worker "
+                     f"read {waited} (first: {', '.join(ids)}){partly}: their prefill was wasted, and their decode "
+                     "side never ran them or recomputed the prompt."),
+            count=self.requests, evidence=[evidence_of(e, 400) for e in self.unread[:3]],
+            causes=[cause], identity=f"{self.code}|pd-kv-not-read", first_seen=rec_time(self.unread[0].rec),
+            measurements={"unread_requests": self.requests, "partly_read": self.partly, "timeout_s": self.seconds,
+                          "request_ids": ids},
+            next_steps=[cause.fix, f"Confirm: {cause.confirm_with}"],
+        )]

@@ -61,6 +61,14 @@ VLLM_TEMPLATES: list[Template] = [
       r"Handshake failed for request (?P<req_id>[^\s,]{1,200})", "0.11+",
       "distributed/kv_transfer/kv_connector/v1/nixl_connector.py:1111",
       "Handshake failed for request chatcmpl-1, marking blocks as invalid", level="ERROR"),
+    # the prefill side giving up on a request's KV that its decode side never read (after
+    # VLLM_NIXL_ABORT_REQUEST_TIMEOUT, 120 s by default; from 0.22 when the blocks' lease ran out)
+    T("V_NIXL_EXPIRED", V, "Releasing", "Releasing expired KV blocks",
+      r"Releasing expired KV blocks for request (?P<req_id>\S{1,200}) which were retrieved by (?P<readers>\d{1,6}) "
+      r"(?:decode|remote) worker\(s\) (?:within (?P<seconds>\d{1,9}) seconds|before lease expired)", "0.10.1+",
+      "distributed/kv_transfer/kv_connector/v1/nixl_connector.py:1048",
+      "Releasing expired KV blocks for request cmpl-3da205a6-0 which were retrieved by 0 decode worker(s) within "
+      "120 seconds.", ints=("readers", "seconds"), level="WARNING"),
     T("V_NIXL_FAILURE", V, "NIXL", "NIXL transfer failure", r"NIXL transfer failure: (?P<kind>\w{1,60})", "0.20+",
       "distributed/kv_transfer/kv_connector/v1/nixl/worker.py:690",
       "NIXL transfer failure: handshake_failed | Context: {'failure_type': 'handshake_failed'}", level="ERROR"),
