@@ -314,3 +314,16 @@ def test_kv_blocks_read_by_some_decode_workers_are_counted_not_reported(tmp_path
     log = _write(tmp_path, ["(EngineCore_DP0 pid=1) WARNING 09-24 16:35:21 [nixl_connector.py:1048] Releasing expired "
                             "KV blocks for request r1 which were retrieved by 1 decode worker(s) within 120 seconds."])
     assert "KV018" not in _by_rule(log)
+
+
+@pytest.mark.parametrize("name,retries", [("nixl-v3-alloc-retrying.log", 6), ("pd-backend-alloc-retrying.log", 1)])
+def test_a_pd_receivers_allocation_retries_are_its_transfer_buffer_not_the_cpu_tier(name, retries):
+    """LMCache issues #1337 (nixl_connector_v3, 0.3.x) and #1990 (pd_backend, 0.3.9): 'Failed to allocate memory
+    object, retrying...' is the P/D receiver's transfer buffer, retried without a limit while the request waits.
+    It was KV007 'CPU tier under memory pressure: stores cut short or dropped' with max_local_cpu_size as the fix."""
+    found = _by_rule(HERE.parent / "real_kv" / name)
+    assert "KV007" not in found
+    kv = found["KV019"]
+    assert kv.causes[0].id == "pd-buffer-full" and kv.measurements["retries"] == retries
+    assert "pd_buffer_size" in kv.causes[0].fix and "max_local_cpu_size" not in kv.causes[0].fix
+    assert "Nothing was dropped" in kv.summary

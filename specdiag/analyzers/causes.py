@@ -138,6 +138,19 @@ _ROWS = [
        "restart and check that the config dump ('Creating LMCacheEngine with config: …') shows the value",
        "0.3.x+",
        ("v1/config_base.py:187, :212, :602", "LMCache issue #2854")),
+    _c("pd-buffer-full",
+       "The P/D receiver allocates each incoming transfer's memory objects from its transfer buffer (pd_buffer_size; "
+       "0.3.x nixl_buffer_size) and, when it is full, retries every 10 ms without a limit until transfers in flight "
+       "free it: the sender's transfer and its request wait. It never frees when one prompt's KV is larger than the "
+       "buffer, or when memory objects are not released.",
+       "Size pd_buffer_size (per rank, on the receiver) to the KV of the prompts in flight at once (tokens x the KV "
+       "bytes per token of one rank), or lower the concurrency of long prompts sent to this receiver. Retries that "
+       "never stop under no load mean the buffer is not being freed: try an LMCache release that fixes it.",
+       "count the retry lines per second under a fixed load before and after raising pd_buffer_size; check whether "
+       "they stop when the load stops",
+       "LMCache 0.3.3+",
+       ("v1/storage_backend/pd_backend.py:489 (0.3.9), :943 (0.5.6); connector/nixl_connector_v3.py:567 (0.3.3)",
+        "LMCache issues #1030, #1337, #1990")),
     _c("pd-kv-not-read",
        "In P/D disaggregation the prefill instance keeps a request's KV blocks until its decode instance reads them "
        "over NIXL and says so; when none did within VLLM_NIXL_ABORT_REQUEST_TIMEOUT (120 s by default) or the "

@@ -1,4 +1,5 @@
-"""KV007/KV008 — LMCache CPU-tier pressure and rank disagreement, when they did not (yet) cause a shortfall."""
+"""KV007/KV008/KV019 — LMCache CPU-tier pressure, rank disagreement and a full P/D transfer buffer, when they did
+not (yet) cause a shortfall."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from specdiag.analyzers.kv_precursors import LoadWatch, load_check_step, rank_wo
 from specdiag.analyzers.signals import PRESSURE_IDS
 from specdiag.context import Context
 from specdiag.events import Event
-from specdiag.findings import CauseBoard, Finding, evidence_of
+from specdiag.findings import Cause, CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
@@ -21,9 +22,8 @@ class CpuTierPressure(Rule):
     Detects: ``Failed to allocate memory block …``, ``Failed to batched allocate …``, ``Local cpu memory
     under pressure so choosing to store only N total chunks`` / ``… to not store`` (LMCache 0.3.1–0.3.3:
     ``Failed to allocate memory for the KV cache. The KV cache will not be stored.``), ``No eviction
-    candidates found in local cpu backend``, and the NIXL/PD receiver's ``Failed to allocate memory object,
-    retrying...`` busy-loop (its transfer buffer is full; LMCache ``v1/storage_backend/pd_backend.py``, 0.3.x
-    ``connector/nixl_connector_v3.py``), per rank.
+    candidates found in local cpu backend``, per rank (the P/D receiver's ``Failed to allocate memory object,
+    retrying...`` is KV019's: its transfer buffer, not the CPU tier).
 
     Why it matters: prompts are stored partially or not at all, so later requests miss (lower hit rate);
     when nothing can be evicted (every chunk pinned by pending lookups) allocations busy-wait. It is the
@@ -77,6 +77,8 @@ class CpuTierPressure(Rule):
         if ev.id == "C27":
             self.adjusted = self.adjusted or ev
             return
+        if ev.id == "M14":
+            return  # the P/D receiver's transfer buffer, not the CPU tier: KV019
         rank = ev.rec.origin.rank_label or "unknown"
         if ev.id in self.LEAK_SIGNS:
             self.leak_signs[rank] = self.leak_signs.get(rank, 0) + 1
@@ -132,14 +134,9 @@ class CpuTierPressure(Rule):
         else:
             b.oppose("pinned-chunks-block-eviction", 2, "no 'No eviction candidates' line")
         self._weigh_single_rank(b, ctx)
-        if self.counts.get("M14"):
-            b.support("cache-too-small", 3, f"{self.counts['M14']} allocation retr(ies) of the NIXL/PD receive buffer: "
-                      "the transfer buffer (pd_buffer_size / nixl_buffer_size) is smaller than the KV in flight")
         parts = []
         names = {"M3": "failed allocations", "M4": "failed batched allocations", "S4": "partial stores",
-                 "S5": "dropped stores", "M1": "no-eviction-candidate waits",
-                 "M14": "allocation retries ('Failed to allocate memory object, retrying...': the NIXL/PD receive "
-                        "buffer is full, the receiver busy-waits)"}
+                 "S5": "dropped stores", "M1": "no-eviction-candidate waits"}
         for k, label in names.items():
             if self.counts.get(k):
                 parts.append(f"{self.counts[k]} {label}")
@@ -151,9 +148,6 @@ class CpuTierPressure(Rule):
             summary += (" Under this pressure a chunk a lookup counted can be evicted before its load, which then comes "
                         "up short (lookup-retrieve-eviction, reported by KV001). " + self.loads.sentence(run.count("R4")))
             steps = self._paste_steps()
-        if self.counts.get("M14"):
-            steps.append("NIXL/PD allocation retries: raise pd_buffer_size (or nixl_buffer_size) or lower the concurrent "
-                         "long prompts sent to this receiver; collect the sender's log to see whether transfers stalled.")
         return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary,
                         count=total, evidence=evidence,
                         measurements={**{f"count_{k}": v for k, v in self.counts.items()}, "by_rank": self.by_rank,
@@ -224,3 +218,79 @@ class RankDisagreement(Rule):
                         count=self.n, evidence=[evidence_of(e, None) for e in self.examples],
                         measurements={"disagreements": self.n, "hit_tokens_forgone": self.lost_tokens},
                         causes=b.ranked(ceiling=0.7), identity="rank-disagreement")]
+
+
+@register
+class PdBufferFull(Rule):
+    """The P/D receiver's transfer buffer is full: KV transfers wait for memory.
+
+    Detects: LMCache's ``Failed to allocate memory object, retrying...`` (``v1/storage_backend/pd_backend.py``
+    0.3.7+, ``connector/nixl_connector_v3.py`` 0.3.3–0.3.6), per rank. The receiving instance (the decoder)
+    allocates each incoming transfer's memory objects from its P/D buffer (``pd_buffer_size``; 0.3.x's
+    ``nixl_buffer_size``) in its allocation loop, and retries every 10 ms, without a limit, until transfers in
+    flight free it: one line per try.
+
+    Why it matters: the sender's transfer, and the request behind it, wait while the lines go on: latency
+    spikes under load, and a hang when nothing frees the buffer (a buffer too small for one prompt's KV, or
+    memory objects never released). Nothing is dropped: this is not the CPU tier (KV007), and
+    ``max_local_cpu_size`` does not size it.
+
+    Causes weighed: ``pd-buffer-full``.
+
+    Fix: size ``pd_buffer_size`` (per rank, on the receiver) to the KV of the prompts in flight at once, or
+    lower the concurrency of long prompts sent to it; if the retries never stop, the buffer is not being freed.
+
+    References: LMCache ``v1/storage_backend/pd_backend.py`` (0.3.9 :489, 0.5.6 :943, ``_allocate_and_put`` in
+    the allocation loop), ``v1/storage_backend/connector/nixl_connector_v3.py`` (0.3.3 :567); LMCache issues
+    #1030, #1337, #1990.
+    """
+
+    code = "KV019"
+    name = "pd-buffer-full"
+    title = "The P/D receiver's transfer buffer is full: KV transfers wait for memory"
+    severity = "warning"
+    family = "KV"
+    cause_ids = ("pd-buffer-full",)
+    events = frozenset({"M14"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.lines: list[Event] = []
+        self.count = 0
+        self.by_rank: dict[str, int] = {}
+        self.first_t: float | None = None
+        self.last_t: float | None = None
+
+    def observe(self, ev: Event) -> None:
+        self.count += 1
+        rank = ev.rec.origin.rank_label or "unknown"
+        self.by_rank[rank] = self.by_rank.get(rank, 0) + 1
+        t = rec_time(ev.rec)
+        if t is not None:
+            self.first_t = t if self.first_t is None else self.first_t
+            self.last_t = t
+        if len(self.lines) < 3:
+            self.lines.append(ev)
+
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        if not self.count:
+            return []
+        size = ctx.cfg("pd_buffer_size")
+        span = (self.last_t - self.first_t) if self.first_t is not None and self.last_t is not None else None
+        waited = f" over {span:,.1f} s" if span else ""
+        cause = Cause("pd-buffer-full", 0.75,
+                      for_=[f"{self.count} allocation retr(ies){waited} ({rank_words(self.by_rank)})"]
+                      + ([f"pd_buffer_size = {size}"] if size is not None else []),
+                      against=["whether the retries stopped (the buffer freed) is not in the input: the lines after the "
+                               "last retry say"], **fix_and_confirm("pd-buffer-full"))
+        return [Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=(f"{self.count} 'Failed to allocate memory object, retrying...' line(s){waited} "
+                     f"({rank_words(self.by_rank)}): the receiver's P/D buffer could not hold an incoming transfer, "
+                     "which waited (10 ms a try, no limit) while the request behind it stalled. Nothing was dropped."),
+            count=self.count, evidence=[evidence_of(e, 400) for e in self.lines],
+            causes=[cause], identity=f"{self.code}|{sorted(self.by_rank)}", first_seen=self.first_t,
+            measurements={"retries": self.count, "by_rank": self.by_rank, "span_s": span,
+                          "pd_buffer_size": size},
+            next_steps=[cause.fix, f"Confirm: {cause.confirm_with}"],
+        )]
