@@ -327,3 +327,14 @@ def test_a_pd_receivers_allocation_retries_are_its_transfer_buffer_not_the_cpu_t
     assert kv.causes[0].id == "pd-buffer-full" and kv.measurements["retries"] == retries
     assert "pd_buffer_size" in kv.causes[0].fix and "max_local_cpu_size" not in kv.causes[0].fix
     assert "Nothing was dropped" in kv.summary
+
+
+def test_allocation_failures_of_sync_disk_loads_are_short_loads_not_dropped_stores():
+    """LMCache issue #969: GDS's 'Memory allocation failed during sync disk load.' (older releases' wording of
+    the staging failure), each with the allocator's 'Failed to allocate memory for tensor …'. They were KV007
+    'stores cut short or dropped', and the four GDS lines were cited nowhere."""
+    found = _by_rule(HERE.parent / "real_kv" / "gds-sync-disk-load-alloc.log")
+    assert "KV007" not in found
+    kv = found["KV001"]
+    assert kv.causes[0].id == "cpu-staging-exhausted"
+    assert "Memory allocation failed during sync disk load" in kv.summary

@@ -69,8 +69,10 @@ class CpuTierPressure(Rule):
         self.loads = LoadWatch()
         self.max_line = 0
         self.first_lines: list[Event] = []  # a paste's evidence: its own lines, in order
+        self.staging_loads = 0  # loads from disk that got no CPU staging buffer (KV001's cpu-staging-exhausted)
 
     def observe(self, ev: Event) -> None:
+        self.staging_loads += ev.id == "D5"
         if self.loads.see(ev):
             return
         self.max_line = max(self.max_line, ev.rec.line)
@@ -119,7 +121,7 @@ class CpuTierPressure(Rule):
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         total = sum(self.counts.values())
         pasted = total > 0 and not self.loads.short and input_kind(ctx, run.lines_read, self.max_line) == "fragment"
-        if total < self.options["min_events"] and not pasted:
+        if total < self.options["min_events"] and not pasted or self._all_load_staging():
             return []
         b = CauseBoard()
         size = ctx.cfg("max_local_cpu_size")
@@ -154,6 +156,12 @@ class CpuTierPressure(Rule):
                                       "max_local_cpu_size_gb": size, **({"input_coverage": "fragment"} if pasted else {})},
                         causes=b.ranked(ceiling=0.6 if pasted else 0.85), next_steps=steps,
                         identity=f"pressure|{sorted(self.by_rank)}", first_seen=self.first_t)]
+
+    def _all_load_staging(self) -> bool:
+        """Whether every failed allocation is a load's: the allocator's 'Failed to allocate memory for tensor …'
+        lines come one per 'Memory allocation failed during (a)sync disk load' (the load asked for the staging
+        buffer), and nothing says a store was cut. Those loads came up short; no store was dropped (KV001)."""
+        return bool(self.counts) and set(self.counts) == {"M3"} and self.counts["M3"] <= self.staging_loads
 
     def _paste_steps(self) -> list[str]:
         return [load_check_step(self.by_rank) + ".",

@@ -146,8 +146,10 @@ LMCACHE_TEMPLATES: list[Template] = [
       "v1/storage_backend/local_disk_backend.py:410", "No eviction candidates found. Disk space under pressure."),
     T("D4", L, "Failed", "Failed to load chunk from disk", r"Failed to load chunk from disk for key (?P<key>.+?): (?P<error>.*)$",
       "0.5.2+", "v1/storage_backend/local_disk_backend.py:590", "Failed to load chunk from disk for key k1: [Errno 5] Input/output error"),
-    T("D5", L, "Memory", "CPU staging pool may be exhausted", r"Memory allocation failed during async disk load for key (?P<key>.+?)\. CPU staging",
-      "0.4.4+", "v1/storage_backend/local_disk_backend.py:629",
+    # a load from disk (local disk, GDS, Weka, 3FS, the fs connector) that got no CPU staging buffer: 0.4.4+ names
+    # the key and says what it returns, earlier releases and the GDS backends say only 'async' / 'sync disk load'
+    T("D5", L, "Memory", "Memory allocation failed during", r"Memory allocation failed during (?:a)?sync disk load"
+      r"(?: for key (?P<key>.+?)\. CPU staging|\.)", "0.3.0+", "v1/storage_backend/local_disk_backend.py:629",
       "Memory allocation failed during async disk load for key k1. CPU staging pool may be exhausted (unpin() not called after a previous retrieve). Returning partial results."),
     T("D6", L, None, "not found", r"(?:File not found on disk: (?P<file>.*)|Key (?P<key>.+) not found in put tasks)", "0.3.12+",
       "v1/storage_backend/local_disk_backend.py:818", "File not found on disk: /tmp/lmc/k1.pt"),

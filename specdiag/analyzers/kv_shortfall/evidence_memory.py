@@ -207,13 +207,14 @@ def weigh_staging(b: CauseBoard, st: ShortfallTracker, cfg: dict | None, fams: d
 
 def specific_mechanism(st: ShortfallTracker, fams: dict[str, list[Event]], occs: list[Shortfall]) -> tuple[str, str] | None:
     """The cause named outright by a line of that rank just before (or of the same request), if any."""
-    named = (("staging-exhausted", "cpu-staging-exhausted", "'… CPU staging pool may be exhausted'"),
+    named = (("staging-exhausted", "cpu-staging-exhausted", "a load's staging allocation failure"),
              ("redis-evicted", "remote-backend-loss", "Redis 'Key exists but KV cache does not exist'"),
              ("pin-timeout", "pin-timeout", "the pin monitor's forced unpin"),
              ("pin-negative", "pin-accounting-bug", "a negative pin count"))
     for fam, cid, words in named:
         if fams.get(fam):
-            return cid, f"{words} (line {fams[fam][-1].rec.line})"
+            last = fams[fam][-1]
+            return cid, f"{words} ('{last.rec.msg[:70]}', line {last.rec.line})"
     if async_shorter(st, occs):
         return "async-loading-partial", "the async lookup's shorter answer"
     return None
