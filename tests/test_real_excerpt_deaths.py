@@ -338,3 +338,11 @@ def test_allocation_failures_of_sync_disk_loads_are_short_loads_not_dropped_stor
     kv = found["KV001"]
     assert kv.causes[0].id == "cpu-staging-exhausted"
     assert "Memory allocation failed during sync disk load" in kv.summary
+
+
+def test_a_file_connectors_failed_write_is_a_write_failure_naming_its_error():
+    """LMCache issue #1862 (layerwise with the fs connector): 'Failed to write file <long path>: Shape dimension
+    should be 4'. LOG001 cut the line inside the path, so the reason was in no line of the text report."""
+    kv = _by_rule(HERE.parent / "real_kv" / "fs-connector-write-failed.log")["KV016"]
+    assert kv.measurements["by_kind"] == {"X10": 1}
+    assert "'Shape dimension should be 4' ×1" in kv.summary

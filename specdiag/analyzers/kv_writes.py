@@ -14,7 +14,7 @@ from specdiag.timeutil import rec_time
 
 #: what each line is, for the summary
 LABELS = {"X4": "remote put task failure(s)", "X9": "batched put error(s)", "X6": "Mooncake batch_put_from failure(s)",
-          "G_MOONCAKE_PUT": "Mooncake client put failure(s)"}
+          "G_MOONCAKE_PUT": "Mooncake client put failure(s)", "X10": "file write failure(s)"}
 
 
 @register
@@ -23,7 +23,8 @@ class BackendWriteErrors(Rule):
 
     Detects: the remote backend's ``Put task failed for key …``, a connector's ``batched put error: …``,
     Mooncake's ``batch_put_from failed`` and, from Mooncake's own C++ client in the worker (glog lines),
-    ``Put operation failed with error: …`` / ``Failed to end put operation: …``.
+    ``Put operation failed with error: …`` / ``Failed to end put operation: …``, and a file connector's
+    ``Failed to write file <path>: <error>`` (the fs connector, 3FS).
 
     Why it matters: a chunk whose write failed is not in the store, so every later lookup of it there misses:
     another instance never reuses it, and once the local tier evicts it the prompt is recomputed. Nothing
@@ -36,8 +37,9 @@ class BackendWriteErrors(Rule):
     store's master service.
 
     References: LMCache ``v1/storage_backend/remote_backend.py`` (0.5.6 :220),
-    ``connector/instrumented_connector.py`` (:118, :186), ``connector/mooncakestore_connector.py``; issues
-    #1518, #2166.
+    ``connector/instrumented_connector.py`` (:118, :186), ``connector/mooncakestore_connector.py``,
+    ``connector/fs_connector.py`` (0.3.0 :134), ``connector/hf3fs_connector.py`` (0.5.5 :262); issues #1518, #2166,
+    #1862.
     """
 
     code = "KV016"

@@ -161,6 +161,11 @@ LMCACHE_TEMPLATES: list[Template] = [
       "0.5.6", "v1/storage_backend/remote_backend.py:372", "Error occurred in get_blocking: timeout, return None"),
     T("X4", L, "Put", "Put task failed", r"Put task failed for key (?P<key>.+?): (?P<error>.*)$", "0.5.6",
       "v1/storage_backend/remote_backend.py:220", "Put task failed for key k1: OOM command not allowed"),
+    # a file connector's write (the fs connector 0.3.x, 3FS 0.4.5+): the chunk is not on the shared file system
+    T("X10", L, "Failed", "Failed to write file", r"Failed to write file (?P<file>.{0,1000}?): (?P<error>.*)$", "0.3.0+",
+      "v1/storage_backend/connector/fs_connector.py:134",
+      "Failed to write file /data/lmcache/vllm@model@1@0@45d7c02445bc939.data: [Errno 28] No space left on device",
+      level="ERROR"),
     T("X5", L, None, "remote connection", r"(?:Connection will not be re-established yet|Failed to initialize/re-establish remote connection: (?P<error>.*))",
       "0.5.6", "v1/storage_backend/remote_backend.py:124", "Failed to initialize/re-establish remote connection: refused"),
     T("X6", L, None, "failed", r"(?P<op>batch_get_buffer|batch_get_into|batch_put_from|get_into|batch_is_exist) failed(?: for key (?P<key>.+?))?(?:: (?P<error>.*))?$",
