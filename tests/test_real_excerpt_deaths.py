@@ -346,3 +346,15 @@ def test_a_file_connectors_failed_write_is_a_write_failure_naming_its_error():
     kv = _by_rule(HERE.parent / "real_kv" / "fs-connector-write-failed.log")["KV016"]
     assert kv.measurements["by_kind"] == {"X10": 1}
     assert "'Shape dimension should be 4' ×1" in kv.summary
+
+
+def test_a_traceback_under_vllms_header_points_at_its_innermost_frame_not_the_printing_call():
+    """LMCache issue #1791: an AssertionError raised in LMCache's local_cpu_backend.py:520, printed by vLLM's
+    engine-core logger at core.py:708. LOG001 said 'read vllm core.py:708' and listed the AssertionError as a
+    second message."""
+    log001 = _by_rule(HERE.parent / "real_kv" / "lmcache-assert-under-vllm-header.log")["LOG001"]
+    (msg,) = log001.measurements["messages"]
+    assert msg["message"].endswith("AssertionError, raised in lmcache/v1/storage_backend/local_cpu_backend.py:520 "
+                                   "in calculate_chunk_budget")
+    assert log001.next_steps[0].startswith("read lmcache/v1/storage_backend/local_cpu_backend.py:520 in "
+                                           "calculate_chunk_budget, the innermost frame")

@@ -42,6 +42,8 @@ SHOWN = 3
 UNRECOGNISED = "unrecognised"
 #: the templates of a traceback frame: printed under vLLM's header (``events/vllm.py``), and in a raw traceback
 TRACEBACK_FRAME, TRACEBACK_FRAMES = "V_TB_FRAME", "E_TB_FRAMES"
+#: the exception line of a traceback printed under vLLM's header
+TRACEBACK_EXC = "V_EXC"
 
 
 @dataclass
@@ -62,6 +64,8 @@ class _Message:
     last_seq: int = 0
     #: the lines of the tracebacks vLLM printed under its records (``logger.exception``), not occurrences
     tb_lines: int = 0
+    #: a traceback's innermost frame (``file:line in func``), where it raised: what to read, not the printing call
+    frame: str | None = None
 
     def evidence(self) -> tuple[Evidence, ...]:
         if self.count < 2:
@@ -89,6 +93,9 @@ class _Bucket:
     count: int = 0
     ranks: set[str] = field(default_factory=set)
     tb_lines: int = 0
+    #: of a traceback printed under a record's header: its innermost frame seen so far, and its exception line
+    frame: str | None = None
+    exc: str | None = None
 
 
 class _UpstreamLines(Rule):
@@ -111,12 +118,15 @@ class _UpstreamLines(Rule):
     def observe(self, ev: Event) -> None:
         rec = ev.rec
         head = (rec.origin.key, rec.ts, rec.file, rec.src_line) if rec.file is not None else None
-        if head is not None and _TB_PART.match(rec.msg) is not None:
+        if head is not None and (_TB_PART.match(rec.msg) is not None or ev.id == TRACEBACK_EXC):
             b = self._under.get(head)
             if b is not None:
                 b.tb_lines += 1
+                _note_row(b, ev)
                 return
         b = self._bucket(ev)
+        if b is not None and b.count == 1:
+            _note_row(b, ev)
         if b is not None and head is not None:
             if len(self._under) >= MAX_BUCKETS:
                 self._under.clear()
@@ -222,6 +232,10 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
         msg.last_seq = 0
     msg.count += b.count
     msg.tb_lines += b.tb_lines
+    if b.frame is not None:
+        msg.frame = b.frame
+        if b.exc and "raised" not in msg.label:
+            msg.label = f"{msg.label}: {_short(b.exc, 60)}, raised in {b.frame}"
     if b.last_seq > msg.last_seq:
         msg.last_rec, msg.last_seq = b.last_rec, b.last_seq
     msg.ranks.update(sorted(b.ranks)[: MAX_RANKS - len(msg.ranks)])
@@ -254,6 +268,24 @@ def _new_message(ev: Event, entry: Any) -> _Message:
     if loc is None and rec.kind == "traceback":
         loc = _innermost_frame(rec.raw_text)
     return _Message(_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
+
+
+def _note_row(b: _Bucket, ev: Event) -> None:
+    """A row of a traceback printed under a record's header: the innermost frame (the last seen) and the
+    exception line of that traceback."""
+    if ev.id == TRACEBACK_FRAME:
+        f = ev.f
+        b.frame = f"{_short_path(f.get('file') or '')}:{f.get('line')} in {f.get('func')}"
+    elif ev.id == TRACEBACK_EXC:
+        b.exc = ev.rec.msg.strip()[:120]
+
+
+def _short_path(path: str) -> str:
+    """A frame's file from its package on (``lmcache/v1/…``), as the earlier frames' path prefix is the host's."""
+    for mark in _PACKAGES:
+        if mark in path:
+            return path.split(mark, 1)[1]
+    return path
 
 
 #: a placeholder of a logging call's format (``%s``, ``%d``, ``%.2f``, ``{}``, ``{name}``)
@@ -359,6 +391,9 @@ def _next_steps(family: str, top: _Message) -> list[str]:
                 "fatal signal, its stack ('PC: @' and '@ 0x…' lines)"]
     if not top.location:
         return [f"read where upstream prints the {family} message, and the lines of the same rank just before it"]
+    if top.frame is not None and top.project != "traceback":
+        return [f"read {top.frame}, the innermost frame of the traceback printed at {top.location}, for why it "
+                "raised, and the lines of the same process just before it"]
     if top.project == "traceback":
         return [f"read {top.location}, the traceback's innermost frame, for why it raised, and the lines of the "
                 "same process just before it"]
