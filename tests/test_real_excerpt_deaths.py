@@ -358,3 +358,19 @@ def test_a_traceback_under_vllms_header_points_at_its_innermost_frame_not_the_pr
                                    "in calculate_chunk_budget")
     assert log001.next_steps[0].startswith("read lmcache/v1/storage_backend/local_cpu_backend.py:520 in "
                                            "calculate_chunk_budget, the innermost frame")
+
+
+def test_a_ray_actors_death_seen_from_its_caller_is_named_as_such_not_as_engine_dead_errors():
+    """verl issue #4921: only the caller's ray.exceptions.ActorDiedError. The summary said '1 cascade line(s)
+    (EngineDeadError/output handler)', a line the excerpt does not hold."""
+    srv = _by_rule(HERE / "verl-ray-actor-died.log")["SRV001"]
+    assert "1 cascade line(s) follow from it (ActorDiedError ×1)" in srv.summary
+    assert "EngineDeadError" not in srv.summary
+
+
+def test_an_api_servers_traceback_through_the_engine_clients_construction_failed_at_start():
+    """A journald paste cut inside AsyncLLM.__init__ → EngineCoreClient.make_async_mp_client (the API server
+    starting its engine core): a start failure, not a warning about an unexplained traceback."""
+    srv = _by_rule(HERE / "journald-asyncllm-start-cut.log")["SRV001"]
+    assert srv.measurements["failed_at_start"] is True
+    assert srv.measurements["root_error"] == "not in the excerpt"

@@ -56,7 +56,9 @@ START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_devic
                           "determine_available_memory", "profile_run", "initialize_from_config", "capture_model",
                           "initialize_cache", "wait_for_ready", "_init_workers_ray", "check_enough_kv_cache_memory",
                           "init_worker_distributed_environment", "_check_enough_kv_cache_memory",
-                          "from_engine_args"})  # V0's MQLLMEngine / V1's AsyncLLM built from the CLI's arguments
+                          "from_engine_args", "from_vllm_config", "make_async_mp_client", "make_client"})
+# (from_engine_args / from_vllm_config: V0's MQLLMEngine or V1's AsyncLLM / LLMEngine built at start; make_*client:
+# the API server's client of the engine core, made once, when it starts the core)
 #: vLLM's KV-cache size checks (v1/core/kv_cache_utils.py): they raise only 'No available memory for the cache
 #: blocks' or 'To serve at least one request with the model's max seq len …'
 KV_CHECK_FRAMES = ("check_enough_kv_cache_memory", "_check_enough_kv_cache_memory")
@@ -415,6 +417,7 @@ class EngineDeath(Rule):
         self.hard_first: tuple | None = None
         self.cascade = 0
         self.first_cascade: Event | None = None
+        self.cascade_kinds: dict[str, int] = {}  # what the cascade lines were (bounded)
         self.cands: deque = deque(maxlen=int(self.options["max_candidates"]))
         self.last_stats_t: float | None = None
         self.stats_after_death = 0
@@ -498,7 +501,8 @@ class EngineDeath(Rule):
         text = ev.rec.msg
         detail = ev.f.get("detail") or ""
         exc = ev.f.get("exc") or ""
-        is_cascade = any(c in text or c in exc or c in detail for c in CASCADE)
+        cascade_kind = next((c for c in CASCADE if c in text or c in exc or c in detail), None)
+        is_cascade = cascade_kind is not None
         if tid == "V_EXC" and "EngineDeadError" in exc:
             tid = "E_ENGINE_DEAD"
         if tid in START_FAILURES or any(w in text or w in detail for w in START_WORDS):
@@ -508,6 +512,9 @@ class EngineDeath(Rule):
                 self.cands.append(key)  # "… to find the original error: OutOfMemoryError('CUDA out of memory …')"
             self.cascade += 1
             self.first_cascade = self.first_cascade or ev
+            kind = "output handler" if tid == "V_OUTPUT_HANDLER" else cascade_kind or "EngineDeadError"
+            if kind in self.cascade_kinds or len(self.cascade_kinds) < 6:
+                self.cascade_kinds[kind] = self.cascade_kinds.get(kind, 0) + 1
             if self.death is None and self.shutdown is None:
                 self.death = key
             return
@@ -616,7 +623,7 @@ class EngineDeath(Rule):
         evs += [evidence_of(e, 400) for e in self.worker_death_lines.values()]
         root_txt = (root[2].f.get("detail") or root[2].rec.msg)[:200] if root is not None else "not in the excerpt"
         summary = (f"The engine died at {fmt_log_time(dt)}, line {dev.rec.path}:{dev.rec.line}; first root error: {root_txt}. "
-                   f"{self.cascade} cascade line(s) (EngineDeadError/output handler) follow from it.")
+                   f"{self.cascade} cascade line(s) follow from it{self._cascade_named()}.")
         if root is None:
             cut = (" The excerpt stops inside the traceback printed under it, before its exception line."
                    if self.frames_after_header else "")
@@ -646,6 +653,12 @@ class EngineDeath(Rule):
             evidence=dedupe_evidence(evs), causes=causes, measurements=measurements, headline=head,
             identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt, next_steps=steps,
         )]
+
+    def _cascade_named(self) -> str:
+        """What the cascade lines were (``EngineDeadError`` ×12, a Ray actor's ``ActorDiedError``), for the summary."""
+        if not self.cascade_kinds:
+            return ""
+        return " (" + ", ".join(f"{k} ×{n}" for k, n in self.cascade_kinds.items()) + ")"
 
     def _failed_at_start(self, causes: list[Cause]) -> bool:
         """Whether the engine died while starting: a line or frame said so, the root is a KV cache that cannot

@@ -378,5 +378,7 @@ def default_matcher() -> Matcher:
         from specdiag.events.torch import TORCH_TEMPLATES
         from specdiag.events.vllm import VLLM_TEMPLATES
 
-        _MATCHER = Matcher([*LMCACHE_TEMPLATES, *VLLM_TEMPLATES, *TEXT_TEMPLATES, *RAY_TEMPLATES, *TORCH_TEMPLATES])
+        # Ray's and torch's templates before the generic exception ones of raw text (E_GENERIC, E_TB_FRAMES): a
+        # traceback whose text says a Ray actor's process died is that death, not just an exception
+        _MATCHER = Matcher([*LMCACHE_TEMPLATES, *VLLM_TEMPLATES, *RAY_TEMPLATES, *TORCH_TEMPLATES, *TEXT_TEMPLATES])
     return _MATCHER
