@@ -288,3 +288,10 @@ def test_a_k9s_paste_of_a_v0_cuda_error_is_read() -> None:
     assert report.inputs[0]["recognized"] == 6  # 1 of 6 before: the frame hid the vLLM header
     log001 = next(f for f in report.findings if f.rule == "LOG001")
     assert "RuntimeError: CUDA error: an illegal memory access was encountered" in log001.summary
+
+
+def test_a_code_span_opened_before_a_record_and_closed_lines_later_loses_its_backticks() -> None:
+    u = LineUnwrapper()
+    assert u.strip(("`" + LINE).encode()) == LINE.encode()
+    for text in ("```python", "`foo`", "```", "`not a record"):
+        assert u.strip(text.encode()) == text.encode()

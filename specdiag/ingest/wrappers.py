@@ -361,8 +361,13 @@ class LineUnwrapper:
         return self._named(line, grep_next)
 
     def _code_span(self, line: bytes) -> bytes | None:
-        """The record a markdown code span holds (``code_span``): None unless what it holds starts one."""
+        """The record a markdown code span holds (``code_span``): None unless what it holds starts one. A span
+        opened on this line and closed on a later one (several lines pasted inside one pair of backticks) loses
+        its opening backticks here, when a record follows them."""
         inner = code_span(line)
+        if inner is None:
+            k = len(line) - len(line.lstrip(b"`"))
+            inner = line[k:] if 0 < k <= 3 else None
         return inner if inner is not None and (is_envelope(inner) or self._is_wrapped(inner)) else None
 
     def _syslog_5424(self, line: bytes) -> bytes | None:
