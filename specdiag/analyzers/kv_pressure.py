@@ -248,8 +248,8 @@ class PdBufferFull(Rule):
     Fix: size ``pd_buffer_size`` (per rank, on the receiver) to the KV of the prompts in flight at once, or
     lower the concurrency of long prompts sent to it; if the retries never stop, the buffer is not being freed.
 
-    References: LMCache ``v1/storage_backend/pd_backend.py`` (0.3.9 :489, 0.5.6 :943, ``_allocate_and_put`` in
-    the allocation loop), ``v1/storage_backend/connector/nixl_connector_v3.py`` (0.3.3 :567); LMCache issues
+    References: LMCache ``v1/storage_backend/pd_backend.py`` (0.3.9 :489, 0.5.6 :943, reached from
+    ``_mem_alloc_loop``), ``v1/storage_backend/connector/nixl_connector_v3.py`` (0.3.3 :567); LMCache issues
     #1030, #1337, #1990.
     """
 
