@@ -140,8 +140,8 @@ _ROWS = [
        ("v1/config_base.py:187, :212, :602", "LMCache issue #2854")),
     _c("pd-buffer-full",
        "The P/D receiver allocates each incoming transfer's memory objects from its transfer buffer (pd_buffer_size; "
-       "0.3.x nixl_buffer_size) and, when it is full, retries every 10 ms without a limit until transfers in flight "
-       "free it: the sender's transfer and its request wait. It never frees when one prompt's KV is larger than the "
+       "0.3.x nixl_buffer_size) and, when it is full, retries every 10 ms or less, with no limit, until transfers "
+       "in flight free it: the sender's transfer and its request wait. It never frees when one prompt's KV is larger than the "
        "buffer, or when memory objects are not released.",
        "Size pd_buffer_size (per rank, on the receiver) to the KV of the prompts in flight at once (tokens x the KV "
        "bytes per token of one rank), or lower the concurrency of long prompts sent to this receiver. Retries that "

@@ -235,8 +235,8 @@ class PdBufferFull(Rule):
     Detects: LMCache's ``Failed to allocate memory object, retrying...`` (``v1/storage_backend/pd_backend.py``
     0.3.7+, ``connector/nixl_connector_v3.py`` 0.3.3–0.3.6), per rank. The receiving instance (the decoder)
     allocates each incoming transfer's memory objects from its P/D buffer (``pd_buffer_size``; 0.3.x's
-    ``nixl_buffer_size``) in its allocation loop, and retries every 10 ms, without a limit, until transfers in
-    flight free it: one line per try.
+    ``nixl_buffer_size``) in its allocation loop, and retries every 10 ms or less (with no limit in the
+    ``nixl_connector_v3`` and ``pd_backend`` code read) until transfers in flight free it: one line per try.
 
     Why it matters: the sender's transfer, and the request behind it, wait while the lines go on: latency
     spikes under load, and a hang when nothing frees the buffer (a buffer too small for one prompt's KV, or
@@ -295,7 +295,7 @@ class PdBufferFull(Rule):
             rule=self.code, severity="warning", title=self.title,
             summary=(f"{self.count} 'Failed to allocate memory object, retrying...' line(s){waited} "
                      f"({rank_words(self.by_rank)}): the receiver's P/D buffer could not hold an incoming transfer, "
-                     "which waited (10 ms a try, no limit) while the request behind it stalled. Nothing was dropped."),
+                     "which waited (a try every 10 ms or less) while the request behind it stalled. Nothing was dropped."),
             count=self.count, evidence=[evidence_of(e, 400) for e in self.lines],
             causes=[cause], identity=f"{self.code}|{sorted(self.by_rank)}", first_seen=self.first_t,
             measurements={"retries": self.count, "by_rank": self.by_rank, "span_s": span,
