@@ -304,7 +304,7 @@ def release_key(label: str) -> tuple:
         pkg, _, text = text.rpartition(" ")
         variant = pkg != "lmcache-cli"
     m = _PEP440.match(text)
-    if not m:
+    if not m or len(m.group(0)) > 64:  # a printed number no release has (a hostile banner): not an int to convert
         return ((-1,), (0, 0, 0), -1, 0, 0)
     rel = tuple(int(x) for x in m.group(1).split("."))
     rel += (0,) * (4 - len(rel))

@@ -66,6 +66,15 @@ def test_mutated_real_lines_never_break_the_analysis(seed: int, n_lines: int) ->
     check_log(hostile_log(seed, n_lines))
 
 
+def test_a_banner_version_with_thousands_of_digits_is_no_version_not_a_failed_rule() -> None:
+    """Found by the test above in a clean-clone run (seed 9058, 25 lines): LMCache's banner mutated to
+    'LMCache v0.999…' with 5,000 digits made the context builder fail (int() refuses over 4,300 digits)."""
+    from specdiag.fingerprints import release_key
+
+    assert release_key("0." + "9" * 5000 + ".7") == release_key("not a version")
+    check_log(hostile_log(9058, 25))
+
+
 @settings(max_examples=EXAMPLES, deadline=None)
 @given(st.binary(max_size=2000))
 def test_arbitrary_bytes_never_break_the_analysis(data: bytes) -> None:
