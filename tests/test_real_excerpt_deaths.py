@@ -375,3 +375,12 @@ def test_an_api_servers_traceback_through_the_engine_clients_construction_failed
     srv = _by_rule(HERE / "journald-asyncllm-start-cut.log")["SRV001"]
     assert srv.measurements["failed_at_start"] is True
     assert srv.measurements["root_error"] == "not in the excerpt"
+
+
+def test_a_2024_lmcache_log_names_no_release_published_after_it():
+    """LMCache issue #242 (lmcache_vllm, 2024-11-24): the version was '~0.3.3, nearest shown', a release first
+    uploaded on 2025-08-03. With 0.3.0–0.3.3's upload dates known, no catalogued release can have printed it."""
+    report = analyze([str(HERE.parent / "real_kv" / "lmcache-vllm-2024-11-blend.log")])
+    ctx = report.context
+    assert ctx["lmcache_version"] is None
+    assert "published after the log's date (2024-11-24)" in ctx["lmcache_version_note"]
