@@ -46,7 +46,10 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   (`Processed prompts: 75%|…| 3/4 [00:41<00:09, 9.93s/it](EngineCore_1 pid=7) ERROR …`: read from the bar's
   `]` on, `cr_lines.after_bar`; a bar alone stays one inert line),
   `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
-  `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records. Shapes that
+  `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records; a small file in
+  which nothing was recognised is read again as message texts pasted without any header
+  (`engine.BARE_PASTE_MAX`, `events.Matcher._bare`: by a template's first word, a specific error text, or a
+  catalogued format with at least 24 literal characters; `formats` gains `bare-text`). Shapes that
   ordinary text can also have (`123:`, `name | `, leading spaces) are stripped only when what follows is a
   recognised envelope or wrapper, or continues the same wrapper (consecutive grep line numbers, a compose
   container already seen);

@@ -90,6 +90,9 @@ class AnalyzeOptions:
     observers: tuple[Callable[[str], Any], ...] = ()
     #: ``--since``/``--until``/``--request``/``--rank``: lines it excludes are never parsed (``linefilter.py``)
     line_filter: LineFilter | None = None
+    #: read as a paste of message texts without their headers (set by :func:`analyze_group` itself, when a
+    #: small input had nothing it recognised: ``BARE_PASTE_MAX``)
+    bare_text: bool = False
 
 
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
@@ -192,9 +195,23 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
     if not scan.compiled_in_use():  # the Python scanner's block-sized buffers, reused (specdiag/workers.py)
         keep_freed_memory()
     for src in sources:
-        _read_source(src, group.id, run_for, tally, progress, scan_threads(opts), processes)
+        _read_source(src, group.id, run_for, tally, progress, scan_threads(opts), processes, opts.bare_text)
+    if not opts.bare_text and _bare_paste(sources):
+        return analyze_group(group, replace(opts, bare_text=True), progress)
     deployments = [r.finish() for r in runs.values()] or [Deployment(group.id, make).finish()]
     return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
+
+
+#: the largest input read a second time as message texts pasted without their headers, when nothing in it was
+#: recognised (``Sequence group 3 is preempted …`` alone, as users quote a message): what the catalog and the
+#: templates know by their text alone is then read, without a time, place or rank
+BARE_PASTE_MAX = 256 * 1024
+
+
+def _bare_paste(sources: list[Source]) -> bool:
+    """Whether the group is a small paste of which no line was recognised, every input a file to read again."""
+    return bool(sources) and all(s.stats.recognized == 0 and s.stats.lines and s.stats.bytes_read <= BARE_PASTE_MAX
+                                 and s.rereadable() and not s.stats.errors for s in sources)
 
 
 def scan_threads(opts: AnalyzeOptions) -> int:
@@ -217,12 +234,13 @@ def scan_processes(opts: AnalyzeOptions) -> int:
 
 
 def _read_source(src: Source, default_id: str, run_for: Callable[[str], Deployment | None], tally: StreamTally,
-                 progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
+                 progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0,
+                 bare: bool = False) -> None:
     """Stream one input's records (and lookup rows) to the deployment each belongs to; with
     ``scan_threads`` the blocks are scanned on that many threads while this one reads them, with
     ``processes`` on that many worker processes (:func:`scan_processes`). Ingest's count marks go to the
     input's :class:`InputCounts`, which splits the counted lines between the runs."""
-    SourceLoop(src, default_id, run_for, tally).run(progress, scan_threads, processes)
+    SourceLoop(src, default_id, run_for, tally).run(progress, scan_threads, processes, bare)
 
 
 class SourceLoop:
@@ -242,14 +260,15 @@ class SourceLoop:
         self.read: frozenset[str] | None = None  # the templates something of this analysis reads
         self.beyond: str | None = None  # the deployment beyond the group's limit the items now belong to
 
-    def run(self, progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0) -> None:
+    def run(self, progress: Callable[[str, int], None] | None, scan_threads: int = 0, processes: int = 0,
+            bare: bool = False) -> None:
         src = self.src
         matcher = default_matcher()
         current: Deployment | None = None
         reported = 0
         self.quiet = quiet_places(matcher)
         items = iter_records(src, hot=True, window=self.window, scan_threads=scan_threads,
-                             scan_processes=processes, marks=True, quiet=self.quiet)
+                             scan_processes=processes, marks=True, quiet=self.quiet, bare=bare)
         while True:
             try:
                 item = next(items, None)
@@ -324,7 +343,8 @@ class SourceLoop:
             elif kind is NamedBlock:
                 return  # what it names was taken in ``_deployment_of``
             else:
-                self.text_events += _deliver(item, matcher, current, tally, self.window, self.quiet)
+                self.text_events += _deliver(item, matcher, current, tally, self.window, self.quiet,
+                                             self.src.stats.formats)
         except Exception as e:  # noqa: BLE001 - last line of defence: this record is skipped and named
             if not rows:
                 tally.unrecognized[item.kind] += 1
@@ -362,11 +382,15 @@ class SourceLoop:
 
 
 def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window: HotWindow | None = None,
-             quiet: QuietPlaces | None = None) -> int:
-    """Match one record and hand its event to the deployment; 1 when it was raw text a template read."""
+             quiet: QuietPlaces | None = None, formats: set[str] | None = None) -> int:
+    """Match one record and hand its event to the deployment; 1 when it was raw text a template read. A bare
+    pasted line read as a message adds ``bare-text`` and its project to the input's ``formats``: the report
+    then says how it was read, and that the project's lines are there."""
     _saw(dep, rec.origin)
     dep.note_record(rec)
     ev = matcher.match(rec)
+    if ev is None and rec.kind == "bare":
+        return 0  # a pasted line no message's text fits: another program's, as in the first reading
     if ev is None:
         _tally_unrecognized(tally, rec)
         dep.deliver_unmatched(rec)
@@ -378,8 +402,10 @@ def _deliver(rec: Any, matcher: Any, dep: Deployment, tally: StreamTally, window
     if window is not None and ev.id in COUNTED:  # a counted line the Python path read: look-back keeps it
         window.note(rec, ev.id)
     tally.analysed += 1
+    if rec.kind == "bare" and formats is not None:
+        formats.update(("bare-text", ev.rec.kind))
     dep.deliver(ev)
-    return int(rec.kind == "text" and rec.origin.pid is None)  # prefixed raw lines ingest counted already
+    return int(rec.kind in ("text", "bare") and rec.origin.pid is None)  # prefixed raw lines ingest counted already
 
 
 def _saw(dep: Deployment, origin: Any) -> None:

@@ -43,7 +43,7 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
            # wrappers that point at another process's traceback: V0's API server, V1's worker start
            "Engine process failed to start", "WorkerProc initialization failed")
 HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
-                  "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
+                  "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(WORKER_DEATHS)
 #: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
 #: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
@@ -96,7 +96,7 @@ HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc â€
 #: the catalog says vLLM prints one of these is that call's traceback, so the death is inferred from it
 TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
                      "V_WORKER_START_FAILED")
-ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
+ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",
                    "T_NCCL_TIMEOUT"})
 
@@ -547,7 +547,7 @@ class EngineDeath(Rule):
         if hard:
             if not self._mark_death(key):
                 return
-            if tid in ("E_OOM", "E_NO_CACHE_MEM") and not any(c[2] is ev for c in self.cands):
+            if tid in ("E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV") and not any(c[2] is ev for c in self.cands):
                 self.cands.append(key)
 
     def _frames(self, tid: str, ev: Event) -> bool:

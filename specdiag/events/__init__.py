@@ -238,6 +238,8 @@ class Matcher:
 
     def match(self, rec: Record) -> Event | None:
         kind = rec.kind
+        if kind == "bare":
+            return self._bare(rec)
         src = "text" if kind == "text" or kind == "traceback" else kind
         raw = rec.raw
         word = first_word(raw)
@@ -264,6 +266,49 @@ class Matcher:
             if entry is not None:
                 return Event(CATALOG_EVENT, rec, {"entry": entry})
         return None
+
+
+    def _bare(self, rec: Record) -> Event | None:
+        """A line pasted without any header (``engine.BARE_PASTE_MAX``): a vLLM or LMCache message by its text
+        alone. A template dispatched on its first word reads it as that project's record; an error text a
+        specific raw-text template knows (``The model's max seq len … KV cache``, raised, not logged) as an
+        ERROR line of raw text; else the catalog's text search, for a format with enough literal text that
+        another program's line does not fit it by chance. The record is remade as the project's (or raw
+        text), at the level the catalog gives the message, with no time and no place."""
+        from specdiag.catalog import catalog
+
+        raw = rec.raw
+        text = rec.msg[:MAX_MATCH]
+        word = first_word(raw)
+        for src in ("vllm", "lmcache"):
+            for t in self.by_first.get((src, word), ()):
+                if t.bneedle in raw and (d := t.match(raw)) is not None:
+                    entry = catalog().match(text, project=src)
+                    level = t.level or (entry.level if entry is not None else "INFO")
+                    return Event(t.id, _as_message(rec, src, level), d, t)
+        for t in self.anywhere.get("text", ()):
+            if t.id not in GENERIC_TEXT and t.bneedle in raw and (d := t.match(raw)) is not None:
+                return Event(t.id, _as_message(rec, "text", "ERROR"), d, t)
+        entry = catalog().match(text, project=None)
+        if entry is None or entry.project not in ("vllm", "lmcache") or _literal_chars(entry.fmt) < MIN_BARE_LITERAL:
+            return None
+        return Event(CATALOG_EVENT, _as_message(rec, entry.project, entry.level), {"entry": entry})
+
+
+#: raw-text templates that take any exception or frame: no proof that a bare pasted line is vLLM's
+GENERIC_TEXT = frozenset({"E_GENERIC", "E_TB_FRAMES", "E_BANNER"})
+#: the literal characters a catalogued format needs before a bare pasted line is taken for its message
+MIN_BARE_LITERAL = 24
+
+
+def _literal_chars(fmt: str | None) -> int:
+    """The characters of ``fmt`` outside its placeholders (``%s``, ``%d``, ``{}``)."""
+    return len(re.sub(r"%[-#0-9.]{0,8}[sdirfgxe]|\{[^{}]{0,40}\}", "", fmt)) if fmt else 0
+
+
+def _as_message(rec: Record, project: str, level: str) -> Record:
+    """A bare pasted line as the record of ``project`` the catalog says it is: no time, no place."""
+    return Record(rec.path, rec.line, rec.origin, project, level, None, rec.year, None, None, None, rec.raw)
 
 
 def catalog_entry(rec: Record) -> Any:

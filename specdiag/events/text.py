@@ -21,6 +21,15 @@ TEXT_TEMPLATES: list[Template] = [
     T("E_NO_CACHE_MEM", X, None, "No available memory for the cache blocks",
       r"(?P<exc>ValueError): (?P<detail>No available memory for the cache blocks.*)", "0.8.5+",
       "v1/core/kv_cache_utils.py", "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`."),
+    # V0's start-up check of the KV cache against max_model_len (raised, not logged: a traceback's last line, or the
+    # message quoted alone in a paste)
+    T("E_MAX_LEN_KV", X, None, "is larger than the maximum number of tokens that can be stored in KV cache",
+      r"(?:ValueError: )?(?P<detail>The model's max seq len \((?P<max_len>\d{1,9})\) is larger than the maximum number "
+      r"of tokens that can be stored in KV cache \((?P<kv_tokens>\d{1,12})\).{0,300})", "0.6–0.10 (V0)",
+      "worker/worker.py (raise_if_cache_size_invalid)",
+      "ValueError: The model's max seq len (29000) is larger than the maximum number of tokens that can be stored in "
+      "KV cache (23648). Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when initializing "
+      "the engine.", ints=("max_len", "kv_tokens")),
     T("E_NO_CONNECTOR", X, None, "connector found", r"RuntimeError: (?P<detail>No supported (?P<device>\w+) connector found\.?)",
       "LMCache 0.5.x", "v1/gpu_connector/__init__.py:247", "RuntimeError: No supported cpu connector found."),
     T("E_INVALIDATED_ASSERT", X, None, "memory_obj.tensor is not None",

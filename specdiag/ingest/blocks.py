@@ -86,7 +86,7 @@ def scanned_block(reader: LineReader, data: bytes, start: int, end: int, res: Sc
         line_at = _rare_line_at(data, start, rare)
     reader.begin_block(data, line_at, few_lines=True, start=start, end=end)
     skip = _prefilter(reader, data, start, end, res, copy, original, named, origins) \
-        if PREFILTER and rare["line"] else None
+        if PREFILTER and rare["line"] and not reader.bare else None
     block = _BlockFeed(reader, view, original)
     for n, s, e, table, i in _line_order(res, skip.kept if skip is not None else rare):
         if skip is not None and skip.before(n) and (table is None or not skip.passes_over(n)):
@@ -465,7 +465,7 @@ def prefilter_state(reader: LineReader) -> tuple | None:
     """What a block's prefilter kinds depend on besides its bytes, read now (on the reading thread) for a
     scan thread to decide them ahead (``ahead.py``): the plain flag, the quiet places' blobs, the width mask
     and the year. None where the prefilter is off."""
-    if not PREFILTER:
+    if not PREFILTER or reader.bare:
         return None
     return plain_flag(reader), prefilter.blobs_of(reader.quiet), prefilter.width_mask(reader.widths), reader.last_y
 

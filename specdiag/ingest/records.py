@@ -87,6 +87,9 @@ class LineReader:
     def __init__(self, path: str, stats, window: HotWindow | None = None, count_hot: bool = False) -> None:
         self.path = path
         self.stats = stats
+        #: read again as a paste of message texts without headers (``engine.BARE_PASTE_MAX``): every line no
+        #: other stage takes becomes a ``bare`` record, for the events layer to look up by its text alone
+        self.bare = False
         self.window = window
         #: count complete store/retrieve lines the scanner could not take (a wrapper) instead of yielding them
         self.count_hot = count_hot
@@ -484,6 +487,8 @@ class LineReader:
         if exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
             self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
                                    None, line))
+        elif self.bare and origin.pid is None and (text := line.strip()):
+            self.out.append(Record(path, lineno, origin, "bare", "", None, year, None, None, None, text))
 
     def _ray(self, lineno: int, origin: Origin, line: bytes) -> Record | None:
         """A warning or worse of Ray's C++ core (``RAY_CPP``), or the fatal signal it reports
@@ -574,7 +579,8 @@ def _no_line(n: int) -> bytes | None:
 
 def iter_records(source: Source, hot: object = None, window: HotWindow | None = None,
                  scan_threads: int = 0, scan_processes: int = 0, marks: bool = False,
-                 quiet: QuietPlaces | None = None) -> Iterator[Record | LookupRows | MetricRows | CountMark | QuietOrigin]:
+                 quiet: QuietPlaces | None = None,
+                 bare: bool = False) -> Iterator[Record | LookupRows | MetricRows | CountMark | QuietOrigin]:
     """Yield the records of one input, updating ``source.stats``. Never raises on bad content.
 
     With ``hot`` set, every block goes through the scanner first (``scan.scan_block``): store, retrieve,
@@ -585,11 +591,14 @@ def iter_records(source: Source, hot: object = None, window: HotWindow | None = 
     many threads while this one reads them, ``scan_processes`` on worker processes where only the Python
     scanner runs (``ahead.py``); the records are the same. With ``marks`` the scanned blocks are cut before
     every line that holds a server-start marker's literal and a :class:`~specdiag.ingest.marks.CountMark`
-    (the counts before that line) is yielded ahead of each such part's records (``marks.py``).
+    (the counts before that line) is yielded ahead of each such part's records (``marks.py``). With ``bare``
+    (a small input read again after nothing in it was recognised) the prefilter is off and every line no stage
+    takes is a record of kind ``bare``, for the events layer to look up by its text alone.
     """
     stats = source.stats
     reader = LineReader(source.display, stats, window, count_hot=bool(hot))
     reader.quiet = quiet
+    reader.bare = bare
     lineno = 0
     state = partial(prefilter_state, reader)
     for item in scan_ahead(source.blocks(), bool(hot), scan_threads, scan_processes, state):

@@ -387,6 +387,10 @@ class Source:
             return zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True)
         return raw
 
+    def rereadable(self) -> bool:
+        """Whether the input can be read again from its start (a file, not stdin or another stream)."""
+        return self._stream is None
+
     def chunks(self) -> Iterator[bytes]:
         """Raw byte blocks ending at a newline (decoded later, per record); over-long lines cut to MAX_LINE."""
         for data, start, end in self.blocks():

@@ -276,6 +276,8 @@ def status(report: Any, all_codes: list[str]) -> Status:
     """The status line of a report: findings, or exactly why there are none; inputs that could not be
     read are named in it, because a clean result on part of a deployment is not a clean deployment."""
     st = _status(report, all_codes)
+    if any("bare-text" in (i.get("formats") or ()) for i in report.inputs):
+        st = Status(st.kind, st.text, (*st.hints, BARE_HINT), st.all_lines)
     unread = [str(e.get("path") or e.get("message")) for e in getattr(report, "tool_errors", None) or []]
     unread += beyond_limit_notes(report)
     if not unread:
@@ -285,6 +287,12 @@ def status(report: Any, all_codes: list[str]) -> Status:
         "no finding in the", "no finding in what could be read, in the")
     return Status(kind, f"{text}; NOT READ: {', '.join(unread[:5])}" + (" …" if len(unread) > 5 else ""), st.hints,
                   st.all_lines)
+
+
+#: said of an input read as message texts pasted without their headers (``engine.BARE_PASTE_MAX``)
+BARE_HINT = ("the lines were pasted without vLLM's or LMCache's header and were read by their text alone: their "
+             "time, the process that printed them and the release are not known; paste the lines as the server "
+             "printed them for those")
 
 
 def beyond_limit_notes(report: Any) -> list[str]:

@@ -1,0 +1,75 @@
+"""Message texts pasted without their headers ('I get this warning: Sequence group 3 is preempted …'): a small
+input of which nothing was recognised is read a second time, each line looked up by its text alone (templates
+by their first word, specific error texts, the catalog's formats with enough literal text). Before, each of
+these was 'nothing recognised', exit 3."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pasted import write_paste
+
+from specdiag.engine import BARE_PASTE_MAX, analyze
+from specdiag.report.verdict import BARE_HINT
+
+HERE = Path(__file__).resolve().parent / "real_deaths"
+PREEMPTED = ("Sequence group 221 is preempted by PreemptionMode.RECOMPUTE mode because there is not enough KV cache "
+             "space. This can affect the end-to-end performance. Increase gpu_memory_utilization or "
+             "tensor_parallel_size to provide more KV cache memory. total_num_cumulative_preemption=101")
+
+
+def _formats(report) -> set[str]:
+    return {f for i in report.inputs for f in i.get("formats") or ()}
+
+
+def test_a_bare_vllm_warning_is_read_as_that_message(tmp_path):
+    """GAIR-NLP/LIMO issue #29: V0's preemption warning quoted alone."""
+    report = analyze([str(write_paste(tmp_path, [PREEMPTED]))])
+    assert report.inputs[0]["recognized"] == 1
+    (log002,) = [f for f in report.findings if f.rule == "LOG002"]
+    assert "Sequence group 221 is preempted" in log002.summary and "core/scheduler.py" in log002.summary
+    assert {"bare-text", "vllm"} <= _formats(report)
+
+
+def test_a_bare_lmcache_lookup_line_is_read_by_its_template(tmp_path):
+    """LMCache issue #2703's title: the adapter's lookup line alone (its negative 'need to load' is normal)."""
+    log = write_paste(tmp_path, ["Reqid: chatcmpl-8c24fecc6f854a3e-873d5034, Total tokens 836, LMCache hit tokens: "
+                                 "768, need to load: -64"])
+    report = analyze([str(log)])
+    assert report.inputs[0]["recognized"] == 1 and {"bare-text", "lmcache"} <= _formats(report)
+    assert not report.findings
+
+
+def test_a_v0_start_failure_quoted_without_headers_is_the_engines_death():
+    """vLLM issue #10517: V0's start-up lines and its ValueError, all without a header."""
+    srv = next(f for f in analyze([str(HERE / "v0-bare-max-seq-len.log")]).findings if f.rule == "SRV001")
+    assert srv.causes[0].id == "kv-cache-memory" and srv.measurements["failed_at_start"] is True
+    assert "max seq len (29000)" in srv.measurements["root_error"]
+
+
+def test_other_programs_lines_stay_unrecognised_and_the_hint_is_only_for_bare_reads(tmp_path):
+    log = write_paste(tmp_path, ["hello world", "this is not a log line at all", "Loading checkpoint shards"])
+    report = analyze([str(log)])
+    assert report.inputs[0]["recognized"] == 0 and "bare-text" not in _formats(report)
+    from specdiag.report.verdict import status
+
+    assert BARE_HINT not in status(report, []).hints
+
+
+def test_a_large_input_is_never_read_again(tmp_path):
+    """Above BARE_PASTE_MAX an input is a log, not a paste: nothing in it is looked up line by line."""
+    log = tmp_path / "big.log"
+    filler = b"some other program says hello\n" * (BARE_PASTE_MAX // 30 + 10)
+    log.write_bytes(filler + PREEMPTED.encode() + b"\n")
+    report = analyze([str(log)])
+    assert report.inputs[0]["recognized"] == 0 and "bare-text" not in _formats(report)
+
+
+def test_standard_input_is_not_read_again():
+    """A pipe cannot be read a second time: a bare paste on stdin stays 'nothing recognised' (exit 3)."""
+    from typer.testing import CliRunner
+
+    from specdiag.cli import app
+
+    res = CliRunner().invoke(app, ["analyze", "-", "-q"], input=PREEMPTED + "\n")
+    assert res.exit_code == 3
