@@ -384,3 +384,12 @@ def test_a_2024_lmcache_log_names_no_release_published_after_it():
     ctx = report.context
     assert ctx["lmcache_version"] is None
     assert "published after the log's date (2024-11-24)" in ctx["lmcache_version_note"]
+
+
+def test_an_engine_cores_own_traceback_is_its_death_not_a_raylet_report_of_another_process():
+    """verl PR #1138: the engine core printed its exception under 'EngineCore hit an exception' (core.py:390:
+    'The actor is dead because all references to the actor were removed'), and the raylet reported a worker of
+    another pid. The death was pinned on the raylet's line, with the OOM killer as its most likely cause."""
+    srv = _by_rule(HERE / "verl-engine-core-actor-gc.log")["SRV001"]
+    assert srv.causes[0].id != "process-killed"
+    assert "where vLLM prints 'EngineCore hit an exception: %s'" in srv.summary
