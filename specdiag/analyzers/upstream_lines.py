@@ -19,6 +19,7 @@ from specdiag.context import Context
 from specdiag.events import (
     CATALOG_EVENT,
     CATALOG_KINDS,
+    PLACEHOLDER,
     UNKNOWN_EVENT,
     Event,
     entry_of,
@@ -246,7 +247,7 @@ def _new_message(ev: Event, entry: Any) -> _Message:
     rec = ev.rec
     part = _TB_PART.match(rec.msg) is not None
     if entry is not None:
-        label = entry.fmt if entry.fmt and not _PLACEHOLDER.search(entry.fmt) else rec.msg[:160]
+        label = entry.fmt if entry.fmt and not PLACEHOLDER.search(entry.fmt) else rec.msg[:160]
         if entry.fmt and not part and not _prints(entry.fmt, rec.msg):
             label = f"a line printed under '{_short(entry.fmt, 60)}' (its text or traceback): {_short(rec.msg, 80)}"
         if part:  # a traceback cut above its header: where it was printed says which call printed it
@@ -288,14 +289,12 @@ def _short_path(path: str) -> str:
     return path
 
 
-#: a placeholder of a logging call's format (``%s``, ``%d``, ``%.2f``, ``{}``, ``{name}``)
-_PLACEHOLDER = re.compile(r"%[-#0-9.]{0,8}[sdirfgxe]|\{[^{}]{0,40}\}")
 
 
 def _prints(fmt: str, msg: str) -> bool:
     """Whether ``msg`` starts as ``fmt`` prints (its text up to the first placeholder): a line that does not is
     another line of that call's output (an exception's text or traceback under ``logger.exception``)."""
-    m = _PLACEHOLDER.search(fmt)
+    m = PLACEHOLDER.search(fmt)
     head = (fmt[: m.start()] if m else fmt)[:24]
     return msg.startswith(head)
 

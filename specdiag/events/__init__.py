@@ -301,9 +301,13 @@ GENERIC_TEXT = frozenset({"E_GENERIC", "E_TB_FRAMES", "E_BANNER"})
 MIN_BARE_LITERAL = 24
 
 
+#: a placeholder of a logging call's format (``%s``, ``%d``, ``%.2f``, ``{}``, ``{name}``)
+PLACEHOLDER = re.compile(r"%[-#0-9.]{0,8}[sdirfgxe]|\{[^{}]{0,40}\}")
+
+
 def _literal_chars(fmt: str | None) -> int:
-    """The characters of ``fmt`` outside its placeholders (``%s``, ``%d``, ``{}``)."""
-    return len(re.sub(r"%[-#0-9.]{0,8}[sdirfgxe]|\{[^{}]{0,40}\}", "", fmt)) if fmt else 0
+    """The characters of ``fmt`` outside its placeholders."""
+    return len(PLACEHOLDER.sub("", fmt)) if fmt else 0
 
 
 def _as_message(rec: Record, project: str, level: str) -> Record:
