@@ -45,6 +45,7 @@ from specdiag.ingest.blocks import NamedBlock
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
 from specdiag.ingest.marks import CountMark
 from specdiag.ingest.prefilter import QUIET_LEVELS, QuietOrigin, QuietPlaces
+from specdiag.ingest.sources import REPLAY_MAX
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.ruledocs import rule_table
@@ -91,8 +92,9 @@ class AnalyzeOptions:
     #: ``--since``/``--until``/``--request``/``--rank``: lines it excludes are never parsed (``linefilter.py``)
     line_filter: LineFilter | None = None
     #: read as a paste of message texts without their headers (set by :func:`analyze_group` itself, when a
-    #: small input had nothing it recognised: ``BARE_PASTE_MAX``)
+    #: small input had nothing it recognised: ``BARE_PASTE_MAX``), with what standard input gave the first time
     bare_text: bool = False
+    stdin_replay: bytes | None = None
 
 
 def select_rules(select: Iterable[str] | None = None, ignore: Iterable[str] | None = None) -> list[type[Rule]]:
@@ -187,6 +189,9 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
 
     tally = StreamTally()
     sources = sources_of(group, opts.stdin_name)
+    for src in sources if opts.stdin_replay is not None else ():
+        if src.kept() is not None:  # standard input, exhausted by the first reading
+            src.replay(opts.stdin_replay)
     if opts.line_filter is not None and opts.line_filter.active:
         from specdiag.ingest.linefilter import filtered_source
 
@@ -197,15 +202,17 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
     for src in sources:
         _read_source(src, group.id, run_for, tally, progress, scan_threads(opts), processes, opts.bare_text)
     if not opts.bare_text and _bare_paste(sources):
-        return analyze_group(group, replace(opts, bare_text=True), progress)
+        replay = next((k for s in sources if (k := s.kept()) is not None), None)
+        return analyze_group(group, replace(opts, bare_text=True, stdin_replay=replay), progress)
     deployments = [r.finish() for r in runs.values()] or [Deployment(group.id, make).finish()]
     return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
 
 
 #: the largest input read a second time as message texts pasted without their headers, when nothing in it was
 #: recognised (``Sequence group 3 is preempted …`` alone, as users quote a message): what the catalog and the
-#: templates know by their text alone is then read, without a time, place or rank
-BARE_PASTE_MAX = 256 * 1024
+#: templates know by their text alone is then read, without a time, place or rank. Standard input is kept
+#: up to the same size to be read again.
+BARE_PASTE_MAX = REPLAY_MAX
 
 
 def _bare_paste(sources: list[Source]) -> bool:

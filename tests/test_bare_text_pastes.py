@@ -65,11 +65,14 @@ def test_a_large_input_is_never_read_again(tmp_path):
     assert report.inputs[0]["recognized"] == 0 and "bare-text" not in _formats(report)
 
 
-def test_standard_input_is_not_read_again():
-    """A pipe cannot be read a second time: a bare paste on stdin stays 'nothing recognised' (exit 3)."""
+def test_a_bare_paste_on_standard_input_is_read_again_from_what_it_gave():
+    """A pipe cannot be read a second time: what it gave is kept while it is small (``REPLAY_MAX``)."""
     from typer.testing import CliRunner
 
     from specdiag.cli import app
 
-    res = CliRunner().invoke(app, ["analyze", "-", "-q"], input=PREEMPTED + "\n")
-    assert res.exit_code == 3
+    res = CliRunner().invoke(app, ["analyze", "-", "-f", "json"], input=PREEMPTED + "\n")
+    assert res.exit_code == 0 and '"bare-text"' in res.output
+    big = "some other program says hello\n" * (BARE_PASTE_MAX // 30 + 10) + PREEMPTED + "\n"
+    res = CliRunner().invoke(app, ["analyze", "-", "-q"], input=big)
+    assert res.exit_code == 3  # a larger stream is a log: not kept, not read again

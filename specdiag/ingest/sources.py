@@ -26,6 +26,9 @@ from specdiag.ingest.hot import HotTally
 #: bytes per read. 4 MiB was measured 5 % faster than 1 MiB on the TP=8 shape (whole process, median of
 #: five alternating pairs) for 14 MiB more peak memory: not worth the margin below the 100 MiB target
 BLOCK_SIZE = 1024 * 1024
+#: a stream (stdin) up to this size is kept as read, so that a paste in which nothing was recognised can be read
+#: again as bare message texts (``engine.analyze_group``); a file is simply opened again
+REPLAY_MAX = 256 * 1024
 #: the first read of an input; each next one twice as long, up to ``BLOCK_SIZE``. The prefilter counts the
 #: records of a place unread once the analysis has read one of them (``prefilter.QuietPlaces``), but a block's
 #: kinds are decided before its records reach the analysis: every record of a new place in the first block
@@ -312,6 +315,8 @@ class Source:
         self.found = found
         self._raw = None
         self._reader: _GzipMembers | None = None
+        #: what a stream gave so far while it is small (``REPLAY_MAX``); None for a file or a larger stream
+        self._kept: bytearray | None = bytearray() if stream is not None else None
         #: a terminal typed or pasted into: one Ctrl-D ends the input (``_read_block``)
         self._interactive = stream is not None and _is_terminal(stream)
         if error:
@@ -388,8 +393,18 @@ class Source:
         return raw
 
     def rereadable(self) -> bool:
-        """Whether the input can be read again from its start (a file, not stdin or another stream)."""
-        return self._stream is None
+        """Whether the input can be read again from its start: a file, or a stream read whole and kept
+        (``REPLAY_MAX``)."""
+        return self._stream is None or self._kept is not None
+
+    def kept(self) -> bytes | None:
+        """A stream's bytes as read, when it was small enough to keep (for :meth:`replay`)."""
+        return bytes(self._kept) if self._stream is not None and self._kept is not None else None
+
+    def replay(self, data: bytes) -> None:
+        """Read ``data`` (what this stream gave the first time, :meth:`kept`) instead of the exhausted stream."""
+        self._stream = io.BufferedReader(io.BytesIO(data))
+        self._interactive = False
 
     def chunks(self) -> Iterator[bytes]:
         """Raw byte blocks ending at a newline (decoded later, per record); over-long lines cut to MAX_LINE."""
@@ -500,6 +515,8 @@ class Source:
             # a terminal's read(n) goes on reading past a Ctrl-D until n bytes arrive (a second Ctrl-D):
             # read1 returns what one read gave, so one Ctrl-D on an empty line is the end
             block = fh.read1(size) if self._interactive and fh is self._raw else fh.read(size)
+            if self._kept is not None:
+                self._kept = self._kept + block if len(self._kept) + len(block) <= REPLAY_MAX else None
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
             kind = self.stats.compression or "file"
             self.stats.errors.append(
