@@ -48,9 +48,9 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
   `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records; a small file in
   which nothing was recognised is read again as message texts pasted without any header
-  (`engine.BARE_PASTE_MAX`, `events.Matcher._bare`: by a template's first word, a specific error text, or a
+  (`sources.BARE_PASTE_MAX`, `events.Matcher._bare`: by a template's first word, a specific error text, or a
   catalogued format with at least 24 literal characters; `formats` gains `bare-text`; standard input is kept
-  as read up to that size, `sources.REPLAY_MAX`). Shapes that
+  as read up to that size). Shapes that
   ordinary text can also have (`123:`, `name | `, leading spaces) are stripped only when what follows is a
   recognised envelope or wrapper, or continues the same wrapper (consecutive grep line numbers, a compose
   container already seen);

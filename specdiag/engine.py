@@ -45,7 +45,7 @@ from specdiag.ingest.blocks import NamedBlock
 from specdiag.ingest.hot import HotWindow, LookupRows, MetricRows
 from specdiag.ingest.marks import CountMark
 from specdiag.ingest.prefilter import QUIET_LEVELS, QuietOrigin, QuietPlaces
-from specdiag.ingest.sources import REPLAY_MAX
+from specdiag.ingest.sources import BARE_PASTE_MAX
 from specdiag.observe import COUNTED, SERIES_CAP
 from specdiag.report.model import Report
 from specdiag.ruledocs import rule_table
@@ -208,15 +208,9 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
     return GroupResult(deployments, [s.stats.to_dict() for s in sources], tally)
 
 
-#: the largest input read a second time as message texts pasted without their headers, when nothing in it was
-#: recognised (``Sequence group 3 is preempted …`` alone, as users quote a message): what the catalog and the
-#: templates know by their text alone is then read, without a time, place or rank. Standard input is kept
-#: up to the same size to be read again.
-BARE_PASTE_MAX = REPLAY_MAX
-
-
 def _bare_paste(sources: list[Source]) -> bool:
-    """Whether the group is a small paste of which no line was recognised, every input a file to read again."""
+    """Whether the group is a small paste of which no line was recognised (``BARE_PASTE_MAX``), every input one
+    that can be read again (a file, or standard input kept as read)."""
     return bool(sources) and all(s.stats.recognized == 0 and s.stats.lines and s.stats.bytes_read <= BARE_PASTE_MAX
                                  and s.rereadable() and not s.stats.errors for s in sources)
 

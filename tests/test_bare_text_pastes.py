@@ -66,7 +66,7 @@ def test_a_large_input_is_never_read_again(tmp_path):
 
 
 def test_a_bare_paste_on_standard_input_is_read_again_from_what_it_gave():
-    """A pipe cannot be read a second time: what it gave is kept while it is small (``REPLAY_MAX``)."""
+    """A pipe cannot be read a second time: what it gave is kept while it is small (``BARE_PASTE_MAX``)."""
     from typer.testing import CliRunner
 
     from specdiag.cli import app

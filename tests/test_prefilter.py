@@ -193,7 +193,8 @@ PIECES = [b"INFO", b"INF", b"WARN", b"ERROR", b"DEBUG", b"CRITICAL", b" ", b"  "
           b'{"asctime"', b'":"', b"INFO:", b"WARNING:", b"root:", b"_", b"{app=", b"`", b"``", b"` ", b"%|", b" 75%|##  | 3/4 [00:41<00:09, 9.93s/it]",
           b"[2025-03-06 10:00:00,123 E 5191 5191] ", b"[2025-03-06 10:00:00,123 I 1 2] ", b" W ", b"*** SIG",
           b"*** SIGSEGV received at time=17 ", b"core_worker.cc:1001: ", b"E0905 14:46:37.882738 15817 ",
-          b"W1231 ", b"client.cpp:503] ", b"Fatal Python error: ", b"[2025-03-10T15:07:20Z] ", b"  | ", b"| "]
+          b"W1231 ", b"client.cpp:503] ", b"Fatal Python error: ", b"[2025-03-10T15:07:20Z] ", b"  | ", b"| ",
+          b"[rank0]:", b"[rank12]:", b"[E ", b"[F ", b"[W506 ", b"[E1021 12:00:00.123456 1234 ", b"ProcessGroupNCCL.cpp:563] "]
 
 
 @settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,

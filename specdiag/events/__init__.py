@@ -269,7 +269,7 @@ class Matcher:
 
 
     def _bare(self, rec: Record) -> Event | None:
-        """A line pasted without any header (``engine.BARE_PASTE_MAX``): a vLLM or LMCache message by its text
+        """A line pasted without any header (``sources.BARE_PASTE_MAX``): a vLLM or LMCache message by its text
         alone. A template dispatched on its first word reads it as that project's record; an error text a
         specific raw-text template knows (``The model's max seq len … KV cache``, raised, not logged) as an
         ERROR line of raw text; else the catalog's text search, for a format with enough literal text that

@@ -87,7 +87,7 @@ class LineReader:
     def __init__(self, path: str, stats, window: HotWindow | None = None, count_hot: bool = False) -> None:
         self.path = path
         self.stats = stats
-        #: read again as a paste of message texts without headers (``engine.BARE_PASTE_MAX``): every line no
+        #: read again as a paste of message texts without headers (``sources.BARE_PASTE_MAX``): every line no
         #: other stage takes becomes a ``bare`` record, for the events layer to look up by its text alone
         self.bare = False
         self.window = window

@@ -26,9 +26,10 @@ from specdiag.ingest.hot import HotTally
 #: bytes per read. 4 MiB was measured 5 % faster than 1 MiB on the TP=8 shape (whole process, median of
 #: five alternating pairs) for 14 MiB more peak memory: not worth the margin below the 100 MiB target
 BLOCK_SIZE = 1024 * 1024
-#: a stream (stdin) up to this size is kept as read, so that a paste in which nothing was recognised can be read
-#: again as bare message texts (``engine.analyze_group``); a file is simply opened again
-REPLAY_MAX = 256 * 1024
+#: the largest input read a second time as message texts pasted without their headers, when nothing in it was
+#: recognised (``Sequence group 3 is preempted …`` alone, as users quote a message; ``engine.analyze_group``): a
+#: stream (stdin) up to this size is kept as read for that; a file is simply opened again
+BARE_PASTE_MAX = 256 * 1024
 #: the first read of an input; each next one twice as long, up to ``BLOCK_SIZE``. The prefilter counts the
 #: records of a place unread once the analysis has read one of them (``prefilter.QuietPlaces``), but a block's
 #: kinds are decided before its records reach the analysis: every record of a new place in the first block
@@ -315,7 +316,7 @@ class Source:
         self.found = found
         self._raw = None
         self._reader: _GzipMembers | None = None
-        #: what a stream gave so far while it is small (``REPLAY_MAX``); None for a file or a larger stream
+        #: what a stream gave so far while it is small (``BARE_PASTE_MAX``); None for a file or a larger stream
         self._kept: bytearray | None = bytearray() if stream is not None else None
         #: a terminal typed or pasted into: one Ctrl-D ends the input (``_read_block``)
         self._interactive = stream is not None and _is_terminal(stream)
@@ -394,7 +395,7 @@ class Source:
 
     def rereadable(self) -> bool:
         """Whether the input can be read again from its start: a file, or a stream read whole and kept
-        (``REPLAY_MAX``)."""
+        (``BARE_PASTE_MAX``)."""
         return self._stream is None or self._kept is not None
 
     def kept(self) -> bytes | None:
@@ -516,7 +517,10 @@ class Source:
             # read1 returns what one read gave, so one Ctrl-D on an empty line is the end
             block = fh.read1(size) if self._interactive and fh is self._raw else fh.read(size)
             if self._kept is not None:
-                self._kept = self._kept + block if len(self._kept) + len(block) <= REPLAY_MAX else None
+                if len(self._kept) + len(block) <= BARE_PASTE_MAX:
+                    self._kept += block
+                else:
+                    self._kept = None
         except (EOFError, OSError, zlib.error, lzma.LZMAError) as e:
             kind = self.stats.compression or "file"
             self.stats.errors.append(

@@ -47,7 +47,7 @@ KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
 #: the vertical bar of a terminal UI's frame (U+2502, as k9s draws its log view)
 BOX_BAR = "│".encode()
 #: a CI runner's time before each line (Buildkite's ``[2025-03-10T15:07:20Z] ``), as vLLM's CI logs are pasted
-BRACKET_ISO = re.compile(rb"\[(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\] ")
+BRACKET_ISO = re.compile(rb"\[" + ISO_TS.pattern.removesuffix(b" ") + rb"\] ")
 #: RFC 5424 syslog (rsyslog / syslog-ng forwarding): ``<PRI>1 TIME HOST APP PROCID MSGID SD `` then the message
 #: (after an optional BOM); structured data is ``-`` or bracketed elements with quoted, escaped values
 SYSLOG_5424 = re.compile(rb'<\d{1,3}>\d{1,2} (\d{4}|-)\S{0,40} (\S{1,255}) \S{1,48} \S{1,128} \S{1,32} '

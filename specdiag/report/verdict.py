@@ -289,7 +289,7 @@ def status(report: Any, all_codes: list[str]) -> Status:
                   st.all_lines)
 
 
-#: said of an input read as message texts pasted without their headers (``engine.BARE_PASTE_MAX``)
+#: said of an input read as message texts pasted without their headers (``sources.BARE_PASTE_MAX``)
 BARE_HINT = ("the lines were pasted without vLLM's or LMCache's header and were read by their text alone: their "
              "time, the process that printed them and the release are not known; paste the lines as the server "
              "printed them for those")
