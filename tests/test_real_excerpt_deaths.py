@@ -393,3 +393,29 @@ def test_an_engine_cores_own_traceback_is_its_death_not_a_raylet_report_of_anoth
     srv = _by_rule(HERE / "verl-engine-core-actor-gc.log")["SRV001"]
     assert srv.causes[0].id != "process-killed"
     assert "where vLLM prints 'EngineCore hit an exception: %s'" in srv.summary
+
+
+def test_two_servers_engine_cores_under_their_own_host_actors_are_told_apart():
+    """verl's rollout runs one vLLM server per Ray actor (``(vLLMHttpServer pid=N)``), each with an engine core
+    ``EngineCore_DP0``: two died. One left its code row and multiprocessing's ``Process EngineCore_DP0:`` banner,
+    the other the frames under its banner. Before, one death was told with the first core's time and the second
+    core's line; the banner was dropped."""
+    srv = _by_rule(HERE / "verl-two-servers-engine-cores.log")["SRV001"]
+    assert srv.measurements["dead_engine_cores"] == ["EngineCore_DP0 pid=28193 in vLLMHttpServer pid=27084",
+                                                     "EngineCore_DP0 pid=28194 in vLLMHttpServer pid=27099"]
+    assert "under 2 different host processes: as many servers" in srv.summary
+    assert "banner 'Process EngineCore_DP0:'" in srv.summary
+    assert srv.evidence[0].line == 2  # the first core's own banner, with its own time (line 1)
+    assert srv.measurements["died_at"] == "12-12 10:42:30"
+
+
+def test_a_process_banner_alone_is_an_engine_cores_death_but_not_another_process(tmp_path):
+    """CPython prints ``Process <name>:`` before the traceback of a process whose target raised; alone, an engine
+    core's banner is its death; another process's is not the engine's."""
+    srv = _by_rule(_write(tmp_path, ["(EngineCore_DP0 pid=7) INFO 05-01 10:00:00 [core.py:70] Initializing",
+                                     "(EngineCore_DP0 pid=7) Process EngineCore_DP0:"]))["SRV001"]
+    assert srv.measurements["death_inferred"] is True
+    (tmp_path / "other").mkdir()
+    other = _by_rule(_write(tmp_path / "other", ["INFO 05-01 10:00:00 [api_server.py:1] Starting",
+                                                 "Process SpawnProcess-1:"]))
+    assert "SRV001" not in other

@@ -405,7 +405,8 @@ class EngineDeath(Rule):
     cause_ids = tuple(CAUSE_FIX)
     defaults = {"window_s": 300.0, "max_candidates": 256}
     events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0", "R_SIGNAL_STACK", "V_CUDA_HINT",
-                                              "E_NO_CONNECTOR", *TB_ROWS, "E_TB_FRAMES", *NCCL_REPORT})
+                                              "E_NO_CONNECTOR", *TB_ROWS, "E_TB_FRAMES", "E_PROCESS_RAISED",
+                                              *NCCL_REPORT})
     tables = frozenset({"metrics"})  # the V1 stats lines: the engine was alive then
 
     def __init__(self, options=None) -> None:
@@ -425,6 +426,7 @@ class EngineDeath(Rule):
         self.dump: dict = {}  # what the crash dump (dump_input.py) said: vLLM version, failing step
         self.fatal_frame: str | None = None
         self.header: Event | None = None  # the first line that announces the death itself (HEADERS)
+        self.banner: Event | None = None  # multiprocessing's 'Process EngineCore_…:' banner (its target raised)
         self.dump_ev: Event | None = None  # the first crash-dump line (dump_input.py)
         #: a traceback frame printed where a header line's logging call prints (its message, the frame's event)
         self.header_place: tuple[str, Event] | None = None
@@ -497,6 +499,10 @@ class EngineDeath(Rule):
         tid = ev.id
         key = (self._t(ev), self.seq, ev)
         if self._no_death_line(tid, ev, key):
+            return
+        if tid == "E_PROCESS_RAISED":  # CPython's banner of a process whose target raised: it exits with code 1
+            if (ev.f.get("proc") or "").startswith("EngineCore") and self._mark_death(key):
+                self.banner = self.banner or ev
             return
         text = ev.rec.msg
         detail = ev.f.get("detail") or ""
@@ -671,11 +677,21 @@ class EngineDeath(Rule):
         server) died. Say so, with a line of each, rather than tell one engine's death from their mixed lines."""
         if len(self.dead_cores) < 2:
             return summary, evs
-        names = [f"{e.rec.origin.proc} pid={e.rec.origin.pid}" for e in self.dead_cores.values()]
+        origins = [e.rec.origin for e in self.dead_cores.values()]
+        names = [f"{o.proc} pid={o.pid}" + (f" in {o.host_process}" if o.host_process else "") for o in origins]
         measurements["dead_engine_cores"] = names
+        hosts = {o.host_process for o in origins if o.host_process}
+        twice = len({o.proc for o in origins}) < len(origins)
+        if len(hosts) > 1 or twice:
+            why = (f"under {len(hosts)} different host processes" if len(hosts) > 1
+                   else "two processes of one name, which one server never runs at once")
+            what = (f"{why}: as many servers (or one started again) died, each with its own engine; this finding "
+                    "joins their lines, and the time and root error above are those of the first found")
+        else:
+            what = ("as many engines, or the data-parallel cores of one server, died; the root error above is the "
+                    "first one found, and each may have its own")
         summary += (f" The death lines come from {len(names)} engine-core processes ({', '.join(names[:4])}"
-                    f"{' …' if len(names) > 4 else ''}): as many engines, or the data-parallel cores of one server, "
-                    "died; the root error above is the first one found, and each may have its own.")
+                    f"{' …' if len(names) > 4 else ''}): {what}.")
         evs = evs + [evidence_of(e, 400) for e in list(self.dead_cores.values())[:4]]
         return summary, evs
 
@@ -690,7 +706,8 @@ class EngineDeath(Rule):
         """
         measurements["crashed"] = True
         inferred = self.header is None and (self.dump_ev is not None or self.fatal_frame is not None
-                                            or self.header_place is not None or self.worker_death is not None)
+                                            or self.header_place is not None or self.worker_death is not None
+                                            or self.banner is not None)
         measurements["death_inferred"] = inferred
         if not inferred:
             return summary, evs
@@ -698,9 +715,11 @@ class EngineDeath(Rule):
         if self.header_place is not None:
             said, fev = self.header_place
             placed = f"a traceback printed at {fev.rec.file}:{fev.rec.src_line}, where vLLM prints '{said}'"
+        banner = (f"multiprocessing's banner '{self.banner.rec.msg.strip()}' (printed when the process's target "
+                  "raised; the process then exits with code 1)") if self.banner is not None else ""
         basis = " and ".join(x for x in ("the crash dump (dump_input.py)" if self.dump_ev else "",
                                          f"a traceback through {self.fatal_frame}" if self.fatal_frame else "",
-                                         placed) if x)
+                                         placed, banner) if x)
         measurements["missing"] = HEADER_TEXT
         what = "the dump" if self.dump_ev is not None else "the first of these lines"
         if basis:

@@ -53,6 +53,10 @@ TEXT_TEMPLATES: list[Template] = [
       "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"),
     T("E_SPEC_UNSUPPORTED", X, None, "not supported", r"(?P<detail>(?:spec decode is not supported|Draft model speculative decoding is not supported yet).*)",
       "0.9.2-0.15.1", "v1/worker/cpu_model_runner.py", "AssertionError: spec decode is not supported."),
+    # CPython's multiprocessing when a process's target raised (its traceback follows; the process exits with code 1).
+    # Alone: the excerpt holds the banner and not the traceback (the next lines are another process's)
+    T("E_PROCESS_RAISED", X, "Process", "Process ", r"\AProcess (?P<proc>[\w.-]{1,64}):[ \t]*\Z", "any",
+      "CPython multiprocessing/process.py (BaseProcess._bootstrap)", "Process EngineCore_DP0:"),
     # CPython's faulthandler (enabled by torch and Ray): a fatal signal in native code, then the Python stack
     # ``Stack (most recent call first):`` / ``Current thread … (most recent call first):``
     T("E_FATAL_PYTHON", X, None, "Fatal Python error", r"Fatal Python error: (?P<detail>[^\n]{1,200})", "any",

@@ -609,6 +609,7 @@ static int may_start(const u8 *s, size_t pos, size_t n) {
     if (c == '[') return lmc_head_prefix(r, m) || ray_head(r, m) || bracket_time(r, m) || torch_head(r, m);
     if (c == '*') return m >= 7 && memcmp(r, "*** SIG", 7) == 0; /* a fatal signal Ray's core reports */
     if (c == 'F' && m >= 18 && memcmp(r, "Fatal Python error", 18) == 0) return 1; /* envelope.FATAL_PYTHON */
+    if (c == 'P' && m >= 8 && memcmp(r, "Process ", 8) == 0) return 1;             /* records.MP_BANNER */
     if ((c == 'W' || c == 'E' || c == 'F') && glog_head(r, m)) return 1;         /* envelope.GLOG */
     if (m >= 3 && (memcmp(r, "INF", 3) == 0 || memcmp(r, "WAR", 3) == 0 || memcmp(r, "ERR", 3) == 0 ||
                    memcmp(r, "DEB", 3) == 0 || memcmp(r, "CRI", 3) == 0))

@@ -39,6 +39,9 @@ class Origin:
     dp: int | None = None
     ep: int | None = None
     deployment: str | None = None
+    #: the process outside vLLM's own that printed it (``vLLMHttpServer pid=27084``: a Ray actor hosting a whole
+    #: server, as an RL trainer runs several), when the line nests vLLM's prefix in another; None otherwise
+    host_process: str | None = None
     key: str = field(init=False, compare=False)
     rank_label: str | None = field(init=False, compare=False)
 
@@ -106,9 +109,13 @@ def parse_origin(names: list[tuple[str, str, str | None]], deployment: str | Non
         elif proc.startswith("VllmWorker-") and proc[11:].isascii() and proc[11:].isdigit():
             tp = to_int(proc[11:])  # multiprocessing name before the worker renamed itself (0.31+)
     host = ip or next((i for _n, _p, i in names if i), None)
+    outer = None
     if len(names) > 1 and proc.startswith("RayWorkerWrapper"):
         proc = f"{names[0][0]}/{proc}"
-    return Origin(proc=proc, pid=to_int(pid), host=host, role=role, tp=tp, pp=pp, dp=dp, ep=ep, deployment=deployment)
+    elif len(names) > 1 and _role(names[0][0]) == "Other":
+        outer = f"{names[0][0]} pid={names[0][1]}"
+    return Origin(proc=proc, pid=to_int(pid), host=host, role=role, tp=tp, pp=pp, dp=dp, ep=ep, deployment=deployment,
+                  host_process=outer)
 
 
 class OriginCache:

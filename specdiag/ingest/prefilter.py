@@ -378,6 +378,8 @@ def _may_start(line: bytes, pos: int) -> bool:
         return rest.startswith(b"*** SIG")
     if c == 0x46 and rest.startswith(FATAL_PYTHON):  # 'F': CPython's faulthandler after a fatal signal
         return True
+    if c == 0x50 and rest.startswith(b"Process "):  # 'P': multiprocessing's banner (``records.MP_BANNER``)
+        return True
     if c in b"WEF" and _glog_head(rest):  # a native library's glog line (``envelope.GLOG``)
         return True
     if rest[:3] in LEVEL_HEADS:

@@ -400,7 +400,7 @@ class LineReader:
                 wrapped = True
         if o is None:
             return False
-        if o.mode == "lmcache" and line.startswith(TRACEBACK_HEADS):
+        if o.mode == "lmcache" and opens_traceback(line):
             self.close_open(okey)  # no row of an LMCache message: a thread's uncaught exception after it (#89)
             return False
         if o.mode == "lmcache":
@@ -439,7 +439,7 @@ class LineReader:
     def _other(self, lineno: int, origin: Origin, line: bytes) -> None:
         path, year = self.path, self.year_hint
         # a frame line outside any open traceback: the excerpt starts below the "Traceback" header
-        if line.startswith((*TRACEBACK_HEADS, b'  File "')):
+        if line.startswith(b'  File "') or opens_traceback(line):
             self.close_open(origin.key)
             rec = Record(path, lineno, origin, "traceback", "ERROR", None, year, None, None, None, line)
             self.open_recs[origin.key] = OpenRecord(rec, "traceback")
@@ -571,6 +571,14 @@ def _exception_level(exc: re.Match[bytes] | None) -> str:
 #: the first line of a traceback Python prints: its own, and the banner of a thread's uncaught exception
 #: (``threading.excepthook``: ``Exception in thread Thread-1 (handle_client):``)
 TRACEBACK_HEADS = (b"Traceback (most recent call last)", b"Exception in thread ")
+#: the banner CPython's multiprocessing prints when a process's target raises (``process.py``, ``_bootstrap``:
+#: ``Process EngineCore_DP0:``, then the traceback; the process exits with code 1): a traceback's first line
+MP_BANNER = re.compile(rb"Process [\w.-]{1,64}:[ \t]*")
+
+
+def opens_traceback(line: bytes) -> bool:
+    """Whether ``line`` is the first line of a traceback: Python's own header, a thread's banner, a process's."""
+    return line.startswith(TRACEBACK_HEADS) or (line[:8] == b"Process " and MP_BANNER.fullmatch(line) is not None)
 
 
 def _no_line(n: int) -> bytes | None:
