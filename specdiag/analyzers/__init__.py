@@ -16,6 +16,7 @@ from specdiag.analyzers import (  # noqa: F401
     kv_precursors,
     kv_pressure,
     kv_shortfall,
+    kv_transfer,
     kv_writes,
     upstream_lines,
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, ClassVar
 
 from specdiag.context import Context
-from specdiag.events import Event
+from specdiag.events import Event, message_shape
 from specdiag.findings import Finding
 from specdiag.observe import Observer, RunState
 
@@ -44,7 +44,8 @@ class Rule(Observer):
     #: finishes after every other rule, when ``run.explained`` names the template ids their findings read
     late: ClassVar[bool] = False
     #: literal parts of upstream messages no hand-written template reads (catalog messages) whose lines this
-    #: rule's finding accounts for when it reports one: the consequence lines of what it diagnoses
+    #: rule's finding accounts for when it reports one: the consequence lines of what it diagnoses; a message
+    #: no catalogued release prints is claimed whole, by its shape (:func:`shape_claim`)
     claims: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
@@ -64,3 +65,9 @@ def all_rules() -> dict[str, type[Rule]]:
     from specdiag import analyzers  # noqa: F401  (imports the rule modules)
 
     return dict(sorted(REGISTRY.items()))
+
+
+def shape_claim(msg: str) -> str:
+    """How a rule claims (``Rule.claims``) a line no catalogued release prints: the message's shape, its values
+    blanked (``events.message_shape``), so every line of that message is claimed at once."""
+    return message_shape(msg.strip(), 160)

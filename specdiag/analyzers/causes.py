@@ -165,6 +165,21 @@ _ROWS = [
        "vLLM 0.10.1+",
        ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py:1048 (0.10.2), nixl/base_worker.py:3439 (0.34.0)",
         "vLLM issue #25562")),
+    _c("kv-transfer-failed",
+       "A vLLM KV connector (NIXL, Mooncake, MoRIIO, P2P NCCL, 3FS, …) logs at ERROR when it could not send, pull, "
+       "store or load a request's KV: the peer was unreachable or did not answer in time, the transport (UCX, RDMA, "
+       "TCP) failed the transfer, or the blocks were read after the prefill side released them. For a failed load "
+       "vLLM (0.10+) marks the request's blocks invalid and recomputes or fails it (kv_load_failure_policy); a "
+       "connector whose own transfer thread raised can leave the request waiting for KV that never comes.",
+       "Act on what the quoted messages name: make the peer's transfer address and ports reachable from this "
+       "instance (the side channel, the transfer engine's segment, RDMA NICs), raise the connector's timeout "
+       "(VLLM_NIXL_ABORT_REQUEST_TIMEOUT, the Mooncake connector's) when the peer was only slow, and run the same vLLM "
+       "and connector (NIXL, Mooncake) versions on both sides.",
+       "read the peer instance's log at the same time for the request ids named; rerun one request with the "
+       "connector's debug logging (UCX_LOG_LEVEL=info, MC_LOG_LEVEL) on both sides",
+       "vLLM 0.9+",
+       ("distributed/kv_transfer/kv_connector/v1/ (nixl_connector.py _log_failure 0.14-0.19, nixl/worker.py 0.20+, "
+        "mooncake/mooncake_connector.py 0.25+)", "vLLM-Ascend vllm_ascend/distributed/mooncake_connector.py")),
     _c("cpu-staging-exhausted",
        "Loading from disk or a remote store needs a CPU staging buffer; none could be allocated, so the load "
        "returned partial results.",

@@ -143,8 +143,8 @@ class NixlHandshakeFailed(Rule):
         self.mismatch: Event | None = None
 
     def observe(self, ev: Event) -> None:
-        if ev.id == "V_NIXL_FAILURE" and (ev.f.get("kind") or "") != "handshake_failed":
-            return
+        if ev.id == "V_NIXL_FAILURE" and not (ev.f.get("kind") or "").startswith("handshake"):
+            return  # a transfer's failure: KV020's
         if ev.id == "V_NIXL_ENGINE_MISMATCH":
             self.mismatch = self.mismatch or ev
             return

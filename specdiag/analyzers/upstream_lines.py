@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import Rule, register, shape_claim
 from specdiag.context import Context
 from specdiag.events import (
     CATALOG_EVENT,
@@ -220,6 +220,8 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
     entry = None if ev.id == UNKNOWN_EVENT else entry_of(ev)
     if entry is not None and entry.fmt and (entry.fmt in read or any(c in entry.fmt for c in claimed)):
         return
+    if entry is None and ev.id == UNKNOWN_EVENT and claimed and shape_claim(ev.rec.msg) in claimed:
+        return  # a message no release prints that a rule named by its shape (KV020's connector lines)
     unknown = ev.id == UNKNOWN_EVENT and ev.rec.kind in CATALOG_KINDS  # a vLLM/LMCache message no release prints
     family = (entry.family if entry is not None else None) or (UNRECOGNISED if unknown else "other")
     key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(_label(ev)))
@@ -380,10 +382,11 @@ def _next_steps(family: str, top: _Message) -> list[str]:
         return ["this exception's traceback is not in the log given: collect the lines of the same process before "
                 f"it (grep -B50 -F '{_grep_words(top.label)}'), whose innermost frame says where it was raised"]
     if top.project == "glog":
-        return [f"a native library loaded into the process (glog lines: Mooncake's store client, a transfer engine) "
-                f"reports it{' at ' + top.location.split(' ', 1)[-1] if top.location else ''}: read that library's "
-                "source there, and collect the same process's LMCache lines around it (grep -B40 -A30 -F "
-                f"'{_grep_words(top.label)}'), which say which backend call it failed"]
+        return [f"a native library loaded into the process (glog's format: Mooncake's transfer engine or store client, "
+                f"NIXL, …) reports it{' at ' + top.location.split(' ', 1)[-1] if top.location else ''}: the file "
+                "names the library; read its source there, and collect the same process's vLLM and LMCache lines "
+                f"around it (grep -B40 -A30 -F '{_grep_words(top.label)}'), which say which connector or backend call "
+                "it failed"]
     if top.project == "ray":
         return ["collect the same process's lines around it (grep -B40 -A30 -F "
                 f"'{_grep_words(top.label)}'): the worker that printed it, its last vLLM lines and, after a "

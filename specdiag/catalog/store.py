@@ -23,6 +23,9 @@ INNER_TOKENS = 16
 #: (file, line) places whose entries are kept once asked (cleared past it: bounded whatever a log holds)
 MAX_PLACES = 65_536
 MIN_LITERAL = 4  # non-space characters a format's longest literal needs before its text alone can match
+#: literal characters (a row's weight) a format needs before a line printed at a file no catalogued release has
+#: is taken for its message (moved there in a newer build): ``Failed to load %s`` fits too many other lines
+ELSEWHERE_MIN_WEIGHT = 24
 PROJECTS = {"lmc": "lmcache", "vll": "vllm"}
 
 class Cand:
@@ -222,6 +225,10 @@ class Catalog:
         here = self._printing_at(base, line)
         return here if project is None else [e for e in here if e.project == project]
 
+    def modules_named(self, base: str) -> frozenset[str]:
+        """The catalogued modules (``v1/engine/core.py``) of every entry of files with this basename."""
+        return frozenset(self._entry(i).module for i in self._by_base.get(base, ()))
+
     def _printing_at(self, base: str, line: int) -> list[Entry]:
         """The entries of file ``base`` that print at ``line`` in some release: found among that file's
         entries on first ask and kept (a log prints from few places, so few are ever asked)."""
@@ -282,6 +289,8 @@ class Catalog:
             opaque = [e for e in here if e.fmt is None]
             if opaque and len({e.level for e in opaque}) == 1:
                 return opaque[-1]  # no format there fits the text: the one message whose text is a variable
+            if base not in self._by_base:  # a file no catalogued release has: a message moved there, if specific
+                return self._text(msg, project, level, None, ELSEWHERE_MIN_WEIGHT)
         return self._text(msg, project, level, None)
 
     def simple_pattern_here(self, entry: Entry, file: str, line: int, *, project: str | None,
@@ -364,8 +373,10 @@ class Catalog:
                 best = c
         return None if best is None else best.entry
 
-    def _text(self, msg: str, project: str | None, level: str | None, base: str | None) -> Entry | None:
-        """Text-only matching through the indexes; ``base`` keeps only entries of that file."""
+    def _text(self, msg: str, project: str | None, level: str | None, base: str | None,
+              min_weight: int = 0) -> Entry | None:
+        """Text-only matching through the indexes; ``base`` keeps only entries of that file, ``min_weight`` only
+        formats with that much literal text."""
         best: Cand | None = None
         projects = [project] if project else list(self._first)
         head = msg[:4096].split(None, INNER_TOKENS)[:INNER_TOKENS]
@@ -382,8 +393,8 @@ class Catalog:
                     c = self._cand(i)
                     if c is None:
                         continue
-                    if best is not None and c.rank <= best.rank:
-                        break  # sorted: nothing later in this list beats the best so far
+                    if (best is not None and c.rank <= best.rank) or c.rank[0] < min_weight:
+                        break  # sorted: nothing later in this list beats the best so far, or is specific enough
                     e = c.entry
                     if (level is None or e.level == level) and (base is None or _basename(e.module) == base) \
                             and fits(c.pattern, msg) is not None:

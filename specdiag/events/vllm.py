@@ -69,8 +69,10 @@ VLLM_TEMPLATES: list[Template] = [
       "distributed/kv_transfer/kv_connector/v1/nixl_connector.py:1048",
       "Releasing expired KV blocks for request cmpl-3da205a6-0 which were retrieved by 0 decode worker(s) within "
       "120 seconds.", ints=("readers", "seconds"), level="WARNING"),
-    T("V_NIXL_FAILURE", V, "NIXL", "NIXL transfer failure", r"NIXL transfer failure: (?P<kind>\w{1,60})", "0.20+",
-      "distributed/kv_transfer/kv_connector/v1/nixl/worker.py:690",
+    T("V_NIXL_FAILURE", V, "NIXL", "NIXL transfer failure",
+      r"NIXL transfer failure: (?P<kind>\w{1,60})(?:.{0,400}?'request_id': '(?P<req_id>[^']{1,200})')?", "0.14+",
+      "distributed/kv_transfer/kv_connector/v1/nixl_connector.py (0.14-0.19), nixl/worker.py:690 (0.20-0.23), "
+      "nixl/base_worker.py (0.24+)",
       "NIXL transfer failure: handshake_failed | Context: {'failure_type': 'handshake_failed'}", level="ERROR"),
     # ---- crash dump (logging_utils/dump_input.py): printed only on the except path of the engine core's
     # execute_model before the exception is re-raised, so it marks a crash even when the traceback is cut off

@@ -578,7 +578,11 @@ static int ray_head(const u8 *r, size_t m) {
 
 /* prefilter._glog_head: a glog line at WARNING or worse, ``Lmmdd hh:`` (L one of WEF) */
 static int glog_head(const u8 *r, size_t m) {
-    return m > 8 && is_digit(r[1]) && is_digit(r[2]) && is_digit(r[3]) && is_digit(r[4]) && r[5] == ' ' && r[8] == ':';
+    if (m > 8 && is_digit(r[1]) && is_digit(r[2]) && is_digit(r[3]) && is_digit(r[4]) && r[5] == ' ' && r[8] == ':')
+        return 1;
+    for (size_t k = 1; k <= 8; k++) /* glog 0.7+: the year before the month ("E20260106 06:43:02") */
+        if (k >= m || !is_digit(r[k])) return 0;
+    return m > 12 && r[9] == ' ' && r[12] == ':';
 }
 
 /* wrappers.bracket_time: "[dddd-dd-ddT", a CI runner's time before the line (Buildkite) */
@@ -1023,13 +1027,15 @@ static int logging_header(const u8 *h, size_t m) {
     return 0;
 }
 
-/* [IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] */
+/* [IWEF](?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] */
 static int glog_header(const u8 *h, size_t m) {
-    if (m < 22 || (h[0] != 'I' && h[0] != 'W' && h[0] != 'E' && h[0] != 'F') || !digits_at(h, m, 1, 4) ||
-        h[5] != ' ' || !digits_at(h, m, 6, 2) || h[8] != ':' || !digits_at(h, m, 9, 2) || h[11] != ':' ||
-        !digits_at(h, m, 12, 2) || h[14] != '.' || !digits_at(h, m, 15, 6))
+    if (m < 22 || (h[0] != 'I' && h[0] != 'W' && h[0] != 'E' && h[0] != 'F')) return 0;
+    size_t y = digits_at(h, m, 1, 8) && m > 9 && h[9] == ' ' ? 4 : 0; /* glog 0.7+ prints the year */
+    if (m < 22 + y || !digits_at(h, m, 1, 4 + y) || h[5 + y] != ' ' || !digits_at(h, m, 6 + y, 2) || h[8 + y] != ':' ||
+        !digits_at(h, m, 9 + y, 2) || h[11 + y] != ':' || !digits_at(h, m, 12 + y, 2) || h[14 + y] != '.' ||
+        !digits_at(h, m, 15 + y, 6))
         return 0;
-    size_t i = 21, j = 21;
+    size_t i = 21 + y, j = 21 + y;
     while (j < m && h[j] == ' ') j++;
     if (j - i < 1 || j - i > 8 || !(i = run_of(h, m, j, 1, 10, pred_digit)) || !lit_at(h, m, i, " ")) return 0;
     if (!(i = run_of(h, m, i + 1, 1, 128, pred_wordish)) || !lit_at(h, m, i, ":")) return 0;

@@ -33,8 +33,9 @@ RAY_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL", b"C": "CRITICAL"
 #: the failure-signal handler Ray's C++ core installs (abseil): what a worker that crashed in native code prints
 FATAL_SIGNAL = re.compile(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
 #: a native library's glog line at WARNING or worse (``E0905 14:46:37.882738 15817 master_client.cpp:297] …``):
-#: Mooncake's store client and other C++ transfer engines loaded into a vLLM worker log so (no year)
-GLOG = re.compile(rb"([WEF])(\d\d)(\d\d) (\d\d:\d\d:\d\d)\.\d{6} {1,8}\d{1,10} ([\w.-]{1,100}):(\d{1,7})\] ")
+#: Mooncake's store client and other C++ transfer engines loaded into a vLLM worker log so (glog 0.7+ puts the
+#: year before the month: ``E20260106 06:43:02.966198``)
+GLOG = re.compile(rb"([WEF])(\d{8}|\d{4}) (\d\d:\d\d:\d\d)\.\d{6} {1,8}\d{1,10} ([\w.-]{1,100}):(\d{1,7})\] ")
 GLOG_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL"}
 #: torch's C++ logging (c10) at ERROR or worse, as a TP worker prints NCCL's watchdog: ``[rank0]:[E
 #: ProcessGroupNCCL.cpp:563] `` (torch 2.2-2.3; before 2.2 without ``[rank0]:``), ``[rank2]:[E1021 12:00:00.123456

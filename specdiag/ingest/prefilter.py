@@ -88,7 +88,7 @@ ANCHORS: tuple[bytes, ...] = (
 FOREIGN_HEADER = re.compile(
     rb"[\w.-]{1,128}:\d{1,10}:\d{1,10} \[\d{1,5}\] NCCL (?:INFO|WARN|TRACE|ERROR) "
     rb"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{1,9} - [\w.-]{1,128} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
-    rb"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] "
+    rb"|[IWEF](?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] "
     rb"|/[^\s:]{1,512}\.py:\d{1,8}: [A-Z]\w{0,64}Warning: ")
 #: the first three letters of every level word (a vLLM header, uvicorn's ``INFO:``, a header cut short)
 LEVEL_HEADS: tuple[bytes, ...] = (b"INF", b"WAR", b"ERR", b"DEB", b"CRI")
@@ -390,9 +390,10 @@ def _may_start(line: bytes, pos: int) -> bool:
 
 
 def _glog_head(rest: bytes) -> bool:
-    """Whether ``rest`` may start a glog line at WARNING or worse: the level letter, four digits (month and day)
-    and a space before the time's first colon."""
-    return len(rest) > 8 and all(d in _DIGITS for d in rest[1:5]) and rest[5] == 0x20 and rest[8] == 0x3A
+    """Whether ``rest`` may start a glog line at WARNING or worse: the level letter, four digits (month and day;
+    eight with glog 0.7's year) and a space before the time's first colon."""
+    return (len(rest) > 8 and all(d in _DIGITS for d in rest[1:5]) and rest[5] == 0x20 and rest[8] == 0x3A) or \
+        (len(rest) > 12 and all(d in _DIGITS for d in rest[1:9]) and rest[9] == 0x20 and rest[12] == 0x3A)
 
 
 def _torch_head(rest: bytes) -> bool:

@@ -476,8 +476,10 @@ class LineReader:
             return
         if line[:1] in b"WEF" and (glog := GLOG.match(line)) is not None:
             self.recognized += 1  # a native library in the process (Mooncake's store client): its own errors
+            date = glog.group(2)  # MMDD, or YYYYMMDD from glog 0.7 (``E20260106``)
+            year = int(date[:4]) if len(date) == 8 else year
             self.out.append(Record(path, lineno, origin, "glog", GLOG_LEVELS[glog.group(1)], None, year,
-                                   glog.group(5), to_int(glog.group(6)), None, line[glog.end() :]))
+                                   glog.group(4), to_int(glog.group(5)), None, line[glog.end() :]))
             return
         if line.startswith(FATAL_PYTHON):
             self.out.append(Record(path, lineno, origin, "text", "CRITICAL", None, year, None, None, None, line))
