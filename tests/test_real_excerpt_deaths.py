@@ -274,12 +274,24 @@ def test_a_ci_log_behind_buildkite_times_and_its_gutter_is_read(tmp_path):
     ``[2025-03-10T15:07:20Z] `` and the view's ``  | `` gutter. Nothing was recognised (exit 3)."""
     report = analyze([str(HERE / "buildkite-ci-core-exception.log")])
     stats = report.inputs[0]
-    assert stats["recognized"] == 7 and "bracketed-timestamp" in stats["formats"]
+    assert stats["recognized"] == 8 and "bracketed-timestamp" in stats["formats"]  # all but grep's '--' (the first
+    # line, without the gutter, was not read before the reader peeled a bracketed time off a line of its own)
     srv = next(f for f in report.findings if f.rule == "SRV001")
     assert srv.measurements["died_at"].startswith("2025-03-10 08:07:20")  # the year from the runner's time
     assert srv.measurements["fatal_frame"] == "run_engine_core"
     # its code row 'engine_core = EngineCoreProc(*args, **kwargs)', an ERROR record of its own: a start failure
     assert srv.measurements["failed_at_start"] is True
+
+
+def test_buildkite_times_without_the_gutter_before_a_process_prefix_are_read():
+    """pytorch #170570 (vLLM's CI on torch 2.10): the runner's ``[2025-12-15T20:35:11Z] `` before vLLM's process
+    prefix, pasted from the raw log (no ``  | `` gutter), with grep's ``--`` between groups. The reader took a
+    line starting with ``[`` for an LMCache header and read nothing: 'no finding' behind 1 recognised line."""
+    report = analyze([str(HERE / "buildkite-bracket-time-no-gutter.log")])
+    assert report.inputs[0]["recognized"] == 8  # all but grep's '--'
+    srv = next(f for f in report.findings if f.rule == "SRV001")
+    assert srv.measurements["failed_at_start"] is True
+    assert srv.measurements["died_at"].startswith("2025-12-15 12:35:11")
 
 
 def test_a_threads_uncaught_exception_after_an_lmcache_line_is_a_traceback_not_that_lines_text():
