@@ -1,6 +1,7 @@
 """Rules, one module per rule or rule family, registered by code (see ``base.REGISTRY``)."""
 
 import specdiag.analyzers.engine_health  # noqa: F401
+import specdiag.analyzers.engine_stall  # noqa: F401
 import specdiag.analyzers.sd_acceptance  # noqa: F401
 import specdiag.analyzers.sd_dynamic_k  # noqa: F401
 import specdiag.analyzers.sd_k  # noqa: F401

@@ -165,6 +165,30 @@ _ROWS = [
        "vLLM 0.10.1+",
        ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py:1048 (0.10.2), nixl/base_worker.py:3439 (0.34.0)",
         "vLLM issue #25562")),
+    _c("worker-hang",
+       "vLLM's engine core and its workers pass every step's input and output through a shared-memory message queue "
+       "(shm_broadcast.py, MessageQueue); a side that waits VLLM_RINGBUFFER_WARNING_INTERVAL (60 s) for the other "
+       "logs 'No available shared memory broadcast block found in 60 seconds' and again each interval. While "
+       "serving, a step never takes a minute: a worker is stuck — in a collective waiting for a peer rank that "
+       "stopped or died, in a kernel that does not return, or in a deadlock — and the engine makes no progress "
+       "until it returns or the RPC times out.",
+       "Dump the stacks of the engine's processes while it waits (py-spy dump --pid <pid> for the engine core and "
+       "each worker): a worker in a collective waits for the peer rank that is elsewhere; read that rank's last "
+       "lines, NCCL's (NCCL_DEBUG=INFO) and the GPU's state (nvidia-smi, Xid errors in dmesg).",
+       "py-spy dump --pid <worker pid> while the message repeats; rerun with NCCL_DEBUG=INFO",
+       "vLLM 0.6.0+ (INFO from 0.11.0)",
+       ("distributed/device_communicators/shm_broadcast.py (MessageQueue.acquire_read / acquire_write)",
+        "vLLM PR #25566 (the message reworded: not a shared-memory size problem)")),
+    _c("long-startup-work",
+       "While the engine starts, a worker can spend minutes on work before its first reply: torch.compile and "
+       "CUDA-graph capture, loading and quantizing weights or the KV cache of a large model; the engine core waits "
+       "on the shared-memory message queue meanwhile and logs each 60 s (VLLM_RINGBUFFER_WARNING_INTERVAL).",
+       "Wait for start-up to finish, or cut its work (--enforce-eager or a warm torch.compile cache, pre-quantized "
+       "weights); only when the message repeats past what a start-up of this model takes is it a hang (worker-hang).",
+       "compare with the time the same model took to start before; py-spy dump --pid <worker pid> shows compile or "
+       "load frames",
+       "vLLM 0.6.0+",
+       ("distributed/device_communicators/shm_broadcast.py", "vLLM PR #25566")),
     _c("kv-transfer-failed",
        "A vLLM KV connector (NIXL, Mooncake, MoRIIO, P2P NCCL, 3FS, …) logs at ERROR when it could not send, pull, "
        "store or load a request's KV: the peer was unreachable or did not answer in time, the transport (UCX, RDMA, "
