@@ -431,3 +431,26 @@ def test_a_process_banner_alone_is_an_engine_cores_death_but_not_another_process
     other = _by_rule(_write(tmp_path / "other", ["INFO 05-01 10:00:00 [api_server.py:1] Starting",
                                                  "Process SpawnProcess-1:"]))
     assert "SRV001" not in other
+
+
+def test_a_bare_stopiteration_is_the_root_and_says_where_it_was_raised():
+    """LMCache #2453 (layerwise storing): a worker's traceback under vLLM's header ends in a bare ``StopIteration``
+    from ``next(layerwise_storer)``, re-raised as a RuntimeError. The root was 'not in the excerpt': only names
+    ending in Error or Exception were exception lines."""
+    srv = _by_rule(HERE.parent / "real_kv" / "layerwise-stopiteration.log")["SRV001"]
+    assert srv.measurements["root_error"] == "StopIteration"
+    assert srv.measurements["raised_in"] == "lmcache/integration/vllm/vllm_v1_adapter.py:1324 in wait_for_save"
+    assert srv.causes[0].id == "worker-exception"
+
+
+def test_a_raw_tracebacks_root_names_its_innermost_frame(tmp_path):
+    srv = _by_rule(_write(tmp_path, [
+        "ERROR 05-01 10:00:00 [core.py:708] EngineCore encountered a fatal error.",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 699, in run_engine_core',
+        "    engine_core.run_busy_loop()",
+        '  File "/usr/lib/python3/dist-packages/lmcache/v1/cache_engine.py", line 263, in store',
+        "    assert memory_obj is not None",
+        "AssertionError: no memory object"]))["SRV001"]
+    assert srv.measurements["raised_in"] == "lmcache/v1/cache_engine.py:263 in store"
+    assert "It was raised in lmcache/v1/cache_engine.py:263 in store." in srv.summary

@@ -10,7 +10,7 @@ from operator import eq
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
-from specdiag.events import Event, entry_of, template
+from specdiag.events import Event, entry_of, frame_place, innermost_frame, template
 from specdiag.events.torch import NCCL_REPORT
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding, evidence_of, with_primary
 from specdiag.observe import RunState
@@ -78,7 +78,8 @@ _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "S
               "143": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
               "-2": "SIGINT (Ctrl-C)", "130": "SIGINT (Ctrl-C)"}
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
-_BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception))\s*\Z", re.M)
+_BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
+                       re.M)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 #: lines that say the engine or a worker failed to start (``V_CORE_FAILED``: "EngineCore failed to start")
 START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED"})
@@ -438,6 +439,8 @@ class EngineDeath(Rule):
         self.dead_cores: dict[str, Event] = {}  # engine-core processes with a line that proves a death (bounded)
         self.kv_check = False  # a traceback passes through vLLM's KV-cache size check (KV_CHECK_FRAMES)
         self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
+        self.frames: dict[str, str] = {}  # each process's last traceback frame under vLLM's header (bounded)
+        self.raised_in: dict[int, str] = {}  # a root candidate's (by its seq) innermost frame, where it was raised
 
     def _t(self, ev: Event) -> float | None:
         return self._time_at(ev.rec.path, rec_time(ev.rec))
@@ -500,6 +503,9 @@ class EngineDeath(Rule):
         key = (self._t(ev), self.seq, ev)
         if self._no_death_line(tid, ev, key):
             return
+        if tid == "V_TB_FRAME" and (ev.rec.origin.key in self.frames or len(self.frames) < 64):
+            f = ev.f
+            self.frames[ev.rec.origin.key] = frame_place(f.get("file") or "", f.get("line"), f.get("func"))
         if tid == "E_PROCESS_RAISED":  # CPython's banner of a process whose target raised: it exits with code 1
             if (ev.f.get("proc") or "").startswith("EngineCore") and self._mark_death(key):
                 self.banner = self.banner or ev
@@ -515,7 +521,7 @@ class EngineDeath(Rule):
             self.at_start = True
         if tid in SOFT or (is_cascade and tid in ("V_EXC", "E_GENERIC")):
             if _classify(text, tid) in MEMORY_CLASSES and len(self.cands) < self.cands.maxlen:
-                self.cands.append(key)  # "… to find the original error: OutOfMemoryError('CUDA out of memory …')"
+                self._candidate(key)  # "… to find the original error: OutOfMemoryError('CUDA out of memory …')"
             self.cascade += 1
             self.first_cascade = self.first_cascade or ev
             kind = "output handler" if tid == "V_OUTPUT_HANDLER" else cascade_kind or "EngineDeadError"
@@ -549,12 +555,24 @@ class EngineDeath(Rule):
             self.wrapper_detail = self.wrapper_detail or key
         elif tid in ROOTS and not is_cascade:
             if len(self.cands) < self.cands.maxlen or self.death is None:
-                self.cands.append(key)
+                self._candidate(key)
         if hard:
             if not self._mark_death(key):
                 return
             if tid in ("E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV") and not any(c[2] is ev for c in self.cands):
-                self.cands.append(key)
+                self._candidate(key)
+
+    def _candidate(self, key: tuple) -> None:
+        """A root error candidate, with where it was raised: the innermost frame of its raw traceback, or the last
+        frame its process printed under vLLM's header before it."""
+        ev = key[2]
+        raw = ev.rec.raw_text if ev.rec.kind in ("traceback", "text") else None
+        frame = innermost_frame(raw) if raw and b'File "' in raw else self.frames.get(ev.rec.origin.key)
+        if frame is not None:
+            if len(self.raised_in) >= 2 * int(self.options["max_candidates"]):
+                self.raised_in.clear()
+            self.raised_in[key[1]] = frame
+        self.cands.append(key)
 
     def _frames(self, tid: str, ev: Event) -> bool:
         """Read a traceback (or one frame of it): True when its frames prove a death — a loop vLLM never
@@ -645,6 +663,10 @@ class EngineDeath(Rule):
             measurements["fault_function"] = self.fault_function
             summary += f" The fatal signal's faulting address is in {self.fault_function}."
         measurements["failed_at_start"] = at_start
+        raised = self.raised_in.get(root[1]) if root is not None else None
+        if raised is not None:
+            measurements["raised_in"] = raised
+            summary += f" It was raised in {raised}."
         summary, evs = self._inferred(summary, evs, measurements, causes)
         summary, evs = self._several_cores(summary, evs, measurements)
         died = "engine died (inferred)" if measurements.get("death_inferred") else "engine died"

@@ -10,7 +10,6 @@ it, so that no error goes unexplained and a report never calls a log with error 
 from __future__ import annotations
 
 import re
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -24,8 +23,9 @@ from specdiag.events import (
     Event,
     entry_of,
     family_description,
+    frame_place,
+    innermost_frame,
     message_shape,
-    template,
 )
 from specdiag.findings import Evidence, Finding, evidence_of
 from specdiag.observe import RunState
@@ -269,7 +269,7 @@ def _new_message(ev: Event, entry: Any) -> _Message:
                         f"{rec.kind} {rec.file}:{rec.src_line}", None, first, rec, rec_time(rec))
     loc = f"{rec.kind} {rec.file}:{rec.src_line}" if rec.file else None
     if loc is None and rec.kind == "traceback":
-        loc = _innermost_frame(rec.raw_text)
+        loc = innermost_frame(rec.raw_text)
     return _Message(_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
 
 
@@ -278,17 +278,11 @@ def _note_row(b: _Bucket, ev: Event) -> None:
     exception line of that traceback."""
     if ev.id == TRACEBACK_FRAME:
         f = ev.f
-        b.frame = f"{_short_path(f.get('file') or '')}:{f.get('line')} in {f.get('func')}"
+        b.frame = frame_place(f.get("file") or "", f.get("line"), f.get("func"))
     elif ev.id == TRACEBACK_EXC:
         b.exc = ev.rec.msg.strip()[:120]
 
 
-def _short_path(path: str) -> str:
-    """A frame's file from its package on (``lmcache/v1/…``), as the earlier frames' path prefix is the host's."""
-    for mark in _PACKAGES:
-        if mark in path:
-            return path.split(mark, 1)[1]
-    return path
 
 
 
@@ -305,35 +299,6 @@ def _prints(fmt: str, msg: str) -> bool:
 #: line (matched at the start of the message; each alternative a literal or one run of one class: linear time)
 _TB_PART = re.compile(r'Traceback \(most recent call last\)|During handling of the above exception|'
                       r'The above exception was the direct cause|  File "| {4}\S| *[\^~]+ *$')
-_PACKAGES = ("site-packages/", "dist-packages/")
-
-
-def _innermost_frame(raw: bytes) -> str | None:
-    """Where a raw traceback raised: its last frame (the frames template's pattern, ``E_TB_FRAMES``), the path
-    shortened to the package (``redis/connection.py:390 in <lambda>``); when that frame is outside vLLM and
-    LMCache (the standard library, a client library), the innermost frame of theirs first, which says what
-    they were doing; None without a frame."""
-    frames = deque(template(TRACEBACK_FRAMES).compiled.finditer(raw), maxlen=64)
-    if not frames:
-        return None
-    last = _frame_text(frames[-1])
-    if _ours(last):
-        return last
-    own = next((f for f in map(_frame_text, reversed(frames)) if _ours(f)), None)
-    return f"{own} (the innermost vLLM/LMCache frame; it raised in {last})" if own else last
-
-
-def _ours(frame: str) -> bool:
-    return frame.startswith(("vllm/", "lmcache/"))
-
-
-def _frame_text(frame: re.Match) -> str:
-    path = frame.group("file").decode("utf-8", "replace")
-    for marker in _PACKAGES:
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    return f"{path}:{frame.group('line').decode()} in {frame.group('func').decode()}"
 
 
 def _label(ev: Event) -> str:

@@ -372,6 +372,49 @@ _DIGITS = re.compile(r"\d+")
 _HEX = re.compile(r"0x[0-9a-fA-F]+|[0-9a-f]{8,}")
 
 
+#: where a traceback frame's path stops being the host's and becomes the package's
+_PACKAGE_ROOTS = ("site-packages/", "dist-packages/")
+
+
+def frame_path(path: str) -> str:
+    """A frame's file from its package on (``lmcache/v1/…``): the path before it is the host's."""
+    for mark in _PACKAGE_ROOTS:
+        if mark in path:
+            return path.split(mark, 1)[1]
+    return path
+
+
+def frame_place(file: str, line: object, func: str | None) -> str:
+    """How a frame is named in findings: ``lmcache/integration/vllm/vllm_v1_adapter.py:1324 in wait_for_save``."""
+    return f"{frame_path(file)}:{line} in {func}"
+
+
+def innermost_frame(raw: bytes) -> str | None:
+    """Where a raw traceback raised: its last frame (the frames template's pattern, ``E_TB_FRAMES``), the path
+    shortened to the package (``redis/connection.py:390 in <lambda>``); when that frame is outside vLLM and
+    LMCache (the standard library, a client library), the innermost frame of theirs first, which says what
+    they were doing; None without a frame."""
+    from collections import deque
+
+    frames = deque(template("E_TB_FRAMES").compiled.finditer(raw), maxlen=64)
+    if not frames:
+        return None
+    last = _frame_text(frames[-1])
+    if _ours(last):
+        return last
+    own = next((f for f in map(_frame_text, reversed(frames)) if _ours(f)), None)
+    return f"{own} (the innermost vLLM/LMCache frame; it raised in {last})" if own else last
+
+
+def _ours(frame: str) -> bool:
+    return frame.startswith(("vllm/", "lmcache/"))
+
+
+def _frame_text(frame: re.Match) -> str:
+    d = lambda k: frame.group(k).decode("utf-8", "replace")  # noqa: E731
+    return frame_place(d("file"), d("line"), d("func"))
+
+
 def message_shape(msg: str, limit: int = 100) -> str:
     """A message with its numbers and addresses blanked (first ``limit`` characters): one message printed
     with different values is one shape, for grouping lines no template or catalog entry knows."""

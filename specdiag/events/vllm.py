@@ -171,7 +171,8 @@ VLLM_TEMPLATES: list[Template] = [
       "distributed/kv_transfer/kv_connector/v1/nixl_connector.py",
       "RuntimeError: Remote NIXL agent engine ID mismatch. Expected e1_dp0,received e2_dp0.",
       outside="an exception's text under the connector's logger.exception, not a logging call"),
-    T("V_EXC", V, None, "", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}(?:[A-Za-z_]\w{0,100}(?:Error|Exception)|Exception))"
+    T("V_EXC", V, None, "", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}(?:[A-Za-z_]\w{0,100}(?:Error|Exception)|Exception|StopIteration"
+      r"|StopAsyncIteration))"
       r"(?:: (?P<detail>.*))?\s*$", "all",
       "traceback lines of logger.exception (NewLineFormatter)",
       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", level="ERROR",

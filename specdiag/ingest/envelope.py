@@ -51,7 +51,8 @@ FATAL_PYTHON = b"Fatal Python error"
 RAYLET = re.compile(rb"\(raylet(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
 #: the raylet's report of a worker process that died while running a task (``events.ray`` parses it)
 WORKER_DIED = b"A worker died or was killed"
-EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::|$)")
+EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)|StopIteration"
+                      rb"|StopAsyncIteration)\b(?::|$)")
 
 
 def _d(b: bytes | None) -> str | None:

@@ -107,7 +107,7 @@ def looks_plain(line: bytes) -> bool:
     if c == b"(":
         return True
     if c == b"[":
-        return line[1:5] != b"pod/" and not bracket_time(line)
+        return line[1:5] != b"pod/" and not runner_time(line)
     return line.startswith(PLAIN_STARTS)
 
 
@@ -115,6 +115,12 @@ def bracket_time(line: bytes) -> bool:
     """Whether ``line`` may start with a bracketed RFC 3339 time (``BRACKET_ISO``): ``[dddd-dd-ddT``. LMCache's
     own header (``[2026-05-06 15:56:03,745]``) has a space where this has the ``T``."""
     return line[5:6] == b"-" and line[11:12] == b"T" and line[1:2].isdigit()
+
+
+def runner_time(line: bytes) -> bool:
+    """Whether ``line`` may start with a CI runner's bracketed time (``BRACKET_ISO``), a wrapper: LMCache's own
+    header can print an ISO time in its brackets too (``[2026-05-06T15:56:03.745123+00:00] LMCache ERROR:``)."""
+    return bracket_time(line) and b"] LMCache " not in line[:48]
 
 
 def is_envelope(rest: bytes) -> bool:
