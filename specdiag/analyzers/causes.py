@@ -362,6 +362,26 @@ _ROWS = [
        "Find why the health monitor declared LMCache unhealthy (backend down, timeouts).",
        "watch for 'HealthMonitor: System recovered'", "0.5.6", ("v1/health_monitor/base.py:281",),
        "backend errors before 'HealthMonitor: System unhealthy'"),
+    _c("lmcache-torch-abi",
+       "LMCache's compiled extension (lmcache/c_ops*.so) links against the C++ symbols of the torch it was built "
+       "with (c10::…); under another torch they are missing ('undefined symbol: _ZN3c10…'), so importing LMCache "
+       "fails, vLLM cannot create its LMCache connector and the server does not start.",
+       "Install the LMCache build made for this torch (the wheel matching the vLLM/torch pair, or the "
+       "lmcache/vllm-openai image), or build LMCache from source against it (pip install --no-build-isolation).",
+       "python -c 'import lmcache.c_ops' in the server environment; pip show torch lmcache",
+       "any LMCache with compiled ops",
+       ("lmcache/c_ops (csrc/), imported by v1 storage and GPU connectors; vLLM "
+        "distributed/kv_transfer/kv_connector/v1/lmcache_connector.py", "LMCache issues #681, #1294")),
+    _c("lmcache-vllm-version",
+       "LMCache's vLLM adapter imports vLLM modules by name (vllm.utils.torch_utils, vllm.v1.…); a vLLM that lacks "
+       "one (older, or one that moved it) fails the import, so the connector cannot be created and the server does "
+       "not start. LMCache releases follow vLLM's: each supports a range of vLLM versions.",
+       "Install the LMCache release made for this vLLM (or the vLLM it was made for); the module named in the error "
+       "dates the pair.",
+       "python -c 'import lmcache.integration.vllm.vllm_v1_adapter' in the server environment; pip show vllm lmcache",
+       "LMCache 0.3.x+",
+       ("lmcache/integration/vllm/vllm_v1_adapter.py (its vllm imports)",
+        "LMCache issue #1840 (0.3.8 with vLLM 0.11.0, fixed in 0.3.9)")),
     _c("vendored-adapter-import", "vLLM's vendored adapter could not import the installed LMCache.",
        "Use LMCache's own adapter (drop use_native) or install a matching LMCache.",
        "python -c 'import lmcache' in the server environment", "vLLM 0.32.0 + LMCache 0.5.6",

@@ -40,10 +40,12 @@ class LMCacheDegraded(Rule):
     title = "LMCache is in degraded mode: no KV cache is stored or loaded"
     severity = "warning"
     family = "KV"
-    cause_ids = ("no-device-connector", "init-failure", "health-monitor", "vendored-adapter-import")
+    cause_ids = ("no-device-connector", "init-failure", "health-monitor", "vendored-adapter-import", "lmcache-torch-abi",
+                 "lmcache-vllm-version")
     #: ``V_EXC``: the same exception lines behind vLLM's header — ``logger.exception`` prints every traceback line
     #: with it (``NewLineFormatter``), so a worker's or engine core's ImportError arrives as a vLLM record
-    events = frozenset({"C32", "C33", "C33b", "C34", "R8", "P3", "Z1", "L7", "E_NO_CONNECTOR", "E_IMPORT", "V_EXC"})
+    events = frozenset({"C32", "C33", "C33b", "C34", "R8", "P3", "Z1", "L7", "E_NO_CONNECTOR", "E_IMPORT", "V_EXC",
+                        "V_CONNECTOR"})
     tables = frozenset({"lookups"})
 
     def __init__(self, options=None) -> None:
@@ -57,6 +59,7 @@ class LMCacheDegraded(Rule):
         self.zero = 0
         self.n_unhealthy = 0
         self.n_timeouts = 0
+        self.adapter: str | None = None  # which adapter vLLM's connector imports: "native" (vLLM's copy), "latest dev"
 
     def observe(self, ev: Event) -> None:
         tid = ev.id
@@ -82,6 +85,8 @@ class LMCacheDegraded(Rule):
                 self.import_err = ev
         elif tid == "V_EXC":
             self._vllm_exception(ev)
+        elif tid == "V_CONNECTOR":
+            self.adapter = self.adapter or ev.f.get("which")
 
     def _vllm_exception(self, ev: Event) -> None:
         """An exception line behind vLLM's header: LMCache's missing-connector error or an LMCache import error."""
@@ -99,6 +104,8 @@ class LMCacheDegraded(Rule):
         if not (self.init_fail or self.unhealthy or self.no_connector or self.import_err):
             if not (self.n_timeouts and self.lookups and self.zero == self.lookups):
                 return []
+        if self.import_err is not None and not (self.init_fail or self.unhealthy or self.no_connector or self.n_timeouts):
+            return [self._import_failed()]
         b = CauseBoard()
         b.add("no-device-connector", 0.3, **fix_and_confirm("no-device-connector"))
         b.add("init-failure", 0.4, **fix_and_confirm("init-failure"))
@@ -138,3 +145,38 @@ class LMCacheDegraded(Rule):
                         identity=f"degraded|{bool(self.no_connector)}",
                         next_steps=["Fix the initialisation error, restart, and check for 'LMCache initialized for role "
                                     "KVConnectorRole.WORKER … metadata: LMCacheEngineMetadata(…)' (not 'None')."])]
+
+    def _import_failed(self) -> Finding:
+        """LMCache could not be imported: vLLM's connector is never created, which is no degraded mode (that is
+        LMCache running without its caches) but a server that does not start. Which pairing broke is in the error."""
+        err = self.import_err
+        last = err.rec.text.splitlines()[-1].strip() if err.rec.text else err.rec.msg
+        b = CauseBoard()
+        b.add("lmcache-torch-abi", 0.2, **fix_and_confirm("lmcache-torch-abi"))
+        b.add("lmcache-vllm-version", 0.2, **fix_and_confirm("lmcache-vllm-version"))
+        b.add("vendored-adapter-import", 0.2, **fix_and_confirm("vendored-adapter-import"))
+        if "undefined symbol" in last:
+            b.support("lmcache-torch-abi", 10, f"'{last[:120]}': a compiled module misses a symbol of the torch it "
+                                               "was built with")
+        else:
+            b.oppose("lmcache-torch-abi", 4, "no 'undefined symbol' in the error")
+        if "No module named 'vllm" in last or "from 'vllm" in last:
+            b.support("lmcache-vllm-version", 10, f"'{last[:120]}': a vLLM module LMCache imports is missing")
+        else:
+            b.oppose("lmcache-vllm-version", 3, "the missing name is not vLLM's")
+        if self.adapter == "latest dev":
+            b.rule_out("vendored-adapter-import", "'Initializing latest dev LMCache connector': vLLM imports LMCache's "
+                                                  "own adapter here, not its vendored copy (use_native is off)")
+        elif self.adapter == "native":
+            b.support("vendored-adapter-import", 2, "'Initializing native LMCache connector': vLLM's vendored adapter")
+        causes = b.ranked(ceiling=0.9)
+        adapter = {"native": " through vLLM's vendored adapter (use_native)",
+                   "latest dev": " through LMCache's own adapter"}.get(self.adapter or "", "")
+        return Finding(
+            rule=self.code, severity="error", title="LMCache could not be imported: vLLM cannot create its LMCache connector",
+            summary=(f"Importing LMCache failed{adapter}: '{last[:200]}'. vLLM cannot create the LMCache connector, so "
+                     "the server does not start (this is no degraded mode: nothing of LMCache runs)."),
+            count=1, evidence=[evidence_of(err)], causes=causes, identity=f"{self.code}|import|{causes[0].id}",
+            measurements={"import_error": last[:200], "adapter": self.adapter},
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"])
+
