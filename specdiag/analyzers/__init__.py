@@ -1,5 +1,6 @@
 """Rules, one module per rule or rule family, registered by code (see ``base.REGISTRY``)."""
 
+import specdiag.analyzers.config_rejected  # noqa: F401
 import specdiag.analyzers.engine_health  # noqa: F401
 import specdiag.analyzers.engine_stall  # noqa: F401
 import specdiag.analyzers.sd_acceptance  # noqa: F401

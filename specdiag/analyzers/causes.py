@@ -165,6 +165,16 @@ _ROWS = [
        "vLLM 0.10.1+",
        ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py:1048 (0.10.2), nixl/base_worker.py:3439 (0.34.0)",
         "vLLM issue #25562")),
+    _c("config-rejected",
+       "vLLM checks its configuration before anything starts: argparse the command line (an unknown option, a value "
+       "that does not parse, e.g. a JSON option that is not JSON), then each config dataclass its values "
+       "(SpeculativeConfig, VllmConfig, … __post_init__ and pydantic validation), raising on the first it rejects; "
+       "the process exits and no engine is created.",
+       "Correct the option the message names and start again: the message says what is wrong with it.",
+       "start the server again with the corrected option; vllm serve --help=<option> shows its form",
+       "vLLM 0.6.0+",
+       ("entrypoints/cli (argparse), config/ (SpeculativeConfig, VllmConfig), engine/arg_utils.py "
+        "(create_engine_config)", "vLLM issues #19448, #20375, #50708")),
     _c("worker-hang",
        "vLLM's engine core and its workers pass every step's input and output through a shared-memory message queue "
        "(shm_broadcast.py, MessageQueue); a side that waits VLLM_RINGBUFFER_WARNING_INTERVAL (60 s) for the other "

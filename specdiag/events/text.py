@@ -61,6 +61,12 @@ TEXT_TEMPLATES: list[Template] = [
     # ``Stack (most recent call first):`` / ``Current thread … (most recent call first):``
     T("E_FATAL_PYTHON", X, None, "Fatal Python error", r"Fatal Python error: (?P<detail>[^\n]{1,200})", "any",
       "CPython faulthandler", "Fatal Python error: Segmentation fault"),
+    # argparse's error exit of vLLM's command line (``vllm serve``; the process exits with code 2 before anything
+    # starts): the option it rejected and why
+    T("E_CLI_ARG", X, None, ": error: ",
+      r"(?P<prog>vllm(?: [a-z][a-z-]{0,20})?): error: (?:argument (?P<arg>-[\w/-]{1,80}): )?(?P<detail>[^\n]{1,600})",
+      "any", "vllm/entrypoints/cli (argparse)",
+      'vllm serve: error: argument --speculative-config: invalid loads value: "{\'method\': \'ngram\'}"'),
     T("E_GENERIC", X, None, "Error", r"(?P<exc>[A-Za-z_](?<![\w.].)[\w.]{0,200}?(?:Error|Exception)): (?P<detail>.*)$",
       "any", "python", "RuntimeError: CPU Generator does not use offset"),
     # last resort for a traceback record with frames but no exception line (the excerpt ends mid-trace)

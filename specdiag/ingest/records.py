@@ -489,6 +489,8 @@ class LineReader:
         if exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
             self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
                                    None, line))
+        elif line[:4] == b"vllm" and b": error: " in line[:40]:  # argparse's exit: ``vllm serve: error: argument …``
+            self.out.append(Record(path, lineno, origin, "text", "ERROR", None, year, None, None, None, line))
         elif self.bare and origin.pid is None and (text := line.strip()):
             self.out.append(Record(path, lineno, origin, "bare", "", None, year, None, None, None, text))
 

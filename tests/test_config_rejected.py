@@ -1,0 +1,44 @@
+"""SRV004: vLLM rejecting its configuration at start is an error that quotes what to change. The excerpts under
+``real_config/`` are pasted from public threads (ArcticInference #29, vLLM #19448, #20375); each was 'nothing
+recognised' (exit 3) or a LOG001 warning pointing into pydantic's source (exit 0)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pasted import findings_by_rule as _by_rule
+from pasted import write_paste as _write
+
+HERE = Path(__file__).resolve().parent / "real_config"
+
+
+def test_argparse_rejecting_a_json_option_names_it_and_says_what_json_needs():
+    srv = _by_rule(HERE / "argparse-speculative-config-not-json.log")["SRV004"]
+    assert srv.severity == "error" and srv.measurements["option"] == "--speculative-config"
+    assert srv.measurements["message"].startswith("invalid loads value:")
+    assert "double quotes" in srv.summary
+
+
+def test_argparse_rejecting_the_kv_transfer_config_is_read_too():
+    srv = _by_rule(HERE / "argparse-kv-transfer-config.log")["SRV004"]
+    assert srv.measurements["option"] == "--kv-transfer-config"
+
+
+def test_pydantics_validation_of_a_config_class_quotes_its_value_error_not_pydantic():
+    found = _by_rule(HERE / "pydantic-speculative-config.log")
+    srv = found["SRV004"]
+    assert srv.measurements["option"] == "SpeculativeConfig"
+    assert srv.measurements["message"].startswith("num_speculative_tokens must be provided with speculative model")
+    assert "LOG001" not in found  # no 'read pydantic/_internal/_dataclasses.py:123'
+
+
+def test_a_value_error_through_vllms_config_code_is_a_rejection_and_elsewhere_is_not(tmp_path):
+    frames = ["Traceback (most recent call last):",
+              '  File "/usr/lib/python3/dist-packages/vllm/engine/arg_utils.py", line 1300, in create_engine_config',
+              "    config = VllmConfig(",
+              "ValueError: max_num_scheduled_tokens is set to -1792, which does not allow any tokens to be scheduled"]
+    srv = _by_rule(_write(tmp_path, frames))["SRV004"]
+    assert srv.measurements["message"].startswith("max_num_scheduled_tokens is set to -1792")
+    (tmp_path / "other").mkdir()
+    elsewhere = [frames[0], '  File "/srv/app/handler.py", line 10, in handle', "    parse()", frames[-1]]
+    assert "SRV004" not in _by_rule(_write(tmp_path / "other", elsewhere))
