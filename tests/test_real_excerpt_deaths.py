@@ -454,3 +454,21 @@ def test_a_raw_tracebacks_root_names_its_innermost_frame(tmp_path):
         "AssertionError: no memory object"]))["SRV001"]
     assert srv.measurements["raised_in"] == "lmcache/v1/cache_engine.py:263 in store"
     assert "It was raised in lmcache/v1/cache_engine.py:263 in store." in srv.summary
+
+
+def test_an_api_server_traceback_entering_its_engine_client_is_a_start_failure():
+    """vLLM #25125 (EAGLE3, a source checkout): the API server's traceback through ``async with
+    build_async_engine_client(`` cut in contextlib. It was a LOG001 warning pointing at contextlib.py:204."""
+    found = _by_rule(HERE / "api-server-build-client-cut.log")
+    srv = found["SRV001"]
+    assert srv.measurements["failed_at_start"] is True
+    assert srv.measurements["fatal_frame"] == "build_async_engine_client"
+    assert srv.causes[0].id == "cause-not-in-excerpt"
+
+
+def test_frames_of_a_source_checkout_are_named_from_the_package():
+    from specdiag.events import frame_path
+
+    assert frame_path("/home/u/vllm/vllm/entrypoints/openai/api_server.py") == "vllm/entrypoints/openai/api_server.py"
+    assert frame_path("/x/site-packages/lmcache/v1/cache_engine.py") == "lmcache/v1/cache_engine.py"
+    assert frame_path("/usr/lib/python3.12/contextlib.py") == "/usr/lib/python3.12/contextlib.py"

@@ -56,15 +56,21 @@ START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_devic
                           "determine_available_memory", "profile_run", "initialize_from_config", "capture_model",
                           "initialize_cache", "wait_for_ready", "_init_workers_ray", "check_enough_kv_cache_memory",
                           "init_worker_distributed_environment", "_check_enough_kv_cache_memory",
-                          "from_engine_args", "from_vllm_config", "make_async_mp_client", "make_client"})
+                          "from_engine_args", "from_vllm_config", "make_async_mp_client", "make_client",
+                          "build_async_engine_client", "build_async_engine_client_from_engine_args"})
 # (from_engine_args / from_vllm_config: V0's MQLLMEngine or V1's AsyncLLM / LLMEngine built at start; make_*client:
-# the API server's client of the engine core, made once, when it starts the core)
+# the API server's client of the engine core, made once, when it starts the core; build_async_engine_client*: the
+# API server's context manager around all of that, entered once before it serves)
 #: vLLM's KV-cache size checks (v1/core/kv_cache_utils.py): they raise only 'No available memory for the cache
 #: blocks' or 'To serve at least one request with the model's max seq len …'
 KV_CHECK_FRAMES = ("check_enough_kv_cache_memory", "_check_enough_kv_cache_memory")
 #: the code line of V1's ``run_engine_core`` that builds the engine core (0.8–0.32): a traceback through it
 #: failed while the core was being built
-START_CODE = (b"engine_core = EngineCoreProc(", b"engine_core = DPEngineCoreProc(", b"= EngineCoreProc(*args")
+START_CODE = {b"engine_core = EngineCoreProc(": "EngineCoreProc.__init__",
+              b"engine_core = DPEngineCoreProc(": "EngineCoreProc.__init__",
+              b"= EngineCoreProc(*args": "EngineCoreProc.__init__",
+              # the API server entering its engine client (entrypoints/openai/api_server.py run_server_worker, 0.9+)
+              b"async with build_async_engine_client(": "build_async_engine_client"}
 _FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
 #: numpy's error when a list of per-layer pointers is longer than the array LMCache sized for them
 _MORE_CACHES = re.compile(r"could not broadcast input array from shape \((\d{1,6}),\) into shape \((\d{1,6}),\)")
@@ -167,8 +173,11 @@ def _start_frame(ev: Event, funcs: list[str]) -> str | None:
     """The function vLLM runs only while it starts (building the engine core or its executor, a worker's
     device, model, memory profile, KV caches or CUDA graphs) that a traceback, or one of its frames
     (``funcs``), passes through; None when it passes through none."""
-    if ev.id != "V_TB_FRAME" and any(code in ev.rec.raw_text for code in START_CODE):
-        return "EngineCoreProc.__init__"
+    if ev.id != "V_TB_FRAME":
+        raw = ev.rec.raw_text
+        code = next((c for c in START_CODE if c in raw), None)
+        if code is not None:
+            return START_CODE[code]
     return next((f for f in funcs if f in START_FRAMES), None)
 
 

@@ -377,11 +377,13 @@ _PACKAGE_ROOTS = ("site-packages/", "dist-packages/")
 
 
 def frame_path(path: str) -> str:
-    """A frame's file from its package on (``lmcache/v1/…``): the path before it is the host's."""
+    """A frame's file from its package on (``lmcache/v1/…``): the path before it is the host's. A source checkout
+    (``/home/u/vllm/vllm/entrypoints/…``, no site-packages) is cut at its last ``/vllm/`` or ``/lmcache/``."""
     for mark in _PACKAGE_ROOTS:
         if mark in path:
             return path.split(mark, 1)[1]
-    return path
+    cut = max(path.rfind("/vllm/"), path.rfind("/lmcache/"))
+    return path[cut + 1 :] if cut >= 0 else path
 
 
 def frame_place(file: str, line: object, func: str | None) -> str:
