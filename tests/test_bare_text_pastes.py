@@ -76,3 +76,17 @@ def test_a_bare_paste_on_standard_input_is_read_again_from_what_it_gave():
     big = "some other program says hello\n" * (BARE_PASTE_MAX // 30 + 10) + PREEMPTED + "\n"
     res = CliRunner().invoke(app, ["analyze", "-", "-q"], input=big)
     assert res.exit_code == 3  # a larger stream is a log: not kept, not read again
+
+
+def test_a_bare_lmcache_message_with_its_suffix_is_read_at_that_place(tmp_path):
+    """LMCache issue #1961: the S3 remote backend's set-up failed (its chunk size never set), pasted without the
+    header but with LMCache's ``(file.py:N:logger)`` suffix. It was 'no problem found' (a catalogued WARNING
+    pointed at line 160): the template tried on every record was never tried on a bare line."""
+    log = write_paste(tmp_path, ["Failed to initialize/re-establish remote connection: 'NoneType' object cannot be "
+                                 "interpreted as an integer (remote_backend.py:129:lmcache.v1.storage_backend."
+                                 "remote_backend)"])
+    report = analyze([str(log)])
+    (kv,) = [f for f in report.findings if f.rule == "KV013"]
+    assert kv.causes[0].id == "backend-not-connected"
+    assert kv.summary.startswith("LMCache's remote backend did not connect")
+    assert kv.evidence[0].text.startswith("LMCache WARN")  # read as LMCache's record, its suffix as its place

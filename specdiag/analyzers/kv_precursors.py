@@ -354,7 +354,10 @@ class BackendReadErrors(PrecursorRule):
     REMOTE = frozenset({"X8", "X2", "X3", "X1", "X5", "X6"})
     #: what Python or LMCache says when a remote client cannot be set up at all (a client library whose API
     #: the connector does not know, a URL scheme no adapter serves): no outage, and nothing was ever stored
-    CLIENT_MISMATCH = re.compile(r"has no attribute|No adapter found for URL|No module named|cannot import name")
+    CLIENT_MISMATCH = re.compile(r"has no attribute|No adapter found for URL|No module named|cannot import name|"
+                                 # the connector's own set-up raised a TypeError (LMCache #1961: the S3 connector's
+                                 # chunk size never set): its code or configuration, not an outage
+                                 r"object cannot be interpreted as|unexpected keyword argument|missing \d+ required")
     #: a connection the remote end refused or dropped at once (a wrong port, TLS or auth the client does not speak)
     REFUSED = re.compile(r"Connection refused|Connection reset by peer|\((?:104|111), |Errno (?:104|111)\b|SSL|"
                          r"certificate|NOAUTH|invalid password|Authentication required")
@@ -388,8 +391,8 @@ class BackendReadErrors(PrecursorRule):
         for tid, (_label, cid, factor, why) in self.SUPPORT.items():
             if tid == "X5" and self.mismatches:
                 b.support(cid, factor * 2, f"{self.mismatches} × the remote client could not be set up "
-                                           f"({self.client_mismatch}): a client library or URL this LMCache build "
-                                           "does not support, not an outage")
+                                           f"({self.client_mismatch}): a client library, URL or configuration this "
+                                           "LMCache build's connector cannot set up, not an outage")
                 if not outages["X5"]:
                     continue
                 why, n = "the remote store connection was down", outages["X5"]

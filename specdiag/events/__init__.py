@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NamedTuple
 
-from specdiag.ingest.envelope import Record
+from specdiag.ingest.envelope import Record, split_suffix
 from specdiag.numbers import to_float, to_int
 
 
@@ -278,27 +278,39 @@ class Matcher:
         from specdiag.catalog import catalog
 
         raw = rec.raw
-        text = rec.msg[:MAX_MATCH]
-        word = first_word(raw)
-        for src in ("vllm", "lmcache"):
-            for t in self.by_first.get((src, word), ()):
-                if t.bneedle in raw and (d := t.match(raw)) is not None:
-                    entry = catalog().match(text, project=src)
+        body, file, line, logger = split_suffix(raw)  # LMCache's ``(file.py:N:logger)``: its record, headless
+        place = (file, line, logger) if file is not None else None
+        for src in ("lmcache", "vllm") if place else ("vllm", "lmcache"):
+            data = body if src == "lmcache" else raw
+            word = first_word(data)
+            for t in (*self.by_first.get((src, word), ()), *self._specific_anywhere(src)):
+                if t.bneedle in data and (d := t.match(data)) is not None:
+                    entry = catalog().match(data.decode("utf-8", "replace")[:MAX_MATCH], project=src)
                     level = t.level or (entry.level if entry is not None else "INFO")
-                    return Event(t.id, _as_message(rec, src, level), d, t)
+                    return Event(t.id, _as_message(rec, src, level, place if src == "lmcache" else None), d, t)
         for t in self.anywhere.get("text", ()):
             if t.id not in GENERIC_TEXT and t.bneedle in raw and (d := t.match(raw)) is not None:
                 return Event(t.id, _as_message(rec, "text", "ERROR"), d, t)
-        entry = catalog().match(text, project=None)
+        text = body.decode("utf-8", "replace")[:MAX_MATCH]
+        entry = catalog().match(text, project="lmcache", file=file.decode(), line=line) if place else None
+        entry = entry or catalog().match(text, project=None)
         if entry is None or entry.project not in ("vllm", "lmcache") or _literal_chars(entry.fmt) < MIN_BARE_LITERAL:
             return None
-        return Event(CATALOG_EVENT, _as_message(rec, entry.project, entry.level), {"entry": entry})
+        return Event(CATALOG_EVENT, _as_message(rec, entry.project, entry.level,
+                                                place if entry.project == "lmcache" else None), {"entry": entry})
+
+    def _specific_anywhere(self, source: str) -> tuple[Template, ...]:
+        """The templates of ``source`` tried on every record whose needle is specific enough to read a bare line
+        (``V_EXC``'s empty needle reads any exception: no proof that the line is vLLM's)."""
+        return tuple(t for t in self.anywhere.get(source, ()) if len(t.bneedle) >= MIN_BARE_NEEDLE)
 
 
 #: raw-text templates that take any exception or frame: no proof that a bare pasted line is vLLM's
 GENERIC_TEXT = frozenset({"E_GENERIC", "E_TB_FRAMES", "E_BANNER"})
 #: the literal characters a catalogued format needs before a bare pasted line is taken for its message
 MIN_BARE_LITERAL = 24
+#: the needle a template tried on every record needs before it reads a bare pasted line
+MIN_BARE_NEEDLE = 8
 
 
 #: a placeholder of a logging call's format (``%s``, ``%d``, ``%.2f``, ``{}``, ``{name}``)
@@ -310,9 +322,14 @@ def _literal_chars(fmt: str | None) -> int:
     return len(PLACEHOLDER.sub("", fmt)) if fmt else 0
 
 
-def _as_message(rec: Record, project: str, level: str) -> Record:
-    """A bare pasted line as the record of ``project`` the catalog says it is: no time, no place."""
-    return Record(rec.path, rec.line, rec.origin, project, level, None, rec.year, None, None, None, rec.raw)
+def _as_message(rec: Record, project: str, level: str, place: tuple | None = None) -> Record:
+    """A bare pasted line as the record of ``project`` the catalog says it is: no time, and no place unless the
+    line kept LMCache's ``(file.py:N:logger)`` suffix (``place``: file, line, logger; the text without it)."""
+    if place is None:
+        return Record(rec.path, rec.line, rec.origin, project, level, None, rec.year, None, None, None, rec.raw)
+    file, line, logger = place
+    return Record(rec.path, rec.line, rec.origin, project, level, None, rec.year, file, line, logger,
+                  split_suffix(rec.raw)[0])
 
 
 def catalog_entry(rec: Record) -> Any:
