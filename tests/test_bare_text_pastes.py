@@ -90,3 +90,10 @@ def test_a_bare_lmcache_message_with_its_suffix_is_read_at_that_place(tmp_path):
     assert kv.causes[0].id == "backend-not-connected"
     assert kv.summary.startswith("LMCache's remote backend did not connect")
     assert kv.evidence[0].text.startswith("LMCache WARN")  # read as LMCache's record, its suffix as its place
+
+
+def test_markdown_around_a_bare_message_is_not_part_of_it(tmp_path):
+    """vLLM #8620 pasted its V0 metrics line in bold (``**Speculative metrics: …**``); a list bullet is as common."""
+    report = analyze([str(write_paste(tmp_path, [f"- **{PREEMPTED}**"]))])
+    assert report.inputs[0]["recognized"] == 1
+    assert any("Sequence group 221 is preempted" in f.summary for f in report.findings if f.rule == "LOG002")

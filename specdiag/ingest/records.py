@@ -491,7 +491,7 @@ class LineReader:
                                    None, line))
         elif line[:4] == b"vllm" and b": error: " in line[:40]:  # argparse's exit: ``vllm serve: error: argument …``
             self.out.append(Record(path, lineno, origin, "text", "ERROR", None, year, None, None, None, line))
-        elif self.bare and origin.pid is None and (text := line.strip()):
+        elif self.bare and origin.pid is None and (text := unmarked(line.strip())):
             self.out.append(Record(path, lineno, origin, "bare", "", None, year, None, None, None, text))
 
     def _ray(self, lineno: int, origin: Origin, line: bytes) -> Record | None:
@@ -560,6 +560,21 @@ class LineReader:
 #: the lines NCCL's error text goes on with under an exception line (``ncclUnhandledCudaError: Call to CUDA
 #: function failed.`` / ``Last error:`` / ``Cuda failure 'out of memory'``): the CUDA error behind the NCCL one
 NCCL_TAIL = (b"Last error:", b"Cuda failure ", b"NCCL WARN ")
+
+
+#: markdown around a line pasted into an issue: a list bullet, emphasis (``**…**``, ``__…__``, ``*…*``)
+_BULLET = re.compile(rb"(?:[-*+]|\d{1,3}[.)]) ")
+_EMPHASIS = (b"**", b"__", b"*", b"_")
+
+
+def unmarked(text: bytes) -> bytes:
+    """A bare pasted line without the markdown around it: ``- **Speculative metrics: …**`` is the message."""
+    if (m := _BULLET.match(text)) is not None:
+        text = text[m.end() :].lstrip()
+    for mark in _EMPHASIS:
+        if len(text) > 2 * len(mark) and text.startswith(mark) and text.endswith(mark):
+            return text[len(mark) : -len(mark)].strip()
+    return text
 
 
 def _exception_level(exc: re.Match[bytes] | None) -> str:
