@@ -472,3 +472,14 @@ def test_frames_of_a_source_checkout_are_named_from_the_package():
     assert frame_path("/home/u/vllm/vllm/entrypoints/openai/api_server.py") == "vllm/entrypoints/openai/api_server.py"
     assert frame_path("/x/site-packages/lmcache/v1/cache_engine.py") == "lmcache/v1/cache_engine.py"
     assert frame_path("/usr/lib/python3.12/contextlib.py") == "/usr/lib/python3.12/contextlib.py"
+
+
+def test_an_excerpt_starting_on_a_caret_row_cites_the_next_row(tmp_path):
+    """vLLM #30905's paste begins on a 600-character caret row, which was the finding's only evidence line."""
+    head = "(Worker_TP7 pid=26373) ERROR 12-17 13:32:44 [multiproc_executor.py:815] "
+    srv = _by_rule(_write(tmp_path, [
+        head + "               " + "^" * 300,
+        head + '  File "/usr/local/lib/python3.12/dist-packages/vllm/v1/executor/multiproc_executor.py", line 810, '
+               "in worker_busy_loop",
+        head + "    output = func(*args, **kwargs)"]))["SRV001"]
+    assert srv.evidence[0].line == 2

@@ -169,6 +169,14 @@ TB_ROWS = ("V_TB_FRAME", "V_TB_CODE")
 ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
 
 
+def _caret_row_before(first: tuple, key: tuple) -> bool:
+    """Whether ``first`` is a traceback's caret row (``^^^^``: an excerpt that starts on one) and ``key`` a later row
+    of the same process that shows code or a frame: the better line to cite."""
+    ev, nxt = first[2], key[2]
+    caret = ev.id == "V_TB_CODE" and not ev.rec.msg.strip(" ^~")
+    return caret and bool(nxt.rec.msg.strip(" ^~")) and ev.rec.origin.key == nxt.rec.origin.key
+
+
 def _start_frame(ev: Event, funcs: list[str]) -> str | None:
     """The function vLLM runs only while it starts (building the engine core or its executor, a worker's
     device, model, memory profile, KV caches or CUDA graphs) that a traceback, or one of its frames
@@ -607,8 +615,9 @@ class EngineDeath(Rule):
         """Record a line that proves the engine died; False when it belongs to a requested shutdown."""
         if self.shutdown is not None and self.hard_first is None:
             return False  # killed during a requested shutdown
-        self.hard_first = self.hard_first or key
-        if self.death is None:
+        if self.hard_first is None or _caret_row_before(self.hard_first, key):
+            self.hard_first = key
+        if self.death is None or _caret_row_before(self.death, key):
             self.death = key
         origin = key[2].rec.origin
         if origin.role == "EngineCore" and origin.pid is not None and len(self.dead_cores) < 16:
