@@ -245,3 +245,13 @@ def test_lmcache_lines_with_other_timestamp_shapes(tmp_path, ts) -> None:
     (rec,), _ = records(p)
     assert rec.kind == "lmcache" and rec.level == "ERROR" and rec.ts.startswith("2026-05-06 15:56:03,")
     assert rec.msg == "Num retrieved tokens: 1, num expected tokens: 2"
+
+
+def test_a_vllm_header_whose_level_is_padded_is_read(tmp_path) -> None:
+    """aws-samples/aws-do-eks #84: a logging format that pads the level (``%(levelname)-8s``) left ``ERROR   08-16 …``
+    unread."""
+    p = tmp_path / "a.log"
+    p.write_text("ERROR   08-16 08:09:28 [worker.py:3004] Potentially invalid KV blocks for unrecognized request r1 "
+                 "were retrieved by a decode worker. They may have expired.\n")
+    (rec,), _ = records(p)
+    assert rec.kind == "vllm" and rec.level == "ERROR" and rec.src_line == 3004

@@ -341,7 +341,10 @@ class LineReader:
         lvl = VLLM_LEVELS.get(line[:sp]) if sp > 0 else None
         if lvl is None:
             return False
-        m = VLLM_REST.match(line, sp + 1)
+        at = sp + 1
+        while line[at : at + 1] == b" " and at < sp + 9:  # a format that pads the level (``%(levelname)-8s``)
+            at += 1
+        m = VLLM_REST.match(line, at)
         if not m:
             return False
         ts = m.group(1)
