@@ -72,11 +72,12 @@ MAX_INERT_LINE = 4096
 #: line, often 5–50 KiB, and reading each cost ~120 µs only to count it
 MAX_QUIET_LINE = 64 * 1024
 #: literals that, anywhere in a line, may make it something: a vLLM / LMCache envelope, logger name or banner,
-#: a process prefix, a traceback's lines, an exception, a version line, a JSON or kubectl or journald wrapper
+#: a process prefix, a traceback's lines, an exception (``StopIteration`` and ``StopAsyncIteration`` by their
+#: ``Iteration``), a version line, a JSON or kubectl or journald wrapper
 ANCHORS: tuple[bytes, ...] = (
     b"LMCache", b"lmcache", b"vllm", b"vLLM", b"VLLM", b"pid=", b"Traceback", b'File "', b"Error",
     b"Exception", b"Exit", b"Interrupt", b"During handling", b"The above exception", b"version",
-    b'"log"', b'"levelname"', b"[pod/", b"]: ", b"StopIteration", b"StopAsyncIteration",
+    b'"log"', b'"levelname"', b"[pod/", b"]: ", b"Iteration",
 )
 #: the whole header of another program's line: NCCL's ``host:pid:tid [rank] NCCL INFO``, Python logging's
 #: default ``2026-05-06 08:01:35,123 - name - LEVEL - ``, glog's ``I0506 08:01:35.123456  77 file.cc:12]``,
