@@ -40,8 +40,9 @@ class _Waits:
 class EngineStall(Rule):
     """An engine process waited minutes for another: a worker hung, or worked long while starting.
 
-    Detects: vLLM's ``No available shared memory broadcast block found in 60 seconds`` (``shm_broadcast.py``;
-    WARNING 0.6.0–0.6.4 as ``No available block found``, DEBUG 0.6.5–0.10.2, INFO from 0.11.0), printed by a side
+    Detects: vLLM's ``No available shared memory broadcast block found in 60 seconds`` (``shm_broadcast.py``; INFO
+    from 0.11.0, WARNING 0.6.0–0.6.4 as ``No available block found``; the DEBUG lines of 0.6.5–0.10.2 are not read,
+    as reading every DEBUG record of that first word would cost a DEBUG flood its count), printed by a side
     of the engine core's message queue to its workers (``MessageQueue``) that waited
     ``VLLM_RINGBUFFER_WARNING_INTERVAL`` seconds for the other, and again every interval of the same wait.
 
@@ -66,7 +67,7 @@ class EngineStall(Rule):
     severity_note = "error when the engine was serving (stats lines before it) and one wait lasted 3 intervals or more"
     family = "SRV"
     cause_ids = ("worker-hang", "long-startup-work")
-    events = frozenset({"V_SHM_WAIT", "V_STATS_V0"})
+    events = frozenset({"V_SHM_WAIT", "V_SHM_WAIT_OLD", "V_STATS_V0"})
     tables = frozenset({"metrics"})  # a stats line before the wait (V1's as rows, V0's as events): it was serving
     defaults = {"error_intervals": 3}
 

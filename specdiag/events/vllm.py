@@ -70,12 +70,19 @@ VLLM_TEMPLATES: list[Template] = [
       "Releasing expired KV blocks for request cmpl-3da205a6-0 which were retrieved by 0 decode worker(s) within "
       "120 seconds.", ints=("readers", "seconds"), level="WARNING"),
     # the shared-memory message queue between the engine core and its workers (MessageQueue.acquire_read /
-    # acquire_write): one side waited VLLM_RINGBUFFER_WARNING_INTERVAL (60 s) for the other, then again each interval
-    T("V_SHM_WAIT", V, "No", "block found",
-      r"No available (?:shared memory broadcast )?block found ?in (?P<seconds>\d{1,9}) seconds?", "0.6.0+ (WARNING "
-      "0.6.0-0.6.4, DEBUG 0.6.5-0.10.2, INFO 0.11.0+)", "distributed/device_communicators/shm_broadcast.py",
+    # acquire_write): one side waited VLLM_RINGBUFFER_WARNING_INTERVAL (60 s) for the other, then again each interval.
+    # At INFO from 0.11.0, at WARNING in 0.6.0-0.6.4; the DEBUG lines of 0.6.5-0.10.2 are not read: the prefilter
+    # keeps every DEBUG and INFO record with a template's first word and needle for reading, so the needle is the
+    # INFO wording's own ('This typically happens'), which the DEBUG lines do not print
+    T("V_SHM_WAIT", V, "No", "This typically happens",
+      r"No available shared memory broadcast block found in (?P<seconds>\d{1,9}) seconds", "0.11.0+",
+      "distributed/device_communicators/shm_broadcast.py",
       "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are "
-      "hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).", ints=("seconds",)),
+      "hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).", ints=("seconds",),
+      level="INFO"),
+    T("V_SHM_WAIT_OLD", V, "No", "block found", r"No available block found in (?P<seconds>\d{1,9}) second", "0.6.0-0.6.4",
+      "distributed/device_communicators/shm_broadcast.py", "No available block found in 60 second. ", ints=("seconds",),
+      level="WARNING"),
     T("V_NIXL_FAILURE", V, "NIXL", "NIXL transfer failure",
       r"NIXL transfer failure: (?P<kind>\w{1,60})(?:.{0,400}?'request_id': '(?P<req_id>[^']{1,200})')?", "0.14+",
       "distributed/kv_transfer/kv_connector/v1/nixl_connector.py (0.14-0.19), nixl/worker.py:690 (0.20-0.23), "
