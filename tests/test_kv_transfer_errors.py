@@ -63,3 +63,10 @@ def test_error_lines_of_files_other_code_shares_are_not_a_connectors(tmp_path):
     assert connector_of("distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py") == "nixl"
     found = _by_rule(_write(tmp_path, ["ERROR 05-01 10:00:00 [worker.py:120] Failed to transfer the weights"]))
     assert "KV020" not in found and "LOG001" in found
+
+
+def test_a_connector_whose_library_is_missing_says_so_not_a_transfer():
+    """llm-d #139 (a ROCm image without NIXL): 'NIXL is not available', then the engine failed to start. It was
+    called a failed transfer with advice on reachability and timeouts."""
+    kv = _by_rule(HERE / "nixl-not-available-rocm.log")["KV020"]
+    assert kv.causes[0].id == "connector-library-missing" and "never created" in kv.summary

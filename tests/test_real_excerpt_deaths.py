@@ -365,12 +365,14 @@ def test_a_traceback_under_vllms_header_points_at_its_innermost_frame_not_the_pr
     """LMCache issue #1791: an AssertionError raised in LMCache's local_cpu_backend.py:520, printed by vLLM's
     engine-core logger at core.py:708. LOG001 said 'read vllm core.py:708' and listed the AssertionError as a
     second message."""
-    log001 = _by_rule(HERE.parent / "real_kv" / "lmcache-assert-under-vllm-header.log")["LOG001"]
-    (msg,) = log001.measurements["messages"]
-    assert msg["message"].endswith("AssertionError, raised in lmcache/v1/storage_backend/local_cpu_backend.py:520 "
-                                   "in calculate_chunk_budget")
-    assert log001.next_steps[0].startswith("read lmcache/v1/storage_backend/local_cpu_backend.py:520 in "
-                                           "calculate_chunk_budget, the innermost frame")
+    found = _by_rule(HERE.parent / "real_kv" / "lmcache-assert-under-vllm-header.log")
+    # core.py:708 is where a release prints the fatal header: the rows under it are the engine's death (SRV001),
+    # whose root is the AssertionError and where it was raised, not lines no rule explains
+    srv = found["SRV001"]
+    assert srv.measurements["root_error"] == "AssertionError"
+    assert srv.measurements["raised_in"] == "lmcache/v1/storage_backend/local_cpu_backend.py:520 in calculate_chunk_budget"
+    assert srv.measurements["failed_at_start"] is False  # the header is known by its place alone: not which one
+    assert "LOG001" not in found
 
 
 def test_a_ray_actors_death_seen_from_its_caller_is_named_as_such_not_as_engine_dead_errors():
@@ -417,7 +419,8 @@ def test_two_servers_engine_cores_under_their_own_host_actors_are_told_apart():
                                                      "EngineCore_DP0 pid=28194 in vLLMHttpServer pid=27099"]
     assert "under 2 different host processes: as many servers" in srv.summary
     assert "banner 'Process EngineCore_DP0:'" in srv.summary
-    assert srv.evidence[0].line == 2  # the first core's own banner, with its own time (line 1)
+    assert srv.evidence[0].line == 1  # the first core's own row, printed where a release prints a death header
+    assert srv.measurements["failed_at_start"] is False
     assert srv.measurements["died_at"] == "12-12 10:42:30"
 
 
@@ -483,3 +486,11 @@ def test_an_excerpt_starting_on_a_caret_row_cites_the_next_row(tmp_path):
                "in worker_busy_loop",
         head + "    output = func(*args, **kwargs)"]))["SRV001"]
     assert srv.evidence[0].line == 2
+
+
+def test_traceback_rows_where_releases_print_other_messages_too_are_the_fatal_headers():
+    """vLLM #48707 (0.25.0): rows at core.py:1233, the fatal header's place in 0.24.0-0.25.1 and another message's in
+    0.15. Matched to that other message, the rows were a LOG001 warning (exit 0); a frame row is printed only by a
+    call that logs a traceback."""
+    srv = _by_rule(HERE / "v025-fatal-header-place-shared.log")["SRV001"]
+    assert srv.measurements["death_inferred"] is True

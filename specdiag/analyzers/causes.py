@@ -199,6 +199,17 @@ _ROWS = [
        "load frames",
        "vLLM 0.6.0+",
        ("distributed/device_communicators/shm_broadcast.py", "vLLM PR #25566")),
+    _c("connector-library-missing",
+       "A vLLM KV connector imports its transport library when it is created (NIXL's nixl._api for NixlConnector, "
+       "mooncake for the Mooncake connector); when the package is not installed, or not built for this platform (a "
+       "ROCm image without NIXL), it logs that the library is not available and raises, so the engine does not start "
+       "with that connector.",
+       "Install the transport library in the serving image (pip install nixl, or the build for this GPU platform; "
+       "mooncake-transfer-engine), or choose a connector the image has.",
+       "python -c 'import nixl' (or 'import mooncake') in the serving environment",
+       "vLLM 0.9+",
+       ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py (NixlWrapper None: 'NIXL is not available')",
+        "llm-d issue #139")),
     _c("kv-transfer-failed",
        "A vLLM KV connector (NIXL, Mooncake, MoRIIO, P2P NCCL, 3FS, …) logs at ERROR when it could not send, pull, "
        "store or load a request's KV: the peer was unreachable or did not answer in time, the transport (UCX, RDMA, "

@@ -225,6 +225,22 @@ def _header_printed_at(ev: Event) -> str | None:
     return fmt if fmt in _header_texts() else None
 
 
+def _header_by_place(ev: Event) -> str | None:
+    """The death header some release prints at a traceback row's place when its text matched no other message
+    there: a frame or code row is printed only by a call that logs a traceback, so where releases print other
+    messages at the same place too (core.py:1233 is the fatal header in 0.24.0-0.25.1 and 'Unexpected error
+    pre-processing request' in 0.15), the header is it. Which header (failed to start, or fatal error) is then
+    only as sure as the release: a build no catalogued release is may print the other one there."""
+    rec = ev.rec
+    if ev.id not in TB_ROWS or rec.file is None or rec.src_line is None:
+        return None
+    from specdiag.catalog import catalog
+
+    headers = [e.fmt for e in catalog().at(rec.file.rsplit("/", 1)[-1], rec.src_line, project="vllm")
+               if e.fmt in _header_texts() and e.level == rec.level]
+    return headers[0] if len(set(headers)) == 1 else None
+
+
 def _header_texts() -> frozenset[str]:
     """The catalogued formats of the header lines whose logging call prints a traceback (the entries their
     templates' samples are messages of)."""
@@ -448,6 +464,7 @@ class EngineDeath(Rule):
         self.dump_ev: Event | None = None  # the first crash-dump line (dump_input.py)
         #: a traceback frame printed where a header line's logging call prints (its message, the frame's event)
         self.header_place: tuple[str, Event] | None = None
+        self.header_by_place = False  # that header is known by its place alone: which one it is, not sure
         self.frames_after_header = 0  # frames of the traceback under the header: an excerpt cut inside it
         self.worker_death: Event | None = None  # the first line that a worker process died (WORKER_DEATHS)
         self.worker_death_lines: dict[str, Event] = {}  # the first line of each kind of them: evidence
@@ -607,6 +624,9 @@ class EngineDeath(Rule):
             self.fatal_frame = self.fatal_frame or start
         elif tid in TB_ROWS and self.header is None and (said := _header_printed_at(ev)) is not None:
             self.header_place = self.header_place or (said, ev)
+        elif tid in TB_ROWS and self.header is None and (said := _header_by_place(ev)) is not None:
+            self.header_place = self.header_place or (said, ev)
+            self.header_by_place = True
         else:
             return False
         return True
@@ -710,7 +730,7 @@ class EngineDeath(Rule):
         """Whether the engine died while starting: a line or frame said so, the root is a KV cache that cannot
         fit (checked only at start-up), or the traceback was printed where the release prints 'failed to start'."""
         return self.at_start or causes[0].id == "kv-cache-memory" or (
-            self.header_place is not None and "failed to start" in self.header_place[0])
+            self.header_place is not None and "failed to start" in self.header_place[0] and not self.header_by_place)
 
     def _several_cores(self, summary: str, evs: list[Evidence], measurements: dict) -> tuple[str, list[Evidence]]:
         """Death lines of more than one engine-core process: several engines (or the data-parallel cores of one
@@ -754,7 +774,9 @@ class EngineDeath(Rule):
         placed = ""
         if self.header_place is not None:
             said, fev = self.header_place
-            placed = f"a traceback printed at {fev.rec.file}:{fev.rec.src_line}, where vLLM prints '{said}'"
+            where = (f"where a catalogued release prints '{said}' (the build is not known: which of its messages is "
+                     "not sure)" if self.header_by_place else f"where vLLM prints '{said}'")
+            placed = f"a traceback printed at {fev.rec.file}:{fev.rec.src_line}, {where}"
         banner = (f"multiprocessing's banner '{self.banner.rec.msg.strip()}' (printed when the process's target "
                   "raised; the process then exits with code 1)") if self.banner is not None else ""
         basis = " and ".join(x for x in ("the crash dump (dump_input.py)" if self.dump_ev else "",

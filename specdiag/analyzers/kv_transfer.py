@@ -24,6 +24,9 @@ _PLUMBING = frozenset({"kv_connector", "v1", "kv_pipe", "kv_lookup_buffer", "uti
 _REQ_ID = re.compile(r"\b((?:chat)?cmpl-[\w-]{6,80}|[0-9a-f]{16,40})\b")
 #: messages kept per connector, request ids kept
 MAX_MESSAGES, MAX_IDS = 12, 5
+#: a connector saying its transport library is not there (``NIXL is not available``: nixl_connector.py when
+#: ``import nixl`` failed; a Mooncake connector asking to install mooncake)
+_MISSING = re.compile(r"\bis not available\b|not installed|No module named|[Pp]lease install|Failed to import")
 
 
 def connector_of(path: str) -> str:
@@ -83,7 +86,7 @@ class KvTransferErrors(Rule):
     title = "vLLM's KV connector logged errors: KV was not transferred as asked"
     severity = "error"
     family = "KV"
-    cause_ids = ("kv-transfer-failed",)
+    cause_ids = ("kv-transfer-failed", "connector-library-missing")
     events = frozenset({"V_NIXL_FAILURE"})
     levels = frozenset({"ERROR", "CRITICAL"})
 
@@ -96,6 +99,7 @@ class KvTransferErrors(Rule):
         self.lines = 0
         self.native: Counter[str] = Counter()  # the transfer engine's own glog errors, by shape
         self.native_first: Event | None = None
+        self.missing: Event | None = None  # a line saying the connector's transport library is not there
         self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:
@@ -107,6 +111,8 @@ class KvTransferErrors(Rule):
             return
         connector, message = found
         self.lines += 1
+        if self.missing is None and _MISSING.search(ev.rec.msg):
+            self.missing = ev
         per = self.messages.setdefault(connector, Counter())
         if message in per or len(per) < MAX_MESSAGES:
             per[message] += 1
@@ -158,15 +164,10 @@ class KvTransferErrors(Rule):
             top = "; ".join(f"'{self._shown(m)}' ×{n}" for m, n in self.native.most_common(2))
             parts.append(f"the transfer engine's own (native) errors: {top}")
         ids = f" Requests named: {', '.join(self.ids[:3])}." if self.ids else ""
-        cause = Cause("kv-transfer-failed", 0.7, for_=[f"{self.lines} ERROR line(s) of vLLM's KV-transfer code"],
-                      against=["the lines say what failed, not always why: the peer's own log may hold the reason"],
-                      **fix_and_confirm("kv-transfer-failed"))
+        cause = self._cause()
         return [Finding(
             rule=self.code, severity="error", title=self.title,
-            summary=(f"{self.lines} ERROR line(s) of vLLM's KV-transfer code — {' | '.join(parts)}.{ids} A connector "
-                     "logs at ERROR when a request's KV could not be sent, pulled, stored or loaded; vLLM then "
-                     "recomputes or fails the request (kv_load_failure_policy; KV003 when its line is in the input), "
-                     "or the request waits when the connector's own thread failed."),
+            summary=f"{self.lines} ERROR line(s) of vLLM's KV-transfer code — {' | '.join(parts)}.{ids} {self._meaning()}",
             count=self.lines, causes=[cause],
             evidence=[evidence_of(e, 400) for e in (*self.first, *([self.native_first] if self.native_first else []))],
             identity=f"{self.code}|{'+'.join(sorted(self.messages))}", first_seen=rec_time(self.first[0].rec),
@@ -179,3 +180,21 @@ class KvTransferErrors(Rule):
     def _shown(self, message: str) -> str:
         """A message as the summary quotes it: its format when catalogued, else its first line as printed."""
         return self.examples.get(message, message)[:120]
+
+    def _meaning(self) -> str:
+        if self.missing is not None:
+            return ("The connector could not load its transport library, so it was never created: the engine does "
+                    "not start with it, and nothing was transferred.")
+        return ("A connector logs at ERROR when a request's KV could not be sent, pulled, stored or loaded; vLLM then "
+                "recomputes or fails the request (kv_load_failure_policy; KV003 when its line is in the input), or the "
+                "request waits when the connector's own thread failed.")
+
+    def _cause(self) -> Cause:
+        """A library the connector could not load, when a line says so; else a transfer that failed."""
+        if self.missing is not None:
+            return Cause("connector-library-missing", 0.85, for_=[f"'{self.missing.rec.msg.strip()[:160]}'"],
+                         **fix_and_confirm("connector-library-missing"))
+        return Cause("kv-transfer-failed", 0.7, for_=[f"{self.lines} ERROR line(s) of vLLM's KV-transfer code"],
+                     against=["the lines say what failed, not always why: the peer's own log may hold the reason"],
+                     **fix_and_confirm("kv-transfer-failed"))
+

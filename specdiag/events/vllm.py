@@ -78,8 +78,7 @@ VLLM_TEMPLATES: list[Template] = [
       r"No available shared memory broadcast block found in (?P<seconds>\d{1,9}) seconds", "0.11.0+",
       "distributed/device_communicators/shm_broadcast.py",
       "No available shared memory broadcast block found in 60 seconds. This typically happens when some processes are "
-      "hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).", ints=("seconds",),
-      level="INFO"),
+      "hanging or doing some time-consuming work (e.g. compilation, weight/kv cache quantization).", ints=("seconds",)),
     T("V_SHM_WAIT_OLD", V, "No", "block found", r"No available block found in (?P<seconds>\d{1,9}) second", "0.6.0-0.6.4",
       "distributed/device_communicators/shm_broadcast.py", "No available block found in 60 second. ", ints=("seconds",),
       level="WARNING"),
