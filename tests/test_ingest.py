@@ -255,3 +255,12 @@ def test_a_vllm_header_whose_level_is_padded_is_read(tmp_path) -> None:
                  "were retrieved by a decode worker. They may have expired.\n")
     (rec,), _ = records(p)
     assert rec.kind == "vllm" and rec.level == "ERROR" and rec.src_line == 3004
+
+
+def test_an_lmcache_header_whose_bracket_a_paste_lost_is_read(tmp_path) -> None:
+    """vllm-project/production-stack #923: the line pasted in a code span without its opening '['."""
+    p = tmp_path / "a.log"
+    p.write_text("`2026-04-17 14:52:34,143] LMCache ERROR: Put task failed for key k1: [Errno 32] Broken pipe "
+                 "(remote_backend.py:220:lmcache.v1.storage_backend.remote_backend)`\n")
+    (rec,), _ = records(p)
+    assert rec.kind == "lmcache" and rec.level == "ERROR" and rec.msg.startswith("Put task failed for key k1")

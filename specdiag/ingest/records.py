@@ -69,7 +69,7 @@ from specdiag.ingest.prefilter import QuietOrigin, QuietPlaces
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
 from specdiag.ingest.shapes import SHAPE_FIRST, SHAPE_HEAD, read_head, uvicorn_line
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, runner_time
+from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, lost_bracket, runner_time
 from specdiag.ingest.years import DeploymentYears
 from specdiag.numbers import to_int
 from specdiag.timeutil import initial_year
@@ -134,6 +134,8 @@ class LineReader:
         if (c0 == b"[" and line[1:5] != b"pod/" and not runner_time(line)) or line.startswith(PLAIN_STARTS):
             return NO_ORIGIN, line  # (a CI runner's bracketed time is a wrapper: Buildkite's '[2025-…T…Z] ')
         line = self.core = self.unwrapper.strip(line)
+        if lost_bracket(line):
+            line = self.core = b"[" + line
         named = self.unwrapper.deployment
         if named is not None and named != self.years.current:
             self.years.turn_to(self, named)

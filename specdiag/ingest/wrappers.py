@@ -123,9 +123,16 @@ def runner_time(line: bytes) -> bool:
     return bracket_time(line) and b"] LMCache " not in line[:48]
 
 
+def lost_bracket(line: bytes) -> bool:
+    """LMCache's header whose opening ``[`` a paste lost: ``2026-04-17 14:52:34,143] LMCache ERROR: …``."""
+    return line[:1].isdigit() and line[4:5] == b"-" and b"] LMCache " in line[19:40]
+
+
 def is_envelope(rest: bytes) -> bool:
     """A line that starts a vLLM / LMCache / uvicorn record or a traceback (after any wrapper)."""
     c = rest[:1]
+    if lost_bracket(rest):
+        return True
     if c == b"(":
         return b" pid=" in rest[:200]
     if c == b"[":
