@@ -494,3 +494,21 @@ def test_traceback_rows_where_releases_print_other_messages_too_are_the_fatal_he
     call that logs a traceback."""
     srv = _by_rule(HERE / "v025-fatal-header-place-shared.log")["SRV001"]
     assert srv.measurements["death_inferred"] is True
+
+
+def test_vllm_output_relogged_by_the_program_that_runs_it_is_read():
+    """allenai/olmocr #260 and vLLM PR #43410: vLLM's lines behind another program's Python logger ('… - __main__
+    - INFO - ', '… - INFO - [container] '). Nothing was recognised (exit 3); the client's traceback waiting for the
+    engine's start-up handshake is a start failure."""
+    for name in ("relogged-by-python-logger-olmocr.log", "relogged-with-container-tag.log"):
+        report = analyze([str(HERE / name)])
+        assert report.inputs[0]["recognized"] == 10 and "relogged" in report.inputs[0]["formats"]
+        srv = next(f for f in report.findings if f.rule == "SRV001")
+        assert srv.measurements["failed_at_start"] is True
+
+
+def test_another_programs_own_lines_are_not_unwrapped(tmp_path):
+    report = analyze([str(_write(tmp_path, ["2025-06-27 12:57:51,690 - __main__ - INFO - processed 12 pages",
+                                            "2025-06-27 12:57:52,001 - __main__ - INFO - INFO 06-27 12:57:52 "
+                                            "[core.py:1] not re-logged without a process prefix"]))])
+    assert report.inputs[0]["recognized"] == 0

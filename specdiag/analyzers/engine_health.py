@@ -57,10 +57,12 @@ START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_devic
                           "initialize_cache", "wait_for_ready", "_init_workers_ray", "check_enough_kv_cache_memory",
                           "init_worker_distributed_environment", "_check_enough_kv_cache_memory",
                           "from_engine_args", "from_vllm_config", "make_async_mp_client", "make_client",
-                          "build_async_engine_client", "build_async_engine_client_from_engine_args"})
+                          "build_async_engine_client", "build_async_engine_client_from_engine_args",
+                          "wait_for_engine_startup", "_wait_for_engine_startup"})
 # (from_engine_args / from_vllm_config: V0's MQLLMEngine or V1's AsyncLLM / LLMEngine built at start; make_*client:
 # the API server's client of the engine core, made once, when it starts the core; build_async_engine_client*: the
-# API server's context manager around all of that, entered once before it serves)
+# API server's context manager around all of that, entered once before it serves; *wait_for_engine_startup: the
+# client waiting for the engine cores' start-up handshake, v1/engine/utils.py and core_client.py)
 #: vLLM's KV-cache size checks (v1/core/kv_cache_utils.py): they raise only 'No available memory for the cache
 #: blocks' or 'To serve at least one request with the model's max seq len …'
 KV_CHECK_FRAMES = ("check_enough_kv_cache_memory", "_check_enough_kv_cache_memory")

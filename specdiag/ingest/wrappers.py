@@ -26,6 +26,7 @@ import functools
 import json
 import re
 
+from specdiag.ingest.envelope import EXC_LINE
 from specdiag.ingest.rows import MIN_ROW, cut_head
 from specdiag.ingest.shapes import starts_head
 
@@ -48,6 +49,10 @@ KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
 BOX_BAR = "│".encode()
 #: a CI runner's time before each line (Buildkite's ``[2025-03-10T15:07:20Z] ``), as vLLM's CI logs are pasted
 BRACKET_ISO = re.compile(rb"\[" + ISO_TS.pattern.removesuffix(b" ") + rb"\] ")
+#: another program's Python logger around a line it re-logs: ``DATE - [name - ]LEVEL - [[tag] ]`` (bounded
+#: runs between distinct separators: linear time)
+RELOGGED = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d[,.]\d{1,9} - (?:[\w.-]{1,128} - )?"
+                      rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:\[[\w.-]{1,64}\] )?")
 #: RFC 5424 syslog (rsyslog / syslog-ng forwarding): ``<PRI>1 TIME HOST APP PROCID MSGID SD `` then the message
 #: (after an optional BOM); structured data is ``-`` or bracketed elements with quoted, escaped values
 SYSLOG_5424 = re.compile(rb'<\d{1,3}>\d{1,2} (\d{4}|-)\S{0,40} (\S{1,255}) \S{1,48} \S{1,128} \S{1,32} '
@@ -121,6 +126,13 @@ def runner_time(line: bytes) -> bool:
     """Whether ``line`` may start with a CI runner's bracketed time (``BRACKET_ISO``), a wrapper: LMCache's own
     header can print an ISO time in its brackets too (``[2026-05-06T15:56:03.745123+00:00] LMCache ERROR:``)."""
     return bracket_time(line) and b"] LMCache " not in line[:48]
+
+
+def _error_line(rest: bytes) -> bool:
+    """An exception's line whose name ends in Error or Exception (``RuntimeError: …``): both literals the prefilter
+    keeps a line for (a ``…Warning:`` line it may count)."""
+    m = EXC_LINE.match(rest)
+    return m is not None and m.group(0).rstrip(b":").endswith((b"Error", b"Exception"))
 
 
 def lost_bracket(line: bytes) -> bool:
@@ -327,9 +339,11 @@ class LineUnwrapper:
     def _peel_one(self, line: bytes, grep_next: int | None, indent: bytes | None = None) -> bytes | None:
         """Remove the outermost wrapper, or None when the line has none."""
         c = line[0]
-        if 48 <= c <= 57:  # a digit: a timestamp or a grep -n number
+        if 48 <= c <= 57:  # a digit: a timestamp, another program's Python logger, or a grep -n number
             if line[4:5] == b"-" and line[10:11] == b"T":
                 return self._timestamp(line)
+            if line[4:5] == b"-" and line[10:11] == b" " and (rest := self._relogged(line)) is not None:
+                return rest
             return self._grep_n(line, grep_next)
         if c == 123:  # '{'
             got = json_line(line)
@@ -372,6 +386,24 @@ class LineUnwrapper:
                 return line[len(indent) :]
             return None
         return self._named(line, grep_next)
+
+    def _relogged(self, line: bytes) -> bytes | None:
+        """vLLM's output re-logged by the program that runs it (``2025-06-27 12:57:51,690 - __main__ - INFO - ``, or
+        ``… - INFO - [container] ``: Python logging's default format): what follows, when it is vLLM's own — a
+        process prefix, a traceback's lines or an exception line. Each of those holds a literal the prefilter
+        keeps a line for, or is read only inside a record already open, so no line it counts is read here."""
+        m = RELOGGED.match(line)
+        if m is None:
+            return None
+        rest = line[m.end() :]
+        if rest[:1] in (b" ", b"\t") and not rest.lstrip().startswith(b'File "'):
+            return rest  # a traceback's code or caret row: read only inside a record already open (not a sign)
+        if not (rest[:1] == b"(" and b" pid=" in rest[:200] or rest.lstrip().startswith((b"Traceback", b'File "'))
+                or _error_line(rest)):
+            return None
+        self.year = self.year or int(line[:4])
+        self.seen.add("relogged")
+        return rest
 
     def _code_span(self, line: bytes) -> bytes | None:
         """The record a markdown code span holds (``code_span``): None unless what it holds starts one. A span
