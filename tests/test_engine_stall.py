@@ -48,3 +48,12 @@ def test_waits_far_apart_are_separate_and_0_6s_warning_is_read(tmp_path):
              "DEBUG 05-01 11:30:00 [shm_broadcast.py:399] No available shared memory broadcast block found in 60 second."]
     srv = _by_rule(_write(tmp_path, lines))["SRV003"]
     assert srv.measurements["wait_lines"] == 3 and srv.measurements["longest_wait_s"] == 60
+
+
+def test_an_rpc_to_the_workers_that_timed_out_is_a_hang_not_an_exception_to_fix(tmp_path):
+    """vLLM #37250, verl #6583: the engine core died on 'TimeoutError: RPC call to sample_tokens timed out.'
+    (multiproc_executor.py): its workers did not answer; the fix is where they hung, not that TimeoutError."""
+    head = "(EngineCore_DP0 pid=3) ERROR 03-08 17:31:28 [core.py:1102] "
+    srv = _by_rule(_write(tmp_path, [head + "EngineCore encountered a fatal error.",
+                                     head + "TimeoutError: RPC call to sample_tokens timed out."]))["SRV001"]
+    assert srv.causes[0].id == "worker-hang" and "py-spy" in srv.causes[0].fix

@@ -8,6 +8,7 @@ from itertools import compress, repeat
 from operator import eq
 
 from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import CATALOG
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
 from specdiag.events import Event, entry_of, frame_place, innermost_frame, template
@@ -154,6 +155,9 @@ CAUSE_FIX = {
                      "NCCL_P2P_DISABLE=1 tests the P2P path); after many, a hang while serving: read every rank's "
                      "last lines before the timeout.",
                      "rerun with NCCL_DEBUG=INFO and compare each rank's last collective (SeqNum) before the timeout"),
+    # the engine core's RPC to its workers (v1/executor/multiproc_executor.py: 'RPC call to execute_model timed out.')
+    # waited longer than its timeout: the worker is stuck, as SRV003's shared-memory waits say (one text for both)
+    "worker-hang": (CATALOG["worker-hang"].fix, CATALOG["worker-hang"].confirm),
     "worker-exception": ("Fix the exception raised in the engine/worker (the first error above, not the "
                          "EngineDeadError cascade).", "rerun the failing request with VLLM_LOGGING_LEVEL=DEBUG"),
     "cause-not-in-excerpt": ("The lines given show that the engine died, not why. vLLM prints the traceback that killed "
@@ -301,6 +305,8 @@ def _classify(text: str, tid: str) -> str:
         return "import-error"
     if tid == "V_PROC_DIED":
         return "process-killed"
+    if "rpc call to" in t and "timed out" in t:  # the engine core gave up waiting for a worker's reply
+        return "worker-hang"
     if tid == "V_WORKER_PID_DIED" and (code := _EXIT_CODE.search(text)) is not None:
         # a signal's number, negated: SIGKILL, SIGTERM, SIGINT came from outside; another signal (SIGABRT, SIGSEGV)
         # is a crash in native code; a positive code, an exit the worker chose
