@@ -512,3 +512,16 @@ def test_another_programs_own_lines_are_not_unwrapped(tmp_path):
                                             "2025-06-27 12:57:52,001 - __main__ - INFO - INFO 06-27 12:57:52 "
                                             "[core.py:1] not re-logged without a process prefix"]))])
     assert report.inputs[0]["recognized"] == 0
+
+
+def test_ray_serve_stopping_an_llm_replica_at_start_is_the_servers_start_failure(tmp_path):
+    """ray-project/ray #51242: Ray Serve's controller stopped the vLLM replica whose start raised ('No CUDA GPUs are
+    available' in the thread). It was a LOG001 warning pointing into Ray's client_mode_hook.py (exit 0)."""
+    srv = _by_rule(HERE / "ray-serve-replica-stopped.log")["SRV001"]
+    assert srv.measurements["failed_at_start"] is True and srv.measurements["death_inferred"] is True
+    assert "Ray Serve's report that it stopped the replica" in srv.summary
+    (tmp_path / "other").mkdir()
+    other = _by_rule(_write(tmp_path / "other", [
+        "(ServeController pid=2922) ERROR 2025-04-02 17:25:34,553 controller 2922 -- Exception in Replica(id='x1', "
+        "deployment='Thumbnailer', app='default'), the replica will be stopped."]))
+    assert "SRV001" not in other  # another deployment of the application

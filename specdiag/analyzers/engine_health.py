@@ -32,6 +32,7 @@ WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
     "T_NCCL_TIMEOUT": ("torch's NCCL watchdog: a collective timed out", "nccl-timeout"),
     "T_NCCL_TAKEDOWN": ("torch's NCCL watchdog took the process down", "nccl-timeout"),
     "V_WORKER_PID_DIED": ("V0's worker monitor: a worker process exited", None),
+    "R_SERVE_REPLICA_FAILED": ("Ray Serve stopped an LLM replica whose start raised", None),
 }
 #: those Ray reports from outside the dead process: it saw the exit, not why
 EXIT_SEEN_FROM_OUTSIDE = frozenset(t for t, (_what, cls) in WORKER_DEATHS.items() if cls == "process-killed")
@@ -91,7 +92,7 @@ _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Excepti
                        re.M)
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 #: lines that say the engine or a worker failed to start (``V_CORE_FAILED``: "EngineCore failed to start")
-START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED"})
+START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED", "R_SERVE_REPLICA_FAILED"})
 START_WORDS = ("Engine process failed to start", "WorkerProc initialization failed", "Engine core initialization failed")
 #: the experiment of a cause when the engine died while starting (no request to rerun)
 START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
@@ -532,6 +533,8 @@ class EngineDeath(Rule):
         elif tid == "R_SIGNAL_STACK":
             if self.fault_function is None and ev.rec.msg.startswith("PC:"):
                 self.fault_function = _fault_function(ev.f.get("rest") or "")
+        elif tid == "R_SERVE_REPLICA_FAILED" and "llm" not in (ev.f.get("deployment") or "").lower():
+            pass  # another deployment of the same Ray Serve application: not the engine's
         else:
             if tid in WORKER_DEATHS:
                 self.worker_death = self.worker_death or ev
@@ -797,6 +800,13 @@ class EngineDeath(Rule):
                         f"engine core failed (its step raised, or it failed to start), so the engine died (confidence "
                         f"high). Against: without the header, the time of death is that of {what}. Collect the lines "
                         f"around {what} to read the header.")
+        elif self.worker_death.id == "R_SERVE_REPLICA_FAILED":
+            r = self.worker_death.rec
+            basis = f"Ray Serve's report that it stopped the replica ({r.path}:{r.line})"
+            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. {basis}: its controller stops a "
+                        "replica whose start raised (deployment_state.py, check_ready); the replica is the whole vLLM "
+                        "server, and its own exception ends the controller's traceback that follows. Collect that "
+                        "traceback's last lines and the replica's own log.")
         else:
             r = self.worker_death.rec
             basis = (f"The report of a worker process's death ({WORKER_DEATHS[self.worker_death.id][0]}, "

@@ -50,4 +50,11 @@ RAY_TEMPLATES: list[Template] = [
       _ACTOR_DEAD_SAMPLE, outside="Ray's exception text inside a vLLM logger line, not a vLLM logging call"),
     T("R_ACTOR_DEAD_RAW", "text", None, ACTOR_DEAD, _ACTOR_DEAD, "Ray 2.x", "python/ray/exceptions.py (ActorDiedError)",
       _ACTOR_DEAD_SAMPLE),
+    # Ray Serve's controller when a replica's start raised (DeploymentState, check_ready): it stops the replica; the
+    # replica's exception follows in the controller's traceback
+    T("R_SERVE_REPLICA_FAILED", R, "Exception", "the replica will be stopped",
+      r"Exception in Replica\(id='(?P<replica>[^']{1,100})', deployment='(?P<deployment>[^']{1,200})'[^)]{0,300}\), "
+      r"the replica will be stopped", "Ray 2.x", "python/ray/serve/_private/deployment_state.py (check_ready)",
+      "Exception in Replica(id='m37qpvvp', deployment='vLLM:qwen-1_5b', app='default'), the replica will be stopped.",
+      level="ERROR"),
 ]

@@ -30,6 +30,9 @@ RAY_CPP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([IWEFC]) \d{1,
                      rb"([\w.-]{1,100}):(\d{1,7}): ")
 #: Ray's levels by their letter (``F``/``C``: fatal; Ray aborts the process after it)
 RAY_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL", b"C": "CRITICAL"}
+#: Ray Serve's Python logger (``ray/serve/_private/logging_utils.py``): ``LEVEL DATE TIME,ms COMPONENT ID -- msg``
+#: (``ERROR 2025-04-02 17:25:34,553 controller 2922 -- Exception in Replica(…)``), at WARNING or worse
+RAY_SERVE = re.compile(rb"(WARNING|ERROR|CRITICAL) (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) [\w:.-]{1,200} [\w.-]{1,100} -- ")
 #: the failure-signal handler Ray's C++ core installs (abseil): what a worker that crashed in native code prints
 FATAL_SIGNAL = re.compile(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
 #: a native library's glog line at WARNING or worse (``E0905 14:46:37.882738 15817 master_client.cpp:297] …``):

@@ -37,6 +37,7 @@ from specdiag.ingest.envelope import (
     LMC_LEVELS,
     RAY_CPP,
     RAY_LEVELS,
+    RAY_SERVE,
     RAYLET,
     TORCH_C10,
     VLLM_LEVELS,
@@ -474,6 +475,11 @@ class LineReader:
         if (torch := self._torch(lineno, origin, line)) is not None:
             self.recognized += 1  # torch's C++ core in a vLLM process: NCCL's watchdog (events/torch.py)
             self.out.append(torch)
+            return
+        if line[:1] in b"WEC" and (serve := RAY_SERVE.match(line)) is not None:
+            self.recognized += 1  # Ray Serve's controller or a replica, around a vLLM deployment
+            self.out.append(Record(path, lineno, origin, "ray", VLLM_LEVELS[serve.group(1)], serve.group(2),
+                                   int(serve.group(2)[:4]), None, None, None, line[serve.end() :]))
             return
         if line[:7] == b"(raylet" and (ray := self._raylet(lineno, origin, line)) is not None:
             self.recognized += 1
