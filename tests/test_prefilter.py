@@ -194,7 +194,12 @@ PIECES = [b"INFO", b"INF", b"WARN", b"ERROR", b"DEBUG", b"CRITICAL", b" ", b"  "
           b"[2025-03-06 10:00:00,123 E 5191 5191] ", b"[2025-03-06 10:00:00,123 I 1 2] ", b" W ", b"*** SIG",
           b"*** SIGSEGV received at time=17 ", b"core_worker.cc:1001: ", b"E0905 14:46:37.882738 15817 ",
           b"W1231 ", b"client.cpp:503] ", b"Fatal Python error: ", b"[2025-03-10T15:07:20Z] ", b"  | ", b"| ",
-          b"[rank0]:", b"[rank12]:", b"[E ", b"[F ", b"[W506 ", b"[E1021 12:00:00.123456 1234 ", b"ProcessGroupNCCL.cpp:563] "]
+          b"[rank0]:", b"[rank12]:", b"[E ", b"[F ", b"[W506 ", b"[E1021 12:00:00.123456 1234 ", b"ProcessGroupNCCL.cpp:563] ",
+          # this stop's shapes: caret-notation colour, glog 0.7's dated header, a multiprocessing banner, a StopIteration,
+          # another program's Python logger around a line, LMCache's header without its '['
+          b"^[", b"^[[1;36m", b"^[[0;0m", b"E20260106 06:43:02.966198  5793 ", b"I20260106 ", b"Process ",
+          b"Process EngineCore_DP0:", b"StopIteration", b"2026-06-27 12:57:51,690 - __main__ - INFO - ",
+          b"2026-04-17 14:52:34,143] LMCache ERROR: ", b"ERROR 2025-04-02 17:25:34,553 controller 2922 -- "]
 
 
 @settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,

@@ -295,3 +295,15 @@ def test_a_code_span_opened_before_a_record_and_closed_lines_later_loses_its_bac
     assert u.strip(("`" + LINE).encode()) == LINE.encode()
     for text in ("```python", "`foo`", "```", "`not a record"):
         assert u.strip(text.encode()) == text.encode()
+
+
+def test_colour_codes_in_caret_notation_are_colour_not_text():
+    """vllm-ascend (a paste through ``cat -v`` or a console that prints ESC as ``^[``): ``^[[1;36m(Worker_TP0
+    pid=…)^[[0;0m``. Nothing was recognised (exit 3), as the process prefix never started the line."""
+    from pathlib import Path
+
+    from specdiag.engine import analyze
+
+    log = Path(__file__).resolve().parent / "real_deaths" / "caret-notation-colour.log"
+    stats = analyze([str(log)]).inputs[0]
+    assert stats["recognized"] == stats["lines"] == 13

@@ -348,6 +348,7 @@ static long cleaned(const u8 *s, size_t n, int flags, u8 *out) {
             if (s[i] == '[') {
                 size_t k = residue(s, i, n);
                 if (k) {
+                    if (w >= 2 && out[w - 2] == '^' && out[w - 1] == '[') w -= 2; /* cleaner.ANSI_RESIDUE's "^[" */
                     i += k;
                     continue;
                 }
@@ -1068,6 +1069,7 @@ static size_t without_residue_len(const u8 *s, size_t n) {
         if (j == n) break;
         size_t k = residue(s, j, n);
         if (k) {
+            if (j >= 2 && s[j - 2] == '^' && s[j - 1] == '[' && w >= 2) w -= 2; /* the "^[" before it, counted */
             i = j + k;
         } else {
             w++;
