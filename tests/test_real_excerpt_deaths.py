@@ -525,3 +525,12 @@ def test_ray_serve_stopping_an_llm_replica_at_start_is_the_servers_start_failure
         "(ServeController pid=2922) ERROR 2025-04-02 17:25:34,553 controller 2922 -- Exception in Replica(id='x1', "
         "deployment='Thumbnailer', app='default'), the replica will be stopped."]))
     assert "SRV001" not in other  # another deployment of the application
+
+
+def test_pins_held_twice_and_most_objects_forced_at_once_are_a_leak_not_a_wait():
+    """LMCache PR #2785: 'Pin count: 2' at the timeout and 311 of 429 pinned objects force-unpinned at once (contains
+    (pin=True) pins that touch_cache() never released). KV012 said pin-timeout with 'raise pin_timeout_sec', which
+    only keeps leaked pins longer."""
+    kv = _by_rule(HERE.parent / "real_kv" / "pin-leak-forced-unpins.log")["KV012"]
+    assert kv.causes[0].id == "pin-leak" and "only keeps leaked pins longer" in kv.causes[0].fix
+    assert kv.causes[1].id == "pin-timeout"

@@ -53,6 +53,18 @@ _ROWS = [
        "reported on layerwise, blending and async-loading paths up to 0.5.x",
        ("v1/memory_management.py:846 (negative pin count)", "LMCache issues #4133, #2954, #3650, #3381, #5090"),
        "'Pin count of MemoryObj … is negative' / 'Ref count of MemoryObj … is negative' warnings of that rank"),
+    _c("pin-leak",
+       "Chunks pinned that nothing unpins: a path that pins and never releases (LMCache PR #2785: LocalCPUBackend."
+       "contains(pin=True) pinned objects that touch_cache() never unpinned) leaves them pinned, unevictable, until "
+       "the PinMonitor force-unpins them after pin_timeout_sec. A pin count above 1 at the timeout (one lookup pins a "
+       "chunk once) and most of the pinned objects forced at once point at such a path, not at one request's wait.",
+       "Run an LMCache release with the pin fix for the path in use (PR #2785 for contains(pin=True) under P/D and "
+       "Mooncake); raising pin_timeout_sec only keeps leaked pins longer.",
+       "watch lmcache:pinned_memory_objs_count while idle: it should fall to 0 once no request is in flight",
+       "LMCache 0.3.12+ (PinMonitor)",
+       ("v1/pin_monitor.py:151, :179", "LMCache PR #2785"),
+       "'Pin timeout detected for MemoryObj … Pin count: N' and 'Force unpinned N timeout objects in M pinned_objects' "
+       "warnings, with the request traffic at the time"),
     _c("pin-timeout",
        "The request waited longer than pin_timeout_sec between lookup and retrieve; the PinMonitor force-unpinned "
        "its chunks and eviction took them.",

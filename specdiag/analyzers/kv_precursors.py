@@ -221,11 +221,12 @@ class PinTimeouts(PrecursorRule):
     the load, which then comes up short on that rank. The warning itself loses nothing yet, so a pasted
     warning alone is a warning, not a shortfall; memory-pressure lines beside it make the eviction likely.
 
-    Causes weighed: ``pin-timeout``.
+    Causes weighed: ``pin-timeout``; ``pin-leak`` (pins nothing releases) when a timed-out object held more than
+    one pin (a lookup pins a chunk once) or a report forced most of the pinned objects at once.
 
     Fix: raise ``pin_timeout_sec`` above the longest lookup-to-load wait, or relieve the vLLM KV-block
     pressure that keeps looked-up requests waiting; collect that rank's retrieve lines and errors to see
-    whether loads came up short.
+    whether loads came up short. For a leak, a release with the pin fix: a longer timeout keeps leaked pins.
 
     References: LMCache 0.3.12+ ``v1/pin_monitor.py`` (0.5.6 :179 the per-object warning, :151 the summary,
     0.3.15+); the shared reference ``mismatch-causes.md`` §3 (pin-timeout; the CPU reproduction in
@@ -236,7 +237,7 @@ class PinTimeouts(PrecursorRule):
     code = "KV012"
     name = "lmcache-pin-timeouts"
     title = "LMCache force-unpinned chunks that waited past pin_timeout_sec"
-    cause_ids = ("pin-timeout",)
+    cause_ids = ("pin-timeout", "pin-leak")
     precursors = FORCED_UNPIN
     measure = {"M8": "pin_timeouts", "M9": "force_unpin_reports"}
     events = precursors | PRESSURE_IDS | LoadWatch.events | {"M5"}
@@ -246,6 +247,8 @@ class PinTimeouts(PrecursorRule):
         self.longest: float | None = None
         self.forced = 0
         self.timeout_s: int | None = None
+        self.max_pins = 0  # the highest pin count a timed-out object held
+        self.most_forced: tuple[int, int] | None = None  # a report's (forced, pinned) with the largest share forced
 
     def accept(self, ev: Event) -> bool:
         f = ev.f or {}
@@ -256,11 +259,18 @@ class PinTimeouts(PrecursorRule):
         self.note_forced(ev)
         if ev.id == "M8" and isinstance(f.get("secs"), float):
             self.longest = max(self.longest or 0.0, f["secs"])
+            count = f.get("count") or ""
+            if count.isdigit():
+                self.max_pins = max(self.max_pins, int(count))
         elif ev.id == "M9" and isinstance(f.get("n"), int):
             if not f["n"]:
                 return False  # a report that forced nothing
             self.forced += f["n"]
             self.timeout_s = f.get("secs")
+            pinned = f.get("pinned")
+            if isinstance(pinned, int) and pinned and (self.most_forced is None or
+                                                        f["n"] / pinned > self.most_forced[0] / self.most_forced[1]):
+                self.most_forced = (f["n"], pinned)
         return True
 
     def weigh(self, b: CauseBoard, ctx: Context) -> None:
@@ -276,6 +286,21 @@ class PinTimeouts(PrecursorRule):
         if self.after_forced:
             b.note_for("pin-timeout", f"{len(self.after_forced)} negative pin count(s) after the forced unpin (line "
                        f"{self.after_forced[0].rec.line}): the request's own unpin once the monitor had set the count to 0")
+        self._weigh_leak(b)
+
+    def _weigh_leak(self, b: CauseBoard) -> None:
+        """Pins nothing releases: more than one pin on a timed-out object, or most pinned objects forced at once."""
+        b.add("pin-leak", 0.3, **fix_and_confirm("pin-leak"))
+        leak = []
+        if self.max_pins > 1:
+            leak.append(f"a timed-out object held {self.max_pins} pins (one lookup pins a chunk once)")
+        if self.most_forced is not None and self.most_forced[0] * 2 > self.most_forced[1]:
+            leak.append(f"{self.most_forced[0]} of {self.most_forced[1]} pinned objects force-unpinned at once")
+        for why in leak:
+            b.support("pin-leak", 3, why)
+            b.oppose("pin-timeout", 1.5, f"{why}: a leak, not one request's wait")
+        if not leak:
+            b.oppose("pin-leak", 3, "one pin per timed-out object, and no report forced most pinned objects at once")
 
     def describe(self) -> str:
         parts = []
