@@ -105,9 +105,10 @@ def test_a_logger_line_under_a_death_header_is_not_counted_as_that_header(tmp_pa
                             "so the stacktrace below might be incorrect.",
                             worker + "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"])
     found = _by_rule(log)
-    log001 = found["LOG001"]
-    assert "'WorkerProc hit an exception.' ×" not in log001.summary
-    assert "a line printed under 'WorkerProc hit an exception.'" in log001.summary
+    # lines of that header's traceback text: the death it announces (SRV001, inferred), not the header line counted
+    # twice, nor lines no rule explains
+    srv = found["SRV001"]
+    assert srv.measurements["death_inferred"] is True and "LOG001" not in found
 
 
 def test_a_short_retrieve_with_the_adapters_error_line_but_not_its_numbers_is_an_error(tmp_path):
@@ -534,3 +535,14 @@ def test_pins_held_twice_and_most_objects_forced_at_once_are_a_leak_not_a_wait()
     kv = _by_rule(HERE.parent / "real_kv" / "pin-leak-forced-unpins.log")["KV012"]
     assert kv.causes[0].id == "pin-leak" and "only keeps leaked pins longer" in kv.causes[0].fix
     assert kv.causes[1].id == "pin-timeout"
+
+
+def test_a_death_headers_traceback_text_without_frames_is_that_death():
+    """vLLM (MTP on MRV2, CUDA graph capture): nine rows under 'WorkerProc hit an exception.' at
+    multiproc_executor.py:962 — torch's CUDA hint and a chained exception's head, no frame. It was a LOG001 warning
+    (exit 0) while the same header with frames was SRV001."""
+    found = _by_rule(HERE / "cuda-hint-under-worker-header.log")
+    srv = found["SRV001"]
+    assert srv.measurements["death_inferred"] is True
+    assert srv.causes[0].id == "worker-exception" and "cudaErrorStreamCaptureUnsupported" in srv.causes[0].for_[0]
+    assert "LOG001" not in found

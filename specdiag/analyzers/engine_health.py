@@ -11,7 +11,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import CATALOG
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
-from specdiag.events import Event, entry_of, frame_place, innermost_frame, template
+from specdiag.events import CATALOG_EVENT, Event, entry_of, frame_place, innermost_frame, template
 from specdiag.events.torch import NCCL_REPORT
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding, evidence_of, with_primary
 from specdiag.observe import RunState
@@ -451,9 +451,12 @@ class EngineDeath(Rule):
                                               "E_NO_CONNECTOR", *TB_ROWS, "E_TB_FRAMES", "E_PROCESS_RAISED",
                                               *NCCL_REPORT})
     tables = frozenset({"metrics"})  # the V1 stats lines: the engine was alive then
+    #: every ERROR line: a catalog line printed where vLLM prints a death header is that header's traceback text
+    levels = frozenset({"ERROR", "CRITICAL"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
+        self.claims: tuple[str, ...] = ()  # the death headers whose traceback text this finding accounts for
         self.seq = 0
         self.last_t: dict[str, float] = {}
         self.shutdown: tuple | None = None  # (t, seq, ev)
@@ -543,17 +546,14 @@ class EngineDeath(Rule):
         return True
 
     def observe(self, ev: Event) -> None:
-        self.seq += 1
         tid = ev.id
-        key = (self._t(ev), self.seq, ev)
-        if self._no_death_line(tid, ev, key):
+        if tid not in self.events:  # an ERROR line of another kind (``levels``): only a death header's text counts
+            if tid == CATALOG_EVENT:
+                self._under_header(ev)
             return
-        if tid == "V_TB_FRAME" and (ev.rec.origin.key in self.frames or len(self.frames) < 64):
-            f = ev.f
-            self.frames[ev.rec.origin.key] = frame_place(f.get("file") or "", f.get("line"), f.get("func"))
-        if tid == "E_PROCESS_RAISED":  # CPython's banner of a process whose target raised: it exits with code 1
-            if (ev.f.get("proc") or "").startswith("EngineCore") and self._mark_death(key):
-                self.banner = self.banner or ev
+        self.seq += 1
+        key = (self._t(ev), self.seq, ev)
+        if self._no_death_line(tid, ev, key) or self._banner_or_frame(tid, ev, key):
             return
         text = ev.rec.msg
         detail = ev.f.get("detail") or ""
@@ -606,6 +606,34 @@ class EngineDeath(Rule):
                 return
             if tid in ("E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV") and not any(c[2] is ev for c in self.cands):
                 self._candidate(key)
+
+    def _banner_or_frame(self, tid: str, ev: Event, key: tuple) -> bool:
+        """Note a frame's place (where a root was raised) and take multiprocessing's banner; True for the banner,
+        which is nothing more."""
+        if tid == "V_TB_FRAME" and (ev.rec.origin.key in self.frames or len(self.frames) < 64):
+            f = ev.f
+            self.frames[ev.rec.origin.key] = frame_place(f.get("file") or "", f.get("line"), f.get("func"))
+        if tid != "E_PROCESS_RAISED":
+            return False
+        # CPython's banner of a process whose target raised: it exits with code 1
+        if (ev.f.get("proc") or "").startswith("EngineCore") and self._mark_death(key):
+            self.banner = self.banner or ev
+        return True
+
+    def _under_header(self, ev: Event) -> None:
+        """A line printed where vLLM prints a death header, the header's text not in it: that call's traceback text
+        (``logger.exception`` under 'WorkerProc hit an exception.': torch's CUDA hint lines, chained-exception
+        lines) of an excerpt that holds no frame. The death is that header's; the line is claimed from LOG001."""
+        entry = entry_of(ev)
+        fmt = entry.fmt if entry is not None else None
+        if fmt not in _header_texts() or ev.rec.msg.startswith(fmt[:24]):
+            return
+        self.seq += 1
+        key = (self._t(ev), self.seq, ev)
+        if self.header is None and self._mark_death(key):
+            self.header_place = self.header_place or (fmt, ev)
+            if fmt not in self.claims:
+                self.claims = (*self.claims, fmt)
 
     def _candidate(self, key: tuple) -> None:
         """A root error candidate, with where it was raised: the innermost frame of its raw traceback, or the last
