@@ -546,3 +546,12 @@ def test_a_death_headers_traceback_text_without_frames_is_that_death():
     assert srv.measurements["death_inferred"] is True
     assert srv.causes[0].id == "worker-exception" and "cudaErrorStreamCaptureUnsupported" in srv.causes[0].for_[0]
     assert "LOG001" not in found
+
+
+def test_vllms_cudacheck_exit_is_the_root_not_the_worker_death_it_causes():
+    """vLLM #56180: csrc/custom_all_reduce.cuh's CUDACHECK printed 'Failed: Cuda error …:164 'invalid argument'' and
+    exited; the line was not read, and the engine's 'Worker proc … died unexpectedly' was the root, classed
+    process-killed with 'look for the kernel OOM killer'."""
+    srv = _by_rule(HERE / "custom-all-reduce-cudacheck.log")["SRV001"]
+    assert srv.measurements["root_error"] == "Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'"
+    assert srv.causes[0].id == "native-crash"

@@ -107,7 +107,7 @@ HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc â€
 #: the catalog says vLLM prints one of these is that call's traceback, so the death is inferred from it
 TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
                      "V_WORKER_START_FAILED")
-ROOTS = frozenset({"E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
+ROOTS = frozenset({"E_CUDACHECK", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",
                    "T_NCCL_TIMEOUT"})
 
@@ -313,7 +313,7 @@ def _classify(text: str, tid: str) -> str:
         # is a crash in native code; a positive code, an exit the worker chose
         return "process-killed" if code.group(1) in _SIGNALLED else "native-crash" if code.group(1).startswith("-") \
             else "worker-exception"
-    return "native-crash" if tid == "R_UNHANDLED" else "worker-exception"
+    return "native-crash" if tid in ("R_UNHANDLED", "E_CUDACHECK") else "worker-exception"
 
 
 def _collective_read(f: dict) -> str:

@@ -57,6 +57,11 @@ TEXT_TEMPLATES: list[Template] = [
     # Alone: the excerpt holds the banner and not the traceback (the next lines are another process's)
     T("E_PROCESS_RAISED", X, "Process", "Process ", r"\AProcess (?P<proc>[\w.-]{1,64}):[ \t]*\Z", "any",
       "CPython multiprocessing/process.py (BaseProcess._bootstrap)", "Process EngineCore_DP0:"),
+    # vLLM's CUDACHECK macro in its C++/CUDA kernels (csrc/custom_all_reduce.cuh, …): printf, then exit(EXIT_FAILURE)
+    T("E_CUDACHECK", X, "Failed:", "Cuda error",
+      r"Failed: (?P<detail>Cuda error (?P<file>[^\s:']{1,300}):(?P<line>\d{1,7}) '(?P<error>[^'\n]{1,300})')", "0.4+",
+      "csrc/custom_all_reduce.cuh (CUDACHECK)", "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid "
+      "argument'", ints=("line",)),
     # CPython's faulthandler (enabled by torch and Ray): a fatal signal in native code, then the Python stack
     # ``Stack (most recent call first):`` / ``Current thread … (most recent call first):``
     T("E_FATAL_PYTHON", X, None, "Fatal Python error", r"Fatal Python error: (?P<detail>[^\n]{1,200})", "any",

@@ -497,7 +497,7 @@ class LineReader:
             return
         # raw text: keep only what may matter (exceptions, banners, versions)
         exc = EXC_LINE.match(line)
-        if exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80]:
+        if exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80] or b"Cuda error" in line:
             self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
                                    None, line))
         elif line[:4] == b"vllm" and b": error: " in line[:40]:  # argparse's exit: ``vllm serve: error: argument …``
