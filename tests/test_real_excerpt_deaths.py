@@ -555,3 +555,18 @@ def test_vllms_cudacheck_exit_is_the_root_not_the_worker_death_it_causes():
     srv = _by_rule(HERE / "custom-all-reduce-cudacheck.log")["SRV001"]
     assert srv.measurements["root_error"] == "Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid argument'"
     assert srv.causes[0].id == "native-crash"
+
+
+def test_the_root_a_dead_v0_engine_quotes_is_its_root_whatever_its_class():
+    """ai-dynamo/dynamo #1471: 'MQEngineDeadError: … to find the original error: RuntimeError('Aborted due to the
+    lack of CPU swap space …')' inside a raw traceback. Only out-of-memory roots were taken from such a line; the
+    root was 'not in the excerpt'."""
+    srv = _by_rule(HERE / "v0-dead-engine-quotes-swap-space.log")["SRV001"]
+    assert srv.measurements["root_error"].startswith("Aborted due to the lack of CPU swap space")
+
+
+def test_a_worker_failure_with_an_empty_error_names_no_root():
+    """vLLM #27962: 'RuntimeError: Worker failed with error '', please check the stack trace above' — the worker's
+    error is elsewhere; its traceback's first frame line was reported as the root error."""
+    srv = _by_rule(HERE / "worker-failed-with-empty-error.log")["SRV001"]
+    assert srv.measurements["root_error"] == "not in the excerpt" and srv.causes[0].id == "cause-not-in-excerpt"

@@ -60,7 +60,8 @@ START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_devic
                           "init_worker_distributed_environment", "_check_enough_kv_cache_memory",
                           "from_engine_args", "from_vllm_config", "make_async_mp_client", "make_client",
                           "build_async_engine_client", "build_async_engine_client_from_engine_args",
-                          "wait_for_engine_startup", "_wait_for_engine_startup"})
+                          "wait_for_engine_startup", "_wait_for_engine_startup",
+                          "compile_or_warm_up_model", "_dummy_sampler_run", "init_worker"})
 # (from_engine_args / from_vllm_config: V0's MQLLMEngine or V1's AsyncLLM / LLMEngine built at start; make_*client:
 # the API server's client of the engine core, made once, when it starts the core; build_async_engine_client*: the
 # API server's context manager around all of that, entered once before it serves; *wait_for_engine_startup: the
@@ -87,6 +88,8 @@ _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "S
               "-15": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
               "143": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
               "-2": "SIGINT (Ctrl-C)", "130": "SIGINT (Ctrl-C)"}
+#: the root error V0's MQEngineDeadError quotes: ``… to find the original error: RuntimeError('…')``
+_ORIGINAL = re.compile(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>['\"])(?P<detail>[^\n]{1,600}?)(?P=q)\)")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
                        re.M)
@@ -565,8 +568,14 @@ class EngineDeath(Rule):
         if tid in START_FAILURES or any(w in text or w in detail for w in START_WORDS):
             self.at_start = True
         if tid in SOFT or (is_cascade and tid in ("V_EXC", "E_GENERIC")):
-            if _classify(text, tid) in MEMORY_CLASSES and len(self.cands) < self.cands.maxlen:
-                self._candidate(key)  # "… to find the original error: OutOfMemoryError('CUDA out of memory …')"
+            quoted = _ORIGINAL.search(ev.rec.text[-4096:] if ev.rec.cont else text)
+            if quoted is not None and len(self.cands) < self.cands.maxlen:
+                # "… to find the original error: RuntimeError('Aborted due to the lack of CPU swap space …')": V0's
+                # MQEngineDeadError quotes the root it died of; that root, as its own line would say it
+                self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": quoted.group("exc"),
+                                                                             "detail": quoted.group("detail")})))
+            elif _classify(text, tid) in MEMORY_CLASSES and len(self.cands) < self.cands.maxlen:
+                self._candidate(key)
             self.cascade += 1
             self.first_cascade = self.first_cascade or ev
             kind = "output handler" if tid == "V_OUTPUT_HANDLER" else cascade_kind or "EngineDeadError"
@@ -597,7 +606,8 @@ class EngineDeath(Rule):
                     self._mark_death(key)
                 return
         if tid == "E_WORKER_FAILED":
-            self.wrapper_detail = self.wrapper_detail or key
+            if (ev.f.get("detail") or "").strip():  # 'Worker failed with error ''': the worker's own error is elsewhere
+                self.wrapper_detail = self.wrapper_detail or key
         elif tid in ROOTS and not is_cascade:
             if len(self.cands) < self.cands.maxlen or self.death is None:
                 self._candidate(key)
