@@ -288,3 +288,11 @@ def test_v0_speculative_metrics_that_print_the_unit_twice_count_their_drafts() -
     log = Path(__file__).resolve().parent / "real_sd" / "v0-medusa-draft-tokens-tokens.log"
     sd = [f for f in analyze([str(log)]).findings if f.rule == "SD002"]
     assert sd and sd[0].measurements["drafted_tokens"] == 51056 and sd[0].measurements["accepted_tokens"] == 0
+
+
+def test_a_pastes_one_interval_that_accepted_none_of_hundreds_is_a_note_not_no_problem() -> None:
+    """vLLM #8620 (Medusa, K=3): one V0 metrics line, in bold, accepting 0 of 483 drafted tokens. It was 'no problem
+    found': SD002 needs two intervals in a paste. One interval is a note saying so."""
+    log = Path(__file__).resolve().parent / "real_sd" / "v0-medusa-one-interval-bold.log"
+    (sd,) = [f for f in analyze([str(log)]).findings if f.rule == "SD002"]
+    assert sd.severity == "info" and sd.measurements["drafted_tokens"] == 483

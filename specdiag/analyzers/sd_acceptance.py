@@ -293,6 +293,9 @@ def _drop_measurements(ctx: Context, label: str, method: str | None, sched: list
 #: zero-acceptance intervals enough in an excerpt without the server start (with the drafted-token floor):
 #: a paste of two SpecDecoding lines is what users post, and hundreds of drafts accepted at ~0 % are no transient
 FRAGMENT_INTERVALS = 2
+#: drafted tokens a paste's single interval needs before accepting none of them is worth a note (rule of three:
+#: 0 successes in 300 draws bounds the rate under 1 % at 95 % confidence, SD002's ``max_rate``)
+ONE_INTERVAL_DRAFTS = 300
 
 
 @register
@@ -326,6 +329,7 @@ class ZeroAcceptance(SpecSeriesRule):
     name = "spec-zero-acceptance"
     title = "Speculative decoding drafts tokens but (almost) none is accepted"
     severity = "warning"
+    severity_note = "info for a paste whose only interval with drafts accepted none of 300 or more"
     cause_ids = ("draft-state-not-restored", "draft-target-mismatch", "drafts-never-accepted")
     defaults = {"min_intervals": 3, "min_drafted": 500, "max_rate": 0.01}
     events = SpecSeriesRule.events | _ConnectorSignals.EVENTS
@@ -351,6 +355,9 @@ class ZeroAcceptance(SpecSeriesRule):
         for label, items in self.engines():
             zr = self._zero_run(ctx, label, items, pasted)
             if zr is None:
+                one = self._one_zero_interval(items, pasted)
+                if one is not None:
+                    out.append(self._one_interval_note(label, one))
                 continue
             seen = config_seen(ctx)
             from_start = zr.spec[0] in zr.zero and ctx.startup_seen  # the first interval of the excerpt may be any interval
@@ -361,6 +368,28 @@ class ZeroAcceptance(SpecSeriesRule):
             first_retrieve = self.conn.first_retrieve or run.first("R4")
             out.append(self._finding(ctx, method, zr, causes, retrieves, first_retrieve, lines, pasted))
         return out
+
+    @staticmethod
+    def _one_zero_interval(items: list[Interval], pasted: bool) -> Interval | None:
+        """A paste's only interval with drafts, which accepted none of at least ``ONE_INTERVAL_DRAFTS``: decisive for
+        that interval (0 of 300 bounds its rate under 1 % at 95 % confidence), one interval all the same."""
+        spec = [iv for iv in items if iv.dr]
+        if not pasted or len(spec) != 1 or spec[0].acc != 0 or spec[0].dr < ONE_INTERVAL_DRAFTS:
+            return None
+        return spec[0]
+
+    def _one_interval_note(self, label: str, iv: Interval) -> Finding:
+        """An info note, not a diagnosis: one interval cannot tell a transient from a drafter that never works."""
+        return Finding(
+            rule=self.code, severity="info", title=self.title,
+            summary=(f"{label}: the one interval with drafts in this paste drafted {iv.dr} tokens and accepted none "
+                     f"(under 1 % at 95 % confidence for that interval, {iv.dr} draws with no success): one interval "
+                     f"cannot tell a transient from a drafter that never works; {FRAGMENT_INTERVALS} or more decide it. "
+                     "Collect the SpecDecoding (V0: Speculative metrics) lines around it."),
+            count=1, evidence=[ev_of(iv)], causes=[], identity=f"{self.code}|one|{label}", first_seen=iv.t,
+            measurements={"engine": label, "spec_intervals": 1, "drafted_tokens": iv.dr, "accepted_tokens": 0},
+            next_steps=["Collect the SpecDecoding metrics lines of the minutes around this one: two or more intervals "
+                        "that accept nothing make it a finding (SD002)."])
 
     def _zero_run(self, ctx: Context, label: str, items: list[Interval], pasted: bool) -> _ZeroRun | None:
         """The zero-acceptance intervals of one engine, or None when they are too few or carry too few (or not
