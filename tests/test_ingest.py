@@ -264,3 +264,17 @@ def test_an_lmcache_header_whose_bracket_a_paste_lost_is_read(tmp_path) -> None:
                  "(remote_backend.py:220:lmcache.v1.storage_backend.remote_backend)`\n")
     (rec,), _ = records(p)
     assert rec.kind == "lmcache" and rec.level == "ERROR" and rec.msg.startswith("Put task failed for key k1")
+
+
+def test_a_line_under_a_vllm_prefix_read_by_another_parser_is_counted_once(tmp_path) -> None:
+    """vLLM on Ray: '(EngineCore pid=1879) (raylet) A worker died …' was counted twice ('7 of 6 lines recognised'):
+    once for the vLLM prefix, once for the raylet's line."""
+    from specdiag.engine import analyze
+
+    p = tmp_path / "a.log"
+    p.write_text("(EngineCore pid=1879) (raylet) A worker died or was killed while executing a task by an unexpected "
+                 "system error. Worker PID: 5191\n"
+                 "(Worker_TP0 pid=7) [rank0]:[E ProcessGroupNCCL.cpp:563] [Rank 0] Watchdog caught collective operation "
+                 "timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600059 milliseconds\n")
+    stats = analyze([str(p)]).inputs[0]
+    assert stats["recognized"] == stats["lines"] == 2

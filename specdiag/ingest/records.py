@@ -467,26 +467,27 @@ class LineReader:
                 self.out.append(Record(path, lineno, origin, "lmcache", m.group(1).decode(), m.group(3), None,
                                        m.group(4).rsplit(b"/", 1)[-1], to_int(m.group(5)), None, m.group(2)))
                 return
-        if origin.pid is not None:
-            self.recognized += 1  # a vLLM process prefix: vLLM output even without a logger header
+        prefixed = origin.pid is not None
+        if prefixed:
+            self.recognized += 1  # a vLLM process prefix: vLLM output even without a logger header (counted once)
         if (ray := self._ray(lineno, origin, line)) is not None:
             self.out.append(ray)
             return
         if (torch := self._torch(lineno, origin, line)) is not None:
-            self.recognized += 1  # torch's C++ core in a vLLM process: NCCL's watchdog (events/torch.py)
+            self.recognized += not prefixed  # torch's C++ core in a vLLM process: NCCL's watchdog (events/torch.py)
             self.out.append(torch)
             return
         if line[:1] in b"WEC" and (serve := RAY_SERVE.match(line)) is not None:
-            self.recognized += 1  # Ray Serve's controller or a replica, around a vLLM deployment
+            self.recognized += not prefixed  # Ray Serve's controller or a replica, around a vLLM deployment
             self.out.append(Record(path, lineno, origin, "ray", VLLM_LEVELS[serve.group(1)], serve.group(2),
                                    int(serve.group(2)[:4]), None, None, None, line[serve.end() :]))
             return
         if line[:7] == b"(raylet" and (ray := self._raylet(lineno, origin, line)) is not None:
-            self.recognized += 1
+            self.recognized += not prefixed
             self.out.append(ray)
             return
         if line[:1] in b"WEF" and (glog := GLOG.match(line)) is not None:
-            self.recognized += 1  # a native library in the process (Mooncake's store client): its own errors
+            self.recognized += not prefixed  # a native library in the process (Mooncake's store client): its errors
             date = glog.group(2)  # MMDD, or YYYYMMDD from glog 0.7 (``E20260106``)
             year = int(date[:4]) if len(date) == 8 else year
             self.out.append(Record(path, lineno, origin, "glog", GLOG_LEVELS[glog.group(1)], None, year,
