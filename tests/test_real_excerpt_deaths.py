@@ -570,3 +570,10 @@ def test_a_worker_failure_with_an_empty_error_names_no_root():
     error is elsewhere; its traceback's first frame line was reported as the root error."""
     srv = _by_rule(HERE / "worker-failed-with-empty-error.log")["SRV001"]
     assert srv.measurements["root_error"] == "not in the excerpt" and srv.causes[0].id == "cause-not-in-excerpt"
+
+
+def test_a_traceback_capturing_a_cuda_graph_is_a_start_failure():
+    """vLLM (a worker's dummy run inside 'with torch.cuda.graph(' in compilation/cuda_graph.py, cut before its
+    exception): V1 captures its graphs while it starts. It was a LOG001 warning (exit 0)."""
+    srv = _by_rule(HERE / "cuda-graph-capture-cut.log")["SRV001"]
+    assert srv.measurements["failed_at_start"] is True and srv.measurements["fatal_frame"] == "CUDA graph capture"

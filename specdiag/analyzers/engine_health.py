@@ -75,7 +75,9 @@ START_CODE = {b"engine_core = EngineCoreProc(": "EngineCoreProc.__init__",
               b"engine_core = DPEngineCoreProc(": "EngineCoreProc.__init__",
               b"= EngineCoreProc(*args": "EngineCoreProc.__init__",
               # the API server entering its engine client (entrypoints/openai/api_server.py run_server_worker, 0.9+)
-              b"async with build_async_engine_client(": "build_async_engine_client"}
+              b"async with build_async_engine_client(": "build_async_engine_client",
+              # a CUDA graph being captured (compilation/cuda_graph.py): V1 captures them while it starts (capture_model)
+              b"with torch.cuda.graph(": "CUDA graph capture"}
 _FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
 #: numpy's error when a list of per-layer pointers is longer than the array LMCache sized for them
 _MORE_CACHES = re.compile(r"could not broadcast input array from shape \((\d{1,6}),\) into shape \((\d{1,6}),\)")
