@@ -577,3 +577,15 @@ def test_a_traceback_capturing_a_cuda_graph_is_a_start_failure():
     exception): V1 captures its graphs while it starts. It was a LOG001 warning (exit 0)."""
     srv = _by_rule(HERE / "cuda-graph-capture-cut.log")["SRV001"]
     assert srv.measurements["failed_at_start"] is True and srv.measurements["fatal_frame"] == "CUDA graph capture"
+
+
+@pytest.mark.parametrize("func", ["compile_or_warm_up_model", "_dummy_sampler_run", "init_worker"])
+def test_frames_run_only_while_starting_make_a_start_failure(tmp_path, func):
+    """vLLM #42999-like pastes (probe of this stop): tracebacks through the model's warm-up, the sampler's profiling
+    run or a worker's init were 'failed_at_start: no'."""
+    head = "(EngineCore_DP0 pid=5) ERROR 05-01 10:00:00 [core.py:866] "
+    srv = _by_rule(_write(tmp_path, [
+        head + "EngineCore encountered a fatal error.",  # says nothing of start: the frame does
+        head + '  File "/usr/lib/python3/dist-packages/vllm/v1/worker/gpu_worker.py", line 300, in ' + func,
+        head + "RuntimeError: boom"]))["SRV001"]
+    assert srv.measurements["failed_at_start"] is True
