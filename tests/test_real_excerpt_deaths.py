@@ -589,3 +589,11 @@ def test_frames_run_only_while_starting_make_a_start_failure(tmp_path, func):
         head + '  File "/usr/lib/python3/dist-packages/vllm/v1/worker/gpu_worker.py", line 300, in ' + func,
         head + "RuntimeError: boom"]))["SRV001"]
     assert srv.measurements["failed_at_start"] is True
+
+
+def test_v0s_worker_exception_header_is_a_death():
+    """LMCache #488 (vLLM V0 with LMCache): 'Exception in worker VllmWorkerProcess while processing method
+    start_worker_execution_loop.' (multiproc_worker_utils.py, 0.6.3-0.10.2) and its traceback were a LOG001 warning
+    (exit 0); the driver re-raises the worker's exception in the engine loop."""
+    srv = _by_rule(HERE / "v0-worker-exception-header.log")["SRV001"]
+    assert srv.measurements["death_inferred"] is False

@@ -44,7 +44,7 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
            "ActorDiedError", "RayActorError", "The actor died unexpectedly", "RayChannelError",
            # wrappers that point at another process's traceback: V0's API server, V1's worker start
            "Engine process failed to start", "WorkerProc initialization failed")
-HARD = frozenset({"V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
+HARD = frozenset({"V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
                   "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(WORKER_DEATHS)
 #: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
@@ -105,12 +105,12 @@ START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_L
 MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory")
 #: the lines that announce a death themselves; without one, a death seen only in the crash dump and the
 #: fatal traceback body is inferred (the excerpt was cut above its header)
-HEADERS = frozenset({"V_CORE_FATAL", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED",
+HEADERS = frozenset({"V_CORE_FATAL", "V_WORKER_EXC_V0", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED",
                      "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"})
 HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc … died unexpectedly' header"
 #: the header lines whose logging call prints the traceback under them: a frame printed at the place where
 #: the catalog says vLLM prints one of these is that call's traceback, so the death is inferred from it
-TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
+TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
                      "V_WORKER_START_FAILED")
 ROOTS = frozenset({"E_CUDACHECK", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",

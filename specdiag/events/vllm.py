@@ -119,6 +119,12 @@ VLLM_TEMPLATES: list[Template] = [
       "v1/engine/core.py:1512", "EngineCore encountered a fatal error."),
     T("V_WORKER_EXC", V, "WorkerProc", "WorkerProc hit an exception", r"WorkerProc hit an exception", "0.8.5+",
       "v1/executor/multiproc_executor.py:1063", "WorkerProc hit an exception."),
+    # V0's multiprocessing worker (executor/multiproc_worker_utils.py, 0.6.3-0.10.2): its method raised; the
+    # exception goes back to the driver, which raises it in the engine loop
+    T("V_WORKER_EXC_V0", V, "Exception", "while processing method",
+      r"Exception in worker (?P<worker>\S{1,100}) while processing method (?P<method>\w{1,100})", "0.6.3-0.10.2 (V0)",
+      "executor/multiproc_worker_utils.py:240",
+      "Exception in worker VllmWorkerProcess while processing method start_worker_execution_loop.", level="ERROR"),
     # the deaths of older releases: the V1 core's handler before 0.8.5 printed the traceback into its message,
     # V0's AsyncLLMEngine its background loop's; a worker that fails to start takes the engine's start with it
     T("V_CORE_HIT_EXC", V, "EngineCore", "EngineCore hit an exception", r"EngineCore hit an exception: ?(?P<detail>.*)",
