@@ -79,3 +79,18 @@ def test_a_banner_version_with_thousands_of_digits_is_no_version_not_a_failed_ru
 @given(st.binary(max_size=2000))
 def test_arbitrary_bytes_never_break_the_analysis(data: bytes) -> None:
     check_log(data)
+
+
+#: the coverage-guided fuzzer's crash of this stop's CI (seed 1): nothing recognised, so the lines were read again
+#: as bare pastes, and LMCache's suffix on the second held a byte beyond UTF-8 in its file name
+FUZZ_BARE_SUFFIX = (b"\x1b[32;20m[2026-11-30 01:25:12,633 LMCache INFO:\x1b[0m Reqid: cmpl-b165f50f27327abe-0 od 2048\n"
+                    b"Unknown configuration key: max_cpu_size (source: ff27327abe-0-a0ile: /etc/max_cpu_size (sourcfd2c65f, "
+                    b"Total tokens 1159, Inference Engine computed tokens: 0, LMCache hit tokens: 0, need to load: 0 "
+                    b"\x1b[3m(vllm_\xeev1_adapter.py:1476:lmcache.integration.vllm.vllm_v1_adapter)\x1b[0m\n"
+                    b"INFO 05-0ce: fi6 15:56:03 [x.py:1]  le: /etc/max_   ascp")
+
+
+def test_a_bare_lines_lmcache_suffix_with_a_byte_beyond_utf8_is_read_not_skipped() -> None:
+    """A bare line's suffix names its file in bytes; it was decoded strictly ('line 2: skipped
+    (UnicodeDecodeError …)', which the engine's last line of defence caught)."""
+    check_log(FUZZ_BARE_SUFFIX)

@@ -292,7 +292,7 @@ class Matcher:
             if t.id not in GENERIC_TEXT and t.bneedle in raw and (d := t.match(raw)) is not None:
                 return Event(t.id, _as_message(rec, "text", "ERROR"), d, t)
         text = body.decode("utf-8", "replace")[:MAX_MATCH]
-        entry = catalog().match(text, project="lmcache", file=file.decode(), line=line) if place else None
+        entry = catalog().match(text, project="lmcache", file=file.decode("utf-8", "replace"), line=line) if place else None
         entry = entry or catalog().match(text, project=None)
         if entry is None or entry.project not in ("vllm", "lmcache") or _literal_chars(entry.fmt) < MIN_BARE_LITERAL:
             return None
