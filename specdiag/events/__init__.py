@@ -300,17 +300,17 @@ class Matcher:
                                                 place if entry.project == "lmcache" else None), {"entry": entry})
 
     def _specific_anywhere(self, source: str) -> tuple[Template, ...]:
-        """The templates of ``source`` tried on every record whose needle is specific enough to read a bare line
-        (``V_EXC``'s empty needle reads any exception: no proof that the line is vLLM's)."""
-        return tuple(t for t in self.anywhere.get(source, ()) if len(t.bneedle) >= MIN_BARE_NEEDLE)
+        """The templates of ``source`` tried on every record that tell a line apart on their own
+        (``shapes.specific_template``: not ``V_EXC``, which reads any exception: no proof that the line is vLLM's)."""
+        from specdiag.ingest.shapes import specific_template
+
+        return tuple(t for t in self.anywhere.get(source, ()) if specific_template(t))
 
 
 #: raw-text templates that take any exception or frame: no proof that a bare pasted line is vLLM's
 GENERIC_TEXT = frozenset({"E_GENERIC", "E_TB_FRAMES", "E_BANNER"})
 #: the literal characters a catalogued format needs before a bare pasted line is taken for its message
 MIN_BARE_LITERAL = 24
-#: the needle a template tried on every record needs before it reads a bare pasted line
-MIN_BARE_NEEDLE = 8
 
 
 #: a placeholder of a logging call's format (``%s``, ``%d``, ``%.2f``, ``{}``, ``{name}``)

@@ -70,7 +70,7 @@ from specdiag.ingest.prefilter import QuietOrigin, QuietPlaces
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
 from specdiag.ingest.shapes import SHAPE_FIRST, SHAPE_HEAD, read_head, uvicorn_line
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import PLAIN_STARTS, LineUnwrapper, lost_bracket, runner_time
+from specdiag.ingest.wrappers import INDENT, PLAIN_STARTS, LineUnwrapper, lost_bracket, runner_time
 from specdiag.ingest.years import DeploymentYears
 from specdiag.numbers import to_int
 from specdiag.timeutil import initial_year
@@ -574,15 +574,15 @@ class LineReader:
 NCCL_TAIL = (b"Last error:", b"Cuda failure ", b"NCCL WARN ")
 
 
-#: markdown around a line pasted into an issue: a list bullet, emphasis (``**…**``, ``__…__``, ``*…*``)
-_BULLET = re.compile(rb"(?:[-*+]|\d{1,3}[.)]) ")
+#: markdown emphasis around a line pasted into an issue (``**…**``, ``__…__``, ``*…*``)
 _EMPHASIS = (b"**", b"__", b"*", b"_")
 
 
 def unmarked(text: bytes) -> bytes:
-    """A bare pasted line without the markdown around it: ``- **Speculative metrics: …**`` is the message."""
-    if (m := _BULLET.match(text)) is not None:
-        text = text[m.end() :].lstrip()
+    """A bare pasted line without the markdown around it: ``- **Speculative metrics: …**`` is the message (the
+    bullet, quote or indentation as the unwrapper reads them: ``wrappers.INDENT``)."""
+    if (m := INDENT.match(text)) is not None:
+        text = text[m.end() :]
     for mark in _EMPHASIS:
         if len(text) > 2 * len(mark) and text.startswith(mark) and text.endswith(mark):
             return text[len(mark) : -len(mark)].strip()

@@ -180,8 +180,8 @@ class _Tables:
         for src in ("lmcache", "vllm"):
             for (s, word), ts in m.by_first.items():
                 if s == src and word:
-                    self.by_word.setdefault(word, []).extend(_row(src, t) for t in ts if _specific(t))
-            self.anywhere.extend(_row(src, t) for t in m.anywhere.get(src, ()) if _specific(t))
+                    self.by_word.setdefault(word, []).extend(_row(src, t) for t in ts if specific_template(t))
+            self.anywhere.extend(_row(src, t) for t in m.anywhere.get(src, ()) if specific_template(t))
         needles = sorted({row[0] for row in self.anywhere}, key=len, reverse=True)
         self.needles = re.compile(b"|".join(re.escape(n) for n in needles))
         #: a found literal → the templates whose literal it holds (a longer one found hides one inside it)
@@ -193,7 +193,7 @@ class _Tables:
 _TABLES: _Tables | None = None
 
 
-def _specific(t) -> bool:
+def specific_template(t) -> bool:
     """A template that tells a line apart on its own: not one that matches anywhere in a message (``.*``),
     from leading blanks, or any exception line (``V_EXC``)."""
     return not t.pattern.startswith((".*", "\\s", "(?P<exc>"))
