@@ -42,3 +42,37 @@ def test_a_value_error_through_vllms_config_code_is_a_rejection_and_elsewhere_is
     (tmp_path / "other").mkdir()
     elsewhere = [frames[0], '  File "/srv/app/handler.py", line 10, in handle', "    parse()", frames[-1]]
     assert "SRV004" not in _by_rule(_write(tmp_path / "other", elsewhere))
+
+
+def test_pydantics_header_pasted_without_its_indent_takes_the_reason_on_the_next_line():
+    """intel-xpu-backend-for-triton #7166: the header and its ``Value error, …`` line pasted flush left were one
+    record and one line nobody read: the finding quoted '1 validation error for VllmConfig' only."""
+    srv = _by_rule(HERE / "pydantic-header-and-reason-mrv2-ngram.log")["SRV004"]
+    assert srv.measurements["option"] == "VllmConfig"
+    assert srv.measurements["message"] == "Model Runner V2 does not yet support: ngram/ngram_gpu speculative decoding"
+
+
+def test_a_config_dataclass_reason_pasted_alone_is_a_rejection():
+    """vLLM #22152: pydantic's line alone (its input ``ArgsKwargs``: a dataclass's constructor) was 'nothing
+    recognised'; a ``Value error, …`` line without that input is no proof of vLLM's configuration."""
+    srv = _by_rule(HERE / "pydantic-reason-alone-eagle3.log")["SRV004"]
+    assert srv.severity == "error" and srv.measurements["option"] is None
+    assert srv.measurements["message"].startswith("Eagle3 is only supported for Llama models. Got ")
+    assert "[type=" not in srv.measurements["message"]
+
+
+def test_a_value_error_line_without_a_dataclass_input_is_no_rejection(tmp_path):
+    found = _by_rule(_write(tmp_path, ["Value error, field required"]))
+    assert "SRV004" not in found
+
+
+def test_the_batch_budget_under_the_context_length_says_what_to_change():
+    """verl #7632 (the message wrapped under its header) and verl #259 (a Ray task's line, its colour's ESC lost):
+    SchedulerConfig's check when chunked prefill is off, quoted with the three ways out."""
+    wrapped = _by_rule(HERE / "pydantic-scheduler-batch-wrapped.log")["SRV004"]
+    assert wrapped.measurements["option"] == "SchedulerConfig"
+    assert wrapped.measurements["message"].startswith("max_num_batched_tokens (8192) is smaller than max_model_len (128000)")
+    ray = _by_rule(HERE / "ray-batch-smaller-than-len.log")["SRV004"]
+    assert ray.measurements["option"] == "--max-num-batched-tokens"
+    for srv, max_len in ((wrapped, "128000"), (ray, "9216")):
+        assert f"at least {max_len} (it is 8192)" in srv.summary and "--enable-chunked-prefill" in srv.summary

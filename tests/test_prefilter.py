@@ -199,7 +199,9 @@ PIECES = [b"INFO", b"INF", b"WARN", b"ERROR", b"DEBUG", b"CRITICAL", b" ", b"  "
           # another program's Python logger around a line, LMCache's header without its '['
           b"^[", b"^[[1;36m", b"^[[0;0m", b"E20260106 06:43:02.966198  5793 ", b"I20260106 ", b"Process ",
           b"Process EngineCore_DP0:", b"StopIteration", b"2026-06-27 12:57:51,690 - __main__ - INFO - ",
-          b"2026-04-17 14:52:34,143] LMCache ERROR: ", b"ERROR 2025-04-02 17:25:34,553 controller 2922 -- "]
+          b"2026-04-17 14:52:34,143] LMCache ERROR: ", b"ERROR 2025-04-02 17:25:34,553 controller 2922 -- ",
+          # pydantic's line of a config dataclass, Ray's prefix colour with its ESC lost
+          b"Value error, ", b" [type=value_error, input_value=ArgsKwargs((), {", b"[36m(main_task pid=3523385) "]
 
 
 @settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,

@@ -21,6 +21,20 @@ _CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/vllm/(?:config[/.]|engine/arg_u
 #: what the value of an option given as JSON needs (argparse's ``invalid loads value``)
 _JSON_HINT = ("the value is not JSON: quote keys and strings with double quotes and write true/false/null, e.g. "
               "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'")
+#: pydantic's header and its ``Value error, …`` line pasted as two records: how far apart they may be (lines)
+_HEADER_REACH = 3
+#: the reasons that may come as a record of their own under a header pasted alone
+_REASONS = frozenset({"E_PYDANTIC_VALUE", "E_BATCH_LT_LEN"})
+#: what pydantic prints after a dataclass's reason: its input, the constructor's arguments
+_DATACLASS_INPUT = "input_value=ArgsKwargs("
+
+
+def _batch_hint(f: dict) -> str:
+    """What SchedulerConfig's batch check asks for: without chunked prefill one scheduler step must hold a whole
+    sequence, so the batch budget must reach the context length (or chunked prefill must be on)."""
+    return (f"without chunked prefill one step must hold a whole sequence: give --max-num-batched-tokens at least "
+            f"{f.get('max_len')} (it is {f.get('batched')}), lower --max-model-len to {f.get('batched')}, or turn "
+            "chunked prefill on (--enable-chunked-prefill)")
 
 
 @register
@@ -29,8 +43,11 @@ class ConfigRejected(Rule):
 
     Detects: argparse's exit of vLLM's command line (``vllm serve: error: argument --speculative-config: invalid
     loads value: …``, exit code 2), pydantic's validation of a vLLM config dataclass (``ValidationError: 1
-    validation error for SpeculativeConfig`` with its ``Value error, …`` line), and a ``ValueError`` raised through
-    vLLM's configuration code (a frame in ``vllm/config`` or ``engine/arg_utils.py``).
+    validation error for SpeculativeConfig`` with its ``Value error, …`` line, that line on the next row when the
+    header was pasted alone, or the line alone when pydantic's ``input_value=ArgsKwargs(`` shows a dataclass's
+    constructor), a ``ValueError`` raised through vLLM's configuration code (a frame in ``vllm/config`` or
+    ``engine/arg_utils.py``), and SchedulerConfig's ``max_num_batched_tokens (N) is smaller than max_model_len (M)``
+    (chunked prefill off: one step must hold a whole sequence), which says the three ways out.
 
     Why it matters: nothing was served; the message names the option and what is wrong with it, and nothing
     else in the log will.
@@ -49,22 +66,31 @@ class ConfigRejected(Rule):
     severity = "error"
     family = "SRV"
     cause_ids = ("config-rejected",)
-    events = frozenset({"E_CLI_ARG", "E_GENERIC", "V_EXC"})
+    events = frozenset({"E_CLI_ARG", "E_GENERIC", "V_EXC", "E_PYDANTIC_VALUE", "E_BATCH_LT_LEN"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.first: Event | None = None
         self.option: str | None = None
         self.message: str | None = None
+        self.hint = ""
         self.lines = 0
 
     def observe(self, ev: Event) -> None:
         found = self._rejection(ev)
         if found is None:
             return
-        self.lines += 1
         if self.first is None:
+            if ev.id == "E_PYDANTIC_VALUE" and _DATACLASS_INPUT not in (ev.f.get("detail") or ""):
+                return  # a ``Value error, …`` line alone with nothing to say it is a config dataclass's
             self.first, (self.option, self.message) = ev, found
+        elif ev.id in _REASONS and self._header_alone(ev):
+            self.message = found[1]  # the reason under a header pasted alone, its class kept
+        else:
+            found = None
+        if found is not None and ev.id == "E_BATCH_LT_LEN":
+            self.hint = _batch_hint(ev.f)
+        self.lines += 1
 
     @staticmethod
     def _rejection(ev: Event) -> tuple[str | None, str] | None:
@@ -72,6 +98,10 @@ class ConfigRejected(Rule):
         f = ev.f
         if ev.id == "E_CLI_ARG":
             return f.get("arg"), (f.get("detail") or "").strip()
+        if ev.id == "E_PYDANTIC_VALUE":  # a config dataclass's reason: pydantic's ``[type=…`` split off
+            return None, (f.get("detail") or "").split(" [type=")[0].strip()
+        if ev.id == "E_BATCH_LT_LEN":
+            return "--max-num-batched-tokens", (f.get("detail") or "").strip()
         exc, detail, text = f.get("exc") or "", (f.get("detail") or "").strip(), ev.rec.text
         if exc.endswith("ValidationError") and (m := _PYDANTIC.search(detail)) is not None:
             v = _VALUE_ERROR.search(text)
@@ -80,11 +110,19 @@ class ConfigRejected(Rule):
             return None, detail
         return None
 
+    def _header_alone(self, ev: Event) -> bool:
+        """Whether the first rejection is pydantic's header with no reason (``1 validation error for VllmConfig``
+        pasted without its indented lines) and ``ev``, its ``Value error, …`` line, comes right under it."""
+        first = self.first
+        return (first is not None and first.id != "E_PYDANTIC_VALUE" and _PYDANTIC.search(self.message or "") is not None
+                and first.rec.path == ev.rec.path and 0 < ev.rec.line - first.rec.line <= _HEADER_REACH)
+
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if self.first is None:
             return []
         what = f"the option {self.option}" if (self.option or "").startswith("-") else (self.option or "its configuration")
         hint = f" Here {_JSON_HINT}." if "invalid loads value" in (self.message or "") else ""
+        hint = f" Here {self.hint}." if self.hint else hint
         cause = Cause("config-rejected", 0.9, for_=[f"'{(self.message or '')[:200]}'"], **fix_and_confirm("config-rejected"))
         return [Finding(
             rule=self.code, severity="error", title=self.title,

@@ -72,8 +72,24 @@ TEXT_TEMPLATES: list[Template] = [
       r"(?P<prog>vllm(?: [a-z][a-z-]{0,20})?): error: (?:argument (?P<arg>-[\w/-]{1,80}): )?(?P<detail>[^\n]{1,600})",
       "any", "vllm/entrypoints/cli (argparse)",
       'vllm serve: error: argument --speculative-config: invalid loads value: "{\'method\': \'ngram\'}"'),
+    # SchedulerConfig's check of the batch against the context when chunked prefill is off (raised at start, not
+    # logged: config.py ``_verify_args`` to 0.10, ``config/scheduler.py`` after): one step must hold a whole sequence
+    T("E_BATCH_LT_LEN", X, None, "is smaller than max_model_len",
+      r"(?:ValueError: )?(?P<detail>max_num_batched_tokens \((?P<batched>\d{1,9})\) is smaller than max_model_len "
+      r"\((?P<max_len>\d{1,9})\)\.?[^\n]{0,300})", "0.6+", "config.py / config/scheduler.py (SchedulerConfig)",
+      "ValueError: max_num_batched_tokens (8192) is smaller than max_model_len (9216). This effectively limits the "
+      "maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
+      "max_num_batched_tokens or decrease max_model_len.", ints=("batched", "max_len")),
     T("E_GENERIC", X, None, "Error", r"(?P<exc>[A-Za-z_](?<![\w.].)[\w.]{0,200}?(?:Error|Exception)): (?P<detail>.*)$",
       "any", "python", "RuntimeError: CPU Generator does not use offset"),
+    # pydantic's reason under ``N validation error(s) for XConfig`` (a vLLM config dataclass rejected a value in its
+    # ``__post_init__`` or a validator; ``[type=value_error, input_value=ArgsKwargs(…`` after it on one line), pasted
+    # alone or under a header pasted alone. After E_GENERIC, so a traceback holding its header stays that exception's.
+    # The reason runs to the line's end (greedy: no backtracking); SRV004 splits off pydantic's ``[type=…``
+    T("E_PYDANTIC_VALUE", X, None, "error, ", r"(?:Value|Assertion) error, (?P<detail>[^\n]{1,600})",
+      "0.10+", "vllm/config (pydantic dataclasses)",
+      "  Value error, Eagle3 is only supported for Llama models. Got self.target_model_config.hf_text_config.model_type="
+      "'qwen3' [type=value_error, input_value=ArgsKwargs((), {'method':...able_log_stats': False}), input_type=ArgsKwargs]"),
     # last resort for a traceback record with frames but no exception line (the excerpt ends mid-trace)
     T("E_TB_FRAMES", X, None, 'File "', r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)', "any",
       "python", '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 728, in run_busy_loop',

@@ -28,7 +28,8 @@ ANSI_RESIDUE = re.compile(rb"(?:\^\[\[|\[)\d{1,3}(?:;\d{1,3})*m")
 
 
 #: what is left of colour codes whose ESC was lost (``tee`` of a terminal, a copy out of a web console)
-RESIDUES = (b"[0m", b"[0;0m", b";20m", b"[1;36m")
+RESIDUES = (b"[0m", b"[0;0m", b";20m", b"[1;36m",
+            b"[36m(", b"[33m(")  # Ray's colour before a process prefix, its reset lost with the ESC too
 
 
 def colour_of(chunk: bytes, start: int, end: int) -> tuple[bool, bool]:

@@ -498,7 +498,8 @@ class LineReader:
             return
         # raw text: keep only what may matter (exceptions, banners, versions)
         exc = EXC_LINE.match(line)
-        if exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80] or b"Cuda error" in line:
+        if (exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80] or b"Cuda error" in line
+                or b"Value error, " in line or b"Assertion error, " in line):  # pydantic's reason under its header
             self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
                                    None, line))
         elif line[:4] == b"vllm" and b": error: " in line[:40]:  # argparse's exit: ``vllm serve: error: argument …``
