@@ -70,3 +70,16 @@ def test_a_connector_whose_library_is_missing_says_so_not_a_transfer():
     called a failed transfer with advice on reachability and timeouts."""
     kv = _by_rule(HERE / "nixl-not-available-rocm.log")["KV020"]
     assert kv.causes[0].id == "connector-library-missing" and "never created" in kv.summary
+
+
+def test_a_factory_line_naming_a_connector_whose_library_is_missing_is_that_connectors(tmp_path):
+    """vLLM-Omni #3513: ``[factory.py:49] Failed to create connector MooncakeTransferEngineConnector: Mooncake not
+    available``, at a file that is no connector's, was a LOG001 warning beside a KV020 'failed transfer' whose fix was
+    reachability and timeouts. Another line of such a file, or one naming no connector, is not claimed."""
+    found = _by_rule(HERE / "omni-factory-mooncake-not-available.log")
+    kv = found["KV020"]
+    assert kv.causes[0].id == "connector-library-missing" and "mooncake" in kv.measurements["by_connector"]
+    assert "LOG001" not in found
+    lines = ["ERROR 05-11 13:39:09 [factory.py:49] Failed to create widget: Mooncake not available",
+             "ERROR 05-11 13:39:10 [factory.py:60] Failed to create connector MooncakeTransferEngineConnector: bad port"]
+    assert "KV020" not in _by_rule(_write(tmp_path, lines))

@@ -597,3 +597,20 @@ def test_v0s_worker_exception_header_is_a_death():
     (exit 0); the driver re-raises the worker's exception in the engine loop."""
     srv = _by_rule(HERE / "v0-worker-exception-header.log")["SRV001"]
     assert srv.measurements["death_inferred"] is False
+
+
+@pytest.mark.parametrize(("name", "where", "cascade"), [
+    ("tvm-ffi-segfault-swap-blocks.log", "native code: cudaMemcpyAsync <- swap_blocks <- c10::impl::make_boxed_from_unboxed_functor", 0),
+    ("tvm-ffi-segfault-after-another-stack.log", "native code: cuMemcpyBatchAsync <- swap_blocks_batch", 0),
+    ("tvm-ffi-segfault-then-engine-dead.log", "native code: cudaMemcpyAsync <- swap_blocks", 1)])
+def test_apache_tvm_ffis_segfault_banner_is_a_native_crash_where_its_first_frames_say(name, where, cascade):
+    """vLLM #42348, #44780, PR #50443 (KV offloading's copy kernels): apache-tvm-ffi's SIGSEGV handler prints
+    ``!!!!!!! Segfault encountered !!!!!!!`` and the native stack innermost first. Its frames were LOG001 warnings
+    (exit 0), the innermost taken from the last row of another stack (``0xffffffffffffffff``); a death after it
+    said 'root not in the excerpt'. Now the root, raised where the stack's first rows say."""
+    found = _by_rule(HERE / name)
+    srv = found["SRV001"]
+    assert srv.severity == "error" and srv.measurements["root_cause_class"] == "native-crash"
+    assert srv.measurements["root_error"] == "Segfault encountered"
+    assert srv.measurements["raised_in"] == where and srv.measurements["cascade_lines"] == cascade
+    assert "LOG001" not in found

@@ -11,7 +11,15 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import CATALOG
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
-from specdiag.events import CATALOG_EVENT, Event, entry_of, frame_place, innermost_frame, template
+from specdiag.events import (
+    CATALOG_EVENT,
+    Event,
+    entry_of,
+    frame_place,
+    innermost_frame,
+    native_stack,
+    template,
+)
 from specdiag.events.torch import NCCL_REPORT
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding, evidence_of, with_primary
 from specdiag.observe import RunState
@@ -26,6 +34,7 @@ WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
     "R_UNHANDLED": ("a C++ exception nothing caught", None),
     "R_FATAL_SIGNAL": ("a fatal signal", "native-crash"),
     "E_FATAL_PYTHON": ("Fatal Python error", "native-crash"),
+    "E_SEGFAULT_TVM": ("a segmentation fault (apache-tvm-ffi's handler printed the native stack)", "native-crash"),
     "R_WORKER_DIED": ("the raylet: a worker died or was killed", "process-killed"),
     "R_ACTOR_DEAD": ("Ray: the actor's worker process died", "process-killed"),
     "R_ACTOR_DEAD_RAW": ("Ray: the actor's worker process died", "process-killed"),
@@ -112,7 +121,7 @@ HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc �
 #: the catalog says vLLM prints one of these is that call's traceback, so the death is inferred from it
 TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
                      "V_WORKER_START_FAILED")
-ROOTS = frozenset({"E_CUDACHECK", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
+ROOTS = frozenset({"E_CUDACHECK", "E_SEGFAULT_TVM", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",
                    "T_NCCL_TIMEOUT"})
 
@@ -424,6 +433,11 @@ class EngineDeath(Rule):
     capped: Ray lists the reasons it cannot tell apart). A SIGTERM is a stop that was asked for, and the
     engine core's ``ActorDiedError`` / ``RayChannelError`` are the cascade of the worker's death.
 
+    Outside Ray, a segmentation fault in native code is reported by CPython's faulthandler (``Fatal Python error:
+    Segmentation fault``) or by apache-tvm-ffi's handler, loaded with FlashInfer and xgrammar (``!!!!!!! Segfault
+    encountered !!!!!!!`` and the native stack innermost first): the root, ``native-crash``, raised where that
+    stack's first frames say (``native code: cudaMemcpyAsync <- swap_blocks``: a KV block copy).
+
     A TP worker waits in NCCL collectives. When one does not complete within the process group's timeout,
     torch's watchdog logs it (``[rank0]:[E ProcessGroupNCCL.cpp:…] [Rank 0] Watchdog caught collective operation
     timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, …) ran for 600059 milliseconds``; ``events/torch.py``) and, with
@@ -652,7 +666,10 @@ class EngineDeath(Rule):
         frame its process printed under vLLM's header before it."""
         ev = key[2]
         raw = ev.rec.raw_text if ev.rec.kind in ("traceback", "text") else None
-        frame = innermost_frame(raw) if raw and b'File "' in raw else self.frames.get(ev.rec.origin.key)
+        if ev.id == "E_SEGFAULT_TVM":  # a native stack, innermost first
+            frame = native_stack(raw) if raw else None
+        else:
+            frame = innermost_frame(raw) if raw and b'File "' in raw else self.frames.get(ev.rec.origin.key)
         if frame is not None:
             if len(self.raised_in) >= 2 * int(self.options["max_candidates"]):
                 self.raised_in.clear()

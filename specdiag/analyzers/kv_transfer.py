@@ -25,8 +25,12 @@ _REQ_ID = re.compile(r"\b((?:chat)?cmpl-[\w-]{6,80}|[0-9a-f]{16,40})\b")
 #: messages kept per connector, request ids kept
 MAX_MESSAGES, MAX_IDS = 12, 5
 #: a connector saying its transport library is not there (``NIXL is not available``: nixl_connector.py when
-#: ``import nixl`` failed; a Mooncake connector asking to install mooncake)
-_MISSING = re.compile(r"\bis not available\b|not installed|No module named|[Pp]lease install|Failed to import")
+#: ``import nixl`` failed; a Mooncake connector asking to install mooncake; vLLM-Omni's factory: ``Failed to create
+#: connector MooncakeTransferEngineConnector: Mooncake not available``)
+_MISSING = re.compile(r"\bis not available\b|\b[A-Z][a-z]\w{1,40} not available\b|not installed|No module named"
+                      r"|[Pp]lease install|Failed to import")
+#: a connector class named in a line (its first word names the transport: ``MooncakeTransferEngineConnector``)
+_CONNECTOR_CLASS = re.compile(r"\b([A-Z][a-z]{1,30})\w{0,60}Connector\b")
 
 
 def connector_of(path: str) -> str:
@@ -61,7 +65,9 @@ class KvTransferErrors(Rule):
     Detects: every ERROR or CRITICAL line printed by vLLM's KV-transfer modules (``distributed/kv_transfer/``:
     the NIXL, Mooncake, MoRIIO, P2P NCCL, 3FS, offloading and multi connectors and V0's pipes), found by the
     catalog from where the line says it was printed; a line no catalogued release prints from a file only
-    KV-transfer code has (a vLLM-Ascend or forked connector); and NIXL's ``NIXL transfer failure: <kind>``
+    KV-transfer code has (a vLLM-Ascend or forked connector); a line elsewhere naming a connector class whose
+    transport library is missing (``Failed to create connector MooncakeTransferEngineConnector: Mooncake not
+    available``, vLLM-Omni's factory); and NIXL's ``NIXL transfer failure: <kind>``
     of every kind but a handshake's (KV015). The lines of other rules (KV015's handshakes, KV018's expired
     blocks, KV003's outcome, KV001's LMCache shortfall) are theirs.
 
@@ -150,7 +156,11 @@ class KvTransferErrors(Rule):
                 return None
             return connector_of(entry.module), entry.fmt
         module = transfer_module_named(rec.file) if rec.file else None
-        return None if module is None else (connector_of(module), shape_claim(rec.msg))
+        if module is not None:
+            return connector_of(module), shape_claim(rec.msg)
+        # printed elsewhere (a factory that builds connectors): only a line naming a connector whose library is missing
+        named = _CONNECTOR_CLASS.search(rec.msg) if _MISSING.search(rec.msg) else None
+        return None if named is None else (named.group(1).lower(), shape_claim(rec.msg))
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not self.lines:

@@ -425,6 +425,22 @@ def innermost_frame(raw: bytes) -> str | None:
     return f"{own} (the innermost vLLM/LMCache frame; it raised in {last})" if own else last
 
 
+#: a native frame as apache-tvm-ffi's crash handler prints it (``  File "<unknown>", line 0, in swap_blocks(…)``)
+_SIGNATURE = re.compile(r"[(<]")  # where a C++ symbol's arguments or template arguments start
+_NATIVE_FRAME = re.compile(rb'^[ \t]{0,8}File "<unknown>", line \d{1,9}, in ([^\n]{1,200})', re.M)
+
+
+def native_stack(raw: bytes, frames: int = 3) -> str | None:
+    """Where a native crash happened: the first ``frames`` frames of a stack printed innermost first (the
+    handler's own order, unlike Python's), each cut at its arguments; None without one."""
+    names = []
+    for m in _NATIVE_FRAME.finditer(raw):
+        names.append(_SIGNATURE.split(m.group(1).decode("utf-8", "replace"), 1)[0].strip()[:120])
+        if len(names) == frames:
+            break
+    return f"native code: {' <- '.join(names)}" if names else None
+
+
 def _ours(frame: str) -> bool:
     return frame.startswith(("vllm/", "lmcache/"))
 

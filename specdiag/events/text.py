@@ -66,6 +66,13 @@ TEXT_TEMPLATES: list[Template] = [
     # ``Stack (most recent call first):`` / ``Current thread … (most recent call first):``
     T("E_FATAL_PYTHON", X, None, "Fatal Python error", r"Fatal Python error: (?P<detail>[^\n]{1,200})", "any",
       "CPython faulthandler", "Fatal Python error: Segmentation fault"),
+    # apache-tvm-ffi's SIGSEGV handler (FlashInfer's and xgrammar's runtime, in vLLM's processes): the banner, then the
+    # native stack innermost first (``envelope.SEGFAULT_BANNER``); the process dies of the signal
+    T("E_SEGFAULT_TVM", X, None, "Segfault encountered",
+      r"!{7} (?P<detail>Segfault encountered) !{7}",
+      "any", "apache-tvm-ffi (its SIGSEGV handler)",
+      "!!!!!!! Segfault encountered !!!!!!!\n  File \"<unknown>\", line 0, in swap_blocks(at::Tensor&, at::Tensor&, "
+      "long, at::Tensor const&)"),
     # argparse's error exit of vLLM's command line (``vllm serve``; the process exits with code 2 before anything
     # starts): the option it rejected and why
     T("E_CLI_ARG", X, None, ": error: ",

@@ -49,7 +49,7 @@ static const char *const anchors[] = {
     "LMCache", "lmcache", "vllm", "vLLM", "VLLM", "pid=", "Traceback", "File \"", "Error",
     "Exception", "Exit", "Interrupt", "During handling", "The above exception", "version",
     "\"log\"", "\"levelname\"", "[pod/", "]: ", "Iteration", "Cuda error", "Value error, ",
-    "Assertion error, ",
+    "Assertion error, ", "Segfault encountered",
 };
 #define N_ANCHORS (sizeof(anchors) / sizeof(anchors[0]))
 static size_t anchor_len[N_ANCHORS];

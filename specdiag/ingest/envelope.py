@@ -49,6 +49,10 @@ TORCH_C10 = re.compile(rb"(?:\[rank\d{1,6}\]:)?\[([EF])(?:\d{4} \d\d:\d\d:\d\d(?
 #: CPython's faulthandler line after a fatal signal (``Fatal Python error: Segmentation fault``): the start of a
 #: native crash's report, CRITICAL
 FATAL_PYTHON = b"Fatal Python error"
+#: apache-tvm-ffi's SIGSEGV handler (loaded with FlashInfer and xgrammar in vLLM's processes): this banner, then the
+#: native stack innermost first as ``  File "<unknown>", line 0, in swap_blocks(…)`` rows; then the signal kills
+#: the process
+SEGFAULT_BANNER = b"!!!!!!! Segfault encountered !!!!!!!"
 #: the prefix under which a Ray driver prints what a raylet pushed to it (``(raylet)``, ``(raylet, ip=…)`` for
 #: another node's): no pid, so it is no vLLM process prefix
 RAYLET = re.compile(rb"\(raylet(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")

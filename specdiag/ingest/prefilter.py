@@ -78,7 +78,7 @@ ANCHORS: tuple[bytes, ...] = (
     b"LMCache", b"lmcache", b"vllm", b"vLLM", b"VLLM", b"pid=", b"Traceback", b'File "', b"Error",
     b"Exception", b"Exit", b"Interrupt", b"During handling", b"The above exception", b"version",
     b'"log"', b'"levelname"', b"[pod/", b"]: ", b"Iteration", b"Cuda error", b"Value error, ",
-    b"Assertion error, ",
+    b"Assertion error, ", b"Segfault encountered",
 )
 #: the whole header of another program's line: NCCL's ``host:pid:tid [rank] NCCL INFO``, Python logging's
 #: default ``2026-05-06 08:01:35,123 - name - LEVEL - ``, glog's ``I0506 08:01:35.123456  77 file.cc:12]``,

@@ -39,6 +39,7 @@ from specdiag.ingest.envelope import (
     RAY_LEVELS,
     RAY_SERVE,
     RAYLET,
+    SEGFAULT_BANNER,
     TORCH_C10,
     VLLM_LEVELS,
     VLLM_REST,
@@ -602,7 +603,8 @@ def _exception_level(exc: re.Match[bytes] | None) -> str:
 
 #: the first line of a traceback Python prints: its own, and the banner of a thread's uncaught exception
 #: (``threading.excepthook``: ``Exception in thread Thread-1 (handle_client):``)
-TRACEBACK_HEADS = (b"Traceback (most recent call last)", b"Exception in thread ")
+TRACEBACK_HEADS = (b"Traceback (most recent call last)", b"Exception in thread ",
+                   SEGFAULT_BANNER)  # (apache-tvm-ffi's, its native frames after it: ``envelope.SEGFAULT_BANNER``)
 #: the banner CPython's multiprocessing prints when a process's target raises (``process.py``, ``_bootstrap``:
 #: ``Process EngineCore_DP0:``, then the traceback; the process exits with code 1): a traceback's first line
 MP_BANNER = re.compile(rb"Process [\w.-]{1,64}:[ \t]*")
