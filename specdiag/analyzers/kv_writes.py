@@ -2,19 +2,48 @@
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
-from specdiag.events import Event
+from specdiag.events import CATALOG_EVENT, Event, entry_of
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 #: what each line is, for the summary
 LABELS = {"X4": "remote put task failure(s)", "X9": "batched put error(s)", "X6": "Mooncake batch_put_from failure(s)",
-          "G_MOONCAKE_PUT": "Mooncake client put failure(s)", "X10": "file write failure(s)"}
+          "G_MOONCAKE_PUT": "Mooncake client put failure(s)", "X10": "file write failure(s)",
+          CATALOG_EVENT: "other catalogued write failure(s)"}
+#: a catalogued storage-backend error (the catalog's ``backend-io`` family) is a write's when its format names a
+#: write and no read (``Failed to upload %s to S3: %s``, ``BigtableL2Adapter store failed: %s``, ``eic mset %s
+#: failed``; not ``Failed to download …``, ``batched_get``, ``lookup``)
+_WRITE = re.compile(r"(?i)(?:\b|_)(?:put|mset|set|store|upload|write|save|persist|flush)(?:\b|_|s\b|ed\b)")
+_PLACEHOLDER = re.compile(r"%[-#0-9.]{0,8}[sdirfgxe]")
+_READ = re.compile(r"(?i)(?:\b|_)(?:get|mget|load|download|read|lookup|exists|contains|delete|retrieve|fetch|releasing"
+                   r"|closing)"
+                   r"(?:\b|_|s\b|ed\b)")
+
+
+def _with_last_value(fmt: str, msg: str) -> str:
+    """A catalogued message as its format with only the last placeholder's text filled in (``Failed to upload … to
+    S3: AWS_ERROR_S3_INVALID_RESPONSE_STATUS: …``): the reason, without the keys that make each line differ."""
+    from specdiag.catalog.pattern import compile_fmt, values
+
+    got = values(compile_fmt(fmt), msg.strip())
+    if not got:
+        return fmt.strip()
+    parts = _PLACEHOLDER.split(fmt.strip())
+    return "…".join(parts[:-1]) + got[-1] + parts[-1] if len(parts) == len(got) + 1 else fmt.strip()
+
+
+def catalogued_write_failure(entry) -> bool:
+    """Whether a catalog entry is an LMCache storage backend's failed write, at ERROR or worse."""
+    fmt = entry.fmt or ""
+    return (entry.project == "lmcache" and entry.family == "backend-io" and entry.level in ("ERROR", "CRITICAL")
+            and _WRITE.search(fmt) is not None and _READ.search(fmt) is None)
 
 
 @register
@@ -24,7 +53,10 @@ class BackendWriteErrors(Rule):
     Detects: the remote backend's ``Put task failed for key …``, a connector's ``batched put error: …``,
     Mooncake's ``batch_put_from failed`` and, from Mooncake's own C++ client in the worker (glog lines),
     ``Put operation failed with error: …`` / ``Failed to end put operation: …``, and a file connector's
-    ``Failed to write file <path>: <error>`` (the fs connector, 3FS).
+    ``Failed to write file <path>: <error>`` (the fs connector, 3FS); and every other message the catalog files
+    under storage-backend I/O at ERROR whose format names a write and no read (66 across LMCache's releases: S3's
+    ``Failed to upload %s to S3: %s``, Azure's, Valkey's ``Fail to put data``, GDS's, the L2 adapters' store
+    failures), each quoted as its format with the last value, the reason, filled in.
 
     Why it matters: a chunk whose write failed is not in the store, so every later lookup of it there misses:
     another instance never reuses it, and once the local tier evicts it the prompt is recomputed. Nothing
@@ -55,10 +87,18 @@ class BackendWriteErrors(Rule):
         self.counts: Counter[str] = Counter()
         self.errors: Counter[str] = Counter()
         self.first: list[Event] = []
+        self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:
         if ev.id == "X6" and ev.f.get("op") != "batch_put_from":
             return  # a read: KV013's
+        if ev.id == CATALOG_EVENT:
+            entry = entry_of(ev)
+            if entry is None or not catalogued_write_failure(entry):
+                return
+            if entry.fmt not in self.claims and len(self.claims) < 20:
+                self.claims = (*self.claims, entry.fmt)
+            ev = Event(CATALOG_EVENT, ev.rec, {"error": _with_last_value(entry.fmt, ev.rec.msg)})
         self.counts[ev.id] += 1
         err = (ev.f.get("error") or "").strip()[:120]
         if err and (err in self.errors or len(self.errors) < 20):

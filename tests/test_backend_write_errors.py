@@ -1,0 +1,44 @@
+"""KV016 over the catalog: every storage backend's failed write that LMCache can print, not only the messages
+written by hand. The excerpt under ``real_kv/`` is from LMCache #3376 (S3 to MinIO, HTTP 400)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pasted import findings_by_rule as _by_rule
+
+from specdiag.analyzers.kv_writes import catalogued_write_failure
+from specdiag.catalog import catalog
+
+HERE = Path(__file__).resolve().parent / "real_kv"
+
+
+def test_an_s3_upload_failure_is_a_failed_write_quoting_its_reason_not_its_key():
+    """The ERROR line ``Failed to upload <key> to S3: AWS_ERROR_S3_INVALID_RESPONSE_STATUS: …`` was counted in a
+    LOG001 warning about the traceback beside it: no rule said that the chunks were not stored."""
+    kv = _by_rule(HERE / "s3-upload-failed-400.log")["KV016"]
+    assert kv.measurements["failed_writes"] == 1
+    assert list(kv.measurements["errors"]) == [
+        "Failed to upload … to S3: AWS_ERROR_S3_INVALID_RESPONSE_STATUS: Invalid response status from request"]
+    assert kv.causes[0].id == "backend-write-failure"
+
+
+@pytest.mark.parametrize(("fmt", "module", "write"), [
+    ("Failed to upload %s to S3: %s", "lmcache/v1/storage_backend/connector/s3_connector.py", True),
+    ("Failed to upload %s to Azure: %s", "lmcache/v1/storage_backend/connector/azure_connector.py", True),
+    ("Fail to put data: %s", "lmcache/v1/storage_backend/connector/valkey_connector.py", True),
+    ("Failed to download %s from Azure: %s", "lmcache/v1/storage_backend/connector/azure_connector.py", False),
+    ("Bigtable NotFound in batched_get: %s", "lmcache/v1/storage_backend/connector/bigtable_connector.py", False),
+    ("Serde wrapper: error releasing write-locked leftover temps", "lmcache/v1/distributed/l2_adapters/serde_wrapper.py",
+     False)])
+def test_the_catalogs_backend_errors_are_writes_by_their_format(fmt, module, write):
+    entries = [e for e in catalog().entries if e.fmt == fmt and e.module.endswith(module.split("/", 1)[1])]
+    assert entries, fmt
+    assert {catalogued_write_failure(e) for e in entries} == {write}
+
+
+def test_no_catalogued_write_failure_is_a_read_or_another_familys():
+    writes = [e for e in catalog().entries if catalogued_write_failure(e)]
+    assert len(writes) >= 40
+    assert all(e.project == "lmcache" and e.family == "backend-io" and e.level in ("ERROR", "CRITICAL") for e in writes)
