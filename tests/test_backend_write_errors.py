@@ -42,3 +42,13 @@ def test_no_catalogued_write_failure_is_a_read_or_another_familys():
     writes = [e for e in catalog().entries if catalogued_write_failure(e)]
     assert len(writes) >= 40
     assert all(e.project == "lmcache" and e.family == "backend-io" and e.level in ("ERROR", "CRITICAL") for e in writes)
+
+
+def test_no_rule_takes_catalog_events_by_id_which_would_keep_every_quiet_record_read():
+    """A rule with the catalog's event id in ``events`` wants every DEBUG/INFO record the catalog knows: the
+    engine then learns no quiet place (``engine._learn_quiet``) and reads the noise log's records line by line.
+    Rules take catalogued warnings and errors through ``levels`` (KV016's writes, KV020, LOG001)."""
+    from specdiag.analyzers.base import all_rules
+    from specdiag.events import CATALOG_EVENT
+
+    assert [code for code, rule in all_rules().items() if CATALOG_EVENT in rule.events] == []

@@ -235,3 +235,15 @@ def test_the_rows_printing_at_a_place_are_found_from_the_line_lists_as_from_the_
             assert fast._rows_at(base, line) == want, (base, line)
     assert sum(e is not None for e in fast._built) == 0  # nothing decoded to find them
     assert [e.id for e in fast.at("cache_engine.py", 985)] != []
+
+
+def test_a_line_without_its_place_is_never_a_benchmark_tools_by_text(cat):
+    """LMCache #651: 'Error in LMCache lookup server: …' (a release before the catalog) was said to be printed by
+    ``tools/controller_benchmark/benchmark.py`` ('Error in %s: %s'); with that place given it still is."""
+    msg = "Error in LMCache lookup server: unpack requires a buffer of 32 bytes"
+    assert cat.match(msg, project="lmcache") is None
+    tool = [e for e in cat.entries if e.module == "tools/controller_benchmark/benchmark.py" and e.fmt == "Error in %s: %s"]
+    assert tool
+    line = tool[0].runs[-1]  # (first release, last release, line) triples, flat
+    here = cat.match(msg, project="lmcache", file="tools/controller_benchmark/benchmark.py", line=line)
+    assert here is not None and here.module == "tools/controller_benchmark/benchmark.py"
