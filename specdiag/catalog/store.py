@@ -26,9 +26,10 @@ MIN_LITERAL = 4  # non-space characters a format's longest literal needs before 
 #: literal characters (a row's weight) a format needs before a line printed at a file no catalogued release has
 #: is taken for its message (moved there in a newer build): ``Failed to load %s`` fits too many other lines
 ELSEWHERE_MIN_WEIGHT = 24
-#: the modules of a source tree that no serving process runs (LMCache's ``tools/controller_benchmark``, the
-#: benchmarks' datasets): a line whose place is not known is never taken for theirs by its text (``Error in %s:
-#: %s`` of the controller benchmark fitted a lookup server's error of a release before the catalog, LMCache #651)
+#: the modules of a source tree that no serving process runs (LMCache's ``tools/controller_benchmark``; vLLM's
+#: ``benchmarks/`` is its ``vllm bench`` command, whose lines users do paste): a line whose place is not known is never
+#: taken for theirs by its text (``Error in %s: %s`` of the controller benchmark fitted a lookup server's error of a
+#: release before the catalog, LMCache #651)
 NOT_SERVING = ("tools/",)
 PROJECTS = {"lmc": "lmcache", "vll": "vllm"}
 
