@@ -15,6 +15,7 @@ from specdiag.analyzers import (  # noqa: F401
     kv_hits,
     kv_load_failure,
     kv_mp,
+    kv_mp_protocol,
     kv_precursors,
     kv_pressure,
     kv_shortfall,

@@ -211,6 +211,18 @@ _ROWS = [
        "load frames",
        "vLLM 0.6.0+",
        ("distributed/device_communicators/shm_broadcast.py", "vLLM PR #25566")),
+    _c("lmcache-mp-protocol-mismatch",
+       "In multiprocess mode vLLM's LMCache connector (LMCacheMPConnector) sends each lookup, store and retrieve to "
+       "the lmcache server as a typed request; the server's message queue runs the handler its modules registered for "
+       "that type, and logs 'No handler registered for request type …' (or that the handler takes other arguments) "
+       "when none fits: the connector was built against another protocol than the server's (another LMCache version "
+       "on one side), or the server was started without the module that serves the request (CacheBlend's).",
+       "Install the same LMCache version in the vLLM image and in the lmcache server, and start the server with the "
+       "modules the connector uses (for CacheBlend, the engine type the connector's version expects).",
+       "pip show lmcache in both environments; the server's 'Available handlers' line against the type requested",
+       "LMCache 0.4.0+ (multiprocess mode)",
+       ("v1/multiprocess/mq.py (MessageQueueServer: handlers by request type)", "v1/multiprocess/transport/zmq_impl/mq.py",
+        "LMCache issue #4267")),
     _c("connector-library-missing",
        "A vLLM KV connector imports its transport library when it is created (NIXL's nixl._api for NixlConnector, "
        "mooncake for the Mooncake connector); when the package is not installed, or not built for this platform (a "

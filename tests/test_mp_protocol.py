@@ -1,0 +1,41 @@
+"""KV021: LMCache's multiprocess server refusing its client's requests is a protocol mismatch, not an unexplained
+line. The excerpt under ``real_kv/`` is the server's side of LMCache #4267 (CacheBlend in multiprocess mode)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pasted import findings_by_rule as _by_rule
+from pasted import write_paste as _write
+
+from specdiag.analyzers.kv_mp_protocol import MQ_MODULES, rejection
+from specdiag.catalog import catalog
+
+HERE = Path(__file__).resolve().parent / "real_kv"
+
+
+def test_a_request_type_the_server_has_no_handler_for_names_the_version_it_serves():
+    """It was a LOG001 warning ('read lmcache v1/multiprocess/mq.py:482'), exit 0, while every CacheBlend lookup
+    failed: the server lists CB_LOOKUP_PRE_COMPUTED_V2 among its handlers, the client asked for the old type."""
+    found = _by_rule(HERE / "mp-server-no-handler-cb-lookup.log")
+    kv = found["KV021"]
+    assert kv.severity == "error" and kv.causes[0].id == "lmcache-mp-protocol-mismatch"
+    assert kv.measurements["refused"] == {"CB_LOOKUP_PRE_COMPUTED": 1}
+    assert kv.measurements["served_instead"] == ["CB_LOOKUP_PRE_COMPUTED_V2"]
+    assert kv.measurements["handlers_listed"] == 18
+    assert "LOG001" not in found  # both lines, the refusal and the list of handlers, are the finding's
+
+
+def test_the_handler_list_alone_or_a_handlers_own_exception_is_no_mismatch(tmp_path):
+    lines = ["[2026-07-28 09:55:19,380] LMCache ERROR: Available handlers: [<RequestType.STORE: 3>] "
+             "(mq.py:485:lmcache.v1.multiprocess.mq)",
+             "[2026-07-28 09:55:20,380] LMCache ERROR: Error in blocking handler: boom "
+             "(mq.py:444:lmcache.v1.multiprocess.mq)"]
+    assert "KV021" not in _by_rule(_write(tmp_path, lines))
+
+
+def test_every_catalogued_refusal_of_both_message_queues_is_read():
+    found = [e for e in catalog().entries if rejection(e)]
+    assert {e.module for e in found} == set(MQ_MODULES)
+    assert {e.fmt.split(" %s")[0] for e in found} >= {"No handler registered for request type",
+                                                      "No handler registered for operation", "Available handlers:"}
