@@ -103,9 +103,9 @@ def test_the_compiled_scanner_spells_no_literal_and_names_only_what_the_header_d
 def _header_of_setup() -> str:
     """The header ``setup.py`` writes from ``wording.py`` (its ``wording_header``, run without ``setup()``)."""
     tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
-    fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "wording_header")
+    fns = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in ("wording_header", "_c_string")]
     scope: dict = {"ast": ast}
-    exec(compile(ast.Module([fn], []), "setup.py", "exec"), scope)  # noqa: S102 - our own build script's function
+    exec(compile(ast.Module(fns, []), "setup.py", "exec"), scope)  # noqa: S102 - our own build script's functions
     return scope["wording_header"]((ROOT / "specdiag/catalog/wording.py").read_text(encoding="utf-8"))
 
 
@@ -115,6 +115,9 @@ def test_the_generated_header_holds_every_literal_and_is_not_stale() -> None:
         value = getattr(wording, name)
         assert value.isascii() and value.isprintable(), name  # what the header's escaping covers
         assert f'#define W_{name} "{value}"' in header.replace('\\"', '"').replace("\\\\", "\\")
+    for name in (n for n in vars(wording) if n.isupper() and isinstance(getattr(wording, n), tuple)):
+        items = ", ".join(f'"{v}"' for v in getattr(wording, name))
+        assert f"#define W_{name} {items}" in header.replace('\\"', '"').replace("\\\\", "\\"), name
     built = ROOT / "specdiag/ingest/_wording.h"
     if built.exists():  # a build from this tree: the compiled scanner read these literals
         assert built.read_text(encoding="utf-8") == header
@@ -193,3 +196,15 @@ def test_a_stats_line_of_either_kv_device_is_read_by_every_scanner():
             results.append(scan.scan_block_c(line, 0))
         assert all(r == results[0] for r in results)
         assert list(results[0].columns["stats"]["kv_dev"]) == [i], dev
+
+
+def test_every_word_that_keeps_a_raw_text_line_is_an_anchor_the_prefilter_reads_it_for() -> None:
+    """The reader keeps a line of raw text holding one of ``KEPT_TEXT_WORDS`` (``records``); the prefilter must
+    read such a line, which it does for any of its anchors: both copies take them from one tuple."""
+    from specdiag.ingest import prefilter
+
+    assert set(wording.KEPT_TEXT_WORDS) <= set(wording.PREFILTER_ANCHORS)
+    assert prefilter.ANCHORS == tuple(a.encode() for a in wording.PREFILTER_ANCHORS)
+    assert len(wording.PREFILTER_ANCHORS) <= 32  # the compiled copy's bitmask of anchors per first byte
+    for word in wording.KEPT_TEXT_WORDS:
+        assert prefilter.inert_kind(b"x " + word.encode() + b" y", 0) != prefilter.INERT

@@ -89,6 +89,18 @@ SPEC_PER_POSITION = "Per-position acceptance rate"
 SPEC_AVG_RATE = "Avg Draft acceptance rate"
 SPEC_RATE = "Draft acceptance rate"
 
+# ---- what makes the prefilter read a line that no other test of its keeps: any of these anywhere in it (a process
+# prefix, a traceback's lines, an exception, StopIteration and StopAsyncIteration by their ``Iteration``, a version
+# line, a JSON or kubectl or journald wrapper, CUDACHECK's exit, pydantic's reason, apache-tvm-ffi's segfault
+# banner). Both copies read this one tuple: ``prefilter.ANCHORS`` and ``_prefilter.c`` (``W_PREFILTER_ANCHORS``)
+PREFILTER_ANCHORS = ("LMCache", "lmcache", "vllm", "vLLM", "VLLM", "pid=", "Traceback", 'File "', "Error", "Exception",
+                     "Exit", "Interrupt", "During handling", "The above exception", "version", '"log"', '"levelname"',
+                     "[pod/", "]: ", "Iteration", "Cuda error", "Value error, ", "Assertion error, ",
+                     "Segfault encountered")
+# ---- a line of raw text (no envelope) that the reader keeps for any of these words in it (``records``: besides
+# exception lines, LMCache's banner and version lines); each is one of PREFILTER_ANCHORS (a test holds it)
+KEPT_TEXT_WORDS = ("Error", "Cuda error", "Value error, ", "Assertion error, ")
+
 
 class _Forms:
     """Every literal above in one other form, by name (``BYTES.STORED == b"Stored "``)."""
@@ -97,6 +109,8 @@ class _Forms:
         for name, value in source.items():
             if name.isupper() and isinstance(value, str):
                 setattr(self, name, form(value))
+            elif name.isupper() and isinstance(value, tuple):
+                setattr(self, name, tuple(form(v) for v in value))
 
     def __getattr__(self, name: str) -> Any:  # for type checkers: every literal has its form here
         raise AttributeError(name)

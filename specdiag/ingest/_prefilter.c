@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "_wording.h"
+
 /* SSE2 (every x86-64): the printable test and the anchor search read 16 bytes a step; elsewhere, and with
    -DSPECDIAG_SCAN_PORTABLE, the same tests run a byte at a time (the portable-build test compares them). */
 #if defined(__SSE2__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SPECDIAG_SCAN_PORTABLE)
@@ -45,12 +47,7 @@ typedef unsigned char u8;
 #define MAX_DEPTH 6
 #define MAX_PID_DIGITS 18
 
-static const char *const anchors[] = {
-    "LMCache", "lmcache", "vllm", "vLLM", "VLLM", "pid=", "Traceback", "File \"", "Error",
-    "Exception", "Exit", "Interrupt", "During handling", "The above exception", "version",
-    "\"log\"", "\"levelname\"", "[pod/", "]: ", "Iteration", "Cuda error", "Value error, ",
-    "Assertion error, ", "Segfault encountered",
-};
+static const char *const anchors[] = {W_PREFILTER_ANCHORS}; /* catalog/wording.py, through _wording.h */
 #define N_ANCHORS (sizeof(anchors) / sizeof(anchors[0]))
 static size_t anchor_len[N_ANCHORS];
 /* for each byte, the anchors that start with it (a bit each) */

@@ -41,6 +41,7 @@ from itertools import repeat
 from typing import NamedTuple
 
 from specdiag.catalog.store import TEXT_CANDIDATE_LEVELS, candidate_key
+from specdiag.catalog.wording import BYTES
 from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.envelope import FATAL_PYTHON
 from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS, bracket_time
@@ -74,12 +75,7 @@ MAX_QUIET_LINE = 64 * 1024
 #: literals that, anywhere in a line, may make it something: a vLLM / LMCache envelope, logger name or banner,
 #: a process prefix, a traceback's lines, an exception (``StopIteration`` and ``StopAsyncIteration`` by their
 #: ``Iteration``), a version line, a JSON or kubectl or journald wrapper
-ANCHORS: tuple[bytes, ...] = (
-    b"LMCache", b"lmcache", b"vllm", b"vLLM", b"VLLM", b"pid=", b"Traceback", b'File "', b"Error",
-    b"Exception", b"Exit", b"Interrupt", b"During handling", b"The above exception", b"version",
-    b'"log"', b'"levelname"', b"[pod/", b"]: ", b"Iteration", b"Cuda error", b"Value error, ",
-    b"Assertion error, ", b"Segfault encountered",
-)
+ANCHORS: tuple[bytes, ...] = BYTES.PREFILTER_ANCHORS  # one tuple for both copies (``catalog/wording.py``)
 #: the whole header of another program's line: NCCL's ``host:pid:tid [rank] NCCL INFO``, Python logging's
 #: default ``2026-05-06 08:01:35,123 - name - LEVEL - ``, glog's ``I0506 08:01:35.123456  77 file.cc:12]``,
 #: a ``warnings`` line ``/path/x.py:128: UserWarning:``. A terminal's cut rest of a vLLM message that starts

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from functools import partial
 
+from specdiag.catalog.wording import BYTES
 from specdiag.ingest.ahead import is_flood, scan_ahead
 from specdiag.ingest.blocks import counted, plain_block, prefilter_state, scanned_block
 from specdiag.ingest.cleaner import Cleaner
@@ -499,8 +500,7 @@ class LineReader:
             return
         # raw text: keep only what may matter (exceptions, banners, versions)
         exc = EXC_LINE.match(line)
-        if (exc or b"Error" in line or b"LMCache v" in line or b"version" in line[:80] or b"Cuda error" in line
-                or b"Value error, " in line or b"Assertion error, " in line):  # pydantic's reason under its header
+        if exc or b"LMCache v" in line or b"version" in line[:80] or any(w in line for w in BYTES.KEPT_TEXT_WORDS):
             self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
                                    None, line))
         elif line[:4] == b"vllm" and b": error: " in line[:40]:  # argparse's exit: ``vllm serve: error: argument …``
