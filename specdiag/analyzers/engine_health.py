@@ -1,4 +1,4 @@
-"""SRV001 / SRV002 — serving health: engine death with its first root error; KV cache saturation."""
+"""SRV001 — the engine died: its first root error, not the cascade (tables in ``engine_death_tables``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,29 @@ from itertools import compress, repeat
 from operator import eq
 
 from specdiag.analyzers.base import Rule, register
-from specdiag.analyzers.causes import CATALOG
-from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
+from specdiag.analyzers.engine_death_tables import (
+    CASCADE,
+    CAUSE_FIX,
+    EXIT_SEEN_FROM_OUTSIDE,
+    FATAL_FRAMES,
+    HARD,
+    HEADER_TEXT,
+    HEADERS,
+    KV_CHECK_FRAMES,
+    MEMORY_CLASSES,
+    ROOT_CLASSES,
+    ROOTS,
+    SOFT,
+    START_CODE,
+    START_CONFIRM,
+    START_FAILURES,
+    START_FRAMES,
+    START_WORDS,
+    TB_ROWS,
+    TRACEBACK_HEADERS,
+    WORKER_DEATHS,
+)
+from specdiag.analyzers.sd_common import dedupe_evidence, method_of
 from specdiag.context import Context
 from specdiag.events import (
     CATALOG_EVENT,
@@ -25,68 +46,6 @@ from specdiag.findings import Cause, CauseBoard, Evidence, Finding, evidence_of,
 from specdiag.observe import RunState
 from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
 
-#: the lines that prove a worker process died outside Python's reach (events/ray.py, events/text.py): Ray's
-#: terminate handler aborts after an exception nothing caught, the failure-signal handler (Ray's, or CPython's
-#: faulthandler) re-raises the signal, the raylet saw the process exit. Neither vLLM executor replaces a worker,
-#: so the engine fails at the next step that needs it. Per id: what it reports (for the summary) and the root
-#: class it gives (None: classified by its text, as an exception is)
-WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
-    "R_UNHANDLED": ("a C++ exception nothing caught", None),
-    "R_FATAL_SIGNAL": ("a fatal signal", "native-crash"),
-    "E_FATAL_PYTHON": ("Fatal Python error", "native-crash"),
-    "E_SEGFAULT_TVM": ("a segmentation fault (apache-tvm-ffi's handler printed the native stack)", "native-crash"),
-    "R_WORKER_DIED": ("the raylet: a worker died or was killed", "process-killed"),
-    "R_ACTOR_DEAD": ("Ray: the actor's worker process died", "process-killed"),
-    "R_ACTOR_DEAD_RAW": ("Ray: the actor's worker process died", "process-killed"),
-    "T_NCCL_TIMEOUT": ("torch's NCCL watchdog: a collective timed out", "nccl-timeout"),
-    "T_NCCL_TAKEDOWN": ("torch's NCCL watchdog took the process down", "nccl-timeout"),
-    "V_WORKER_PID_DIED": ("V0's worker monitor: a worker process exited", None),
-    "R_SERVE_REPLICA_FAILED": ("Ray Serve stopped an LLM replica whose start raised", None),
-}
-#: those Ray reports from outside the dead process: it saw the exit, not why
-EXIT_SEEN_FROM_OUTSIDE = frozenset(t for t, (_what, cls) in WORKER_DEATHS.items() if cls == "process-killed")
-#: exceptions that are consequences of an engine death, never its root
-CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine core initialization failed",
-           "BrokenPipeError", "ConnectionResetError", "EOFError", "SystemExit", "KeyboardInterrupt",
-           "ClosedResourceError", "ZMQError", "RemoteProtocolError",
-           # a Ray actor (a vLLM worker under the Ray executor) that died: the engine's side of the death
-           "ActorDiedError", "RayActorError", "The actor died unexpectedly", "RayChannelError",
-           # wrappers that point at another process's traceback: V0's API server, V1's worker start
-           "Engine process failed to start", "WorkerProc initialization failed")
-HARD = frozenset({"V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
-                  "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
-                  "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(WORKER_DEATHS)
-#: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
-#: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
-#: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler
-FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_step", "execute_model_with_error_logging",
-                          "worker_busy_loop", "worker_main", "output_handler"})
-#: functions vLLM runs only while the engine starts (v1/engine/core.py, v1/executor/*, v1/worker/*, V0's
-#: executor and worker; 0.6–0.32): a traceback through one is a failure to start, before any request
-START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_device", "load_model",
-                          "determine_available_memory", "profile_run", "initialize_from_config", "capture_model",
-                          "initialize_cache", "wait_for_ready", "_init_workers_ray", "check_enough_kv_cache_memory",
-                          "init_worker_distributed_environment", "_check_enough_kv_cache_memory",
-                          "from_engine_args", "from_vllm_config", "make_async_mp_client", "make_client",
-                          "build_async_engine_client", "build_async_engine_client_from_engine_args",
-                          "wait_for_engine_startup", "_wait_for_engine_startup",
-                          "compile_or_warm_up_model", "_dummy_sampler_run", "init_worker"})
-# (from_engine_args / from_vllm_config: V0's MQLLMEngine or V1's AsyncLLM / LLMEngine built at start; make_*client:
-# the API server's client of the engine core, made once, when it starts the core; build_async_engine_client*: the
-# API server's context manager around all of that, entered once before it serves; *wait_for_engine_startup: the
-# client waiting for the engine cores' start-up handshake, v1/engine/utils.py and core_client.py)
-#: vLLM's KV-cache size checks (v1/core/kv_cache_utils.py): they raise only 'No available memory for the cache
-#: blocks' or 'To serve at least one request with the model's max seq len …'
-KV_CHECK_FRAMES = ("check_enough_kv_cache_memory", "_check_enough_kv_cache_memory")
-#: the code line of V1's ``run_engine_core`` that builds the engine core (0.8–0.32): a traceback through it
-#: failed while the core was being built
-START_CODE = {b"engine_core = EngineCoreProc(": "EngineCoreProc.__init__",
-              b"engine_core = DPEngineCoreProc(": "EngineCoreProc.__init__",
-              b"= EngineCoreProc(*args": "EngineCoreProc.__init__",
-              # the API server entering its engine client (entrypoints/openai/api_server.py run_server_worker, 0.9+)
-              b"async with build_async_engine_client(": "build_async_engine_client",
-              # a CUDA graph being captured (compilation/cuda_graph.py): V1 captures them while it starts (capture_model)
-              b"with torch.cuda.graph(": "CUDA graph capture"}
 _FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
 #: numpy's error when a list of per-layer pointers is longer than the array LMCache sized for them
 _MORE_CACHES = re.compile(r"could not broadcast input array from shape \((\d{1,6}),\) into shape \((\d{1,6}),\)")
@@ -104,91 +63,6 @@ _ORIGINAL = re.compile(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>[
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
                        re.M)
-SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
-#: lines that say the engine or a worker failed to start (``V_CORE_FAILED``: "EngineCore failed to start")
-START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED", "R_SERVE_REPLICA_FAILED"})
-START_WORDS = ("Engine process failed to start", "WorkerProc initialization failed", "Engine core initialization failed")
-#: the experiment of a cause when the engine died while starting (no request to rerun)
-START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
-#: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory)
-MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory")
-#: the lines that announce a death themselves; without one, a death seen only in the crash dump and the
-#: fatal traceback body is inferred (the excerpt was cut above its header)
-HEADERS = frozenset({"V_CORE_FATAL", "V_WORKER_EXC_V0", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED",
-                     "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"})
-HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc … died unexpectedly' header"
-#: the header lines whose logging call prints the traceback under them: a frame printed at the place where
-#: the catalog says vLLM prints one of these is that call's traceback, so the death is inferred from it
-TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
-                     "V_WORKER_START_FAILED")
-ROOTS = frozenset({"E_CUDACHECK", "E_SEGFAULT_TVM", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
-                   "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",
-                   "T_NCCL_TIMEOUT"})
-
-CAUSE_FIX = {
-    "cuda-oom": ("Lower --gpu-memory-utilization headroom use: reduce --max-num-seqs / --max-num-batched-tokens / "
-                 "--max-model-len, or use more GPUs (TP).",
-                 "specdiag repro --toggle num_gpu_blocks=off,36"),
-    "kv-cache-memory": ("Not enough memory left for the KV cache: raise --gpu-memory-utilization, lower --max-model-len, "
-                        "or add GPUs; with a draft model remember it takes weights and KV too.",
-                        "specdiag repro --toggle max_model_len=2048,4096"),
-    "lmcache-draft-layers": ("LMCache sized its per-layer KV objects for the target model while vLLM registered the "
-                             "drafter's layers as KV caches too: LMCache 0.5.6 counts draft layers only for EAGLE/MTP, "
-                             "so with method=draft_model its count is short, and older builds counted none (an EAGLE "
-                             "layer too many: 'could not broadcast … from shape (81,) into shape (80,)'). Do not "
-                             "combine such a build with that drafter: use one that counts its layers, or an EAGLE/MTP "
-                             "drafter on LMCache 0.5.6.",
-                             "specdiag repro --toggle spec=off,draft_model"),
-    "spec-unsupported": ("This vLLM build does not support the configured speculative method on this device.",
-                         "specdiag repro --toggle spec=off,ngram"),
-    "lmcache-adapter-assertion": ("LMCache's vLLM adapter found its token accounting out of step with the scheduler "
-                                  "(lookup vs allocation, a preempted request's computed tokens, a request it no longer "
-                                  "tracks) and asserted: an LMCache/vLLM version pair the adapter does not support, or "
-                                  "an adapter bug. Run an LMCache release built for this vLLM version; until then "
-                                  "disable the KV connector for the affected deployment.",
-                                  "rerun the request with LMCACHE_LOG_LEVEL=DEBUG and compare its 'Reqid: …' lines "
-                                  "with the asserted numbers"),
-    "import-error": ("A package version mismatch (vLLM / LMCache / torch): install matching versions.",
-                     "python -c 'import vllm, lmcache' in the serving environment"),
-    "process-killed": ("A process died without a Python exception: look for the kernel OOM killer (dmesg), "
-                       "container memory limits or a SIGKILL from the orchestrator.",
-                       "check `dmesg | grep -i oom` / the pod's last state (OOMKilled, exit code 137)"),
-    "native-crash": ("A worker crashed in native code: a C++ exception nothing caught (Ray's 'Unhandled exception: "
-                     "… what(): …', after which it aborts) or a fatal signal (SIGSEGV, SIGABRT, SIGBUS, SIGILL, SIGFPE). "
-                     "A CUDA error named there ('an illegal memory access was encountered') is reported asynchronously: "
-                     "the kernel that faulted ran before the call that reports it. Rerun the failing load with "
-                     "CUDA_LAUNCH_BLOCKING=1 to find the kernel, and check that the vLLM, torch, CUDA driver and "
-                     "attention-kernel builds are a supported set.",
-                     "grep -n -B40 -A30 -E 'received at time=|Unhandled exception' <full log> (the dead worker's own "
-                     "lines and stack, its pid in the prefix)"),
-    "nccl-timeout": ("A collective (its type and sequence number in the line) did not complete within the process "
-                     "group's timeout on this rank, so torch's NCCL watchdog took the process down "
-                     "(ProcessGroupNCCL.cpp, WorkNCCL::checkTimeout; 'To avoid data inconsistency, we are taking the "
-                     "entire process down'). The rank that timed out waited for a peer: another rank stopped joining "
-                     "collectives (it hung, crashed, or is stuck in a long kernel) or the interconnect failed. Among a "
-                     "group's first collectives it is the communication set-up (P2P/NVLink, driver and NCCL versions; "
-                     "NCCL_P2P_DISABLE=1 tests the P2P path); after many, a hang while serving: read every rank's "
-                     "last lines before the timeout.",
-                     "rerun with NCCL_DEBUG=INFO and compare each rank's last collective (SeqNum) before the timeout"),
-    # the engine core's RPC to its workers (v1/executor/multiproc_executor.py: 'RPC call to execute_model timed out.')
-    # waited longer than its timeout: the worker is stuck, as SRV003's shared-memory waits say (one text for both)
-    "worker-hang": (CATALOG["worker-hang"].fix, CATALOG["worker-hang"].confirm),
-    "worker-exception": ("Fix the exception raised in the engine/worker (the first error above, not the "
-                         "EngineDeadError cascade).", "rerun the failing request with VLLM_LOGGING_LEVEL=DEBUG"),
-    "cause-not-in-excerpt": ("The lines given show that the engine died, not why. vLLM prints the traceback that killed "
-                             "it right after 'EngineCore encountered a fatal error', 'EngineCore failed to start' or "
-                             "'WorkerProc hit an exception' (logger.exception), ending in the exception line; a worker's "
-                             "own traceback comes before the engine core's. Collect from the first death line to the end "
-                             "of its traceback, and the lines before it from every vLLM process, at log level INFO or "
-                             "lower (VLLM_LOGGING_LEVEL=INFO), and dmesg / the container's exit reason for a kill.",
-                             "grep -n -B50 -A200 -m1 -E 'EngineCore encountered a fatal error|EngineCore failed to start|"
-                             "Dumping input data|WorkerProc hit an exception|died unexpectedly' <full log>"),
-}
-#: the rows of a traceback printed through logger.exception under the vLLM header: a frame, another row
-TB_ROWS = ("V_TB_FRAME", "V_TB_CODE")
-#: the causes a root error can be classified as (all but the "not in the excerpt" placeholder)
-ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
-
 
 def _caret_row_before(first: tuple, key: tuple) -> bool:
     """Whether ``first`` is a traceback's caret row (``^^^^``: an excerpt that starts on one) and ``key`` a later row
@@ -934,77 +808,3 @@ class EngineDeath(Rule):
                 b.oppose(cls, 1, "the excerpt does not show the worker's earlier lines: its own error may precede them")
                 cap = {cls: 0.6}
         return b.ranked(ceiling=0.9, cap=cap)
-
-
-@register
-class KvCacheSaturation(SpecSeriesRule):
-    """The KV cache ran full while the waiting queue grew and requests were preempted.
-
-    Detects: stats intervals with ``KV cache usage`` ≥ ``min_usage`` (GPU, or CPU on vLLM's CPU backend)
-    in which the waiting queue grows or the cumulative ``Preemptions`` counter rises (0.11.2+).
-
-    Why it matters: preempted requests are recomputed (or resumed without drafter state, which also
-    hurts spec-decode acceptance); queues grow and latency explodes while throughput stays flat.
-
-    Causes weighed: ``kv-cache-undersized`` (too little memory for the KV cache for this load),
-    ``long-context-burst`` (a burst of long prompts), ``draft-kv-overhead`` (a draft model's KV shares the
-    block pool).
-
-    Fix: more KV memory (``--gpu-memory-utilization``, more GPUs, a KV offload tier), fewer concurrent
-    sequences (``--max-num-seqs``), shorter ``--max-model-len``.
-
-    References: vLLM ``v1/metrics/loggers.py`` (0.32.0 :335); reference ``log-formats.md`` §5, §8.
-    """
-
-    code = "SRV002"
-    name = "kv-cache-saturation"
-    title = "KV cache saturated: waiting queue grew and requests were preempted"
-    severity = "warning"
-    family = "SRV"
-    cause_ids = ("kv-cache-undersized", "long-context-burst", "draft-kv-overhead")
-    defaults = {"min_usage": 0.95, "min_intervals": 3, "min_waiting": 4}
-
-    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
-        o = self.options
-        out = []
-        for label, items in self.engines():
-            sat = [iv for iv in items if iv.kv is not None and iv.kv >= o["min_usage"]]
-            if len(sat) < o["min_intervals"]:
-                continue
-            pre = [iv.preempt for iv in items if iv.preempt is not None]
-            pre_total = max(pre) if pre else 0
-            pre_first = next((iv for iv in items if iv.preempt), None)
-            waits = [iv.waiting or 0 for iv in sat]
-            grew = max(waits) >= o["min_waiting"] and waits[-1] >= waits[0]
-            if not (grew or pre_total > 0):
-                continue
-            b = CauseBoard()
-            b.add("kv-cache-undersized", 0.5, fix="Give the KV cache more memory (--gpu-memory-utilization, more GPUs, "
-                  "a KV offload tier) or admit fewer sequences (--max-num-seqs).",
-                  confirm_with="specdiag repro --toggle num_gpu_blocks=off,36")
-            b.add("long-context-burst", 0.3, fix="Cap --max-model-len or route long prompts to a separate pool.",
-                  confirm_with="compare prompt throughput peaks with the saturated intervals (specdiag metrics LOG)")
-            b.add("draft-kv-overhead", 0.1, fix="A draft model's KV shares the pool: budget for it or use a smaller draft.",
-                  confirm_with="specdiag repro --toggle spec=off,draft_model --set num_gpu_blocks=36")
-            if method_of(ctx) == "draft_model":
-                b.support("draft-kv-overhead", 3, "method draft_model registers its layers in the same KV-cache groups")
-            peak_prompt = max((iv.prompt_tps or 0) for iv in sat)
-            avg_prompt = sum((iv.prompt_tps or 0) for iv in items) / max(1, len(items))
-            if avg_prompt and peak_prompt > 3 * avg_prompt:
-                b.support("long-context-burst", 2, f"prompt throughput peaked at {peak_prompt:.0f} tok/s (avg {avg_prompt:.0f})")
-            causes = b.ranked(ceiling=0.8)
-            evs = [ev_of(sat[0], spec=False), ev_of(max(sat, key=lambda iv: iv.waiting or 0), spec=False)]
-            if pre_first is not None:
-                evs.append(ev_of(pre_first, spec=False))
-            out.append(Finding(
-                rule=self.code, severity="warning", title=self.title,
-                summary=(f"{label}: {len(sat)} interval(s) at ≥ {pct(o['min_usage'])} {sat[0].kv_device or 'GPU'} KV cache "
-                         f"usage (peak {pct(max(iv.kv for iv in sat))}); waiting queue up to {max(waits)} requests; "
-                         f"{pre_total} preemption(s) in total."),
-                count=len(sat), evidence=dedupe_evidence(evs), causes=causes,
-                measurements={"engine": label, "saturated_intervals": len(sat), "peak_kv_cache_usage": max(iv.kv for iv in sat),
-                              "peak_waiting": max(waits), "preemptions": pre_total},
-                identity=f"{label}|sat", first_seen=sat[0].t,
-                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
-            ))
-        return out

@@ -1,0 +1,83 @@
+"""SRV002 — the KV cache ran full while the waiting queue grew and requests were preempted."""
+
+from __future__ import annotations
+
+from specdiag.analyzers.base import register
+from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
+from specdiag.context import Context
+from specdiag.findings import CauseBoard, Finding
+from specdiag.observe import RunState
+
+
+@register
+class KvCacheSaturation(SpecSeriesRule):
+    """The KV cache ran full while the waiting queue grew and requests were preempted.
+
+    Detects: stats intervals with ``KV cache usage`` ≥ ``min_usage`` (GPU, or CPU on vLLM's CPU backend)
+    in which the waiting queue grows or the cumulative ``Preemptions`` counter rises (0.11.2+).
+
+    Why it matters: preempted requests are recomputed (or resumed without drafter state, which also
+    hurts spec-decode acceptance); queues grow and latency explodes while throughput stays flat.
+
+    Causes weighed: ``kv-cache-undersized`` (too little memory for the KV cache for this load),
+    ``long-context-burst`` (a burst of long prompts), ``draft-kv-overhead`` (a draft model's KV shares the
+    block pool).
+
+    Fix: more KV memory (``--gpu-memory-utilization``, more GPUs, a KV offload tier), fewer concurrent
+    sequences (``--max-num-seqs``), shorter ``--max-model-len``.
+
+    References: vLLM ``v1/metrics/loggers.py`` (0.32.0 :335); reference ``log-formats.md`` §5, §8.
+    """
+
+    code = "SRV002"
+    name = "kv-cache-saturation"
+    title = "KV cache saturated: waiting queue grew and requests were preempted"
+    severity = "warning"
+    family = "SRV"
+    cause_ids = ("kv-cache-undersized", "long-context-burst", "draft-kv-overhead")
+    defaults = {"min_usage": 0.95, "min_intervals": 3, "min_waiting": 4}
+
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        o = self.options
+        out = []
+        for label, items in self.engines():
+            sat = [iv for iv in items if iv.kv is not None and iv.kv >= o["min_usage"]]
+            if len(sat) < o["min_intervals"]:
+                continue
+            pre = [iv.preempt for iv in items if iv.preempt is not None]
+            pre_total = max(pre) if pre else 0
+            pre_first = next((iv for iv in items if iv.preempt), None)
+            waits = [iv.waiting or 0 for iv in sat]
+            grew = max(waits) >= o["min_waiting"] and waits[-1] >= waits[0]
+            if not (grew or pre_total > 0):
+                continue
+            b = CauseBoard()
+            b.add("kv-cache-undersized", 0.5, fix="Give the KV cache more memory (--gpu-memory-utilization, more GPUs, "
+                  "a KV offload tier) or admit fewer sequences (--max-num-seqs).",
+                  confirm_with="specdiag repro --toggle num_gpu_blocks=off,36")
+            b.add("long-context-burst", 0.3, fix="Cap --max-model-len or route long prompts to a separate pool.",
+                  confirm_with="compare prompt throughput peaks with the saturated intervals (specdiag metrics LOG)")
+            b.add("draft-kv-overhead", 0.1, fix="A draft model's KV shares the pool: budget for it or use a smaller draft.",
+                  confirm_with="specdiag repro --toggle spec=off,draft_model --set num_gpu_blocks=36")
+            if method_of(ctx) == "draft_model":
+                b.support("draft-kv-overhead", 3, "method draft_model registers its layers in the same KV-cache groups")
+            peak_prompt = max((iv.prompt_tps or 0) for iv in sat)
+            avg_prompt = sum((iv.prompt_tps or 0) for iv in items) / max(1, len(items))
+            if avg_prompt and peak_prompt > 3 * avg_prompt:
+                b.support("long-context-burst", 2, f"prompt throughput peaked at {peak_prompt:.0f} tok/s (avg {avg_prompt:.0f})")
+            causes = b.ranked(ceiling=0.8)
+            evs = [ev_of(sat[0], spec=False), ev_of(max(sat, key=lambda iv: iv.waiting or 0), spec=False)]
+            if pre_first is not None:
+                evs.append(ev_of(pre_first, spec=False))
+            out.append(Finding(
+                rule=self.code, severity="warning", title=self.title,
+                summary=(f"{label}: {len(sat)} interval(s) at ≥ {pct(o['min_usage'])} {sat[0].kv_device or 'GPU'} KV cache "
+                         f"usage (peak {pct(max(iv.kv for iv in sat))}); waiting queue up to {max(waits)} requests; "
+                         f"{pre_total} preemption(s) in total."),
+                count=len(sat), evidence=dedupe_evidence(evs), causes=causes,
+                measurements={"engine": label, "saturated_intervals": len(sat), "peak_kv_cache_usage": max(iv.kv for iv in sat),
+                              "peak_waiting": max(waits), "preemptions": pre_total},
+                identity=f"{label}|sat", first_seen=sat[0].t,
+                next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+            ))
+        return out
