@@ -208,9 +208,11 @@ def test_lines_with_an_inner_cr_reach_the_records_path_in_both_scanners(tmp_path
 @pytest.mark.parametrize("piece", [b"\r", b"\rINFO 05-06 ", b"\r(", b"\r[2026-05-06 ", b"\r\x1b[", b"\r\x1b[32m(W pid=1) x"])
 def test_splitting_a_hostile_1mb_line_at_its_crs_is_linear(piece: bytes) -> None:
     line = piece * (1024 * 1024 // len(piece))
+    from regex_budget import budget  # 50 ms on the machine it was set on, scaled to this one
+
     t = time.thread_time()
     pieces = cr_records(line)
-    assert time.thread_time() - t < 0.05
+    assert time.thread_time() - t < budget()
     assert b"".join(pieces) == line and len(pieces) <= MAX_CR_TRIES + 1
 
 

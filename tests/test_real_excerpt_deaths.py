@@ -614,3 +614,21 @@ def test_apache_tvm_ffis_segfault_banner_is_a_native_crash_where_its_first_frame
     assert srv.measurements["root_error"] == "Segfault encountered"
     assert srv.measurements["raised_in"] == where and srv.measurements["cascade_lines"] == cascade
     assert "LOG001" not in found
+
+
+def test_a_traceback_through_the_batch_queue_step_is_a_death_with_its_root():
+    """vLLM PR #41834 (a dev build: its header place core.py:1188 is no catalogued release's): a KeyError raised in
+    ``update_from_output`` under ``step_with_batch_queue``, behind a compose prefix, was a LOG001 warning, exit 0.
+    That step runs only from the engine core's busy loop, which no exception survives."""
+    found = _by_rule(HERE / "batch-queue-step-keyerror-compose.log")
+    srv = found["SRV001"]
+    assert srv.severity == "error" and srv.measurements["root_error"] == "'chatcmpl-b0d24c1c50541bec-804c6b13'"
+    assert srv.measurements["failed_at_start"] is False and srv.measurements["root_cause_class"] == "worker-exception"
+    assert "LOG001" not in found
+
+
+def test_worker_failed_quoted_without_its_please_check_tail_is_the_root():
+    """LMCache #2947: ``RuntimeError: Worker failed with error 'shape '[1, 78, 256, 132]' is invalid …'`` pasted
+    without vLLM's ``, please check the stack trace above`` was a LOG001 warning; the quoted error is the root."""
+    srv = _by_rule(HERE / "worker-failed-quote-without-tail.log")["SRV001"]
+    assert srv.measurements["root_error"] == "shape '[1, 78, 256, 132]' is invalid for input of size 25638912"

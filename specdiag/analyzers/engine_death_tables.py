@@ -38,8 +38,11 @@ HARD = frozenset({"V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(WORKER_DEATHS)
 #: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
 #: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
-#: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler
+#: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler;
+#: ``step_with_batch_queue`` is the engine core's step with a batch queue (pipeline parallelism, async
+#: scheduling), called only as ``step_fn`` from that busy loop (v1/engine/core.py, 0.9+)
 FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_step", "execute_model_with_error_logging",
+                          "step_with_batch_queue",
                           "worker_busy_loop", "worker_main", "output_handler"})
 #: functions vLLM runs only while the engine starts (v1/engine/core.py, v1/executor/*, v1/worker/*, V0's
 #: executor and worker; 0.6–0.32): a traceback through one is a failure to start, before any request

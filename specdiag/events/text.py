@@ -45,7 +45,7 @@ TEXT_TEMPLATES: list[Template] = [
     T("E_IMPORT", X, None, "ImportError", r"(?P<exc>ImportError|ModuleNotFoundError): (?P<detail>.*)", "any", "python",
       "ImportError: cannot import name 'CudaIPCWrapper' from 'lmcache.v1.multiprocess.custom_types'"),
     T("E_WORKER_FAILED", X, None, "RuntimeError: Worker failed with error",
-      r"RuntimeError: Worker failed with error '(?P<detail>.*)', please check", "0.32.0", "v1/engine/core.py:1512",
+      r"RuntimeError: Worker failed with error '(?P<detail>.*)'(?:, please check|[ \t]*$)", "0.32.0", "v1/engine/core.py:1512",
       "RuntimeError: Worker failed with error 'index 2 is out of bounds for dimension 1 with size 2', please check the stack trace above for the root cause",
       near=8192),
     T("E_INIT_FAILED", X, None, "Engine core initialization failed",
