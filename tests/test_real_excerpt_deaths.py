@@ -632,3 +632,11 @@ def test_worker_failed_quoted_without_its_please_check_tail_is_the_root():
     without vLLM's ``, please check the stack trace above`` was a LOG001 warning; the quoted error is the root."""
     srv = _by_rule(HERE / "worker-failed-quote-without-tail.log")["SRV001"]
     assert srv.measurements["root_error"] == "shape '[1, 78, 256, 132]' is invalid for input of size 25638912"
+
+
+def test_a_colour_reset_pasted_as_the_word_esc_is_colour_not_text():
+    """vLLM #25043: ``(EngineCore_DP0 pid=35109)ESC[0;0m ERROR … EngineCore failed to start.`` behind markdown quotes
+    ('ESC' for the control byte) was 'nothing analysed', exit 0: the residue's ``[0;0m`` was taken off and the word
+    ``ESC`` left glued to the process prefix."""
+    srv = _by_rule(HERE / "esc-word-residue-quoted.log")["SRV001"]
+    assert srv.severity == "error" and srv.measurements["failed_at_start"] is True

@@ -346,7 +346,10 @@ static long cleaned(const u8 *s, size_t n, int flags, u8 *out) {
             if (s[i] == '[') {
                 size_t k = residue(s, i, n);
                 if (k) {
-                    if (w >= 2 && out[w - 2] == '^' && out[w - 1] == '[') w -= 2; /* cleaner.ANSI_RESIDUE's "^[" */
+                    /* cleaner.ANSI_RESIDUE's "^[" or "ESC" right before it in the line (never part of an earlier
+                       match, which holds neither and ends in 'm'; so copied to out, and taken off again) */
+                    if (i >= 2 && s[i - 2] == '^' && s[i - 1] == '[' && w >= 2) w -= 2;
+                    else if (i >= 3 && memcmp(s + i - 3, "ESC", 3) == 0 && w >= 3) w -= 3;
                     i += k;
                     continue;
                 }
@@ -1068,6 +1071,7 @@ static size_t without_residue_len(const u8 *s, size_t n) {
         size_t k = residue(s, j, n);
         if (k) {
             if (j >= 2 && s[j - 2] == '^' && s[j - 1] == '[' && w >= 2) w -= 2; /* the "^[" before it, counted */
+            else if (j >= 3 && memcmp(s + j - 3, "ESC", 3) == 0 && w >= 3) w -= 3; /* or the "ESC" */
             i = j + k;
         } else {
             w++;
