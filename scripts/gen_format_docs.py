@@ -38,7 +38,8 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   (`[pod/<pod>/<container>] `), journald `short`,
   `short-precise` and `short-iso` (localised month names: `déc.`, `janv.`, `Dez`, `Mär`, `dic`, `дек`, …),
   docker compose (`name  | `), a CI runner's bracketed time (Buildkite: `[2025-03-10T15:07:20Z] `, its year dating
-  the line; behind the web view's `  | ` gutter too), nested in any order. A line whose first bytes are `(`,
+  the line; behind the web view's `  | ` gutter too), torchrun's `[rank2]: ` before each line of a rank (torch's
+  own `[rank0]:[W…]` header, with no space, stays torch's), nested in any order. A line whose first bytes are `(`,
   `[20…` (other than `[dddd-dd-ddT`) or a vLLM level word pays no wrapper test at all;
 * paste formats: chat code-block indentation, a terminal UI's frame around each row (k9s: `│ … │`), markdown quotes (`> `, `>`) and list items (`- `, `* `, `1. `),
   a markdown code span that is the whole line (one to three backticks each side; unwrapped only when it

@@ -202,7 +202,7 @@ PIECES = [b"INFO", b"INF", b"WARN", b"ERROR", b"DEBUG", b"CRITICAL", b" ", b"  "
           b"2026-04-17 14:52:34,143] LMCache ERROR: ", b"ERROR 2025-04-02 17:25:34,553 controller 2922 -- ",
           # pydantic's line of a config dataclass, Ray's prefix colour with its ESC lost
           b"Value error, ", b" [type=value_error, input_value=ArgsKwargs((), {", b"[36m(main_task pid=3523385) ",
-          b"!!!!!!! Segfault encountered !!!!!!!", b"ESC[0;0m", b"ESC[", b"ESC", b"^[0m[", b"(EngineCore_DP0 pid=35109)ESC[0;0m ", b'  File "<unknown>", line 0, in swap_blocks(at::Tensor&)']
+          b"!!!!!!! Segfault encountered !!!!!!!", b"ESC[0;0m", b"ESC[", b"ESC", b"^[0m[", b"[rank2]: ", b"[rank2]:", b"[rank1234567]: ", b"(EngineCore_DP0 pid=35109)ESC[0;0m ", b'  File "<unknown>", line 0, in swap_blocks(at::Tensor&)']
 
 
 @settings(max_examples=int(os.environ.get("SPECDIAG_FUZZ_EXAMPLES", "400")), deadline=None,

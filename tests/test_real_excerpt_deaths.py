@@ -640,3 +640,17 @@ def test_a_colour_reset_pasted_as_the_word_esc_is_colour_not_text():
     ``ESC`` left glued to the process prefix."""
     srv = _by_rule(HERE / "esc-word-residue-quoted.log")["SRV001"]
     assert srv.severity == "error" and srv.measurements["failed_at_start"] is True
+
+
+def test_torchruns_rank_prefix_on_every_line_is_a_wrapper():
+    """vLLM #18998: an in-process engine under torchrun, every line behind ``[rank2]: ``, was 'nothing recognised'
+    (exit 3). torch's own ``[rank0]:[W…]`` (no space) stays torch's header, not this wrapper."""
+    from specdiag.ingest.wrappers import LineUnwrapper
+
+    found = _by_rule(HERE / "torchrun-rank-prefix-traceback.log")
+    assert found["SRV001"].severity == "error" and found["SRV001"].measurements["failed_at_start"] is True
+    u = LineUnwrapper()
+    assert u.strip(b"[rank2]:     return cls(vllm_config=vllm_config,") == b"    return cls(vllm_config=vllm_config,"
+    assert "rank-prefix" in u.seen
+    torch_own = b"[rank0]:[W506 15:56:03.031500 ProcessGroupNCCL.cpp:4561] Warning: x"
+    assert LineUnwrapper().strip(torch_own) == torch_own

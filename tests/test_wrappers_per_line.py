@@ -79,7 +79,7 @@ def test_docker_json_file_and_vllm_json_logging_lines_are_decoded() -> None:
     "2026-05-06 15:56:03 hello",                 # a date, but not an RFC 3339 collector timestamp
     '  File "x.py", line 3, in f',               # a traceback frame keeps its indentation
     "Loading safetensors checkpoint shards: 100% Completed | 4/4",
-    "[rank0]: Traceback (most recent call last):",
+    "[rank0]:[W506 15:56:03.031500 ProcessGroupNCCL.cpp:4561] Warning: x",  # torch's own header, not torchrun's
     "Dec 19 is the day we ship: hooray[1]: no",
     "stdout F not after a time",
     "two words then text",

@@ -458,6 +458,15 @@ static long grep_h_end(const u8 *s, size_t pos, size_t n) {
 }
 
 /* prefilter._stern_end: stern's "pod container " (lowercase DNS names, 253 and 63 bytes at most) at pos */
+/* prefilter._rank_end: "\[rank\d{1,6}\]: " at pos, its end; -1 without it */
+static long rank_end(const u8 *s, size_t pos, size_t n) {
+    if (pos + 5 > n || memcmp(s + pos, "[rank", 5) != 0) return -1;
+    size_t j = pos + 5;
+    while (j < n && j - pos - 5 < 6 && is_digit(s[j])) j++;
+    if (j == pos + 5 || j + 3 > n || s[j] != ']' || s[j + 1] != ':' || s[j + 2] != ' ') return -1;
+    return (long)(j + 3);
+}
+
 static long stern_end(const u8 *s, size_t pos, size_t n) {
     size_t k = pos;
     for (int name = 0; name < 2; name++) {
@@ -497,7 +506,13 @@ static int wrapper_ends(const u8 *s, size_t pos, size_t n, size_t out[3]) {
         }
         return 1;
     }
-    if (c == '(' || c == '{' || c == '[') return 0;
+    if (c == '[') { /* torchrun's "[rankN]: " (wrappers.RANK_PREFIX) */
+        long e = rank_end(s, pos, n);
+        if (e < 0) return 0;
+        out[0] = (size_t)e;
+        return 1;
+    }
+    if (c == '(' || c == '{') return 0;
     int k = 0;
     long e = compose_end(s, pos, n);
     if (e >= 0) out[k++] = (size_t)e;

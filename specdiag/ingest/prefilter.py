@@ -259,7 +259,10 @@ def _wrapper_ends(line: bytes, pos: int) -> list[int]:
         while k < n and k - pos < 3 and line[k] == 0x60:
             k += 1
         return [k, k + 1] if line[k : k + 1] == b" " else [k]
-    if c in b"({[":
+    if c == 0x5B:  # '[': torchrun's ``[rankN]: `` (``wrappers.RANK_PREFIX``)
+        end = _rank_end(line, pos)
+        return [] if end is None else [end]
+    if c in b"({":
         return []
     ends = []
     for find in (_compose_end, _grep_h_end, _stern_end):
@@ -267,6 +270,16 @@ def _wrapper_ends(line: bytes, pos: int) -> list[int]:
         if end is not None:
             ends.append(end)
     return ends
+
+
+def _rank_end(line: bytes, pos: int) -> int | None:
+    """``\\[rank\\d{1,6}\\]: `` at ``pos``: where torchrun's rank prefix ends."""
+    if line[pos : pos + 5] != b"[rank":
+        return None
+    j = pos + 5
+    while j < len(line) and j - pos - 5 < 6 and line[j] in _DIGITS:
+        j += 1
+    return j + 3 if j > pos + 5 and line[j : j + 3] == b"]: " else None
 
 
 def _stern_end(line: bytes, pos: int) -> int | None:

@@ -72,7 +72,12 @@ from specdiag.ingest.prefilter import QuietOrigin, QuietPlaces
 from specdiag.ingest.rows import MIN_ROW, cut_head, cut_suffix
 from specdiag.ingest.shapes import SHAPE_FIRST, SHAPE_HEAD, read_head, uvicorn_line
 from specdiag.ingest.sources import Source
-from specdiag.ingest.wrappers import INDENT, PLAIN_STARTS, LineUnwrapper, lost_bracket, runner_time
+from specdiag.ingest.wrappers import (
+    INDENT,
+    LineUnwrapper,
+    looks_plain,
+    lost_bracket,
+)
 from specdiag.ingest.years import DeploymentYears
 from specdiag.numbers import to_int
 from specdiag.timeutil import initial_year
@@ -134,8 +139,8 @@ class LineReader:
         self.core = line
         if c0 == b"(":
             return self.origins.peel(line)
-        if (c0 == b"[" and line[1:5] != b"pod/" and not runner_time(line)) or line.startswith(PLAIN_STARTS):
-            return NO_ORIGIN, line  # (a CI runner's bracketed time is a wrapper: Buildkite's '[2025-…T…Z] ')
+        if looks_plain(line):  # (a CI runner's bracketed time is a wrapper: Buildkite's '[2025-…T…Z] '; so is '[rank2]: ')
+            return NO_ORIGIN, line
         line = self.core = self.unwrapper.strip(line)
         if lost_bracket(line):
             line = self.core = b"[" + line

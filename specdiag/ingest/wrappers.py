@@ -45,6 +45,10 @@ JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+
 #: ``дек``), day, time, host, ident[pid]; no year
 JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
 KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
+#: torch's launcher (torchrun, ``torch.distributed.run``) before each line of a rank's output (``[rank2]: Traceback
+#: …``); torch's C++ logging prints the same with no space before its own header (``[rank0]:[W506 …]``), which is
+#: that line's, not a wrapper (``envelope.TORCH_C10``)
+RANK_PREFIX = re.compile(rb"\[rank(\d{1,6})\]: ")
 #: the vertical bar of a terminal UI's frame (U+2502, as k9s draws its log view)
 BOX_BAR = "│".encode()
 #: a CI runner's time before each line (Buildkite's ``[2025-03-10T15:07:20Z] ``), as vLLM's CI logs are pasted
@@ -112,7 +116,7 @@ def looks_plain(line: bytes) -> bool:
     if c == b"(":
         return True
     if c == b"[":
-        return line[1:5] != b"pod/" and not runner_time(line)
+        return line[1:5] not in (b"pod/", b"rank") and not runner_time(line)
     return line.startswith(PLAIN_STARTS)
 
 
@@ -354,7 +358,9 @@ class LineUnwrapper:
             self.deployment = self.deployment or source
             self.seen.add(style)
             return inner
-        if c == 91:  # '[' and not plain: kubectl --prefix, a CI runner's time
+        if c == 91:  # '[' and not plain: kubectl --prefix, a rank's prefix, a CI runner's time
+            if line[1:5] == b"rank":
+                return self._rank(line)
             m = KUBECTL_PREFIX.match(line)
             if m is None:
                 return self._bracket_time(line)
@@ -463,6 +469,14 @@ class LineUnwrapper:
             rest = rest[:-3].rstrip(b" ")
         self.seen.add("box-border")
         return rest[1:] if rest[:1] == b" " else rest
+
+    def _rank(self, line: bytes) -> bytes | None:
+        """torchrun's ``[rankN]: `` before a rank's line (``RANK_PREFIX``); its space is the prefix's, not the line's."""
+        m = RANK_PREFIX.match(line)
+        if m is None:
+            return None
+        self.seen.add("rank-prefix")
+        return line[m.end() :]
 
     def _bracket_time(self, line: bytes) -> bytes | None:
         """A CI runner's time in brackets (``BRACKET_ISO``): its year, as kubectl's ``--timestamps`` give theirs."""
