@@ -654,3 +654,22 @@ def test_torchruns_rank_prefix_on_every_line_is_a_wrapper():
     assert "rank-prefix" in u.seen
     torch_own = b"[rank0]:[W506 15:56:03.031500 ProcessGroupNCCL.cpp:4561] Warning: x"
     assert LineUnwrapper().strip(torch_own) == torch_own
+
+
+@pytest.mark.parametrize("name", ["eagle3-draft-attn-metadatas-ascend.log", "eagle-proposer-positions-regression.log"])
+def test_a_death_raised_in_the_drafter_points_at_the_speculative_config(name):
+    """vllm-ascend #6509 (``'ForwardContext' object has no attribute 'draft_attn_metadatas'`` quoted by 'Worker failed
+    with error') and vLLM #34607 (``'EagleProposer' object has no attribute 'positions'``, 0.15.1): both were the
+    generic ``worker-exception`` ('fix the exception'); the drafter is named, and the experiment is to start
+    without --speculative-config."""
+    srv = _by_rule(Path(__file__).resolve().parent / "real_sd" / name)["SRV001"]
+    assert srv.measurements["root_cause_class"] == "drafter-error" and srv.causes[0].id == "drafter-error"
+    assert "--speculative-config" in srv.causes[0].confirm_with
+
+
+def test_an_error_elsewhere_is_not_the_drafters(tmp_path):
+    lines = ["Traceback (most recent call last):",
+             '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 728, in run_busy_loop',
+             "    self._process_engine_step()",
+             "KeyError: 'chatcmpl-1'"]
+    assert _by_rule(_write(tmp_path, lines))["SRV001"].measurements["root_cause_class"] == "worker-exception"

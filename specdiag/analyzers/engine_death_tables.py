@@ -107,6 +107,12 @@ CAUSE_FIX = {
                              "specdiag repro --toggle spec=off,draft_model"),
     "spec-unsupported": ("This vLLM build does not support the configured speculative method on this device.",
                          "specdiag repro --toggle spec=off,ngram"),
+    "drafter-error": ("The exception was raised in vLLM's speculative-decoding drafter (v1/spec_decode/: the EAGLE, "
+                      "MTP or draft-model proposer) or names its state: a drafter bug, or a combination of the "
+                      "speculative method with this model, graph mode or release that the drafter does not handle. "
+                      "Start without --speculative-config to confirm it, then try another vLLM release or method for "
+                      "this model.",
+                      "start the server once without --speculative-config and replay the failing load"),
     "lmcache-adapter-assertion": ("LMCache's vLLM adapter found its token accounting out of step with the scheduler "
                                   "(lookup vs allocation, a preempted request's computed tokens, a request it no longer "
                                   "tracks) and asserted: an LMCache/vLLM version pair the adapter does not support, or "

@@ -59,6 +59,9 @@ _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "S
               "143": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
               "-2": "SIGINT (Ctrl-C)", "130": "SIGINT (Ctrl-C)"}
 #: the root error V0's MQEngineDeadError quotes: ``… to find the original error: RuntimeError('…')``
+#: the speculative-decoding drafter in an error: a frame in ``v1/spec_decode/``, a proposer class (``EagleProposer``,
+#: ``MedusaProposer``, ``NgramProposer``), or the drafter's state (``draft_attn_metadatas``, ``draft_token_ids``)
+_DRAFTER = re.compile(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}")
 _ORIGINAL = re.compile(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>['\"])(?P<detail>[^\n]{1,600}?)(?P=q)\)")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
@@ -188,6 +191,8 @@ def _classify(text: str, tid: str) -> str:
         return "lmcache-draft-layers"  # more KV caches than the pointers LMCache sized (gpu_connector, one per layer)
     if "spec decode is not supported" in t or "speculative decoding is not supported" in t:
         return "spec-unsupported"
+    if _DRAFTER.search(text) is not None:
+        return "drafter-error"
     if tid == "E_MISMATCH_ASSERT" or any(a in t for a in _ADAPTER_ASSERTS):
         return "lmcache-adapter-assertion"
     if tid == "E_IMPORT" or "importerror" in t or "modulenotfounderror" in t:
@@ -288,7 +293,9 @@ class EngineDeath(Rule):
     line that explains the outage.
 
     Causes weighed: ``cuda-oom``, ``kv-cache-memory``, ``lmcache-draft-layers`` (LMCache's layer count misses
-    draft-model layers: ``IndexError … out of bounds for dimension 1``), ``spec-unsupported``,
+    draft-model layers: ``IndexError … out of bounds for dimension 1``), ``spec-unsupported``, ``drafter-error`` (raised
+    in the speculative-decoding drafter, ``v1/spec_decode/``, or naming a proposer or its state: ``'EagleProposer'
+    object has no attribute 'positions'``),
     ``lmcache-adapter-assertion`` (the adapter's scheduler-side assertions: ``Mismatch in tokens to load``, a
     preempted request's computed tokens, a request no longer tracked — LMCache 0.5.6 ``vllm_v1_adapter.py``
     :1596-1611, :1793-1798, :1746-1750), ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
