@@ -673,3 +673,14 @@ def test_an_error_elsewhere_is_not_the_drafters(tmp_path):
              "    self._process_engine_step()",
              "KeyError: 'chatcmpl-1'"]
     assert _by_rule(_write(tmp_path, lines))["SRV001"].measurements["root_cause_class"] == "worker-exception"
+
+
+def test_an_exception_logged_as_the_message_above_its_traceback_is_the_root():
+    """production-stack #574: V0's ``run_mp_engine`` logs the caught exception itself (``logger.exception(e)``:
+    ``No module named 'lmcache.experimental'``) and then its traceback, cut before the exception line. The death was
+    'root not in the excerpt' beside a LOG001 warning for that very line."""
+    found = _by_rule(HERE / "v0-logged-exception-lmcache-experimental.log")
+    srv = found["SRV001"]
+    assert srv.measurements["root_error"] == "No module named 'lmcache.experimental'"
+    assert srv.measurements["root_cause_class"] == "import-error" and srv.measurements["failed_at_start"] is True
+    assert "LOG001" not in found

@@ -45,7 +45,8 @@ class Rule(Observer):
     late: ClassVar[bool] = False
     #: literal parts of upstream messages no hand-written template reads (catalog messages) whose lines this
     #: rule's finding accounts for when it reports one: the consequence lines of what it diagnoses; a message
-    #: no catalogued release prints is claimed whole, by its shape (:func:`shape_claim`)
+    #: no catalogued release prints is claimed whole, by its shape (:func:`shape_claim`); one whose text is a variable
+    #: (``logger.exception(e)``), by its catalog entry's id
     claims: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:

@@ -36,6 +36,9 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
 HARD = frozenset({"V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
                   "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(WORKER_DEATHS)
+#: the names a caught exception has where a call logs it as its message (``logger.exception(e)``: the catalog's
+#: entry has no format, its expression is the variable)
+EXCEPTION_NAMES = frozenset({"e", "err", "exc", "ex", "error", "exception"})
 #: frames of the loops whose exceptions vLLM never survives: an exception seen passing through one of them
 #: escaped the engine core's busy loop (``run_engine_core`` then logs the fatal error and the core exits),
 #: a worker's busy loop (the core raises ``Worker failed with error``), or the API server's output handler;

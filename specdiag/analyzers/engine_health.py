@@ -11,6 +11,7 @@ from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.engine_death_tables import (
     CASCADE,
     CAUSE_FIX,
+    EXCEPTION_NAMES,
     EXIT_SEEN_FROM_OUTSIDE,
     FATAL_FRAMES,
     HARD,
@@ -195,7 +196,7 @@ def _classify(text: str, tid: str) -> str:
         return "drafter-error"
     if tid == "E_MISMATCH_ASSERT" or any(a in t for a in _ADAPTER_ASSERTS):
         return "lmcache-adapter-assertion"
-    if tid == "E_IMPORT" or "importerror" in t or "modulenotfounderror" in t:
+    if tid == "E_IMPORT" or "importerror" in t or "modulenotfounderror" in t or t.startswith("no module named "):
         return "import-error"
     if tid == "V_PROC_DIED":
         return "process-killed"
@@ -447,9 +448,10 @@ class EngineDeath(Rule):
 
     def observe(self, ev: Event) -> None:
         tid = ev.id
-        if tid not in self.events:  # an ERROR line of another kind (``levels``): only a death header's text counts
+        if tid not in self.events:  # an ERROR line of another kind (``levels``): a death header's text, a logged exception
             if tid == CATALOG_EVENT:
                 self._under_header(ev)
+                self._exception_logged(ev)
             return
         self.seq += 1
         key = (self._t(ev), self.seq, ev)
@@ -541,6 +543,18 @@ class EngineDeath(Rule):
             self.header_place = self.header_place or (fmt, ev)
             if fmt not in self.claims:
                 self.claims = (*self.claims, fmt)
+
+    def _exception_logged(self, ev: Event) -> None:
+        """A line the catalog says is a caught exception logged as the message (``logger.exception(e)``, V0's
+        ``run_mp_engine``: ``No module named 'lmcache.experimental'`` above its traceback): that exception's text, a
+        root candidate as its own exception line would be; the line is claimed from LOG001."""
+        entry = entry_of(ev)
+        if entry is None or entry.fmt is not None or entry.expr not in EXCEPTION_NAMES or len(self.cands) >= self.cands.maxlen:
+            return
+        self.seq += 1
+        self._candidate((self._t(ev), self.seq, Event("E_GENERIC", ev.rec, {"exc": "", "detail": ev.rec.msg.strip()})))
+        if entry.id not in self.claims:
+            self.claims = (*self.claims, entry.id)
 
     def _candidate(self, key: tuple) -> None:
         """A root error candidate, with where it was raised: the innermost frame of its raw traceback, or the last

@@ -220,6 +220,8 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
     entry = None if ev.id == UNKNOWN_EVENT else entry_of(ev)
     if entry is not None and entry.fmt and (entry.fmt in read or any(c in entry.fmt for c in claimed)):
         return
+    if entry is not None and not entry.fmt and entry.id in claimed:
+        return  # a message whose text is a variable, claimed by its entry (SRV001's logged exception)
     if entry is None and ev.id == UNKNOWN_EVENT and claimed and shape_claim(ev.rec.msg) in claimed:
         return  # a message no release prints that a rule named by its shape (KV020's connector lines)
     unknown = ev.id == UNKNOWN_EVENT and ev.rec.kind in CATALOG_KINDS  # a vLLM/LMCache message no release prints
