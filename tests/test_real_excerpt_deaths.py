@@ -684,3 +684,14 @@ def test_an_exception_logged_as_the_message_above_its_traceback_is_the_root():
     assert srv.measurements["root_error"] == "No module named 'lmcache.experimental'"
     assert srv.measurements["root_cause_class"] == "import-error" and srv.measurements["failed_at_start"] is True
     assert "LOG001" not in found
+
+
+def test_frame_rows_pasted_without_their_indentation_are_a_traceback(tmp_path):
+    """LMCache #4463: ``File "lmcache/v1/cache_engine.py", line 558, in store`` flush left, the exception last: it
+    was 'this exception's traceback is not in the log given'. Text that only starts with ``File "`` is not a frame."""
+    log = Path(__file__).resolve().parent / "real_kv" / "flush-frames-gpu-connector-size.log"
+    log001 = _by_rule(log)["LOG001"]
+    assert "lmcache/v1/gpu_connector/gpu_connectors.py:619 in from_gpu" in log001.next_steps[0]
+    from specdiag.ingest.records import flush_frame
+
+    assert not flush_frame(b'File "notes.txt" was not found') and flush_frame(b'File "a.py", line 3, in f')

@@ -427,7 +427,8 @@ class LineReader:
         rec = o.rec
         if o.mode == "traceback":
             if (not line.strip() or line.startswith((b" ", b"\t", b"Traceback", b"During handling",
-                                                     b"The above exception", *NCCL_TAIL)) or EXC_LINE.match(line)):
+                                                     b"The above exception", *NCCL_TAIL)) or EXC_LINE.match(line)
+                    or flush_frame(line)):
                 append_line(o, line, lineno)
                 self.recognized += 1
                 if len(rec.cont) > MAX_JOIN_LINES:
@@ -452,7 +453,7 @@ class LineReader:
     def _other(self, lineno: int, origin: Origin, line: bytes) -> None:
         path, year = self.path, self.year_hint
         # a frame line outside any open traceback: the excerpt starts below the "Traceback" header
-        if line.startswith(b'  File "') or opens_traceback(line):
+        if line.startswith(b'  File "') or opens_traceback(line) or flush_frame(line):
             self.close_open(origin.key)
             rec = Record(path, lineno, origin, "traceback", "ERROR", None, year, None, None, None, line)
             self.open_recs[origin.key] = OpenRecord(rec, "traceback")
@@ -613,6 +614,16 @@ TRACEBACK_HEADS = (b"Traceback (most recent call last)", b"Exception in thread "
 #: the banner CPython's multiprocessing prints when a process's target raises (``process.py``, ``_bootstrap``:
 #: ``Process EngineCore_DP0:``, then the traceback; the process exits with code 1): a traceback's first line
 MP_BANNER = re.compile(rb"Process [\w.-]{1,64}:[ \t]*")
+
+
+#: a traceback's frame row pasted without its indentation (``File "lmcache/v1/cache_engine.py", line 558, in store``)
+_FLUSH_FRAME = re.compile(rb'File "[^"\n]{1,1000}", line \d{1,7}, in ')
+
+
+def flush_frame(line: bytes) -> bool:
+    """Whether ``line`` is a frame row whose indentation the paste lost: the whole of Python's frame shape, which
+    no other program's line has (a bare ``File "`` may start anything)."""
+    return line[:6] == b'File "' and _FLUSH_FRAME.match(line) is not None
 
 
 def opens_traceback(line: bytes) -> bool:
