@@ -296,3 +296,37 @@ def test_a_pastes_one_interval_that_accepted_none_of_hundreds_is_a_note_not_no_p
     log = Path(__file__).resolve().parent / "real_sd" / "v0-medusa-one-interval-bold.log"
     (sd,) = [f for f in analyze([str(log)]).findings if f.rule == "SD002"]
     assert sd.severity == "info" and sd.measurements["drafted_tokens"] == 483
+
+
+def test_a_paste_that_starts_at_a_spec_line_is_one_engine_not_two() -> None:
+    """club-3090 #46: the paste starts with the SpecDecoding line of an interval whose stats line was not copied.
+    It was a second, unnamed engine ('1 of 2 engines', acceptance split 38.2 % / 33.3 %); it is the same engine's
+    earlier interval: 1193/3340 = 35.7 %."""
+    log = Path(__file__).resolve().parent / "real_sd" / "paste-starts-at-a-spec-line.log"
+    (label, items), = collect([str(log)]).engines()
+    assert label == "engine 0"
+    assert sum(iv.acc or 0 for iv in items) == 1193 and sum(iv.dr or 0 for iv in items) == 3340
+    assert not any(r.startswith("engine shown") for r in timeline_rows(analyze([str(log)]).timeline, width=50))
+
+
+def test_a_spec_line_minutes_after_the_stats_line_it_follows_is_not_that_interval() -> None:
+    """vLLM #43295: lines were cut between the 10:27:23 stats line and the 10:30:33 SpecDecoding line. vLLM prints an
+    interval's two lines in one call, so they were joined wrongly (an acceptance moved 3 minutes early)."""
+    log = Path(__file__).resolve().parent / "real_sd" / "spec-line-minutes-after-cut.log"
+    (label, items), = collect([str(log)]).engines()
+    from datetime import datetime, timezone
+
+    stats_only = [iv for iv in items if iv.dr is None]
+    clock = [datetime.fromtimestamp(iv.t, timezone.utc).strftime("%H:%M:%S") for iv in stats_only]
+    assert clock == ["10:27:23", "10:30:53"]
+    assert len(items) == 6 and sum(iv.dr or 0 for iv in items) > 0
+
+
+def test_a_full_kv_cache_with_a_standing_queue_is_saturation_even_while_it_drains() -> None:
+    """vLLM #43295: KV cache usage 95.5–98.4 % in 4 of 5 intervals with 23–43 requests waiting behind 18–21 running.
+    The queue shrank, no preemption counter is printed: it was 'no problem found'. A queue that stands in every
+    saturated interval is the cache holding requests back; the finding says it stood, not that it grew."""
+    log = Path(__file__).resolve().parent / "real_sd" / "kv-full-standing-queue.log"
+    (srv,) = [f for f in analyze([str(log)]).findings if f.rule == "SRV002"]
+    assert srv.measurements["saturated_intervals"] == 4 and srv.measurements["peak_waiting"] == 43
+    assert "23–43 requests waited in each of them" in srv.summary and "grew" not in srv.summary

@@ -1,4 +1,4 @@
-"""SRV002 — the KV cache ran full while the waiting queue grew and requests were preempted."""
+"""SRV002 — the KV cache ran full while requests waited or were preempted."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from specdiag.observe import RunState
 
 @register
 class KvCacheSaturation(SpecSeriesRule):
-    """The KV cache ran full while the waiting queue grew and requests were preempted.
+    """The KV cache ran full while requests waited (a growing or standing queue) or were preempted.
 
     Detects: stats intervals with ``KV cache usage`` ≥ ``min_usage`` (GPU, or CPU on vLLM's CPU backend)
-    in which the waiting queue grows or the cumulative ``Preemptions`` counter rises (0.11.2+).
+    in which the waiting queue grows, stands at ``min_waiting`` or more in every one of them (a burst draining
+    through a full cache), or the cumulative ``Preemptions`` counter rises (0.11.2+).
 
     Why it matters: preempted requests are recomputed (or resumed without drafter state, which also
     hurts spec-decode acceptance); queues grow and latency explodes while throughput stays flat.
@@ -31,7 +32,7 @@ class KvCacheSaturation(SpecSeriesRule):
 
     code = "SRV002"
     name = "kv-cache-saturation"
-    title = "KV cache saturated: waiting queue grew and requests were preempted"
+    title = "KV cache saturated while requests waited or were preempted"
     severity = "warning"
     family = "SRV"
     cause_ids = ("kv-cache-undersized", "long-context-burst", "draft-kv-overhead")
@@ -49,7 +50,8 @@ class KvCacheSaturation(SpecSeriesRule):
             pre_first = next((iv for iv in items if iv.preempt), None)
             waits = [iv.waiting or 0 for iv in sat]
             grew = max(waits) >= o["min_waiting"] and waits[-1] >= waits[0]
-            if not (grew or pre_total > 0):
+            standing = min(waits) >= o["min_waiting"]  # a queue in every saturated interval, even while it drains
+            if not (grew or standing or pre_total > 0):
                 continue
             b = CauseBoard()
             b.add("kv-cache-undersized", 0.5, fix="Give the KV cache more memory (--gpu-memory-utilization, more GPUs, "
@@ -72,8 +74,11 @@ class KvCacheSaturation(SpecSeriesRule):
             out.append(Finding(
                 rule=self.code, severity="warning", title=self.title,
                 summary=(f"{label}: {len(sat)} interval(s) at ≥ {pct(o['min_usage'])} {sat[0].kv_device or 'GPU'} KV cache "
-                         f"usage (peak {pct(max(iv.kv for iv in sat))}); waiting queue up to {max(waits)} requests; "
-                         f"{pre_total} preemption(s) in total."),
+                         f"usage (peak {pct(max(iv.kv for iv in sat))}); "
+                         + (f"waiting queue up to {max(waits)} requests" if grew else
+                            f"{min(waits)}–{max(waits)} requests waited in each of them" if standing else
+                            f"waiting queue up to {max(waits)} requests")
+                         + f"; {pre_total} preemption(s) in total."),
                 count=len(sat), evidence=dedupe_evidence(evs), causes=causes,
                 measurements={"engine": label, "saturated_intervals": len(sat), "peak_kv_cache_usage": max(iv.kv for iv in sat),
                               "peak_waiting": max(waits), "preemptions": pre_total},

@@ -409,6 +409,17 @@ class _EngineRows:
 #: 8 × cap + 56 × cap / 8 rows whatever it holds)
 MAX_ENGINES = 64
 FULL_ENGINES = 8
+#: SpecDecoding lines held per process before its first stats line names their engine (``SeriesTracker._orphans``)
+MAX_ORPHANS = 16
+#: seconds between a stats line and the SpecDecoding line of the same interval: vLLM prints both in one call
+#: (``LoggingStatLogger.log``), so their times differ by at most the second that may tick between them
+SAME_CALL_S = 1.5
+
+
+def _same_call(stats_t: float | None, spec_t: float | None) -> bool:
+    """Whether a stats line and a SpecDecoding line may be one interval's, by their times (unknown: yes); a paste
+    with lines cut between them has a SpecDecoding line minutes after the stats line it follows."""
+    return stats_t is None or spec_t is None or abs(spec_t - stats_t) <= SAME_CALL_S
 
 
 class SeriesTracker:
@@ -420,6 +431,9 @@ class SeriesTracker:
         #: stats/SpecDecoding rows of engines past ``MAX_ENGINES``, counted and dropped
         self.untracked_rows = 0
         self.last: dict[tuple, tuple[list, tuple]] = {}  # (path, process key) → its last row and engine key
+        #: (path, process key) → SpecDecoding rows before the process's first stats line: a paste that starts
+        #: between a stats line and its SpecDecoding line; they join the engine that line names, before it
+        self._orphans: dict[tuple, list[list]] = {}
         self._built: dict[tuple, list[Interval]] | None = None
 
     def observe(self, ev) -> None:
@@ -448,11 +462,14 @@ class SeriesTracker:
         any other batch (a SpecDecoding line after another, engines past ``MAX_ENGINES``)."""
         kinds, origins = rows.kinds, rows.origins
         n = len(kinds)
-        if kinds[lo] != "stats" or origins.count(origins[0]) != n:
+        if kinds[lo] != "stats" or origins.count(origins[0]) != n or (rows.path, origins[0].key) in self._orphans:
             return False
         at, partner = _stats_and_partners(kinds, lo)
         if len(at) + sum(p is not None for p in partner) != n - lo:  # a SpecDecoding line after another
             return False
+        times = rows.times()
+        if not all(p is None or _same_call(times[k], times[p]) for k, p in zip(at, partner, strict=True)):
+            return False  # lines cut between a stats line and the next SpecDecoding line: one line at a time
         engines = rows.engines_at(rows.table_rows(at))
         if engines is None:
             return False
@@ -511,15 +528,19 @@ class SeriesTracker:
                           reached)
                 continue
             prev = last.get(pkey)
-            if prev is not None and prev[0][DR] is None and prev[0][SPEC_REF] is None:
+            if (prev is not None and prev[0][DR] is None and prev[0][SPEC_REF] is None
+                    and _same_call(prev[0][T], t)):
                 row = prev[0]
                 row[_SPEC:SPEC_REF] = vals
                 row[SPEC_REF] = ref
                 if row[T] is None:  # a stats line without a time takes its SpecDecoding line's
                     row[T] = t
                 continue
-            label = prev[1][2] if prev is not None else "engine"
-            self._add(pkey, (path, pkey[1], label), [t, line, ref, 1, *_NO_STATS, *vals, ref], reached)
+            row = [t, line, ref, 1, *_NO_STATS, *vals, ref]
+            if prev is None and len(self._orphans.get(pkey, ())) < MAX_ORPHANS:
+                self._orphans.setdefault(pkey, []).append(row)  # its engine is named by the first stats line
+                continue
+            self._add(pkey, (path, pkey[1], prev[1][2] if prev is not None else "engine"), row, reached)
         for eng in reached.values():
             eng.settle(eng.cap)
 
@@ -529,6 +550,11 @@ class SeriesTracker:
         if eng is None:
             self.untracked_rows += 1
             return
+        held = self._orphans.pop(pkey, None)
+        if held and row[DR] is None:  # a stats line: the SpecDecoding lines before it are its engine's earlier ones
+            eng.pending.extend(held)
+        elif held:
+            self._orphans[pkey] = held
         eng.pending.append(row)
         reached[id(eng)] = eng
         if pkey in self.last or len(self.last) < MAX_ENGINES:
@@ -552,6 +578,9 @@ class SeriesTracker:
         if self._built is None:
             self._built = {key: [Interval.of_row(key[0], key[2], row) for row in eng.rows()]
                            for key, eng in self._engines.items()}
+            for (path, proc), held in self._orphans.items():  # a process that printed no stats line after them
+                self._built.setdefault((path, proc, "engine"), []).extend(
+                    Interval.of_row(path, "engine", row) for row in held)
         return self._built
     def labels(self) -> dict[tuple, str]:
         """Readable labels: ``engine 0`` when one process printed stats, else with file and pid."""
