@@ -212,3 +212,18 @@ def test_remote_store_evictions_rank_eviction_above_hash_inconsistency(tmp_path)
     f = rules(write(tmp_path / "a.log", _zero_hit_log(set(), [x8, x8])))["KV002"]
     ids = [c["id"] for c in f["causes"]]
     assert ids.index("capacity-eviction") < ids.index("hash-inconsistency")
+
+
+def test_a_lookup_that_failed_in_the_worker_is_no_timeout_too_low_and_no_degraded_mode():
+    """LMCache #1732 (decode context parallelism): the worker's ``Error processing request from scheduler`` (its
+    ``(`` lost by the paste), then the scheduler's async lookup giving up 3 s later with 0 hits. It was KV010
+    'raise lookup_timeout_ms' first and a KV004 'LMCache initialisation failed' with no failure in the lines."""
+    from pathlib import Path
+
+    from pasted import findings_by_rule
+
+    found = findings_by_rule(Path(__file__).resolve().parent / "real_kv" / "async-lookup-worker-error-lost-paren.log")
+    kv = found["KV010"]
+    assert kv.causes[0].id == "worker-lookup-server-slow"
+    assert any("a longer timeout waits" in a for c in kv.causes for a in c.against)
+    assert "KV004" not in found and "LOG001" not in found

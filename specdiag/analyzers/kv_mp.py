@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import Rule, register, shape_claim
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
-from specdiag.events import Event
+from specdiag.events import Event, entry_of
 from specdiag.findings import CauseBoard, Evidence, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
+
+
+#: LMCache's lookup clients (``v1/lookup_client/``): the scheduler's side sends each lookup to the workers' servers
+LOOKUP_CLIENT_FILES = frozenset({"lmcache_async_lookup_client.py", "lmcache_lookup_client.py"})
 
 
 def _evidence(events: list[Event], n: int = 4) -> list[Evidence]:
@@ -119,6 +123,8 @@ class LookupTimeouts(Rule):
     cause_ids = ("worker-lookup-server-slow", "async-lookup-timeout-too-low")
     defaults = {"min_timeouts": 2}
     events = frozenset({"Z1", "L7", "C32", "C33", "E_NO_CONNECTOR"})
+    #: the lookup client's own errors come as every ERROR line does (a worker whose lookup handler raised)
+    levels = frozenset({"ERROR", "CRITICAL"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -126,9 +132,13 @@ class LookupTimeouts(Rule):
         self.l7: list[Event] = []
         self.n_z1 = self.n_l7 = 0
         self.degraded = False
+        self.client_error: Event | None = None  # the lookup client's first ERROR line
+        self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:
-        if ev.id == "Z1":
+        if ev.id not in self.events:
+            self._client_error(ev)
+        elif ev.id == "Z1":
             self.n_z1 += 1
             if len(self.z1) < 3:
                 self.z1.append(ev)
@@ -138,6 +148,15 @@ class LookupTimeouts(Rule):
                 self.l7.append(ev)
         else:
             self.degraded = True
+
+    def _client_error(self, ev: Event) -> None:
+        """An ERROR line of LMCache's lookup client (``lmcache_async_lookup_client.py``: ``Error processing request
+        from scheduler: …``, the worker side's handler raising): the lookup failed, its answer will not come."""
+        if ev.rec.kind != "lmcache" or (ev.rec.file or "") not in LOOKUP_CLIENT_FILES or self.client_error is not None:
+            return
+        self.client_error = ev
+        entry = entry_of(ev)
+        self.claims = (entry.fmt,) if entry is not None and entry.fmt else (shape_claim(ev.rec.msg),)
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         n = self.n_z1 + self.n_l7
@@ -157,7 +176,12 @@ class LookupTimeouts(Rule):
             b.support("async-lookup-timeout-too-low", 3, f"{self.n_l7} async lookup(s) gave up after the timeout")
         else:
             b.oppose("async-lookup-timeout-too-low", 3, "no async-lookup timeout line")
-        ev = self.z1 + self.l7
+        if (err := self.client_error) is not None:
+            b.support("worker-lookup-server-slow", 4, f"the lookup client logged an error (line {err.rec.line}: "
+                                                      f"'{err.rec.msg.strip()[:100]}'): that lookup failed")
+            b.oppose("async-lookup-timeout-too-low", 4, "an error, not a slow answer, came before the timeout: a "
+                                                        "longer timeout waits for an answer that never comes")
+        ev = self.z1 + self.l7 + ([self.client_error] if self.client_error is not None else [])
         return [Finding(rule=self.code, severity="warning", title=self.title,
                         summary=f"{n} lookup timeout(s) ({self.n_z1} RPC, {self.n_l7} async): each request waited for the "
                                 "timeout, then got 0 LMCache hits.",

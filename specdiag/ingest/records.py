@@ -77,6 +77,7 @@ from specdiag.ingest.wrappers import (
     LineUnwrapper,
     looks_plain,
     lost_bracket,
+    lost_paren,
 )
 from specdiag.ingest.years import DeploymentYears
 from specdiag.numbers import to_int
@@ -144,6 +145,8 @@ class LineReader:
         line = self.core = self.unwrapper.strip(line)
         if lost_bracket(line):
             line = self.core = b"[" + line
+        elif lost_paren(line):
+            line = self.core = b"(" + line
         named = self.unwrapper.deployment
         if named is not None and named != self.years.current:
             self.years.turn_to(self, named)

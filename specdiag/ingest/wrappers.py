@@ -144,6 +144,15 @@ def lost_bracket(line: bytes) -> bool:
     return line[:1].isdigit() and line[4:5] == b"-" and b"] LMCache " in line[19:40]
 
 
+#: a vLLM process prefix whose opening ``(`` a paste lost (``Worker_TP0_DCP0 pid=379759) [2026-02-11 …] LMCache …``)
+_LOST_PAREN = re.compile(rb"[A-Za-z_][\w.-]{0,63} pid=\d{1,10}(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
+
+
+def lost_paren(line: bytes) -> bool:
+    """A process prefix whose ``(`` a paste lost (its selection started one character late): the name, `` pid=N)``."""
+    return b" pid=" in line[:80] and _LOST_PAREN.match(line) is not None
+
+
 def is_envelope(rest: bytes) -> bool:
     """A line that starts a vLLM / LMCache / uvicorn record or a traceback (after any wrapper)."""
     c = rest[:1]
