@@ -10,7 +10,6 @@ from specdiag.findings import CauseBoard, Evidence, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
-
 #: LMCache's lookup clients (``v1/lookup_client/``): the scheduler's side sends each lookup to the workers' servers
 LOOKUP_CLIENT_FILES = frozenset({"lmcache_async_lookup_client.py", "lmcache_lookup_client.py"})
 
