@@ -101,7 +101,9 @@ class LookupTimeouts(Rule):
     Detects: ``Timeout occurred for rank N, recreating all sockets`` (the scheduler's lookup RPC to a
     worker timed out) and ``Request … is still waiting for async lookup after N seconds, returning 0 lmcache
     cached tokens`` (async lookups past ``lookup_timeout_ms``), when LMCache is not in degraded mode (KV004
-    covers that case): two or more in a log with its startup lines, one in an excerpt without them.
+    covers that case): two or more in a log with its startup lines, one in an excerpt without them. An ERROR
+    line of the lookup client before them (``Error processing request from scheduler: …``: the worker's handler
+    raised) is evidence that the lookup failed rather than ran slow, against raising the timeout.
 
     Why it matters: each timeout costs the request the whole timeout (seconds) and then recomputes a prefix
     LMCache may have held.
