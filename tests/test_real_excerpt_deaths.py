@@ -695,3 +695,20 @@ def test_frame_rows_pasted_without_their_indentation_are_a_traceback(tmp_path):
     from specdiag.ingest.records import flush_frame
 
     assert not flush_frame(b'File "notes.txt" was not found') and flush_frame(b'File "a.py", line 3, in f')
+
+
+def test_the_rest_of_an_exceptions_message_under_the_header_is_the_deaths_not_unexplained():
+    """vLLM #37159 (GLM-OCR on a V100): torch's ``CUDA error: device-side assert triggered`` and the four lines of its message
+    after it (``CUDA kernel errors might be asynchronously reported …``), printed by the same call at a place no
+    release has: the four were listed as LOG001 lines 'in no catalogued release' beside the death that explains them.
+    A line of another place or second is not claimed so."""
+    found = _by_rule(HERE / "cuda-assert-message-rows-under-header.log")
+    assert found["SRV001"].measurements["root_error"] == "CUDA error: device-side assert triggered"
+    assert "LOG001" not in found
+
+
+def test_an_unknown_error_of_another_place_after_an_exception_stays_unexplained(tmp_path):
+    lines = ["(EngineCore pid=1) ERROR 03-16 08:31:22 [core.py:1090] RuntimeError: CUDA error: device-side assert triggered",
+             "(EngineCore pid=1) ERROR 03-16 08:31:22 [other_plugin.py:7] Plugin wobbled beyond repair"]
+    found = _by_rule(_write(tmp_path, lines))
+    assert "LOG001" in found and "Plugin wobbled" in found["LOG001"].summary

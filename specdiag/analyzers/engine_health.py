@@ -7,7 +7,7 @@ from collections import deque
 from itertools import compress, repeat
 from operator import eq
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import Rule, register, shape_claim
 from specdiag.analyzers.engine_death_tables import (
     CASCADE,
     CAUSE_FIX,
@@ -35,6 +35,7 @@ from specdiag.analyzers.sd_common import dedupe_evidence, method_of
 from specdiag.context import Context
 from specdiag.events import (
     CATALOG_EVENT,
+    UNKNOWN_EVENT,
     Event,
     entry_of,
     frame_place,
@@ -60,6 +61,8 @@ _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "S
               "143": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
               "-2": "SIGINT (Ctrl-C)", "130": "SIGINT (Ctrl-C)"}
 #: the root error V0's MQEngineDeadError quotes: ``… to find the original error: RuntimeError('…')``
+#: the most message parts the finding claims from LOG001 (death headers, logged exceptions, exception rests)
+MAX_CLAIMS = 32
 #: the speculative-decoding drafter in an error: a frame in ``v1/spec_decode/``, a proposer class (``EagleProposer``,
 #: ``MedusaProposer``, ``NgramProposer``), or the drafter's state (``draft_attn_metadatas``, ``draft_token_ids``)
 _DRAFTER = re.compile(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}")
@@ -358,6 +361,7 @@ class EngineDeath(Rule):
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.claims: tuple[str, ...] = ()  # the death headers whose traceback text this finding accounts for
+        self.last_exc: Event | None = None  # the last exception line under vLLM's header (``_exception_rest``)
         self.seq = 0
         self.last_t: dict[str, float] = {}
         self.shutdown: tuple | None = None  # (t, seq, ev)
@@ -448,11 +452,11 @@ class EngineDeath(Rule):
 
     def observe(self, ev: Event) -> None:
         tid = ev.id
-        if tid not in self.events:  # an ERROR line of another kind (``levels``): a death header's text, a logged exception
-            if tid == CATALOG_EVENT:
-                self._under_header(ev)
-                self._exception_logged(ev)
+        if tid not in self.events:
+            self._other_error(ev)
             return
+        if tid == "V_EXC":
+            self.last_exc = ev
         self.seq += 1
         key = (self._t(ev), self.seq, ev)
         if self._no_death_line(tid, ev, key) or self._banner_or_frame(tid, ev, key):
@@ -543,6 +547,28 @@ class EngineDeath(Rule):
             self.header_place = self.header_place or (fmt, ev)
             if fmt not in self.claims:
                 self.claims = (*self.claims, fmt)
+
+    def _other_error(self, ev: Event) -> None:
+        """An ERROR line of no template this rule reads (``levels``): a death header's text, a logged exception, the
+        rest of an exception's message."""
+        if ev.id == CATALOG_EVENT:
+            self._under_header(ev)
+            self._exception_logged(ev)
+        elif ev.id == UNKNOWN_EVENT:
+            self._exception_rest(ev)
+
+    def _exception_rest(self, ev: Event) -> None:
+        """A row printed right after an exception line under vLLM's header, by the same call (same process, place and
+        second) and known to no release: the rest of that exception's message (torch's ``CUDA kernel errors might be
+        asynchronously reported …`` under ``torch.AcceleratorError: CUDA error: …``), claimed from LOG001."""
+        exc = self.last_exc
+        rec, at = ev.rec, exc.rec if exc is not None else None
+        if (at is None or rec.origin.key != at.origin.key or rec.file != at.file or rec.src_line != at.src_line
+                or rec.ts != at.ts or len(self.claims) >= MAX_CLAIMS):
+            return
+        shape = shape_claim(rec.msg)
+        if shape not in self.claims:
+            self.claims = (*self.claims, shape)
 
     def _exception_logged(self, ev: Event) -> None:
         """A line the catalog says is a caught exception logged as the message (``logger.exception(e)``, V0's
