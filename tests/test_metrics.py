@@ -17,7 +17,7 @@ from specdiag.engine import analyze  # noqa: E402
 from specdiag.metrics.collect import collect  # noqa: E402
 from specdiag.metrics.collector import SERIES, MetricsCollector  # noqa: E402
 from specdiag.metrics.series import SeriesTracker  # noqa: E402
-from specdiag.metrics.sparkline import marker_row, sparkline, timeline_rows  # noqa: E402
+from specdiag.metrics.sparkline import BARS, marker_row, sparkline, timeline_rows  # noqa: E402
 
 pd = pytest.importorskip("pandas")
 
@@ -330,3 +330,12 @@ def test_a_full_kv_cache_with_a_standing_queue_is_saturation_even_while_it_drain
     (srv,) = [f for f in analyze([str(log)]).findings if f.rule == "SRV002"]
     assert srv.measurements["saturated_intervals"] == 4 and srv.measurements["peak_waiting"] == 43
     assert "23–43 requests waited in each of them" in srv.summary and "grew" not in srv.summary
+
+
+def test_a_sparkline_does_not_draw_a_change_of_a_few_hundredths_as_the_full_range() -> None:
+    """Real pastes' mean acceptance length went 2.91 → 2.93 and 1.92 → 1.90: scaled from the data's own min to max,
+    each was drawn lowest bar to highest. A scale taken from the data spans at least a tenth of its magnitude."""
+    small = sparkline([2.91, 2.93], 10)
+    assert small[0] != small[1] and abs(BARS.index(small[1]) - BARS.index(small[0])) <= 2
+    assert sparkline([1.0, 3.0], 10) == BARS[0] + BARS[-1]  # a real change keeps the whole range
+    assert sparkline([0.61, 0.62], 10, lo=0.0, hi=1.0) == BARS[4] * 2  # a fixed scale is the caller's

@@ -29,10 +29,16 @@ def _bucket(values: Sequence[float | None], width: int) -> list[float | None]:
     return out
 
 
+#: the least span a scale taken from the data has, as a share of its larger magnitude (``sparkline``)
+MIN_REL_SPAN = 0.10
+
+
 def sparkline(values: Sequence[float | None], width: int = 40, lo: float | None = None, hi: float | None = None,
               ascii_only: bool = False) -> str:
     """A one-line bar chart of ``values`` at most ``width`` characters wide. ``lo``/``hi`` fix the scale
-    (default: the data's min and max); ``ascii_only`` uses ``_.-=#`` instead of block characters."""
+    (default: the data's min and max, widened about their middle to at least ``MIN_REL_SPAN`` of the larger
+    magnitude, so that a mean acceptance length going 2.91 → 2.93 is not drawn as a jump from the lowest bar to
+    the highest); ``ascii_only`` uses ``_.-=#`` instead of block characters."""
     if width <= 0 or not values:
         return ""
     bars = "_.-=#" if ascii_only else BARS
@@ -41,8 +47,13 @@ def sparkline(values: Sequence[float | None], width: int = 40, lo: float | None 
     present = [v for v in vals if v is not None]
     if not present:
         return " " * len(vals)
+    fixed = lo is not None and hi is not None and math.isfinite(lo) and math.isfinite(hi)
     lo = min(present) if lo is None or not math.isfinite(lo) else lo
     hi = max(present) if hi is None or not math.isfinite(hi) else hi
+    least = MIN_REL_SPAN * max(abs(lo), abs(hi))
+    if not fixed and 0 < hi - lo < least:
+        mid = (hi + lo) / 2
+        lo, hi = mid - least / 2, mid + least / 2
     span = hi - lo
     out = []
     for v in vals:
