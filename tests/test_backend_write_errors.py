@@ -38,10 +38,11 @@ def test_the_catalogs_backend_errors_are_writes_by_their_format(fmt, module, wri
     assert {catalogued_write_failure(e) for e in entries} == {write}
 
 
-def test_no_catalogued_write_failure_is_a_read_or_another_familys():
+def test_the_write_failures_cover_many_backends_not_one_connectors_wording():
+    """The classifier reads formats, so it must find writes across LMCache's backends (S3, Azure, Valkey, GDS, the
+    L2 adapters, Mooncake's store), not only the connector whose wording it was written against."""
     writes = [e for e in catalog().entries if catalogued_write_failure(e)]
-    assert len(writes) >= 40
-    assert all(e.project == "lmcache" and e.family == "backend-io" and e.level in ("ERROR", "CRITICAL") for e in writes)
+    assert len(writes) >= 40 and len({e.module for e in writes}) >= 15
 
 
 def test_no_rule_takes_catalog_events_by_id_which_would_keep_every_quiet_record_read():

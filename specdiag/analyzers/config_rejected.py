@@ -7,15 +7,13 @@ import re
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
-from specdiag.events import Event
+from specdiag.events import Event, template
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 #: pydantic's heading of a vLLM config dataclass's validation (``1 validation error for SpeculativeConfig``)
 _PYDANTIC = re.compile(r"(?P<n>\d{1,4}) validation errors? for (?P<cls>\w{1,80}Config)\b")
-#: the message under it: ``  Value error, <message> [type=value_error, …``
-_VALUE_ERROR = re.compile(r"^\s{0,8}(?:Value|Assertion) error, (?P<msg>[^\n]{1,600}?)(?: \[type=|$)", re.M)
 #: frames of vLLM's configuration code: the engine arguments turned into the config, the config classes
 _CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/vllm/(?:config[/.]|engine/arg_utils\.py)')
 #: what the value of an option given as JSON needs (argparse's ``invalid loads value``)
@@ -27,6 +25,11 @@ _HEADER_REACH = 3
 _REASONS = frozenset({"E_PYDANTIC_VALUE", "E_BATCH_LT_LEN"})
 #: what pydantic prints after a dataclass's reason: its input, the constructor's arguments
 _DATACLASS_INPUT = "input_value=ArgsKwargs("
+
+
+def _reason(detail: str) -> str:
+    """pydantic's reason (``E_PYDANTIC_VALUE``'s text after ``Value error, ``) without its ``[type=…`` tail."""
+    return detail.split(" [type=")[0].strip()
 
 
 def _batch_hint(f: dict) -> str:
@@ -98,14 +101,14 @@ class ConfigRejected(Rule):
         f = ev.f
         if ev.id == "E_CLI_ARG":
             return f.get("arg"), (f.get("detail") or "").strip()
-        if ev.id == "E_PYDANTIC_VALUE":  # a config dataclass's reason: pydantic's ``[type=…`` split off
-            return None, (f.get("detail") or "").split(" [type=")[0].strip()
+        if ev.id == "E_PYDANTIC_VALUE":  # a config dataclass's reason
+            return None, _reason(f.get("detail") or "")
         if ev.id == "E_BATCH_LT_LEN":
             return "--max-num-batched-tokens", (f.get("detail") or "").strip()
         exc, detail, text = f.get("exc") or "", (f.get("detail") or "").strip(), ev.rec.text
         if exc.endswith("ValidationError") and (m := _PYDANTIC.search(detail)) is not None:
-            v = _VALUE_ERROR.search(text)
-            return m.group("cls"), (v.group("msg") if v else detail)
+            v = template("E_PYDANTIC_VALUE").match(text)  # its reason line inside the traceback
+            return m.group("cls"), (_reason(v["detail"]) if v else detail)
         if exc.endswith("ValueError") and _CONFIG_FRAME.search(text) is not None:
             return None, detail
         return None

@@ -545,8 +545,13 @@ class EngineDeath(Rule):
         key = (self._t(ev), self.seq, ev)
         if self.header is None and self._mark_death(key):
             self.header_place = self.header_place or (fmt, ev)
-            if fmt not in self.claims:
-                self.claims = (*self.claims, fmt)
+            self._claim(fmt)
+
+    def _claim(self, part: str) -> None:
+        """Account for the lines of ``part`` (a format, a shape, an entry's id) in this finding, not LOG001's; at most
+        ``MAX_CLAIMS`` of them (a hostile log must not grow the tuple every line is checked against)."""
+        if part not in self.claims and len(self.claims) < MAX_CLAIMS:
+            self.claims = (*self.claims, part)
 
     def _other_error(self, ev: Event) -> None:
         """An ERROR line of no template this rule reads (``levels``): a death header's text, a logged exception, the
@@ -564,11 +569,9 @@ class EngineDeath(Rule):
         exc = self.last_exc
         rec, at = ev.rec, exc.rec if exc is not None else None
         if (at is None or rec.origin.key != at.origin.key or rec.file != at.file or rec.src_line != at.src_line
-                or rec.ts != at.ts or len(self.claims) >= MAX_CLAIMS):
+                or rec.ts != at.ts):
             return
-        shape = shape_claim(rec.msg)
-        if shape not in self.claims:
-            self.claims = (*self.claims, shape)
+        self._claim(shape_claim(rec.msg))
 
     def _exception_logged(self, ev: Event) -> None:
         """A line the catalog says is a caught exception logged as the message (``logger.exception(e)``, V0's
@@ -579,8 +582,7 @@ class EngineDeath(Rule):
             return
         self.seq += 1
         self._candidate((self._t(ev), self.seq, Event("E_GENERIC", ev.rec, {"exc": "", "detail": ev.rec.msg.strip()})))
-        if entry.id not in self.claims:
-            self.claims = (*self.claims, entry.id)
+        self._claim(entry.id)
 
     def _candidate(self, key: tuple) -> None:
         """A root error candidate, with where it was raised: the innermost frame of its raw traceback, or the last

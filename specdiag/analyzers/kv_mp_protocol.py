@@ -23,6 +23,8 @@ MQ_MODULES = ("v1/multiprocess/mq.py", "v1/multiprocess/transport/zmq_impl/mq.py
 REJECTIONS = ("No handler registered for ", "Handler for ", "Available handlers: ")
 #: a request type as the server prints it (``RequestType.CB_LOOKUP_PRE_COMPUTED``, ``<RequestType.STORE: 3>``)
 _TYPE = re.compile(r"\bRequestType\.(\w{1,80})")
+#: handler names kept from the server's lists (a list is a few dozen; a hostile log must not grow the set)
+MAX_SERVED = 256
 
 
 def rejection(entry) -> bool:
@@ -77,7 +79,8 @@ class MpProtocolMismatch(Rule):
             self.claims = (*self.claims, entry.fmt)
         types = _TYPE.findall(ev.rec.msg)
         if entry.fmt.startswith("Available handlers: "):
-            self.served.update(types[:256])
+            if len(self.served) < MAX_SERVED:
+                self.served.update(types[:MAX_SERVED])
             return
         kind = types[0] if types else ev.rec.msg.strip()[:120]
         if kind in self.asked or len(self.asked) < 12:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 
@@ -21,29 +22,34 @@ LABELS = {"X4": "remote put task failure(s)", "X9": "batched put error(s)", "X6"
 #: write and no read (``Failed to upload %s to S3: %s``, ``BigtableL2Adapter store failed: %s``, ``eic mset %s
 #: failed``; not ``Failed to download …``, ``batched_get``, ``lookup``)
 _WRITE = re.compile(r"(?i)(?:\b|_)(?:put|mset|set|store|upload|write|save|persist|flush)(?:\b|_|s\b|ed\b)")
-_PLACEHOLDER = re.compile(r"%[-#0-9.]{0,8}[sdirfgxe]")
 _READ = re.compile(r"(?i)(?:\b|_)(?:get|mget|load|download|read|lookup|exists|contains|delete|retrieve|fetch|releasing"
                    r"|closing)"
                    r"(?:\b|_|s\b|ed\b)")
 
 
-def _with_last_value(fmt: str, msg: str) -> str:
-    """A catalogued message as its format with only the last placeholder's text filled in (``Failed to upload … to
-    S3: AWS_ERROR_S3_INVALID_RESPONSE_STATUS: …``): the reason, without the keys that make each line differ."""
-    from specdiag.catalog.pattern import compile_fmt, values
+def _with_last_value(entry, msg: str) -> str:
+    """A catalogued message as its format's literals with only the last placeholder's text filled in (``Failed to
+    upload … to S3: AWS_ERROR_S3_INVALID_RESPONSE_STATUS: …``): the reason, without the keys that make lines differ."""
+    from specdiag.catalog import catalog
+    from specdiag.catalog.pattern import values
 
-    got = values(compile_fmt(fmt), msg.strip())
+    p = catalog().pattern_of(entry)
+    got = values(p, msg.strip()) if p is not None else None
     if not got:
-        return fmt.strip()
-    parts = _PLACEHOLDER.split(fmt.strip())
-    return "…".join(parts[:-1]) + got[-1] + parts[-1] if len(parts) == len(got) + 1 else fmt.strip()
+        return entry.fmt.strip()
+    return "…".join(p.lits[:-1]) + got[-1] + p.lits[-1]
 
 
 def catalogued_write_failure(entry) -> bool:
     """Whether a catalog entry is an LMCache storage backend's failed write, at ERROR or worse."""
-    fmt = entry.fmt or ""
     return (entry.project == "lmcache" and entry.family == "backend-io" and entry.level in ("ERROR", "CRITICAL")
-            and _WRITE.search(fmt) is not None and _READ.search(fmt) is None)
+            and _names_a_write(entry.fmt or ""))
+
+
+@functools.lru_cache(maxsize=256)
+def _names_a_write(fmt: str) -> bool:
+    """Whether a format names a write and no read (once per format: a backend failing floods its one message)."""
+    return _WRITE.search(fmt) is not None and _READ.search(fmt) is None
 
 
 @register
@@ -54,7 +60,7 @@ class BackendWriteErrors(Rule):
     Mooncake's ``batch_put_from failed`` and, from Mooncake's own C++ client in the worker (glog lines),
     ``Put operation failed with error: …`` / ``Failed to end put operation: …``, and a file connector's
     ``Failed to write file <path>: <error>`` (the fs connector, 3FS); and every other message the catalog files
-    under storage-backend I/O at ERROR whose format names a write and no read (66 across LMCache's releases: S3's
+    under storage-backend I/O at ERROR whose format names a write and no read (63 formats in 28 modules across LMCache's releases: S3's
     ``Failed to upload %s to S3: %s``, Azure's, Valkey's ``Fail to put data``, GDS's, the L2 adapters' store
     failures), each quoted as its format with the last value, the reason, filled in.
 
@@ -103,7 +109,7 @@ class BackendWriteErrors(Rule):
                 return
             if entry.fmt not in self.claims and len(self.claims) < 20:
                 self.claims = (*self.claims, entry.fmt)
-            ev = Event(CATALOG_EVENT, ev.rec, {"error": _with_last_value(entry.fmt, ev.rec.msg)})
+            ev = Event(CATALOG_EVENT, ev.rec, {"error": _with_last_value(entry, ev.rec.msg)})
         self.counts[ev.id] += 1
         err = (ev.f.get("error") or "").strip()[:120]
         if err and (err in self.errors or len(self.errors) < 20):

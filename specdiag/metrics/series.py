@@ -537,7 +537,8 @@ class SeriesTracker:
                     row[T] = t
                 continue
             row = [t, line, ref, 1, *_NO_STATS, *vals, ref]
-            if prev is None and len(self._orphans.get(pkey, ())) < MAX_ORPHANS:
+            held = self._orphans.get(pkey)
+            if prev is None and (len(held) < MAX_ORPHANS if held is not None else len(self._orphans) < MAX_ENGINES):
                 self._orphans.setdefault(pkey, []).append(row)  # its engine is named by the first stats line
                 continue
             self._add(pkey, (path, pkey[1], prev[1][2] if prev is not None else "engine"), row, reached)
@@ -550,11 +551,8 @@ class SeriesTracker:
         if eng is None:
             self.untracked_rows += 1
             return
-        held = self._orphans.pop(pkey, None)
-        if held and row[DR] is None:  # a stats line: the SpecDecoding lines before it are its engine's earlier ones
-            eng.pending.extend(held)
-        elif held:
-            self._orphans[pkey] = held
+        if row[DR] is None and (held := self._orphans.pop(pkey, None)):
+            eng.pending.extend(held)  # a stats line: the SpecDecoding lines before it are its engine's earlier ones
         eng.pending.append(row)
         reached[id(eng)] = eng
         if pkey in self.last or len(self.last) < MAX_ENGINES:
