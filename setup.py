@@ -80,7 +80,9 @@ class OptionalBuildExt(build_ext):
 
 
 ext_modules = [] if os.environ.get("SPECDIAG_NO_EXT") == "1" else [
-    Extension("specdiag.ingest._scan", ["specdiag/ingest/_scan.c", "specdiag/ingest/_prefilter.c"]),
+    # depends: a changed wording header rebuilds the extension (setuptools compares only the listed files' times)
+    Extension("specdiag.ingest._scan", ["specdiag/ingest/_scan.c", "specdiag/ingest/_prefilter.c"],
+              depends=["specdiag/ingest/_wording.h"]),
 ]
 
 setup(ext_modules=ext_modules, cmdclass={"build_ext": OptionalBuildExt})

@@ -76,3 +76,24 @@ def test_the_batch_budget_under_the_context_length_says_what_to_change():
     assert ray.measurements["option"] == "--max-num-batched-tokens"
     for srv, max_len in ((wrapped, "128000"), (ray, "9216")):
         assert f"at least {max_len} (it is 8192)" in srv.summary and "--enable-chunked-prefill" in srv.summary
+
+
+def test_the_docker_images_argparse_exit_and_vllms_refusals_at_start_are_rejections():
+    """Real pastes that were 'no finding' or a LOG001 warning, exit 0: homl #3 (the image's entry point
+    ``api_server.py: error: unrecognized arguments: -u main.py``), gpt-oss on FlashInfer (``Selected backend … is not
+    valid for this configuration. Reason: ['attention sinks not supported']`` through platforms/cuda.py),
+    vllm-ascend #4197 (``Unknown attention backend: 'ASCEND'``, no traceback above it), vLLM #19461
+    (``NotImplementedError: VLLM_USE_V1=1 is not supported with device type=cpu.``)."""
+    for name, said in [("argparse-api-server-unrecognized.log", "unrecognized arguments: -u main.py"),
+                       ("backend-not-valid-attention-sinks.log", "attention sinks not supported"),
+                       ("unknown-attention-backend-ascend.log", "Unknown attention backend: 'ASCEND'"),
+                       ("v1-not-supported-on-cpu.log", "VLLM_USE_V1=1 is not supported with device type=cpu")]:
+        found = _by_rule(HERE / name)
+        assert said in found["SRV004"].measurements["message"], name
+
+
+def test_a_value_error_elsewhere_that_names_no_refused_setting_is_no_rejection(tmp_path):
+    lines = ["Traceback (most recent call last):",
+             '  File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_model_runner.py", line 5, in execute_model',
+             "ValueError: some tensor was the wrong shape"]
+    assert "SRV004" not in _by_rule(_write(tmp_path, lines))

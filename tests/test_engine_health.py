@@ -171,3 +171,13 @@ def test_sdgen_logs_have_no_engine_findings(tmp_path: Path) -> None:
     p.write_text(sdgen.make_log(sdgen.dynamic_k(True)))
     r = analyze([str(p)])
     assert not [f for f in r.findings if f.rule.startswith("SRV")]
+
+
+def test_v0s_own_preemption_warning_is_kv_saturation_without_three_full_intervals() -> None:
+    """vLLM #5578 (~0.5): 'Sequence group 165 is preempted by PreemptionMode.SWAP mode because there is not enough KV
+    cache space … total_num_cumulative_preemption=151' between two V0 stats lines was 'no problem found': SRV002
+    read only three saturated intervals or V1's Preemptions counter."""
+    log = Path(__file__).resolve().parent / "real_kv" / "v0-swap-preemption-warning.log"
+    (f,) = srv(analyze([str(log)]), "SRV002")
+    assert f.measurements["preemptions"] == 151 and f.measurements["mode"] == "SWAP"
+    assert f.causes[0].id == "kv-cache-undersized"

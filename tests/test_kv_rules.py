@@ -153,6 +153,15 @@ def test_explain_accepts_a_cause_id(run_cli) -> None:
     assert code == 2 and "unknown rule or cause id" in err and "Traceback" not in err
 
 
+def test_explain_of_a_cause_only_its_rule_describes_shows_that_rule(run_cli) -> None:
+    """SRV001's and the SD rules' causes live in their rules' text, not the cause catalog: they were 'unknown'."""
+    code, out, err = run_cli("explain", "lmcache-kv-layout")
+    assert code == 0, err
+    assert out.startswith("lmcache-kv-layout: a cause weighed by SRV001") and "The vLLM engine died" in out
+    code, out, _ = run_cli("explain", "workload-shift")
+    assert code == 0 and "SD001" in out.splitlines()[0]
+
+
 PIN_NEG = ("Pin count of MemoryObj 19885326336is negative: -1.Double unpin occurred somewhere.Setting pin count back "
            "to 0 as a hack but please find the bug.")
 REF_NEG = ("Ref count of MemoryObj 19885326336is negative: -1.Double free occurred somewhere.Setting ref count back "

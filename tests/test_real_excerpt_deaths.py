@@ -712,3 +712,97 @@ def test_an_unknown_error_of_another_place_after_an_exception_stays_unexplained(
              "(EngineCore pid=1) ERROR 03-16 08:31:22 [other_plugin.py:7] Plugin wobbled beyond repair"]
     found = _by_rule(_write(tmp_path, lines))
     assert "LOG001" in found and "Plugin wobbled" in found["LOG001"].summary
+
+
+def test_kv_caches_a_whole_multiple_of_lmcaches_layers_are_a_kv_layout_not_a_drafter(tmp_path):
+    """LMCache #3339 (GLM-5-FP8, no speculative decoding): ``could not broadcast input array from shape (158,) into
+    shape (79,)`` in LMCache's pointer setup was blamed on a drafter's layers. 158 = 2 x 79: two KV caches per layer
+    (MLA's and the sparse indexer's), which a drafter adds only as a draft model as deep as the target; with that
+    draft model configured, the drafter stays the cause."""
+    death = _by_rule(HERE / "lmcache-pointers-mla-indexer-2x.log")["SRV001"]
+    assert death.causes[0].id == "lmcache-kv-layout"
+    assert any("draft model with as many layers" in a for a in death.causes[0].against)
+    assert "lmcache-draft-layers" not in {c.id for c in death.causes[:1]}
+    core = "(EngineCore_DP0 pid=7) "
+    lines = [f"{core}INFO 05-20 03:40:00 [utils.py:253] non-default args: {{'model': 'm', 'speculative_config': "
+             "{'method': 'draft_model', 'model': 'm', 'num_speculative_tokens': 3}}",
+             f"{core}ERROR 05-20 03:47:17 [core.py:1512] EngineCore encountered a fatal error.",
+             f"{core}ERROR 05-20 03:47:17 [core.py:1512] ValueError: could not broadcast input array from shape "
+             "(158,) into shape (79,)"]
+    drafted = _by_rule(_write(tmp_path, lines))["SRV001"]
+    assert drafted.causes[0].id == "lmcache-draft-layers"
+
+
+@pytest.mark.parametrize("name, root_class", [
+    # vLLM #6790 (0.5.3, CPU backend): 'Engine iteration timed out. This should never happen!' after four stats lines
+    ("v0-iteration-timeout-cpu.log", "engine-iteration-timeout"),
+    # vLLM #4293 (0.4.1): 'AsyncEngineDeadError: Task finished unexpectedly' chained under the loop's TimeoutError
+    ("v0-loop-timeout-chained-dead.log", "engine-iteration-timeout"),
+    # vLLM #13957: a bare 'TimeoutError' through run_engine_loop, under a custom logging format: no death at all
+    ("v0-loop-timeout-bare-custom-wrapper.log", "engine-iteration-timeout"),
+    # vLLM #10812: V0's 'Engine process (pid 76) died.' and 'MQLLMEngine is already dead, terminating server process'
+    ("v0-mq-engine-process-died.log", "cause-not-in-excerpt"),
+    # vLLM #14452: 'MulitprocExecutor got fatal signal from worker processes' (0.8), every worker's traceback cut
+    ("v1-mp-executor-fatal-signal-8-workers.log", "cause-not-in-excerpt"),
+    # vLLM #45604: csrc's CUDACHECK 'Failed: Cuda error …custom_all_reduce.cuh:455' printed and exited, alone
+    ("cudacheck-custom-allreduce-alone.log", "native-crash"),
+    # pytorch #175666 and gpustack #2236: the GPU worker's start-up check of free memory, alone and under a worker
+    ("free-memory-check-alone.log", "gpu-memory-in-use"),
+    ("free-memory-check-worker.log", "gpu-memory-in-use"),
+    # vLLM #10596: V0's MQLLMEngine logs repr(OutOfMemoryError('Error in model execution …: CUDA out of memory …'))
+    ("v0-mq-oom-repr-while-serving.log", "cuda-oom"),
+    # vLLM #11126 (V0) and #31883 (0.13, a paste flattened onto one line): speculative configs the build rejects
+    ("v0-eagle-tp-unsupported.log", "spec-unsupported"),
+    ("draft-model-unsupported-flattened.log", "spec-unsupported"),
+    # vLLM #28143: linear.py logs 'Failed to create unquantized linear weights: CUDA out of memory …' (no exception
+    # line) just before 'EngineCore failed to start.': the root was 'not in the excerpt'
+    ("oom-logged-before-start-failure.log", "cuda-oom"),
+    # vLLM #35169 (ROCm): 'Memory access fault by GPU node-5 …' during FULL graph capture, after a DEBUG row exactly
+    # 200 bytes wide that it was joined to as a cut rest: 'no problem found'
+    ("rocm-memory-access-fault-graph-capture.log", "native-crash"),
+    # ROCm/aiter #1143 (MI300X): 'Queue … aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION': nothing
+    # recognised
+    ("rocm-hsa-queue-abort-aiter.log", "native-crash"),
+    # vLLM #2281 (0.2 under FastChat): every line behind 'DATE | ERROR | stderr | ', the background loop's traceback
+    # cut before its exception: 'nothing recognised'
+    ("fastchat-wrapped-v0-loop.log", "cause-not-in-excerpt"),
+])
+def test_older_and_self_explaining_deaths_are_deaths_with_their_root(name, root_class):
+    """Real pastes whose death went unseen (exit 0 with LOG001 warnings, or 'no problem found') or whose root,
+    in the excerpt, was 'not in the excerpt': V0's iteration timeout and dead-engine lines, V1 0.8's executor
+    signal, CUDACHECK's exit, the free-memory check, V0's logged exception repr, rejected speculative configs."""
+    found = _by_rule(HERE / name)
+    assert "SRV001" in found, sorted(found)
+    assert found["SRV001"].measurements["root_cause_class"] == root_class
+
+
+def test_the_free_memory_check_says_which_utilization_would_have_fit():
+    death = _by_rule(HERE / "free-memory-check-worker.log")["SRV001"]
+    assert death.measurements["failed_at_start"] is True
+    assert any("0.82 or lower would fit" in w for w in death.causes[0].for_)
+
+
+def test_a_cudacheck_in_the_custom_all_reduce_names_the_switch_that_confirms_it():
+    death = _by_rule(HERE / "cudacheck-custom-allreduce-alone.log")["SRV001"]
+    assert any("--disable-custom-all-reduce" in w for w in death.causes[0].for_)
+
+
+def test_an_out_of_memory_line_logged_before_the_death_is_its_root_not_unexplained():
+    found = _by_rule(HERE / "oom-logged-before-start-failure.log")
+    assert found["SRV001"].measurements["root_error"].startswith("Failed to create unquantized linear weights")
+    assert "LOG001" not in found
+
+
+def test_a_flush_left_tracebacks_code_rows_keep_it_one_traceback():
+    """vLLM #1380 (0.2): frames and their code rows pasted flush left, 'AssertionError' last: each frame row opened a
+    traceback of its own, the exception was alone, and the innermost frame named was the outermost (line 28)."""
+    death = _by_rule(HERE / "v0-flush-left-traceback-assert.log")["SRV001"]
+    assert death.measurements["raised_in"] == "vllm/engine/async_llm_engine.py:228 in _run_workers_async"
+    assert death.measurements["fatal_frame"] == "run_engine_loop"
+
+
+def test_a_v0_workers_exception_in_a_start_up_method_is_a_failure_to_start():
+    """vLLM #9878 (V0, ngram): 'Exception in worker … while processing method determine_num_available_blocks' is the
+    KV-cache profiling at start; it said 'clients saw errors for every request in flight'."""
+    death = _by_rule(HERE / "v0-worker-exc-kv-profiling-ngram.log")["SRV001"]
+    assert death.measurements["failed_at_start"] is True

@@ -15,7 +15,14 @@ from specdiag.timeutil import rec_time
 #: pydantic's heading of a vLLM config dataclass's validation (``1 validation error for SpeculativeConfig``)
 _PYDANTIC = re.compile(r"(?P<n>\d{1,4}) validation errors? for (?P<cls>\w{1,80}Config)\b")
 #: frames of vLLM's configuration code: the engine arguments turned into the config, the config classes
-_CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/vllm/(?:config[/.]|engine/arg_utils\.py)')
+_CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/vllm/(?:config[/.]|engine/arg_utils\.py|platforms/|attention/selector\.py'
+                           r'|v1/attention/backends/registry\.py)')
+#: vLLM's refusals of a setting at start, whose message says so even without the traceback above it: an attention
+#: backend forced by name (v1/attention/backends/registry.py ``Unknown attention backend: 'X'``; the platform's
+#: ``Selected backend … is not valid for this configuration. Reason: …``), an engine on a device it does not
+#: support (``VLLM_USE_V1=1 is not supported with device type=cpu``, engine/arg_utils.py 0.9)
+_START_REFUSALS = ("Unknown attention backend: ", "is not valid for this configuration",
+                   "is not supported with device type=")
 #: what the value of an option given as JSON needs (argparse's ``invalid loads value``)
 _JSON_HINT = ("the value is not JSON: quote keys and strings with double quotes and write true/false/null, e.g. "
               "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'")
@@ -48,8 +55,10 @@ class ConfigRejected(Rule):
     loads value: …``, exit code 2), pydantic's validation of a vLLM config dataclass (``ValidationError: 1
     validation error for SpeculativeConfig`` with its ``Value error, …`` line, that line on the next row when the
     header was pasted alone, or the line alone when pydantic's ``input_value=ArgsKwargs(`` shows a dataclass's
-    constructor), a ``ValueError`` raised through vLLM's configuration code (a frame in ``vllm/config`` or
-    ``engine/arg_utils.py``), and SchedulerConfig's ``max_num_batched_tokens (N) is smaller than max_model_len (M)``
+    constructor), a ``ValueError`` or ``NotImplementedError`` raised through vLLM's configuration code (a frame in
+    ``vllm/config``, ``engine/arg_utils.py``, ``platforms/`` or the attention backend's selection) or saying a
+    setting is refused (``Unknown attention backend: 'X'``, ``Selected backend … is not valid for this
+    configuration``, ``VLLM_USE_V1=1 is not supported with device type=cpu``), and SchedulerConfig's ``max_num_batched_tokens (N) is smaller than max_model_len (M)``
     (chunked prefill off: one step must hold a whole sequence), which says the three ways out.
 
     Why it matters: nothing was served; the message names the option and what is wrong with it, and nothing
@@ -109,7 +118,8 @@ class ConfigRejected(Rule):
         if exc.endswith("ValidationError") and (m := _PYDANTIC.search(detail)) is not None:
             v = template("E_PYDANTIC_VALUE").match(text)  # its reason line inside the traceback
             return m.group("cls"), (_reason(v["detail"]) if v else detail)
-        if exc.endswith("ValueError") and _CONFIG_FRAME.search(text) is not None:
+        if exc.endswith(("ValueError", "NotImplementedError")) and (
+                _CONFIG_FRAME.search(text) is not None or any(p in detail for p in _START_REFUSALS)):
             return None, detail
         return None
 

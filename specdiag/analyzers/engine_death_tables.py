@@ -22,6 +22,11 @@ WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
     "T_NCCL_TAKEDOWN": ("torch's NCCL watchdog took the process down", "nccl-timeout"),
     "V_WORKER_PID_DIED": ("V0's worker monitor: a worker process exited", None),
     "R_SERVE_REPLICA_FAILED": ("Ray Serve stopped an LLM replica whose start raised", None),
+    # csrc's CUDACHECK (custom all-reduce and other kernels): printf, then exit(EXIT_FAILURE)
+    "E_CUDACHECK": ("vLLM's CUDACHECK: a CUDA call in its kernels failed and the process exited", "native-crash"),
+    "E_HIP_FAULT": ("the ROCm runtime: a GPU memory access fault (it aborts the process)", "native-crash"),
+    "E_HSA_ABORT": ("the ROCm runtime aborted a GPU queue (and the process)", "native-crash"),
+    "E_NCCL_ERROR": ("vLLM's NCCL wrapper: an NCCL call failed and the rank raised", "nccl-error"),
 }
 #: those Ray reports from outside the dead process: it saw the exit, not why
 EXIT_SEEN_FROM_OUTSIDE = frozenset(t for t, (_what, cls) in WORKER_DEATHS.items() if cls == "process-killed")
@@ -32,10 +37,13 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
            # a Ray actor (a vLLM worker under the Ray executor) that died: the engine's side of the death
            "ActorDiedError", "RayActorError", "The actor died unexpectedly", "RayChannelError",
            # wrappers that point at another process's traceback: V0's API server, V1's worker start
-           "Engine process failed to start", "WorkerProc initialization failed")
+           "Engine process failed to start", "WorkerProc initialization failed",
+           # V0's MQLLMEngine client when the engine's process is gone
+           "Engine process (pid")
 HARD = frozenset({"V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
                   "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
-                  "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"}) | frozenset(WORKER_DEATHS)
+                  "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED", "V_ITER_TIMEOUT", "V_API_ENGINE_DEAD",
+                  "V_MP_FATAL_SIGNAL", "E_ENGINE_PROC_DIED", "E_FREE_MEM", "E_EAGLE_TP", "E_SPEC_UNSUPPORTED"}) | frozenset(WORKER_DEATHS)
 #: the names a caught exception has where a call logs it as its message (``logger.exception(e)``: the catalog's
 #: entry has no format, its expression is the variable)
 EXCEPTION_NAMES = frozenset({"e", "err", "exc", "ex", "error", "exception"})
@@ -46,7 +54,10 @@ EXCEPTION_NAMES = frozenset({"e", "err", "exc", "ex", "error", "exception"})
 #: scheduling), called only as ``step_fn`` from that busy loop (v1/engine/core.py, 0.9+)
 FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_step", "execute_model_with_error_logging",
                           "step_with_batch_queue",
-                          "worker_busy_loop", "worker_main", "output_handler"})
+                          "worker_busy_loop", "worker_main", "output_handler",
+                          # V0's AsyncLLMEngine background loop (engine/async_llm_engine.py): what escapes it ends the
+                          # engine ("Engine background task failed", then AsyncEngineDeadError)
+                          "run_engine_loop"})
 #: functions vLLM runs only while the engine starts (v1/engine/core.py, v1/executor/*, v1/worker/*, V0's
 #: executor and worker; 0.6–0.32): a traceback through one is a failure to start, before any request
 START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_device", "load_model",
@@ -56,7 +67,9 @@ START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_devic
                           "from_engine_args", "from_vllm_config", "make_async_mp_client", "make_client",
                           "build_async_engine_client", "build_async_engine_client_from_engine_args",
                           "wait_for_engine_startup", "_wait_for_engine_startup",
-                          "compile_or_warm_up_model", "_dummy_sampler_run", "init_worker"})
+                          "compile_or_warm_up_model", "_dummy_sampler_run", "init_worker",
+                          # V0's executor asks its workers for these while it starts (executor/*, worker/worker.py)
+                          "determine_num_available_blocks"})
 # (from_engine_args / from_vllm_config: V0's MQLLMEngine or V1's AsyncLLM / LLMEngine built at start; make_*client:
 # the API server's client of the engine core, made once, when it starts the core; build_async_engine_client*: the
 # API server's context manager around all of that, entered once before it serves; *wait_for_engine_startup: the
@@ -75,7 +88,8 @@ START_CODE = {b"engine_core = EngineCoreProc(": "EngineCoreProc.__init__",
               b"with torch.cuda.graph(": "CUDA graph capture"}
 SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 #: lines that say the engine or a worker failed to start (``V_CORE_FAILED``: "EngineCore failed to start")
-START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED", "R_SERVE_REPLICA_FAILED"})
+START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED", "R_SERVE_REPLICA_FAILED", "E_FREE_MEM",
+                            "E_EAGLE_TP", "E_SPEC_UNSUPPORTED"})
 START_WORDS = ("Engine process failed to start", "WorkerProc initialization failed", "Engine core initialization failed")
 #: the experiment of a cause when the engine died while starting (no request to rerun)
 START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
@@ -84,20 +98,24 @@ MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory")
 #: the lines that announce a death themselves; without one, a death seen only in the crash dump and the
 #: fatal traceback body is inferred (the excerpt was cut above its header)
 HEADERS = frozenset({"V_CORE_FATAL", "V_WORKER_EXC_V0", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED",
-                     "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED"})
+                     "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED", "V_API_ENGINE_DEAD", "V_MP_FATAL_SIGNAL",
+                     "E_ENGINE_PROC_DIED"})
 HEADER_TEXT = "the 'EngineCore encountered a fatal error' / 'Engine core proc … died unexpectedly' header"
 #: the header lines whose logging call prints the traceback under them: a frame printed at the place where
 #: the catalog says vLLM prints one of these is that call's traceback, so the death is inferred from it
 TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_CORE_HIT_EXC", "V_BG_TASK_FAILED",
                      "V_WORKER_START_FAILED")
-ROOTS = frozenset({"E_CUDACHECK", "E_SEGFAULT_TVM", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
+ROOTS = frozenset({"V_EXC_REPR", "V_ITER_TIMEOUT", "E_FREE_MEM", "E_EAGLE_TP", "E_CUDACHECK", "E_SEGFAULT_TVM", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",
                    "T_NCCL_TIMEOUT"})
 
 CAUSE_FIX = {
-    "cuda-oom": ("Lower --gpu-memory-utilization headroom use: reduce --max-num-seqs / --max-num-batched-tokens / "
-                 "--max-model-len, or use more GPUs (TP).",
-                 "specdiag repro --toggle num_gpu_blocks=off,36"),
+    "cuda-oom": ("The device ran out of memory outside what vLLM set aside: a step's activations, CUDA graph "
+                 "capture, the sampler's warm-up, or another process on the GPU. Leave more room: lower "
+                 "--gpu-memory-utilization, reduce --max-num-seqs / --max-num-batched-tokens / --max-model-len, "
+                 "capture no CUDA graphs (--enforce-eager) to test, or use more GPUs (TP).",
+                 "start again with --enforce-eager and --gpu-memory-utilization 0.1 lower: if it then runs, the "
+                 "room outside the KV cache was short"),
     "kv-cache-memory": ("Not enough memory left for the KV cache: raise --gpu-memory-utilization, lower --max-model-len, "
                         "or add GPUs; with a draft model remember it takes weights and KV too.",
                         "specdiag repro --toggle max_model_len=2048,4096"),
@@ -108,7 +126,36 @@ CAUSE_FIX = {
                              "combine such a build with that drafter: use one that counts its layers, or an EAGLE/MTP "
                              "drafter on LMCache 0.5.6.",
                              "specdiag repro --toggle spec=off,draft_model"),
-    "spec-unsupported": ("This vLLM build does not support the configured speculative method on this device.",
+    "lmcache-kv-layout": ("The model keeps several KV caches per layer, and LMCache's GPU connector sized one pointer "
+                          "per layer (LMCache 0.5.6 gpu_connectors.py _initialize_pointers): a sparse-attention model "
+                          "registers its indexer's cache as a layer of its own beside the MLA cache (vLLM 0.32 "
+                          "models/deepseek_v2.py DeepseekV32IndexerCache: DeepSeek V3.2, GLM-5). This LMCache build "
+                          "does not support that layout: serve the model without LMCache, or use a release that "
+                          "supports its KV layout.",
+                          "specdiag repro --toggle lmcache=off,on"),
+    "engine-iteration-timeout": ("One engine step ran longer than VLLM_ENGINE_ITERATION_TIMEOUT_S (60 s by default): V0's "
+                                 "AsyncLLMEngine raised TimeoutError and its background loop died with it "
+                                 "(engine/async_llm_engine.py, 0.6–0.10). A step that slow waited on something stuck "
+                                 "(a hung worker or collective) or did work that long (large multimodal inputs, a CPU "
+                                 "backend): dump the engine's and workers' stacks while it stalls (py-spy dump); if the "
+                                 "work is genuinely that slow, raise VLLM_ENGINE_ITERATION_TIMEOUT_S.",
+                                 "rerun the same load with VLLM_ENGINE_ITERATION_TIMEOUT_S=600: a slow step then "
+                                 "finishes, a hang still times out"),
+    "gpu-memory-in-use": ("Less GPU memory was free at start than --gpu-memory-utilization asks for: another process "
+                          "(or an earlier vLLM still running) holds memory on the device (v1/worker/gpu_worker.py "
+                          "init_device). Free the device, or lower --gpu-memory-utilization to at most the free share.",
+                          "nvidia-smi --query-compute-apps=pid,used_memory --format=csv before starting"),
+    "nccl-error": ("An NCCL call failed and the rank raised (distributed/device_communicators/pynccl_wrapper.py "
+                   "NCCL_CHECK). 'invalid usage' mostly means the NCCL library vLLM loaded does not fit the CUDA "
+                   "runtime or driver, or two ranks share a GPU; 'unhandled cuda error' a CUDA fault under NCCL; "
+                   "'unhandled system error' the network or shared-memory set-up between ranks. Rerun with "
+                   "NCCL_DEBUG=WARN to see NCCL's own reason, and check which libnccl vLLM loads (VLLM_NCCL_SO_PATH) "
+                   "on every node.",
+                   "rerun with NCCL_DEBUG=WARN: NCCL's 'NCCL WARN' line names the failing call and its reason"),
+    "spec-unsupported": ("This vLLM build does not support the configured speculative decoding: the method, on this "
+                         "device or with this parallelism (V0's EAGLE with TP > 1, a separate draft model where the "
+                         "message says it is not supported yet). Use a method the build supports, or a release that "
+                         "supports this one.",
                          "specdiag repro --toggle spec=off,ngram"),
     "drafter-error": ("The exception was raised in vLLM's speculative-decoding drafter (v1/spec_decode/: the EAGLE, "
                       "MTP or draft-model proposer) or names its state: a drafter bug, or a combination of the "

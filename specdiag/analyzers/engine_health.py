@@ -192,8 +192,16 @@ def _classify(text: str, tid: str) -> str:
     if tid == "E_INDEX_LAYERS" or ("out of bounds for dimension" in t and "index" in t):
         return "lmcache-draft-layers"
     if (m := _MORE_CACHES.search(text)) is not None and int(m.group(1)) > int(m.group(2)):
-        return "lmcache-draft-layers"  # more KV caches than the pointers LMCache sized (gpu_connector, one per layer)
-    if "spec decode is not supported" in t or "speculative decoding is not supported" in t:
+        # more KV caches than the pointers LMCache sized (gpu_connector, one per layer): a whole multiple is
+        # several caches per layer (158 = 2 x 79: MLA's and a sparse indexer's), a few more a drafter's layers
+        caches, layers = int(m.group(1)), int(m.group(2))
+        return "lmcache-kv-layout" if layers and caches % layers == 0 else "lmcache-draft-layers"
+    if tid == "V_ITER_TIMEOUT" or ("TimeoutError" in text and "run_engine_loop" in text):
+        return "engine-iteration-timeout"  # V0's background loop: a step past ENGINE_ITERATION_TIMEOUT_S
+    if tid == "E_FREE_MEM" or "less than desired gpu memory utilization" in t:
+        return "gpu-memory-in-use"
+    if tid in ("E_SPEC_UNSUPPORTED", "E_EAGLE_TP") or "spec decode is not supported" in t or (
+            "speculative decoding is not supported" in t):
         return "spec-unsupported"
     if _DRAFTER.search(text) is not None:
         return "drafter-error"
@@ -233,6 +241,16 @@ def _drafter_layers_possible(ctx: Context, text: str) -> bool:
         return True
     spec = ctx.speculative or {}
     return _MORE_CACHES.search(text) is not None and spec.get("enabled") is not False
+
+
+def _free_memory_read(text: str) -> str:
+    """The start-up memory check's numbers (E_FREE_MEM) and the utilization that would have fit, or ''."""
+    f = template("E_FREE_MEM").match(text)
+    if not f or not f.get("total"):
+        return ""
+    fits = int(f["free"] / f["total"] * 100) / 100  # rounded down: vLLM compares free memory with util x total
+    return (f"{f['free']} of {f['total']} GiB were free at start and --gpu-memory-utilization {f['util']} asks "
+            f"{f['want']} GiB: {fits:.2f} or lower would fit what was free")
 
 
 def _fault_function(rest: str) -> str:
@@ -297,13 +315,18 @@ class EngineDeath(Rule):
     line that explains the outage.
 
     Causes weighed: ``cuda-oom``, ``kv-cache-memory``, ``lmcache-draft-layers`` (LMCache's layer count misses
-    draft-model layers: ``IndexError … out of bounds for dimension 1``), ``spec-unsupported``, ``drafter-error`` (raised
-    in the speculative-decoding drafter, ``v1/spec_decode/``, or naming a proposer or its state: ``'EagleProposer'
+    draft-model layers: ``IndexError … out of bounds for dimension 1``), ``lmcache-kv-layout`` (a whole multiple of
+    LMCache's layer count in KV caches: several caches per layer, ``could not broadcast … (158,) into shape (79,)``),
+    ``engine-iteration-timeout`` (V0's ``Engine iteration timed out``, or a ``TimeoutError`` through its
+    ``run_engine_loop``), ``gpu-memory-in-use`` (the start-up check ``Free memory on device (F/T GiB) on startup is
+    less than desired GPU memory utilization``), ``nccl-error`` (vLLM's NCCL wrapper raised ``NCCL error: …``),
+    ``spec-unsupported``, ``drafter-error`` (raised in the speculative-decoding drafter, ``v1/spec_decode/``, or naming a proposer or its state: ``'EagleProposer'
     object has no attribute 'positions'``),
     ``lmcache-adapter-assertion`` (the adapter's scheduler-side assertions: ``Mismatch in tokens to load``, a
     preempted request's computed tokens, a request no longer tracked — LMCache 0.5.6 ``vllm_v1_adapter.py``
     :1596-1611, :1793-1798, :1746-1750), ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
-    ``native-crash`` (a C++ exception nothing caught, or a fatal signal), ``nccl-timeout`` (torch's NCCL
+    ``native-crash`` (a C++ exception nothing caught, a fatal signal, vLLM's CUDACHECK exit, the ROCm runtime's GPU
+    memory access fault or queue abort), ``nccl-timeout`` (torch's NCCL
     watchdog: a collective timed out), ``worker-exception``; ``cause-not-in-excerpt`` when no root error is in
     the lines given.
 
@@ -451,8 +474,8 @@ class EngineDeath(Rule):
         return True
 
     def observe(self, ev: Event) -> None:
-        tid = ev.id
-        if tid not in self.events:
+        tid = "V_EXC" if ev.id == "V_EXC_REPR" else ev.id  # V0's repr of the exception: the exception line
+        if ev.id not in self.events:
             self._other_error(ev)
             return
         if tid == "V_EXC":
@@ -468,38 +491,17 @@ class EngineDeath(Rule):
         is_cascade = cascade_kind is not None
         if tid == "V_EXC" and "EngineDeadError" in exc:
             tid = "E_ENGINE_DEAD"
-        if tid in START_FAILURES or any(w in text or w in detail for w in START_WORDS):
+        if (tid in START_FAILURES or any(w in text or w in detail for w in START_WORDS)
+                or ev.f.get("method") in START_FRAMES):  # V0: 'Exception in worker … while processing method load_model'
             self.at_start = True
         if tid in SOFT or (is_cascade and tid in ("V_EXC", "E_GENERIC")):
-            quoted = _ORIGINAL.search(ev.rec.text[-4096:] if ev.rec.cont else text)
-            if quoted is not None and len(self.cands) < self.cands.maxlen:
-                # "… to find the original error: RuntimeError('Aborted due to the lack of CPU swap space …')": V0's
-                # MQEngineDeadError quotes the root it died of; that root, as its own line would say it
-                self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": quoted.group("exc"),
-                                                                             "detail": quoted.group("detail")})))
-            elif _classify(text, tid) in MEMORY_CLASSES and len(self.cands) < self.cands.maxlen:
-                self._candidate(key)
-            self.cascade += 1
-            self.first_cascade = self.first_cascade or ev
-            kind = "output handler" if tid == "V_OUTPUT_HANDLER" else cascade_kind or "EngineDeadError"
-            if kind in self.cascade_kinds or len(self.cascade_kinds) < 6:
-                self.cascade_kinds[kind] = self.cascade_kinds.get(kind, 0) + 1
-            if self.death is None and self.shutdown is None:
-                self.death = key
+            self._cascade_line(tid, ev, key, cascade_kind)
             return
         hard = tid in HARD or (tid in ("V_EXC", "E_GENERIC") and _classify(detail, tid) in MEMORY_CLASSES)
         if tid == "V_EXC" and self.header is None and (said := _header_printed_at(ev)) is not None:
             self.header_place = self.header_place or (said, ev)  # the exception line of a death header's traceback
             hard = True
-        if tid in HEADERS:
-            self.header = self.header or ev
-        elif tid in ("V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ"):
-            self.dump_ev = self.dump_ev or ev
-        if tid == "V_DUMP_INPUT":
-            self.dump.setdefault("vllm_version", ev.f.get("version"))
-        elif tid == "V_DUMP_SCHED_OBJ" or (tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output")):
-            self.dump.setdefault("failing_step", failing_step(ev.f.get("dump") or ""))
-        elif tid in TB_ROWS or ev.rec.kind == "traceback":
+        if not self._header_or_dump(tid, ev) and (tid in TB_ROWS or ev.rec.kind == "traceback"):
             hard = self._frames(tid, ev) or hard
             if tid == "E_TB_FRAMES" and (bare := _BARE_EXC.search(ev.rec.text)):
                 ev.f["detail"] = bare.group(1)  # frames, then an exception without message: that is the error
@@ -519,6 +521,47 @@ class EngineDeath(Rule):
                 return
             if tid in ("E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV") and not any(c[2] is ev for c in self.cands):
                 self._candidate(key)
+
+    def _cascade_line(self, tid: str, ev: Event, key: tuple, cascade_kind: str | None) -> None:
+        """A line that follows from a death (EngineDeadError and its kin): counted, the first one kept, and the
+        death dated by it when nothing earlier dated it. V0's MQEngineDeadError quotes its root: that becomes a
+        candidate as its own line would say it."""
+        text = ev.rec.msg
+        quoted = _ORIGINAL.search(ev.rec.text[-4096:] if ev.rec.cont else text)
+        if quoted is not None and len(self.cands) < self.cands.maxlen:
+            # "… to find the original error: RuntimeError('Aborted due to the lack of CPU swap space …')"
+            self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": quoted.group("exc"),
+                                                                         "detail": quoted.group("detail")})))
+        elif _classify(text, tid) in MEMORY_CLASSES and len(self.cands) < self.cands.maxlen:
+            self._candidate(key)
+        elif (ev.rec.kind == "traceback" and "run_engine_loop" in ev.rec.text and "TimeoutError" in ev.rec.text
+              and len(self.cands) < self.cands.maxlen):
+            # V0's 'AsyncEngineDeadError: Task finished unexpectedly' chained under the loop's TimeoutError: an
+            # engine step ran past ENGINE_ITERATION_TIMEOUT_S, the root the traceback holds above the cascade
+            self._candidate((key[0], key[1], Event("V_ITER_TIMEOUT", ev.rec, {
+                "exc": "TimeoutError", "detail": "an engine iteration timed out in run_engine_loop"})))
+        self.cascade += 1
+        self.first_cascade = self.first_cascade or ev
+        kind = "output handler" if tid == "V_OUTPUT_HANDLER" else cascade_kind or "EngineDeadError"
+        if kind in self.cascade_kinds or len(self.cascade_kinds) < 6:
+            self.cascade_kinds[kind] = self.cascade_kinds.get(kind, 0) + 1
+        if self.death is None and self.shutdown is None:
+            self.death = key
+
+    def _header_or_dump(self, tid: str, ev: Event) -> bool:
+        """Keep a death header and the crash dump's fields (version, failing step); True when the line was a
+        dump line those fields come from (it is then no traceback row)."""
+        if tid in HEADERS:
+            self.header = self.header or ev
+        elif tid in ("V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ"):
+            self.dump_ev = self.dump_ev or ev
+        if tid == "V_DUMP_INPUT":
+            self.dump.setdefault("vllm_version", ev.f.get("version"))
+            return True
+        if tid == "V_DUMP_SCHED_OBJ" or (tid == "V_DUMP_SCHED" and (ev.f.get("what") or "").startswith("output")):
+            self.dump.setdefault("failing_step", failing_step(ev.f.get("dump") or ""))
+            return True
+        return False
 
     def _banner_or_frame(self, tid: str, ev: Event, key: tuple) -> bool:
         """Note a frame's place (where a root was raised) and take multiprocessing's banner; True for the banner,
@@ -558,9 +601,22 @@ class EngineDeath(Rule):
         rest of an exception's message."""
         if ev.id == CATALOG_EVENT:
             self._under_header(ev)
-            self._exception_logged(ev)
+            self._exception_logged(ev) or self._memory_logged(ev)
         elif ev.id == UNKNOWN_EVENT:
             self._exception_rest(ev)
+            self._memory_logged(ev)
+
+    def _memory_logged(self, ev: Event) -> bool:
+        """An ERROR line that says the device ran out of memory, logged rather than raised (``[linear.py:210] Failed
+        to create unquantized linear weights: CUDA out of memory …`` right before ``EngineCore failed to start.``): a
+        root candidate, as an out-of-memory error kills the engine wherever it is raised; claimed from LOG001."""
+        if _classify(ev.rec.msg, ev.id) not in MEMORY_CLASSES or len(self.cands) >= self.cands.maxlen:
+            return False
+        self.seq += 1
+        self._candidate((self._t(ev), self.seq, Event("E_GENERIC", ev.rec, {"exc": "", "detail": ev.rec.msg.strip()})))
+        entry = entry_of(ev)
+        self._claim((entry.fmt or entry.id) if entry is not None else shape_claim(ev.rec.msg))
+        return True
 
     def _exception_rest(self, ev: Event) -> None:
         """A row printed right after an exception line under vLLM's header, by the same call (same process, place and
@@ -573,16 +629,17 @@ class EngineDeath(Rule):
             return
         self._claim(shape_claim(rec.msg))
 
-    def _exception_logged(self, ev: Event) -> None:
+    def _exception_logged(self, ev: Event) -> bool:
         """A line the catalog says is a caught exception logged as the message (``logger.exception(e)``, V0's
         ``run_mp_engine``: ``No module named 'lmcache.experimental'`` above its traceback): that exception's text, a
         root candidate as its own exception line would be; the line is claimed from LOG001."""
         entry = entry_of(ev)
         if entry is None or entry.fmt is not None or entry.expr not in EXCEPTION_NAMES or len(self.cands) >= self.cands.maxlen:
-            return
+            return False
         self.seq += 1
         self._candidate((self._t(ev), self.seq, Event("E_GENERIC", ev.rec, {"exc": "", "detail": ev.rec.msg.strip()})))
         self._claim(entry.id)
+        return True
 
     def _candidate(self, key: tuple) -> None:
         """A root error candidate, with where it was raised: the innermost frame of its raw traceback, or the last
@@ -645,23 +702,7 @@ class EngineDeath(Rule):
         dt, dseq, dev = self.death
         if self.hard_first is None and self.shutdown is not None and self.shutdown[1] < dseq:
             return []  # EngineDeadError after a requested shutdown: normal 0.32 shutdown noise
-        lo = (self.last_stats_t - 10.0) if self.last_stats_t is not None else float("-inf")
-        if dt is not None and self.last_stats_t is None:
-            lo = dt - 1e9
-        roots = []
-        for k in self.cands:
-            t = k[0]
-            if t is not None and dt is not None and not (lo <= t <= dt + 2.0):
-                continue
-            if t is None and k[1] > dseq + 50:
-                continue
-            roots.append(k)
-        roots.sort(key=self._order)
-        root = roots[0] if roots else None
-        if root is None and self.wrapper_detail is not None:
-            root = self.wrapper_detail
-        if root is None and self.hard_first is not None and _died_without_exception(self.hard_first[2]):
-            root = self.hard_first
+        root = self._root(dt, dseq)
         causes = self._causes(root, ctx, self.kv_check, self.cuda_fault)
         at_start = self._failed_at_start(causes)
         if root is None and self.hard_first is None and not at_start:
@@ -684,18 +725,7 @@ class EngineDeath(Rule):
                         "the lines before it (see next steps).")
         measurements = {"died_at": fmt_time(dt), "root_error": root_txt, "cascade_lines": self.cascade,
                         "root_cause_class": causes[0].id, "stats_lines_after_death": self.stats_after_death}
-        if self.dump:
-            measurements["crash_dump"] = {k: v for k, v in self.dump.items() if v}
-        if self.fatal_frame:
-            measurements["fatal_frame"] = self.fatal_frame
-        if self.fault_function:
-            measurements["fault_function"] = self.fault_function
-            summary += f" The fatal signal's faulting address is in {self.fault_function}."
-        measurements["failed_at_start"] = at_start
-        raised = self.raised_in.get(root[1]) if root is not None else None
-        if raised is not None:
-            measurements["raised_in"] = raised
-            summary += f" It was raised in {raised}."
+        summary += self._where_it_failed(measurements, root, at_start)
         summary, evs = self._inferred(summary, evs, measurements, causes)
         summary, evs = self._several_cores(summary, evs, measurements)
         died = "engine died (inferred)" if measurements.get("death_inferred") else "engine died"
@@ -710,6 +740,47 @@ class EngineDeath(Rule):
             evidence=dedupe_evidence(evs), causes=causes, measurements=measurements, headline=head,
             identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt, next_steps=steps,
         )]
+
+    def _root(self, dt: float | None, dseq: int) -> tuple | None:
+        """The first root candidate from the last stats line (less 10 s) to 2 s after the death (by line order
+        where a line has no time), else the worker's quoted error, else a death that needs no exception."""
+        lo = (self.last_stats_t - 10.0) if self.last_stats_t is not None else float("-inf")
+        if dt is not None and self.last_stats_t is None:
+            lo = dt - 1e9
+        roots = []
+        for k in self.cands:
+            t = k[0]
+            if t is not None and dt is not None and not (lo <= t <= dt + 2.0):
+                continue
+            if t is None and k[1] > dseq + 50:
+                continue
+            roots.append(k)
+        roots.sort(key=self._order)
+        if roots:
+            return roots[0]
+        if self.wrapper_detail is not None:
+            return self.wrapper_detail
+        if self.hard_first is not None and _died_without_exception(self.hard_first[2]):
+            return self.hard_first
+        return None
+
+    def _where_it_failed(self, measurements: dict, root: tuple | None, at_start: bool) -> str:
+        """The crash dump, the fatal frame, the faulting function, whether it failed while starting and where
+        the root was raised, into ``measurements`` (in the report's order); the summary's sentences on them."""
+        said = ""
+        if self.dump:
+            measurements["crash_dump"] = {k: v for k, v in self.dump.items() if v}
+        if self.fatal_frame:
+            measurements["fatal_frame"] = self.fatal_frame
+        if self.fault_function:
+            measurements["fault_function"] = self.fault_function
+            said += f" The fatal signal's faulting address is in {self.fault_function}."
+        measurements["failed_at_start"] = at_start
+        raised = self.raised_in.get(root[1]) if root is not None else None
+        if raised is not None:
+            measurements["raised_in"] = raised
+            said += f" It was raised in {raised}."
+        return said
 
     def _cascade_named(self) -> str:
         """What the cascade lines were (``EngineDeadError`` ×12, a Ray actor's ``ActorDiedError``), for the summary."""
@@ -831,12 +902,25 @@ class EngineDeath(Rule):
         cls = _classify(text, rev.id)
         if cls == "lmcache-draft-layers" and not _drafter_layers_possible(ctx, text):
             cls = "worker-exception"
+        elif cls == "lmcache-kv-layout" and method_of(ctx) == "draft_model":
+            cls = "lmcache-draft-layers"  # a draft model as deep as the target doubles the caches too
         b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
         if rev.id == "T_NCCL_TIMEOUT":
             b.note_for(cls, _collective_read(rev.f))
+        elif cls == "gpu-memory-in-use" and (free := _free_memory_read(text)):
+            b.note_for(cls, free)
+        elif rev.id in ("E_HIP_FAULT", "E_HSA_ABORT"):
+            b.note_for(cls, "a GPU kernel faulted on an AMD GPU (ROCm): AMD_SERIALIZE_KERNEL=3 names the kernel; a fault "
+                            "while CUDA graphs are captured is tested by starting with --enforce-eager")
+        elif rev.id == "E_CUDACHECK" and "custom_all_reduce" in (rev.f.get("file") or ""):
+            b.note_for(cls, "the failing CUDA call is in vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh): "
+                            "start with --disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")
         elif cls == "cuda-oom" and "NPU out of memory" in text:
             b.note_for(cls, "the device is an Ascend NPU (vllm-ascend, torch_npu): out of device memory there, not "
                             "CUDA's; read the fix's GPUs as NPUs")
+        if cls == "lmcache-kv-layout" and method_of(ctx) is None:
+            b.oppose(cls, 1, "the input does not show speculative_config: a draft model with as many layers as the "
+                             "target would double the caches too; collect the 'non-default args' line")
         if cls == "lmcache-draft-layers" and method_of(ctx) is None:
             b.oppose(cls, 1.5, "the input does not show speculative_config: a drafter is inferred from the KV caches "
                                "outnumbering the layers LMCache sized for; collect the 'non-default args' line")

@@ -5,8 +5,13 @@ from __future__ import annotations
 from specdiag.analyzers.base import register
 from specdiag.analyzers.sd_common import SpecSeriesRule, dedupe_evidence, ev_of, method_of, pct
 from specdiag.context import Context
-from specdiag.findings import CauseBoard, Finding
+from specdiag.events import Event
+from specdiag.findings import CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.timeutil import rec_time
+
+#: processes whose preemption warnings are kept apart (a hostile log must not grow the table)
+MAX_PROCESSES = 64
 
 
 @register
@@ -15,7 +20,9 @@ class KvCacheSaturation(SpecSeriesRule):
 
     Detects: stats intervals with ``KV cache usage`` ≥ ``min_usage`` (GPU, or CPU on vLLM's CPU backend)
     in which the waiting queue grows, stands at ``min_waiting`` or more in every one of them (a burst draining
-    through a full cache), or the cumulative ``Preemptions`` counter rises (0.11.2+).
+    through a full cache), or the cumulative ``Preemptions`` counter rises (0.11.2+); and V0's own warning
+    ``Sequence group N is preempted by PreemptionMode.X mode because there is not enough KV cache space``
+    (0.6.0–0.10.2 ``core/scheduler.py``), per process, with its running total.
 
     Why it matters: preempted requests are recomputed (or resumed without drafter state, which also
     hurts spec-decode acceptance); queues grow and latency explodes while throughput stays flat.
@@ -37,8 +44,62 @@ class KvCacheSaturation(SpecSeriesRule):
     family = "SRV"
     cause_ids = ("kv-cache-undersized", "long-context-burst", "draft-kv-overhead")
     defaults = {"min_usage": 0.95, "min_intervals": 3, "min_waiting": 4}
+    events = frozenset({"V_PREEMPTED"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.preempted: dict[tuple, list] = {}  # process -> [warnings, highest running total, first warning]
+
+    def observe_other(self, ev: Event) -> None:
+        key = ev.rec.origin.key
+        seen = self.preempted.get(key)
+        if seen is None:
+            if len(self.preempted) >= MAX_PROCESSES:
+                return
+            seen = self.preempted[key] = [0, None, ev]
+        seen[0] += 1
+        total = ev.f.get("total")
+        if total is not None and (seen[1] is None or total > seen[1]):
+            seen[1] = total
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        out = self._from_series(ctx)
+        if not out:
+            out = [self._from_warnings(key, *seen) for key, seen in self.preempted.items()]
+        return out
+
+    def _from_warnings(self, key: tuple, n: int, total: int | None, first: Event) -> Finding:
+        """V0's scheduler said it preempted sequences because the KV cache had no room: the finding from its
+        warnings alone (no stats interval showed the cache full long enough)."""
+        said = f"; its running total reached {total}" if total is not None else ""
+        b = self._board(None)
+        b.support("kv-cache-undersized", 2, f"vLLM's own words: 'preempted … because there is not enough KV cache space' ×{n}")
+        causes = b.ranked(ceiling=0.8)
+        return Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=(f"vLLM's scheduler preempted sequences because the KV cache had no room: {n} warning(s) "
+                     f"({first.f.get('mode') or 'RECOMPUTE'} mode){said}. Preempted "
+                     "sequences are recomputed or swapped back, so latency grows while throughput stays flat."),
+            count=n, evidence=[evidence_of(first, 400)], causes=causes,
+            measurements={"preemption_warnings": n, "preemptions": total, "mode": first.f.get("mode")},
+            identity=f"{self.code}|preempted|{key}", first_seen=rec_time(first.rec),
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+        )
+
+    def _board(self, ctx: Context | None) -> CauseBoard:
+        b = CauseBoard()
+        b.add("kv-cache-undersized", 0.5, fix="Give the KV cache more memory (--gpu-memory-utilization, more GPUs, "
+              "a KV offload tier) or admit fewer sequences (--max-num-seqs).",
+              confirm_with="specdiag repro --toggle num_gpu_blocks=off,36")
+        b.add("long-context-burst", 0.3, fix="Cap --max-model-len or route long prompts to a separate pool.",
+              confirm_with="compare prompt throughput peaks with the saturated intervals (specdiag metrics LOG)")
+        b.add("draft-kv-overhead", 0.1, fix="A draft model's KV shares the pool: budget for it or use a smaller draft.",
+              confirm_with="specdiag repro --toggle spec=off,draft_model --set num_gpu_blocks=36")
+        if ctx is not None and method_of(ctx) == "draft_model":
+            b.support("draft-kv-overhead", 3, "method draft_model registers its layers in the same KV-cache groups")
+        return b
+
+    def _from_series(self, ctx: Context) -> list[Finding]:
         o = self.options
         out = []
         for label, items in self.engines():
@@ -53,16 +114,7 @@ class KvCacheSaturation(SpecSeriesRule):
             standing = min(waits) >= o["min_waiting"]  # a queue in every saturated interval, even while it drains
             if not (grew or standing or pre_total > 0):
                 continue
-            b = CauseBoard()
-            b.add("kv-cache-undersized", 0.5, fix="Give the KV cache more memory (--gpu-memory-utilization, more GPUs, "
-                  "a KV offload tier) or admit fewer sequences (--max-num-seqs).",
-                  confirm_with="specdiag repro --toggle num_gpu_blocks=off,36")
-            b.add("long-context-burst", 0.3, fix="Cap --max-model-len or route long prompts to a separate pool.",
-                  confirm_with="compare prompt throughput peaks with the saturated intervals (specdiag metrics LOG)")
-            b.add("draft-kv-overhead", 0.1, fix="A draft model's KV shares the pool: budget for it or use a smaller draft.",
-                  confirm_with="specdiag repro --toggle spec=off,draft_model --set num_gpu_blocks=36")
-            if method_of(ctx) == "draft_model":
-                b.support("draft-kv-overhead", 3, "method draft_model registers its layers in the same KV-cache groups")
+            b = self._board(ctx)
             peak_prompt = max((iv.prompt_tps or 0) for iv in sat)
             avg_prompt = sum((iv.prompt_tps or 0) for iv in items) / max(1, len(items))
             if avg_prompt and peak_prompt > 3 * avg_prompt:

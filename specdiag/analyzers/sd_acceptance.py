@@ -530,7 +530,8 @@ class LowAcceptanceFromStart(SpecSeriesRule):
     when almost nothing is accepted (info). "From the start" needs the start: without a startup line in
     the inputs the finding says "throughout the excerpt" and caps confidence at 0.5; with fewer than
     ``min_intervals`` intervals or ``min_drafted`` drafts (a grepped paste) it is only an info note saying
-    how many lines would decide it.
+    how many lines would decide it, unless the drafter collapsed: two intervals or more, five times
+    ``min_drafted`` drafts, and a rate at most a third of the limit.
 
     Why it matters: with acceptance this low the draft forward passes and verification cost more than the
     tokens they save.
@@ -573,7 +574,10 @@ class LowAcceptanceFromStart(SpecSeriesRule):
                 continue
             if not stateless and length is not None and length > o["max_length"]:
                 continue
-            if len(spec) < o["min_intervals"] or dr < o["min_drafted"]:
+            # a drafter that collapsed (a few percent over thousands of drafts) is judged from two intervals: no
+            # traffic mix makes a working drafter's acceptance that low for that many drafts
+            collapsed = len(spec) >= 2 and dr >= 5 * o["min_drafted"] and rate <= limit / 3
+            if (len(spec) < o["min_intervals"] or dr < o["min_drafted"]) and not collapsed:
                 out.append(self._too_few(label, spec, rate, acc, dr, length, method, ctx, run))
                 continue
             out.append(self._low(label, spec, head, rh, rate, acc, dr, length, method, ctx, run))

@@ -86,6 +86,14 @@ def explain_cmd(
             using = [c for c, r in rules.items() if info.id in r.cause_ids]
             sys.stdout.write(render_cause(info, using, markdown=fmt == "markdown"))
             return
+        weighing = [c for c, r in rules.items() if key.lower() in r.cause_ids]
+        if weighing:  # a cause only its rules describe (SRV001's, SD's): their text, which names it
+            cls = rules[weighing[0]]
+            sys.stdout.write(f"{key.lower()}: a cause weighed by {', '.join(weighing)}; described in "
+                             f"{weighing[0]}'s text below.\n\n")
+            d = rule_doc(cls)
+            sys.stdout.write(render_rule_markdown(d) if fmt == "markdown" else render_explain(d))
+            return
         from specdiag.report.verdict import code_ranges
 
         fail(f"unknown rule or cause id {code!r}; known rules: {code_ranges(list(rules))} (see 'specdiag rules'; cause ids "

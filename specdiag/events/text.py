@@ -16,7 +16,7 @@ X = "text"
 TEXT_TEMPLATES: list[Template] = [
     T("E_ENGINE_DEAD", X, None, "EngineDeadError", r"EngineDeadError(?P<detail>.*)", "0.8.5+", "v1/engine/exceptions.py",
       "vllm.v1.engine.exceptions.EngineDeadError: EngineCore encountered an issue. See stack trace (above) for the root cause."),
-    T("E_OOM", X, None, "out of memory", r"(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError): (?P<detail>.{0,40}?out of memory.*)",
+    T("E_OOM", X, None, "out of memory", r"(?P<exc>(?:torch\.)?(?:cuda\.)?OutOfMemoryError)(?:: |\('Error in model execution[^:\n]{0,300}: )(?P<detail>.{0,40}?out of memory.*)",
       "torch", "torch", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."),
     T("E_NO_CACHE_MEM", X, None, "No available memory for the cache blocks",
       r"(?P<exc>ValueError): (?P<detail>No available memory for the cache blocks.*)", "0.8.5+",
@@ -51,8 +51,14 @@ TEXT_TEMPLATES: list[Template] = [
     T("E_INIT_FAILED", X, None, "Engine core initialization failed",
       r"RuntimeError: (?P<detail>Engine core initialization failed.*)", "0.10+", "v1/engine/utils.py",
       "RuntimeError: Engine core initialization failed. See root cause above. Failed core proc(s): {'EngineCore': 1}"),
-    T("E_SPEC_UNSUPPORTED", X, None, "not supported", r"(?P<detail>(?:spec decode is not supported|Draft model speculative decoding is not supported yet).*)",
-      "0.9.2-0.15.1", "v1/worker/cpu_model_runner.py", "AssertionError: spec decode is not supported."),
+    T("E_SPEC_UNSUPPORTED", X, None, "not supported", r"(?P<detail>(?:spec decode is not supported|Draft model speculative decoding is not supported yet|Speculative "
+      r"decoding with draft model is not supported yet).*)",
+      "0.9.2-0.15.1", "v1/worker/cpu_model_runner.py; config/speculative.py __post_init__ (0.13)",
+      "AssertionError: spec decode is not supported."),
+    # V0's speculative worker at start (spec_decode/spec_decode_worker.py create_worker): an EAGLE drafter with TP > 1
+    T("E_EAGLE_TP", X, None, "EAGLE does not support TP", r"(?P<detail>EAGLE does not support TP > 1 yet.*)",
+      "0.5–0.10 (V0)", "spec_decode/spec_decode_worker.py (create_worker)",
+      "NotImplementedError: EAGLE does not support TP > 1 yet"),
     # CPython's multiprocessing when a process's target raised (its traceback follows; the process exits with code 1).
     # Alone: the excerpt holds the banner and not the traceback (the next lines are another process's)
     T("E_PROCESS_RAISED", X, "Process", "Process ", r"\AProcess (?P<proc>[\w.-]{1,64}):[ \t]*\Z", "any",
@@ -62,6 +68,21 @@ TEXT_TEMPLATES: list[Template] = [
       r"Failed: (?P<detail>Cuda error (?P<file>[^\s:']{1,300}):(?P<line>\d{1,7}) '(?P<error>[^'\n]{1,300})')", "0.4+",
       "csrc/custom_all_reduce.cuh (CUDACHECK)", "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid "
       "argument'", ints=("line",)),
+    # the ROCm runtime when a GPU kernel faults or a queue is aborted: it prints this, then aborts the process
+    T("E_HIP_FAULT", X, None, "Memory access fault by GPU",
+      r"(?P<detail>Memory access fault by GPU node-(?P<node>\d{1,4})[^\n]{0,300})", "ROCm", "ROCm runtime (ROCr)",
+      "Memory access fault by GPU node-5 (Agent handle: 0x460e3a50) on address 0x7ec4dfe0e000. Reason: Write access to a "
+      "read-only page."),
+    T("E_HSA_ABORT", X, None, "aborting with error : HSA_STATUS_ERROR",
+      r"Queue (?P<queue>0x[0-9a-fA-F]{1,16}) aborting with error : (?P<detail>HSA_STATUS_ERROR_\w{1,80}[^\n]{0,300})",
+      "ROCm", "ROCm runtime (ROCr queue callback)",
+      "Callback: Queue 0x7ee7b4200000 aborting with error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent "
+      "attempted to access memory beyond the largest legal address. code: 0x29"),
+    # vLLM's NCCL wrapper (distributed/device_communicators/pynccl_wrapper.py NCCL_CHECK): an NCCL call returned an
+    # error and the rank raises
+    T("E_NCCL_ERROR", X, None, "NCCL error: ", r"RuntimeError: (?P<detail>NCCL error: [^\n]{1,300})", "0.4+",
+      "distributed/device_communicators/pynccl_wrapper.py (NCCL_CHECK)",
+      "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)"),
     # CPython's faulthandler (enabled by torch and Ray): a fatal signal in native code, then the Python stack
     # ``Stack (most recent call first):`` / ``Current thread … (most recent call first):``
     T("E_FATAL_PYTHON", X, None, "Fatal Python error", r"Fatal Python error: (?P<detail>[^\n]{1,200})", "any",
@@ -76,7 +97,7 @@ TEXT_TEMPLATES: list[Template] = [
     # argparse's error exit of vLLM's command line (``vllm serve``; the process exits with code 2 before anything
     # starts): the option it rejected and why
     T("E_CLI_ARG", X, None, ": error: ",
-      r"(?P<prog>vllm(?: [a-z][a-z-]{0,20})?): error: (?:argument (?P<arg>-[\w/-]{1,80}): )?(?P<detail>[^\n]{1,600})",
+      r"(?P<prog>vllm(?: [a-z][a-z-]{0,20})?|api_server\.py): error: (?:argument (?P<arg>-[\w/-]{1,80}): )?(?P<detail>[^\n]{1,600})",
       "any", "vllm/entrypoints/cli (argparse)",
       'vllm serve: error: argument --speculative-config: invalid loads value: "{\'method\': \'ngram\'}"'),
     # SchedulerConfig's check of the batch against the context when chunked prefill is off (raised at start, not
@@ -87,6 +108,21 @@ TEXT_TEMPLATES: list[Template] = [
       "ValueError: max_num_batched_tokens (8192) is smaller than max_model_len (9216). This effectively limits the "
       "maximum sequence length to max_num_batched_tokens and makes vLLM reject longer sequences. Please increase "
       "max_num_batched_tokens or decrease max_model_len.", ints=("batched", "max_len")),
+    # V0's MQLLMEngine client when the engine's process is gone (engine/multiprocessing/client.py, raised, and
+    # logged as its repr by the client's health loop)
+    T("E_ENGINE_PROC_DIED", X, None, "Engine process (pid", r"Engine process \(pid (?P<pid>\d{1,10})\) died",
+      "0.6.0–0.10.2 (V0)", "engine/multiprocessing/client.py", "RuntimeError('Engine process (pid 76) died.')",
+      ints=("pid",)),
+    # the GPU worker's start-up check (v1/worker/gpu_worker.py init_device, raised as ValueError): less memory is free
+    # than --gpu-memory-utilization asks for, because something else holds the device's memory
+    T("E_FREE_MEM", X, None, "less than desired GPU memory utilization",
+      r"(?P<detail>Free memory on device(?: (?P<device>[\w:]{1,40}))? \((?P<free>\d{1,6}(?:\.\d{1,4})?)/"
+      r"(?P<total>\d{1,6}(?:\.\d{1,4})?) GiB\) on startup is less than desired GPU memory utilization "
+      r"\((?P<util>\d(?:\.\d{1,4})?), (?P<want>\d{1,6}(?:\.\d{1,4})?) GiB\)[^\n]{0,300})", "0.10+",
+      "v1/worker/gpu_worker.py (init_device)",
+      "ValueError: Free memory on device (18.17/22.08 GiB) on startup is less than desired GPU memory utilization "
+      "(0.9, 19.88 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
+      floats=("free", "total", "util", "want")),
     T("E_GENERIC", X, None, "Error", r"(?P<exc>[A-Za-z_](?<![\w.].)[\w.]{0,200}?(?:Error|Exception)): (?P<detail>.*)$",
       "any", "python", "RuntimeError: CPU Generator does not use offset"),
     # pydantic's reason under ``N validation error(s) for XConfig`` (a vLLM config dataclass rejected a value in its

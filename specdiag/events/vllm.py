@@ -131,6 +131,29 @@ VLLM_TEMPLATES: list[Template] = [
       "0.7.0–0.8.4", "v1/engine/core.py:387 (0.8.4)", "EngineCore hit an exception: Traceback (most recent call last):"),
     T("V_BG_TASK_FAILED", V, "Engine", "Engine background task failed", r"Engine background task failed", "0.6.0–0.10.2",
       "engine/async_llm_engine.py:64 (V0)", "Engine background task failed"),
+    # V0's AsyncLLMEngine: one engine step ran past VLLM_ENGINE_ITERATION_TIMEOUT_S (60 s); it raises TimeoutError and
+    # the background loop dies with it ("Engine background task failed", AsyncEngineDeadError after)
+    T("V_ITER_TIMEOUT", V, "Engine", "Engine iteration timed out", r"Engine iteration timed out\. This should never happen!",
+      "0.6.0–0.10.2", "engine/async_llm_engine.py:960 (0.6.0) to :767 (0.10.2)",
+      "Engine iteration timed out. This should never happen!", level="ERROR"),
+    # V0's API server when its engine (AsyncLLMEngine, or MQLLMEngine's process) is dead: it exits
+    T("V_API_ENGINE_DEAD", V, None, "is already dead, terminating server process",
+      r"(?P<engine>AsyncLLMEngine|MQLLMEngine) is already dead, terminating server process", "0.6.0–0.8.5.post1",
+      "entrypoints/launcher.py:98 (0.6.0) to :116 (0.8.5.post1)", "MQLLMEngine is already dead, terminating server process"),
+    # V1's multiprocessing executor before 0.9 when a worker process died (its own traceback is above)
+    T("V_MP_FATAL_SIGNAL", V, "MulitprocExecutor", "got fatal signal from worker processes",
+      r"MulitprocExecutor got fatal signal from worker processes", "0.7.0–0.8.5.post1",
+      "v1/executor/multiproc_executor.py:46 (0.7.0) to :49 (0.8.5.post1)",
+      "MulitprocExecutor got fatal signal from worker processes, shutting down. See stack trace above for root cause issue."),
+    # V0's scheduler when it preempts a sequence for want of KV-cache blocks (a warning per preemption, with the
+    # running total); V1 counts them in the stats line's Preemptions instead
+    T("V_PREEMPTED", V, "Sequence", "is preempted by",
+      r"Sequence group (?P<group>\S{1,200}) is preempted by (?:PreemptionMode\.)?(?P<mode>\w{1,40}) mode because there is "
+      r"not enough KV cache space\.(?:.{0,400}?total_num_cumulative_preemption=(?P<total>\d{1,12}))?",
+      "0.6.0–0.10.2", "core/scheduler.py:1775",
+      "Sequence group 165 is preempted by PreemptionMode.SWAP mode because there is not enough KV cache space. This can "
+      "affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV "
+      "cache memory. total_num_cumulative_preemption=151", ints=("total",), level="WARNING"),
     T("V_WORKER_START_FAILED", V, "WorkerProc", "WorkerProc failed to start", r"WorkerProc failed to start", "0.8.5+",
       "v1/executor/multiproc_executor.py:1091", "WorkerProc failed to start."),
     # V0's worker monitor (multiprocessing executor): a worker process that exited, with its exit code
@@ -183,6 +206,12 @@ VLLM_TEMPLATES: list[Template] = [
       "distributed/kv_transfer/kv_connector/v1/nixl_connector.py",
       "RuntimeError: Remote NIXL agent engine ID mismatch. Expected e1_dp0,received e2_dp0.",
       outside="an exception's text under the connector's logger.exception, not a logging call"),
+    # V0's MQLLMEngine logs the repr of the exception that ended its engine loop (``logger.exception(repr(e))``,
+    # engine/multiprocessing/engine.py), its traceback under it; its client logs ``RuntimeError('Engine process …')``
+    T("V_EXC_REPR", V, None, "(", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}[A-Za-z_]\w{0,100}(?:Error|Exception))"
+      r"\((?P<q>['\"])(?P<detail>.*)(?P=q)\)\s*$", "0.6.0–0.10.2 (V0)", "engine/multiprocessing/engine.py",
+      "OutOfMemoryError('Error in model execution (input dumped to /tmp/err.pkl): CUDA out of memory. Tried to allocate "
+      "3.82 GiB.')", level="ERROR", outside="the repr of an exception, logged as the message of logger.exception"),
     T("V_EXC", V, None, "", r"(?P<exc>(?:[A-Za-z_]\w{0,100}\.){0,20}(?:[A-Za-z_]\w{0,100}(?:Error|Exception)|Exception|StopIteration"
       r"|StopAsyncIteration))"
       r"(?:: (?P<detail>.*))?\s*$", "all",

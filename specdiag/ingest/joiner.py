@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
+from specdiag.catalog.wording import BYTES
 from specdiag.ingest import wrappers
 from specdiag.ingest.envelope import EXC_LINE, Record, parses_as_record, split_suffix
 from specdiag.ingest.origin import Origin
@@ -161,7 +162,8 @@ def continues_row(line: bytes, width: int) -> bool:
     """
     return (len(line) <= width and line[:2] != b"  " and line[:1] != b"\t" and not is_envelope(line)
             and FOREIGN_HEADER.match(line) is None
-            and EXC_LINE.match(line) is None and b"Error" not in line and b"LMCache v" not in line
+            and EXC_LINE.match(line) is None and not any(w in line for w in BYTES.KEPT_TEXT_WORDS)
+            and b"LMCache v" not in line
             and b"version" not in line[:80] and b"LMCache:" not in line[:16]
             and b"it/s]" not in line and b"s/it]" not in line and b"%|" not in line)  # tqdm, printed unprefixed
 

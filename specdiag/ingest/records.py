@@ -431,7 +431,8 @@ class LineReader:
         if o.mode == "traceback":
             if (not line.strip() or line.startswith((b" ", b"\t", b"Traceback", b"During handling",
                                                      b"The above exception", *NCCL_TAIL)) or EXC_LINE.match(line)
-                    or flush_frame(line)):
+                    or flush_frame(line) or flush_frame(rec.cont[-1] if rec.cont else rec.raw)):
+                # (the row after a frame row pasted flush left is its code row, flush left too)
                 append_line(o, line, lineno)
                 self.recognized += 1
                 if len(rec.cont) > MAX_JOIN_LINES:
@@ -507,12 +508,18 @@ class LineReader:
         if line.startswith(FATAL_PYTHON):
             self.out.append(Record(path, lineno, origin, "text", "CRITICAL", None, year, None, None, None, line))
             return
-        # raw text: keep only what may matter (exceptions, banners, versions)
+        self._raw_text(lineno, origin, line)
+
+    def _raw_text(self, lineno: int, origin: Origin, line: bytes) -> None:
+        """A line no logger header opens: kept only where it may matter (an exception, a banner, a version,
+        argparse's exit), or as a bare message of a paste; anything else is dropped."""
+        path, year = self.path, self.year_hint
         exc = EXC_LINE.match(line)
         if exc or b"LMCache v" in line or b"version" in line[:80] or any(w in line for w in BYTES.KEPT_TEXT_WORDS):
             self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
                                    None, line))
-        elif line[:4] == b"vllm" and b": error: " in line[:40]:  # argparse's exit: ``vllm serve: error: argument …``
+        elif line[:4] in (b"vllm", b"api_") and b": error: " in line[:40]:
+            # argparse's exit: ``vllm serve: error: argument …``, ``api_server.py: error: unrecognized arguments: …``
             self.out.append(Record(path, lineno, origin, "text", "ERROR", None, year, None, None, None, line))
         elif self.bare and origin.pid is None and (text := unmarked(line.strip())):
             self.out.append(Record(path, lineno, origin, "bare", "", None, year, None, None, None, text))
