@@ -766,6 +766,9 @@ def test_kv_caches_a_whole_multiple_of_lmcaches_layers_are_a_kv_layout_not_a_dra
     # vLLM #2281 (0.2 under FastChat): every line behind 'DATE | ERROR | stderr | ', the background loop's traceback
     # cut before its exception: 'nothing recognised'
     ("fastchat-wrapped-v0-loop.log", "cause-not-in-excerpt"),
+    # vLLM #23231 (Qwen2.5-VL on an RTX 5090): flash-attention's CHECK_CUDA 'CUDA error (…flash_fwd_launch_template.h:188):
+    # invalid argument' with no prefix, between the encoder's profiling and the API server's traceback: exit 0
+    ("flash-check-cuda-vision-encoder-5090.log", "native-crash"),
 ])
 def test_older_and_self_explaining_deaths_are_deaths_with_their_root(name, root_class):
     """Real pastes whose death went unseen (exit 0 with LOG001 warnings, or 'no problem found') or whose root,
@@ -806,3 +809,28 @@ def test_a_v0_workers_exception_in_a_start_up_method_is_a_failure_to_start():
     KV-cache profiling at start; it said 'clients saw errors for every request in flight'."""
     death = _by_rule(HERE / "v0-worker-exc-kv-profiling-ngram.log")["SRV001"]
     assert death.measurements["failed_at_start"] is True
+
+
+@pytest.mark.parametrize("name", ["blackwell-block-fp8-not-implemented.log", "no-kernel-image-rtx5090.log",
+                                  "cutlass-moe-no-sm120.log"])
+def test_a_build_without_kernels_for_the_gpu_is_a_death_of_that_class(name):
+    """vLLM #16515, #18995, PR #33417 (RTX 5090, sm_120): 'block scaled fp8 gemm is not implemented for Blackwell',
+    'CUDA error: no kernel image is available for execution on the device', 'FlashInfer-CUTLASS MoE kernel does not
+    support current device sm_120' were LOG001 warnings, exit 0: each kills the engine wherever it is raised."""
+    death = _by_rule(HERE / name)["SRV001"]
+    assert death.measurements["root_cause_class"] == "gpu-arch-unsupported"
+
+
+def test_an_asynchronous_cuda_fault_surfaced_where_it_is_named_not_raised():
+    """vLLM #13673: 'CUDA error: an illegal memory access was encountered' at a .tolist(): 'It was raised in
+    gpu_model_runner.py:997', the first sync point after the kernel that faulted."""
+    death = _by_rule(HERE / "v1-spec-illegal-memory-access-surfaced.log")["SRV001"]
+    assert " surfaced in " in death.summary and "CUDA_LAUNCH_BLOCKING=1" in death.summary
+    assert " was raised in " not in death.summary
+
+
+def test_a_capture_invalidated_by_an_earlier_error_is_not_the_root():
+    """vLLM #51279: 'operation failed due to a previous error during capture' (cudaErrorStreamCaptureInvalidated)
+    was the 'first root error'; the error says an earlier one invalidated the capture."""
+    death = _by_rule(HERE / "capture-invalidated-by-previous-error.log")["SRV001"]
+    assert death.measurements["root_cause_class"] == "cause-not-in-excerpt"

@@ -24,6 +24,7 @@ WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
     "R_SERVE_REPLICA_FAILED": ("Ray Serve stopped an LLM replica whose start raised", None),
     # csrc's CUDACHECK (custom all-reduce and other kernels): printf, then exit(EXIT_FAILURE)
     "E_CUDACHECK": ("vLLM's CUDACHECK: a CUDA call in its kernels failed and the process exited", "native-crash"),
+    "E_FLASH_CHECK_CUDA": ("flash-attention's CHECK_CUDA: a kernel launch failed and the process exited", "native-crash"),
     "E_HIP_FAULT": ("the ROCm runtime: a GPU memory access fault (it aborts the process)", "native-crash"),
     "E_HSA_ABORT": ("the ROCm runtime aborted a GPU queue (and the process)", "native-crash"),
     "E_NCCL_ERROR": ("vLLM's NCCL wrapper: an NCCL call failed and the rank raised", "nccl-error"),
@@ -39,7 +40,9 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
            # wrappers that point at another process's traceback: V0's API server, V1's worker start
            "Engine process failed to start", "WorkerProc initialization failed",
            # V0's MQLLMEngine client when the engine's process is gone
-           "Engine process (pid")
+           "Engine process (pid",
+           # CUDA's cudaErrorStreamCaptureInvalidated: an earlier error during a graph capture invalidated it
+           "operation failed due to a previous error during capture")
 HARD = frozenset({"V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
                   "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED", "V_ITER_TIMEOUT", "V_API_ENGINE_DEAD",
@@ -93,8 +96,17 @@ START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FA
 START_WORDS = ("Engine process failed to start", "WorkerProc initialization failed", "Engine core initialization failed")
 #: the experiment of a cause when the engine died while starting (no request to rerun)
 START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
-#: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory)
-MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory")
+#: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory,
+#: kernels the device cannot run)
+MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported")
+#: what says the build has no kernel for the device (torch's ``CUDA error: no kernel image is available for execution
+#: on the device``; a kernel library's own refusal: FlashInfer-CUTLASS MoE ``does not support current device
+#: sm_120``, vLLM's ``block scaled fp8 gemm is not implemented for Blackwell``), lower case
+NO_KERNEL_WORDS = ("no kernel image is available for execution on the device", "does not support current device sm_",
+                   "is not implemented for blackwell")
+#: CUDA errors raised when the kernel that faulted ran earlier: the frame they name is where CUDA noticed, lower case
+ASYNC_CUDA_WORDS = ("illegal memory access", "device-side assert triggered", "misaligned address",
+                    "unspecified launch failure", "illegal instruction")
 #: the lines that announce a death themselves; without one, a death seen only in the crash dump and the
 #: fatal traceback body is inferred (the excerpt was cut above its header)
 HEADERS = frozenset({"V_CORE_FATAL", "V_WORKER_EXC_V0", "V_CORE_FAILED", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED",
@@ -152,6 +164,12 @@ CAUSE_FIX = {
                    "NCCL_DEBUG=WARN to see NCCL's own reason, and check which libnccl vLLM loads (VLLM_NCCL_SO_PATH) "
                    "on every node.",
                    "rerun with NCCL_DEBUG=WARN: NCCL's 'NCCL WARN' line names the failing call and its reason"),
+    "gpu-arch-unsupported": ("The installed build has no kernel for this GPU's architecture: torch's or vLLM's binaries, or "
+                             "a kernel library's (FlashInfer, CUTLASS MoE, block-scaled FP8), were not built for its "
+                             "compute capability (a new GPU such as sm_120 needs a build that includes it). Install a "
+                             "build for this GPU, or choose a backend or quantization whose kernels support it.",
+                             "python -c 'import torch; print(torch.cuda.get_device_capability(), "
+                             "torch.cuda.get_arch_list())': the device's capability must be in the list"),
     "spec-unsupported": ("This vLLM build does not support the configured speculative decoding: the method, on this "
                          "device or with this parallelism (V0's EAGLE with TP > 1, a separate draft model where the "
                          "message says it is not supported yet). Use a method the build supports, or a release that "
@@ -210,3 +228,7 @@ CAUSE_FIX = {
 TB_ROWS = ("V_TB_FRAME", "V_TB_CODE")
 #: the causes a root error can be classified as (all but the "not in the excerpt" placeholder)
 ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
+#: root classes that only their own message names (a KV layout's whole multiple, V0's iteration timeout, the free-memory
+#: check, a build without the GPU's kernels, pynccl's error): weighed only when the root's text is one of them
+SIGNATURE_CLASSES = frozenset({"lmcache-kv-layout", "engine-iteration-timeout", "gpu-memory-in-use", "gpu-arch-unsupported",
+                               "nccl-error"})

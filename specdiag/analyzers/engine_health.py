@@ -9,6 +9,7 @@ from operator import eq
 
 from specdiag.analyzers.base import Rule, register, shape_claim
 from specdiag.analyzers.engine_death_tables import (
+    ASYNC_CUDA_WORDS,
     CASCADE,
     CAUSE_FIX,
     EXCEPTION_NAMES,
@@ -19,8 +20,10 @@ from specdiag.analyzers.engine_death_tables import (
     HEADERS,
     KV_CHECK_FRAMES,
     MEMORY_CLASSES,
+    NO_KERNEL_WORDS,
     ROOT_CLASSES,
     ROOTS,
+    SIGNATURE_CLASSES,
     SOFT,
     START_CODE,
     START_CONFIRM,
@@ -107,6 +110,16 @@ def _clipped(text: str, limit: int) -> str:
         return text
     cut = text.rfind(" ", limit // 2, limit - 1)
     return text[: cut if cut > 0 else limit - 1] + "…"
+
+
+#: a file path of three or more parts in a root's text (flash-attention's ``CUDA error (/__w/…/x.h:188): …``)
+_LONG_PATH = re.compile(r"/(?:[^\s/():'\"]{1,200}/){2,40}([^\s/():'\"]{1,200})")
+
+
+def _short_paths(text: str) -> str:
+    """A headline's root with each long path cut to its file name: a verdict line has 85 characters, and a path
+    left whole pushes the error's words out of it."""
+    return _LONG_PATH.sub(r"…/\1", text[:400])
 
 
 def _root_line(ev: Event) -> str:
@@ -198,6 +211,8 @@ def _classify(text: str, tid: str) -> str:
         return "lmcache-kv-layout" if layers and caches % layers == 0 else "lmcache-draft-layers"
     if tid == "V_ITER_TIMEOUT" or ("TimeoutError" in text and "run_engine_loop" in text):
         return "engine-iteration-timeout"  # V0's background loop: a step past ENGINE_ITERATION_TIMEOUT_S
+    if any(w in t for w in NO_KERNEL_WORDS):
+        return "gpu-arch-unsupported"
     if tid == "E_FREE_MEM" or "less than desired gpu memory utilization" in t:
         return "gpu-memory-in-use"
     if tid in ("E_SPEC_UNSUPPORTED", "E_EAGLE_TP") or "spec decode is not supported" in t or (
@@ -729,7 +744,7 @@ class EngineDeath(Rule):
         summary, evs = self._inferred(summary, evs, measurements, causes)
         summary, evs = self._several_cores(summary, evs, measurements)
         died = "engine died (inferred)" if measurements.get("death_inferred") else "engine died"
-        head = (f"{died} at {fmt_log_time(dt)}: {_clipped(_root_line(root[2]), 85)}" if root is not None
+        head = (f"{died} at {fmt_log_time(dt)}: {_clipped(_short_paths(_root_line(root[2])), 85)}" if root is not None
                 else f"{died} at {fmt_log_time(dt)}; its first root error is not in the excerpt")
         confirm = START_CONFIRM.get(causes[0].id, causes[0].confirm_with) if at_start else causes[0].confirm_with
         steps = [causes[0].fix, f"Confirm: {confirm}",
@@ -779,7 +794,10 @@ class EngineDeath(Rule):
         raised = self.raised_in.get(root[1]) if root is not None else None
         if raised is not None:
             measurements["raised_in"] = raised
-            said += f" It was raised in {raised}."
+            text = (root[2].f.get("detail") or root[2].rec.msg).lower()
+            said += (f" It surfaced in {raised}: CUDA reports a kernel's fault at a later call, so the kernel that "
+                     "faulted ran earlier (CUDA_LAUNCH_BLOCKING=1 names it)."
+                     if any(w in text for w in ASYNC_CUDA_WORDS) else f" It was raised in {raised}.")
         return said
 
     def _cascade_named(self) -> str:
@@ -892,10 +910,6 @@ class EngineDeath(Rule):
             return [Cause("cause-not-in-excerpt", 0.4, for_=["death lines without the exception that caused them "
                                                                 "(the excerpt starts after it, or the log level hid it)"],
                           fix=fix, confirm_with=confirm)]
-        b = CauseBoard()
-        for cid in ROOT_CLASSES:
-            fix, confirm = CAUSE_FIX[cid]
-            b.add(cid, 0.1, fix=fix, confirm_with=confirm)
         rev = root[2]
         rtext = (rev.f.get("detail") or rev.rec.msg) if rev.id != "V_PROC_DIED" else rev.rec.msg
         text = rev.rec.text if rev.rec.kind == "traceback" else rev.rec.msg
@@ -904,6 +918,11 @@ class EngineDeath(Rule):
             cls = "worker-exception"
         elif cls == "lmcache-kv-layout" and method_of(ctx) == "draft_model":
             cls = "lmcache-draft-layers"  # a draft model as deep as the target doubles the caches too
+        b = CauseBoard()
+        for cid in ROOT_CLASSES:  # a class read only from its own message is no alternative where it is not printed
+            if cid not in SIGNATURE_CLASSES or cid == cls:
+                fix, confirm = CAUSE_FIX[cid]
+                b.add(cid, 0.1, fix=fix, confirm_with=confirm)
         b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
         if rev.id == "T_NCCL_TIMEOUT":
             b.note_for(cls, _collective_read(rev.f))
@@ -912,6 +931,11 @@ class EngineDeath(Rule):
         elif rev.id in ("E_HIP_FAULT", "E_HSA_ABORT"):
             b.note_for(cls, "a GPU kernel faulted on an AMD GPU (ROCm): AMD_SERIALIZE_KERNEL=3 names the kernel; a fault "
                             "while CUDA graphs are captured is tested by starting with --enforce-eager")
+        elif rev.id == "E_FLASH_CHECK_CUDA":
+            b.note_for(cls, f"flash-attention's kernel ({(rev.f.get('file') or '').rsplit('/', 1)[-1]}) failed to launch "
+                            "and exited the process: a build of it without this GPU's architecture, or a shape it does "
+                            "not support; another attention backend confirms it (--attention-backend, VLLM_ATTENTION_BACKEND "
+                            "in older releases, --mm-encoder-attn-backend for a vision encoder)")
         elif rev.id == "E_CUDACHECK" and "custom_all_reduce" in (rev.f.get("file") or ""):
             b.note_for(cls, "the failing CUDA call is in vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh): "
                             "start with --disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")

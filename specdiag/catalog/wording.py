@@ -96,10 +96,12 @@ SPEC_RATE = "Draft acceptance rate"
 PREFILTER_ANCHORS = ("LMCache", "lmcache", "vllm", "vLLM", "VLLM", "pid=", "Traceback", 'File "', "Error", "Exception",
                      "Exit", "Interrupt", "During handling", "The above exception", "version", '"log"', '"levelname"',
                      "[pod/", "]: ", "Iteration", "Cuda error", "Value error, ", "Assertion error, ",
-                     "Segfault encountered", "Memory access fault", "HSA_STATUS_ERROR", "api_server.py: error: ")
+                     "Segfault encountered", "Memory access fault", "HSA_STATUS_ERROR", "api_server.py: error: ",
+                     "CUDA error (")
 # ---- a line of raw text (no envelope) that the reader keeps for any of these words in it (``records``: besides
 # exception lines, LMCache's banner and version lines); each is one of PREFILTER_ANCHORS (a test holds it)
-KEPT_TEXT_WORDS = ("Error", "Cuda error", "Value error, ", "Assertion error, ", "Memory access fault", "HSA_STATUS_ERROR")
+KEPT_TEXT_WORDS = ("Error", "Cuda error", "Value error, ", "Assertion error, ", "Memory access fault", "HSA_STATUS_ERROR",
+                   "CUDA error (")
 
 
 class _Forms:

@@ -68,6 +68,12 @@ TEXT_TEMPLATES: list[Template] = [
       r"Failed: (?P<detail>Cuda error (?P<file>[^\s:']{1,300}):(?P<line>\d{1,7}) '(?P<error>[^'\n]{1,300})')", "0.4+",
       "csrc/custom_all_reduce.cuh (CUDACHECK)", "Failed: Cuda error /workspace/csrc/custom_all_reduce.cuh:164 'invalid "
       "argument'", ints=("line",)),
+    # flash-attention's CHECK_CUDA (its csrc, built into vLLM's vllm-flash-attn and xformers): fprintf, then exit(1)
+    T("E_FLASH_CHECK_CUDA", X, None, "CUDA error (",
+      r"(?P<detail>CUDA error \((?P<file>[^\s():]{1,300}):(?P<line>\d{1,7})\): [^\n]{1,200})", "any",
+      "flash-attention csrc (CHECK_CUDA)",
+      "CUDA error (/__w/xformers/xformers/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188): invalid "
+      "argument", ints=("line",)),
     # the ROCm runtime when a GPU kernel faults or a queue is aborted: it prints this, then aborts the process
     T("E_HIP_FAULT", X, None, "Memory access fault by GPU",
       r"(?P<detail>Memory access fault by GPU node-(?P<node>\d{1,4})[^\n]{0,300})", "ROCm", "ROCm runtime (ROCr)",
