@@ -83,3 +83,12 @@ def test_a_factory_line_naming_a_connector_whose_library_is_missing_is_that_conn
     lines = ["ERROR 05-11 13:39:09 [factory.py:49] Failed to create widget: Mooncake not available",
              "ERROR 05-11 13:39:10 [factory.py:60] Failed to create connector MooncakeTransferEngineConnector: bad port"]
     assert "KV020" not in _by_rule(_write(tmp_path, lines))
+
+
+def test_nixl_refusing_telemetry_it_does_not_keep_is_the_cause_of_its_transfer_exceptions():
+    """ai-dynamo/dynamo #12952: NIXL 1.3.1's 'getXferTelemetry: cannot return values when telemetry is not enabled'
+    beside vLLM's 'NIXL transfer failure: transfer_exception': the lead was 'make the peer reachable, raise the
+    timeout', and the NIXL line a LOG001 warning. vLLM reads a completed transfer's telemetry before releasing it."""
+    found = _by_rule(HERE / "nixl-telemetry-disabled-transfer-exception.log")
+    assert found["KV020"].causes[0].id == "nixl-telemetry-disabled"
+    assert "LOG001" not in found

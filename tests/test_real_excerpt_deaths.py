@@ -769,6 +769,9 @@ def test_kv_caches_a_whole_multiple_of_lmcaches_layers_are_a_kv_layout_not_a_dra
     # vLLM #23231 (Qwen2.5-VL on an RTX 5090): flash-attention's CHECK_CUDA 'CUDA error (…flash_fwd_launch_template.h:188):
     # invalid argument' with no prefix, between the encoder's profiling and the API server's traceback: exit 0
     ("flash-check-cuda-vision-encoder-5090.log", "native-crash"),
+    # LMCache #2262: an Inductor kernel's device-side assert 'index out of bounds: 0 <= … < 32768' (a rope table of
+    # 32,768 positions) right after a store at token 32,768: 'no finding', exit 0
+    ("device-assert-rope-index-32768.log", "native-crash"),
 ])
 def test_older_and_self_explaining_deaths_are_deaths_with_their_root(name, root_class):
     """Real pastes whose death went unseen (exit 0 with LOG001 warnings, or 'no problem found') or whose root,
@@ -834,3 +837,12 @@ def test_a_capture_invalidated_by_an_earlier_error_is_not_the_root():
     was the 'first root error'; the error says an earlier one invalidated the capture."""
     death = _by_rule(HERE / "capture-invalidated-by-previous-error.log")["SRV001"]
     assert death.measurements["root_cause_class"] == "cause-not-in-excerpt"
+
+
+def test_a_bare_date_before_each_row_of_a_traceback_is_a_wrapper():
+    """bentoml/OpenLLM #746: Docker Desktop's log view copied with '2023-12-03 14:56:00 ' before every row of a
+    start-up traceback, frames flush left: 'nothing recognised', exit 3. Taken off only before a traceback's row,
+    an exception line or a process prefix, as the other re-logging shapes are."""
+    report = analyze([str(HERE / "docker-desktop-time-prefix-flush-frames.log")])
+    (death,) = [f for f in report.findings if f.rule == "SRV001"]
+    assert death.measurements["failed_at_start"] is True and "relogged" in report.inputs[0]["formats"]

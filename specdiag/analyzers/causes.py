@@ -234,6 +234,19 @@ _ROWS = [
        "vLLM 0.9+",
        ("distributed/kv_transfer/kv_connector/v1/nixl_connector.py (NixlWrapper None: 'NIXL is not available')",
         "llm-d issue #139")),
+    _c("nixl-telemetry-disabled",
+       "vLLM's NIXL connector reads a finished transfer's telemetry before it releases the handle "
+       "(nixl/base_worker.py: check_xfer_state DONE, then get_xfer_telemetry). A NIXL agent whose telemetry is not "
+       "enabled raises there ('getXferTelemetry: cannot return values when telemetry is not enabled', "
+       "nixl_agent.cpp), and vLLM counts the transfer, which completed, as a 'transfer_exception' failure: its blocks "
+       "are marked invalid and recomputed, or the request fails (kv_load_failure_policy).",
+       "Use a NIXL release that does not raise for disabled telemetry (1.3.2 or later: ai-dynamo/dynamo #12952), or "
+       "enable NIXL's telemetry in the serving processes.",
+       "start the decode instance with NIXL's telemetry enabled: the 'NIXL transfer failure: transfer_exception' "
+       "lines stop while the same transfers run",
+       "vLLM 0.32 (NixlConnector, nixl/base_worker.py), NIXL 1.3.1",
+       ("distributed/kv_transfer/kv_connector/v1/nixl/base_worker.py (_pop_done_transfers, 0.32)",
+        "ai-dynamo/dynamo issue #12952")),
     _c("kv-transfer-failed",
        "A vLLM KV connector (NIXL, Mooncake, MoRIIO, P2P NCCL, 3FS, …) logs at ERROR when it could not send, pull, "
        "store or load a request's KV: the peer was unreachable or did not answer in time, the transport (UCX, RDMA, "

@@ -931,6 +931,10 @@ class EngineDeath(Rule):
         elif rev.id in ("E_HIP_FAULT", "E_HSA_ABORT"):
             b.note_for(cls, "a GPU kernel faulted on an AMD GPU (ROCm): AMD_SERIALIZE_KERNEL=3 names the kernel; a fault "
                             "while CUDA graphs are captured is tested by starting with --enforce-eager")
+        elif rev.id == "E_DEVICE_ASSERT":
+            b.note_for(cls, "a kernel asserted on its input ('" + (rev.f.get("detail") or "")[:80] + "'): an index past its "
+                            "table (a position past the rope table's length, a token id past the vocabulary) is the "
+                            "common case; CUDA_LAUNCH_BLOCKING=1 shows the call that launched it")
         elif rev.id == "E_FLASH_CHECK_CUDA":
             b.note_for(cls, f"flash-attention's kernel ({(rev.f.get('file') or '').rsplit('/', 1)[-1]}) failed to launch "
                             "and exited the process: a build of it without this GPU's architecture, or a shape it does "

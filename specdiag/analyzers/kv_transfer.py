@@ -29,6 +29,8 @@ MAX_MESSAGES, MAX_IDS = 12, 5
 #: connector MooncakeTransferEngineConnector: Mooncake not available``)
 _MISSING = re.compile(r"\bis not available\b|\b[A-Z][a-z]\w{1,40} not available\b|not installed|No module named"
                       r"|[Pp]lease install|Failed to import")
+#: NIXL's agent when asked for a transfer's telemetry it does not keep (nixl_agent.cpp, NIXL 1.3.1)
+_NO_TELEMETRY = "getXferTelemetry: cannot return values when telemetry is not enabled"
 #: a connector class named in a line (its first word names the transport: ``MooncakeTransferEngineConnector``)
 _CONNECTOR_CLASS = re.compile(r"\b([A-Z][a-z]{1,30})\w{0,60}Connector\b")
 
@@ -77,7 +79,9 @@ class KvTransferErrors(Rule):
     recomputes the request or fails it; a connector that raises in its own thread may instead leave the
     request waiting.
 
-    Causes weighed: ``kv-transfer-failed`` (which transfer, and why, is in the messages quoted).
+    Causes weighed: ``kv-transfer-failed`` (which transfer, and why, is in the messages quoted),
+    ``connector-library-missing``, ``nixl-telemetry-disabled`` (NIXL's agent refused a completed transfer's telemetry,
+    so vLLM counted it failed: ``getXferTelemetry: cannot return values when telemetry is not enabled``).
 
     Fix: what the messages name: the peer's reachability and ports, the transport, the timeouts, and that
     both instances run the same vLLM and connector versions.
@@ -92,7 +96,7 @@ class KvTransferErrors(Rule):
     title = "vLLM's KV connector logged errors: KV was not transferred as asked"
     severity = "error"
     family = "KV"
-    cause_ids = ("kv-transfer-failed", "connector-library-missing")
+    cause_ids = ("kv-transfer-failed", "connector-library-missing", "nixl-telemetry-disabled")
     events = frozenset({"V_NIXL_FAILURE"})
     levels = frozenset({"ERROR", "CRITICAL"})
 
@@ -106,6 +110,7 @@ class KvTransferErrors(Rule):
         self.native: Counter[str] = Counter()  # the transfer engine's own glog errors, by shape
         self.native_first: Event | None = None
         self.missing: Event | None = None  # a line saying the connector's transport library is not there
+        self.telemetry: Event | None = None  # NIXL's agent refusing to read telemetry it does not keep
         self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:
@@ -134,6 +139,10 @@ class KvTransferErrors(Rule):
         """A native transfer engine's own error (Mooncake's, in the worker: ``rdma_transport.cpp``, a slice whose
         ``transport retry counter exceeded``): the transport's side of a connector's failure, shown with it."""
         rec = ev.rec
+        if self.telemetry is None and _NO_TELEMETRY in rec.msg:
+            self.telemetry = ev  # claimed with the native errors below when the finding is made
+            self.native[shape_claim(rec.msg)] += 1
+            return
         if rec.level in self.levels and ("transport" in (rec.file or "") or "transfer" in (rec.file or "")
                                          or "transport" in rec.msg):
             key = shape_claim(rec.msg)
@@ -204,6 +213,12 @@ class KvTransferErrors(Rule):
         if self.missing is not None:
             return Cause("connector-library-missing", 0.85, for_=[f"'{self.missing.rec.msg.strip()[:160]}'"],
                          **fix_and_confirm("connector-library-missing"))
+        if self.telemetry is not None and "nixl" in self.messages:
+            t = self.telemetry.rec
+            return Cause("nixl-telemetry-disabled", 0.8,
+                         for_=[f"NIXL's agent: '{t.msg.strip()[:120]}' ({t.file}:{t.src_line}), beside the connector's "
+                               "failures: a transfer that completed is counted as failed"],
+                         **fix_and_confirm("nixl-telemetry-disabled"))
         return Cause("kv-transfer-failed", 0.7, for_=[f"{self.lines} ERROR line(s) of vLLM's KV-transfer code"],
                      against=["the lines say what failed, not always why: the peer's own log may hold the reason"],
                      **fix_and_confirm("kv-transfer-failed"))

@@ -74,6 +74,13 @@ TEXT_TEMPLATES: list[Template] = [
       "flash-attention csrc (CHECK_CUDA)",
       "CUDA error (/__w/xformers/xformers/third_party/flash-attention/hopper/flash_fwd_launch_template.h:188): invalid "
       "argument", ints=("line",)),
+    # a GPU kernel's device-side assert, as CUDA prints it from the device (torch's and Triton's kernels: an index
+    # out of range); the CUDA context is unusable after it, so the process that ran it fails at its next CUDA call
+    T("E_DEVICE_ASSERT", X, None, "] Assertion `",
+      r"block: \[\d{1,6},\d{1,6},\d{1,6}\], thread: \[\d{1,6},\d{1,6},\d{1,6}\] Assertion `(?P<detail>[^`\n]{1,400})",
+      "any", "CUDA device assert (torch / Triton kernels)",
+      "/tmp/torchinductor_root/jk/x.py:45: unknown: block: [143,0,0], thread: [96,0,0] Assertion `index out of bounds: "
+      "0 <= tmp10 < 32768` failed."),
     # the ROCm runtime when a GPU kernel faults or a queue is aborted: it prints this, then aborts the process
     T("E_HIP_FAULT", X, None, "Memory access fault by GPU",
       r"(?P<detail>Memory access fault by GPU node-(?P<node>\d{1,4})[^\n]{0,300})", "ROCm", "ROCm runtime (ROCr)",

@@ -53,12 +53,13 @@ RANK_PREFIX = re.compile(rb"\[rank(\d{1,6})\]: ")
 BOX_BAR = "│".encode()
 #: a CI runner's time before each line (Buildkite's ``[2025-03-10T15:07:20Z] ``), as vLLM's CI logs are pasted
 BRACKET_ISO = re.compile(rb"\[" + ISO_TS.pattern.removesuffix(b" ") + rb"\] ")
-#: another program's Python logger around a line it re-logs: ``DATE - [name - ]LEVEL - [[tag] ]``, or FastChat's
-#: ``DATE | LEVEL | stream | `` (its model worker logs vLLM's stdout and stderr so); bounded runs between
-#: distinct separators: linear time
+#: another program's Python logger around a line it re-logs: ``DATE - [name - ]LEVEL - [[tag] ]``, FastChat's
+#: ``DATE | LEVEL | stream | `` (its model worker logs vLLM's stdout and stderr so), or a bare ``DATE `` (Docker
+#: Desktop's log view copied); bounded runs between distinct separators: linear time
 RELOGGED = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d{1,9} - (?:[\w.-]{1,128} - )?"
                       rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:\[[\w.-]{1,64}\] )?"
-                      rb"|(?:[,.]\d{1,9})? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| [\w.-]{1,64} \| )")
+                      rb"|(?:[,.]\d{1,9})? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| [\w.-]{1,64} \| "
+                      rb"|(?:[,.]\d{1,9})? )")
 #: RFC 5424 syslog (rsyslog / syslog-ng forwarding): ``<PRI>1 TIME HOST APP PROCID MSGID SD `` then the message
 #: (after an optional BOM); structured data is ``-`` or bracketed elements with quoted, escaped values
 SYSLOG_5424 = re.compile(rb'<\d{1,3}>\d{1,2} (\d{4}|-)\S{0,40} (\S{1,255}) \S{1,48} \S{1,128} \S{1,32} '
