@@ -229,3 +229,4 @@ def test_a_remote_client_that_cannot_be_set_up_is_no_outage(tmp_path):
                  level="WARNING", loc="remote_backend.py:160", logger="lmcache.v1.storage_backend.remote_backend")
     [g] = _rule(_report(tmp_path, [outage]), "KV013")
     assert "remote-backend-loss" in {c.id for c in g.causes}
+

@@ -268,6 +268,49 @@ def _free_memory_read(text: str) -> str:
             f"{f['want']} GiB: {fits:.2f} or lower would fit what was free")
 
 
+def _root_note(cls: str, rev: Event, text: str) -> str | None:
+    """What the root's own line adds to its class: the collective that timed out, the memory check's numbers, the
+    switch that confirms a native exit (custom all-reduce, flash-attention, ROCm), a device-side assert's input."""
+    f = rev.f
+    if rev.id == "T_NCCL_TIMEOUT":
+        return _collective_read(f)
+    if cls == "gpu-memory-in-use":
+        return _free_memory_read(text) or None
+    if rev.id in ("E_HIP_FAULT", "E_HSA_ABORT"):
+        return ("a GPU kernel faulted on an AMD GPU (ROCm): AMD_SERIALIZE_KERNEL=3 names the kernel; a fault while CUDA "
+                "graphs are captured is tested by starting with --enforce-eager")
+    if rev.id == "E_DEVICE_ASSERT":
+        return ("a kernel asserted on its input ('" + (f.get("detail") or "")[:80] + "'): an index past its table (a "
+                "position past the rope table's length, a token id past the vocabulary) is the common case; "
+                "CUDA_LAUNCH_BLOCKING=1 shows the call that launched it")
+    if rev.id == "E_FLASH_CHECK_CUDA":
+        return (f"flash-attention's kernel ({(f.get('file') or '').rsplit('/', 1)[-1]}) failed to launch and exited the "
+                "process: a build of it without this GPU's architecture, or a shape it does not support; another "
+                "attention backend confirms it (--attention-backend, VLLM_ATTENTION_BACKEND in older releases, "
+                "--mm-encoder-attn-backend for a vision encoder)")
+    if rev.id == "E_CUDACHECK" and "custom_all_reduce" in (f.get("file") or ""):
+        return ("the failing CUDA call is in vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh): start with "
+                "--disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")
+    if cls == "cuda-oom" and "NPU out of memory" in text:
+        return ("the device is an Ascend NPU (vllm-ascend, torch_npu): out of device memory there, not CUDA's; read the "
+                "fix's GPUs as NPUs")
+    return None
+
+
+def _weigh_drafter(b: CauseBoard, cls: str, ctx: Context) -> None:
+    """LMCache's pointer count against the KV caches: whether the input shows the speculative config that would
+    make a drafter (or a draft model as deep as the target) the reason."""
+    method = method_of(ctx)
+    if cls == "lmcache-kv-layout" and method is None:
+        b.oppose(cls, 1, "the input does not show speculative_config: a draft model with as many layers as the "
+                         "target would double the caches too; collect the 'non-default args' line")
+    if cls == "lmcache-draft-layers" and method is None:
+        b.oppose(cls, 1.5, "the input does not show speculative_config: a drafter is inferred from the KV caches "
+                           "outnumbering the layers LMCache sized for; collect the 'non-default args' line")
+    elif cls == "lmcache-draft-layers":
+        b.support(cls, 2, f"method {method}, LMCache num_draft_layers {ctx.num_draft_layers}")
+
+
 def _fault_function(rest: str) -> str:
     """The function the signal handler names at the faulting address (``  (unknown)  addProxyOpIfNeeded()``),
     or "" when it could not (``(unknown)``)."""
@@ -924,36 +967,9 @@ class EngineDeath(Rule):
                 fix, confirm = CAUSE_FIX[cid]
                 b.add(cid, 0.1, fix=fix, confirm_with=confirm)
         b.support(cls, 30, f"first root error at {rev.rec.path}:{rev.rec.line}: {rtext[:160]}")
-        if rev.id == "T_NCCL_TIMEOUT":
-            b.note_for(cls, _collective_read(rev.f))
-        elif cls == "gpu-memory-in-use" and (free := _free_memory_read(text)):
-            b.note_for(cls, free)
-        elif rev.id in ("E_HIP_FAULT", "E_HSA_ABORT"):
-            b.note_for(cls, "a GPU kernel faulted on an AMD GPU (ROCm): AMD_SERIALIZE_KERNEL=3 names the kernel; a fault "
-                            "while CUDA graphs are captured is tested by starting with --enforce-eager")
-        elif rev.id == "E_DEVICE_ASSERT":
-            b.note_for(cls, "a kernel asserted on its input ('" + (rev.f.get("detail") or "")[:80] + "'): an index past its "
-                            "table (a position past the rope table's length, a token id past the vocabulary) is the "
-                            "common case; CUDA_LAUNCH_BLOCKING=1 shows the call that launched it")
-        elif rev.id == "E_FLASH_CHECK_CUDA":
-            b.note_for(cls, f"flash-attention's kernel ({(rev.f.get('file') or '').rsplit('/', 1)[-1]}) failed to launch "
-                            "and exited the process: a build of it without this GPU's architecture, or a shape it does "
-                            "not support; another attention backend confirms it (--attention-backend, VLLM_ATTENTION_BACKEND "
-                            "in older releases, --mm-encoder-attn-backend for a vision encoder)")
-        elif rev.id == "E_CUDACHECK" and "custom_all_reduce" in (rev.f.get("file") or ""):
-            b.note_for(cls, "the failing CUDA call is in vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh): "
-                            "start with --disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")
-        elif cls == "cuda-oom" and "NPU out of memory" in text:
-            b.note_for(cls, "the device is an Ascend NPU (vllm-ascend, torch_npu): out of device memory there, not "
-                            "CUDA's; read the fix's GPUs as NPUs")
-        if cls == "lmcache-kv-layout" and method_of(ctx) is None:
-            b.oppose(cls, 1, "the input does not show speculative_config: a draft model with as many layers as the "
-                             "target would double the caches too; collect the 'non-default args' line")
-        if cls == "lmcache-draft-layers" and method_of(ctx) is None:
-            b.oppose(cls, 1.5, "the input does not show speculative_config: a drafter is inferred from the KV caches "
-                               "outnumbering the layers LMCache sized for; collect the 'non-default args' line")
-        elif cls == "lmcache-draft-layers":
-            b.support(cls, 2, f"method {method_of(ctx)}, LMCache num_draft_layers {ctx.num_draft_layers}")
+        if (note := _root_note(cls, rev, text)) is not None:
+            b.note_for(cls, note)
+        _weigh_drafter(b, cls, ctx)
         cap = None
         if rev.id in EXIT_SEEN_FROM_OUTSIDE:
             b.oppose(cls, 1, "Ray saw the worker's process exit without knowing why: the reasons its message lists "

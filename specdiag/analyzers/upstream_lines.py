@@ -341,6 +341,21 @@ def _summary(family: str, what: str, msgs: list[_Message], more: int) -> str:
             f"{'; '.join(parts)}{tail}.")
 
 
+#: who prints a glog-format line, by its file (Go's klog prints the same header as glog)
+_GLOG_SOURCES = (
+    ("tpu_", "the TPU runtime (PJRT / XLA) in the process"),
+    ("nixl", "NIXL's agent in the process (vLLM's NixlConnector, LMCache's NIXL backend)"),
+)
+
+
+def _glog_source(where: str) -> str:
+    """Who printed a glog-format line: a known program or runtime by its file, else a native library."""
+    low = where.lower()
+    return next((who for key, who in _GLOG_SOURCES if key in low),
+                "a native library loaded into the process (glog's format: Mooncake's transfer engine or store client, "
+                "NIXL, …)")
+
+
 def _next_steps(family: str, top: _Message) -> list[str]:
     if family == UNRECOGNISED:
         return [f"'{_short(top.label, 60)}' is in no catalogued vLLM/LMCache release: note the versions in use "
@@ -349,11 +364,15 @@ def _next_steps(family: str, top: _Message) -> list[str]:
         return ["this exception's traceback is not in the log given: collect the lines of the same process before "
                 f"it (grep -B50 -F '{_grep_words(top.label)}'), whose innermost frame says where it was raised"]
     if top.project == "glog":
-        return [f"a native library loaded into the process (glog's format: Mooncake's transfer engine or store client, "
-                f"NIXL, …) reports it{' at ' + top.location.split(' ', 1)[-1] if top.location else ''}: the file "
-                "names the library; read its source there, and collect the same process's vLLM and LMCache lines "
-                f"around it (grep -B40 -A30 -F '{_grep_words(top.label)}'), which say which connector or backend call "
-                "it failed"]
+        where = top.location.split(" ", 1)[-1] if top.location else ""
+        if ".go:" in where:  # Go's klog: a Kubernetes client or component, not a library in vLLM's process
+            return [f"a Go program's klog line (kubectl, client-go or another Kubernetes component) at {where}: it runs "
+                    "outside vLLM's processes; the pods' state says what it reports (kubectl get pods, kubectl describe "
+                    "pod, kubectl logs --previous of a restarting container)"]
+        who = _glog_source(where)
+        return [f"{who} reports it{' at ' + where if where else ''}: the file names the program or library; read its "
+                "source there, and collect the same process's vLLM and LMCache lines around it (grep -B40 -A30 -F "
+                f"'{_grep_words(top.label)}'), which say which call it failed"]
     if top.project == "ray":
         return ["collect the same process's lines around it (grep -B40 -A30 -F "
                 f"'{_grep_words(top.label)}'): the worker that printed it, its last vLLM lines and, after a "
