@@ -772,6 +772,12 @@ def test_kv_caches_a_whole_multiple_of_lmcaches_layers_are_a_kv_layout_not_a_dra
     # LMCache #2262: an Inductor kernel's device-side assert 'index out of bounds: 0 <= … < 32768' (a rope table of
     # 32,768 positions) right after a store at token 32,768: 'no finding', exit 0
     ("device-assert-rope-index-32768.log", "native-crash"),
+    # Ray compiled graphs: 'RayChannelTimeoutError: … Timed out waiting for object available to read' (vLLM on Ray,
+    # two threads) was the generic worker-exception; the engine core gave up waiting for its workers
+    ("ray-cgraph-channel-timeout.log", "worker-hang"),
+    ("ray-cgraph-timeout-wrapped-hint.log", "worker-hang"),
+    # 'ValueError: Cannot provide a placement group requiring 4.0 GPUs … within 1800 seconds': Ray had no room
+    ("ray-placement-group-4-gpus.log", "ray-placement"),
 ])
 def test_older_and_self_explaining_deaths_are_deaths_with_their_root(name, root_class):
     """Real pastes whose death went unseen (exit 0 with LOG001 warnings, or 'no problem found') or whose root,
@@ -846,3 +852,14 @@ def test_a_bare_date_before_each_row_of_a_traceback_is_a_wrapper():
     report = analyze([str(HERE / "docker-desktop-time-prefix-flush-frames.log")])
     (death,) = [f for f in report.findings if f.rule == "SRV001"]
     assert death.measurements["failed_at_start"] is True and "relogged" in report.inputs[0]["formats"]
+
+
+@pytest.mark.parametrize("name", ["hybrid-kv-disabled-connector-core.log", "hybrid-kv-disabled-bare-traceback.log",
+                                  "hybrid-kv-disabled-worker-copy.log"])
+def test_a_hybrid_model_whose_kv_manager_was_turned_off_fails_to_start_for_that_reason(name):
+    """2026 threads (a KV connector or offloading on a hybrid model): 'ValueError: Hybrid KV cache manager is disabled
+    but failed to convert the KV cache specs to one unified type' was the generic worker-exception, once 'a runtime
+    crash', and under Dynamo with no log level a warning at exit 0. It is raised only while the KV cache is set up."""
+    death = _by_rule(HERE / name)["SRV001"]
+    assert death.measurements["root_cause_class"] == "hybrid-kv-disabled"
+    assert death.measurements["failed_at_start"] is True

@@ -99,7 +99,9 @@ START_WORDS = ("Engine process failed to start", "WorkerProc initialization fail
 START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
 #: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory,
 #: kernels the device cannot run)
-MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported")
+MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported", "hybrid-kv-disabled")
+#: root classes raised only while the engine starts (the KV cache's sizing and layout, the free-memory check)
+START_CLASSES = frozenset({"kv-cache-memory", "hybrid-kv-disabled", "gpu-memory-in-use", "ray-placement"})
 #: what says the build has no kernel for the device (torch's ``CUDA error: no kernel image is available for execution
 #: on the device``; a kernel library's own refusal: FlashInfer-CUTLASS MoE ``does not support current device
 #: sm_120``, vLLM's ``block scaled fp8 gemm is not implemented for Blackwell``), lower case
@@ -171,6 +173,22 @@ CAUSE_FIX = {
                              "build for this GPU, or choose a backend or quantization whose kernels support it.",
                              "python -c 'import torch; print(torch.cuda.get_device_capability(), "
                              "torch.cuda.get_arch_list())': the device's capability must be in the list"),
+    "hybrid-kv-disabled": ("The hybrid KV cache manager was turned off and this model's KV cache specs could not then be "
+                           "made one type (v1/core/kv_cache_utils.py): the model mixes layer kinds (Mamba or linear "
+                           "attention beside full attention, or sliding windows). vLLM turns the manager off for a KV "
+                           "connector that does not support it (--kv-transfer-config: its warning 'Turning off hybrid "
+                           "kv cache manager because --kv-transfer-config selects a KV connector that does not support "
+                           "it'), on platforms without it, or for chunked local attention with EAGLE (config/vllm.py). "
+                           "Serve this model without that connector, with a connector that supports it, or on a "
+                           "release whose connector does.",
+                           "start once without --kv-transfer-config (and without KV offloading): if it starts, the "
+                           "connector turned the manager off"),
+    "ray-placement": ("Ray could not place the engine's workers: the cluster had fewer free GPUs than the placement group "
+                      "asks (one per rank: tensor x pipeline parallel size) within the time vLLM waits "
+                      "(v1/executor/ray_utils.py: 'Cannot provide a placement group requiring N GPUs … within S "
+                      "seconds'), or a node's IP differs from VLLM_HOST_IP so its GPUs never count. Check `ray status` "
+                      "and `ray list nodes`, free or add GPUs, or lower the parallel size.",
+                      "ray status before starting: the free GPUs must reach the group's count"),
     "spec-unsupported": ("This vLLM build does not support the configured speculative decoding: the method, on this "
                          "device or with this parallelism (V0's EAGLE with TP > 1, a separate draft model where the "
                          "message says it is not supported yet). Use a method the build supports, or a release that "
@@ -232,4 +250,4 @@ ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
 #: root classes that only their own message names (a KV layout's whole multiple, V0's iteration timeout, the free-memory
 #: check, a build without the GPU's kernels, pynccl's error): weighed only when the root's text is one of them
 SIGNATURE_CLASSES = frozenset({"lmcache-kv-layout", "engine-iteration-timeout", "gpu-memory-in-use", "gpu-arch-unsupported",
-                               "nccl-error"})
+                               "nccl-error", "hybrid-kv-disabled", "ray-placement"})

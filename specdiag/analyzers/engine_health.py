@@ -25,6 +25,7 @@ from specdiag.analyzers.engine_death_tables import (
     ROOTS,
     SIGNATURE_CLASSES,
     SOFT,
+    START_CLASSES,
     START_CODE,
     START_CONFIRM,
     START_FAILURES,
@@ -213,6 +214,10 @@ def _classify(text: str, tid: str) -> str:
         return "engine-iteration-timeout"  # V0's background loop: a step past ENGINE_ITERATION_TIMEOUT_S
     if any(w in t for w in NO_KERNEL_WORDS):
         return "gpu-arch-unsupported"
+    if "hybrid kv cache manager is disabled but failed to convert" in t:
+        return "hybrid-kv-disabled"
+    if "cannot provide a placement group requiring" in t:
+        return "ray-placement"
     if tid == "E_FREE_MEM" or "less than desired gpu memory utilization" in t:
         return "gpu-memory-in-use"
     if tid in ("E_SPEC_UNSUPPORTED", "E_EAGLE_TP") or "spec decode is not supported" in t or (
@@ -226,8 +231,8 @@ def _classify(text: str, tid: str) -> str:
         return "import-error"
     if tid == "V_PROC_DIED":
         return "process-killed"
-    if "rpc call to" in t and "timed out" in t:  # the engine core gave up waiting for a worker's reply
-        return "worker-hang"
+    if ("rpc call to" in t and "timed out" in t) or "raychanneltimeouterror" in t:
+        return "worker-hang"  # the engine core gave up waiting for a worker's reply (its RPC, or Ray's compiled graph)
     if tid == "V_WORKER_PID_DIED" and (code := _EXIT_CODE.search(text)) is not None:
         # a signal's number, negated: SIGKILL, SIGTERM, SIGINT came from outside; another signal (SIGABRT, SIGSEGV)
         # is a crash in native code; a positive code, an exit the worker chose
@@ -852,7 +857,7 @@ class EngineDeath(Rule):
     def _failed_at_start(self, causes: list[Cause]) -> bool:
         """Whether the engine died while starting: a line or frame said so, the root is a KV cache that cannot
         fit (checked only at start-up), or the traceback was printed where the release prints 'failed to start'."""
-        return self.at_start or causes[0].id == "kv-cache-memory" or (
+        return self.at_start or causes[0].id in START_CLASSES or (
             self.header_place is not None and "failed to start" in self.header_place[0] and not self.header_by_place)
 
     def _several_cores(self, summary: str, evs: list[Evidence], measurements: dict) -> tuple[str, list[Evidence]]:
