@@ -863,3 +863,12 @@ def test_a_hybrid_model_whose_kv_manager_was_turned_off_fails_to_start_for_that_
     death = _by_rule(HERE / name)["SRV001"]
     assert death.measurements["root_cause_class"] == "hybrid-kv-disabled"
     assert death.measurements["failed_at_start"] is True
+
+
+def test_a_worker_failed_line_cut_inside_its_quoted_error_is_still_the_death():
+    """vllm-ascend #8393: ' RuntimeError: Worker failed with error 'NPUModelRunner init failed … AclmdlRICaptureBegin …
+    error code is 207005' with the NPU runtime's lines of the quoted error after it (and one space pasted before it)
+    was 'no problem found': the exception line's level was lost to the space and the template needs the closing quote."""
+    death = _by_rule(HERE / "ascend-worker-failed-acl-capture-cut-quote.log")["SRV001"]
+    assert death.measurements["root_error"].startswith("NPUModelRunner init failed")
+    assert death.measurements["failed_at_start"] is True

@@ -94,7 +94,8 @@ SOFT = frozenset({"E_ENGINE_DEAD", "V_OUTPUT_HANDLER"})
 #: lines that say the engine or a worker failed to start (``V_CORE_FAILED``: "EngineCore failed to start")
 START_FAILURES = frozenset({"V_CORE_FAILED", "V_WORKER_START_FAILED", "E_INIT_FAILED", "R_SERVE_REPLICA_FAILED", "E_FREE_MEM",
                             "E_EAGLE_TP", "E_SPEC_UNSUPPORTED"})
-START_WORDS = ("Engine process failed to start", "WorkerProc initialization failed", "Engine core initialization failed")
+START_WORDS = ("Engine process failed to start", "WorkerProc initialization failed", "Engine core initialization failed",
+               "ModelRunner init failed")  # vllm-ascend's NPUModelRunner, quoted by the engine core
 #: the experiment of a cause when the engine died while starting (no request to rerun)
 START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
 #: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory,

@@ -103,6 +103,11 @@ def _frame_funcs(ev: Event) -> list[str]:
     return [m.decode() for m in _FRAME_FUNC.findall(raw)] if b", line " in raw else []
 
 
+#: the engine core's wrapper of a worker's error (v1/engine/core.py), as E_GENERIC reads it when the line ends inside
+#: the quoted error (a multi-line message: an NPU runtime's error text)
+_WORKER_FAILED = "Worker failed with error '"
+
+
 def _clipped(text: str, limit: int) -> str:
     """``text`` on one line, cut at a word before ``limit`` characters with an ellipsis: a verdict line is
     shortened at its last clause boundary, which in an exception line is the colon after its name."""
@@ -561,6 +566,9 @@ class EngineDeath(Rule):
             self._cascade_line(tid, ev, key, cascade_kind)
             return
         hard = tid in HARD or (tid in ("V_EXC", "E_GENERIC") and _classify(detail, tid) in MEMORY_CLASSES)
+        if tid in ("V_EXC", "E_GENERIC") and detail.startswith(_WORKER_FAILED):
+            tid, hard = "E_WORKER_FAILED", True  # the engine core's 'Worker failed with error' whose quote the line cut
+            ev.f["detail"] = detail = detail[len(_WORKER_FAILED):]  # the worker's error, as E_WORKER_FAILED reads it
         if tid == "V_EXC" and self.header is None and (said := _header_printed_at(ev)) is not None:
             self.header_place = self.header_place or (said, ev)  # the exception line of a death header's traceback
             hard = True

@@ -514,7 +514,7 @@ class LineReader:
         """A line no logger header opens: kept only where it may matter (an exception, a banner, a version,
         argparse's exit), or as a bare message of a paste; anything else is dropped."""
         path, year = self.path, self.year_hint
-        exc = EXC_LINE.match(line)
+        exc = EXC_LINE.match(line, len(line) - len(line.lstrip(b" \t")))  # a paste may indent it by a space or two
         if exc or b"LMCache v" in line or b"version" in line[:80] or any(w in line for w in BYTES.KEPT_TEXT_WORDS):
             self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
                                    None, line))
