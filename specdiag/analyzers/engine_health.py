@@ -108,6 +108,12 @@ def _frame_funcs(ev: Event) -> list[str]:
 _WORKER_FAILED = "Worker failed with error '"
 
 
+#: an Ascend NPU's kernel fault as torch_npu reports the device's error ('… there is an exception of fftsplus aicore
+#: error, core id is 4, error code = 0x800000 …'): the counterpart of CUDA's illegal memory access
+_NPU_FAULT_WORDS = ("exception of fftsplus aicore error", "exception of aicore error", "exception of aivec error",
+                    "exception of fftsplus aivec error")
+
+
 def _clipped(text: str, limit: int) -> str:
     """``text`` on one line, cut at a word before ``limit`` characters with an ellipsis: a verdict line is
     shortened at its last clause boundary, which in an exception line is the colon after its name."""
@@ -219,6 +225,8 @@ def _classify(text: str, tid: str) -> str:
         return "engine-iteration-timeout"  # V0's background loop: a step past ENGINE_ITERATION_TIMEOUT_S
     if any(w in t for w in NO_KERNEL_WORDS):
         return "gpu-arch-unsupported"
+    if any(w in t for w in _NPU_FAULT_WORDS):
+        return "native-crash"
     if "hybrid kv cache manager is disabled but failed to convert" in t:
         return "hybrid-kv-disabled"
     if "cannot provide a placement group requiring" in t:
@@ -301,6 +309,10 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
     if rev.id == "E_CUDACHECK" and "custom_all_reduce" in (f.get("file") or ""):
         return ("the failing CUDA call is in vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh): start with "
                 "--disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")
+    if any(w in text for w in _NPU_FAULT_WORDS):
+        return ("an NPU kernel faulted (Ascend's aicore/aivec exception, the counterpart of CUDA's illegal memory access; "
+                "'DDR address … out of range' is an out-of-bounds access): ASCEND_LAUNCH_BLOCKING=1 and the device's "
+                "plog name the operator")
     if cls == "cuda-oom" and "NPU out of memory" in text:
         return ("the device is an Ascend NPU (vllm-ascend, torch_npu): out of device memory there, not CUDA's; read the "
                 "fix's GPUs as NPUs")
@@ -394,7 +406,7 @@ class EngineDeath(Rule):
     preempted request's computed tokens, a request no longer tracked — LMCache 0.5.6 ``vllm_v1_adapter.py``
     :1596-1611, :1793-1798, :1746-1750), ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
     ``native-crash`` (a C++ exception nothing caught, a fatal signal, vLLM's CUDACHECK exit, the ROCm runtime's GPU
-    memory access fault or queue abort), ``nccl-timeout`` (torch's NCCL
+    memory access fault or queue abort, an Ascend NPU's aicore/aivec exception), ``nccl-timeout`` (torch's NCCL
     watchdog: a collective timed out), ``worker-exception``; ``cause-not-in-excerpt`` when no root error is in
     the lines given.
 
@@ -572,6 +584,9 @@ class EngineDeath(Rule):
         if tid == "V_EXC" and self.header is None and (said := _header_printed_at(ev)) is not None:
             self.header_place = self.header_place or (said, ev)  # the exception line of a death header's traceback
             hard = True
+        if tid in TB_ROWS and any(w in text for w in _NPU_FAULT_WORDS) and len(self.cands) < self.cands.maxlen:
+            # torch_npu's report of the device's kernel fault, printed inside the worker's traceback: its root
+            self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": "", "detail": text.strip()})))
         if not self._header_or_dump(tid, ev) and (tid in TB_ROWS or ev.rec.kind == "traceback"):
             hard = self._frames(tid, ev) or hard
             if tid == "E_TB_FRAMES" and (bare := _BARE_EXC.search(ev.rec.text)):
@@ -678,10 +693,16 @@ class EngineDeath(Rule):
             self._memory_logged(ev)
 
     def _memory_logged(self, ev: Event) -> bool:
+        """See ``_logged_root``: an out-of-memory line, or an NPU kernel's fault, logged rather than raised."""
+        return self._logged_root(ev)
+
+    def _logged_root(self, ev: Event) -> bool:
         """An ERROR line that says the device ran out of memory, logged rather than raised (``[linear.py:210] Failed
         to create unquantized linear weights: CUDA out of memory …`` right before ``EngineCore failed to start.``): a
         root candidate, as an out-of-memory error kills the engine wherever it is raised; claimed from LOG001."""
-        if _classify(ev.rec.msg, ev.id) not in MEMORY_CLASSES or len(self.cands) >= self.cands.maxlen:
+        msg = ev.rec.msg
+        fault = any(w in msg for w in _NPU_FAULT_WORDS)
+        if (not fault and _classify(msg, ev.id) not in MEMORY_CLASSES) or len(self.cands) >= self.cands.maxlen:
             return False
         self.seq += 1
         self._candidate((self._t(ev), self.seq, Event("E_GENERIC", ev.rec, {"exc": "", "detail": ev.rec.msg.strip()})))
