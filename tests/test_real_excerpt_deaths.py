@@ -882,3 +882,13 @@ def test_an_npu_kernel_fault_inside_the_workers_traceback_is_the_root(name):
     assert death.measurements["root_cause_class"] == "native-crash"
     assert "aicore error" in death.measurements["root_error"]
     assert any("ASCEND_LAUNCH_BLOCKING=1" in w for w in death.causes[0].for_)
+
+
+@pytest.mark.parametrize("name, fits", [("v1-max-len-over-kv-estimate.log", "--max-model-len 15984"),
+                                        ("v0-max-len-over-kv-tokens.log", "--max-model-len 2400")])
+def test_a_kv_cache_too_small_for_one_request_says_which_context_fits(name, fits):
+    """syv-ai #39 (V1: 'the estimated maximum model length is 15984') and gpustack #1800 (V0: '… stored in KV cache
+    (2400)'): the fix said only 'lower --max-model-len'; the message gives the number."""
+    death = _by_rule(HERE / name)["SRV001"]
+    assert death.causes[0].id == "kv-cache-memory"
+    assert any(fits in w for w in death.causes[0].for_)

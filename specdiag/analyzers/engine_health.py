@@ -309,6 +309,8 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
     if rev.id == "E_CUDACHECK" and "custom_all_reduce" in (f.get("file") or ""):
         return ("the failing CUDA call is in vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh): start with "
                 "--disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")
+    if cls == "kv-cache-memory" and (fits := _kv_fit_read(text, f)):
+        return fits
     if any(w in text for w in _NPU_FAULT_WORDS):
         return ("an NPU kernel faulted (Ascend's aicore/aivec exception, the counterpart of CUDA's illegal memory access; "
                 "'DDR address … out of range' is an out-of-bounds access): ASCEND_LAUNCH_BLOCKING=1 and the device's "
@@ -317,6 +319,26 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
         return ("the device is an Ascend NPU (vllm-ascend, torch_npu): out of device memory there, not CUDA's; read the "
                 "fix's GPUs as NPUs")
     return None
+
+
+#: V1's start-up check (v1/core/kv_cache_utils.py): the context asked, the cache needed and had, the context that fits
+_KV_FIT = re.compile(r"max seq len \((\d{1,9})\), \(([\d.]{1,12}) GiB KV cache is needed, which is larger than the "
+                     r"available KV cache memory \(([\d.]{1,12}) GiB\)\. Based on the available memory, the estimated "
+                     r"maximum model length is (\d{1,9})")
+
+
+def _kv_fit_read(text: str, f: dict) -> str:
+    """The numbers of a KV cache too small for one request at max_model_len, and the --max-model-len that fits: V1's
+    message gives them (and its estimate), V0's the tokens the cache holds (E_MAX_LEN_KV's fields); else ''."""
+    if (m := _KV_FIT.search(text)) is not None:
+        asked, need, have, fits = m.groups()
+        return (f"one request of max_model_len {asked} needs {need} GiB of KV cache and {have} GiB was left for it: "
+                f"--max-model-len {fits} (vLLM's own estimate) or lower starts, or give the cache more memory")
+    v0 = f if f.get("max_len") and f.get("kv_tokens") else template("E_MAX_LEN_KV").match(text)
+    if v0 and v0.get("max_len") and v0.get("kv_tokens"):
+        return (f"max_model_len {v0['max_len']} is more than the {v0['kv_tokens']} tokens the KV cache holds: "
+                f"--max-model-len {v0['kv_tokens']} or lower starts, or give the cache more memory")
+    return ""
 
 
 def _weigh_drafter(b: CauseBoard, cls: str, ctx: Context) -> None:
