@@ -892,3 +892,12 @@ def test_a_kv_cache_too_small_for_one_request_says_which_context_fits(name, fits
     death = _by_rule(HERE / name)["SRV001"]
     assert death.causes[0].id == "kv-cache-memory"
     assert any(fits in w for w in death.causes[0].for_)
+
+
+def test_torch_npus_hccl_watchdog_is_read_as_the_collective_timeout():
+    """vllm-ascend #382: '[rank1]:[E324 13:00:25.428029551 compiler_depend.ts:574] [Rank 1] Watchdog caught collective
+    operation timeout: WorkHCCL(SeqNum=196, …)' was 'nothing recognised', exit 3: torch_npu's header prints the month
+    without its zero and its file is compiler_depend.ts, and the work item is HCCL's."""
+    death = _by_rule(HERE / "ascend-hccl-watchdog-compiler-depend.log")["SRV001"]
+    assert death.measurements["root_cause_class"] == "nccl-timeout"
+    assert any("HCCL" in w for w in death.causes[0].for_)

@@ -291,7 +291,9 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
     switch that confirms a native exit (custom all-reduce, flash-attention, ROCm), a device-side assert's input."""
     f = rev.f
     if rev.id == "T_NCCL_TIMEOUT":
-        return _collective_read(f)
+        hccl = ("; the process group is HCCL (Ascend, torch_npu's mirror of NCCL's watchdog): read NCCL as HCCL, and "
+                "HCCL_EXEC_TIMEOUT / HCCL_CONNECT_TIMEOUT for its timeouts." if "WorkHCCL" in text else "")
+        return _collective_read(f) + hccl
     if cls == "gpu-memory-in-use":
         return _free_memory_read(text) or None
     if rev.id in ("E_HIP_FAULT", "E_HSA_ABORT"):

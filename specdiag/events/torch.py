@@ -22,7 +22,7 @@ TORCH_TEMPLATES: list[Template] = [
     # thread's own report quotes it after '[PG N Rank N] Process group watchdog thread terminated with exception: '
     T("T_NCCL_TIMEOUT", G, None, "Watchdog caught collective operation timeout",
       r"(?:\[PG [^\]]{0,80} Rank \d{1,6}\] Process group watchdog thread terminated with exception: )?"
-      r"\[(?:PG [^\]]{0,80} )?Rank (?P<rank>\d{1,6})\] Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(?P<seq>\d{1,20}), "
+      r"\[(?:PG [^\]]{0,80} )?Rank (?P<rank>\d{1,6})\] Watchdog caught collective operation timeout: Work[NH]CCL\(SeqNum=(?P<seq>\d{1,20}), "
       r"OpType=(?P<op>\w{1,32})[^)]{0,400}?Timeout\(ms\)=(?P<timeout_ms>\d{1,12})\) ran for (?P<ran_ms>\d{1,15}) "
       r"milliseconds before timing out", "torch 2.x", f"{_WHERE} (WorkNCCL::checkTimeout)",
       "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=134217728, "

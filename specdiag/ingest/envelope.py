@@ -44,8 +44,8 @@ GLOG_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL"}
 #: ProcessGroupNCCL.cpp:563] `` (torch 2.2-2.3; before 2.2 without ``[rank0]:``), ``[rank2]:[E1021 12:00:00.123456
 #: 1234 ProcessGroupNCCL.cpp:1414] `` (2.4+: glog's header in brackets). Warnings (``[W…``) are no records: torch
 #: prints them by the thousand (the prefilter leaves them too). Every part bounded.
-TORCH_C10 = re.compile(rb"(?:\[rank\d{1,6}\]:)?\[([EF])(?:\d{4} \d\d:\d\d:\d\d(?:\.\d{1,9})?(?: {1,8}\d{1,10})?)? ?"
-                       rb"([\w.-]{1,128}\.(?:cpp|cc|cu|h|hpp)):(\d{1,7})\] ")
+TORCH_C10 = re.compile(rb"(?:\[rank\d{1,6}\]:)?\[([EF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d{1,9})?(?: {1,8}\d{1,10})?)? ?"
+                       rb"([\w.-]{1,128}\.(?:cpp|cc|cu|h|hpp|ts)):(\d{1,7})\] ")  # torch_npu: E324, compiler_depend.ts
 #: CPython's faulthandler line after a fatal signal (``Fatal Python error: Segmentation fault``): the start of a
 #: native crash's report, CRITICAL
 FATAL_PYTHON = b"Fatal Python error"
