@@ -208,3 +208,11 @@ def test_every_word_that_keeps_a_raw_text_line_is_an_anchor_the_prefilter_reads_
     assert len(wording.PREFILTER_ANCHORS) <= 32  # the compiled copy's bitmask of anchors per first byte
     for word in wording.KEPT_TEXT_WORDS:
         assert prefilter.inert_kind(b"x " + word.encode() + b" y", 0) != prefilter.INERT
+
+
+def test_the_anchors_fit_the_compiled_prefilters_masks():
+    """_prefilter.c keeps, per first byte, the anchors starting with it as bits of a uint32_t: a 33rd anchor would
+    silently never be searched."""
+    from specdiag.catalog.wording import PREFILTER_ANCHORS
+
+    assert len(PREFILTER_ANCHORS) <= 32

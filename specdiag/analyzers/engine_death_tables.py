@@ -26,6 +26,7 @@ WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
     "E_CUDACHECK": ("vLLM's CUDACHECK: a CUDA call in its kernels failed and the process exited", "native-crash"),
     "E_FLASH_CHECK_CUDA": ("flash-attention's CHECK_CUDA: a kernel launch failed and the process exited", "native-crash"),
     "E_DEVICE_ASSERT": ("a kernel's device-side assert (the CUDA context is unusable after it)", "native-crash"),
+    "E_NPU_FAULT": ("torch_npu: an Ascend NPU kernel's aicore/aivec exception", "native-crash"),
     "E_HIP_FAULT": ("the ROCm runtime: a GPU memory access fault (it aborts the process)", "native-crash"),
     "E_HSA_ABORT": ("the ROCm runtime aborted a GPU queue (and the process)", "native-crash"),
     "E_NCCL_ERROR": ("vLLM's NCCL wrapper: an NCCL call failed and the rank raised", "nccl-error"),

@@ -97,11 +97,11 @@ PREFILTER_ANCHORS = ("LMCache", "lmcache", "vllm", "vLLM", "VLLM", "pid=", "Trac
                      "Exit", "Interrupt", "During handling", "The above exception", "version", '"log"', '"levelname"',
                      "[pod/", "]: ", "Iteration", "Cuda error", "Value error, ", "Assertion error, ",
                      "Segfault encountered", "Memory access fault", "HSA_STATUS_ERROR", "api_server.py: error: ",
-                     "CUDA error (", "] Assertion `")
+                     "CUDA error (", "] Assertion `", "there is an exception of")
 # ---- a line of raw text (no envelope) that the reader keeps for any of these words in it (``records``: besides
 # exception lines, LMCache's banner and version lines); each is one of PREFILTER_ANCHORS (a test holds it)
 KEPT_TEXT_WORDS = ("Error", "Cuda error", "Value error, ", "Assertion error, ", "Memory access fault", "HSA_STATUS_ERROR",
-                   "CUDA error (", "] Assertion `")
+                   "CUDA error (", "] Assertion `", "there is an exception of")
 
 
 class _Forms:

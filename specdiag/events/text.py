@@ -81,6 +81,14 @@ TEXT_TEMPLATES: list[Template] = [
       "any", "CUDA device assert (torch / Triton kernels)",
       "/tmp/torchinductor_root/jk/x.py:45: unknown: block: [143,0,0], thread: [96,0,0] Assertion `index out of bounds: "
       "0 <= tmp10 < 32768` failed."),
+    # torch_npu's report of an Ascend NPU kernel's fault (the device's aicore/aivec exception, as 'EZ9999: … The error
+    # from device(chipId:5, dieId:0), serial number is 11, there is an exception of aivec error, …'); the NPU
+    # counterpart of CUDA's illegal memory access
+    T("E_NPU_FAULT", X, None, "there is an exception of",
+      r"(?P<detail>there is an exception of (?:fftsplus )?(?:aicore|aivec) error[^\n]{0,300})", "torch_npu",
+      "torch_npu (the device's error report)",
+      "EZ9999: [PID: 37027] 2025-09-14-11:34:42.060.622 The error from device(chipId:5, dieId:0), serial number is 11, "
+      "there is an exception of aivec error, core id is 2, error code = 0x800000"),
     # the ROCm runtime when a GPU kernel faults or a queue is aborted: it prints this, then aborts the process
     T("E_HIP_FAULT", X, None, "Memory access fault by GPU",
       r"(?P<detail>Memory access fault by GPU node-(?P<node>\d{1,4})[^\n]{0,300})", "ROCm", "ROCm runtime (ROCr)",
