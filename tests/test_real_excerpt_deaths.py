@@ -778,6 +778,11 @@ def test_kv_caches_a_whole_multiple_of_lmcaches_layers_are_a_kv_layout_not_a_dra
     ("ray-cgraph-timeout-wrapped-hint.log", "worker-hang"),
     # 'ValueError: Cannot provide a placement group requiring 4.0 GPUs … within 1800 seconds': Ray had no room
     ("ray-placement-group-4-gpus.log", "ray-placement"),
+    # ray #59249: the API server's output_handler frames under vLLM's header, their indentation lost: 10 LOG001 lines
+    ("output-handler-flush-frames-under-header.log", "cause-not-in-excerpt"),
+    # vLLM #1214 (0.1/0.2): 'RuntimeError: CUDA error: an illegal memory access was encountered' in the sampler, a
+    # bare traceback: a LOG001 warning, exit 0; the context is unusable after it
+    ("v0-sampler-illegal-memory-access.log", "worker-exception"),
 ])
 def test_older_and_self_explaining_deaths_are_deaths_with_their_root(name, root_class):
     """Real pastes whose death went unseen (exit 0 with LOG001 warnings, or 'no problem found') or whose root,

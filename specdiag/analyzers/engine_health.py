@@ -103,6 +103,8 @@ def _frame_funcs(ev: Event) -> list[str]:
     return [m.decode() for m in _FRAME_FUNC.findall(raw)] if b", line " in raw else []
 
 
+#: a CUDA error that leaves the process's context unusable: every later CUDA call fails, so its process is done
+_STICKY_CUDA = "an illegal memory access was encountered"
 #: the engine core's wrapper of a worker's error (v1/engine/core.py), as E_GENERIC reads it when the line ends inside
 #: the quoted error (a multi-line message: an NPU runtime's error text)
 _WORKER_FAILED = "Worker failed with error '"
@@ -601,7 +603,8 @@ class EngineDeath(Rule):
         if tid in SOFT or (is_cascade and tid in ("V_EXC", "E_GENERIC")):
             self._cascade_line(tid, ev, key, cascade_kind)
             return
-        hard = tid in HARD or (tid in ("V_EXC", "E_GENERIC") and _classify(detail, tid) in MEMORY_CLASSES)
+        hard = tid in HARD or (tid in ("V_EXC", "E_GENERIC") and (_classify(detail, tid) in MEMORY_CLASSES
+                                                                  or _STICKY_CUDA in detail))
         if tid in ("V_EXC", "E_GENERIC") and detail.startswith(_WORKER_FAILED):
             tid, hard = "E_WORKER_FAILED", True  # the engine core's 'Worker failed with error' whose quote the line cut
             ev.f["detail"] = detail = detail[len(_WORKER_FAILED):]  # the worker's error, as E_WORKER_FAILED reads it

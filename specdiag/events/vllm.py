@@ -109,7 +109,8 @@ VLLM_TEMPLATES: list[Template] = [
       level="ERROR"),
     # a traceback frame printed through logger.exception (NewLineFormatter repeats the header on every line),
     # often all that is left of a crash when the excerpt starts below the "Traceback" line
-    T("V_TB_FRAME", V, "", 'File "', r'\s+File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)', "all",
+    # (also flush left: a paste that lost the frames' indentation after the header)
+    T("V_TB_FRAME", V, "|File", 'File "', r'\s*File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>[\w<>.]+)', "all",
       "traceback lines of logger.exception (NewLineFormatter)",
       '  File "/usr/lib/python3/dist-packages/vllm/v1/engine/core.py", line 701, in run_engine_core',
       ints=("line",), outside="a traceback line under the vLLM header, not a logging call"),
