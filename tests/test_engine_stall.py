@@ -57,3 +57,11 @@ def test_an_rpc_to_the_workers_that_timed_out_is_a_hang_not_an_exception_to_fix(
     srv = _by_rule(_write(tmp_path, [head + "EngineCore encountered a fatal error.",
                                      head + "TimeoutError: RPC call to sample_tokens timed out."]))["SRV001"]
     assert srv.causes[0].id == "worker-hang" and "py-spy" in srv.causes[0].fix
+
+
+def test_the_ray_executor_waiting_to_place_its_workers_is_a_start_that_waits_for_ray():
+    """vllm-project/aibrix #927: 'Waiting for creating a placement group of specs for 10 / 30 seconds. specs=[…
+    'GPU': 1.0 …]' was 'no finding', exit 0, while the engine could not start."""
+    stall = _by_rule(HERE / "ray-placement-group-waits.log")["SRV003"]
+    assert stall.causes[0].id == "ray-placement" and stall.measurements["placement_wait_s"] == 30
+    assert stall.measurements["gpu_bundles"] == 2

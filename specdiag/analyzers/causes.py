@@ -201,6 +201,18 @@ _ROWS = [
        "vLLM 0.6.0+ (INFO from 0.11.0)",
        ("distributed/device_communicators/shm_broadcast.py (MessageQueue.acquire_read / acquire_write)",
         "vLLM PR #25566 (the message reworded: not a shared-memory size problem)")),
+    _c("ray-placement",
+       "vLLM's Ray executor asks Ray for a placement group of one GPU bundle per rank (tensor x pipeline parallel "
+       "size) and waits for it, logging 'Waiting for creating a placement group of specs for N seconds' while Ray "
+       "has no room, and gives up with 'Cannot provide a placement group requiring N GPUs … within S seconds' "
+       "(executor/ray_utils.py). Ray has no room when the cluster's free GPUs are fewer than the bundles, or when a "
+       "node's IP differs from VLLM_HOST_IP so the bundle pinned to the driver's node never fits.",
+       "Check `ray status` and `ray list nodes`: free or add GPUs, lower the parallel size, or make VLLM_HOST_IP the "
+       "node's address in Ray.",
+       "ray status before starting: the free GPUs must reach the group's bundle count",
+       "vLLM 0.6+ (Ray executor)",
+       ("v1/executor/ray_utils.py (_wait_until_pg_ready, PG_WAIT_TIMEOUT = 1800, 0.32)", "vllm-project/aibrix issue #927",
+        "gpustack issue #5181")),
     _c("long-startup-work",
        "While the engine starts, a worker can spend minutes on work before its first reply: torch.compile and "
        "CUDA-graph capture, loading and quantizing weights or the KV cache of a large model; the engine core waits "

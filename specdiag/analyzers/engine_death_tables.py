@@ -185,12 +185,7 @@ CAUSE_FIX = {
                            "release whose connector does.",
                            "start once without --kv-transfer-config (and without KV offloading): if it starts, the "
                            "connector turned the manager off"),
-    "ray-placement": ("Ray could not place the engine's workers: the cluster had fewer free GPUs than the placement group "
-                      "asks (one per rank: tensor x pipeline parallel size) within the time vLLM waits "
-                      "(v1/executor/ray_utils.py: 'Cannot provide a placement group requiring N GPUs … within S "
-                      "seconds'), or a node's IP differs from VLLM_HOST_IP so its GPUs never count. Check `ray status` "
-                      "and `ray list nodes`, free or add GPUs, or lower the parallel size.",
-                      "ray status before starting: the free GPUs must reach the group's count"),
+    "ray-placement": (CATALOG["ray-placement"].fix, CATALOG["ray-placement"].confirm),
     "spec-unsupported": ("This vLLM build does not support the configured speculative decoding: the method, on this "
                          "device or with this parallelism (V0's EAGLE with TP > 1, a separate draft model where the "
                          "message says it is not supported yet). Use a method the build supports, or a release that "

@@ -52,7 +52,9 @@ class EngineStall(Rule):
     starting, it may be compilation or weight/KV quantization of a large model.
 
     Causes weighed: ``worker-hang``, ``long-startup-work`` (only before any stats line: the engine was not yet
-    serving).
+    serving); and, from the Ray executor's ``Waiting for creating a placement group of specs for N seconds``
+    (``executor/ray_utils.py``) with no such wait, ``ray-placement``: the engine waited for Ray to have room for its
+    workers' GPU bundles.
 
     Fix: dump the processes' stacks while it waits (py-spy); a collective names the peer to read.
 
@@ -66,8 +68,8 @@ class EngineStall(Rule):
     severity = "warning"
     severity_note = "error when the engine was serving (stats lines before it) and one wait lasted 3 intervals or more"
     family = "SRV"
-    cause_ids = ("worker-hang", "long-startup-work")
-    events = frozenset({"V_SHM_WAIT", "V_SHM_WAIT_OLD", "V_STATS_V0"})
+    cause_ids = ("worker-hang", "long-startup-work", "ray-placement")
+    events = frozenset({"V_SHM_WAIT", "V_SHM_WAIT_OLD", "V_STATS_V0", "V_PG_WAIT"})
     tables = frozenset({"metrics"})  # a stats line before the wait (V1's as rows, V0's as events): it was serving
     defaults = {"error_intervals": 3}
 
@@ -75,6 +77,7 @@ class EngineStall(Rule):
         super().__init__(options)
         self.waits: dict[str, _Waits] = {}
         self.serving = False  # a stats line came before the first wait
+        self.placing: list[Event] = []  # the Ray executor's first and latest 'Waiting for … a placement group' lines
 
     def observe_metrics(self, rows) -> None:
         if not self.waits:
@@ -83,6 +86,11 @@ class EngineStall(Rule):
     def observe(self, ev: Event) -> None:
         if ev.id == "V_STATS_V0":
             self.observe_metrics(None)
+            return
+        if ev.id == "V_PG_WAIT":
+            self.placing[1:] = [ev]  # the first line and the latest: the wait's start and how long it has lasted
+            if not self.placing[:1] or self.placing[0] is ev:
+                self.placing = [ev]
             return
         key = ev.rec.origin.key
         w = self.waits.get(key)
@@ -94,7 +102,7 @@ class EngineStall(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if not self.waits:
-            return []
+            return [self._placement()] if self.placing else []
         worst = max(self.waits.values(), key=lambda w: w.longest)
         waited = worst.longest * worst.interval
         lines = sum(w.lines for w in self.waits.values())
@@ -118,6 +126,26 @@ class EngineStall(Rule):
                           "interval_s": worst.interval, "serving_before": self.serving},
             next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
         )]
+
+    def _placement(self) -> Finding:
+        """The Ray executor waited for Ray to place its workers: the engine does not start meanwhile."""
+        first, last = self.placing[0], self.placing[-1]
+        waited = last.f.get("seconds") or 0
+        bundles = last.rec.msg.count("'GPU'")
+        cause = Cause("ray-placement", 0.8, for_=[f"'Waiting for creating a placement group of specs for {waited} "
+                                                    f"seconds' ({bundles or 'its'} GPU bundle(s))"],
+                      **fix_and_confirm("ray-placement"))
+        return Finding(
+            rule=self.code, severity="warning", title=self.title,
+            summary=(f"vLLM's Ray executor waited at least {waited} s for Ray to place its workers' "
+                     f"{bundles or ''} GPU bundle(s) ({fmt_log_time(rec_time(first.rec))} to "
+                     f"{fmt_log_time(rec_time(last.rec))}): the engine does not start until Ray has room, and gives up "
+                     "after 1,800 s (executor/ray_utils.py PG_WAIT_TIMEOUT: 'Cannot provide a placement group …')."),
+            count=len(self.placing), evidence=[evidence_of(e, 400) for e in dict.fromkeys(self.placing)],
+            causes=[cause], identity=f"{self.code}|ray-placement", first_seen=rec_time(first.rec),
+            measurements={"placement_wait_s": waited, "gpu_bundles": bundles or None},
+            next_steps=[cause.fix, f"Confirm: {cause.confirm_with}"],
+        )
 
     def _causes(self, waited: int, startup_seen: bool) -> list[Cause]:
         """A hang while serving; while starting, long work is as likely until the wait outlasts ten minutes; with

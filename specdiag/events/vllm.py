@@ -155,6 +155,13 @@ VLLM_TEMPLATES: list[Template] = [
       "Sequence group 165 is preempted by PreemptionMode.SWAP mode because there is not enough KV cache space. This can "
       "affect the end-to-end performance. Increase gpu_memory_utilization or tensor_parallel_size to provide more KV "
       "cache memory. total_num_cumulative_preemption=151", ints=("total",), level="WARNING"),
+    # the Ray executor waiting for Ray to place its workers' GPU bundles (printed at growing intervals until it fits
+    # or gives up with 'Cannot provide a placement group …')
+    T("V_PG_WAIT", V, "Waiting", "Waiting for creating a placement group",
+      r"Waiting for creating a placement group of specs for (?P<seconds>\d{1,9}) seconds", "0.6.0+",
+      "executor/ray_utils.py:212",
+      "Waiting for creating a placement group of specs for 30 seconds. specs=[{'node:10.1.2.3': 0.001, 'GPU': 1.0}, "
+      "{'GPU': 1.0}]. Check `ray status` to see if you have enough resources.", ints=("seconds",)),
     T("V_WORKER_START_FAILED", V, "WorkerProc", "WorkerProc failed to start", r"WorkerProc failed to start", "0.8.5+",
       "v1/executor/multiproc_executor.py:1091", "WorkerProc failed to start."),
     # V0's worker monitor (multiprocessing executor): a worker process that exited, with its exit code
