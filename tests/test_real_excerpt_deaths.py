@@ -909,3 +909,11 @@ def test_torch_npus_hccl_watchdog_is_read_as_the_collective_timeout():
     death = _by_rule(HERE / "ascend-hccl-watchdog-compiler-depend.log")["SRV001"]
     assert death.measurements["root_cause_class"] == "nccl-timeout"
     assert any("HCCL" in w for w in death.causes[0].for_)
+
+
+def test_a_callers_rpc_that_raised_in_a_worker_is_no_engine_death():
+    """verl PR #6393: 'WorkerProc hit an exception.' and its traceback through worker_busy_loop into verl's
+    update_weights_from_ipc (a collective_rpc from the trainer): the worker sends the failure back to that caller and
+    runs on; no step failed. It was 'The vLLM engine died … Restart the engine'. The lines stay LOG001's."""
+    found = _by_rule(HERE / "verl-rpc-worker-exception-not-death.log")
+    assert "SRV001" not in found and "LOG001" in found

@@ -103,6 +103,10 @@ def _frame_funcs(ev: Event) -> list[str]:
     return [m.decode() for m in _FRAME_FUNC.findall(raw)] if b", line " in raw else []
 
 
+#: a frame's file (``File "…/verl/workers/rollout/vllm_rollout/utils.py", line 201``)
+_FRAME_FILE = re.compile(rb'File "([^"\n]{1,1000})", line \d{1,7}')
+#: where the frames of vLLM's own call chain live (vLLM, its platform plugins, torch, the interpreter)
+_INSIDE_PATHS = (b"/vllm/", b"/vllm_ascend/", b"/torch/", b"/lmcache/", b"/python3", b"<frozen", b"/ray/")
 #: a CUDA error that leaves the process's context unusable: every later CUDA call fails, so its process is done
 _STICKY_CUDA = "an illegal memory access was encountered"
 #: the engine core's wrapper of a worker's error (v1/engine/core.py), as E_GENERIC reads it when the line ends inside
@@ -518,6 +522,10 @@ class EngineDeath(Rule):
         self.cuda_fault: Event | None = None  # torch's 'Search for `cudaError…'' line: the CUDA error's name
         self.dead_cores: dict[str, Event] = {}  # engine-core processes with a line that proves a death (bounded)
         self.kv_check = False  # a traceback passes through vLLM's KV-cache size check (KV_CHECK_FRAMES)
+        #: deaths marked, and those marked only by a worker's busy loop (WorkerProc hit an exception)
+        self.marks = self.busy_loop_marks = 0
+        self.busy_loops: set[str] = set()  # processes with a worker_busy_loop frame (bounded)
+        self.outside_call: str | None = None  # a frame of code outside vLLM under that loop: a caller's RPC
         self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
         self.frames: dict[str, str] = {}  # each process's last traceback frame under vLLM's header (bounded)
         self.raised_in: dict[int, str] = {}  # a root candidate's (by its seq) innermost frame, where it was raised
@@ -630,6 +638,7 @@ class EngineDeath(Rule):
             if len(self.cands) < self.cands.maxlen or self.death is None:
                 self._candidate(key)
         if hard:
+            self.busy_loop_marks += tid == "V_WORKER_EXC"  # 'WorkerProc hit an exception': the loop's own line
             if not self._mark_death(key):
                 return
             if tid in ("E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV") and not any(c[2] is ev for c in self.cands):
@@ -782,11 +791,13 @@ class EngineDeath(Rule):
         self.frames_after_header += tid == "V_TB_FRAME" and self.header is not None
         funcs = _frame_funcs(ev)  # the traceback is parsed once for the three questions below
         fatal = next((f for f in funcs if f in FATAL_FRAMES), None)
+        self._rpc_from_outside(ev, fatal)
         start = _start_frame(ev, funcs)
         self.at_start = self.at_start or start is not None
         self.kv_check = self.kv_check or any(f in KV_CHECK_FRAMES for f in funcs)
         if fatal is not None:
             self.fatal_frame = self.fatal_frame or fatal
+            self.busy_loop_marks += fatal == "worker_busy_loop"
         elif start is not None and ev.rec.level in ("ERROR", "CRITICAL"):
             self.fatal_frame = self.fatal_frame or start
         elif tid in TB_ROWS and self.header is None and (said := _header_printed_at(ev)) is not None:
@@ -798,10 +809,23 @@ class EngineDeath(Rule):
             return False
         return True
 
+    def _rpc_from_outside(self, ev: Event, fatal: str | None) -> None:
+        """A frame of code outside vLLM (a trainer's ``update_weights_from_ipc``) under a worker's busy loop: the
+        worker ran a caller's RPC (``collective_rpc``); its exception went back to that caller, and the engine,
+        which ran no step, lives on."""
+        key = ev.rec.origin.key
+        if fatal == "worker_busy_loop" and len(self.busy_loops) < 64:
+            self.busy_loops.add(key)
+        elif key in self.busy_loops and self.outside_call is None:
+            place = _FRAME_FILE.search(ev.rec.raw_text)
+            if place is not None and not any(p in place.group(1) for p in _INSIDE_PATHS):
+                self.outside_call = place.group(1).decode("utf-8", "replace")[-120:]
+
     def _mark_death(self, key: tuple) -> bool:
         """Record a line that proves the engine died; False when it belongs to a requested shutdown."""
         if self.shutdown is not None and self.hard_first is None:
             return False  # killed during a requested shutdown
+        self.marks += 1
         if self.hard_first is None or _caret_row_before(self.hard_first, key):
             self.hard_first = key
         if self.death is None or _caret_row_before(self.death, key):
@@ -821,6 +845,9 @@ class EngineDeath(Rule):
         dt, dseq, dev = self.death
         if self.hard_first is None and self.shutdown is not None and self.shutdown[1] < dseq:
             return []  # EngineDeadError after a requested shutdown: normal 0.32 shutdown noise
+        if (self.outside_call is not None and self.marks == self.busy_loop_marks and not self.cascade
+                and (self.header is None or self.header.id == "V_WORKER_EXC") and self.wrapper_detail is None):
+            return []  # a caller's RPC into the workers raised: no step failed (LOG001 lists its lines)
         root = self._root(dt, dseq)
         causes = self._causes(root, ctx, self.kv_check, self.cuda_fault)
         at_start = self._failed_at_start(causes)
