@@ -43,14 +43,22 @@ def test_ray_info_lines_stay_out_of_the_account(tmp_path):
 
 
 def test_a_bare_exception_line_is_an_error_with_a_step_to_collect_its_traceback(tmp_path):
-    line = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    line = "RuntimeError: CUDA error: misaligned address"
     for lines in ([line], [_RAY + line], ["(EngineCore_DP0 pid=1) " + line]):
         out, text = _report(tmp_path, lines)
         (log001,) = [f for f in out["findings"] if f["rule"] == "LOG001"]
         assert log001["measurements"]["messages"][0]["message"] == line
         assert "1 exception ERROR line" in log001["summary"]
-        assert "grep -B50 -F 'RuntimeError: CUDA error: an illegal'" in log001["next_steps"][0]
+        assert "grep -B50 -F 'RuntimeError: CUDA error: misaligned'" in log001["next_steps"][0]
         assert "no problem found" not in text
+
+
+def test_a_bare_illegal_memory_access_is_the_death_of_its_process(tmp_path):
+    """The one CUDA error that leaves a context unusable, whatever printed it: the death, its root the line."""
+    line = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    out, _ = _report(tmp_path, ["(EngineCore_DP0 pid=1) " + line])
+    (death,) = [f for f in out["findings"] if f["rule"] == "SRV001"]
+    assert death["measurements"]["root_error"].endswith("an illegal memory access was encountered")
 
 
 def test_a_warning_class_line_is_no_error(tmp_path):
