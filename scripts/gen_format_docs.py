@@ -39,7 +39,10 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   `short-precise` and `short-iso` (localised month names: `déc.`, `janv.`, `Dez`, `Mär`, `dic`, `дек`, …),
   docker compose (`name  | `), a CI runner's bracketed time (Buildkite: `[2025-03-10T15:07:20Z] `, its year dating
   the line; behind the web view's `  | ` gutter too), torchrun's `[rank2]: ` before each line of a rank (torch's
-  own `[rank0]:[W…]` header, with no space, stays torch's), nested in any order. A line whose first bytes are `(`,
+  own `[rank0]:[W…]` header, with no space, stays torch's), a program that re-logs vLLM's output with its own
+  Python logger (`2025-06-27 12:57:51,690 - __main__ - INFO - `, FastChat's `2023-12-27 11:25:36 | ERROR | stderr | `,
+  Docker Desktop's bare `2023-12-03 14:56:00 `: taken off only before a vLLM process prefix, a traceback's row or an
+  exception line), nested in any order. A line whose first bytes are `(`,
   `[20…` (other than `[dddd-dd-ddT`) or a vLLM level word pays no wrapper test at all;
 * paste formats: chat code-block indentation, a terminal UI's frame around each row (k9s: `│ … │`), markdown quotes (`> `, `>`) and list items (`- `, `* `, `1. `),
   a markdown code span that is the whole line (one to three backticks each side; unwrapped only when it
@@ -47,8 +50,8 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   (`Processed prompts: 75%|…| 3/4 [00:41<00:09, 9.93s/it](EngineCore_1 pid=7) ERROR …`: read from the bar's
   `]` on, `cr_lines.after_bar`; a bar alone stays one inert line),
   `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
-  `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records; a small file in
-  which nothing was recognised is read again as message texts pasted without any header
+  `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records; a small file with
+  lines it did not recognise is read again, its headerless lines as message texts pasted without any header
   (`sources.BARE_PASTE_MAX`, `events.Matcher._bare`: by a template's first word, a specific error text, or a
   catalogued format with at least 24 literal characters; `formats` gains `bare-text`; standard input is kept
   as read up to that size). Shapes that
