@@ -50,8 +50,8 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   (`Processed prompts: 75%|…| 3/4 [00:41<00:09, 9.93s/it](EngineCore_1 pid=7) ERROR …`: read from the bar's
   `]` on, `cr_lines.after_bar`; a bar alone stays one inert line),
   `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
-  `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records; a small file with
-  lines it did not recognise is read again, its headerless lines as message texts pasted without any header
+  `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records; a small file in
+  which nothing was recognised is read again as message texts pasted without any header
   (`sources.BARE_PASTE_MAX`, `events.Matcher._bare`: by a template's first word, a specific error text, or a
   catalogued format with at least 24 literal characters; `formats` gains `bare-text`; standard input is kept
   as read up to that size). Shapes that

@@ -209,10 +209,9 @@ def analyze_group(group: InputGroup, opts: AnalyzeOptions,
 
 
 def _bare_paste(sources: list[Source]) -> bool:
-    """Whether the group is a small paste (``BARE_PASTE_MAX``) with lines it did not recognise, every input one
-    that can be read again (a file, or standard input kept as read): its headerless lines may be messages pasted
-    without their headers (``EngineCore failed to start.`` above a traceback, vllm-ascend's plain format)."""
-    return bool(sources) and all(s.stats.recognized < s.stats.lines and s.stats.bytes_read <= BARE_PASTE_MAX
+    """Whether the group is a small paste of which no line was recognised (``BARE_PASTE_MAX``), every input one
+    that can be read again (a file, or standard input kept as read)."""
+    return bool(sources) and all(s.stats.recognized == 0 and s.stats.lines and s.stats.bytes_read <= BARE_PASTE_MAX
                                  and s.rereadable() and not s.stats.errors for s in sources)
 
 

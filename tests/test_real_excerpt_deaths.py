@@ -917,13 +917,3 @@ def test_a_callers_rpc_that_raised_in_a_worker_is_no_engine_death():
     runs on; no step failed. It was 'The vLLM engine died … Restart the engine'. The lines stay LOG001's."""
     found = _by_rule(HERE / "verl-rpc-worker-exception-not-death.log")
     assert "SRV001" not in found and "LOG001" in found
-
-
-def test_a_bare_death_header_above_a_recognised_traceback_is_read():
-    """vllm-ascend's plain format (no process prefix, no level): 'EngineCore failed to start.' above its traceback
-    was dropped because the traceback was recognised, and the death was 'inferred, the header not in the excerpt'. A
-    small paste with lines it did not recognise is read again for messages pasted without their headers."""
-    report = analyze([str(HERE / "bare-core-failed-header-above-traceback.log")])
-    (death,) = [f for f in report.findings if f.rule == "SRV001"]
-    assert death.measurements.get("death_inferred") is not True and death.measurements["failed_at_start"] is True
-    assert "bare-text" in report.inputs[0]["formats"]

@@ -26,8 +26,8 @@ from specdiag.ingest.hot import HotTally
 #: bytes per read. 4 MiB was measured 5 % faster than 1 MiB on the TP=8 shape (whole process, median of
 #: five alternating pairs) for 14 MiB more peak memory: not worth the margin below the 100 MiB target
 BLOCK_SIZE = 1024 * 1024
-#: the largest input read a second time as message texts pasted without their headers, when something in it was
-#: not recognised (``Sequence group 3 is preempted …`` alone, as users quote a message; ``engine.analyze_group``): a
+#: the largest input read a second time as message texts pasted without their headers, when nothing in it was
+#: recognised (``Sequence group 3 is preempted …`` alone, as users quote a message; ``engine.analyze_group``): a
 #: stream (stdin) up to this size is kept as read for that; a file is simply opened again
 BARE_PASTE_MAX = 256 * 1024
 #: the first read of an input; each next one twice as long, up to ``BLOCK_SIZE``. The prefilter counts the
