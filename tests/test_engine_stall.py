@@ -64,4 +64,4 @@ def test_the_ray_executor_waiting_to_place_its_workers_is_a_start_that_waits_for
     'GPU': 1.0 …]' was 'no finding', exit 0, while the engine could not start."""
     stall = _by_rule(HERE / "ray-placement-group-waits.log")["SRV003"]
     assert stall.causes[0].id == "ray-placement" and stall.measurements["placement_wait_s"] == 30
-    assert stall.measurements["gpu_bundles"] == 2
+    assert stall.measurements["gpu_bundles"] == 2 and stall.count == 2

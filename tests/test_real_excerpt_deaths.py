@@ -917,3 +917,17 @@ def test_a_callers_rpc_that_raised_in_a_worker_is_no_engine_death():
     runs on; no step failed. It was 'The vLLM engine died … Restart the engine'. The lines stay LOG001's."""
     found = _by_rule(HERE / "verl-rpc-worker-exception-not-death.log")
     assert "SRV001" not in found and "LOG001" in found
+
+
+def test_a_callers_rpc_in_a_raw_traceback_is_no_death_but_the_engine_cores_report_of_it_is(tmp_path):
+    """The same shape as verl's, as a raw traceback (one record): no death. The engine core's 'Worker failed with
+    error' about it is a step that failed: the death stands."""
+    rows = ["Traceback (most recent call last):",
+            '  File "/usr/lib/python3/dist-packages/vllm/v1/executor/multiproc_executor.py", line 957, in worker_busy_loop',
+            "    output = func(*args, **kwargs)",
+            '  File "/opt/trainer/rollout/utils.py", line 201, in update_weights_from_ipc',
+            "    raise RuntimeError('bad weights')",
+            "RuntimeError: bad weights"]
+    assert "SRV001" not in _by_rule(_write(tmp_path, rows))
+    core = "RuntimeError: Worker failed with error 'bad weights', please check the stack trace above for the root cause"
+    assert "SRV001" in _by_rule(_write(tmp_path, [*rows, core]))

@@ -58,8 +58,9 @@ class ConfigRejected(Rule):
     constructor), a ``ValueError`` or ``NotImplementedError`` raised through vLLM's configuration code (a frame in
     ``vllm/config``, ``engine/arg_utils.py``, ``platforms/`` or the attention backend's selection) or saying a
     setting is refused (``Unknown attention backend: 'X'``, ``Selected backend … is not valid for this
-    configuration``, ``VLLM_USE_V1=1 is not supported with device type=cpu``), and SchedulerConfig's ``max_num_batched_tokens (N) is smaller than max_model_len (M)``
-    (chunked prefill off: one step must hold a whole sequence), which says the three ways out.
+    configuration``, ``VLLM_USE_V1=1 is not supported with device type=cpu``), and SchedulerConfig's
+    ``max_num_batched_tokens (N) is smaller than max_model_len (M)`` (chunked prefill off: one step must hold a
+    whole sequence), which says the three ways out.
 
     Why it matters: nothing was served; the message names the option and what is wrong with it, and nothing
     else in the log will.

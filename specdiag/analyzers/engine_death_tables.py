@@ -100,8 +100,8 @@ START_WORDS = ("Engine process failed to start", "WorkerProc initialization fail
 #: the experiment of a cause when the engine died while starting (no request to rerun)
 START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
 #: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory,
-#: kernels the device cannot run)
-MEMORY_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported", "hybrid-kv-disabled")
+#: kernels the device cannot run, a hybrid model's KV cache that cannot be laid out)
+FATAL_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported", "hybrid-kv-disabled")
 #: root classes raised only while the engine starts (the KV cache's sizing and layout, the free-memory check)
 START_CLASSES = frozenset({"kv-cache-memory", "hybrid-kv-disabled", "gpu-memory-in-use", "ray-placement"})
 #: what says the build has no kernel for the device (torch's ``CUDA error: no kernel image is available for execution

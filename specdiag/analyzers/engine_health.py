@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from itertools import compress, repeat
+from itertools import compress, islice, repeat
 from operator import eq
 
 from specdiag.analyzers.base import Rule, register, shape_claim
@@ -14,12 +14,12 @@ from specdiag.analyzers.engine_death_tables import (
     CAUSE_FIX,
     EXCEPTION_NAMES,
     EXIT_SEEN_FROM_OUTSIDE,
+    FATAL_CLASSES,
     FATAL_FRAMES,
     HARD,
     HEADER_TEXT,
     HEADERS,
     KV_CHECK_FRAMES,
-    MEMORY_CLASSES,
     NO_KERNEL_WORDS,
     ROOT_CLASSES,
     ROOTS,
@@ -42,6 +42,7 @@ from specdiag.events import (
     UNKNOWN_EVENT,
     Event,
     entry_of,
+    frame_path,
     frame_place,
     innermost_frame,
     native_stack,
@@ -103,10 +104,9 @@ def _frame_funcs(ev: Event) -> list[str]:
     return [m.decode() for m in _FRAME_FUNC.findall(raw)] if b", line " in raw else []
 
 
-#: a frame's file (``File "…/verl/workers/rollout/vllm_rollout/utils.py", line 201``)
-_FRAME_FILE = re.compile(rb'File "([^"\n]{1,1000})", line \d{1,7}')
-#: where the frames of vLLM's own call chain live (vLLM, its platform plugins, torch, the interpreter)
-_INSIDE_PATHS = (b"/vllm/", b"/vllm_ascend/", b"/torch/", b"/lmcache/", b"/python3", b"<frozen", b"/ray/")
+#: the packages of vLLM's own call chain, as ``frame_path`` names a frame's file (vLLM, its platform plugins, torch,
+#: Ray); a frame of another package, or of a script, under a worker's busy loop is a caller's code
+_OWN_PACKAGES = ("vllm/", "vllm_ascend/", "lmcache/", "torch/", "ray/")
 #: a CUDA error that leaves the process's context unusable: every later CUDA call fails, so its process is done
 _STICKY_CUDA = "an illegal memory access was encountered"
 #: the engine core's wrapper of a worker's error (v1/engine/core.py), as E_GENERIC reads it when the line ends inside
@@ -114,10 +114,17 @@ _STICKY_CUDA = "an illegal memory access was encountered"
 _WORKER_FAILED = "Worker failed with error '"
 
 
-#: an Ascend NPU's kernel fault as torch_npu reports the device's error ('… there is an exception of fftsplus aicore
-#: error, core id is 4, error code = 0x800000 …'): the counterpart of CUDA's illegal memory access
-_NPU_FAULT_WORDS = ("exception of fftsplus aicore error", "exception of aicore error", "exception of aivec error",
-                    "exception of fftsplus aivec error")
+def _callers_code(file: str) -> bool:
+    """Whether a frame's file is neither vLLM's call chain (``_OWN_PACKAGES``) nor the interpreter's: a caller's."""
+    path = frame_path(file)
+    return bool(path) and not path.startswith(_OWN_PACKAGES) and "/python3" not in path and path[:1] != "<"
+
+
+def _says(tid: str, text: str) -> bool:
+    """Whether ``text`` holds the message a text template reads (``E_NPU_FAULT``, ``E_FREE_MEM``): its wording lives
+    in the template, wherever the line came from (a raw line, or a row under vLLM's header)."""
+    t = template(tid)
+    return t.needle in text and t.match(text) is not None
 
 
 def _clipped(text: str, limit: int) -> str:
@@ -231,13 +238,13 @@ def _classify(text: str, tid: str) -> str:
         return "engine-iteration-timeout"  # V0's background loop: a step past ENGINE_ITERATION_TIMEOUT_S
     if any(w in t for w in NO_KERNEL_WORDS):
         return "gpu-arch-unsupported"
-    if any(w in t for w in _NPU_FAULT_WORDS):
+    if _says("E_NPU_FAULT", text):
         return "native-crash"
     if "hybrid kv cache manager is disabled but failed to convert" in t:
         return "hybrid-kv-disabled"
     if "cannot provide a placement group requiring" in t:
         return "ray-placement"
-    if tid == "E_FREE_MEM" or "less than desired gpu memory utilization" in t:
+    if tid == "E_FREE_MEM" or _says("E_FREE_MEM", text):
         return "gpu-memory-in-use"
     if tid in ("E_SPEC_UNSUPPORTED", "E_EAGLE_TP") or "spec decode is not supported" in t or (
             "speculative decoding is not supported" in t):
@@ -319,7 +326,7 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
                 "--disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")
     if cls == "kv-cache-memory" and (fits := _kv_fit_read(text, f)):
         return fits
-    if any(w in text for w in _NPU_FAULT_WORDS):
+    if _says("E_NPU_FAULT", text):
         return ("an NPU kernel faulted (Ascend's aicore/aivec exception, the counterpart of CUDA's illegal memory access; "
                 "'DDR address … out of range' is an out-of-bounds access): ASCEND_LAUNCH_BLOCKING=1 and the device's "
                 "plog name the operator")
@@ -522,8 +529,8 @@ class EngineDeath(Rule):
         self.cuda_fault: Event | None = None  # torch's 'Search for `cudaError…'' line: the CUDA error's name
         self.dead_cores: dict[str, Event] = {}  # engine-core processes with a line that proves a death (bounded)
         self.kv_check = False  # a traceback passes through vLLM's KV-cache size check (KV_CHECK_FRAMES)
-        #: deaths marked, and those marked only by a worker's busy loop (WorkerProc hit an exception)
-        self.marks = self.busy_loop_marks = 0
+        #: lines that proved the death other than a worker's busy loop reporting an exception it answered with
+        self.other_marks = 0
         self.busy_loops: set[str] = set()  # processes with a worker_busy_loop frame (bounded)
         self.outside_call: str | None = None  # a frame of code outside vLLM under that loop: a caller's RPC
         self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
@@ -611,7 +618,7 @@ class EngineDeath(Rule):
         if tid in SOFT or (is_cascade and tid in ("V_EXC", "E_GENERIC")):
             self._cascade_line(tid, ev, key, cascade_kind)
             return
-        hard = tid in HARD or (tid in ("V_EXC", "E_GENERIC") and (_classify(detail, tid) in MEMORY_CLASSES
+        hard = tid in HARD or (tid in ("V_EXC", "E_GENERIC") and (_classify(detail, tid) in FATAL_CLASSES
                                                                   or _STICKY_CUDA in detail))
         if tid in ("V_EXC", "E_GENERIC") and detail.startswith(_WORKER_FAILED):
             tid, hard = "E_WORKER_FAILED", True  # the engine core's 'Worker failed with error' whose quote the line cut
@@ -619,17 +626,20 @@ class EngineDeath(Rule):
         if tid == "V_EXC" and self.header is None and (said := _header_printed_at(ev)) is not None:
             self.header_place = self.header_place or (said, ev)  # the exception line of a death header's traceback
             hard = True
-        if tid in TB_ROWS and any(w in text for w in _NPU_FAULT_WORDS) and len(self.cands) < self.cands.maxlen:
+        if tid in TB_ROWS and _says("E_NPU_FAULT", text) and len(self.cands) < self.cands.maxlen:
             # torch_npu's report of the device's kernel fault, printed inside the worker's traceback: its root
             self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": "", "detail": text.strip()})))
+        loop_only = False  # the only proof is a worker's busy loop reporting an exception it answered with
         if not self._header_or_dump(tid, ev) and (tid in TB_ROWS or ev.rec.kind == "traceback"):
-            hard = self._frames(tid, ev) or hard
+            proof = self._frames(tid, ev)
+            loop_only = proof == "worker_busy_loop" and not hard
+            hard = bool(proof) or hard
             if tid == "E_TB_FRAMES" and (bare := _BARE_EXC.search(ev.rec.text)):
                 ev.f["detail"] = bare.group(1)  # frames, then an exception without message: that is the error
                 tid = "E_GENERIC"
             elif tid in TB_ROWS or tid == "E_TB_FRAMES":
                 if hard:
-                    self._mark_death(key)
+                    self._mark_death(key, worker_loop=loop_only)
                 return
         if tid == "E_WORKER_FAILED":
             if (ev.f.get("detail") or "").strip():  # 'Worker failed with error ''': the worker's own error is elsewhere
@@ -638,8 +648,7 @@ class EngineDeath(Rule):
             if len(self.cands) < self.cands.maxlen or self.death is None:
                 self._candidate(key)
         if hard:
-            self.busy_loop_marks += tid == "V_WORKER_EXC"  # 'WorkerProc hit an exception': the loop's own line
-            if not self._mark_death(key):
+            if not self._mark_death(key, worker_loop=loop_only or tid == "V_WORKER_EXC"):  # WorkerProc hit an exception
                 return
             if tid in ("E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV") and not any(c[2] is ev for c in self.cands):
                 self._candidate(key)
@@ -654,7 +663,7 @@ class EngineDeath(Rule):
             # "… to find the original error: RuntimeError('Aborted due to the lack of CPU swap space …')"
             self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": quoted.group("exc"),
                                                                          "detail": quoted.group("detail")})))
-        elif _classify(text, tid) in MEMORY_CLASSES and len(self.cands) < self.cands.maxlen:
+        elif _classify(text, tid) in FATAL_CLASSES and len(self.cands) < self.cands.maxlen:
             self._candidate(key)
         elif (ev.rec.kind == "traceback" and "run_engine_loop" in ev.rec.text and "TimeoutError" in ev.rec.text
               and len(self.cands) < self.cands.maxlen):
@@ -723,22 +732,19 @@ class EngineDeath(Rule):
         rest of an exception's message."""
         if ev.id == CATALOG_EVENT:
             self._under_header(ev)
-            self._exception_logged(ev) or self._memory_logged(ev)
+            self._exception_logged(ev) or self._logged_root(ev)
         elif ev.id == UNKNOWN_EVENT:
             self._exception_rest(ev)
-            self._memory_logged(ev)
-
-    def _memory_logged(self, ev: Event) -> bool:
-        """See ``_logged_root``: an out-of-memory line, or an NPU kernel's fault, logged rather than raised."""
-        return self._logged_root(ev)
+            self._logged_root(ev)
 
     def _logged_root(self, ev: Event) -> bool:
-        """An ERROR line that says the device ran out of memory, logged rather than raised (``[linear.py:210] Failed
-        to create unquantized linear weights: CUDA out of memory …`` right before ``EngineCore failed to start.``): a
-        root candidate, as an out-of-memory error kills the engine wherever it is raised; claimed from LOG001."""
+        """An ERROR line, logged rather than raised, whose error kills the engine wherever it happens: out of memory
+        (``[linear.py:210] Failed to create unquantized linear weights: CUDA out of memory …`` right before
+        ``EngineCore failed to start.``), no kernel for the device, an NPU kernel's fault: a root candidate, claimed
+        from LOG001."""
         msg = ev.rec.msg
-        fault = any(w in msg for w in _NPU_FAULT_WORDS)
-        if (not fault and _classify(msg, ev.id) not in MEMORY_CLASSES) or len(self.cands) >= self.cands.maxlen:
+        if len(self.cands) >= self.cands.maxlen or (
+                _classify(msg, ev.id) not in FATAL_CLASSES and not _says("E_NPU_FAULT", msg)):
             return False
         self.seq += 1
         self._candidate((self._t(ev), self.seq, Event("E_GENERIC", ev.rec, {"exc": "", "detail": ev.rec.msg.strip()})))
@@ -784,48 +790,54 @@ class EngineDeath(Rule):
             self.raised_in[key[1]] = frame
         self.cands.append(key)
 
-    def _frames(self, tid: str, ev: Event) -> bool:
-        """Read a traceback (or one frame of it): True when its frames prove a death — a loop vLLM never
-        survives, a start-only function at ERROR (nothing catches an error raised while starting), or a frame
-        printed where the release prints a death header."""
+    def _frames(self, tid: str, ev: Event) -> str | None:
+        """Read a traceback (or one frame of it): what in its frames proves a death — a loop vLLM never survives
+        (its function), a start-only function at ERROR (nothing catches an error raised while starting), or a
+        frame printed where the release prints a death header (that header); None when nothing does."""
         self.frames_after_header += tid == "V_TB_FRAME" and self.header is not None
         funcs = _frame_funcs(ev)  # the traceback is parsed once for the three questions below
         fatal = next((f for f in funcs if f in FATAL_FRAMES), None)
-        self._rpc_from_outside(ev, fatal)
+        self._rpc_from_outside(ev)
         start = _start_frame(ev, funcs)
         self.at_start = self.at_start or start is not None
         self.kv_check = self.kv_check or any(f in KV_CHECK_FRAMES for f in funcs)
         if fatal is not None:
             self.fatal_frame = self.fatal_frame or fatal
-            self.busy_loop_marks += fatal == "worker_busy_loop"
-        elif start is not None and ev.rec.level in ("ERROR", "CRITICAL"):
+            return fatal
+        if start is not None and ev.rec.level in ("ERROR", "CRITICAL"):
             self.fatal_frame = self.fatal_frame or start
-        elif tid in TB_ROWS and self.header is None and (said := _header_printed_at(ev)) is not None:
+            return start
+        if tid in TB_ROWS and self.header is None and (said := _header_printed_at(ev)) is not None:
             self.header_place = self.header_place or (said, ev)
-        elif tid in TB_ROWS and self.header is None and (said := _header_by_place(ev)) is not None:
+            return said
+        if tid in TB_ROWS and self.header is None and (said := _header_by_place(ev)) is not None:
             self.header_place = self.header_place or (said, ev)
             self.header_by_place = True
-        else:
-            return False
-        return True
+            return said
+        return None
 
-    def _rpc_from_outside(self, ev: Event, fatal: str | None) -> None:
+    def _rpc_from_outside(self, ev: Event) -> None:
         """A frame of code outside vLLM (a trainer's ``update_weights_from_ipc``) under a worker's busy loop: the
         worker ran a caller's RPC (``collective_rpc``); its exception went back to that caller, and the engine,
-        which ran no step, lives on."""
+        which ran no step, lives on. Frames come one a row under vLLM's header, or all in a raw traceback."""
         key = ev.rec.origin.key
-        if fatal == "worker_busy_loop" and len(self.busy_loops) < 64:
-            self.busy_loops.add(key)
-        elif key in self.busy_loops and self.outside_call is None:
-            place = _FRAME_FILE.search(ev.rec.raw_text)
-            if place is not None and not any(p in place.group(1) for p in _INSIDE_PATHS):
-                self.outside_call = place.group(1).decode("utf-8", "replace")[-120:]
+        if ev.id == "V_TB_FRAME":
+            frames = [(ev.f.get("func"), ev.f.get("file") or "")]
+        else:
+            frames = [(m.group("func").decode("utf-8", "replace"), m.group("file").decode("utf-8", "replace"))
+                      for m in islice(template("E_TB_FRAMES").compiled.finditer(ev.rec.raw_text), 64)]
+        for func, file in frames:
+            if func == "worker_busy_loop" and len(self.busy_loops) < 64:
+                self.busy_loops.add(key)
+            elif key in self.busy_loops and self.outside_call is None and _callers_code(file):
+                self.outside_call = frame_path(file)[-120:]
 
-    def _mark_death(self, key: tuple) -> bool:
-        """Record a line that proves the engine died; False when it belongs to a requested shutdown."""
+    def _mark_death(self, key: tuple, worker_loop: bool = False) -> bool:
+        """Record a line that proves the engine died; False when it belongs to a requested shutdown. ``worker_loop``:
+        the proof is only a worker's busy loop reporting an exception, which it answers to whoever called it."""
         if self.shutdown is not None and self.hard_first is None:
             return False  # killed during a requested shutdown
-        self.marks += 1
+        self.other_marks += not worker_loop
         if self.hard_first is None or _caret_row_before(self.hard_first, key):
             self.hard_first = key
         if self.death is None or _caret_row_before(self.death, key):
@@ -845,7 +857,7 @@ class EngineDeath(Rule):
         dt, dseq, dev = self.death
         if self.hard_first is None and self.shutdown is not None and self.shutdown[1] < dseq:
             return []  # EngineDeadError after a requested shutdown: normal 0.32 shutdown noise
-        if (self.outside_call is not None and self.marks == self.busy_loop_marks and not self.cascade
+        if (self.outside_call is not None and not self.other_marks and not self.cascade
                 and (self.header is None or self.header.id == "V_WORKER_EXC") and self.wrapper_detail is None):
             return []  # a caller's RPC into the workers raised: no step failed (LOG001 lists its lines)
         root = self._root(dt, dseq)

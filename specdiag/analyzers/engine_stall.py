@@ -77,7 +77,8 @@ class EngineStall(Rule):
         super().__init__(options)
         self.waits: dict[str, _Waits] = {}
         self.serving = False  # a stats line came before the first wait
-        self.placing: list[Event] = []  # the Ray executor's first and latest 'Waiting for … a placement group' lines
+        #: each process's 'Waiting for creating a placement group …' lines (the Ray executor's): first, last, how many
+        self.placing: dict[str, _Waits] = {}
 
     def observe_metrics(self, rows) -> None:
         if not self.waits:
@@ -87,17 +88,13 @@ class EngineStall(Rule):
         if ev.id == "V_STATS_V0":
             self.observe_metrics(None)
             return
-        if ev.id == "V_PG_WAIT":
-            self.placing[1:] = [ev]  # the first line and the latest: the wait's start and how long it has lasted
-            if not self.placing[:1] or self.placing[0] is ev:
-                self.placing = [ev]
-            return
+        waits = self.placing if ev.id == "V_PG_WAIT" else self.waits
         key = ev.rec.origin.key
-        w = self.waits.get(key)
+        w = waits.get(key)
         if w is None:
-            if len(self.waits) >= MAX_PROCESSES:
+            if len(waits) >= MAX_PROCESSES:
                 return
-            w = self.waits[key] = _Waits(ev, ev.f.get("seconds") or 60)
+            w = waits[key] = _Waits(ev, ev.f.get("seconds") or 60)
         w.add(ev, rec_time(ev.rec))
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
@@ -128,8 +125,10 @@ class EngineStall(Rule):
         )]
 
     def _placement(self) -> Finding:
-        """The Ray executor waited for Ray to place its workers: the engine does not start meanwhile."""
-        first, last = self.placing[0], self.placing[-1]
+        """The Ray executor waited for Ray to place its workers: the engine does not start meanwhile (the process
+        that waited longest; its latest line says how long)."""
+        w = max(self.placing.values(), key=lambda p: p.last.f.get("seconds") or 0)
+        first, last = w.first, w.last
         waited = last.f.get("seconds") or 0
         bundles = last.rec.msg.count("'GPU'")
         cause = Cause("ray-placement", 0.8, for_=[f"'Waiting for creating a placement group of specs for {waited} "
@@ -141,7 +140,7 @@ class EngineStall(Rule):
                      f"{bundles or ''} GPU bundle(s) ({fmt_log_time(rec_time(first.rec))} to "
                      f"{fmt_log_time(rec_time(last.rec))}): the engine does not start until Ray has room, and gives up "
                      "after 1,800 s (executor/ray_utils.py PG_WAIT_TIMEOUT: 'Cannot provide a placement group …')."),
-            count=len(self.placing), evidence=[evidence_of(e, 400) for e in dict.fromkeys(self.placing)],
+            count=w.lines, evidence=[evidence_of(e, 400) for e in dict.fromkeys((first, last))],
             causes=[cause], identity=f"{self.code}|ray-placement", first_seen=rec_time(first.rec),
             measurements={"placement_wait_s": waited, "gpu_bundles": bundles or None},
             next_steps=[cause.fix, f"Confirm: {cause.confirm_with}"],

@@ -14,6 +14,15 @@ from specdiag.timeutil import rec_time
 MAX_PROCESSES = 64
 
 
+class _Preempted:
+    """One process's V0 preemption warnings: how many, the highest running total they printed, the first."""
+
+    __slots__ = ("first", "lines", "total")
+
+    def __init__(self, first: Event) -> None:
+        self.first, self.lines, self.total = first, 0, None
+
+
 @register
 class KvCacheSaturation(SpecSeriesRule):
     """The KV cache ran full while requests waited (a growing or standing queue) or were preempted.
@@ -48,7 +57,7 @@ class KvCacheSaturation(SpecSeriesRule):
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
-        self.preempted: dict[tuple, list] = {}  # process -> [warnings, highest running total, first warning]
+        self.preempted: dict[tuple, _Preempted] = {}  # by process
 
     def observe_other(self, ev: Event) -> None:
         key = ev.rec.origin.key
@@ -56,21 +65,22 @@ class KvCacheSaturation(SpecSeriesRule):
         if seen is None:
             if len(self.preempted) >= MAX_PROCESSES:
                 return
-            seen = self.preempted[key] = [0, None, ev]
-        seen[0] += 1
+            seen = self.preempted[key] = _Preempted(ev)
+        seen.lines += 1
         total = ev.f.get("total")
-        if total is not None and (seen[1] is None or total > seen[1]):
-            seen[1] = total
+        if total is not None and (seen.total is None or total > seen.total):
+            seen.total = total
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         out = self._from_series(ctx)
         if not out:
-            out = [self._from_warnings(key, *seen) for key, seen in self.preempted.items()]
+            out = [self._from_warnings(key, seen) for key, seen in self.preempted.items()]
         return out
 
-    def _from_warnings(self, key: tuple, n: int, total: int | None, first: Event) -> Finding:
+    def _from_warnings(self, key: tuple, seen: _Preempted) -> Finding:
         """V0's scheduler said it preempted sequences because the KV cache had no room: the finding from its
         warnings alone (no stats interval showed the cache full long enough)."""
+        n, total, first = seen.lines, seen.total, seen.first
         said = f"; its running total reached {total}" if total is not None else ""
         b = self._board(None)
         b.support("kv-cache-undersized", 2, f"vLLM's own words: 'preempted … because there is not enough KV cache space' ×{n}")
@@ -78,7 +88,7 @@ class KvCacheSaturation(SpecSeriesRule):
         return Finding(
             rule=self.code, severity="warning", title=self.title,
             summary=(f"vLLM's scheduler preempted sequences because the KV cache had no room: {n} warning(s) "
-                     f"({first.f.get('mode') or 'RECOMPUTE'} mode){said}. Preempted "
+                     f"({first.f.get('mode')} mode){said}. Preempted "
                      "sequences are recomputed or swapped back, so latency grows while throughput stays flat."),
             count=n, evidence=[evidence_of(first, 400)], causes=causes,
             measurements={"preemption_warnings": n, "preemptions": total, "mode": first.f.get("mode")},
