@@ -6,8 +6,11 @@ in memory, and parsed with ``ast``: no code from them is executed, nothing is ex
 preferred (a vLLM wheel is hundreds of MB); a release without one contributes its smallest x86_64 wheel.
 
     python scripts/gen_catalog.py [--workers 5] [--offline]
+    python scripts/gen_catalog.py --refamily
 
 ``--offline`` uses only what the cache already holds (a release not there is listed in ``skipped``).
+``--refamily`` downloads nothing: it assigns the families of the shipped file again from each entry's module,
+level and format (all stored), after a change to ``specdiag/catalog/families.py``.
 """
 
 from __future__ import annotations
@@ -500,12 +503,35 @@ def _order(item: dict) -> tuple:
     return (item["project"], item["name"] != item["project"], Version(item["version"]))
 
 
+def refamily(src: Path, out: Path) -> int:
+    """Assign every entry's family again (``families.assign``); the releases and locations stay as read."""
+    lines = src.read_text(encoding="utf-8").split("\n")
+    header = json.loads(lines[0])
+    rows, moved = [], 0
+    for old in (json.loads(ln) for ln in lines[1:] if ln.startswith('{"id"')):
+        project = "lmcache" if old["id"].startswith(PREFIX["lmcache"]) else "vllm"
+        family = assign(project, old["module"], old["level"], old["fmt"])
+        moved += family != old.get("family")
+        row = {k: old[k] for k in ("id", "module", "level", "fmt")}  # the writer's key order
+        if family:
+            row["family"] = family
+        row.update((k, v) for k, v in old.items() if k not in row and k != "family")
+        rows.append(row)
+    header["families"] = FAMILIES
+    write_data(out, header, rows)
+    print(f"{moved} of {len(rows)} entries changed family", file=sys.stderr)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workers", type=int, default=5)
     ap.add_argument("--offline", action="store_true", help="use only the files already cached")
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--refamily", action="store_true", help="re-assign the families of the shipped file only")
     opts = ap.parse_args()
+    if opts.refamily:
+        return refamily(OUT, opts.out)
     t0 = time.monotonic()
     plan = sorted(plan_releases(), key=_order)
     skipped: list[str] = []

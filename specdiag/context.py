@@ -25,6 +25,9 @@ from specdiag.yamlfile import read_mapping
 _SPEC_REPR = re.compile(
     r"SpeculativeConfig\(method='(?P<method>[^']*)', model=(?:'(?P<model>[^']*)'|None), num_spec_tokens=(?P<k>\d{1,19})\)"
 )
+#: the request-path options of the non-default args kept in ``Context.serving_options``
+SERVING_OPTIONS = ("async_scheduling", "reasoning_parser", "tool_call_parser", "enable_auto_tool_choice",
+                   "guided_decoding_backend", "structured_outputs_config")
 _CFG_INT = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_parallel_size)=(\d{1,19})")
 _CFG_BOOL = re.compile(r"\b(enable_prefix_caching)=(True|False|None)")
 _CFG_MODEL = re.compile(r"^model='([^']*)'")
@@ -75,6 +78,9 @@ class Context:
     #: vLLM's ``non-default args`` line is in the inputs: it lists ``kv_transfer_config`` whenever one is set,
     #: so a KV connector absent from it is absent from the server
     vllm_args_seen: bool = False
+    #: the request-path options of vLLM's ``non-default args`` line that rules weigh (``SERVING_OPTIONS``): async
+    #: scheduling, the reasoning and tool-call parsers, the structured-output backend; scalars only
+    serving_options: dict[str, Any] = field(default_factory=dict)
     #: SpecDecoding/Speculative metrics lines seen (one per logging interval and engine)
     spec_intervals: int = 0
     #: the year of the log's vLLM times, from lines of the same input that carry one; None = unknown
@@ -127,6 +133,7 @@ class Context:
             "device": self.device,
             "startup_seen": self.startup_seen,
             "spec_intervals": self.spec_intervals,
+            "serving_options": dict(self.serving_options),
             "time_basis": TIME_BASIS,
             "log_year": self.log_year,
             "log_year_source": self.log_year_source,
@@ -377,6 +384,8 @@ class ContextBuilder(Observer):
             c.prefix_caching = simple["enable_prefix_caching"]
         if "no_enable_prefix_caching" in args:
             c.prefix_caching = False
+        c.serving_options.update((k, simple[k]) for k in SERVING_OPTIONS
+                                 if isinstance(simple.get(k), (str, int, float, bool)))
         raw_spec = value_after(args, "speculative_config")
         if raw_spec and raw_spec.startswith("{"):
             d = parse_dict(raw_spec)

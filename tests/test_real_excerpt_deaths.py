@@ -931,3 +931,32 @@ def test_a_callers_rpc_in_a_raw_traceback_is_no_death_but_the_engine_cores_repor
     assert "SRV001" not in _by_rule(_write(tmp_path, rows))
     core = "RuntimeError: Worker failed with error 'bad weights', please check the stack trace above for the root cause"
     assert "SRV001" in _by_rule(_write(tmp_path, [*rows, core]))
+
+
+@pytest.mark.parametrize("name, root", [
+    # intel/ai-containers #914: the raw tail of EngineCore_DP0's traceback, then the API server's own exit
+    ("xpu-ur-error-raw-core-then-api-exit.log", "UR error"),
+    # tpu-inference #3350: Qwen3-VL on JAX, the same shape
+    ("tpu-qwen3vl-raw-core-then-api-exit.log", "unsupported operand type(s) for +: 'Tensor' and 'Tensor'"),
+    # vLLM PR #30346: a raw traceback through compile_grammar, nanobind's leak report interleaved
+    ("xgrammar-compile-raw-core-traceback.log", "items must be a boolean or an object"),
+])
+def test_an_exception_the_engine_core_printed_raw_is_its_death(name, root):
+    """Python prints an exception that escaped a process's target, unlogged, as the process exits; vLLM prefixes it
+    with the process's name. These excerpts begin below the logged copy: they were one LOG001 warning, exit 0."""
+    srv = _by_rule(HERE / name)["SRV001"]
+    assert srv.severity == "error" and root in srv.measurements["root_error"]
+
+
+def test_a_grammar_the_engine_core_could_not_compile_is_that_cause():
+    """vLLM PR #30346: xgrammar's `json_schema_converter.cc … items must be a boolean or an object` raised through
+    `compile_grammar` killed the engine core; the cause is the request's schema, not 'fix the exception'."""
+    srv = _by_rule(HERE / "xgrammar-compile-raw-core-traceback.log")["SRV001"]
+    assert srv.causes[0].id == "so-grammar-compile"
+
+
+def test_v0s_engine_process_raising_out_of_run_mp_engine_is_a_death():
+    """vLLM #12443 (AWS Neuron): `nrt_tensor_allocate status=4 message="Allocation Failure"` logged by V0's
+    engine process, then its traceback through `run_mp_engine`'s `raise e`: two LOG001 warnings, exit 0."""
+    srv = _by_rule(HERE / "neuron-v0-run-mp-engine-allocation.log")["SRV001"]
+    assert "nrt_tensor_allocate" in srv.measurements["root_error"]

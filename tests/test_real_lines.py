@@ -17,3 +17,36 @@ def test_a_glog_format_line_is_told_by_its_file_not_always_a_library_in_vllms_pr
     assert "Go program" in kubectl and "kubectl describe pod" in kubectl and "Mooncake" not in kubectl
     tpu = findings_by_rule(HERE / "tpu-pjrt-resource-exhausted.log")["LOG001"].next_steps[0]
     assert tpu.startswith("the TPU runtime") and "Mooncake" not in tpu
+
+
+def test_a_vllm_line_pasted_without_its_time_is_read_where_the_catalog_places_its_message():
+    """vLLM #44006: ``ERROR [backend_xgrammar.py:167] Failed to advance FSM …`` ×3, the time cut off by the user,
+    was 'nothing recognised' (exit 3): the file is no hand-written template's, but 0.8.5–0.28.0 print this
+    message at ERROR from that line."""
+    so = findings_by_rule(HERE / "xgrammar-fsm-time-cut.log")["SRV005"]
+    assert so.measurements["lines"] == {"fsm": 3} and so.first_seen is None  # no time invented
+
+
+def test_a_paste_in_caret_notation_is_cut_into_its_records_at_each_caret_m():
+    """ByteDance-Seed/seed-oss #10: ``cat -v`` output (``^[[1;36m(APIServer …)^[[0;0m ERROR … inputs^M^[[1;36m…``)
+    held seven records on three rows; read as three, the first was 'in no catalogued release'."""
+    log = findings_by_rule(HERE / "caret-notation-chat-template.log")["LOG001"]
+    assert log.measurements["lines"] == 7
+    assert "api-server" in log.summary and "Error in preprocessing prompt inputs'" in log.summary
+
+
+def test_an_exception_line_quoted_in_a_reply_is_an_error_line():
+    """vLLM #13122: ``> ValueError: Prequant BitsAndBytes models with tensor parallelism is not supported.`` (a
+    reply's quote) was kept as text at no level: 'no finding', exit 0."""
+    log = findings_by_rule(HERE / "quoted-bnb-tp-refusal.log")["LOG001"]
+    assert "'ValueError: Prequant BitsAndBytes" in log.summary
+
+
+def test_an_lmcache_line_after_a_colour_code_cut_at_the_start_of_the_paste_is_read():
+    """LMCache #2884: ``1;20m[2026-03-27 10:25:38,265] LMCache ERROR: No GPU context found …`` (the selection began
+    inside ``ESC[1;20m``) was not recognised, and its message appeared nowhere in the report."""
+    from specdiag.engine import analyze
+
+    report = analyze([str(HERE / "lost-csi-lmcache-mp-no-gpu-context.log")])
+    assert [(i["lines"], i["recognized"]) for i in report.inputs] == [(18, 18)]
+    assert any("No GPU context found" in f.summary + " ".join(e.text for e in f.evidence) for f in report.findings)

@@ -8,6 +8,7 @@ import specdiag.analyzers.sd_acceptance  # noqa: F401
 import specdiag.analyzers.sd_dynamic_k  # noqa: F401
 import specdiag.analyzers.sd_k  # noqa: F401
 import specdiag.analyzers.sd_prefix  # noqa: F401
+import specdiag.analyzers.structured_output  # noqa: F401
 from specdiag.analyzers import (  # noqa: F401
     kv_accounting,
     kv_config,

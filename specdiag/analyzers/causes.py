@@ -223,6 +223,62 @@ _ROWS = [
        "load frames",
        "vLLM 0.6.0+",
        ("distributed/device_communicators/shm_broadcast.py", "vLLM PR #25566")),
+    # ---- SRV005: structured output ---------------------------------------------------------------------------
+    _c("so-spec-decode-drafts",
+       "With speculative decoding the scheduler checks each drafted token against the request's grammar (it masks "
+       "the target's logits at the drafted positions and advances the grammar by the tokens accepted); when drafted "
+       "tokens the grammar refuses are accepted anyway (a draft across the reasoning end, a rollback that missed the "
+       "grammar) the grammar rejects them: 'Failed to advance FSM', 'grammar rejected tokens', 'rejected draft token'.",
+       "Upgrade vLLM to a release with the fix for the drafting method in use (the issues below), or serve "
+       "structured-output requests on a server without speculative decoding.",
+       "send the same structured-output requests to a server started without --speculative-config: the lines stop",
+       "vLLM 0.8.1+ (V1 structured output)",
+       ("v1/structured_output/__init__.py (grammar_bitmask, draft tokens)", "v1/core/sched/scheduler.py",
+        "vLLM issues #44006, #46118, #53777; PRs #44297, #44993"),
+       "the server's non-default args (speculative_config) and its SpecDecoding metrics lines"),
+    _c("so-async-scheduling",
+       "With --async-scheduling the scheduler plans step N+1 before step N's tokens are back, so the grammar mask "
+       "of a structured-output request can be computed from a grammar state one step behind the tokens sampled; "
+       "the grammar then refuses them.",
+       "Serve structured-output requests without --async-scheduling, or upgrade to a release that fixed the "
+       "combination.",
+       "send the same requests to a server started without --async-scheduling: the lines stop",
+       "vLLM 0.11+ (async scheduling)",
+       ("v1/core/sched/async_scheduler.py", "v1/structured_output/__init__.py", "vLLM issues #29379, #26292"),
+       "the server's non-default args (async_scheduling)"),
+    _c("so-reasoning-boundary",
+       "With a reasoning parser the grammar applies only after the reasoning ends (the parser's end token); a "
+       "token the model writes at that boundary that the grammar does not allow first (a code fence or a blank "
+       "line after </think>, a reasoning-end token inside a draft) is refused: the same token id, request after "
+       "request.",
+       "Upgrade vLLM to a release that fixed the reasoning parser's boundary with structured output, or send "
+       "structured-output requests with reasoning off for that model.",
+       "send one failing request with reasoning disabled (chat_template_kwargs enable_thinking=false): the line "
+       "stops; the refused token id decodes to the boundary text",
+       "vLLM 0.8+ (reasoning parsers with structured output)",
+       ("v1/structured_output/__init__.py (should_advance, reasoning_ended)", "reasoning/ parsers",
+        "vLLM issues #22483, #46118, #44006"),
+       "the server's non-default args (reasoning_parser) and the refused token ids decoded with the tokenizer"),
+    _c("so-grammar-desync",
+       "The grammar and the tokens went out of step for another reason than speculative decoding, async "
+       "scheduling or a reasoning boundary in the log: a grammar that had already ended (its stop token accepted) "
+       "while the model went on, or a tokenizer whose vocabulary differs from the model's.",
+       "Collect the request (its schema or tool definitions) and the server's start-up lines; report it upstream "
+       "as the message asks ('Please file an issue').",
+       "replay the failing request alone with the same schema; decode the refused token ids with the tokenizer",
+       "vLLM 0.8.1+ (V1 structured output)",
+       ("v1/structured_output/backend_xgrammar.py (accept_tokens)", "vLLM issue #53181"),
+       "the server's start-up lines (non-default args) to rule the known combinations in or out"),
+    _c("so-grammar-compile",
+       "The structured-output backend could not compile the request's JSON schema, regex or grammar (a schema "
+       "feature it does not support, an invalid schema): the request fails; in releases before the request-level "
+       "handling the exception reached the engine core and killed it.",
+       "Simplify the schema to what the backend supports, or choose another backend (--structured-outputs-config "
+       "backend=guidance); upgrade vLLM so that a bad schema fails only its request.",
+       "compile the schema with the backend alone (xgrammar.Grammar.from_json_schema); the error names the feature",
+       "vLLM 0.26+ (the message); earlier releases raise in the engine core",
+       ("v1/structured_output/__init__.py (_create_grammar)", "vLLM PRs #30346, #47312"),
+       "the request's schema"),
     _c("lmcache-mp-protocol-mismatch",
        "In multiprocess mode vLLM's LMCache connector (LMCacheMPConnector) sends each lookup, store and retrieve to "
        "the lmcache server as a typed request; the server's message queue runs the handler its modules registered for "

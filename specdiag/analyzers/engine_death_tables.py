@@ -62,7 +62,10 @@ FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_s
                           "worker_busy_loop", "worker_main", "output_handler",
                           # V0's AsyncLLMEngine background loop (engine/async_llm_engine.py): what escapes it ends the
                           # engine ("Engine background task failed", then AsyncEngineDeadError)
-                          "run_engine_loop"})
+                          "run_engine_loop",
+                          # V0's engine process (engine/multiprocessing/engine.py 0.6-0.10): logs what escaped the
+                          # engine, then re-raises it out of the process
+                          "run_mp_engine"})
 #: functions vLLM runs only while the engine starts (v1/engine/core.py, v1/executor/*, v1/worker/*, V0's
 #: executor and worker; 0.6–0.32): a traceback through one is a failure to start, before any request
 START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_device", "load_model",
@@ -104,6 +107,10 @@ START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_L
 FATAL_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported", "hybrid-kv-disabled")
 #: root classes raised only while the engine starts (the KV cache's sizing and layout, the free-memory check)
 START_CLASSES = frozenset({"kv-cache-memory", "hybrid-kv-disabled", "gpu-memory-in-use", "ray-placement"})
+#: what says a structured-output grammar failed to compile (xgrammar's converter and compiler frames, vLLM's own
+#: message), lower case
+GRAMMAR_COMPILE_WORDS = ("json_schema_converter", "in compile_json_schema", "in compile_grammar",
+                         "failed to compile grammar")
 #: what says the build has no kernel for the device (torch's ``CUDA error: no kernel image is available for execution
 #: on the device``; a kernel library's own refusal: FlashInfer-CUTLASS MoE ``does not support current device
 #: sm_120``, vLLM's ``block scaled fp8 gemm is not implemented for Blackwell``), lower case
@@ -204,6 +211,9 @@ CAUSE_FIX = {
                                   "disable the KV connector for the affected deployment.",
                                   "rerun the request with LMCACHE_LOG_LEVEL=DEBUG and compare its 'Reqid: …' lines "
                                   "with the asserted numbers"),
+    # a structured-output grammar the backend could not compile, raised in the engine core (releases before the
+    # request-level handling): SRV005's cause, one text for both
+    "so-grammar-compile": (CATALOG["so-grammar-compile"].fix, CATALOG["so-grammar-compile"].confirm),
     "import-error": ("A package version mismatch (vLLM / LMCache / torch): install matching versions.",
                      "python -c 'import vllm, lmcache' in the serving environment"),
     "process-killed": ("A process died without a Python exception: look for the kernel OOM killer (dmesg), "
@@ -247,4 +257,4 @@ ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
 #: root classes that only their own message names (a KV layout's whole multiple, V0's iteration timeout, the free-memory
 #: check, a build without the GPU's kernels, pynccl's error): weighed only when the root's text is one of them
 SIGNATURE_CLASSES = frozenset({"lmcache-kv-layout", "engine-iteration-timeout", "gpu-memory-in-use", "gpu-arch-unsupported",
-                               "nccl-error", "hybrid-kv-disabled", "ray-placement"})
+                               "nccl-error", "hybrid-kv-disabled", "ray-placement", "so-grammar-compile"})

@@ -16,6 +16,7 @@ from specdiag.analyzers.engine_death_tables import (
     EXIT_SEEN_FROM_OUTSIDE,
     FATAL_CLASSES,
     FATAL_FRAMES,
+    GRAMMAR_COMPILE_WORDS,
     HARD,
     HEADER_TEXT,
     HEADERS,
@@ -255,6 +256,8 @@ def _classify(text: str, tid: str) -> str:
         return "lmcache-adapter-assertion"
     if tid == "E_IMPORT" or "importerror" in t or "modulenotfounderror" in t or t.startswith("no module named "):
         return "import-error"
+    if any(w in t for w in GRAMMAR_COMPILE_WORDS):
+        return "so-grammar-compile"
     if tid == "V_PROC_DIED":
         return "process-killed"
     if ("rpc call to" in t and "timed out" in t) or "raychanneltimeouterror" in t:
@@ -391,6 +394,15 @@ def _cuda_fault_cause(ev: Event) -> Cause:
                               "CUDA_LAUNCH_BLOCKING=1")
 
 
+def _uncaught_in_core(ev: Event) -> bool:
+    """An exception the engine core process printed raw, with no logger header: Python prints an exception that
+    escaped a process's target as the process exits (V1's ``run_engine_core`` logs it, then re-raises it), and vLLM
+    prefixes the process's output with its name. A paste that begins below the logged copy and CPython's
+    ``Process EngineCore_DP0:`` banner holds only this raw copy."""
+    rec = ev.rec
+    return rec.kind in ("traceback", "text") and rec.origin.role == "EngineCore" and rec.level in ("ERROR", "CRITICAL")
+
+
 def _died_without_exception(ev: Event) -> bool:
     """A worker's death (or one with an exit code) is a kill or native crash; an engine core's may be either.
 
@@ -510,7 +522,9 @@ class EngineDeath(Rule):
         self.cascade = 0
         self.first_cascade: Event | None = None
         self.cascade_kinds: dict[str, int] = {}  # what the cascade lines were (bounded)
-        self.cands: deque = deque(maxlen=int(self.options["max_candidates"]))
+        #: root error candidates, (t, seq, event); a deque bounded by ``max_candidates`` once the first comes (its
+        #: block is half a KiB of every deployment, and most never print a root error)
+        self.cands: deque | tuple = ()
         self.last_stats_t: float | None = None
         self.stats_after_death = 0
         self.wrapper_detail: tuple | None = None
@@ -536,6 +550,10 @@ class EngineDeath(Rule):
         self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
         self.frames: dict[str, str] = {}  # each process's last traceback frame under vLLM's header (bounded)
         self.raised_in: dict[int, str] = {}  # a root candidate's (by its seq) innermost frame, where it was raised
+
+    def _cand_room(self) -> bool:
+        """Whether another root candidate is kept (the deque drops the oldest past ``max_candidates``)."""
+        return len(self.cands) < int(self.options["max_candidates"])
 
     def _t(self, ev: Event) -> float | None:
         return self._time_at(ev.rec.path, rec_time(ev.rec))
@@ -619,14 +637,14 @@ class EngineDeath(Rule):
             self._cascade_line(tid, ev, key, cascade_kind)
             return
         hard = tid in HARD or (tid in ("V_EXC", "E_GENERIC") and (_classify(detail, tid) in FATAL_CLASSES
-                                                                  or _STICKY_CUDA in detail))
+                                                                  or _STICKY_CUDA in detail or _uncaught_in_core(ev)))
         if tid in ("V_EXC", "E_GENERIC") and detail.startswith(_WORKER_FAILED):
             tid, hard = "E_WORKER_FAILED", True  # the engine core's 'Worker failed with error' whose quote the line cut
             ev.f["detail"] = detail = detail[len(_WORKER_FAILED):]  # the worker's error, as E_WORKER_FAILED reads it
         if tid == "V_EXC" and self.header is None and (said := _header_printed_at(ev)) is not None:
             self.header_place = self.header_place or (said, ev)  # the exception line of a death header's traceback
             hard = True
-        if tid in TB_ROWS and _says("E_NPU_FAULT", text) and len(self.cands) < self.cands.maxlen:
+        if tid in TB_ROWS and _says("E_NPU_FAULT", text) and self._cand_room():
             # torch_npu's report of the device's kernel fault, printed inside the worker's traceback: its root
             self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": "", "detail": text.strip()})))
         loop_only = False  # the only proof is a worker's busy loop reporting an exception it answered with
@@ -645,7 +663,7 @@ class EngineDeath(Rule):
             if (ev.f.get("detail") or "").strip():  # 'Worker failed with error ''': the worker's own error is elsewhere
                 self.wrapper_detail = self.wrapper_detail or key
         elif tid in ROOTS and not is_cascade:
-            if len(self.cands) < self.cands.maxlen or self.death is None:
+            if self._cand_room() or self.death is None:
                 self._candidate(key)
         if hard:
             if not self._mark_death(key, worker_loop=loop_only or tid == "V_WORKER_EXC"):  # WorkerProc hit an exception
@@ -659,14 +677,14 @@ class EngineDeath(Rule):
         candidate as its own line would say it."""
         text = ev.rec.msg
         quoted = _ORIGINAL.search(ev.rec.text[-4096:] if ev.rec.cont else text)
-        if quoted is not None and len(self.cands) < self.cands.maxlen:
+        if quoted is not None and self._cand_room():
             # "… to find the original error: RuntimeError('Aborted due to the lack of CPU swap space …')"
             self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": quoted.group("exc"),
                                                                          "detail": quoted.group("detail")})))
-        elif _classify(text, tid) in FATAL_CLASSES and len(self.cands) < self.cands.maxlen:
+        elif _classify(text, tid) in FATAL_CLASSES and self._cand_room():
             self._candidate(key)
         elif (ev.rec.kind == "traceback" and "run_engine_loop" in ev.rec.text and "TimeoutError" in ev.rec.text
-              and len(self.cands) < self.cands.maxlen):
+              and self._cand_room()):
             # V0's 'AsyncEngineDeadError: Task finished unexpectedly' chained under the loop's TimeoutError: an
             # engine step ran past ENGINE_ITERATION_TIMEOUT_S, the root the traceback holds above the cascade
             self._candidate((key[0], key[1], Event("V_ITER_TIMEOUT", ev.rec, {
@@ -743,7 +761,7 @@ class EngineDeath(Rule):
         ``EngineCore failed to start.``), no kernel for the device, an NPU kernel's fault: a root candidate, claimed
         from LOG001."""
         msg = ev.rec.msg
-        if len(self.cands) >= self.cands.maxlen or (
+        if not self._cand_room() or (
                 _classify(msg, ev.id) not in FATAL_CLASSES and not _says("E_NPU_FAULT", msg)):
             return False
         self.seq += 1
@@ -768,7 +786,7 @@ class EngineDeath(Rule):
         ``run_mp_engine``: ``No module named 'lmcache.experimental'`` above its traceback): that exception's text, a
         root candidate as its own exception line would be; the line is claimed from LOG001."""
         entry = entry_of(ev)
-        if entry is None or entry.fmt is not None or entry.expr not in EXCEPTION_NAMES or len(self.cands) >= self.cands.maxlen:
+        if entry is None or entry.fmt is not None or entry.expr not in EXCEPTION_NAMES or not self._cand_room():
             return False
         self.seq += 1
         self._candidate((self._t(ev), self.seq, Event("E_GENERIC", ev.rec, {"exc": "", "detail": ev.rec.msg.strip()})))
@@ -788,6 +806,8 @@ class EngineDeath(Rule):
             if len(self.raised_in) >= 2 * int(self.options["max_candidates"]):
                 self.raised_in.clear()
             self.raised_in[key[1]] = frame
+        if not self.cands:
+            self.cands = deque(maxlen=int(self.options["max_candidates"]))
         self.cands.append(key)
 
     def _frames(self, tid: str, ev: Event) -> str | None:

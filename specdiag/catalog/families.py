@@ -34,6 +34,8 @@ FAMILIES: dict[str, str] = {
     "compilation": "torch.compile, CUDA graphs and compilation caches",
     "kernels": "attention backends, quantisation methods, custom ops and kernels",
     "input-processing": "multimodal inputs, tokenisation and prompt processing",
+    "structured-output": "structured output and guided decoding: grammar compilation and the grammar matcher "
+                         "(xgrammar, outlines, guidance, lm-format-enforcer)",
     "metrics": "metrics, tracing, usage statistics and observability",
     "deprecation": "a deprecated option, API or behaviour is in use",
     "other": "anything not covered by a more specific family",
@@ -47,6 +49,7 @@ EXCEPTIONS: tuple[tuple[str, str, str, str], ...] = (
     ("vllm", "", "AsyncLLM output_handler failed", "engine-death"),
     ("vllm", "logging_utils/dump_input.py", "", "engine-death"),  # printed only while the engine core crashes
     ("vllm", "v1/fault_tolerance/", "", "engine-death"),
+    ("vllm", "v1/core/sched/", "grammar rejected", "structured-output"),  # the scheduler advancing a grammar
     ("lmcache", "integration/vllm/", "Num retrieved tokens", "lookup-retrieve"),
     ("lmcache", "", "PYTHONHASHSEED", "configuration"),
 )
@@ -93,10 +96,14 @@ _VLLM_PATHS: tuple[tuple[str, str], ...] = (
     ("kv_transfer", "kv-connector"), ("kv_connector", "kv-connector"),
     ("kv_offload", "offload-tier"), ("offload", "offload-tier"),
     ("v1/engine/", "engine-core"), ("engine/", "engine-core"),
+    ("structured_output", "structured-output"), ("guided_decoding", "structured-output"),
+    # model_executor/ before executor/, which its name contains: layers and kernels, models and their loader
+    ("model_loader", "model-loading"), ("model_executor/models", "model-loading"),
+    ("model_executor/warmup", "worker"), ("model_executor/", "kernels"),
     ("executor/", "worker"), ("worker/", "worker"), ("v1/worker", "worker"),
     ("distributed/", "distributed"),
-    ("model_loader", "model-loading"), ("transformers_utils", "model-loading"), ("lora", "model-loading"),
-    ("model_executor/models", "model-loading"), ("tokenizer", "model-loading"), ("models/", "model-loading"),
+    ("transformers_utils", "model-loading"), ("lora", "model-loading"),
+    ("tokenizer", "model-loading"), ("models/", "model-loading"),
     ("snapshot/", "model-loading"),
     ("core/sched", "scheduler"), ("v1/core", "scheduler"), ("core/", "scheduler"),
     ("entrypoints/", "api-server"), ("tool_parsers", "api-server"), ("reasoning", "api-server"),
@@ -107,7 +114,7 @@ _VLLM_PATHS: tuple[tuple[str, str], ...] = (
     ("_custom_ops", "kernels"), ("kernels", "kernels"), ("triton", "kernels"), ("ops/", "kernels"),
     ("fused_moe", "kernels"),
     ("multimodal", "input-processing"), ("inputs", "input-processing"), ("sampling_params", "input-processing"),
-    ("renderers", "input-processing"), ("v1/structured_output", "input-processing"), ("sample", "input-processing"),
+    ("renderers", "input-processing"), ("sample", "input-processing"),
     ("metrics", "metrics"), ("tracing", "metrics"), ("usage", "metrics"), ("profiler", "metrics"),
     ("config", "configuration"), ("envs.py", "configuration"), ("arg_utils", "configuration"),
     ("plugins", "configuration"),

@@ -43,11 +43,11 @@ def colour_of(chunk: bytes, start: int, end: int) -> tuple[bool, bool]:
 class Cleaner:
     """The per-line cleaning of one input, with what it learnt of the current block and the line before."""
 
-    __slots__ = ("stats", "esc", "residue", "cr", "suspicious", "esc_cut", "cut", "skipped")
+    __slots__ = ("stats", "esc", "residue", "cr", "caret_cr", "suspicious", "esc_cut", "cut", "skipped")
 
     def __init__(self, stats) -> None:
         self.stats = stats
-        self.esc = self.residue = self.cr = self.suspicious = False
+        self.esc = self.residue = self.cr = self.caret_cr = self.suspicious = False
         self.esc_cut = False  # the last line ended inside an ANSI escape: its rest starts the next line
         self.cut = False  # the line ``clean`` returned last was cut to MAX_PARSE_LINE
         self.skipped = 0  # lines dropped as binary junk
@@ -62,7 +62,10 @@ class Cleaner:
         end = len(chunk) if end is None else end
         find = chunk.find
         self.esc, self.residue = colour_of(chunk, start, end)
-        self.cr = few_lines or find(b"\r", start, end) >= 0
+        # a paste of ``cat -v`` / ``less`` output prints CR as the two characters ``^M`` and ESC as ``^[``: with both
+        # in the block, ``^M`` is a CR (the reader cuts records there as at a real one)
+        self.caret_cr = find(b"^M", start, end) >= 0 and find(b"^[[", start, end) >= 0
+        self.cr = few_lines or self.caret_cr or find(b"\r", start, end) >= 0
         self.suspicious = few_lines or find(b"\x00", start, end) >= 0 or not chunk.isascii()
 
     def clean(self, lineno: int, line: bytes) -> bytes | None:

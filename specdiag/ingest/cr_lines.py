@@ -19,8 +19,9 @@ MAX_CR_TRIES = 4096
 #: bytes after a CR that ``_starts_record`` reads: a colour code or two and a record header fit well within
 CR_HEAD = 256
 #: a record's first byte: a process prefix, LMCache's ``[``, an escape, a level word, ``Traceback``, and for the
-#: rarer shapes (``shapes.py``) ``LMCache`` without its time and Python logging's ``asctime``
-_RECORD_FIRST = frozenset(b"([\x1bIWEDCTL0123456789")
+#: rarer shapes (``shapes.py``) ``LMCache`` without its time and Python logging's ``asctime``, and ``^`` of a colour
+#: code printed in caret notation (``^[[1;36m``, a paste of ``cat -v`` output)
+_RECORD_FIRST = frozenset(b"([\x1bIWEDCTL0123456789^")
 
 
 def _starts_record(line: bytes, at: int) -> bool:
@@ -32,7 +33,7 @@ def _starts_record(line: bytes, at: int) -> bool:
     head = line[at : at + CR_HEAD]
     if b"\x1b" in head:
         head = ANSI_ESC.sub(b"", head)
-    elif head[:1] == b"[":
+    elif head[:1] in b"[^":
         head = ANSI_RESIDUE.sub(b"", head)
     return is_envelope(head)
 

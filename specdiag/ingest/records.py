@@ -77,6 +77,7 @@ from specdiag.ingest.wrappers import (
     LineUnwrapper,
     looks_plain,
     lost_bracket,
+    lost_csi_end,
     lost_paren,
 )
 from specdiag.ingest.years import DeploymentYears
@@ -121,7 +122,7 @@ class LineReader:
         self.last_y = b""
         self.years = DeploymentYears()  # the year states of the other deployments the input names
         self.recognized = 0
-        self.esc = self.cr = False  # the cleaner's block-level answers, read here for every line fed
+        self.esc = self.cr = self.caret_cr = False  # the cleaner's block-level answers, read here for every line fed
         #: the places whose records the prefilter may count (set by the analysis; None: none)
         self.quiet: QuietPlaces | None = None
         self.line_at = _no_line
@@ -131,7 +132,7 @@ class LineReader:
         ``n`` of the block (for the joiner's look back over blank lines)."""
         cleaner = self.cleaner
         cleaner.begin_block(chunk, few_lines, start, end)
-        self.esc, self.cr = cleaner.esc, cleaner.cr
+        self.esc, self.cr, self.caret_cr = cleaner.esc, cleaner.cr, cleaner.caret_cr
         self.line_at = line_at
 
     def peel(self, line: bytes) -> tuple[Origin, bytes] | None:
@@ -143,6 +144,8 @@ class LineReader:
         if looks_plain(line):  # (a CI runner's bracketed time is a wrapper: Buildkite's '[2025-…T…Z] '; so is '[rank2]: ')
             return NO_ORIGIN, line
         line = self.core = self.unwrapper.strip(line)
+        if cut := lost_csi_end(line):
+            line = self.core = line[cut:]
         if lost_bracket(line):
             line = self.core = b"[" + line
         elif lost_paren(line):
@@ -161,6 +164,8 @@ class LineReader:
     def feed(self, lineno: int, line: bytes) -> None:
         if not line:
             return
+        if self.caret_cr and b"^M" in line:
+            line = line.replace(b"^M", b"\r")
         if self.cr and line.find(b"\r", 0, len(line) - 1) >= 0:
             pieces = cr_records(line)
             if len(pieces) > 1:
@@ -514,7 +519,11 @@ class LineReader:
         """A line no logger header opens: kept only where it may matter (an exception, a banner, a version,
         argparse's exit), or as a bare message of a paste; anything else is dropped."""
         path, year = self.path, self.year_hint
-        exc = EXC_LINE.match(line, len(line) - len(line.lstrip(b" \t")))  # a paste may indent it by a space or two
+        # a paste may indent it by a space or two, or quote it (a reply's ``> ``)
+        at = len(line) - len(line.lstrip(b" \t>"))
+        exc = EXC_LINE.match(line, at)
+        if exc and line[:1] == b">":
+            line = line[at:]  # the reply's quote is not the message
         if exc or b"LMCache v" in line or b"version" in line[:80] or any(w in line for w in BYTES.KEPT_TEXT_WORDS):
             self.out.append(Record(path, lineno, origin, "text", _exception_level(exc), None, year, None, None,
                                    None, line))

@@ -13,8 +13,9 @@ Accepted, and why each is safe:
   name says the project; an app's own logger (``myapp.db``) stays unrecognised;
 * ``LMCache LEVEL: msg [(file.py:NNN:logger)]``: LMCache's formatter without its ``[time] `` — the
   project's name printed before the level is unmistakable;
-* ``LEVEL [file.py:NNN] msg``: vLLM's formatter without its time — when the message is a known template's
-  or the file is one the template tables name;
+* ``LEVEL [file.py:NNN] msg``: vLLM's formatter without its time — when the message is a known template's,
+  the file is one the template tables name, or (at WARNING or worse) a catalogued vLLM release prints this
+  message at this level from that file and line;
 * ``LEVEL msg``: only when the message is a known vLLM or LMCache template's, by a template specific
   enough to tell (first word, literal and anchored pattern; the catch-all ones such as "any exception
   line" or "``.*Shutting down``" do not count).
@@ -147,7 +148,8 @@ def _bare_level(line: bytes, sp: int, level: str) -> Head | None:
     if m is not None:
         text = msg[m.end() :]
         kind = template_kind(text, level)
-        if kind is None and m.group(1).rsplit(b"/", 1)[-1] in _known_files():
+        base = m.group(1).rsplit(b"/", 1)[-1]
+        if kind is None and (base in _known_files() or level in _ALERT and _catalogued_at(base, m.group(2), level, text)):
             kind = "vllm"
         if kind is None:
             return None
@@ -235,6 +237,17 @@ def _first_match(cands: list, msg: bytes, level: str, field_error: type) -> str 
             except field_error:
                 return src  # the template's shape, with a number no rule can use: still its line
     return None
+
+
+def _catalogued_at(base: bytes, line: bytes, level: str, text: bytes) -> bool:
+    """Whether a vLLM release prints this message at this level from ``base:line`` (the catalog): a paste that cut
+    the time off ``ERROR 08-20 13:11:35 [backend_xgrammar.py:167] Failed to advance FSM …`` still names where."""
+    from specdiag.catalog import catalog
+
+    cat = catalog()
+    msg = text.decode("utf-8", "replace")
+    return any(e.level == level and (e.fmt is None or cat.values(e, msg) is not None)
+               for e in cat.at(base.decode("ascii", "replace"), int(line), "vllm"))
 
 
 def _known_files() -> frozenset[bytes]:

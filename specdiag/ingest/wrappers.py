@@ -147,6 +147,18 @@ def lost_bracket(line: bytes) -> bool:
     return line[:1].isdigit() and line[4:5] == b"-" and b"] LMCache " in line[19:40]
 
 
+#: a colour code whose ``ESC[`` a paste lost at the start of a row (the selection began inside it): ``1;20m`` right
+#: before LMCache's ``[time]`` or a process prefix's ``(``
+_LOST_CSI = re.compile(rb"(?:\d{1,3};){0,4}\d{1,3}m(?=[\[(])")
+
+
+def lost_csi_end(line: bytes) -> int:
+    """Where a row starts after a colour code whose ``ESC[`` was lost (``1;20m[2026-03-27 …] LMCache ERROR``); 0
+    without one."""
+    m = _LOST_CSI.match(line) if line[:1].isdigit() else None
+    return m.end() if m is not None else 0
+
+
 #: a vLLM process prefix whose opening ``(`` a paste lost (``Worker_TP0_DCP0 pid=379759) [2026-02-11 …] LMCache …``)
 _LOST_PAREN = re.compile(rb"[A-Za-z_][\w.-]{0,63} pid=\d{1,10}(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
 
