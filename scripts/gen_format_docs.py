@@ -39,7 +39,8 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   `short-precise` and `short-iso` (localised month names: `déc.`, `janv.`, `Dez`, `Mär`, `dic`, `дек`, …),
   docker compose (`name  | `), a CI runner's bracketed time (Buildkite: `[2025-03-10T15:07:20Z] `, its year dating
   the line; behind the web view's `  | ` gutter too), torchrun's `[rank2]: ` before each line of a rank (torch's
-  own `[rank0]:[W…]` header, with no space, stays torch's), a program that re-logs vLLM's output with its own
+  own `[rank0]:[W…]` header, with no space, stays torch's; `[rank1]:ValueError: …`, its space lost before an
+  exception line, is the prefix), a program that re-logs vLLM's output with its own
   Python logger (`2025-06-27 12:57:51,690 - __main__ - INFO - `, FastChat's `2023-12-27 11:25:36 | ERROR | stderr | `,
   Docker Desktop's bare `2023-12-03 14:56:00 `: taken off only before a vLLM process prefix, a traceback's row or an
   exception line), nested in any order. A line whose first bytes are `(`,
@@ -49,7 +50,11 @@ How lines are read before these templates apply (the ingest stage, `specdiag/ing
   holds a record: `wrappers.code_span`), a record glued to a tqdm bar on one line with the CR lost
   (`Processed prompts: 75%|…| 3/4 [00:41<00:09, 9.93s/it](EngineCore_1 pid=7) ERROR …`: read from the bar's
   `]` on, `cr_lines.after_bar`; a bar alone stays one inert line),
-  `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
+  `cat -v` output in caret notation (`^[[1;36m` colour, `^M` for a CR: a block holding both is cut into its
+  records at each `^M` as at a CR), a colour code whose `ESC[` the selection cut at a row's start (`1;20m[2026-…]
+  LMCache ERROR: …`), vLLM's header with its time cut off (`ERROR [backend_xgrammar.py:167] Failed to advance FSM …`:
+  read when a specific template reads the message, the template tables name the file, or at WARNING or worse a
+  catalogued release prints that message at that level from that file and line), `cat -n` / `less -N` numbers, `grep -n` / `grep -H` prefixes (`123:`,
   `file.log:123:`, context lines `file.log-124-`, `file.log:`), blank lines between records; a small file in
   which nothing was recognised is read again as message texts pasted without any header
   (`sources.BARE_PASTE_MAX`, `events.Matcher._bare`: by a template's first word, a specific error text, or a

@@ -91,7 +91,7 @@ def _limits() -> dict[str, int]:
 ANCHORED = {"VLLM_REST", "LMC_LEGACY", "EXC_LINE", "PREFIX_RE", "_TS_PARTS", "KUBECTL_PREFIX", "LOKI_LABELS", "STERN", "SYSLOG_5424", "JOURNALD_ISO",
             "ISO_TS", "JOURNALD_SHORT", "COMPOSE", "_END", "_SECTION", "_KV", "_ROTATED",
             "GREP_N", "GREP_H", "INDENT", "_JOURNALD_TIME_RE", "_DOCKER_LINE",  # the per-line wrappers are applied with .match at the line start
-            "TORCH_C10", "GLOG", "RANK_PREFIX", "_LOST_PAREN", "_LOST_CSI",  # records.LineReader._torch and _other: .match at a line's start
+            "TORCH_C10", "GLOG", "RANK_PREFIX", "RANK_PREFIX_TIGHT", "_LOST_PAREN", "_LOST_CSI",  # records.LineReader._torch and _other: .match at a line's start
             "FOREIGN_HEADER",  # another program's header: .match at the start of a row (prefilter, joiner, blocks)
             # terminal rows (ingest/rows.py): fullmatch from a found position, or match at the row start
             "_VLLM_TAIL", "_PID_CUT", "_SUFFIX_CUT", "ESC_CUT", "ESC_REST", "_ISO_CUT", "_JOURNALD_CUT",

@@ -24,6 +24,12 @@ def test_an_s3_upload_failure_is_a_failed_write_quoting_its_reason_not_its_key()
     assert kv.causes[0].id == "backend-write-failure"
 
 
+def test_an_s3_callbacks_raw_traceback_in_the_engine_core_is_no_death():
+    """awscrt's callback printed its exception raw under the engine core's prefix ('Exception ignored in …' between):
+    the process went on. Only a raw traceback through vLLM's own code is the engine core's exit."""
+    assert "SRV001" not in _by_rule(HERE / "s3-upload-failed-400.log")
+
+
 @pytest.mark.parametrize(("fmt", "module", "write"), [
     ("Failed to upload %s to S3: %s", "lmcache/v1/storage_backend/connector/s3_connector.py", True),
     ("Failed to upload %s to Azure: %s", "lmcache/v1/storage_backend/connector/azure_connector.py", True),

@@ -97,3 +97,12 @@ def test_a_value_error_elsewhere_that_names_no_refused_setting_is_no_rejection(t
              '  File "/usr/lib/python3/site-packages/vllm/v1/worker/gpu_model_runner.py", line 5, in execute_model',
              "ValueError: some tensor was the wrong shape"]
     assert "SRV004" not in _by_rule(_write(tmp_path, lines))
+
+
+def test_a_second_refusal_with_other_words_is_quoted_not_counted_as_the_first():
+    """vLLM #28857: 'torch.bfloat16 is not supported for quantization method awq', then, with --dtype half, 'The
+    model type 'gemma3' does not support float16': reported as the first message ×2, its advice leading into the
+    second."""
+    srv = _by_rule(HERE / "awq-dtype-gemma3-two-refusals.log")["SRV004"]
+    assert srv.measurements["other_messages"][0].startswith("The model type 'gemma3' does not support float16")
+    assert "does not support float16" in srv.summary

@@ -53,6 +53,26 @@ def test_a_bare_exception_line_is_an_error_with_a_step_to_collect_its_traceback(
         assert "no problem found" not in text
 
 
+def test_a_traceback_through_vllm_the_engine_core_printed_raw_is_its_death(tmp_path):
+    """Python prints what escaped a process's target, unlogged, as it exits; vLLM prefixes the engine core's output.
+    A lone exception line is no such proof (a library's callback prints its own the same way)."""
+    out, _ = _report(tmp_path, ["(EngineCore_DP0 pid=1) Traceback (most recent call last):",
+                                '(EngineCore_DP0 pid=1)   File "/usr/lib/python3/site-packages/vllm/v1/engine/core.py", '
+                                "line 3, in step", "(EngineCore_DP0 pid=1) RuntimeError: CUDA error: misaligned address"])
+    (death,) = [f for f in out["findings"] if f["rule"] == "SRV001"]
+    assert death["measurements"]["root_error"] == "CUDA error: misaligned address"
+
+
+def test_a_threads_exception_the_engine_core_printed_is_no_death(tmp_path):
+    """``Exception in thread …:`` (threading's hook) or ``Exception ignored in …`` above a raw traceback: the
+    process went on."""
+    for head in ("Exception in thread Thread-4 (process_request):", "Exception ignored in: <function Remote.__del__>"):
+        out, _ = _report(tmp_path, [f"(EngineCore_DP0 pid=1) {head}", "(EngineCore_DP0 pid=1) Traceback (most recent "
+                                    "call last):", '(EngineCore_DP0 pid=1)   File "/x/vllm/y.py", line 3, in f',
+                                    "(EngineCore_DP0 pid=1) ValueError: bad chunk size 0"])
+        assert not [f for f in out["findings"] if f["rule"] == "SRV001"], head
+
+
 def test_a_bare_illegal_memory_access_is_the_death_of_its_process(tmp_path):
     """The one CUDA error that leaves a context unusable, whatever printed it: the death, its root the line."""
     line = "RuntimeError: CUDA error: an illegal memory access was encountered"

@@ -960,3 +960,58 @@ def test_v0s_engine_process_raising_out_of_run_mp_engine_is_a_death():
     engine process, then its traceback through `run_mp_engine`'s `raise e`: two LOG001 warnings, exit 0."""
     srv = _by_rule(HERE / "neuron-v0-run-mp-engine-allocation.log")["SRV001"]
     assert "nrt_tensor_allocate" in srv.measurements["root_error"]
+
+
+def test_v0s_worker_header_quotes_its_exception_before_the_traceback():
+    """llm-compressor #54: 'Exception in worker VllmWorkerProcess while processing method load_model: Weight
+    input_size_per_partition = 7392 is not divisible by min_thread_k = 128., Traceback …' was 'root not in the
+    excerpt'."""
+    srv = _by_rule(HERE / "v0-worker-exc-inline-marlin-tile.log")["SRV001"]
+    assert srv.measurements["root_error"].startswith("Weight input_size_per_partition = 7392")
+
+
+@pytest.mark.parametrize("name, need", [
+    # vLLM PR #30602: 'Failed to find a kernel … Reasons: ' and one row per kernel refused, on a 7.5 GPU
+    ("wna16-no-kernel-turing-reasons.log", "compute capability is 7.5 and the kernels named need 8.0"),
+    # vLLM #4327: 'Minimum capability: 90. Current capability: 86.'
+    ("fp8-minimum-capability-ray.log", "compute capability is 8.6 and the kernels named need 9.0"),
+])
+def test_a_kernel_that_needs_a_newer_gpu_is_no_kernel_for_this_gpu(name, need):
+    srv = _by_rule(HERE / name)["SRV001"]
+    assert srv.causes[0].id == "gpu-arch-unsupported" and any(need in w for w in srv.causes[0].for_)
+
+
+def test_the_rows_of_a_message_below_its_exception_line_are_read_with_it():
+    srv = _by_rule(HERE / "wna16-no-kernel-turing-reasons.log")["SRV001"]
+    assert "MacheteLinearKernel requires capability 90" in srv.measurements["root_error"]
+
+
+def test_an_intel_gpu_out_of_resources_is_device_memory_and_device_lost_no_python_error():
+    """intel/llm-scaler #348 and #152: Level Zero's UR_RESULT_ERROR_OUT_OF_RESOURCES and UR_RESULT_ERROR_DEVICE_LOST
+    were 'worker-exception: fix the exception'."""
+    oor = _by_rule(HERE / "xpu-level-zero-out-of-resources.log")["SRV001"].causes[0]
+    assert oor.id == "cuda-oom" and any("Intel GPU" in w for w in oor.for_)
+    lost = _by_rule(HERE / "xpu-device-lost-at-start.log")["SRV001"].causes[0]
+    assert lost.id == "native-crash" and any("hang or reset" in w for w in lost.for_)
+
+
+def test_a_death_through_the_executors_wait_for_its_workers_is_a_worker_that_did_not_answer():
+    """LMCache #4123: 'EngineCore encountered a fatal error.' and frames get_response → mq.dequeue → acquire_read, cut
+    before the exception line: 'cause-not-in-excerpt' though the frames name the wait that timed out."""
+    srv = _by_rule(HERE / "rpc-get-response-dequeue-cut.log")["SRV001"]
+    assert srv.causes[0].id == "worker-hang" and srv.causes[0].against
+
+
+def test_a_death_through_compile_grammar_cut_before_its_exception_is_the_grammar():
+    """vLLM PR #47312: the fatal header and frames through `compile_grammar` → xgrammar's `compile_json_schema`, the
+    exception below the cut: 'the lines show the death, not why'."""
+    srv = _by_rule(HERE / "grammar-compile-frames-cut.log")["SRV001"]
+    assert srv.causes[0].id == "so-grammar-compile"
+
+
+def test_an_out_of_memory_that_lists_two_big_processes_says_the_gpu_is_shared():
+    """vLLM #8402 (KubeRay): 'Process 4057874 has 20.04 GiB memory in use. Process 4060801 has 26.40 GiB …' on a
+    47.5 GiB GPU: two replicas on one GPU, which no KV-cache setting of one of them fixes."""
+    srv = _by_rule(HERE / "kuberay-oom-shared-gpu.log")["SRV001"]
+    assert srv.causes[0].id == "cuda-oom"
+    assert any("2 processes each hold more than a GiB" in w and "pid 4057874 20.04 GiB" in w for w in srv.causes[0].for_)

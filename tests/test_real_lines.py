@@ -50,3 +50,19 @@ def test_an_lmcache_line_after_a_colour_code_cut_at_the_start_of_the_paste_is_re
     report = analyze([str(HERE / "lost-csi-lmcache-mp-no-gpu-context.log")])
     assert [(i["lines"], i["recognized"]) for i in report.inputs] == [(18, 18)]
     assert any("No GPU context found" in f.summary + " ".join(e.text for e in f.evidence) for f in report.findings)
+
+
+def test_torchruns_rank_prefix_without_its_space_before_an_exception_is_peeled():
+    """nvidia-cosmos/cosmos-rl #403: ``[rank1]:ValueError: The decoder prompt (length 16476) is longer than the
+    maximum model length of 16384`` was not read: 'no finding', exit 0."""
+    log = findings_by_rule(HERE / "rank-prefix-without-space.log")["LOG001"]
+    assert "'ValueError: The decoder prompt (length 16476)" in log.summary
+
+
+def test_a_traceback_cut_to_its_code_row_and_exception_is_named_by_the_exception():
+    """InternVL #1173: ``[serving_chat.py:222]     raise ValueError(str(e)) from e`` then ``ValueError: can only
+    concatenate str (not "list") to str``: the report quoted the code row, and 'concatenate' appeared nowhere."""
+    from specdiag.engine import analyze
+
+    report = analyze([str(HERE / "chat-template-valueerror-without-frames.log")])
+    assert any("ValueError: can only conc" in f.summary for f in report.findings if f.rule == "LOG001")

@@ -88,6 +88,7 @@ class ConfigRejected(Rule):
         self.message: str | None = None
         self.hint = ""
         self.lines = 0
+        self.others: list[str] = []  # later rejections with other messages (bounded)
 
     def observe(self, ev: Event) -> None:
         found = self._rejection(ev)
@@ -100,6 +101,8 @@ class ConfigRejected(Rule):
         elif ev.id in _REASONS and self._header_alone(ev):
             self.message = found[1]  # the reason under a header pasted alone, its class kept
         else:
+            if found[1] and found[1] != self.message and found[1] not in self.others and len(self.others) < 3:
+                self.others.append(found[1])  # another rejection: the next start, after the first was answered
             found = None
         if found is not None and ev.id == "E_BATCH_LT_LEN":
             self.hint = _batch_hint(ev.f)
@@ -124,6 +127,14 @@ class ConfigRejected(Rule):
             return None, detail
         return None
 
+    def _others_said(self) -> str:
+        """The other rejections, each quoted: a change that answers the first may be what the next one refuses."""
+        if not self.others:
+            return ""
+        quoted = "; ".join(f"'{m[:200]}'" for m in self.others)
+        return (f" It was also refused with other words ({quoted}): answer every message together, since a change "
+                "made for one (a --dtype) may be what the next refuses.")
+
     def _header_alone(self, ev: Event) -> bool:
         """Whether the first rejection is pydantic's header with no reason (``1 validation error for VllmConfig``
         pasted without its indented lines) and ``ev``, its ``Value error, …`` line, comes right under it."""
@@ -141,10 +152,11 @@ class ConfigRejected(Rule):
         return [Finding(
             rule=self.code, severity="error", title=self.title,
             summary=(f"vLLM rejected {what} while starting: '{(self.message or '')[:300]}'. The server exited before "
-                     f"serving anything; the message says what to change.{hint}"),
+                     f"serving anything; the message says what to change.{hint}{self._others_said()}"),
             count=self.lines, evidence=[evidence_of(self.first, 400)], causes=[cause],
             identity=f"{self.code}|{self.option or ''}", first_seen=rec_time(self.first.rec),
-            measurements={"option": self.option, "message": (self.message or "")[:300]},
+            measurements={"option": self.option, "message": (self.message or "")[:300],
+                          "other_messages": [m[:300] for m in self.others]},
             headline=f"vLLM rejected {what} at start — {(self.message or '')[:90]}",
             next_steps=[cause.fix + hint, f"Confirm: {cause.confirm_with}"],
         )]

@@ -66,6 +66,9 @@ FATAL_FRAMES = frozenset({"run_engine_core", "run_busy_loop", "_process_engine_s
                           # V0's engine process (engine/multiprocessing/engine.py 0.6-0.10): logs what escaped the
                           # engine, then re-raises it out of the process
                           "run_mp_engine"})
+#: the code rows of the API server's main (entrypoints/openai/api_server.py ``<module>``, cli/serve.py ``cmd``): a raw
+#: traceback through one is the server process leaving its main with an exception, the server gone
+FATAL_CODE = {b"uvloop.run(run_server(": "run_server"}
 #: functions vLLM runs only while the engine starts (v1/engine/core.py, v1/executor/*, v1/worker/*, V0's
 #: executor and worker; 0.6–0.32): a traceback through one is a failure to start, before any request
 START_FRAMES = frozenset({"_initialize_kv_caches", "_init_executor", "init_device", "load_model",
@@ -107,6 +110,11 @@ START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_L
 FATAL_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported", "hybrid-kv-disabled")
 #: root classes raised only while the engine starts (the KV cache's sizing and layout, the free-memory check)
 START_CLASSES = frozenset({"kv-cache-memory", "hybrid-kv-disabled", "gpu-memory-in-use", "ray-placement"})
+#: other devices' words for running out of device memory, lower case: Intel's Level Zero
+#: (``UR_RESULT_ERROR_OUT_OF_RESOURCES``, ``UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY``), AWS Neuron's runtime
+#: (``nrt_tensor_allocate status=4 message="Allocation Failure"``), XLA on TPU (``RESOURCE_EXHAUSTED: Error allocating``)
+DEVICE_MEMORY_WORDS = ("ur_result_error_out_of_resources", "ur_result_error_out_of_device_memory",
+                       'message="allocation failure"', "resource_exhausted: error allocating")
 #: what says a structured-output grammar failed to compile (xgrammar's converter and compiler frames, vLLM's own
 #: message), lower case
 GRAMMAR_COMPILE_WORDS = ("json_schema_converter", "in compile_json_schema", "in compile_grammar",
@@ -115,6 +123,10 @@ GRAMMAR_COMPILE_WORDS = ("json_schema_converter", "in compile_json_schema", "in 
 #: on the device``; a kernel library's own refusal: FlashInfer-CUTLASS MoE ``does not support current device
 #: sm_120``, vLLM's ``block scaled fp8 gemm is not implemented for Blackwell``), lower case
 NO_KERNEL_WORDS = ("no kernel image is available for execution on the device", "does not support current device sm_",
+                   # a quantization method's or kernel's minimum compute capability (``Minimum capability: 90. Current
+                   # capability: 86``; each WNA16 kernel refused: ``requires capability 80, current compute capability
+                   # is 75``)
+                   "current capability: ", "current compute capability is", "current compute  capability is",
                    "is not implemented for blackwell")
 #: CUDA errors raised when the kernel that faulted ran earlier: the frame they name is where CUDA noticed, lower case
 ASYNC_CUDA_WORDS = ("illegal memory access", "device-side assert triggered", "misaligned address",

@@ -12,9 +12,11 @@ from specdiag.analyzers.engine_death_tables import (
     ASYNC_CUDA_WORDS,
     CASCADE,
     CAUSE_FIX,
+    DEVICE_MEMORY_WORDS,
     EXCEPTION_NAMES,
     EXIT_SEEN_FROM_OUTSIDE,
     FATAL_CLASSES,
+    FATAL_CODE,
     FATAL_FRAMES,
     GRAMMAR_COMPILE_WORDS,
     HARD,
@@ -222,7 +224,7 @@ def _classify(text: str, tid: str) -> str:
     if (cls := WORKER_DEATHS.get(tid, ("", None))[1]) is not None:
         return cls
     t = text.lower()
-    if "out of memory" in t or "outofmemoryerror" in t:
+    if "out of memory" in t or "outofmemoryerror" in t or any(w in t for w in DEVICE_MEMORY_WORDS):
         return "cuda-oom"
     if ("no available memory for the cache blocks" in t or "kv cache is needed" in t
             or "maximum number of tokens that can be stored in kv cache" in t
@@ -267,6 +269,8 @@ def _classify(text: str, tid: str) -> str:
         # is a crash in native code; a positive code, an exit the worker chose
         return "process-killed" if code.group(1) in _SIGNALLED else "native-crash" if code.group(1).startswith("-") \
             else "worker-exception"
+    if "ur_result_error_device_lost" in t:
+        return "native-crash"  # Level Zero lost the GPU (a hang or reset): no Python exception to fix
     return "native-crash" if tid in ("R_UNHANDLED", "E_CUDACHECK") else "worker-exception"
 
 
@@ -329,14 +333,59 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
                 "--disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")
     if cls == "kv-cache-memory" and (fits := _kv_fit_read(text, f)):
         return fits
+    if cls == "gpu-arch-unsupported" and (need := _capability_read(text)):
+        return need
     if _says("E_NPU_FAULT", text):
         return ("an NPU kernel faulted (Ascend's aicore/aivec exception, the counterpart of CUDA's illegal memory access; "
                 "'DDR address … out of range' is an out-of-bounds access): ASCEND_LAUNCH_BLOCKING=1 and the device's "
                 "plog name the operator")
+    if "UR_RESULT_ERROR_" in text:
+        return ("the device is an Intel GPU (XPU, Level Zero): " + (
+            "UR_RESULT_ERROR_DEVICE_LOST is the driver losing the GPU (a hang or reset), not an error in Python: the "
+            "kernel log (dmesg: xe/i915 resets) and the driver and compute-runtime versions tell why"
+            if "DEVICE_LOST" in text else "out of device memory or resources there; read the fix's CUDA flags as "
+                                          "the same options of vLLM's XPU backend"))
+    if cls == "cuda-oom" and (shared := _processes_on_gpu(text)):
+        return shared
     if cls == "cuda-oom" and "NPU out of memory" in text:
         return ("the device is an Ascend NPU (vllm-ascend, torch_npu): out of device memory there, not CUDA's; read the "
                 "fix's GPUs as NPUs")
     return None
+
+
+#: torch's out-of-memory message lists every process that holds memory on the device (``Process 4057874 has 20.04 GiB
+#: memory in use.``), this one among them
+_PROCESS_MEMORY = re.compile(r"Process (\d{1,10}) has ([\d.]{1,10}) (GiB|MiB) memory in use")
+
+
+def _processes_on_gpu(text: str) -> str:
+    """Two or more processes holding GiBs of the device that ran out: it is shared (a second server or replica, a
+    process left from an earlier run), and no setting of this one frees the other's memory."""
+    held = [(pid, float(n) / (1024 if unit == "MiB" else 1)) for pid, n, unit in islice(_PROCESS_MEMORY.findall(text), 16)]
+    big = sorted(((g, pid) for pid, g in held if g >= 1.0), reverse=True)
+    if len(big) < 2:
+        return ""
+    listed = ", ".join(f"pid {pid} {g:.2f} GiB" for g, pid in big[:4])
+    return (f"{len(big)} processes each hold more than a GiB of this GPU ({listed}): the GPU is shared, with another "
+            "server or replica or a process left from an earlier run; one server per GPU (or stopping the other) frees "
+            "it, where a lower --gpu-memory-utilization only shrinks this one")
+
+
+#: a kernel's or quantization method's minimum compute capability against the GPU's (``requires capability 80, current
+#: compute capability is 75``; ``Minimum capability: 90. Current capability: 86``)
+_CAPABILITY = re.compile(r"(?:requires capability|Minimum capability:) (\d{2,3})[.,] ?[Cc]urrent (?:compute {1,2})?"
+                         r"capability(?: is|:) (\d{2,3})")
+
+
+def _capability_read(text: str) -> str:
+    """What the capability numbers say: the GPU is older than every kernel the message names needs."""
+    pairs = [(int(a), int(b)) for a, b in islice(_CAPABILITY.findall(text), 16)]
+    if not pairs or any(need <= have for need, have in pairs):
+        return ""
+    have = pairs[0][1]
+    return (f"the GPU's compute capability is {have / 10:.1f} and the kernels named need "
+            f"{min(n for n, _ in pairs) / 10:.1f} or more: no build supports this method on this GPU; a quantization "
+            "or kernel that runs on it (or a newer GPU) does")
 
 
 #: V1's start-up check (v1/core/kv_cache_utils.py): the context asked, the cache needed and had, the context that fits
@@ -394,13 +443,54 @@ def _cuda_fault_cause(ev: Event) -> Cause:
                               "CUDA_LAUNCH_BLOCKING=1")
 
 
+#: what Python prints before a traceback that did not end its process: a thread's exception (``threading.excepthook``),
+#: one raised in a finaliser or callback it could only report
+_NOT_THE_PROCESS = (b"Exception in thread", b"Exception ignored in")
+#: frames that name a cause when a traceback's exception line is cut: the executor's wait for its workers' replies
+#: (``get_response``) and below it the message queue's read (``dequeue`` / ``acquire_read``), whose timeout is a
+#: worker that did not answer; the structured-output backend compiling a request's grammar (``compile_grammar``)
+_GET_RESPONSE, _MQ_READ, _GRAMMAR = 1, 2, 4
+
+
+def _frame_marks(funcs: list[str], marks: int) -> int:
+    """The bits of ``_GET_RESPONSE`` / ``_MQ_READ`` / ``_GRAMMAR`` that a traceback's (or a frame's) functions set."""
+    out = _GET_RESPONSE if "get_response" in funcs else 0
+    if (marks | out) & _GET_RESPONSE and ("dequeue" in funcs or "acquire_read" in funcs):
+        out |= _MQ_READ
+    if "compile_grammar" in funcs:
+        out |= _GRAMMAR
+    return out
+
+
+def _frame_cause(marks: int) -> Cause | None:
+    """The cause the frames name, its exception line not in the excerpt."""
+    if marks & _GET_RESPONSE and marks & _MQ_READ:
+        cid, why = "worker-hang", ("the traceback passes through the executor's get_response into the message queue's "
+                                   "dequeue: the engine core waiting for its workers' reply, which raises when a worker "
+                                   "does not answer in time")
+    elif marks & _GRAMMAR:
+        cid, why = "so-grammar-compile", ("the traceback passes through the structured-output backend's compile_grammar: "
+                                          "a request's grammar that did not compile, raised in the engine core")
+    else:
+        return None
+    fix, confirm = CAUSE_FIX[cid]
+    return Cause(cid, 0.6, for_=[why], against=["its exception line is not in the excerpt"], fix=fix,
+                 confirm_with=confirm)
+
+
+#: rows of an exception's message printed below its line (``Reasons:`` and a line per reason) read with it
+MAX_CONTINUED = 6
+
+
 def _uncaught_in_core(ev: Event) -> bool:
     """An exception the engine core process printed raw, with no logger header: Python prints an exception that
     escaped a process's target as the process exits (V1's ``run_engine_core`` logs it, then re-raises it), and vLLM
     prefixes the process's output with its name. A paste that begins below the logged copy and CPython's
-    ``Process EngineCore_DP0:`` banner holds only this raw copy."""
+    ``Process EngineCore_DP0:`` banner holds only this raw copy. Only a traceback through vLLM's own code: a library's
+    callback (awscrt's) or thread prints its traceback the same way and the process goes on."""
     rec = ev.rec
-    return rec.kind in ("traceback", "text") and rec.origin.role == "EngineCore" and rec.level in ("ERROR", "CRITICAL")
+    return (rec.kind == "traceback" and rec.origin.role == "EngineCore" and rec.level in ("ERROR", "CRITICAL")
+            and b"/vllm/" in rec.raw_text and not rec.raw_text.startswith(_NOT_THE_PROCESS))
 
 
 def _died_without_exception(ev: Event) -> bool:
@@ -453,11 +543,17 @@ class EngineDeath(Rule):
     object has no attribute 'positions'``),
     ``lmcache-adapter-assertion`` (the adapter's scheduler-side assertions: ``Mismatch in tokens to load``, a
     preempted request's computed tokens, a request no longer tracked — LMCache 0.5.6 ``vllm_v1_adapter.py``
-    :1596-1611, :1793-1798, :1746-1750), ``import-error``, ``process-killed`` (a worker died without an exception: kernel OOM killer, SIGKILL),
+    :1596-1611, :1793-1798, :1746-1750), ``so-grammar-compile`` (a structured-output grammar raised through
+    ``compile_grammar`` or xgrammar's JSON-schema converter, SRV005's cause), ``import-error``, ``process-killed`` (a
+    worker died without an exception: kernel OOM killer, SIGKILL),
     ``native-crash`` (a C++ exception nothing caught, a fatal signal, vLLM's CUDACHECK exit, the ROCm runtime's GPU
-    memory access fault or queue abort, an Ascend NPU's aicore/aivec exception), ``nccl-timeout`` (torch's NCCL
-    watchdog: a collective timed out), ``worker-exception``; ``cause-not-in-excerpt`` when no root error is in
-    the lines given.
+    memory access fault or queue abort, an Ascend NPU's aicore/aivec exception, an Intel GPU lost by Level Zero),
+    ``nccl-timeout`` (torch's NCCL watchdog: a collective timed out), ``worker-exception``; ``cause-not-in-excerpt``
+    when no root error is in the lines given. ``cuda-oom`` includes other devices' words for device memory (Level
+    Zero's ``UR_RESULT_ERROR_OUT_OF_RESOURCES``, Neuron's ``Allocation Failure``, XLA's ``RESOURCE_EXHAUSTED``);
+    ``gpu-arch-unsupported`` a kernel's minimum compute capability above the GPU's (``requires capability 80,
+    current compute capability is 75``). An exception the engine core process printed raw (no logger header: Python's
+    report of what escaped the process's target) is its death.
 
     Death lines of two or more engine-core processes (data-parallel cores, or several servers in one paste) are
     said to be that many (``dead_engine_cores``), each with a line; the root error is the first one found.
@@ -543,6 +639,8 @@ class EngineDeath(Rule):
         self.cuda_fault: Event | None = None  # torch's 'Search for `cudaError…'' line: the CUDA error's name
         self.dead_cores: dict[str, Event] = {}  # engine-core processes with a line that proves a death (bounded)
         self.kv_check = False  # a traceback passes through vLLM's KV-cache size check (KV_CHECK_FRAMES)
+        #: frames that name a cause when the exception line is cut (``_FRAME_MARKS``), as bits
+        self.frame_marks = 0
         #: lines that proved the death other than a worker's busy loop reporting an exception it answered with
         self.other_marks = 0
         self.busy_loops: set[str] = set()  # processes with a worker_busy_loop frame (bounded)
@@ -659,6 +757,9 @@ class EngineDeath(Rule):
                 if hard:
                     self._mark_death(key, worker_loop=loop_only)
                 return
+        if tid == "V_WORKER_EXC_V0" and detail.strip() and self._cand_room():
+            # V0's worker header quotes its exception before the traceback ('… method load_model: <message>, Traceback')
+            self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": "", "detail": detail.strip()})))
         if tid == "E_WORKER_FAILED":
             if (ev.f.get("detail") or "").strip():  # 'Worker failed with error ''': the worker's own error is elsewhere
                 self.wrapper_detail = self.wrapper_detail or key
@@ -749,6 +850,8 @@ class EngineDeath(Rule):
         """An ERROR line of no template this rule reads (``levels``): a death header's text, a logged exception, the
         rest of an exception's message."""
         if ev.id == CATALOG_EVENT:
+            if (exc := self._same_call(ev)) is not None:
+                self._continue_message(exc, ev.rec.msg)
             self._under_header(ev)
             self._exception_logged(ev) or self._logged_root(ev)
         elif ev.id == UNKNOWN_EVENT:
@@ -770,16 +873,33 @@ class EngineDeath(Rule):
         self._claim((entry.fmt or entry.id) if entry is not None else shape_claim(ev.rec.msg))
         return True
 
-    def _exception_rest(self, ev: Event) -> None:
-        """A row printed right after an exception line under vLLM's header, by the same call (same process, place and
-        second) and known to no release: the rest of that exception's message (torch's ``CUDA kernel errors might be
-        asynchronously reported …`` under ``torch.AcceleratorError: CUDA error: …``), claimed from LOG001."""
+    def _same_call(self, ev: Event) -> Event | None:
+        """The last exception line under vLLM's header when ``ev`` was printed by the same call (same process, place
+        and second), else None."""
         exc = self.last_exc
         rec, at = ev.rec, exc.rec if exc is not None else None
         if (at is None or rec.origin.key != at.origin.key or rec.file != at.file or rec.src_line != at.src_line
                 or rec.ts != at.ts):
-            return
-        self._claim(shape_claim(rec.msg))
+            return None
+        return exc
+
+    def _exception_rest(self, ev: Event) -> None:
+        """A row printed right after an exception line under vLLM's header, by the same call (same process, place and
+        second) and known to no release: the rest of that exception's message (torch's ``CUDA kernel errors might be
+        asynchronously reported …`` under ``torch.AcceleratorError: CUDA error: …``), claimed from LOG001."""
+        exc = self._same_call(ev)
+        if exc is not None:
+            self._claim(shape_claim(ev.rec.msg))
+            self._continue_message(exc, ev.rec.msg)
+
+    @staticmethod
+    def _continue_message(exc: Event, row: str) -> None:
+        """A message that goes on below its exception line ('… the WNA16 linear layer. Reasons: ', then one row per
+        kernel refused): the rows are read with it (a few, bounded)."""
+        detail = exc.f.get("detail") or ""
+        n = exc.f.get("continued", 0)
+        if (n or detail.rstrip().endswith(":")) and n < MAX_CONTINUED and len(detail) < 1000:
+            exc.f["detail"], exc.f["continued"] = f"{detail.rstrip()} {row.strip()}", n + 1
 
     def _exception_logged(self, ev: Event) -> bool:
         """A line the catalog says is a caught exception logged as the message (``logger.exception(e)``, V0's
@@ -817,10 +937,13 @@ class EngineDeath(Rule):
         self.frames_after_header += tid == "V_TB_FRAME" and self.header is not None
         funcs = _frame_funcs(ev)  # the traceback is parsed once for the three questions below
         fatal = next((f for f in funcs if f in FATAL_FRAMES), None)
+        if fatal is None and ev.rec.kind == "traceback":
+            fatal = next((FATAL_CODE[c] for c in FATAL_CODE if c in ev.rec.raw_text), None)
         self._rpc_from_outside(ev)
         start = _start_frame(ev, funcs)
         self.at_start = self.at_start or start is not None
         self.kv_check = self.kv_check or any(f in KV_CHECK_FRAMES for f in funcs)
+        self.frame_marks |= _frame_marks(funcs, self.frame_marks)
         if fatal is not None:
             self.fatal_frame = self.fatal_frame or fatal
             return fatal
@@ -881,7 +1004,7 @@ class EngineDeath(Rule):
                 and (self.header is None or self.header.id == "V_WORKER_EXC") and self.wrapper_detail is None):
             return []  # a caller's RPC into the workers raised: no step failed (LOG001 lists its lines)
         root = self._root(dt, dseq)
-        causes = self._causes(root, ctx, self.kv_check, self.cuda_fault)
+        causes = self._causes(root, ctx, self.kv_check, self.cuda_fault, self.frame_marks)
         at_start = self._failed_at_start(causes)
         if root is None and self.hard_first is None and not at_start:
             causes[0].against.append("only EngineDeadError / output-handler lines: vLLM 0.32 prints them at a normal "
@@ -1055,7 +1178,7 @@ class EngineDeath(Rule):
 
     @staticmethod
     def _causes(root: tuple | None, ctx: Context, kv_check: bool = False,
-                cuda_fault: Event | None = None) -> list[Cause]:
+                cuda_fault: Event | None = None, marks: int = 0) -> list[Cause]:
         """Rank the root-error classes; without a root error, say so instead of listing every class as filler.
 
         A death line (fatal error, dead process, crash dump, EngineDeadError) proves the engine died but
@@ -1068,6 +1191,8 @@ class EngineDeath(Rule):
             return [Cause("kv-cache-memory", 0.6, for_=[f"the traceback passes through {KV_CHECK_FRAMES[0]}, which raises only "
                                                          "when the KV cache cannot hold one request of max_model_len"],
                           against=["its exception line is not in the excerpt"], fix=fix, confirm_with=confirm)]
+        if root is None and (named := _frame_cause(marks)) is not None:
+            return [named]
         if root is None:
             fix, confirm = CAUSE_FIX["cause-not-in-excerpt"]
             return [Cause("cause-not-in-excerpt", 0.4, for_=["death lines without the exception that caused them "
@@ -1076,6 +1201,8 @@ class EngineDeath(Rule):
         rev = root[2]
         rtext = (rev.f.get("detail") or rev.rec.msg) if rev.id != "V_PROC_DIED" else rev.rec.msg
         text = rev.rec.text if rev.rec.kind == "traceback" else rev.rec.msg
+        if rev.f.get("continued"):
+            text = f"{text} {rtext}"  # the rows of its message below the exception line
         cls = _classify(text, rev.id)
         if cls == "lmcache-draft-layers" and not _drafter_layers_possible(ctx, text):
             cls = "worker-exception"

@@ -241,6 +241,8 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
         msg.frame = b.frame
         if b.exc and "raised" not in msg.label:
             msg.label = f"{msg.label}: {_short(b.exc, 60)}, raised in {b.frame}"
+    elif b.exc and msg.label.startswith("a traceback printed") and ": " not in msg.label:
+        msg.label = f"{msg.label}: {_short(b.exc, 80)}"  # no frame in the excerpt: the exception line still says what
     if b.last_seq > msg.last_seq:
         msg.last_rec, msg.last_seq = b.last_rec, b.last_seq
     msg.ranks.update(sorted(b.ranks)[: MAX_RANKS - len(msg.ranks)])

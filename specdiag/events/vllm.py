@@ -123,7 +123,9 @@ VLLM_TEMPLATES: list[Template] = [
     # V0's multiprocessing worker (executor/multiproc_worker_utils.py, 0.6.3-0.10.2): its method raised; the
     # exception goes back to the driver, which raises it in the engine loop
     T("V_WORKER_EXC_V0", V, "Exception", "while processing method",
-      r"Exception in worker (?P<worker>\S{1,100}) while processing method (?P<method>\w{1,100})", "0.6.3-0.10.2 (V0)",
+      # (the message of the exception follows, then ``, Traceback (most recent call last):`` and its traceback)
+      r"Exception in worker (?P<worker>\S{1,100}) while processing method (?P<method>\w{1,100})"
+      r"(?:: (?P<detail>[^\n]{1,2000}?), Traceback \(most recent call last\):)?", "0.6.3-0.10.2 (V0)",
       "executor/multiproc_worker_utils.py:240",
       "Exception in worker VllmWorkerProcess while processing method start_worker_execution_loop.", level="ERROR"),
     # the deaths of older releases: the V1 core's handler before 0.8.5 printed the traceback into its message,

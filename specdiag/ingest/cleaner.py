@@ -63,8 +63,9 @@ class Cleaner:
         find = chunk.find
         self.esc, self.residue = colour_of(chunk, start, end)
         # a paste of ``cat -v`` / ``less`` output prints CR as the two characters ``^M`` and ESC as ``^[``: with both
-        # in the block, ``^M`` is a CR (the reader cuts records there as at a real one)
-        self.caret_cr = find(b"^M", start, end) >= 0 and find(b"^[[", start, end) >= 0
+        # in the block, ``^M`` is a CR (the reader cuts records there as at a real one). Its colour codes are residue
+        # (``^[[1;36m`` holds ``[1;36m``), so a block without residue pays nothing for the two searches
+        self.caret_cr = self.residue and find(b"^M", start, end) >= 0 and find(b"^[[", start, end) >= 0
         self.cr = few_lines or self.caret_cr or find(b"\r", start, end) >= 0
         self.suspicious = few_lines or find(b"\x00", start, end) >= 0 or not chunk.isascii()
 

@@ -627,8 +627,9 @@ def _exception_level(exc: re.Match[bytes] | None) -> str:
 
 
 #: the first line of a traceback Python prints: its own, and the banner of a thread's uncaught exception
-#: (``threading.excepthook``: ``Exception in thread Thread-1 (handle_client):``)
-TRACEBACK_HEADS = (b"Traceback (most recent call last)", b"Exception in thread ",
+#: (``threading.excepthook``: ``Exception in thread Thread-1 (handle_client):``), and of one a finaliser or callback
+#: raised that Python could only report (``Exception ignored in: <function Remote.__del__ at 0x…>``)
+TRACEBACK_HEADS = (b"Traceback (most recent call last)", b"Exception in thread ", b"Exception ignored in",
                    SEGFAULT_BANNER)  # (apache-tvm-ffi's, its native frames after it: ``envelope.SEGFAULT_BANNER``)
 #: the banner CPython's multiprocessing prints when a process's target raises (``process.py``, ``_bootstrap``:
 #: ``Process EngineCore_DP0:``, then the traceback; the process exits with code 1): a traceback's first line

@@ -49,6 +49,9 @@ KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
 #: …``); torch's C++ logging prints the same with no space before its own header (``[rank0]:[W506 …]``), which is
 #: that line's, not a wrapper (``envelope.TORCH_C10``)
 RANK_PREFIX = re.compile(rb"\[rank(\d{1,6})\]: ")
+#: the same prefix with its space lost (``[rank1]:ValueError: …``, a paste that trimmed it): taken before an exception
+#: line only, where no other reading of the row is possible
+RANK_PREFIX_TIGHT = re.compile(rb"\[rank(\d{1,6})\]:(?=[A-Za-z_][\w.]{0,200}(?:Error|Exception|Interrupt|Exit)\b)")
 #: the vertical bar of a terminal UI's frame (U+2502, as k9s draws its log view)
 BOX_BAR = "│".encode()
 #: a CI runner's time before each line (Buildkite's ``[2025-03-10T15:07:20Z] ``), as vLLM's CI logs are pasted
@@ -496,7 +499,7 @@ class LineUnwrapper:
 
     def _rank(self, line: bytes) -> bytes | None:
         """torchrun's ``[rankN]: `` before a rank's line (``RANK_PREFIX``); its space is the prefix's, not the line's."""
-        m = RANK_PREFIX.match(line)
+        m = RANK_PREFIX.match(line) or RANK_PREFIX_TIGHT.match(line)
         if m is None:
             return None
         self.seen.add("rank-prefix")
