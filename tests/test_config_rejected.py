@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from pasted import findings_by_rule as _by_rule
 from pasted import write_paste as _write
 
@@ -106,3 +107,22 @@ def test_a_second_refusal_with_other_words_is_quoted_not_counted_as_the_first():
     srv = _by_rule(HERE / "awq-dtype-gemma3-two-refusals.log")["SRV004"]
     assert srv.measurements["other_messages"][0].startswith("The model type 'gemma3' does not support float16")
     assert "does not support float16" in srv.summary
+
+
+@pytest.mark.parametrize("name, said", [
+    ("gemma-lora-not-supported-bare.log", "does not support LoRA, but LoRA is enabled"),  # vLLM #3044
+    ("marlin-tile-not-divisible-bare.log", "Consider reducing tensor_parallel_size"),  # vLLM #13640
+    ("gguf-tp-ray-repeated.log", "GGUF quantization hasn't supported tensor parallelism"),  # vLLM #7662, under Ray
+    ("lora-batched-tokens-limit-bare.log", "must be <= 65528 when LoRA is enabled"),  # ms-swift #1723
+])
+def test_an_exception_that_names_a_setting_and_refuses_it_is_a_rejected_configuration(name, said):
+    """Each was a LOG001 warning (exit 0): an exception line alone, no configuration frame above it."""
+    srv = _by_rule(HERE / name)["SRV004"]
+    assert said in srv.measurements["message"]
+    assert srv.causes[0].confidence < 0.9 and srv.causes[0].against  # its words alone, said so
+
+
+def test_a_prompt_too_long_for_the_context_is_no_rejected_configuration(tmp_path):
+    line = ("ValueError: The decoder prompt (length 16476) is longer than the maximum model length of 16384. Make sure "
+            "that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.")
+    assert "SRV004" not in _by_rule(_write(tmp_path, [line]))

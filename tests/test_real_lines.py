@@ -38,8 +38,8 @@ def test_a_paste_in_caret_notation_is_cut_into_its_records_at_each_caret_m():
 def test_an_exception_line_quoted_in_a_reply_is_an_error_line():
     """vLLM #13122: ``> ValueError: Prequant BitsAndBytes models with tensor parallelism is not supported.`` (a
     reply's quote) was kept as text at no level: 'no finding', exit 0."""
-    log = findings_by_rule(HERE / "quoted-bnb-tp-refusal.log")["LOG001"]
-    assert "'ValueError: Prequant BitsAndBytes" in log.summary
+    srv = findings_by_rule(HERE / "quoted-bnb-tp-refusal.log")["SRV004"]
+    assert srv.measurements["message"].startswith("Prequant BitsAndBytes models with tensor parallelism")
 
 
 def test_an_lmcache_line_after_a_colour_code_cut_at_the_start_of_the_paste_is_read():

@@ -23,6 +23,15 @@ _CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/vllm/(?:config[/.]|engine/arg_u
 #: support (``VLLM_USE_V1=1 is not supported with device type=cpu``, engine/arg_utils.py 0.9)
 _START_REFUSALS = ("Unknown attention backend: ", "is not valid for this configuration",
                    "is not supported with device type=")
+#: a serving setting a message names (its option, or the feature it turns on) ...
+_SETTING = re.compile(r"\b(?:tensor[_ ]parallel(?:_size|ism)|pipeline[_ ]parallel(?:_size|ism)|max_num_batched_tokens"
+                      r"|max_model_len|max_num_seqs|max_lora_rank|max_loras|LoRA is enabled|gpu_memory_utilization"
+                      r"|kv_cache_dtype|enable_chunked_prefill|--[a-z][a-z-]{2,40})\b")
+#: ... and refuses it or says what to change ...
+_REFUSES = re.compile(r"\b(?:not supported|does not support|hasn't supported|must be|is required|not divisible|"
+                      r"Please|Consider)\b")
+#: ... about the server, not one request (a prompt too long for max_model_len is that request's rejection)
+_PER_REQUEST = re.compile(r"\b(?:prompts?|requests?)\b", re.I)
 #: what the value of an option given as JSON needs (argparse's ``invalid loads value``)
 _JSON_HINT = ("the value is not JSON: quote keys and strings with double quotes and write true/false/null, e.g. "
               "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'")
@@ -32,6 +41,21 @@ _HEADER_REACH = 3
 _REASONS = frozenset({"E_PYDANTIC_VALUE", "E_BATCH_LT_LEN"})
 #: what pydantic prints after a dataclass's reason: its input, the constructor's arguments
 _DATACLASS_INPUT = "input_value=ArgsKwargs("
+
+
+def _refuses_a_setting(detail: str) -> bool:
+    """A message that names a serving setting and refuses it (``Prequant BitsAndBytes models with tensor parallelism
+    is not supported. Please try with pipeline parallelism.``; ``… max_num_batched_tokens must be <= 65528 when LoRA
+    is enabled``): vLLM's checks of its configuration while it starts, the traceback above them cut or absent."""
+    return (_SETTING.search(detail) is not None and _REFUSES.search(detail) is not None
+            and _PER_REQUEST.search(detail) is None)
+
+
+def _by_words_alone(ev: Event, message: str) -> bool:
+    """Whether only ``_refuses_a_setting`` knew the rejection: an exception line with no configuration frame and no
+    refusal vLLM prints only while it starts."""
+    return (ev.id in ("E_GENERIC", "V_EXC") and _CONFIG_FRAME.search(ev.rec.text) is None
+            and not any(p in message for p in _START_REFUSALS) and _PYDANTIC.search(message) is None)
 
 
 def _reason(detail: str) -> str:
@@ -58,7 +82,11 @@ class ConfigRejected(Rule):
     constructor), a ``ValueError`` or ``NotImplementedError`` raised through vLLM's configuration code (a frame in
     ``vllm/config``, ``engine/arg_utils.py``, ``platforms/`` or the attention backend's selection) or saying a
     setting is refused (``Unknown attention backend: 'X'``, ``Selected backend … is not valid for this
-    configuration``, ``VLLM_USE_V1=1 is not supported with device type=cpu``), and SchedulerConfig's
+    configuration``, ``VLLM_USE_V1=1 is not supported with device type=cpu``; and, with a lower confidence, any
+    message that names a serving setting and refuses it, about no prompt or request: ``Prequant BitsAndBytes models
+    with tensor parallelism is not supported. Please try with pipeline parallelism.``, ``… max_num_batched_tokens must
+    be <= 65528 when LoRA is enabled``, ``Model GemmaForCausalLM does not support LoRA, but LoRA is enabled``), and
+    SchedulerConfig's
     ``max_num_batched_tokens (N) is smaller than max_model_len (M)`` (chunked prefill off: one step must hold a
     whole sequence), which says the three ways out.
 
@@ -89,6 +117,7 @@ class ConfigRejected(Rule):
         self.hint = ""
         self.lines = 0
         self.others: list[str] = []  # later rejections with other messages (bounded)
+        self.by_words = False  # the first was known by its words alone (``_refuses_a_setting``)
 
     def observe(self, ev: Event) -> None:
         found = self._rejection(ev)
@@ -98,6 +127,7 @@ class ConfigRejected(Rule):
             if ev.id == "E_PYDANTIC_VALUE" and _DATACLASS_INPUT not in (ev.f.get("detail") or ""):
                 return  # a ``Value error, …`` line alone with nothing to say it is a config dataclass's
             self.first, (self.option, self.message) = ev, found
+            self.by_words = _by_words_alone(ev, found[1])
         elif ev.id in _REASONS and self._header_alone(ev):
             self.message = found[1]  # the reason under a header pasted alone, its class kept
         else:
@@ -123,7 +153,8 @@ class ConfigRejected(Rule):
             v = template("E_PYDANTIC_VALUE").match(text)  # its reason line inside the traceback
             return m.group("cls"), (_reason(v["detail"]) if v else detail)
         if exc.endswith(("ValueError", "NotImplementedError")) and (
-                _CONFIG_FRAME.search(text) is not None or any(p in detail for p in _START_REFUSALS)):
+                _CONFIG_FRAME.search(text) is not None or any(p in detail for p in _START_REFUSALS)
+                or _refuses_a_setting(detail)):
             return None, detail
         return None
 
@@ -148,7 +179,11 @@ class ConfigRejected(Rule):
         what = f"the option {self.option}" if (self.option or "").startswith("-") else (self.option or "its configuration")
         hint = f" Here {_JSON_HINT}." if "invalid loads value" in (self.message or "") else ""
         hint = f" Here {self.hint}." if self.hint else hint
-        cause = Cause("config-rejected", 0.9, for_=[f"'{(self.message or '')[:200]}'"], **fix_and_confirm("config-rejected"))
+        against = (["known by its words alone (it names a setting and refuses it): no frame of vLLM's configuration code "
+                    "and no start-up failure line in the excerpt say it was raised while the server started"]
+                   if self.by_words else [])
+        cause = Cause("config-rejected", 0.75 if self.by_words else 0.9, for_=[f"'{(self.message or '')[:200]}'"],
+                      against=against, **fix_and_confirm("config-rejected"))
         return [Finding(
             rule=self.code, severity="error", title=self.title,
             summary=(f"vLLM rejected {what} while starting: '{(self.message or '')[:300]}'. The server exited before "
