@@ -39,3 +39,15 @@ def test_every_catalogued_refusal_of_both_message_queues_is_read():
     assert {e.module for e in found} == set(MQ_MODULES)
     assert {e.fmt.split(" %s")[0] for e in found} >= {"No handler registered for request type",
                                                       "No handler registered for operation", "Available handlers:"}
+
+
+def test_a_server_holding_no_registration_for_the_worker_is_named_by_kv009():
+    """LMCache #2884 and #4038: 'No GPU context found for model … during lookup!' (logged, after a colour code the
+    paste cut), 'AssertionError: KV cache not registered for GPU ID 2514', 'ValueError: No GPU context registered
+    for instance ID …': LOG001 warnings 'of the other family'."""
+    real_lines = Path(__file__).resolve().parent / "real_lines"
+    for log in (real_lines / "lost-csi-lmcache-mp-no-gpu-context.log", HERE / "mp-no-gpu-context-registered.log"):
+        kv = _by_rule(log)["KV009"]
+        assert kv.causes[0].id == "mp-kv-unregistered" and kv.measurements["unregistered"] >= 1, log.name
+    both = _by_rule(real_lines / "lost-csi-lmcache-mp-no-gpu-context.log")["KV009"]
+    assert both.measurements["unregistered"] == 2  # the lookup's line and the store's assertion

@@ -463,6 +463,22 @@ _ROWS = [
        "in-process connector.",
        "replay the failing request ids with the in-process LMCacheConnectorV1",
        "0.5.6 multi-process mode", ("integration/vllm/vllm_multi_process_adapter.py:2139",), "the server log"),
+    _c("mp-kv-unregistered",
+       "In multiprocess mode each vLLM worker registers its KV cache with the lmcache server (register_kv_cache: its "
+       "instance id, model and world size); a lookup finds the registration by model and world size, a store or "
+       "retrieve by the worker's id. With none there the server logs 'No GPU context found for model … during "
+       "lookup!' and answers no hit, and a store asserts 'KV cache not registered for GPU ID …': the server was "
+       "restarted after the workers registered, it dropped the registration (unregister_kv_cache; a liveness reaper "
+       "of idle workers in some releases), or the worker's registration failed or named another model or world size.",
+       "Restart the vLLM workers after any restart of the lmcache server so that they register again; check the "
+       "server's 'Registered KV cache for GPU ID …' lines against the ids it refuses; upgrade LMCache where a reaper "
+       "dropped live workers.",
+       "grep the lmcache server log for 'Registered KV cache for GPU ID' and 'Unregistered KV cache' around the first "
+       "refusal",
+       "LMCache 0.4+ (multiprocess mode)",
+       ("v1/multiprocess/server.py (register_kv_cache, unregister_kv_cache, lookup, store; 0.4.3)", "LMCache issues "
+        "#4038, PR #2884"),
+       "the lmcache server's log from its start (its registration lines)"),
     _c("mp-hit-mismatch", "Several lmcache servers answered different hit counts; the connector took the minimum.",
        "Give every server the same capacity; check evictions per server.",
        "compare the per-server hit lists in the mismatch lines",

@@ -5,13 +5,37 @@ from __future__ import annotations
 from specdiag.analyzers.base import Rule, register, shape_claim
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
-from specdiag.events import Event, entry_of
+from specdiag.events import CATALOG_EVENT, Event, entry_of
 from specdiag.findings import CauseBoard, Evidence, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 #: LMCache's lookup clients (``v1/lookup_client/``): the scheduler's side sends each lookup to the workers' servers
 LOOKUP_CLIENT_FILES = frozenset({"lmcache_async_lookup_client.py", "lmcache_lookup_client.py"})
+
+
+#: the lmcache server holding no KV registration for the worker a request names: its lookup's log line (catalogued,
+#: ``v1/multiprocess/``: ``No GPU context found for model %s with world size %d during lookup!``, CacheBlend's ``No CB
+#: GPU context …``, ``No registered GPU context found for instance ID %d``) and the exceptions its store and retrieve
+#: raise (``server.py``: ``assert instance_id in self.gpu_contexts, f"KV cache not registered for GPU ID …"``; 0.5's
+#: ``No GPU context registered for instance ID``)
+UNREGISTERED_LOGGED = ("No GPU context found for model ", "No CB GPU context ", "No registered GPU context found for ",
+                       "No registered non-GPU context found for ")
+UNREGISTERED_RAISED = ("KV cache not registered for GPU ID ", "No GPU context registered for instance ID ")
+
+
+#: the connector's own templates (``events/lmcache.py``)
+_CONNECTOR_LINES = frozenset({"P1", "P2", "P3", "P4", "P5", "P6"})
+
+
+def _unregistered(ev: Event) -> bool:
+    """Whether ``ev`` is the lmcache server finding no KV registration for the worker a request names."""
+    if ev.id == CATALOG_EVENT:
+        entry = entry_of(ev)
+        return (entry is not None and entry.project == "lmcache" and "multiprocess/" in entry.module
+                and (entry.fmt or "").startswith(UNREGISTERED_LOGGED))
+    detail = ev.f.get("detail") or ""
+    return ev.id in ("E_GENERIC", "V_EXC") and detail.startswith(UNREGISTERED_RAISED)
 
 
 def _evidence(events: list[Event], n: int = 4) -> list[Evidence]:
@@ -28,18 +52,23 @@ class MultiProcessFailures(Rule):
     and ``LMCache server is unhealthy — entering degraded mode``, the server's ``Store task N to adapter M failed
     for keys: …`` (an L2 adapter failed to persist chunks: they stay only in L1, so a later lookup misses them
     once L1 evicts; ``v1/distributed/storage_controllers/store_controller.py:791``, 0.5.6) (``LMCacheMPConnector`` with a separate ``lmcache server``; this mode never prints the
-    in-process ``Num retrieved tokens`` error, so KV001 cannot see its losses).
+    in-process ``Num retrieved tokens`` error, so KV001 cannot see its losses), and the server holding no KV
+    registration for the worker a request names: its ``No GPU context found for model … during lookup!`` (and the
+    catalog's other such lines of ``v1/multiprocess/``), the store's ``AssertionError: KV cache not registered for GPU
+    ID N``, ``ValueError: No GPU context registered for instance ID N``.
 
     Why it matters: a failed retrieve is recomputed (or fails the request under vLLM's ``fail`` policy);
     an unhealthy server means LMCache is bypassed entirely.
 
     Causes weighed: ``mp-server-unhealthy`` (the LMCache server is down or timing out),
     ``mp-retrieve-failure`` (the server answered but the transfer failed), ``mp-hit-mismatch`` (servers
-    disagree on hits, the minimum is taken).
+    disagree on hits, the minimum is taken), ``mp-kv-unregistered`` (the server restarted after the workers
+    registered, or dropped their registration).
 
     Fix: check the ``lmcache server`` process log and its health; compare with the in-process connector.
 
     References: LMCache 0.5.6 ``integration/vllm/vllm_multi_process_adapter.py`` (:614, :1060, :1306, :2139),
+    0.4.3 ``v1/multiprocess/server.py`` (``register_kv_cache``, ``lookup``, ``store``), issue #4038,
     ``integration/vllm/lmcache_mp_connector.py:1280``;
     LMCache issue #3388 (retrieve failures on EAGLE-3 hosts).
     """
@@ -49,17 +78,30 @@ class MultiProcessFailures(Rule):
     title = "LMCache multi-process connector: failed retrieves/stores or unhealthy server"
     severity = "warning"
     family = "KV"
-    cause_ids = ("mp-server-unhealthy", "mp-retrieve-failure", "mp-hit-mismatch")
-    events = frozenset({"P1", "P2", "P3", "P4", "P5", "P6"})
+    cause_ids = ("mp-server-unhealthy", "mp-retrieve-failure", "mp-hit-mismatch", "mp-kv-unregistered")
+    events = _CONNECTOR_LINES | {"E_GENERIC", "V_EXC"}
+    #: the server's own lines about a worker it holds no registration for come as every ERROR line does
+    levels = frozenset({"WARNING", "ERROR", "CRITICAL"})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
-        self.by_kind: dict[str, list[Event]] = {"retrieve": [], "store": [], "mismatch": [], "unhealthy": []}
-        self.counts = {"retrieve": 0, "store": 0, "mismatch": 0, "unhealthy": 0}
+        self.by_kind: dict[str, list[Event]] = {"retrieve": [], "store": [], "mismatch": [], "unhealthy": [],
+                                                "unregistered": []}
+        self.counts = {"retrieve": 0, "store": 0, "mismatch": 0, "unhealthy": 0, "unregistered": 0}
+        self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:
-        kind = {"P2": "mismatch", "P3": "unhealthy", "P4": "unhealthy", "P5": "retrieve", "P6": "store"}.get(ev.id) or \
-            ev.f.get("op") or "retrieve"
+        if ev.id in (CATALOG_EVENT, "E_GENERIC", "V_EXC"):
+            if not _unregistered(ev):
+                return
+            kind = "unregistered"
+            if ev.id == CATALOG_EVENT and (fmt := entry_of(ev).fmt) not in self.claims and len(self.claims) < 8:
+                self.claims = (*self.claims, fmt)
+        elif ev.id not in _CONNECTOR_LINES:
+            return  # another line at WARNING or worse (``levels``)
+        else:
+            kind = {"P2": "mismatch", "P3": "unhealthy", "P4": "unhealthy", "P5": "retrieve", "P6": "store"}.get(ev.id) \
+                or ev.f.get("op") or "retrieve"
         self.counts[kind] += 1
         if len(self.by_kind[kind]) < 3:
             self.by_kind[kind].append(ev)
@@ -72,6 +114,10 @@ class MultiProcessFailures(Rule):
         b.add("mp-server-unhealthy", 0.3, **fix_and_confirm("mp-server-unhealthy"))
         b.add("mp-retrieve-failure", 0.5, **fix_and_confirm("mp-retrieve-failure"))
         b.add("mp-hit-mismatch", 0.2, **fix_and_confirm("mp-hit-mismatch"))
+        if c["unregistered"]:
+            b.add("mp-kv-unregistered", 0.3, **fix_and_confirm("mp-kv-unregistered"))
+            b.support("mp-kv-unregistered", 10, f"{c['unregistered']} line(s) of the server holding no KV registration "
+                                                "for the worker a request named")
         if c["unhealthy"]:
             b.support("mp-server-unhealthy", 10, f"{c['unhealthy']} 'server is unhealthy' / lookup-timeout line(s)")
         else:
@@ -82,10 +128,16 @@ class MultiProcessFailures(Rule):
             b.support("mp-hit-mismatch", 5, f"{c['mismatch']} hit mismatch(es) across servers")
         else:
             b.oppose("mp-hit-mismatch", 3, "no hit-mismatch line")
-        events = [e for k in ("unhealthy", "retrieve", "store", "mismatch") for e in self.by_kind[k]]
+        events = [e for k in ("unregistered", "unhealthy", "retrieve", "store", "mismatch") for e in self.by_kind[k]]
         spec = ctx.speculative or {}
         summary = (f"{c['retrieve']} failed retrieve(s), {c['store']} failed store(s), {c['mismatch']} hit mismatch(es), "
                    f"{c['unhealthy']} unhealthy-server line(s) from the multi-process connector.")
+        if c["unregistered"]:
+            said = (f"The lmcache server held no KV registration for the worker a request named ({c['unregistered']} "
+                    "line(s): 'No GPU context …', 'KV cache not registered for GPU ID …'): its lookups for that worker "
+                    "return no hit and its stores fail until the worker registers its KV cache again.")
+            others = c["retrieve"] + c["store"] + c["mismatch"] + c["unhealthy"]
+            summary = f"{said} {summary}" if others else said
         if spec.get("method") in ("eagle", "eagle3") and c["retrieve"]:
             summary += " Retrieve failures with EAGLE-3 match LMCache issue #3388."
         return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary,
