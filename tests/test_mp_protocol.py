@@ -51,3 +51,16 @@ def test_a_server_holding_no_registration_for_the_worker_is_named_by_kv009():
         assert kv.causes[0].id == "mp-kv-unregistered" and kv.measurements["unregistered"] >= 1, log.name
     both = _by_rule(real_lines / "lost-csi-lmcache-mp-no-gpu-context.log")["KV009"]
     assert both.measurements["unregistered"] == 2  # the lookup's line and the store's assertion
+
+
+def test_the_remote_monitors_failed_ping_is_a_blackholed_remote_tier():
+    """LMCache PR #764: 'Ping failed with error code: 1000' (remote_monitor.py) was a LOG002 info line; the monitor
+    then switches the remote backend to its blackhole connector."""
+    kv = _by_rule(HERE / "remote-monitor-ping-failed.log")["KV022"]
+    assert kv.measurements["monitor_lines"] == {"ping failed": 1} and kv.measurements["error_codes"] == {"1000": 1}
+    assert "blackhole" in kv.summary and kv.causes[0].id == "remote-backend-unhealthy"
+
+
+def test_other_remote_backend_warnings_are_not_the_monitors(tmp_path):
+    line = "[2025-06-13 09:16:14,763] LMCache WARNING: Ping failed for a reason of my own (mine.py:1:my.module)"
+    assert "KV022" not in _by_rule(_write(tmp_path, [line]))

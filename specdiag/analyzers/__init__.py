@@ -20,6 +20,7 @@ from specdiag.analyzers import (  # noqa: F401
     kv_mp_protocol,
     kv_precursors,
     kv_pressure,
+    kv_remote_monitor,
     kv_shortfall,
     kv_transfer,
     kv_writes,

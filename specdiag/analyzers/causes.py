@@ -463,6 +463,18 @@ _ROWS = [
        "in-process connector.",
        "replay the failing request ids with the in-process LMCacheConnectorV1",
        "0.5.6 multi-process mode", ("integration/vllm/vllm_multi_process_adapter.py:2139",), "the server log"),
+    _c("remote-backend-unhealthy",
+       "LMCache's RemoteMonitor (0.3.3-0.3.12) pings the remote connector every ping interval; a ping that fails, "
+       "times out or raises switches the remote backend to its blackhole connector until a ping succeeds: remote "
+       "puts are dropped and remote gets miss, silently. The store is down, unreachable from this pod (address, "
+       "network policy, TLS), or answers slower than the ping timeout.",
+       "Check the remote store (its process and log) and that this pod reaches the address in remote_url; raise the "
+       "ping timeout if the store is only slow under load.",
+       "from the vLLM pod, connect to the remote_url host and port (redis-cli -h … ping, nc -zv …) while the lines "
+       "appear",
+       "LMCache 0.3.3-0.3.12 (RemoteMonitor)",
+       ("v1/storage_backend/remote_monitor.py (0.3.10: the ping loop, _safe_switch_connector)", "LMCache PR #764"),
+       "the remote store's own log for the same minutes"),
     _c("mp-kv-unregistered",
        "In multiprocess mode each vLLM worker registers its KV cache with the lmcache server (register_kv_cache: its "
        "instance id, model and world size); a lookup finds the registration by model and world size, a store or "
