@@ -181,3 +181,16 @@ def test_v0s_own_preemption_warning_is_kv_saturation_without_three_full_interval
     (f,) = srv(analyze([str(log)]), "SRV002")
     assert f.measurements["preemptions"] == 151 and f.measurements["mode"] == "SWAP"
     assert f.causes[0].id == "kv-cache-undersized"
+
+
+def test_a_standing_queue_at_a_nearly_full_cache_is_saturation() -> None:
+    """vLLM #43295: 95.9 %, 94.7 %, 95.3 % with 33, 30, 28 requests waiting and 9 running: 'no problem found', the
+    middle interval 0.3 points under the cut. The free rest of a 95 % cache cannot admit a 16k-token prompt."""
+    log = Path(__file__).resolve().parent / "real_sd" / "kv-near-full-standing-queue-mtp.log"
+    (f,) = srv(analyze([str(log)]), "SRV002")
+    assert f.measurements["saturated_intervals"] == 3 and "lowest 94.7%" in f.summary
+
+
+def test_a_cache_near_full_without_any_interval_at_the_cut_is_not_saturation(tmp_path: Path) -> None:
+    lines = [stats(f"10:00:{i * 10:02d}", running=40, waiting=8, kv=92.0) for i in range(6)]
+    assert not srv(analyze_lines(tmp_path, lines), "SRV002")

@@ -64,3 +64,17 @@ def test_the_remote_monitors_failed_ping_is_a_blackholed_remote_tier():
 def test_other_remote_backend_warnings_are_not_the_monitors(tmp_path):
     line = "[2025-06-13 09:16:14,763] LMCache WARNING: Ping failed for a reason of my own (mine.py:1:my.module)"
     assert "KV022" not in _by_rule(_write(tmp_path, [line]))
+
+
+def test_a_failed_kv_offload_transfer_is_kv023_counted_once_with_its_direction():
+    """vLLM #28950: ``Exception in ('CPU', 'GPU') transfer 235: AssertionError()`` and its traceback rows under the same
+    WARNING header: 'no problem found' and seven LOG002 lines. Through 0.33 the worker asserts every job's success."""
+    kv = _by_rule(HERE / "offload-cpu-gpu-transfer-assert.log")["KV023"]
+    assert kv.measurements["failures"] == 1 and kv.measurements["by_direction"] == {"load": 1}
+    assert kv.severity == "warning" and kv.causes[0].id == "kv-offload-transfer-failure"
+
+
+def test_kv_offload_warnings_about_cleanup_or_speed_are_no_failed_transfer(tmp_path):
+    line = ("(Worker pid=1) WARNING 11-18 07:48:24 [cpu_gpu.py:60] cudaHostRegister failed for rank=0 (code=1) — "
+            "transfers will still work but may be slower (unpinned DMA)")
+    assert "KV023" not in _by_rule(_write(tmp_path, [line]))

@@ -1015,3 +1015,23 @@ def test_an_out_of_memory_that_lists_two_big_processes_says_the_gpu_is_shared():
     srv = _by_rule(HERE / "kuberay-oom-shared-gpu.log")["SRV001"]
     assert srv.causes[0].id == "cuda-oom"
     assert any("2 processes each hold more than a GiB" in w and "pid 4057874 20.04 GiB" in w for w in srv.causes[0].for_)
+
+
+def test_a_bare_assertion_above_the_cascade_in_one_pasted_traceback_is_the_root():
+    """1Cat-vLLM #567: the OffloadingConnector scheduler's frame, its bare `AssertionError`, then `EngineDeadError`:
+    'root not in the excerpt', with the SIGTERM-shutdown caveat of a cascade alone."""
+    srv = _by_rule(HERE / "offloading-scheduler-bare-assert-then-dead.log")["SRV001"]
+    assert srv.measurements["root_error"] == "AssertionError"
+    assert srv.measurements["raised_in"].endswith("offloading/scheduler.py:646 in update_state_after_alloc")
+
+
+def test_zero_gpu_blocks_is_no_memory_for_the_kv_cache():
+    """QAnything #302 (V0 under FastChat): '# GPU blocks: 0, # CPU blocks: 256' then a traceback cut before its
+    exception: 'no finding', with a hint about a newer release."""
+    srv = _by_rule(HERE / "v0-zero-gpu-blocks-fastchat.log")["SRV001"]
+    assert srv.causes[0].id == "kv-cache-memory" and srv.measurements["root_error"].startswith("# GPU blocks: 0")
+
+
+def test_gpu_blocks_above_zero_are_no_death(tmp_path):
+    assert "SRV001" not in _by_rule(_write(tmp_path, ["INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 2048, "
+                                                      "# CPU blocks: 256"]))

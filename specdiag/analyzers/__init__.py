@@ -18,6 +18,7 @@ from specdiag.analyzers import (  # noqa: F401
     kv_load_failure,
     kv_mp,
     kv_mp_protocol,
+    kv_offload,
     kv_precursors,
     kv_pressure,
     kv_remote_monitor,

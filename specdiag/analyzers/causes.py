@@ -463,6 +463,21 @@ _ROWS = [
        "in-process connector.",
        "replay the failing request ids with the in-process LMCacheConnectorV1",
        "0.5.6 multi-process mode", ("integration/vllm/vllm_multi_process_adapter.py:2139",), "the server log"),
+    _c("kv-offload-transfer-failure",
+       "vLLM's OffloadingConnector copies each request's blocks to the offload tier (a store, GPU to CPU) and back (a "
+       "load) as asynchronous jobs of its worker. Through 0.33 the worker supports no failed job: get_finished asserts "
+       "each transfer's success, so the first failure raises in the worker and the engine dies; from 0.34 a failed "
+       "store drops its chunks and a failed load is not tried again. Known failures: a load from the middle of a CPU "
+       "block larger than the GPU's (vLLM #28950, fixed by PR #28951), cuMemcpyBatchAsync's batch copy (#40259, PR "
+       "#46379), the shared offload region larger than /dev/shm (#46949).",
+       "Upgrade vLLM past the fix for the failing transfer, or serve without KV offloading (no --kv-offloading-size, no "
+       "OffloadingConnector in --kv-transfer-config) until then.",
+       "serve the same load without KV offloading: the failures and the engine's death stop",
+       "vLLM 0.11+ (OffloadingConnector)",
+       ("distributed/kv_transfer/kv_connector/v1/offloading/worker.py (0.32.0: get_finished)",
+        "v1/kv_offload/worker/worker.py (0.11-0.24)", "v1/kv_offload/cpu/gpu_worker.py (0.34)",
+        "vLLM issues #28950, #40259"),
+       "the server's start-up lines (kv_transfer_config, --kv-offloading-size) and the worker's traceback"),
     _c("remote-backend-unhealthy",
        "LMCache's RemoteMonitor (0.3.3-0.3.12) pings the remote connector every ping interval; a ping that fails, "
        "times out or raises switches the remote backend to its blackhole connector until a ping succeeds: remote "

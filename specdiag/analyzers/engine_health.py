@@ -75,9 +75,28 @@ MAX_CLAIMS = 32
 #: ``MedusaProposer``, ``NgramProposer``), or the drafter's state (``draft_attn_metadatas``, ``draft_token_ids``)
 _DRAFTER = re.compile(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}")
 _ORIGINAL = re.compile(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>['\"])(?P<detail>[^\n]{1,600}?)(?P=q)\)")
+#: the exception names of a death's consequences (``CASCADE``'s): never the root of a traceback that holds them
+CASCADE_NAMES = ("EngineDeadError", "EngineGenerateError", "AsyncEngineDeadError", "MQEngineDeadError")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
                        re.M)
+
+#: an exception's line inside a pasted traceback: its name, and its message when it has one
+_INNER_EXC = re.compile(r"^((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception))(?:: (.{0,600}))?$", re.M)
+
+
+def _inner_exception(text: str) -> tuple[str, str] | None:
+    """The last exception line above a traceback's final one that is not a cascade's (``EngineDeadError``, …):
+    (name, message), the message empty for a bare ``assert``'s; None without one."""
+    found = None
+    for m in islice(_INNER_EXC.finditer(text, 0, 20000), 64):
+        if m.end() >= len(text.rstrip()):
+            break  # the final line: the cascade's own
+        name = m.group(1)
+        if not any(c in name for c in CASCADE_NAMES):
+            found = (name.rsplit(".", 1)[-1], (m.group(2) or "").strip())
+    return found
+
 
 def _caret_row_before(first: tuple, key: tuple) -> bool:
     """Whether ``first`` is a traceback's caret row (``^^^^``: an excerpt that starts on one) and ``key`` a later row
@@ -226,7 +245,7 @@ def _classify(text: str, tid: str) -> str:
     t = text.lower()
     if "out of memory" in t or "outofmemoryerror" in t or any(w in t for w in DEVICE_MEMORY_WORDS):
         return "cuda-oom"
-    if ("no available memory for the cache blocks" in t or "kv cache is needed" in t
+    if (tid == "E_NO_CACHE_MEM" or "no available memory for the cache blocks" in t or "kv cache is needed" in t
             or "maximum number of tokens that can be stored in kv cache" in t
             or "to serve at least one request with the model's max seq len" in t):
         return "kv-cache-memory"
@@ -549,7 +568,9 @@ class EngineDeath(Rule):
     ``native-crash`` (a C++ exception nothing caught, a fatal signal, vLLM's CUDACHECK exit, the ROCm runtime's GPU
     memory access fault or queue abort, an Ascend NPU's aicore/aivec exception, an Intel GPU lost by Level Zero),
     ``nccl-timeout`` (torch's NCCL watchdog: a collective timed out), ``worker-exception``; ``cause-not-in-excerpt``
-    when no root error is in the lines given. ``cuda-oom`` includes other devices' words for device memory (Level
+    when no root error is in the lines given. V0's and V1 0.7's ``# GPU blocks: 0`` is ``kv-cache-memory`` (the start
+    raises 'No available memory for the cache blocks' next); an exception line above a cascade's own inside one pasted
+    traceback (a bare ``AssertionError``, then ``EngineDeadError``) is the root. ``cuda-oom`` includes other devices' words for device memory (Level
     Zero's ``UR_RESULT_ERROR_OUT_OF_RESOURCES``, Neuron's ``Allocation Failure``, XLA's ``RESOURCE_EXHAUSTED``);
     ``gpu-arch-unsupported`` a kernel's minimum compute capability above the GPU's (``requires capability 80,
     current compute capability is 75``). An exception the engine core process printed raw (no logger header: Python's
@@ -599,7 +620,7 @@ class EngineDeath(Rule):
     family = "SRV"
     cause_ids = tuple(CAUSE_FIX)
     defaults = {"window_s": 300.0, "max_candidates": 256}
-    events = HARD | SOFT | ROOTS | frozenset({"V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0", "R_SIGNAL_STACK", "V_CUDA_HINT",
+    events = HARD | SOFT | ROOTS | frozenset({"V_GPU_BLOCKS", "V_SHUTDOWN_STEP", "V_SIGTERM_OLD", "V_STATS_V0", "R_SIGNAL_STACK", "V_CUDA_HINT",
                                               "E_NO_CONNECTOR", *TB_ROWS, "E_TB_FRAMES", "E_PROCESS_RAISED",
                                               *NCCL_REPORT})
     tables = frozenset({"metrics"})  # the V1 stats lines: the engine was alive then
@@ -711,6 +732,13 @@ class EngineDeath(Rule):
         return True
 
     def observe(self, ev: Event) -> None:
+        if ev.id == "V_GPU_BLOCKS":
+            if ev.f.get("gpu") != 0:
+                return
+            # no GPU block for the KV cache: the start raises 'No available memory for the cache blocks' next
+            ev = Event("E_NO_CACHE_MEM", ev.rec, {"exc": "", "detail": f"{ev.rec.msg.strip()}: no GPU memory was left "
+                                                  "for the KV cache (the start raises 'No available memory for the "
+                                                  "cache blocks' next)"})
         tid = "V_EXC" if ev.id == "V_EXC_REPR" else ev.id  # V0's repr of the exception: the exception line
         if ev.id not in self.events:
             self._other_error(ev)
@@ -784,6 +812,12 @@ class EngineDeath(Rule):
                                                                          "detail": quoted.group("detail")})))
         elif _classify(text, tid) in FATAL_CLASSES and self._cand_room():
             self._candidate(key)
+        elif ev.rec.kind == "traceback" and self._cand_room() and (inner := _inner_exception(ev.rec.text)) is not None:
+            # an exception above the cascade's own in one pasted traceback (a bare ``AssertionError`` under the frame
+            # that raised it, then ``EngineDeadError``): what killed the engine
+            exc, said = inner
+            self._candidate((key[0], key[1], Event("E_GENERIC", ev.rec, {"exc": exc if said else "",
+                                                                         "detail": said or exc})))
         elif (ev.rec.kind == "traceback" and "run_engine_loop" in ev.rec.text and "TimeoutError" in ev.rec.text
               and self._cand_room()):
             # V0's 'AsyncEngineDeadError: Task finished unexpectedly' chained under the loop's TimeoutError: an

@@ -27,6 +27,10 @@ VLLM_TEMPLATES: list[Template] = [
     T("V_ENGINE_CFG", V, "Initializing", "with config:", r"Initializing (?:a V[01] LLM|an LLM) engine \(v(?P<version>[^)]+)\) with config: (?P<cfg>.*)$",
       "0.6.0+ (V0's 'an LLM engine', 'a V0 LLM engine')", "v1/engine/core.py:133",
       "Initializing a V1 LLM engine (v0.11.0) with config: model='m', speculative_config=None, tensor_parallel_size=2, pipeline_parallel_size=1, enable_prefix_caching=True"),
+    # the blocks the KV cache got (0.6-0.7: V0's executors, V1's first releases); 0 GPU blocks is fatal: the next line
+    # raises 'No available memory for the cache blocks' (raise_if_cache_size_invalid, v1 kv_cache_utils)
+    T("V_GPU_BLOCKS", V, "#", "# GPU blocks:", r"# GPU blocks: (?P<gpu>\d{1,12})(?:, # CPU blocks: (?P<cpu>\d{1,12}))?",
+      "0.6.0–0.7.3", "executor/gpu_executor.py:122", "# GPU blocks: 0, # CPU blocks: 256", ints=("gpu", "cpu")),
     T("V_KV_SIZE", V, None, "KV cache size:", r"(?P<device>\w+) KV cache size: (?P<tokens>[\d,]+) tokens", "0.8.5+",
       "v1/core/kv_cache_utils.py:2327", "GPU KV cache size: 1,048,576 tokens", ),
     T("V_CONNECTOR", V, "Initializing", "LMCache connector", r"Initializing (?P<which>latest dev|native) LMCache connector", "0.11.2+",

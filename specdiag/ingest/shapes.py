@@ -197,8 +197,9 @@ _TABLES: _Tables | None = None
 
 def specific_template(t) -> bool:
     """A template that tells a line apart on its own: not one that matches anywhere in a message (``.*``),
-    from leading blanks, or any exception line (``V_EXC``)."""
-    return not t.pattern.startswith((".*", "\\s", "(?P<exc>"))
+    from leading blanks, or any exception line (``V_EXC``); nor one whose message starts with neither a letter nor
+    ``[`` (V0's ``# GPU blocks: N``), which the one pattern in front (``SHAPE_HEAD``) does not admit."""
+    return not t.pattern.startswith((".*", "\\s", "(?P<exc>", "#"))
 
 
 def _tables() -> _Tables:
