@@ -66,3 +66,10 @@ def test_a_traceback_cut_to_its_code_row_and_exception_is_named_by_the_exception
 
     report = analyze([str(HERE / "chat-template-valueerror-without-frames.log")])
     assert any("ValueError: can only conc" in f.summary for f in report.findings if f.rule == "LOG001")
+
+
+def test_a_paste_indented_one_space_more_keeps_its_frames_with_the_exception():
+    """vLLM #46949: ``   File ".../shared_offload_region.py", line 100, in __init__`` (three spaces), its code row and
+    `` OSError: [Errno 14] Bad address``: 'this exception's traceback is not in the log given'."""
+    log = findings_by_rule(HERE / "offload-region-madvise-indented-paste.log")["LOG001"]
+    assert "shared_offload_region.py:100 in __init__" in log.next_steps[0]

@@ -48,7 +48,8 @@ class DraftPositionsNeverAccepted(SpecSeriesRule):
 
     Detects: a fixed K whose per-position acceptance rates (``Per-position acceptance rate: …`` on the
     SpecDecoding line, pooled over the intervals by their drafts) are at most ``max_rate`` for the last
-    ``min_dead`` or more positions, over at least ``min_drafts`` drafts, while the first position is accepted
+    ``min_dead`` or more positions (or, said as rarely rather than never accepted and at a lower confidence, at most
+    ``low_rate``), over at least ``min_drafts`` drafts, while the first position is accepted
     at least ``min_first_rate`` (a drafter that barely works at all is SD002's or SD004's). A position is accepted only when every
     earlier one was, so a dead tail stays dead: those tokens are drafted and verified at every step and never
     kept. Under a dynamic-K schedule the tail is biased low by steps that drafted fewer tokens (SD006), so
@@ -72,7 +73,7 @@ class DraftPositionsNeverAccepted(SpecSeriesRule):
     title = "Draft positions past some depth are never accepted: K is larger than the drafter sustains"
     severity = "info"
     cause_ids = ("k-beyond-acceptance",)
-    defaults = {"max_rate": 0.01, "min_dead": 2, "min_drafts": 50, "min_first_rate": 0.1}
+    defaults = {"max_rate": 0.01, "low_rate": 0.1, "min_dead": 2, "min_drafts": 50, "min_first_rate": 0.1}
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if schedule_of(ctx):
@@ -84,25 +85,32 @@ class DraftPositionsNeverAccepted(SpecSeriesRule):
             if pooled is None:
                 continue
             rates, drafts = pooled
-            first_dead = dead_tail(rates, self.options["max_rate"])
-            if (drafts < self.options["min_drafts"] or len(rates) - first_dead < self.options["min_dead"]
-                    or rates[0] < self.options["min_first_rate"]):
-                continue  # too few drafts, no dead tail, or a drafter that barely works at all (SD002/SD004's)
-            out.append(self._finding(ctx, label, spec, rates, drafts, first_dead))
+            if drafts < self.options["min_drafts"] or rates[0] < self.options["min_first_rate"]:
+                continue  # too few drafts, or a drafter that barely works at all (SD002/SD004's)
+            for limit in (self.options["max_rate"], self.options["low_rate"]):  # never accepted, else rarely
+                first_dead = dead_tail(rates, limit)
+                if len(rates) - first_dead >= self.options["min_dead"]:
+                    out.append(self._finding(ctx, label, spec, rates, drafts, first_dead, limit))
+                    break
         return out
 
     def _finding(self, ctx: Context, label: str, spec: list[Interval], rates: list[float], drafts: int,
-                 first_dead: int) -> Finding:
+                 first_dead: int, limit: float) -> Finding:
         k = len(rates)
         dead = k - first_dead
         rate, acc, dr = pooled_rate(spec)
         mal = pooled_length(spec)
         stated = kmax_of(ctx)
+        never = limit <= self.options["max_rate"]
         against = [] if stated in (None, k) else [f"the configuration states K={stated}, the lines print {k} positions"]
+        if not never:  # rarely, not never: whether such a position pays is the drafter's cost against its tokens
+            against.append(f"accepted up to {limit:.0%}, not never: each such position still returns that share of a "
+                           "token per step, and whether it pays depends on what drafting and verifying it costs (a "
+                           "draft model's or MTP head's forward): throughput at the smaller K decides")
         fix = (f"Set num_speculative_tokens to {max(1, first_dead)} (or {first_dead + 1}) and compare Accepted/Drafted "
                "and throughput before and after.")
-        cause = Cause("k-beyond-acceptance", 0.8 if len(spec) >= 3 else 0.6,
-                      for_=[f"positions {first_dead + 1}–{k} accepted at most {self.options['max_rate']:.0%} over "
+        cause = Cause("k-beyond-acceptance", (0.8 if len(spec) >= 3 else 0.6) if never else 0.5,
+                      for_=[f"positions {first_dead + 1}–{k} accepted at most {limit:.0%} over "
                             f"{drafts} drafts; a position is accepted only after every earlier one"],
                       against=against + ([f"{len(spec)} interval(s) only: a later stretch of traffic may accept deeper"]
                                          if len(spec) < 3 else []),
@@ -112,12 +120,15 @@ class DraftPositionsNeverAccepted(SpecSeriesRule):
         return Finding(
             rule=self.code, severity="info", title=self.title,
             summary=(f"{label}: K={k}; positions {first_dead + 1}–{k} ({dead} of {k}) were accepted at most "
-                     f"{self.options['max_rate']:.0%} of {drafts} drafts ({span(spec)}; per-position rates {shown}). "
+                     f"{limit:.0%} of {drafts} drafts ({span(spec)}; per-position rates {shown}). "
                      f"Accepted {acc} of {dr} drafted tokens ({rate:.1%}), mean acceptance length {num(mal)}: each "
-                     f"step drafts and verifies {dead} tokens that are never kept. {method_text(method_of(ctx)).capitalize()}. "
+                     f"step drafts and verifies {dead} tokens that are {'never' if never else 'rarely'} kept. "
+                     f"{method_text(method_of(ctx)).capitalize()}. "
                      f"[{DEFINITIONS}]"),
             count=len(spec), evidence=[ev_of(spec[0])] + ([ev_of(spec[-1])] if len(spec) > 1 else []),
             causes=[cause], identity=f"{self.code}|{label}|{k}|{first_dead}", first_seen=spec[0].t,
+            headline=(f"{label}: positions {first_dead + 1}–{k} of K={k} {'never' if never else 'rarely'} accepted "
+                      f"(at most {limit:.0%})"),
             measurements={"engine": label, "k": k, "first_dead_position": first_dead + 1, "dead_positions": dead,
                           "per_position_rates": [round(r, 4) for r in rates], "drafts": drafts, "intervals": len(spec),
                           "accepted_tokens": acc, "drafted_tokens": dr, "mean_acceptance_length": mal and round(mal, 3)},

@@ -462,7 +462,7 @@ class LineReader:
     def _other(self, lineno: int, origin: Origin, line: bytes) -> None:
         path, year = self.path, self.year_hint
         # a frame line outside any open traceback: the excerpt starts below the "Traceback" header
-        if line.startswith(b'  File "') or opens_traceback(line) or flush_frame(line):
+        if line.startswith(b'  File "') or opens_traceback(line) or flush_frame(line) or indented_frame(line):
             self.close_open(origin.key)
             rec = Record(path, lineno, origin, "traceback", "ERROR", None, year, None, None, None, line)
             self.open_recs[origin.key] = OpenRecord(rec, "traceback")
@@ -644,6 +644,15 @@ def flush_frame(line: bytes) -> bool:
     """Whether ``line`` is a frame row whose indentation the paste lost: the whole of Python's frame shape, which
     no other program's line has (a bare ``File "`` may start anything)."""
     return line[:6] == b'File "' and _FLUSH_FRAME.match(line) is not None
+
+
+def indented_frame(line: bytes) -> bool:
+    """A frame row a paste indented further (each row one space more: ``   File "…", line 100, in __init__``), at most
+    eight spaces in: Python's frame shape, as ``flush_frame`` reads it."""
+    if line[:1] != b" ":
+        return False
+    at = len(line) - len(line.lstrip(b" "))
+    return at <= 8 and line[at : at + 6] == b'File "' and _FLUSH_FRAME.match(line, at) is not None
 
 
 def opens_traceback(line: bytes) -> bool:
