@@ -1035,3 +1035,10 @@ def test_zero_gpu_blocks_is_no_memory_for_the_kv_cache():
 def test_gpu_blocks_above_zero_are_no_death(tmp_path):
     assert "SRV001" not in _by_rule(_write(tmp_path, ["INFO 04-27 10:13:05 llm_engine.py:275] # GPU blocks: 2048, "
                                                       "# CPU blocks: 256"]))
+
+
+def test_a_death_cut_inside_pythons_import_machinery_is_an_import_failure():
+    """LMCache #1455: a worker's frames through `_find_and_load` / `exec_module` into LMCache's vLLM adapter (0.3.4
+    against the installed vLLM), cut before the exception: 'cause-not-in-excerpt', the import never mentioned."""
+    srv = _by_rule(HERE / "lmcache-adapter-import-frames-cut.log")["SRV001"]
+    assert srv.causes[0].id == "import-error" and srv.causes[0].against

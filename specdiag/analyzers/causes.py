@@ -496,15 +496,17 @@ _ROWS = [
        "retrieve by the worker's id. With none there the server logs 'No GPU context found for model … during "
        "lookup!' and answers no hit, and a store asserts 'KV cache not registered for GPU ID …': the server was "
        "restarted after the workers registered, it dropped the registration (unregister_kv_cache; a liveness reaper "
-       "of idle workers in some releases), or the worker's registration failed or named another model or world size.",
+       "of idle workers in some releases; one instance unregistering dropped the layout another instance of the same "
+       "model and world size still used, LMCache #3448), or the worker's registration failed or named another model "
+       "or world size.",
        "Restart the vLLM workers after any restart of the lmcache server so that they register again; check the "
-       "server's 'Registered KV cache for GPU ID …' lines against the ids it refuses; upgrade LMCache where a reaper "
-       "dropped live workers.",
+       "server's 'Registered KV cache for GPU ID …' and 'Unregistered KV cache' lines against the ids it refuses; "
+       "upgrade LMCache where a reaper, or another instance's unregistering, dropped live workers.",
        "grep the lmcache server log for 'Registered KV cache for GPU ID' and 'Unregistered KV cache' around the first "
        "refusal",
        "LMCache 0.4+ (multiprocess mode)",
        ("v1/multiprocess/server.py (register_kv_cache, unregister_kv_cache, lookup, store; 0.4.3)", "LMCache issues "
-        "#4038, PR #2884"),
+        "#4038, #3448, PR #2884"),
        "the lmcache server's log from its start (its registration lines)"),
     _c("mp-hit-mismatch", "Several lmcache servers answered different hit counts; the connector took the minimum.",
        "Give every server the same capacity; check evictions per server.",

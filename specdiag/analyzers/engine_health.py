@@ -467,17 +467,23 @@ def _cuda_fault_cause(ev: Event) -> Cause:
 _NOT_THE_PROCESS = (b"Exception in thread", b"Exception ignored in")
 #: frames that name a cause when a traceback's exception line is cut: the executor's wait for its workers' replies
 #: (``get_response``) and below it the message queue's read (``dequeue`` / ``acquire_read``), whose timeout is a
-#: worker that did not answer; the structured-output backend compiling a request's grammar (``compile_grammar``)
-_GET_RESPONSE, _MQ_READ, _GRAMMAR = 1, 2, 4
+#: worker that did not answer; the structured-output backend compiling a request's grammar (``compile_grammar``);
+#: Python importing a module (``_IMPORT_FRAMES``)
+_GET_RESPONSE, _MQ_READ, _GRAMMAR, _IMPORTING = 1, 2, 4, 8
+#: Python's import machinery in a traceback: the error was raised while a module was being imported
+_IMPORT_FRAMES = ("_find_and_load", "_call_with_frames_removed", "exec_module")
 
 
 def _frame_marks(funcs: list[str], marks: int) -> int:
-    """The bits of ``_GET_RESPONSE`` / ``_MQ_READ`` / ``_GRAMMAR`` that a traceback's (or a frame's) functions set."""
+    """The bits of ``_GET_RESPONSE`` / ``_MQ_READ`` / ``_GRAMMAR`` / ``_IMPORTING`` that a traceback's (or a frame's)
+    functions set."""
     out = _GET_RESPONSE if "get_response" in funcs else 0
     if (marks | out) & _GET_RESPONSE and ("dequeue" in funcs or "acquire_read" in funcs):
         out |= _MQ_READ
     if "compile_grammar" in funcs:
         out |= _GRAMMAR
+    if any(f in _IMPORT_FRAMES for f in funcs):
+        out |= _IMPORTING
     return out
 
 
@@ -490,6 +496,10 @@ def _frame_cause(marks: int) -> Cause | None:
     elif marks & _GRAMMAR:
         cid, why = "so-grammar-compile", ("the traceback passes through the structured-output backend's compile_grammar: "
                                           "a request's grammar that did not compile, raised in the engine core")
+    elif marks & _IMPORTING:
+        cid, why = "import-error", ("the traceback passes through Python's import machinery (_find_and_load, "
+                                    "exec_module): the error was raised while a module was imported, most often a "
+                                    "package built for another version of vLLM, LMCache or torch")
     else:
         return None
     fix, confirm = CAUSE_FIX[cid]
@@ -574,7 +584,10 @@ class EngineDeath(Rule):
     Zero's ``UR_RESULT_ERROR_OUT_OF_RESOURCES``, Neuron's ``Allocation Failure``, XLA's ``RESOURCE_EXHAUSTED``);
     ``gpu-arch-unsupported`` a kernel's minimum compute capability above the GPU's (``requires capability 80,
     current compute capability is 75``). An exception the engine core process printed raw (no logger header: Python's
-    report of what escaped the process's target) is its death.
+    report of what escaped the process's target) is its death. With the exception line cut, the frames name the
+    class at 0.6: the KV-cache size check (``kv-cache-memory``), the executor's wait for its workers' reply
+    (``get_response`` into ``dequeue``: ``worker-hang``), ``compile_grammar`` (``so-grammar-compile``), Python's import
+    machinery (``import-error``).
 
     Death lines of two or more engine-core processes (data-parallel cores, or several servers in one paste) are
     said to be that many (``dead_engine_cores``), each with a line; the root error is the first one found.
