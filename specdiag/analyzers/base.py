@@ -16,6 +16,8 @@ from specdiag.findings import Finding
 from specdiag.observe import Observer, RunState
 
 REGISTRY: dict[str, type[Rule]] = {}
+#: the ``levels`` of a rule that reads catalogued messages at WARNING or worse (its own are not in ``events``)
+WARNING_OR_WORSE = frozenset({"WARNING", "ERROR", "CRITICAL"})
 
 
 def register(cls: type[Rule]) -> type[Rule]:

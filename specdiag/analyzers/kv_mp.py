@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from specdiag.analyzers.base import Rule, register, shape_claim
+from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register, shape_claim
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of
@@ -81,7 +81,7 @@ class MultiProcessFailures(Rule):
     cause_ids = ("mp-server-unhealthy", "mp-retrieve-failure", "mp-hit-mismatch", "mp-kv-unregistered")
     events = _CONNECTOR_LINES | {"E_GENERIC", "V_EXC"}
     #: the server's own lines about a worker it holds no registration for come as every ERROR line does
-    levels = frozenset({"WARNING", "ERROR", "CRITICAL"})
+    levels = WARNING_OR_WORSE
 
     def __init__(self, options=None) -> None:
         super().__init__(options)

@@ -6,7 +6,7 @@ import functools
 import re
 from collections import Counter
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of
@@ -88,7 +88,7 @@ class KvOffloadFailures(Rule):
     severity_note = "error at ERROR or worse (a failed job the worker could not absorb)"
     family = "KV"
     cause_ids = ("kv-offload-transfer-failure",)
-    levels = frozenset({"WARNING", "ERROR", "CRITICAL"})
+    levels = WARNING_OR_WORSE
 
     def __init__(self, options=None) -> None:
         super().__init__(options)

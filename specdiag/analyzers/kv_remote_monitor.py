@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of
@@ -61,7 +61,7 @@ class RemoteBackendBlackholed(Rule):
     severity = "warning"
     family = "KV"
     cause_ids = ("remote-backend-unhealthy",)
-    levels = frozenset({"WARNING", "ERROR", "CRITICAL"})
+    levels = WARNING_OR_WORSE
 
     def __init__(self, options=None) -> None:
         super().__init__(options)

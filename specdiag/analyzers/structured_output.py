@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.analyzers.sd_common import method_of
 from specdiag.context import Context
@@ -119,7 +119,7 @@ class StructuredOutputRejected(Rule):
     family = "SRV"
     cause_ids = ("so-spec-decode-drafts", "so-async-scheduling", "so-reasoning-boundary", "so-grammar-desync",
                  "so-grammar-compile")
-    levels = frozenset({"WARNING", "ERROR", "CRITICAL"})
+    levels = WARNING_OR_WORSE
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
