@@ -678,7 +678,11 @@ class _Span:
                 ({"path": last[1], "line": last[0][1]} if last else None))
 
     def times(self) -> tuple[float | None, float | None]:
-        return (_time_of(self.t0[1], 0) if self.t0 else None, _time_of(self.t1[1], -1) if self.t1 else None)
+        """The times of the first and last lines, earlier first: lines pasted out of time order (two processes' lines
+        one after the other) must not give a run that ends before it starts."""
+        t0 = _time_of(self.t0[1], 0) if self.t0 else None
+        t1 = _time_of(self.t1[1], -1) if self.t1 else None
+        return (t1, t0) if t0 is not None and t1 is not None and t1 < t0 else (t0, t1)
 
 
 def _time_of(item: Any, k: int = -1) -> float | None:

@@ -251,3 +251,11 @@ def test_a_run_ends_at_its_own_last_line_not_at_the_next_banner(tmp_path: Path) 
     assert [r["index"] for r in runs] == [1, 2]
     assert runs[0]["last_line"]["line"] <= n_first < runs[1]["first_line"]["line"]
     assert runs[0]["end"] < "2026-05-06 16" and runs[1]["start"].startswith("2026-05-04")
+
+
+def test_a_run_whose_lines_were_pasted_out_of_time_order_starts_before_it_ends() -> None:
+    """vLLM #39680: one server's stats line (11:27:10) pasted above another's (11:17:53): the JSON run began at
+    11:27:10 and ended at 11:17:53."""
+    log = Path(__file__).resolve().parent / "real_sd" / "two-servers-pasted-out-of-time-order.log"
+    runs = [r for d in analyze([str(log)]).deployments for r in d.runs]
+    assert runs and all(r.start <= r.end for r in runs if r.start is not None and r.end is not None)
