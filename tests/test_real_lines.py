@@ -73,3 +73,10 @@ def test_a_paste_indented_one_space_more_keeps_its_frames_with_the_exception():
     `` OSError: [Errno 14] Bad address``: 'this exception's traceback is not in the log given'."""
     log = findings_by_rule(HERE / "offload-region-madvise-indented-paste.log")["LOG001"]
     assert "shared_offload_region.py:100 in __init__" in log.next_steps[0]
+
+
+def test_a_raw_traceback_is_filed_under_the_family_of_the_vllm_module_it_raised_in():
+    """vLLM #52614: lm-format-enforcer's `ModuleNotFoundError` raised under vLLM's structured-output backend was
+    filed under 'other (anything not covered by a more specific family)'."""
+    log = findings_by_rule(HERE / "lmfe-import-in-structured-output.log")["LOG001"]
+    assert log.measurements["family"] == "structured-output"

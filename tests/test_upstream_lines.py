@@ -171,12 +171,14 @@ def test_a_raw_traceback_is_named_by_its_exception_and_innermost_frame(tmp_path)
     lines = (_raw_traceback("redis.exceptions.ConnectionError: Error 111 connecting to 10.0.0.5:6379.",
                             "redis/connection.py")
              + _raw_traceback("ValueError: bad chunk size 0", "lmcache/v1/config.py"))
-    [f] = _rule(_report(tmp_path, lines), "LOG001")
-    msgs = {m["message"]: m for m in f.measurements["messages"]}
+    found = _rule(_report(tmp_path, lines), "LOG001")
+    msgs = {m["message"]: m for f in found for m in f.measurements["messages"]}
     assert set(msgs) == {"redis.exceptions.ConnectionError: Error 111 connecting to 10.0.0.5:6379.",
                          "ValueError: bad chunk size 0"}  # one message per exception, not one 'Traceback' for both
     assert msgs["ValueError: bad chunk size 0"]["location"] == "lmcache/v1/config.py:389 in connect"
-    assert "Traceback (most recent call last)" not in f.headline
+    assert all("Traceback (most recent call last)" not in f.headline for f in found)
+    # each in the family of the module it raised in: LMCache's config module, a client library's (no family)
+    assert {f.measurements["family"] for f in found} == {"configuration", "other"}
 
 
 def test_a_traceback_cut_above_its_header_is_one_message_named_by_where_it_was_printed(tmp_path):

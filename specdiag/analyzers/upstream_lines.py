@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from specdiag.analyzers.base import Rule, register, shape_claim
+from specdiag.catalog.families import assign
 from specdiag.context import Context
 from specdiag.events import (
     CATALOG_EVENT,
@@ -225,7 +226,9 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
     if entry is None and ev.id == UNKNOWN_EVENT and claimed and shape_claim(ev.rec.msg) in claimed:
         return  # a message no release prints that a rule named by its shape (KV020's connector lines)
     unknown = ev.id == UNKNOWN_EVENT and ev.rec.kind in CATALOG_KINDS  # a vLLM/LMCache message no release prints
-    family = (entry.family if entry is not None else None) or (UNRECOGNISED if unknown else "other")
+    family = (entry.family if entry is not None else None) or (UNRECOGNISED if unknown else None) \
+        or _family_by_frame(b.frame or (innermost_frame(ev.rec.raw_text) if ev.rec.kind == "traceback" else None)) \
+        or "other"
     key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(_label(ev)))
     if _TB_PART.match(ev.rec.msg) is not None:  # the excerpt starts inside a traceback: not the message itself
         key = (family, f"traceback\0{key[1]}")
@@ -289,6 +292,20 @@ def _note_row(b: _Bucket, ev: Event) -> None:
 
 
 
+
+
+def _family_by_frame(frame: str | None) -> str | None:
+    """The family of the vLLM or LMCache module a traceback raised in (its innermost frame of theirs:
+    ``vllm/v1/kv_offload/worker/cpu_gpu.py:232 in transfer_async`` is offload-tier), as the catalog files that
+    module's messages; None for a frame of neither."""
+    if not frame:
+        return None
+    path = frame.split(":", 1)[0]
+    project = next((p for p in ("vllm", "lmcache") if path.startswith(p + "/")), None)
+    if project is None or not path.endswith(".py"):
+        return None
+    family = assign(project, path[len(project) + 1 :], "ERROR", "")
+    return None if family == "other" else family
 
 
 def _prints(fmt: str, msg: str) -> bool:
