@@ -78,3 +78,10 @@ def test_kv_offload_warnings_about_cleanup_or_speed_are_no_failed_transfer(tmp_p
     line = ("(Worker pid=1) WARNING 11-18 07:48:24 [cpu_gpu.py:60] cudaHostRegister failed for rank=0 (code=1) — "
             "transfers will still work but may be slower (unpinned DMA)")
     assert "KV023" not in _by_rule(_write(tmp_path, [line]))
+
+
+def test_a_remote_url_no_connector_serves_is_told_to_check_its_scheme():
+    """LMCache #1938: 'No adapter found for URL: lm://…' beside a broken pipe: the fix named only the Mooncake and
+    Redis client versions."""
+    kv = _by_rule(HERE / "lm-url-no-adapter-broken-pipe.log")["KV013"]
+    assert kv.causes[0].id == "backend-not-connected" and "remote_url's scheme" in kv.causes[0].fix

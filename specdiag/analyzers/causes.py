@@ -98,11 +98,13 @@ _ROWS = [
        "retrieved' (disk, mooncake, redis, timeouts), and which backends the config dump enables"),
     _c("backend-not-connected",
        "The remote backend never came up: its client could not be set up (a client library whose API this LMCache "
-       "build does not call: 'has no attribute setup_lmcache') or every connection was refused or reset (a wrong "
-       "port, TLS or authentication the connector does not speak). Nothing was stored there, so remote lookups "
-       "miss; no cached chunk was lost.",
-       "Match the client library to the LMCache build (the Mooncake or Redis client version its release names), or "
-       "fix the endpoint (host, port, TLS, password) in remote_url / the backend config; restart the workers.",
+       "build does not call: 'has no attribute setup_lmcache'; a remote_url whose scheme this build has no connector "
+       "for: 'No adapter found for URL'), or every connection was refused or reset (a wrong port, TLS or "
+       "authentication the connector does not speak). Nothing was stored there, so remote lookups miss; no cached "
+       "chunk was lost.",
+       "Check remote_url's scheme against the connectors of the LMCache release in use (lm://, redis://, mooncakestore:"
+       "//, …), match a client library to the LMCache build (the Mooncake or Redis client version its release names), "
+       "or fix the endpoint (host, port, TLS, password) in remote_url / the backend config; restart the workers.",
        "connect to the remote endpoint from a worker host with the backend's own client (redis-cli -u URL ping; the "
        "Mooncake master's address) and check that no connection failure follows 'Connected to remote storage'",
        "all",
