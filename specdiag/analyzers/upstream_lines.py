@@ -207,7 +207,7 @@ class _UpstreamLines(Rule):
             summary=_summary(family, what, msgs, overflow), count=lines, evidence=evidence,
             measurements={"family": family, "lines": lines, "ranks": ranks,
                           "messages": [m.to_dict() for m in msgs[:MAX_MESSAGES]]},
-            next_steps=_next_steps(family, top), identity=f"{self.code}|{family}|{top.label}",
+            next_steps=_next_steps(family, top) + _traceback_step(msgs, top), identity=f"{self.code}|{family}|{top.label}",
             first_seen=min((m.first_seen for m in msgs if m.first_seen is not None), default=None), priority=-1,
         )
 
@@ -373,6 +373,16 @@ def _glog_source(where: str) -> str:
     return next((who for key, who in _GLOG_SOURCES if key in low),
                 "a native library loaded into the process (glog's format: Mooncake's transfer engine or store client, "
                 "NIXL, …)")
+
+
+def _traceback_step(msgs: list[_Message], top: _Message) -> list[str]:
+    """The innermost frame of a raw traceback filed with the top message (the same module's family), when the top
+    message is not it: where that exception was raised is a step of its own."""
+    tb = next((m for m in msgs if m is not top and m.project == "traceback" and m.location), None)
+    if tb is None:
+        return []
+    return [f"read {tb.location}, the innermost frame of the traceback filed with it ('{_short(tb.label, 60)}'), for "
+            "why it raised"]
 
 
 def _next_steps(family: str, top: _Message) -> list[str]:
