@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
@@ -51,11 +52,13 @@ def _refuses_a_setting(detail: str) -> bool:
             and _PER_REQUEST.search(detail) is None)
 
 
-def _by_words_alone(ev: Event, message: str) -> bool:
-    """Whether only ``_refuses_a_setting`` knew the rejection: an exception line with no configuration frame and no
-    refusal vLLM prints only while it starts."""
-    return (ev.id in ("E_GENERIC", "V_EXC") and _CONFIG_FRAME.search(ev.rec.text) is None
-            and not any(p in message for p in _START_REFUSALS) and _PYDANTIC.search(message) is None)
+class Rejection(NamedTuple):
+    """A line of vLLM rejecting its configuration: the option or config class it names, its message, and whether
+    only its words said so (``_refuses_a_setting``: no configuration frame, no refusal printed only at start)."""
+
+    option: str | None
+    message: str
+    by_words: bool = False
 
 
 def _reason(detail: str) -> str:
@@ -126,37 +129,37 @@ class ConfigRejected(Rule):
         if self.first is None:
             if ev.id == "E_PYDANTIC_VALUE" and _DATACLASS_INPUT not in (ev.f.get("detail") or ""):
                 return  # a ``Value error, …`` line alone with nothing to say it is a config dataclass's
-            self.first, (self.option, self.message) = ev, found
-            self.by_words = _by_words_alone(ev, found[1])
+            self.first, self.option, self.message, self.by_words = ev, found.option, found.message, found.by_words
         elif ev.id in _REASONS and self._header_alone(ev):
-            self.message = found[1]  # the reason under a header pasted alone, its class kept
+            self.message = found.message  # the reason under a header pasted alone, its class kept
         else:
-            if found[1] and found[1] != self.message and found[1] not in self.others and len(self.others) < 3:
-                self.others.append(found[1])  # another rejection: the next start, after the first was answered
+            said = found.message
+            if said and said != self.message and said not in self.others and len(self.others) < 3:
+                self.others.append(said)  # another rejection: the next start, after the first was answered
             found = None
         if found is not None and ev.id == "E_BATCH_LT_LEN":
             self.hint = _batch_hint(ev.f)
         self.lines += 1
 
     @staticmethod
-    def _rejection(ev: Event) -> tuple[str | None, str] | None:
-        """(the option or config class, the message) when ``ev`` is vLLM rejecting its configuration."""
+    def _rejection(ev: Event) -> Rejection | None:
+        """The rejection ``ev`` says, when it is vLLM rejecting its configuration."""
         f = ev.f
         if ev.id == "E_CLI_ARG":
-            return f.get("arg"), (f.get("detail") or "").strip()
+            return Rejection(f.get("arg"), (f.get("detail") or "").strip())
         if ev.id == "E_PYDANTIC_VALUE":  # a config dataclass's reason
-            return None, _reason(f.get("detail") or "")
+            return Rejection(None, _reason(f.get("detail") or ""))
         if ev.id == "E_BATCH_LT_LEN":
-            return "--max-num-batched-tokens", (f.get("detail") or "").strip()
+            return Rejection("--max-num-batched-tokens", (f.get("detail") or "").strip())
         exc, detail, text = f.get("exc") or "", (f.get("detail") or "").strip(), ev.rec.text
         if exc.endswith("ValidationError") and (m := _PYDANTIC.search(detail)) is not None:
             v = template("E_PYDANTIC_VALUE").match(text)  # its reason line inside the traceback
-            return m.group("cls"), (_reason(v["detail"]) if v else detail)
-        if exc.endswith(("ValueError", "NotImplementedError")) and (
-                _CONFIG_FRAME.search(text) is not None or any(p in detail for p in _START_REFUSALS)
-                or _refuses_a_setting(detail)):
-            return None, detail
-        return None
+            return Rejection(m.group("cls"), _reason(v["detail"]) if v else detail)
+        if not exc.endswith(("ValueError", "NotImplementedError")):
+            return None
+        if _CONFIG_FRAME.search(text) is not None or any(p in detail for p in _START_REFUSALS):
+            return Rejection(None, detail)
+        return Rejection(None, detail, by_words=True) if _refuses_a_setting(detail) else None
 
     def _others_said(self) -> str:
         """The other rejections, each quoted: a change that answers the first may be what the next one refuses."""

@@ -75,8 +75,6 @@ MAX_CLAIMS = 32
 #: ``MedusaProposer``, ``NgramProposer``), or the drafter's state (``draft_attn_metadatas``, ``draft_token_ids``)
 _DRAFTER = re.compile(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}")
 _ORIGINAL = re.compile(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>['\"])(?P<detail>[^\n]{1,600}?)(?P=q)\)")
-#: the exception names of a death's consequences (``CASCADE``'s): never the root of a traceback that holds them
-CASCADE_NAMES = ("EngineDeadError", "EngineGenerateError", "AsyncEngineDeadError", "MQEngineDeadError")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
                        re.M)
@@ -86,14 +84,15 @@ _INNER_EXC = re.compile(r"^((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Erro
 
 
 def _inner_exception(text: str) -> tuple[str, str] | None:
-    """The last exception line above a traceback's final one that is not a cascade's (``EngineDeadError``, …):
+    """The last exception line above a traceback's final one that is not a cascade's (``CASCADE``: ``EngineDeadError``,
+    …):
     (name, message), the message empty for a bare ``assert``'s; None without one."""
     found = None
     for m in islice(_INNER_EXC.finditer(text, 0, 20000), 64):
         if m.end() >= len(text.rstrip()):
             break  # the final line: the cascade's own
         name = m.group(1)
-        if not any(c in name for c in CASCADE_NAMES):
+        if not any(c in name for c in CASCADE):
             found = (name.rsplit(".", 1)[-1], (m.group(2) or "").strip())
     return found
 
@@ -465,18 +464,19 @@ def _cuda_fault_cause(ev: Event) -> Cause:
 #: what Python prints before a traceback that did not end its process: a thread's exception (``threading.excepthook``),
 #: one raised in a finaliser or callback it could only report
 _NOT_THE_PROCESS = (b"Exception in thread", b"Exception ignored in")
-#: frames that name a cause when a traceback's exception line is cut: the executor's wait for its workers' replies
+#: frames that name a cause when a traceback's exception line is cut: vLLM's KV-cache size check (``KV_CHECK_FRAMES``,
+#: which raises only when the cache cannot hold one request of max_model_len); the executor's wait for its workers' replies
 #: (``get_response``) and below it the message queue's read (``dequeue`` / ``acquire_read``), whose timeout is a
 #: worker that did not answer; the structured-output backend compiling a request's grammar (``compile_grammar``);
 #: Python importing a module (``_IMPORT_FRAMES``)
-_GET_RESPONSE, _MQ_READ, _GRAMMAR, _IMPORTING = 1, 2, 4, 8
+_GET_RESPONSE, _MQ_READ, _GRAMMAR, _IMPORTING, _KV_CHECK = 1, 2, 4, 8, 16
 #: Python's import machinery in a traceback: the error was raised while a module was being imported
 _IMPORT_FRAMES = ("_find_and_load", "_call_with_frames_removed", "exec_module")
 
 
 def _frame_marks(funcs: list[str], marks: int) -> int:
-    """The bits of ``_GET_RESPONSE`` / ``_MQ_READ`` / ``_GRAMMAR`` / ``_IMPORTING`` that a traceback's (or a frame's)
-    functions set."""
+    """The bits of ``_GET_RESPONSE`` / ``_MQ_READ`` / ``_GRAMMAR`` / ``_IMPORTING`` / ``_KV_CHECK`` that a traceback's (or
+    a frame's) functions set."""
     out = _GET_RESPONSE if "get_response" in funcs else 0
     if (marks | out) & _GET_RESPONSE and ("dequeue" in funcs or "acquire_read" in funcs):
         out |= _MQ_READ
@@ -484,12 +484,17 @@ def _frame_marks(funcs: list[str], marks: int) -> int:
         out |= _GRAMMAR
     if any(f in _IMPORT_FRAMES for f in funcs):
         out |= _IMPORTING
+    if any(f in KV_CHECK_FRAMES for f in funcs):
+        out |= _KV_CHECK
     return out
 
 
 def _frame_cause(marks: int) -> Cause | None:
     """The cause the frames name, its exception line not in the excerpt."""
-    if marks & _GET_RESPONSE and marks & _MQ_READ:
+    if marks & _KV_CHECK:
+        cid, why = "kv-cache-memory", (f"the traceback passes through {KV_CHECK_FRAMES[0]}, which raises only when the KV "
+                                       "cache cannot hold one request of max_model_len")
+    elif marks & _GET_RESPONSE and marks & _MQ_READ:
         cid, why = "worker-hang", ("the traceback passes through the executor's get_response into the message queue's "
                                    "dequeue: the engine core waiting for its workers' reply, which raises when a worker "
                                    "does not answer in time")
@@ -672,8 +677,7 @@ class EngineDeath(Rule):
         self.fault_function: str | None = None  # the function at the faulting address (``PC: @ …``), when named
         self.cuda_fault: Event | None = None  # torch's 'Search for `cudaError…'' line: the CUDA error's name
         self.dead_cores: dict[str, Event] = {}  # engine-core processes with a line that proves a death (bounded)
-        self.kv_check = False  # a traceback passes through vLLM's KV-cache size check (KV_CHECK_FRAMES)
-        #: frames that name a cause when the exception line is cut (``_FRAME_MARKS``), as bits
+        #: frames that name a cause when the exception line is cut (``_frame_marks``), as bits
         self.frame_marks = 0
         #: lines that proved the death other than a worker's busy loop reporting an exception it answered with
         self.other_marks = 0
@@ -989,7 +993,6 @@ class EngineDeath(Rule):
         self._rpc_from_outside(ev)
         start = _start_frame(ev, funcs)
         self.at_start = self.at_start or start is not None
-        self.kv_check = self.kv_check or any(f in KV_CHECK_FRAMES for f in funcs)
         self.frame_marks |= _frame_marks(funcs, self.frame_marks)
         if fatal is not None:
             self.fatal_frame = self.fatal_frame or fatal
@@ -1051,7 +1054,7 @@ class EngineDeath(Rule):
                 and (self.header is None or self.header.id == "V_WORKER_EXC") and self.wrapper_detail is None):
             return []  # a caller's RPC into the workers raised: no step failed (LOG001 lists its lines)
         root = self._root(dt, dseq)
-        causes = self._causes(root, ctx, self.kv_check, self.cuda_fault, self.frame_marks)
+        causes = self._causes(root, ctx, self.cuda_fault, self.frame_marks)
         at_start = self._failed_at_start(causes)
         if root is None and self.hard_first is None and not at_start:
             causes[0].against.append("only EngineDeadError / output-handler lines: vLLM 0.32 prints them at a normal "
@@ -1224,8 +1227,7 @@ class EngineDeath(Rule):
         return summary, evs
 
     @staticmethod
-    def _causes(root: tuple | None, ctx: Context, kv_check: bool = False,
-                cuda_fault: Event | None = None, marks: int = 0) -> list[Cause]:
+    def _causes(root: tuple | None, ctx: Context, cuda_fault: Event | None = None, marks: int = 0) -> list[Cause]:
         """Rank the root-error classes; without a root error, say so instead of listing every class as filler.
 
         A death line (fatal error, dead process, crash dump, EngineDeadError) proves the engine died but
@@ -1233,11 +1235,6 @@ class EngineDeath(Rule):
         """
         if root is None and cuda_fault is not None:
             return [_cuda_fault_cause(cuda_fault)]
-        if root is None and kv_check:
-            fix, confirm = CAUSE_FIX["kv-cache-memory"]
-            return [Cause("kv-cache-memory", 0.6, for_=[f"the traceback passes through {KV_CHECK_FRAMES[0]}, which raises only "
-                                                         "when the KV cache cannot hold one request of max_model_len"],
-                          against=["its exception line is not in the excerpt"], fix=fix, confirm_with=confirm)]
         if root is None and (named := _frame_cause(marks)) is not None:
             return [named]
         if root is None:

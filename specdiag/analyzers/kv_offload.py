@@ -9,7 +9,7 @@ from collections import Counter
 from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
-from specdiag.events import CATALOG_EVENT, Event, entry_of
+from specdiag.events import CATALOG_EVENT, Event, entry_of, prints_format
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
@@ -35,13 +35,6 @@ def offload_failure(module: str, fmt: str) -> bool:
     """Whether a catalogued format of vLLM's KV offloading says a transfer or job failed (once per format)."""
     return (any(d in module for d in OFFLOAD_DIRS) and _JOB.search(fmt) is not None and _FAILED.search(fmt) is not None
             and _BENIGN.search(fmt) is None)
-
-
-def _prints(entry, msg: str) -> bool:
-    """Whether ``msg`` is the entry's message itself, not a row printed under its header (``exc_info``'s traceback)."""
-    from specdiag.catalog import catalog
-
-    return catalog().values(entry, msg) is not None
 
 
 def _direction(msg: str) -> str | None:
@@ -104,7 +97,7 @@ class KvOffloadFailures(Rule):
             return
         if entry.fmt not in self.claims and len(self.claims) < MAX_MESSAGES:
             self.claims = (*self.claims, entry.fmt)  # its lines, the traceback rows under its header among them
-        if not _prints(entry, ev.rec.msg):
+        if not prints_format(entry.fmt, ev.rec.msg):
             return  # a row of the traceback logged under the failure's header: the same failure
         if self.messages is None:
             self.messages = Counter()

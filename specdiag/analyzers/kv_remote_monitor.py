@@ -75,9 +75,9 @@ class RemoteBackendBlackholed(Rule):
             return
         if entry.fmt not in self.claims:
             self.claims = (*self.claims, entry.fmt)
-        said = self.said if self.said is not None else {}
-        self.said = said
-        key = ev.rec.origin.key
+        if self.said is None:
+            self.said = {}
+        said, key = self.said, ev.rec.origin.key
         if key not in said and len(said) >= MAX_PROCESSES:
             return
         said.setdefault(key, Counter())[what] += 1

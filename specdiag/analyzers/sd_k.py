@@ -1,4 +1,4 @@
-"""SD008 — draft positions past some depth are never accepted: K is larger than the drafter sustains."""
+"""SD008 — draft positions past some depth are never or rarely accepted: K is larger than the drafter sustains."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def dead_tail(rates: list[float], max_rate: float) -> int:
 
 @register
 class DraftPositionsNeverAccepted(SpecSeriesRule):
-    """Draft positions past some depth are never accepted: K is larger than the drafter sustains.
+    """Draft positions past some depth are never or rarely accepted: K is larger than the drafter sustains.
 
     Detects: a fixed K whose per-position acceptance rates (``Per-position acceptance rate: …`` on the
     SpecDecoding line, pooled over the intervals by their drafts) are at most ``max_rate`` for the last
@@ -70,7 +70,7 @@ class DraftPositionsNeverAccepted(SpecSeriesRule):
 
     code = "SD008"
     name = "spec-draft-positions-never-accepted"
-    title = "Draft positions past some depth are never accepted: K is larger than the drafter sustains"
+    title = "Draft positions past some depth are never or rarely accepted: K is larger than the drafter sustains"
     severity = "info"
     cause_ids = ("k-beyond-acceptance",)
     defaults = {"max_rate": 0.01, "low_rate": 0.1, "min_dead": 2, "min_drafts": 50, "min_first_rate": 0.1}

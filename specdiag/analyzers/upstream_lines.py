@@ -27,6 +27,7 @@ from specdiag.events import (
     frame_place,
     innermost_frame,
     message_shape,
+    prints_format,
 )
 from specdiag.findings import Evidence, Finding, evidence_of
 from specdiag.observe import RunState
@@ -232,7 +233,7 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
     key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(_label(ev)))
     if _TB_PART.match(ev.rec.msg) is not None:  # the excerpt starts inside a traceback: not the message itself
         key = (family, f"traceback\0{key[1]}")
-    elif entry is not None and entry.fmt and not _prints(entry.fmt, ev.rec.msg):
+    elif entry is not None and entry.fmt and not prints_format(entry.fmt, ev.rec.msg):
         key = (family, f"under\0{key[1]}")  # a line of the message's text printed under its header
     msg = messages.get(key)
     if msg is None:
@@ -257,7 +258,7 @@ def _new_message(ev: Event, entry: Any) -> _Message:
     part = _TB_PART.match(rec.msg) is not None
     if entry is not None:
         label = entry.fmt if entry.fmt and not PLACEHOLDER.search(entry.fmt) else rec.msg[:160]
-        if entry.fmt and not part and not _prints(entry.fmt, rec.msg):
+        if entry.fmt and not part and not prints_format(entry.fmt, rec.msg):
             label = f"a line printed under '{_short(entry.fmt, 60)}' (its text or traceback): {_short(rec.msg, 80)}"
         if part:  # a traceback cut above its header: where it was printed says which call printed it
             label = (f"a traceback printed where {entry.project} prints '{entry.fmt}'" if entry.fmt
@@ -306,14 +307,6 @@ def _family_by_frame(frame: str | None) -> str | None:
         return None
     family = assign(project, path[len(project) + 1 :], "ERROR", "")
     return None if family == "other" else family
-
-
-def _prints(fmt: str, msg: str) -> bool:
-    """Whether ``msg`` starts as ``fmt`` prints (its text up to the first placeholder): a line that does not is
-    another line of that call's output (an exception's text or traceback under ``logger.exception``)."""
-    m = PLACEHOLDER.search(fmt)
-    head = (fmt[: m.start()] if m else fmt)[:24]
-    return msg.startswith(head)
 
 
 #: a line of a traceback printed under a record's header: its head, a frame, a code line, a caret line, a chain

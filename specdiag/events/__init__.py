@@ -408,6 +408,15 @@ def frame_place(file: str, line: object, func: str | None) -> str:
     return f"{frame_path(file)}:{line} in {func}"
 
 
+def prints_format(fmt: str, msg: str) -> bool:
+    """Whether ``msg`` starts as ``fmt`` prints (its text up to the first placeholder): a line that does not is
+    another line of that call's output (an exception's text or traceback under ``logger.exception`` or
+    ``exc_info``), printed under the same header."""
+    m = PLACEHOLDER.search(fmt)
+    head = (fmt[: m.start()] if m else fmt)[:24]
+    return msg.startswith(head)
+
+
 def innermost_frame(raw: bytes) -> str | None:
     """Where a raw traceback raised: its last frame (the frames template's pattern, ``E_TB_FRAMES``), the path
     shortened to the package (``redis/connection.py:390 in <lambda>``); when that frame is outside vLLM and
