@@ -1042,3 +1042,24 @@ def test_a_death_cut_inside_pythons_import_machinery_is_an_import_failure():
     against the installed vLLM), cut before the exception: 'cause-not-in-excerpt', the import never mentioned."""
     srv = _by_rule(HERE / "lmcache-adapter-import-frames-cut.log")["SRV001"]
     assert srv.causes[0].id == "import-error" and srv.causes[0].against
+
+
+@pytest.mark.parametrize("name", [
+    # vLLM #30214: rows under core.py:867 (a build no catalogued release is), DeepseekV2DecoderLayer building its MLA
+    # wrapper; the exception line was cut. It was two LOG001 warnings, exit 0.
+    "mla-wrapper-constructor-frames-indented.log",
+    # vLLM #47292: GPUModelRunnerV2.__init__ → RequestState.__init__ → UvaBuffer.__init__ on WSL2: 'UVA is not
+    # available' was a death 'in serving', 'clients saw errors for every request in flight'.
+    "wsl2-uva-model-runner-constructors.log",
+])
+def test_a_traceback_through_vllms_constructors_is_a_failure_to_start(name):
+    srv = _by_rule(HERE / name)["SRV001"]
+    assert srv.measurements["failed_at_start"] is True
+    assert "no request was served" in srv.next_steps[-1]
+    assert all("rerun the failing request" not in c.confirm_with for c in srv.causes)
+
+
+def test_a_root_error_that_ends_its_sentence_gets_no_second_period():
+    """vLLM #23934: 'root error: CPU backend only supports V1..'."""
+    srv = _by_rule(HERE / "cpu-backend-only-v1.log")["SRV001"]
+    assert "V1.." not in srv.summary and "only supports V1." in srv.summary

@@ -80,3 +80,16 @@ def test_a_raw_traceback_is_filed_under_the_family_of_the_vllm_module_it_raised_
     filed under 'other (anything not covered by a more specific family)'."""
     log = findings_by_rule(HERE / "lmfe-import-in-structured-output.log")["LOG001"]
     assert log.measurements["family"] == "structured-output"
+
+
+def test_a_grep_for_a_quoted_name_keeps_its_quotes_so_it_matches_the_line():
+    """LMCache-Ascend #96: ``AttributeError: 'StorageManager' object has no attribute …``: the next step said
+    ``grep -B50 -F 'AttributeError: StorageManager object'``, which the line does not hold (0 matches)."""
+    import shlex
+    import subprocess
+
+    log = HERE / "layerwise-async-serializer-attributeerror.log"
+    step = findings_by_rule(log)["LOG001"].next_steps[0]
+    command = step[step.index("grep -B50") : step.index("), whose")]
+    argv = shlex.split(command) + [str(log)]
+    assert subprocess.run(argv, capture_output=True, text=True).stdout.strip().startswith("AttributeError: 'Storage")

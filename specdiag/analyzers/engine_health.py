@@ -117,6 +117,16 @@ def _start_frame(ev: Event, funcs: list[str]) -> str | None:
     return next((f for f in funcs if f in START_FRAMES), None)
 
 
+def _frame_list(ev: Event) -> list[tuple[str, str]]:
+    """The (function, file) of a traceback's frames, or of a frame row's one frame (the first 64)."""
+    if ev.id == "V_TB_FRAME":
+        return [(ev.f.get("func") or "", ev.f.get("file") or "")]
+    if b", line " not in ev.rec.raw_text:
+        return []
+    return [(m.group("func").decode("utf-8", "replace"), m.group("file").decode("utf-8", "replace"))
+            for m in islice(template("E_TB_FRAMES").compiled.finditer(ev.rec.raw_text), 64)]
+
+
 def _frame_funcs(ev: Event) -> list[str]:
     """The functions of a traceback's frames (of a frame line: its one function)."""
     if ev.id == "V_TB_FRAME":
@@ -682,6 +692,7 @@ class EngineDeath(Rule):
         #: lines that proved the death other than a worker's busy loop reporting an exception it answered with
         self.other_marks = 0
         self.busy_loops: set[str] = set()  # processes with a worker_busy_loop frame (bounded)
+        self.ctor_runs: dict[tuple, int] = {}  # a process's frames that are vLLM constructors in a row, so far (bounded)
         self.outside_call: str | None = None  # a frame of code outside vLLM under that loop: a caller's RPC
         self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
         self.frames: dict[str, str] = {}  # each process's last traceback frame under vLLM's header (bounded)
@@ -990,8 +1001,9 @@ class EngineDeath(Rule):
         fatal = next((f for f in funcs if f in FATAL_FRAMES), None)
         if fatal is None and ev.rec.kind == "traceback":
             fatal = next((FATAL_CODE[c] for c in FATAL_CODE if c in ev.rec.raw_text), None)
-        self._rpc_from_outside(ev)
-        start = _start_frame(ev, funcs)
+        frames = _frame_list(ev)
+        self._rpc_from_outside(ev, frames)
+        start = _start_frame(ev, funcs) or self._constructing(ev.rec.origin.key, frames)
         self.at_start = self.at_start or start is not None
         self.frame_marks |= _frame_marks(funcs, self.frame_marks)
         if fatal is not None:
@@ -1009,21 +1021,35 @@ class EngineDeath(Rule):
             return said
         return None
 
-    def _rpc_from_outside(self, ev: Event) -> None:
+    def _rpc_from_outside(self, ev: Event, frames: list[tuple[str, str]]) -> None:
         """A frame of code outside vLLM (a trainer's ``update_weights_from_ipc``) under a worker's busy loop: the
         worker ran a caller's RPC (``collective_rpc``); its exception went back to that caller, and the engine,
         which ran no step, lives on. Frames come one a row under vLLM's header, or all in a raw traceback."""
         key = ev.rec.origin.key
-        if ev.id == "V_TB_FRAME":
-            frames = [(ev.f.get("func"), ev.f.get("file") or "")]
-        else:
-            frames = [(m.group("func").decode("utf-8", "replace"), m.group("file").decode("utf-8", "replace"))
-                      for m in islice(template("E_TB_FRAMES").compiled.finditer(ev.rec.raw_text), 64)]
         for func, file in frames:
             if func == "worker_busy_loop" and len(self.busy_loops) < 64:
                 self.busy_loops.add(key)
             elif key in self.busy_loops and self.outside_call is None and _callers_code(file):
                 self.outside_call = frame_path(file)[-120:]
+
+    def _constructing(self, key: tuple, frames: list[tuple[str, str]]) -> str | None:
+        """'model construction' when a traceback (or its frames, one a row) builds vLLM's objects: a model class's
+        constructor (models are built only while loading), or three vLLM constructors in a row (a model runner
+        building its buffers, 'UVA is not available'); a step calls functions, which end the run."""
+        run = self.ctor_runs.get(key, 0)
+        for func, file in frames:
+            if func not in ("__init__", "<lambda>") or not frame_path(file).startswith(("vllm/", "vllm_ascend/")):
+                run = 0
+                continue
+            run += 1
+            if run >= 3 or (func == "__init__" and "vllm/model_executor/models/" in file):
+                self.ctor_runs.pop(key, None)
+                return "model construction"
+        if run or key in self.ctor_runs:
+            self.ctor_runs[key] = run
+            if len(self.ctor_runs) > 64:
+                self.ctor_runs.pop(next(iter(self.ctor_runs)))
+        return None
 
     def _mark_death(self, key: tuple, worker_loop: bool = False) -> bool:
         """Record a line that proves the engine died; False when it belongs to a requested shutdown. ``worker_loop``:
@@ -1066,8 +1092,9 @@ class EngineDeath(Rule):
         if self.first_cascade is not None:
             evs.append(evidence_of(self.first_cascade, 400))
         evs += [evidence_of(e, 400) for e in self.worker_death_lines.values()]
-        root_txt = (root[2].f.get("detail") or root[2].rec.msg)[:200] if root is not None else "not in the excerpt"
-        summary = (f"The engine died at {fmt_log_time(dt)}, line {dev.rec.path}:{dev.rec.line}; first root error: {root_txt}. "
+        root_txt = _clipped(root[2].f.get("detail") or root[2].rec.msg, 240) if root is not None else "not in the excerpt"
+        stop = "" if root_txt.endswith((".", "…", "!", "?")) else "."
+        summary = (f"The engine died at {fmt_log_time(dt)}, line {dev.rec.path}:{dev.rec.line}; first root error: {root_txt}{stop} "
                    f"{self.cascade} cascade line(s) follow from it{self._cascade_named()}.")
         if root is None:
             cut = (" The excerpt stops inside the traceback printed under it, before its exception line."
@@ -1082,8 +1109,9 @@ class EngineDeath(Rule):
         died = "engine died (inferred)" if measurements.get("death_inferred") else "engine died"
         head = (f"{died} at {fmt_log_time(dt)}: {_clipped(_short_paths(_root_line(root[2])), 85)}" if root is not None
                 else f"{died} at {fmt_log_time(dt)}; its first root error is not in the excerpt")
-        confirm = START_CONFIRM.get(causes[0].id, causes[0].confirm_with) if at_start else causes[0].confirm_with
-        steps = [causes[0].fix, f"Confirm: {confirm}",
+        for cause in causes if at_start else ():  # no request to rerun: the server never served one
+            cause.confirm_with = START_CONFIRM.get(cause.id, cause.confirm_with)
+        steps = [causes[0].fix, f"Confirm: {causes[0].confirm_with}",
                  "The engine failed while starting: no request was served; start it again once the cause is fixed."
                  if at_start else "Restart the engine; clients saw errors for every request in flight."]
         return [Finding(

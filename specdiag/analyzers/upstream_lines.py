@@ -333,12 +333,19 @@ def _short(text: str, limit: int = 70) -> str:
 
 
 def _grep_words(text: str, limit: int = 40) -> str:
-    """The first words of ``text`` (at most ``limit`` characters, whole words, no quote) for a ``grep -F``."""
-    words = " ".join(text.replace("'", " ").split())
-    if len(words) <= limit:
-        return words
-    cut = words.rfind(" ", 0, limit)
-    return words[: cut if cut > 0 else limit]
+    """The first words of ``text`` (at most ``limit`` characters, whole words) as one shell argument for a
+    ``grep -F``: single-quoted, or double-quoted when the words hold a quote (``'StorageManager' object``:
+    dropping the quotes would make a pattern the line does not hold); cut before the first quote when the
+    words also hold a character a double-quoted shell word expands."""
+    words = " ".join(text.split())
+    if len(words) > limit:
+        cut = words.rfind(" ", 0, limit)
+        words = words[: cut if cut > 0 else limit]
+    if "'" not in words:
+        return f"'{words}'"
+    if not any(c in words for c in '"$`\\!'):
+        return f'"{words}"'
+    return "'" + words[: words.index("'")].rstrip() + "'"
 
 
 def _summary(family: str, what: str, msgs: list[_Message], more: int) -> str:
@@ -384,7 +391,7 @@ def _next_steps(family: str, top: _Message) -> list[str]:
                 "(pip show vllm lmcache) and look the message up in that release's source"]
     if not top.location and top.project == "text":
         return ["this exception's traceback is not in the log given: collect the lines of the same process before "
-                f"it (grep -B50 -F '{_grep_words(top.label)}'), whose innermost frame says where it was raised"]
+                f"it (grep -B50 -F {_grep_words(top.label)}), whose innermost frame says where it was raised"]
     if top.project == "glog":
         where = top.location.split(" ", 1)[-1] if top.location else ""
         if ".go:" in where:  # Go's klog: a Kubernetes client or component, not a library in vLLM's process
@@ -394,10 +401,10 @@ def _next_steps(family: str, top: _Message) -> list[str]:
         who = _glog_source(where)
         return [f"{who} reports it{' at ' + where if where else ''}: the file names the program or library; read its "
                 "source there, and collect the same process's vLLM and LMCache lines around it (grep -B40 -A30 -F "
-                f"'{_grep_words(top.label)}'), which say which call it failed"]
+                f"{_grep_words(top.label)}), which say which call it failed"]
     if top.project == "ray":
         return ["collect the same process's lines around it (grep -B40 -A30 -F "
-                f"'{_grep_words(top.label)}'): the worker that printed it, its last vLLM lines and, after a "
+                f"{_grep_words(top.label)}): the worker that printed it, its last vLLM lines and, after a "
                 "fatal signal, its stack ('PC: @' and '@ 0x…' lines)"]
     if not top.location:
         return [f"read where upstream prints the {family} message, and the lines of the same rank just before it"]
