@@ -27,10 +27,11 @@ _SPEC_REPR = re.compile(
 )
 #: the request-path options of the non-default args kept in ``Context.serving_options``
 SERVING_OPTIONS = ("async_scheduling", "reasoning_parser", "tool_call_parser", "enable_auto_tool_choice",
-                   "guided_decoding_backend", "structured_outputs_config")
+                   "guided_decoding_backend", "structured_outputs_config", "max_model_len")
 _CFG_INT = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_parallel_size)=(\d{1,19})")
 _CFG_BOOL = re.compile(r"\b(enable_prefix_caching)=(True|False|None)")
 _CFG_MODEL = re.compile(r"^model='([^']*)'")
+_CFG_MAX_SEQ = re.compile(r"\bmax_seq_len=(\d{1,9})\b")
 _WORLD = re.compile(r"world_size=(\d{1,19})")
 #: an explicit TP suffix in a worker's process name: ``Worker_TP0``, ``Worker_PP1_TP0``, ``VllmWorker TP0``
 _TP_SUFFIX = re.compile(r"(?:_| )TP\d")
@@ -81,6 +82,8 @@ class Context:
     #: the request-path options of vLLM's ``non-default args`` line that rules weigh (``SERVING_OPTIONS``): async
     #: scheduling, the reasoning and tool-call parsers, the structured-output backend; scalars only
     serving_options: dict[str, Any] = field(default_factory=dict)
+    #: the context the engine runs with (its config line's ``max_seq_len``): what requests are refused above
+    max_seq_len: int | None = None
     #: SpecDecoding/Speculative metrics lines seen (one per logging interval and engine)
     spec_intervals: int = 0
     #: the year of the log's vLLM times, from lines of the same input that carry one; None = unknown
@@ -134,6 +137,7 @@ class Context:
             "startup_seen": self.startup_seen,
             "spec_intervals": self.spec_intervals,
             "serving_options": dict(self.serving_options),
+            "max_seq_len": self.max_seq_len,
             "time_basis": TIME_BASIS,
             "log_year": self.log_year,
             "log_year_source": self.log_year_source,
@@ -315,6 +319,8 @@ class ContextBuilder(Observer):
                 c.prefix_caching = {"True": True, "False": False}.get(m.group(2))
             if m := _CFG_MODEL.search(cfg):
                 c.model = c.model or m.group(1)
+            if m := _CFG_MAX_SEQ.search(cfg):
+                c.max_seq_len = c.max_seq_len or to_int(m.group(1), lo=1, hi=1 << 30)
             self._spec_from_repr(cfg)
         elif tid in ("V_ARGS", "V_ARGS_OLD"):
             c.vllm_args_seen = True

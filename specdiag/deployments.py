@@ -302,7 +302,7 @@ class DeploymentRun:
             severity = self.severity_overrides.get(rule.code)
             mine = self._finish_one(rule)
             if mine:
-                explained.update(rule.events)
+                explained.update(rule.events if rule.explains is None else rule.explains)
                 claimed.extend(rule.claims)
             findings.extend(replace(f, deployment=self.id, severity=severity or f.severity) for f in mine)
         self._finish_one(self.metrics)

@@ -54,9 +54,9 @@ def test_an_lmcache_line_after_a_colour_code_cut_at_the_start_of_the_paste_is_re
 
 def test_torchruns_rank_prefix_without_its_space_before_an_exception_is_peeled():
     """nvidia-cosmos/cosmos-rl #403: ``[rank1]:ValueError: The decoder prompt (length 16476) is longer than the
-    maximum model length of 16384`` was not read: 'no finding', exit 0."""
-    log = findings_by_rule(HERE / "rank-prefix-without-space.log")["LOG001"]
-    assert "'ValueError: The decoder prompt (length 16476)" in log.summary
+    maximum model length of 16384`` was not read: 'no finding', exit 0. It is a refused request (SRV006)."""
+    srv = findings_by_rule(HERE / "rank-prefix-without-space.log")["SRV006"]
+    assert (srv.measurements["prompt_tokens"], srv.measurements["context_tokens"]) == (16476, 16384)
 
 
 def test_a_traceback_cut_to_its_code_row_and_exception_is_named_by_the_exception():

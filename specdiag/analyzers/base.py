@@ -50,6 +50,9 @@ class Rule(Observer):
     #: no catalogued release prints is claimed whole, by its shape (:func:`shape_claim`); one whose text is a variable
     #: (``logger.exception(e)``), by its catalog entry's id
     claims: ClassVar[tuple[str, ...]] = ()
+    #: the template ids a reporting finding accounts for, for LOG001; None: all of ``events``. A rule that reads a
+    #: general template (``V_EXC``: any logged exception) for a few of its lines names none and claims those lines
+    explains: ClassVar[frozenset[str] | None] = None
 
     def __init__(self, options: dict[str, Any] | None = None) -> None:
         # read only: a rule without configured options shares its class's defaults (one dict per deployment

@@ -271,6 +271,29 @@ _ROWS = [
        "vLLM 0.8.1+ (V1 structured output)",
        ("v1/structured_output/backend_xgrammar.py (accept_tokens)", "vLLM issue #53181"),
        "the server's start-up lines (non-default args) to rule the known combinations in or out"),
+    # ---- SRV006: requests longer than the context ---------------------------------------------------------------
+    _c("prompt-over-context",
+       "vLLM checks each request's tokens against the context (max_model_len) before it schedules it: a prompt, or a "
+       "prompt plus the output tokens asked for (max_tokens), longer than the context is refused with a validation "
+       "error (the client's HTTP 400; V0's scheduler ignores it instead). The engine never sees the request.",
+       "Send less: truncate or summarise the prompt (truncate_prompt_tokens), ask for fewer output tokens (max_tokens "
+       "≤ context − prompt), or serve a longer context (--max-model-len, up to the model's own and what the KV cache "
+       "holds).",
+       "resend the request with max_tokens lowered to the context minus its prompt: it is served",
+       "every release (the wording changed in 0.11 and 0.32)",
+       ("entrypoints/openai/serving_engine.py (_validate_input, 0.4-0.10)", "renderers/params.py (_token_len_check, 0.32)",
+        "v1/engine/input_processor.py (_validate_model_input)"),
+       "the request's prompt length and max_tokens (the API server's request log, --enable-log-requests)"),
+    _c("context-capped",
+       "The server runs with a shorter context than it was started with: --max-model-len was lowered at start (to what "
+       "the KV cache holds, or to the tokenizer's model_max_length in some releases), so requests the operator meant "
+       "to serve are refused.",
+       "Read the engine's config line (max_seq_len) against --max-model-len; give the KV cache room for the context "
+       "(--gpu-memory-utilization, fewer --max-num-seqs) or upgrade past the release that capped it.",
+       "grep -m1 -o 'max_seq_len=[0-9]*' <full log>, and the non-default args' max_model_len",
+       "vLLM 0.9.1 (tokenizer model_max_length, issue #20241); any release fitting max_model_len to memory",
+       ("config/model.py (max_model_len)", "vLLM issue #20241"),
+       "the start-up lines: 'non-default args' and 'Initializing a V1 LLM engine … with config: … max_seq_len=…'"),
     _c("so-grammar-compile",
        "The structured-output backend could not compile the request's JSON schema, regex or grammar (a schema "
        "feature it does not support, an invalid schema): the request fails; in releases before the request-level "

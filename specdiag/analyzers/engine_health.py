@@ -692,7 +692,7 @@ class EngineDeath(Rule):
         #: lines that proved the death other than a worker's busy loop reporting an exception it answered with
         self.other_marks = 0
         self.busy_loops: set[str] = set()  # processes with a worker_busy_loop frame (bounded)
-        self.ctor_runs: dict[tuple, int] = {}  # a process's frames that are vLLM constructors in a row, so far (bounded)
+        self.ctor_runs: dict[tuple, int] | None = None  # a process's vLLM constructor frames in a row (bounded; lazy)
         self.outside_call: str | None = None  # a frame of code outside vLLM under that loop: a caller's RPC
         self.at_start = False  # a line says the engine (or a worker) failed to start: no request was served
         self.frames: dict[str, str] = {}  # each process's last traceback frame under vLLM's header (bounded)
@@ -1036,19 +1036,24 @@ class EngineDeath(Rule):
         """'model construction' when a traceback (or its frames, one a row) builds vLLM's objects: a model class's
         constructor (models are built only while loading), or three vLLM constructors in a row (a model runner
         building its buffers, 'UVA is not available'); a step calls functions, which end the run."""
-        run = self.ctor_runs.get(key, 0)
+        runs = self.ctor_runs
+        if runs is None:
+            if not any(f in ("__init__", "<lambda>") for f, _ in frames):
+                return None
+            runs = self.ctor_runs = {}
+        run = runs.get(key, 0)
         for func, file in frames:
             if func not in ("__init__", "<lambda>") or not frame_path(file).startswith(("vllm/", "vllm_ascend/")):
                 run = 0
                 continue
             run += 1
             if run >= 3 or (func == "__init__" and "vllm/model_executor/models/" in file):
-                self.ctor_runs.pop(key, None)
+                runs.pop(key, None)
                 return "model construction"
-        if run or key in self.ctor_runs:
-            self.ctor_runs[key] = run
-            if len(self.ctor_runs) > 64:
-                self.ctor_runs.pop(next(iter(self.ctor_runs)))
+        if run or key in runs:
+            runs[key] = run
+            if len(runs) > 64:
+                runs.pop(next(iter(runs)))
         return None
 
     def _mark_death(self, key: tuple, worker_loop: bool = False) -> bool:

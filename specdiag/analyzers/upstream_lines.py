@@ -26,6 +26,7 @@ from specdiag.events import (
     family_description,
     frame_place,
     innermost_frame,
+    line_label,
     message_shape,
     prints_format,
 )
@@ -143,7 +144,9 @@ class _UpstreamLines(Rule):
         elif ev.id == UNKNOWN_EVENT:
             key = (ev.id, rec.kind, rec.level, message_shape(rec.msg))
         elif rec.file is None:  # a raw traceback, a bare exception line: one bucket per exception, not per template
-            key = (ev.id, rec.kind, rec.level, message_shape(_label(ev)))
+            key = (ev.id, rec.kind, rec.level, message_shape(line_label(ev)))
+        elif ev.id == "V_EXC":  # exceptions logged at one place are one bucket each: a rule may claim one of them
+            key = (ev.id, rec.file, rec.src_line, rec.level, message_shape(rec.msg))
         else:
             key = (ev.id, rec.file, rec.src_line, rec.level)
         self._seq += 1
@@ -219,18 +222,19 @@ def _merge(messages: dict[tuple[str, str], _Message], b: _Bucket, claimed: tuple
     are one), or per shape when no entry is known; a message a reporting rule claims (``Rule.claims``) or read
     (``read``: its format) is that rule's, not listed."""
     ev = b.first
+    if claimed and (shape_claim(ev.rec.msg) in claimed or shape_claim(line_label(ev)) in claimed):
+        return  # a line a rule named by its shape: a message no release prints (KV020's connector lines), or one
+        # printed under another's header (SRV006's refusal under 'Error in preprocessing prompt inputs')
     entry = None if ev.id == UNKNOWN_EVENT else entry_of(ev)
     if entry is not None and entry.fmt and (entry.fmt in read or any(c in entry.fmt for c in claimed)):
         return
     if entry is not None and not entry.fmt and entry.id in claimed:
         return  # a message whose text is a variable, claimed by its entry (SRV001's logged exception)
-    if entry is None and ev.id == UNKNOWN_EVENT and claimed and shape_claim(ev.rec.msg) in claimed:
-        return  # a message no release prints that a rule named by its shape (KV020's connector lines)
     unknown = ev.id == UNKNOWN_EVENT and ev.rec.kind in CATALOG_KINDS  # a vLLM/LMCache message no release prints
     family = (entry.family if entry is not None else None) or (UNRECOGNISED if unknown else None) \
         or _family_by_frame(b.frame or (innermost_frame(ev.rec.raw_text) if ev.rec.kind == "traceback" else None)) \
         or "other"
-    key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(_label(ev)))
+    key = (family, (entry.fmt or entry.id) if entry is not None else message_shape(line_label(ev)))
     if _TB_PART.match(ev.rec.msg) is not None:  # the excerpt starts inside a traceback: not the message itself
         key = (family, f"traceback\0{key[1]}")
     elif entry is not None and entry.fmt and not prints_format(entry.fmt, ev.rec.msg):
@@ -278,7 +282,7 @@ def _new_message(ev: Event, entry: Any) -> _Message:
     loc = f"{rec.kind} {rec.file}:{rec.src_line}" if rec.file else None
     if loc is None and rec.kind == "traceback":
         loc = innermost_frame(rec.raw_text)
-    return _Message(_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
+    return _Message(line_label(ev)[:160], rec.kind, rec.level, loc, None, first, rec, rec_time(rec))
 
 
 def _note_row(b: _Bucket, ev: Event) -> None:
@@ -313,18 +317,6 @@ def _family_by_frame(frame: str | None) -> str | None:
 #: line (matched at the start of the message; each alternative a literal or one run of one class: linear time)
 _TB_PART = re.compile(r'Traceback \(most recent call last\)|During handling of the above exception|'
                       r'The above exception was the direct cause|  File "| {4}\S| *[\^~]+ *$')
-
-
-def _label(ev: Event) -> str:
-    """What a line no catalog entry names says: a traceback's exception (``redis.exceptions.ConnectionError:
-    Error 111 …``, the line a reader looks for, not its ``Traceback (most recent call last):`` head), else
-    its message."""
-    f = ev.f or {}
-    exc = f.get("exc")
-    if exc and ev.rec.kind == "traceback":
-        detail = f.get("detail")
-        return f"{exc}: {detail}" if detail else str(exc)
-    return ev.rec.msg
 
 
 def _short(text: str, limit: int = 70) -> str:

@@ -408,6 +408,18 @@ def frame_place(file: str, line: object, func: str | None) -> str:
     return f"{frame_path(file)}:{line} in {func}"
 
 
+def line_label(ev: Event) -> str:
+    """What a line no catalog entry names says: a traceback's exception (``redis.exceptions.ConnectionError:
+    Error 111 …``, the line a reader looks for, not its ``Traceback (most recent call last):`` head), else
+    its message. LOG001 lists a line by it, and a rule claims a line by its shape (``shape_claim``)."""
+    f = ev.f or {}
+    exc = f.get("exc")
+    if exc and ev.rec.kind == "traceback":
+        detail = f.get("detail")
+        return f"{exc}: {detail}" if detail else str(exc)
+    return ev.rec.msg
+
+
 def prints_format(fmt: str, msg: str) -> bool:
     """Whether ``msg`` starts as ``fmt`` prints (its text up to the first placeholder): a line that does not is
     another line of that call's output (an exception's text or traceback under ``logger.exception`` or
