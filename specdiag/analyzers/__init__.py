@@ -4,6 +4,7 @@ import specdiag.analyzers.config_rejected  # noqa: F401
 import specdiag.analyzers.engine_health  # noqa: F401
 import specdiag.analyzers.engine_stall  # noqa: F401
 import specdiag.analyzers.kv_cache_saturation  # noqa: F401
+import specdiag.analyzers.nccl  # noqa: F401
 import specdiag.analyzers.request_context  # noqa: F401
 import specdiag.analyzers.sd_acceptance  # noqa: F401
 import specdiag.analyzers.sd_dynamic_k  # noqa: F401

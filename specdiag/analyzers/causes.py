@@ -271,6 +271,66 @@ _ROWS = [
        "vLLM 0.8.1+ (V1 structured output)",
        ("v1/structured_output/backend_xgrammar.py (accept_tokens)", "vLLM issue #53181"),
        "the server's start-up lines (non-default args) to rule the known combinations in or out"),
+    # ---- SRV007: NCCL's WARN lines ---------------------------------------------------------------------------------
+    _c("nccl-ib-network",
+       "NCCL's InfiniBand/RoCE transport (net_ib.cc) failed a verbs call (ibv_modify_qp, a completion with an error): "
+       "the queue pair to a peer on another node could not be set up or broke. The fabric between the nodes, the HCA "
+       "or GID NCCL chose, or a peer that went away.",
+       "Check the fabric between the nodes (ibstat, ibv_devinfo, the switch); name the HCAs NCCL may use "
+       "(NCCL_IB_HCA) and, on RoCE, the GID index (NCCL_IB_GID_INDEX); in containers give the pods the RDMA devices.",
+       "run again with NCCL_IB_DISABLE=1 (TCP sockets): if it then works, the IB/RoCE path is at fault",
+       "NCCL 2.x", ("nccl src/transport/net_ib.cc", "OpenRLHF PR #335, #621"),
+       "NCCL_DEBUG=INFO lines of both nodes: 'NET/IB : Using […]', the HCA and GID each rank chose"),
+    _c("nccl-socket-network",
+       "NCCL's TCP sockets (its bootstrap, or its socket transport) could not connect to or accept from a peer: the "
+       "interface NCCL chose is not the one the nodes reach each other on, a port is blocked, or the peer is gone.",
+       "Name the interface the nodes reach each other on (NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), and open the ports "
+       "between them (firewall, Kubernetes network policy); every rank must reach the master address.",
+       "run again with NCCL_SOCKET_IFNAME set to the interface of the nodes' own addresses",
+       "NCCL 2.x", ("nccl src/misc/socket.cc", "nccl src/bootstrap.cc", "nccl src/proxy.cc"),
+       "NCCL_DEBUG=INFO lines: 'NET/Socket : Using […]' and 'Bootstrap : Using […]' of each rank"),
+    _c("nccl-cuda-transport",
+       "A CUDA call inside NCCL failed: the peer-to-peer transport (p2p.cc: CUDA IPC handles, cudaMemcpy between "
+       "GPUs) or NCCL's own buffers. GPUs that cannot reach each other peer-to-peer (a PCIe topology, a VM, "
+       "containers that do not share the IPC namespace), or a driver and CUDA runtime that do not match.",
+       "Check that the GPUs can reach each other (nvidia-smi topo -m) and that the driver and the container's CUDA "
+       "match; containers need --ipc=host (or a shared IPC namespace) for CUDA IPC.",
+       "run again with NCCL_P2P_DISABLE=1 (copies through host memory): if it then works, the peer-to-peer path is "
+       "at fault",
+       "NCCL 2.x", ("nccl src/transport/p2p.cc", "verifiers issue #181"),
+       "NCCL_DEBUG=INFO lines: 'Channel … via P2P/IPC' (the transport each pair chose) and nvidia-smi topo -m"),
+    _c("nccl-nvls",
+       "NCCL's NVLink SHARP transport (transport/nvls.cc), which it uses on NVSwitch systems when every GPU of a node "
+       "is in the communicator (8 on an HGX board), failed a CUDA call while it set up its multicast memory: the "
+       "fabric manager is not running or does not match the driver, or the container cannot reach it. Fewer GPUs do "
+       "not use NVLS, which is why the same job passes with 2.",
+       "Check nvidia-fabricmanager on the host (running, the driver's version) and that the container sees the fabric "
+       "(the IMEX channels on GB200); or run without NVLS (NCCL_NVLS_ENABLE=0).",
+       "run again with NCCL_NVLS_ENABLE=0: if it then works, NVLS is at fault",
+       "NCCL 2.17+", ("nccl src/transport/nvls.cc", "vLLM issue #6732"),
+       "NCCL_DEBUG=INFO lines 'NVLS multicast support is available' and systemctl status nvidia-fabricmanager"),
+    _c("nccl-shm",
+       "NCCL's shared-memory transport could not create or grow its segment in /dev/shm: containers get 64 MiB of "
+       "/dev/shm by default, too little for NCCL's buffers between the ranks of one node.",
+       "Give the container a larger /dev/shm (docker --shm-size=16g, --ipc=host; Kubernetes: an emptyDir with medium: "
+       "Memory mounted at /dev/shm).",
+       "run again with NCCL_SHM_DISABLE=1: if it then works, /dev/shm is too small",
+       "NCCL 2.x", ("nccl src/transport/shm.cc", "nccl src/misc/shmutils.cc"),
+       "df -h /dev/shm inside the container"),
+    _c("nccl-duplicate-gpu",
+       "Two ranks of one NCCL communicator were placed on the same GPU: NCCL refuses it (init.cc) with invalid usage. "
+       "The processes' CUDA_VISIBLE_DEVICES (or Ray's GPU assignment) gave two ranks one device.",
+       "Give each rank its own GPU: check CUDA_VISIBLE_DEVICES per process, the Ray placement (a Ray version that sets "
+       "it per actor; RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES), and that trainer and engine do not share a device "
+       "in one group.",
+       "print torch.cuda.current_device() and CUDA_VISIBLE_DEVICES in every rank before the group is made",
+       "NCCL 2.x", ("nccl src/init.cc (Duplicate GPU detected)", "verl issue #161"),
+       "each rank's CUDA_VISIBLE_DEVICES and device index"),
+    _c("nccl-other",
+       "NCCL failed a call for a reason its WARN line states in its own words, of no transport this rule knows.",
+       "Read the WARN line with NCCL's source (the file and line it names), and the NCCL_DEBUG=INFO lines before it.",
+       "run again with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transport each rank chose",
+       "NCCL 2.x", ("nccl src/debug.cc",), "NCCL_DEBUG=INFO lines of every rank around the failure"),
     # ---- SRV006: requests longer than the context ---------------------------------------------------------------
     _c("prompt-over-context",
        "vLLM checks each request's tokens against the context (max_model_len) before it schedules it: a prompt, or a "

@@ -104,6 +104,11 @@ TEXT_TEMPLATES: list[Template] = [
     T("E_NCCL_ERROR", X, None, "NCCL error: ", r"RuntimeError: (?P<detail>NCCL error: [^\n]{1,300})", "0.4+",
       "distributed/device_communicators/pynccl_wrapper.py (NCCL_CHECK)",
       "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)"),
+    # NCCL's own report of a failed call (its debug.cc WARN, printed at NCCL_DEBUG=WARN or lower, the default in
+    # vLLM's images): ``host:pid:tid [dev] file.cc:line NCCL WARN message``; the place before it is read by the rule
+    T("E_NCCL_WARN", X, None, "NCCL WARN ", r"NCCL WARN (?P<detail>[^\n]{1,400})", "NCCL 2.x",
+      "nccl src/debug.cc (ncclDebugLog, WARN)",
+      "node-0:1112:13532 [0] ibvwrap.c:160 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out"),
     # CPython's faulthandler (enabled by torch and Ray): a fatal signal in native code, then the Python stack
     # ``Stack (most recent call first):`` / ``Current thread … (most recent call first):``
     T("E_FATAL_PYTHON", X, None, "Fatal Python error", r"Fatal Python error: (?P<detail>[^\n]{1,200})", "any",

@@ -1,0 +1,172 @@
+"""SRV007 — NCCL's own WARN lines: a collective library call failed, and the line names the transport."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from typing import Any
+
+from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.causes import fix_and_confirm
+from specdiag.context import Context
+from specdiag.events import Event, line_label
+from specdiag.findings import CauseBoard, Finding, evidence_of
+from specdiag.observe import RunState
+from specdiag.timeutil import rec_time
+
+#: what a WARN line's words say failed (first match wins), as the cause it is: the transport or resource
+KINDS = (
+    ("nccl-duplicate-gpu", ("Duplicate GPU detected",)),
+    ("nccl-nvls", ("nvls.cc", "NVLS")),
+    ("nccl-shm", ("/dev/shm", "shm_open", "Shm", "SHM", "shared memory")),
+    ("nccl-ib-network", ("ibv_", "NET/IB", "IBV", "mlx5", "RoCE", "GID")),
+    ("nccl-cuda-transport", ("Cuda failure", "CUDA failure", "cuMem", "cudaIpc", "Cuda driver")),
+    ("nccl-socket-network", ("NET/Socket", "socket", "Socket", "onnect", "Accept failed", "bootstrap", "Bootstrap",
+                             "Connection refused", "Connection reset", "Connection timed out", "No route to host")),
+)
+#: an NCCL error the caller raised (vLLM's wrapper, torch's ProcessGroupNCCL, a collective_rpc that failed): the
+#: failed call reached the process, so the WARN lines are its reason
+_RAISED = re.compile(r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|"
+                     r"ncclRemoteError|ncclInvalidArgument")
+#: the place NCCL prints before its level: ``host:pid:tid [dev] transport/p2p.cc:298 NCCL WARN …``
+_PLACE = re.compile(r"(?:(?P<host>[\w.-]{1,100}):(?P<pid>\d{1,9}):\d{1,9} \[(?P<dev>\d{1,4})\] )?(?P<file>[\w./-]{1,100}\.\w{1,4}):"
+                    r"(?P<line>\d{1,7}) \Z")
+MAX_FIRST, MAX_PROCESSES = 4, 64
+NONE: Any = ()  # a rule's state before its first line (an empty list and set cost 0.3 KiB a deployment)
+
+
+def kind_of(detail: str, place: str | None = None) -> str:
+    """The cause a WARN line's words, or the source file NCCL printed it from, name (``nccl-other`` for none)."""
+    text = f"{place} {detail}" if place else detail
+    return next((cid for cid, words in KINDS if any(w in text for w in words)), "nccl-other")
+
+
+def _place_match(ev: Event) -> re.Match | None:
+    text = ev.rec.msg
+    cut = text.find("NCCL WARN ")
+    return _PLACE.search(text[max(0, cut - 200) : cut]) if cut > 0 else None
+
+
+def place_of(ev: Event) -> str | None:
+    """Where NCCL printed the line (``transport/p2p.cc:298``), from the text before its level word."""
+    m = _place_match(ev)
+    return f"{m.group('file')}:{m.group('line')}" if m else None
+
+
+def process_of(ev: Event) -> tuple:
+    """The process that printed the line: NCCL's own ``host:pid`` where the line has it, else its prefix's."""
+    m = _place_match(ev)
+    return (m.group("host"), m.group("pid")) if m and m.group("pid") else ev.rec.origin.key
+
+
+@register
+class NcclFailure(Rule):
+    """NCCL reported failed calls: its own ``NCCL WARN`` lines name the transport or resource that failed.
+
+    Detects: NCCL's WARN lines (``host:pid:tid [dev] file.cc:line NCCL WARN message``, printed at ``NCCL_DEBUG=WARN``
+    or lower), which NCCL prints where a call fails, before it returns the error that vLLM's wrapper
+    (``RuntimeError: NCCL error: …``), torch (``DistBackendError: NCCL error in: …``) or a ``collective_rpc`` raise
+    with no more than the error's name (``unhandled system error``, ``internal error``). It is an error when the log
+    also holds that raised error, a warning otherwise.
+
+    Why it matters: the raised error says only that NCCL failed; the WARN line says what: the InfiniBand/RoCE verbs
+    (``Call to ibv_modify_qp failed … Connection timed out``), TCP sockets (``Connect to … failed``), a CUDA call of
+    the peer-to-peer or shared-memory transport (``transport/p2p.cc … Cuda failure 'invalid argument'``), a
+    ``/dev/shm`` too small for the shared-memory transport in a container, or two ranks on one GPU (``Duplicate GPU
+    detected``). Each has its own fix, and each is settled by an NCCL variable that turns the transport off.
+
+    Causes weighed: ``nccl-ib-network``, ``nccl-socket-network``, ``nccl-cuda-transport``, ``nccl-nvls`` (NVLink
+    SHARP, ``transport/nvls.cc``), ``nccl-shm``,
+    ``nccl-duplicate-gpu``, ``nccl-other``: the first WARN line's words lead (NCCL stops at the first failure; the
+    lines after it are often its echo), the others count.
+
+    Fix: the first WARN line's transport: the fabric between the nodes and ``NCCL_IB_HCA`` / ``NCCL_IB_GID_INDEX``,
+    ``NCCL_SOCKET_IFNAME`` and the ports between the nodes, ``NCCL_P2P_DISABLE=1`` for a peer-to-peer CUDA
+    failure, ``NCCL_NVLS_ENABLE=0`` and the fabric manager for NVLS,
+    a larger ``/dev/shm`` (``--shm-size``), one GPU per rank.
+
+    References: NCCL ``src/debug.cc`` (WARN), ``src/transport/net_ib.cc``, ``src/transport/p2p.cc``,
+    ``src/transport/shm.cc``, ``src/transport/nvls.cc``, ``src/init.cc`` (``Duplicate GPU detected``); vLLM
+    ``distributed/device_communicators/pynccl_wrapper.py`` (NCCL_CHECK); OpenRLHF PR #335, verifiers #181, verl #161,
+    vLLM #6732.
+    """
+
+    code = "SRV007"
+    name = "nccl-failure"
+    title = "NCCL reported failed calls: its WARN lines name the transport"
+    severity = "warning"
+    severity_note = "error when the log also holds the NCCL error a caller raised"
+    family = "SRV"
+    cause_ids = ("nccl-ib-network", "nccl-socket-network", "nccl-cuda-transport", "nccl-nvls", "nccl-shm",
+                 "nccl-duplicate-gpu", "nccl-other")
+    events = frozenset({"E_NCCL_WARN", "E_NCCL_ERROR", "V_EXC", "E_GENERIC"})
+    #: its finding accounts for NCCL's WARN lines, not for every exception line it looks at for a raised error
+    explains = frozenset({"E_NCCL_WARN"})
+
+    def __init__(self, options=None) -> None:
+        super().__init__(options)
+        self.kinds: Counter[str] | None = None  # these made on the first WARN line: most logs hold none
+        self.first: list[tuple[Event, str]] = NONE
+        self.raised: Event | None = None
+        self.processes: set[tuple] = NONE
+
+    def observe(self, ev: Event) -> None:
+        if ev.id != "E_NCCL_WARN":
+            if self.raised is None and _RAISED.search(line_label(ev)) is not None:
+                self.raised = ev
+            return
+        detail = ev.f.get("detail") or ""
+        kind = kind_of(detail, place_of(ev))
+        process = process_of(ev)
+        if self.kinds is None:
+            self.kinds, self.first, self.processes = Counter(), [], set()
+        self.kinds[kind] += 1
+        if len(self.first) < MAX_FIRST:
+            self.first.append((ev, kind))
+        if len(self.processes) < MAX_PROCESSES:
+            self.processes.add(process)
+
+    def finish(self, ctx: Context, run: RunState) -> list[Finding]:
+        if self.kinds is None:
+            return []
+        ev, kind = self.first[0]
+        lines = sum(self.kinds.values())
+        evidence = [evidence_of(e, 400) for e, _ in self.first]
+        if self.raised is not None:
+            evidence.append(evidence_of(self.raised, 400))
+        causes = self._causes(kind)
+        where = place_of(ev)
+        return [Finding(
+            rule=self.code, severity="error" if self.raised is not None else "warning", title=self.title,
+            summary=self._summary(ev, kind, lines, where), count=lines, evidence=evidence, causes=causes,
+            identity=f"{self.code}|{kind}", first_seen=rec_time(ev.rec),
+            headline=f"NCCL WARN ×{lines}: {(ev.f.get('detail') or '')[:80]}",
+            measurements={"warn_lines": lines, "by_kind": dict(self.kinds), "first_place": where,
+                          "processes": len(self.processes), "error_raised": self.raised is not None},
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+        )]
+
+    def _summary(self, ev: Event, kind: str, lines: int, where: str | None) -> str:
+        detail = (ev.f.get("detail") or "").strip()
+        out = [f"NCCL printed {lines} WARN line(s) from {len(self.processes)} process(es); the first"
+               + (f", at {where}," if where else "") + f" says '{detail[:200]}'."]
+        if self.raised is not None:
+            out.append(f"The call failed: '{line_label(self.raised)[:160]}' is the error its caller raised, and these "
+                       "lines are its reason.")
+        else:
+            out.append("No NCCL error raised by a caller is in the log: the call may have been retried, or the "
+                       "lines after it were not collected.")
+        others = [f"{k} ×{n}" for k, n in self.kinds.most_common() if k != kind]
+        if others:
+            out.append(f"Other WARN lines: {', '.join(others)}.")
+        return " ".join(out)
+
+    def _causes(self, kind: str) -> list:
+        b = CauseBoard()
+        for cid in self.cause_ids:
+            b.add(cid, 0.3 if cid == kind else 0.05, **fix_and_confirm(cid))
+        b.support(kind, 3, "the first WARN line's words (NCCL stops at its first failure)")
+        for other, n in self.kinds.items():
+            if other != kind:
+                b.support(other, 1.5, f"{n} later WARN line(s) of this kind")
+        return b.ranked(ceiling=0.85)

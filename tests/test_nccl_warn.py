@@ -1,0 +1,62 @@
+"""SRV007: NCCL's own WARN lines, the transport they name. Real excerpts under ``tests/real_nccl/``: each was a
+LOG001 warning on the vLLM line beside it, or 'nothing recognised', with NCCL's line, which names the cause, unread."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pasted import findings_by_rule, write_paste
+
+from specdiag.analyzers.nccl import kind_of
+
+HERE = Path(__file__).resolve().parent / "real_nccl"
+
+
+@pytest.mark.parametrize("name, cause, place", [
+    # OpenRLHF PR #335: the trainer → vLLM weight broadcast over IB; vLLM's 'Error executing method update_weight'
+    ("openrlhf-update-weight-ibv-modify-qp.log", "nccl-ib-network", "ibvwrap.c:160"),
+    # verifiers #181: collective_rpc failed; NCCL's P2P transport could not use CUDA IPC
+    ("verifiers-p2p-cuda-failure-collective-rpc.log", "nccl-cuda-transport", "transport/p2p.cc:298"),
+    # vLLM #6732: 8 GPUs fail, 2 pass: NVLS (NVLink SHARP) is used only with the whole node
+    ("nvls-cuda-failure-eight-gpus.log", "nccl-nvls", "transport/nvls.cc:157"),
+])
+def test_an_nccl_warn_line_names_the_transport_that_failed(name, cause, place):
+    srv = findings_by_rule(HERE / name)["SRV007"]
+    assert srv.causes[0].id == cause and srv.measurements["first_place"] == place
+
+
+def test_the_ranks_are_counted_by_nccls_own_host_and_pid():
+    srv = findings_by_rule(HERE / "nvls-cuda-failure-eight-gpus.log")["SRV007"]
+    assert srv.measurements["processes"] == 4 and srv.measurements["warn_lines"] == 4
+
+
+def test_an_nccl_error_a_caller_raised_makes_its_warn_lines_an_error(tmp_path):
+    lines = ["node-0:77:77 [0] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-abc to 9637892 bytes",
+             "[rank0]: RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"]
+    srv = findings_by_rule(write_paste(tmp_path, lines))["SRV007"]
+    assert srv.severity == "error" and srv.causes[0].id == "nccl-shm"
+    assert "unhandled system error" in srv.summary
+
+
+def test_warn_lines_without_a_raised_error_are_a_warning_that_says_so(tmp_path):
+    lines = ["node-0:77:80 [0] proxy.cc:1625 NCCL WARN [Service thread] Accept failed Resource temporarily unavailable"]
+    srv = findings_by_rule(write_paste(tmp_path, lines))["SRV007"]
+    assert srv.severity == "warning" and srv.causes[0].id == "nccl-socket-network"
+    assert "No NCCL error raised by a caller" in srv.summary
+
+
+def test_ncclS_info_lines_alone_are_no_finding(tmp_path):
+    lines = ["node-0:77:77 [0] NCCL INFO Channel 00/02 : 0 1", "node-0:77:77 [0] NCCL INFO transport/nvls.cc:328 -> 1"]
+    assert "SRV007" not in findings_by_rule(write_paste(tmp_path, lines))
+
+
+@pytest.mark.parametrize("detail, place, kind", [
+    ("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 10", "init.cc:841", "nccl-duplicate-gpu"),
+    ("NET/IB : Got completion from peer 10.0.0.2<45678> with error 12, opcode 0, len 0, vendor err 129", "net_ib.cc:1", "nccl-ib-network"),
+    ("Net : Connect to 10.0.0.2<39485> failed : Connection refused", "misc/socket.cc:484", "nccl-socket-network"),
+    ("Cuda failure 'out of memory'", "include/alloc.h:103", "nccl-cuda-transport"),
+    ("Something NCCL never said", None, "nccl-other"),
+])
+def test_each_kind_by_its_words_or_file(detail, place, kind):
+    assert kind_of(detail, place) == kind
