@@ -271,6 +271,28 @@ _ROWS = [
        "vLLM 0.8.1+ (V1 structured output)",
        ("v1/structured_output/backend_xgrammar.py (accept_tokens)", "vLLM issue #53181"),
        "the server's start-up lines (non-default args) to rule the known combinations in or out"),
+    # ---- SRV008: sleep mode's allocator --------------------------------------------------------------------------
+    _c("sleep-wake-oom",
+       "With sleep mode, vLLM allocates the weights and KV cache through its CuMemAllocator (cuMemCreate and cuMemMap "
+       "on handles it keeps); sleep unmaps and frees them so another process can use the GPU, and wake_up creates and "
+       "maps them again. When the other process (a colocated RL trainer) still holds that memory, cuMemCreate fails "
+       "with out of memory and the engine cannot run.",
+       "Free the other process's GPU memory before wake_up (offload the trainer's model and optimizer state, "
+       "torch.cuda.empty_cache()), lower the engine's gpu_memory_utilization, or wake the weights first and the KV "
+       "cache after the trainer's memory is released (wake_up(tags=['weights']) where the release has tags).",
+       "print torch.cuda.mem_get_info() in the trainer right before wake_up: the free memory must cover what sleep "
+       "freed ('Sleep mode freed … GiB')",
+       "vLLM 0.7.3+ (sleep mode)", ("csrc/cumem_allocator.cpp", "device_allocator/cumem.py (wake_up, create_and_map)",
+                                    "vLLM issue #13941", "verl issue #302"),
+       "the engine's 'Sleep mode freed … GiB' / 'CuMemAllocator: sleep freed …' lines, and the trainer's memory use "
+       "before wake_up"),
+    _c("sleep-map-failed",
+       "vLLM's sleep-mode allocator got an error other than out of memory from a CUDA driver call (cuMemMap, "
+       "cuMemSetAccess): a driver without virtual memory management for this device, or a handle freed twice.",
+       "Check that the driver supports CUDA virtual memory management on this GPU (not on some vGPU or MIG set-ups), "
+       "and that sleep and wake_up alternate; start without --enable-sleep-mode to confirm.",
+       "start without --enable-sleep-mode: the error goes away",
+       "vLLM 0.7.3+ (sleep mode)", ("csrc/cumem_allocator.cpp",), "the lines of the sleep and wake_up calls before it"),
     # ---- SRV007: NCCL's WARN lines ---------------------------------------------------------------------------------
     _c("nccl-ib-network",
        "NCCL's InfiniBand/RoCE transport (net_ib.cc) failed a verbs call (ibv_modify_qp, a completion with an error): "

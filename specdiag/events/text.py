@@ -104,6 +104,12 @@ TEXT_TEMPLATES: list[Template] = [
     T("E_NCCL_ERROR", X, None, "NCCL error: ", r"RuntimeError: (?P<detail>NCCL error: [^\n]{1,300})", "0.4+",
       "distributed/device_communicators/pynccl_wrapper.py (NCCL_CHECK)",
       "RuntimeError: NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)"),
+    # vLLM's sleep-mode allocator (csrc/cumem_allocator.cpp, CUDA_CHECK: the driver's error string, then Python raises
+    # or the next call fails): ``CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62``
+    T("E_CUMEM_ERROR", X, None, "cumem_allocator.cpp:",
+      r"CUDA Error: (?P<detail>[^\n]{1,200}?) at (?P<file>[^\s:]{0,300}cumem_allocator\.cpp):(?P<line>\d{1,7})",
+      "0.7.3+", "csrc/cumem_allocator.cpp (CUDA_CHECK)",
+      "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62", ints=("line",)),
     # NCCL's own report of a failed call (its debug.cc WARN, printed at NCCL_DEBUG=WARN or lower, the default in
     # vLLM's images): ``host:pid:tid [dev] file.cc:line NCCL WARN message``; the place before it is read by the rule
     T("E_NCCL_WARN", X, None, "NCCL WARN ", r"NCCL WARN (?P<detail>[^\n]{1,400})", "NCCL 2.x",
