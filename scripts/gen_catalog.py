@@ -351,6 +351,37 @@ def module_consts(tree: ast.Module) -> dict[str, ast.AST]:
     return {k: v[0] for k, v in seen.items() if len(v) == 1 and isinstance(v[0], (ast.Constant, ast.JoinedStr, ast.BinOp))}
 
 
+def local_consts(func: ast.AST) -> dict[str, ast.AST]:
+    """A function's local names bound once to string-valued expressions: ``msg = (f"Error executing method
+    {method!r}. " "This might cause deadlock …")`` then ``logger.exception(msg)`` (vLLM's worker_base.py)."""
+    seen: dict[str, list[ast.AST]] = defaultdict(list)
+    for st in ast.walk(func):
+        if isinstance(st, ast.Assign) and len(st.targets) == 1 and isinstance(st.targets[0], ast.Name):
+            seen[st.targets[0].id].append(st.value)
+        elif isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.value is not None:
+            seen[st.target.id].append(st.value)
+        elif isinstance(st, (ast.AugAssign, ast.For, ast.With, ast.NamedExpr)):
+            for t in ast.walk(st.target if not isinstance(st, ast.With) else st):
+                if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store):
+                    seen[t.id].append(t)  # bound again: not a constant
+    return {k: v[0] for k, v in seen.items() if len(v) == 1 and isinstance(v[0], (ast.Constant, ast.JoinedStr, ast.BinOp))}
+
+
+def _forms_by_call(tree: ast.Module) -> dict[int, Formats]:
+    """The resolver of each call (by ``id``): the module's constants, and those of the innermost function around it."""
+    module = module_consts(tree)
+    by_call: dict[int, Formats] = {}
+    for func in ast.walk(tree):  # outer functions first: an inner one's calls are given its own names after
+        if isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            local = local_consts(func)
+            if local:
+                forms = Formats({**module, **local})
+                for node in ast.walk(func):
+                    if isinstance(node, ast.Call):
+                        by_call[id(node)] = forms
+    return by_call
+
+
 def extract(source: bytes) -> list[tuple[int, str, str | None, str | None]] | None:
     """(line, level, canonical format or None, expression text when unresolved) per logging call."""
     try:
@@ -358,6 +389,7 @@ def extract(source: bytes) -> list[tuple[int, str, str | None, str | None]] | No
     except (SyntaxError, ValueError):
         return None
     forms = Formats(module_consts(tree))
+    by_call = _forms_by_call(tree)
     out = []
     for node in ast.walk(tree):
         if not isinstance(node, ast.Call):
@@ -367,7 +399,7 @@ def extract(source: bytes) -> list[tuple[int, str, str | None, str | None]] | No
             continue
         level, msg, has_args = found
         try:
-            fmt, expr = forms.top(msg, has_args), None
+            fmt, expr = by_call.get(id(node), forms).top(msg, has_args), None
         except Unresolved:
             fmt, expr = None, ast.unparse(msg)[:200]
         out.append((node.lineno, level, fmt, expr))

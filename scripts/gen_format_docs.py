@@ -142,7 +142,7 @@ record no template reads is matched to its catalog entry by the location its env
 against its text (or by its text alone in a paste without one). Warnings and errors no specific rule
 explains are grouped by their entry's signal family into LOG001 / LOG002 findings. The data file's second
 line is its index (each row's id, the rows of each file name, the lines each row prints at, the text
-indexes): loading reads that line and keeps the 11,392 rows as text until a log asks for one (≈ 17–23 ms,
+indexes): loading reads that line and keeps the 11,405 rows as text until a log asks for one (≈ 17–23 ms,
 against ≈ 110 ms when every row was parsed at load; a file without the index is indexed on load). A record's
 place (`file:line`) decodes only the rows that print there: the 100 MiB noise log, whose records come from 240
 places in 133 files, decoded 4,015 rows before the line lists and 346 after (≈ 29 → 6 ms).
