@@ -126,3 +126,17 @@ def test_a_prompt_too_long_for_the_context_is_no_rejected_configuration(tmp_path
     line = ("ValueError: The decoder prompt (length 16476) is longer than the maximum model length of 16384. Make sure "
             "that `max_model_len` is no smaller than the number of text tokens plus multimodal tokens.")
     assert "SRV004" not in _by_rule(_write(tmp_path, [line]))
+
+
+def test_no_platform_found_is_a_rejected_configuration_with_what_to_check():
+    """vLLM #17249: the CUDA wheel on a CPU-only host, ``RuntimeError: Failed to infer device type`` raised in
+    ``vllm/config.py``: a LOG001 warning in the configuration family, exit 0."""
+    srv = _by_rule(HERE / "failed-to-infer-device-type-cpu-host.log")["SRV004"]
+    assert srv.severity == "error" and "no platform was detected" in srv.next_steps[0]
+    assert not any("known by its words alone" in a for a in srv.causes[0].against)
+
+
+def test_another_runtime_error_through_the_config_is_no_rejected_configuration(tmp_path):
+    lines = ['  File "/venv/lib/python3.11/site-packages/vllm/config.py", line 1091, in __init__',
+             "RuntimeError: CUDA driver initialization failed"]
+    assert "SRV004" not in _by_rule(_write(tmp_path, lines))

@@ -1063,3 +1063,11 @@ def test_a_root_error_that_ends_its_sentence_gets_no_second_period():
     """vLLM #23934: 'root error: CPU backend only supports V1..'."""
     srv = _by_rule(HERE / "cpu-backend-only-v1.log")["SRV001"]
     assert "V1.." not in srv.summary and "only supports V1." in srv.summary
+
+
+def test_v0s_engine_loop_cancelled_in_its_wait_is_its_iteration_timeout():
+    """vLLM #6790 (0.5.3 CPU build, 'Engine iteration timed out'): CancelledError raised at run_engine_loop's
+    ``await asyncio.wait(`` is the loop's asyncio_timeout cancelling the step; it was 'cause not in the excerpt'."""
+    srv = _by_rule(HERE / "v0-cpu-run-engine-loop-cancelled-wait.log")["SRV001"]
+    assert srv.causes[0].id == "engine-iteration-timeout"
+    assert any("run_engine_loop into asyncio.wait" in w for w in srv.causes[0].for_)

@@ -23,7 +23,13 @@ _CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/vllm/(?:config[/.]|engine/arg_u
 #: ``Selected backend … is not valid for this configuration. Reason: …``), an engine on a device it does not
 #: support (``VLLM_USE_V1=1 is not supported with device type=cpu``, engine/arg_utils.py 0.9)
 _START_REFUSALS = ("Unknown attention backend: ", "is not valid for this configuration",
-                   "is not supported with device type=")
+                   "is not supported with device type=", "Failed to infer device type")
+#: a RuntimeError vLLM raises for its configuration: no platform found (config.py DeviceConfig, 0.4-0.8: the CUDA
+#: build on a host without a GPU, or a GPU the container cannot see)
+_RUNTIME_REFUSALS = ("Failed to infer device type",)
+_DEVICE_HINT = ("no platform was detected: the installed vLLM build found no device it supports (the CUDA wheel on "
+                "a host or container without a visible GPU: nvidia-smi in the container, --gpus all; on a CPU-only "
+                "host, vLLM's CPU build)")
 #: a serving setting a message names (its option, or the feature it turns on) ...
 _SETTING = re.compile(r"\b(?:tensor[_ ]parallel(?:_size|ism)|pipeline[_ ]parallel(?:_size|ism)|max_num_batched_tokens"
                       r"|max_model_len|max_num_seqs|max_lora_rank|max_loras|LoRA is enabled|gpu_memory_utilization"
@@ -82,7 +88,8 @@ class ConfigRejected(Rule):
     loads value: …``, exit code 2), pydantic's validation of a vLLM config dataclass (``ValidationError: 1
     validation error for SpeculativeConfig`` with its ``Value error, …`` line, that line on the next row when the
     header was pasted alone, or the line alone when pydantic's ``input_value=ArgsKwargs(`` shows a dataclass's
-    constructor), a ``ValueError`` or ``NotImplementedError`` raised through vLLM's configuration code (a frame in
+    constructor), ``RuntimeError: Failed to infer device type`` (no platform found: the CUDA build where no GPU is
+    visible), a ``ValueError`` or ``NotImplementedError`` raised through vLLM's configuration code (a frame in
     ``vllm/config``, ``engine/arg_utils.py``, ``platforms/`` or the attention backend's selection) or saying a
     setting is refused (``Unknown attention backend: 'X'``, ``Selected backend … is not valid for this
     configuration``, ``VLLM_USE_V1=1 is not supported with device type=cpu``; and, with a lower confidence, any
@@ -155,7 +162,8 @@ class ConfigRejected(Rule):
         if exc.endswith("ValidationError") and (m := _PYDANTIC.search(detail)) is not None:
             v = template("E_PYDANTIC_VALUE").match(text)  # its reason line inside the traceback
             return Rejection(m.group("cls"), _reason(v["detail"]) if v else detail)
-        if not exc.endswith(("ValueError", "NotImplementedError")):
+        if not exc.endswith(("ValueError", "NotImplementedError")) and not (
+                exc.endswith("RuntimeError") and any(p in detail for p in _RUNTIME_REFUSALS)):
             return None
         if _CONFIG_FRAME.search(text) is not None or any(p in detail for p in _START_REFUSALS):
             return Rejection(None, detail)
@@ -181,6 +189,7 @@ class ConfigRejected(Rule):
             return []
         what = f"the option {self.option}" if (self.option or "").startswith("-") else (self.option or "its configuration")
         hint = f" Here {_JSON_HINT}." if "invalid loads value" in (self.message or "") else ""
+        hint = f" Here {_DEVICE_HINT}." if "Failed to infer device type" in (self.message or "") else hint
         hint = f" Here {self.hint}." if self.hint else hint
         against = (["known by its words alone (it names a setting and refuses it): no frame of vLLM's configuration code "
                     "and no start-up failure line in the excerpt say it was raised while the server started"]

@@ -478,15 +478,16 @@ _NOT_THE_PROCESS = (b"Exception in thread", b"Exception ignored in")
 #: which raises only when the cache cannot hold one request of max_model_len); the executor's wait for its workers' replies
 #: (``get_response``) and below it the message queue's read (``dequeue`` / ``acquire_read``), whose timeout is a
 #: worker that did not answer; the structured-output backend compiling a request's grammar (``compile_grammar``);
-#: Python importing a module (``_IMPORT_FRAMES``)
-_GET_RESPONSE, _MQ_READ, _GRAMMAR, _IMPORTING, _KV_CHECK = 1, 2, 4, 8, 16
+#: Python importing a module (``_IMPORT_FRAMES``); V0's run_engine_loop waiting in asyncio.wait, which its iteration
+#: timeout cancels (``_LOOP_WAIT``)
+_GET_RESPONSE, _MQ_READ, _GRAMMAR, _IMPORTING, _KV_CHECK, _LOOP_WAIT = 1, 2, 4, 8, 16, 32
 #: Python's import machinery in a traceback: the error was raised while a module was being imported
 _IMPORT_FRAMES = ("_find_and_load", "_call_with_frames_removed", "exec_module")
 
 
 def _frame_marks(funcs: list[str], marks: int) -> int:
-    """The bits of ``_GET_RESPONSE`` / ``_MQ_READ`` / ``_GRAMMAR`` / ``_IMPORTING`` / ``_KV_CHECK`` that a traceback's (or
-    a frame's) functions set."""
+    """The bits of ``_GET_RESPONSE`` / ``_MQ_READ`` / ``_GRAMMAR`` / ``_IMPORTING`` / ``_KV_CHECK`` / ``_LOOP_WAIT`` that a
+    traceback's (or a frame's) functions set."""
     out = _GET_RESPONSE if "get_response" in funcs else 0
     if (marks | out) & _GET_RESPONSE and ("dequeue" in funcs or "acquire_read" in funcs):
         out |= _MQ_READ
@@ -496,6 +497,8 @@ def _frame_marks(funcs: list[str], marks: int) -> int:
         out |= _IMPORTING
     if any(f in KV_CHECK_FRAMES for f in funcs):
         out |= _KV_CHECK
+    if "run_engine_loop" in funcs and "_wait" in funcs:
+        out |= _LOOP_WAIT
     return out
 
 
@@ -511,6 +514,10 @@ def _frame_cause(marks: int) -> Cause | None:
     elif marks & _GRAMMAR:
         cid, why = "so-grammar-compile", ("the traceback passes through the structured-output backend's compile_grammar: "
                                           "a request's grammar that did not compile, raised in the engine core")
+    elif marks & _LOOP_WAIT:
+        cid, why = "engine-iteration-timeout", ("the traceback passes through V0's run_engine_loop into asyncio.wait: "
+                                                "the loop's iteration timeout (asyncio_timeout) cancels that wait when a "
+                                                "step runs past VLLM_ENGINE_ITERATION_TIMEOUT_S, and raises TimeoutError")
     elif marks & _IMPORTING:
         cid, why = "import-error", ("the traceback passes through Python's import machinery (_find_and_load, "
                                     "exec_module): the error was raised while a module was imported, most often a "
