@@ -1071,3 +1071,11 @@ def test_v0s_engine_loop_cancelled_in_its_wait_is_its_iteration_timeout():
     srv = _by_rule(HERE / "v0-cpu-run-engine-loop-cancelled-wait.log")["SRV001"]
     assert srv.causes[0].id == "engine-iteration-timeout"
     assert any("run_engine_loop into asyncio.wait" in w for w in srv.causes[0].for_)
+
+
+def test_a_child_process_traceback_through_run_server_is_that_process_not_the_api_servers_main():
+    """llm-d-modelservice #7: 'Process VLLM_DP_Coordinator:' then a traceback through ``uvloop.run(run_server(`` (the
+    API server's stack, copied by fork): it was told as the API server leaving its main."""
+    srv = _by_rule(HERE / "dp-coordinator-process-traceback.log")["SRV001"]
+    assert srv.measurements["process"] == "VLLM_DP_Coordinator"
+    assert "data-parallel coordinator" in srv.summary and "not the API server's main" in srv.summary

@@ -684,6 +684,7 @@ class EngineDeath(Rule):
         self.fatal_frame: str | None = None
         self.header: Event | None = None  # the first line that announces the death itself (HEADERS)
         self.banner: Event | None = None  # multiprocessing's 'Process EngineCore_…:' banner (its target raised)
+        self.child_banner: Event | None = None  # the same banner of another process (the DP coordinator's)
         self.dump_ev: Event | None = None  # the first crash-dump line (dump_input.py)
         #: a traceback frame printed where a header line's logging call prints (its message, the frame's event)
         self.header_place: tuple[str, Event] | None = None
@@ -891,8 +892,11 @@ class EngineDeath(Rule):
         if tid != "E_PROCESS_RAISED":
             return False
         # CPython's banner of a process whose target raised: it exits with code 1
-        if (ev.f.get("proc") or "").startswith("EngineCore") and self._mark_death(key):
+        proc = ev.f.get("proc") or ""
+        if proc.startswith("EngineCore") and self._mark_death(key):
             self.banner = self.banner or ev
+        elif proc and not proc.startswith("EngineCore"):
+            self.child_banner = ev  # the traceback below it is that process's, its outer frames its parent's
         return True
 
     def _under_header(self, ev: Event) -> None:
@@ -1008,6 +1012,8 @@ class EngineDeath(Rule):
         fatal = next((f for f in funcs if f in FATAL_FRAMES), None)
         if fatal is None and ev.rec.kind == "traceback":
             fatal = next((FATAL_CODE[c] for c in FATAL_CODE if c in ev.rec.raw_text), None)
+            if fatal is not None and ev.rec.msg.startswith("Process "):  # the banner read with its traceback
+                self._child_banner(ev)
         frames = _frame_list(ev)
         self._rpc_from_outside(ev, frames)
         start = _start_frame(ev, funcs) or self._constructing(ev.rec.origin.key, frames)
@@ -1211,6 +1217,29 @@ class EngineDeath(Rule):
         evs = evs + [evidence_of(e, 400) for e in list(self.dead_cores.values())[:4]]
         return summary, evs
 
+    def _child_banner(self, ev: Event) -> None:
+        """A traceback opened by multiprocessing's banner of a process other than an engine core's: that process's."""
+        m = template("E_PROCESS_RAISED").match(ev.rec.msg.strip())
+        if m is not None and not m["proc"].startswith("EngineCore"):
+            self.child_banner = Event("E_PROCESS_RAISED", ev.rec, {"proc": m["proc"]})
+
+    def _through_fatal(self, measurements: dict) -> str:
+        """The basis a fatal frame gives; the API server's ``run_server`` under another process's multiprocessing
+        banner is that process's traceback, whose outer frames its parent's stack copied when it started it."""
+        if not self.fatal_frame:
+            return ""
+        child = self.child_banner
+        if self.fatal_frame != "run_server" or child is None:
+            return f"a traceback through {self.fatal_frame}"
+        proc = child.f.get("proc") or "?"
+        measurements["process"] = proc
+        what = (" (the data-parallel coordinator, which the API server of a DP deployment starts while it starts: "
+                "it balances requests across the DP engines and keeps their waves in step)"
+                if "DP_Coordinator" in proc else "")
+        return (f"the traceback of the API server's child process '{proc}'{what}, after multiprocessing's banner "
+                f"'Process {proc}:' ({child.rec.path}:{child.rec.line}); its frames through run_server are the API "
+                "server's, copied when it started the process, so that process raised, not the API server's main")
+
     def _inferred(self, summary: str, evs: list[Evidence], measurements: dict,
                   causes: list[Cause]) -> tuple[str, list[Evidence]]:
         """Say when the death is inferred rather than read: the header is missing, the dump proves the crash.
@@ -1236,11 +1265,15 @@ class EngineDeath(Rule):
         banner = (f"multiprocessing's banner '{self.banner.rec.msg.strip()}' (printed when the process's target "
                   "raised; the process then exits with code 1)") if self.banner is not None else ""
         basis = " and ".join(x for x in ("the crash dump (dump_input.py)" if self.dump_ev else "",
-                                         f"a traceback through {self.fatal_frame}" if self.fatal_frame else "",
-                                         placed, banner) if x)
+                                         self._through_fatal(measurements), placed, banner) if x)
         measurements["missing"] = HEADER_TEXT
         what = "the dump" if self.dump_ev is not None else "the first of these lines"
-        if basis:
+        if "process" in measurements:  # another process's traceback: its death, the engine's only as a consequence
+            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt; {basis}. The server needs it (the API "
+                        "server waits for it while it starts, and its engines' request waves go through it), so this "
+                        f"finding reports its death as the engine's (confidence medium). Collect the lines after {what}: that "
+                        "process's exception line, and what the API server printed when the process ended.")
+        elif basis:
             summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt; {basis} appear only when the "
                         f"engine core failed (its step raised, or it failed to start), so the engine died (confidence "
                         f"high). Against: without the header, the time of death is that of {what}. Collect the lines "
