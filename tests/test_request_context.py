@@ -86,3 +86,18 @@ def test_each_releases_wording_gives_its_numbers(text, numbers):
 def test_a_line_about_something_else_is_no_refusal():
     assert read_refusal("The model's max seq len (29000) is larger than the maximum number of tokens that can be "
                         "stored in KV cache (23648).") is None
+
+
+def test_v0s_scheduler_ignoring_a_prompt_says_its_limit_may_be_the_batch_budget():
+    """vLLM #13209: 'Input prompt (32889 tokens) is too long and exceeds limit of 2048' with a 32k+ max_model_len:
+    the limit was max_num_batched_tokens (chunked prefill off), and the request ended with no output, no HTTP 400."""
+    srv = findings_by_rule(HERE / "v0-scheduler-prompt-limit-2048.log")["SRV006"]
+    assert "ignored 1 request(s)" in srv.summary and "HTTP 400" not in srv.summary
+    assert {c.id for c in srv.causes[:2]} == {"prompt-over-context", "prompt-over-batch-budget"}
+
+
+def test_a_v0_limit_below_the_engines_context_is_the_batch_budget(tmp_path):
+    cfg = CFG.replace("max_seq_len=12288", "max_seq_len=40960")
+    line = "WARNING 07-01 10:05:00 [scheduler.py:949] Input prompt (32889 tokens) is too long and exceeds limit of 2048"
+    srv = findings_by_rule(write_paste(tmp_path, [cfg, line]))["SRV006"]
+    assert srv.causes[0].id == "prompt-over-batch-budget"

@@ -366,6 +366,16 @@ _ROWS = [
        ("entrypoints/openai/serving_engine.py (_validate_input, 0.4-0.10)", "renderers/params.py (_token_len_check, 0.32)",
         "v1/engine/input_processor.py (_validate_model_input)"),
        "the request's prompt length and max_tokens (the API server's request log, --enable-log-requests)"),
+    _c("prompt-over-batch-budget",
+       "V0's scheduler takes a prompt only whole in one step when chunked prefill is off: its prompt limit is then the "
+       "smaller of max_model_len and max_num_batched_tokens (scheduler._get_prompt_limit), and a longer prompt is "
+       "ignored (the request ends with no output, finish_reason 'length'). A long max_model_len with chunked prefill "
+       "turned on by vLLM and then off (or unsupported by a feature) leaves the 2048-token default budget.",
+       "Give --max-num-batched-tokens at least the longest prompt, or keep chunked prefill on; the context "
+       "(--max-model-len) is not what refused it.",
+       "start with --max-num-batched-tokens equal to --max-model-len: the prompt is served",
+       "vLLM V0 (0.4-0.10: core/scheduler.py)", ("core/scheduler.py (_get_prompt_limit)", "vLLM issue #13209"),
+       "the engine config line's max_num_batched_tokens / enable_chunked_prefill and the non-default args"),
     _c("context-capped",
        "The server runs with a shorter context than it was started with: --max-model-len was lowered at start (to what "
        "the KV cache holds, or to the tokenizer's model_max_length in some releases), so requests the operator meant "

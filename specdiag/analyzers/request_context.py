@@ -51,6 +51,8 @@ class Refusal(NamedTuple):
     total: int | None
     #: the prompt is at least that long: vLLM's tokenizer stopped counting one token past the limit
     at_least: bool = False
+    #: V0's scheduler ignored it (a warning; the request ends with no output), rather than a refusal the client sees
+    ignored: bool = False
 
 
 def read_refusal(text: str) -> Refusal | None:
@@ -65,7 +67,8 @@ def read_refusal(text: str) -> Refusal | None:
         prompt = g.get("prompt", g.get("prompt2", g.get("prompt3")))
         output = g.get("output", g.get("output2", 1 if m.groupdict().get("plus") else None))
         total = g.get("total", prompt + output if prompt is not None and output is not None else prompt)
-        return Refusal(g["limit"], prompt, output, total, "at least " in text[m.start() : m.end()])
+        return Refusal(g["limit"], prompt, output, total, "at least " in text[m.start() : m.end()],
+                       text.startswith("Input prompt ", m.start()))
     return None
 
 
@@ -87,7 +90,9 @@ class RequestOverContext(Rule):
 
     Causes weighed: ``prompt-over-context`` (the request asks for more than the context), ``context-capped`` (the
     server runs with a shorter context than it was started with: ``--max-model-len`` in its arguments above the
-    engine's ``max_seq_len`` or above the limit in the refusal).
+    engine's ``max_seq_len`` or above the limit in the refusal), ``prompt-over-batch-budget`` (V0's scheduler only:
+    with chunked prefill off its prompt limit is the smaller of ``max_model_len`` and ``max_num_batched_tokens``,
+    and it ignores the request, which ends with no output).
 
     References: vLLM ``entrypoints/openai/serving_engine.py`` (``_validate_input``, 0.4-0.10),
     ``renderers/params.py`` (``_token_len_check``, 0.32), ``v1/engine/input_processor.py``
@@ -103,7 +108,7 @@ class RequestOverContext(Rule):
     title = "Requests refused: longer than the context (max_model_len)"
     severity = "warning"
     family = "SRV"
-    cause_ids = ("prompt-over-context", "context-capped")
+    cause_ids = ("prompt-over-context", "context-capped", "prompt-over-batch-budget")
     events = frozenset({"V_EXC", "E_GENERIC"})
     levels = WARNING_OR_WORSE
     #: its finding accounts for the refusal lines it read (``claims``), not for every exception line
@@ -159,9 +164,15 @@ class RequestOverContext(Rule):
         return f"{self.refusals} request(s) refused: {need} where the context is {r.limit:,}"
 
     def _summary(self, r: Refusal) -> str:
-        out = [f"vLLM refused {self.refusals} request(s) whose tokens do not fit the context of {r.limit:,} tokens "
-               "(max_model_len); the client got an error (HTTP 400), and the server went on serving: these lines, "
-               "traceback included, are no crash."]
+        if r.ignored:
+            out = [f"V0's scheduler ignored {self.refusals} request(s) whose prompt is longer than its prompt limit of "
+                   f"{r.limit:,} tokens: max_model_len, or with chunked prefill off the smaller of max_model_len and "
+                   "max_num_batched_tokens. Such a request ends with no output (finish_reason 'length'), not an error "
+                   "the client sees; the refusal by itself is no crash."]
+        else:
+            out = [f"vLLM refused {self.refusals} request(s) whose tokens do not fit the context of {r.limit:,} tokens "
+                   "(max_model_len) before the engine ran them: the client got an error (HTTP 400); the refusal by "
+                   "itself is no crash, traceback included."]
         if r.prompt is not None and r.output is not None and r.output > 1:
             fits = r.limit - r.prompt  # vLLM refuses prompt + max_tokens > max_model_len
             out.append(f"The first: a prompt of {'at least ' if r.at_least else ''}{r.prompt:,} tokens plus {r.output:,} "
@@ -190,8 +201,17 @@ class RequestOverContext(Rule):
         b = CauseBoard()
         b.add("prompt-over-context", 0.6, **fix_and_confirm("prompt-over-context"))
         b.add("context-capped", 0.15, **fix_and_confirm("context-capped"))
-        b.support("prompt-over-context", 2, f"the refusal's own numbers: {r.total or r.prompt:,} tokens asked, "
-                                            f"the context {r.limit:,}")
+        if r.ignored:  # V0's scheduler: its limit may be the batch budget, not the context
+            b.add("prompt-over-batch-budget", 0.4, **fix_and_confirm("prompt-over-batch-budget"))
+            if ctx.max_seq_len and r.limit < ctx.max_seq_len:
+                b.support("prompt-over-batch-budget", 6, f"the limit {r.limit:,} is below the engine's max_seq_len="
+                                                         f"{ctx.max_seq_len:,}: it is max_num_batched_tokens")
+        if not r.ignored:
+            b.support("prompt-over-context", 2, f"the refusal's own numbers: {r.total or r.prompt:,} tokens asked, "
+                                                f"the context {r.limit:,}")
+        else:
+            b.oppose("prompt-over-context", 1.2, f"V0's scheduler's limit {r.limit:,} is the context or the batch "
+                                                 "budget, whichever is smaller: its line does not say which")
         asked = ctx.serving_options.get("max_model_len")
         running = ctx.max_seq_len
         need = r.total or r.prompt or 0
