@@ -39,7 +39,7 @@ _TP_SUFFIX = re.compile(r"(?:_| )TP\d")
 MAX_SPEC_TOKENS = 1024
 
 
-@dataclass
+@dataclass(slots=True)  # slots: one Context a deployment, 1.2 KiB less each (a dict of 50 fields)
 class Context:
     vllm_version: str | None = None
     #: where vllm_version comes from when no line prints it (e.g. the vendored adapter's line numbers)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import fields, is_dataclass
 from itertools import chain
 from typing import Any
 
@@ -159,6 +160,8 @@ def map_strings(obj: Any, fn: Any, _depth: int = 0) -> Any:
     if isinstance(obj, (list, tuple)):
         return obj
     state = getattr(obj, "__dict__", None)
+    if state is None and is_dataclass(obj) and not isinstance(obj, type):  # a dataclass with slots (Context)
+        state = {f.name: getattr(obj, f.name) for f in fields(obj)}
     if isinstance(state, dict) and getattr(type(obj), "__module__", "").startswith("specdiag."):
         import copy
 

@@ -1079,3 +1079,16 @@ def test_a_child_process_traceback_through_run_server_is_that_process_not_the_ap
     srv = _by_rule(HERE / "dp-coordinator-process-traceback.log")["SRV001"]
     assert srv.measurements["process"] == "VLLM_DP_Coordinator"
     assert "data-parallel coordinator" in srv.summary and "not the API server's main" in srv.summary
+
+
+def test_the_shells_killed_after_vllms_lines_is_the_process_killed():
+    """MU-GOT #17: '# GPU blocks: 12453, # CPU blocks: 2730' then the shell's bare 'Killed' (host RAM: the CPU swap
+    space): 'no problem found', exit 0."""
+    srv = _by_rule(HERE / "bare-killed-after-cpu-blocks.log")["SRV001"]
+    assert srv.causes[0].id == "process-killed" and "OOM killer" in srv.summary
+
+
+def test_killed_inside_a_line_is_no_death(tmp_path):
+    log = _write(tmp_path, ["INFO 11-20 10:45:57 [gpu_executor.py:102] # GPU blocks: 12453, # CPU blocks: 2730",
+                            "worker 3 Killed by the user, restarting it"])
+    assert "SRV001" not in _by_rule(log)

@@ -10,6 +10,7 @@ import specdiag.analyzers.sd_acceptance  # noqa: F401
 import specdiag.analyzers.sd_dynamic_k  # noqa: F401
 import specdiag.analyzers.sd_k  # noqa: F401
 import specdiag.analyzers.sd_prefix  # noqa: F401
+import specdiag.analyzers.server_errors  # noqa: F401
 import specdiag.analyzers.sleep_mode  # noqa: F401
 import specdiag.analyzers.structured_output  # noqa: F401
 from specdiag.analyzers import (  # noqa: F401

@@ -271,6 +271,16 @@ _ROWS = [
        "vLLM 0.8.1+ (V1 structured output)",
        ("v1/structured_output/backend_xgrammar.py (accept_tokens)", "vLLM issue #53181"),
        "the server's start-up lines (non-default args) to rule the known combinations in or out"),
+    # ---- SRV009: HTTP 5xx answers ------------------------------------------------------------------------------------
+    _c("server-failed-requests",
+       "The API server answered requests it had accepted with a 5xx status: an exception while it handled them "
+       "(its handlers turn any unhandled exception, and an engine that died, into HTTP 500). After an engine death "
+       "every request gets one; an API-server exception fails only its own request.",
+       "Read the engine's and API server's lines just before the first 5xx: an engine death there (SRV001) fails every "
+       "request after it; an exception of the API server fails only its own.",
+       "grep -n -B40 -m1 '\" 5[0-9][0-9] ' <full log>: the lines before the first 5xx",
+       "every release", ("entrypoints/openai/api_server.py (exception handlers)",),
+       "the API server's and engine's lines of the minute before the first 5xx"),
     # ---- SRV008: sleep mode's allocator --------------------------------------------------------------------------
     _c("sleep-wake-oom",
        "With sleep mode, vLLM allocates the weights and KV cache through its CuMemAllocator (cuMemCreate and cuMemMap "

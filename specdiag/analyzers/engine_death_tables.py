@@ -16,6 +16,7 @@ WORKER_DEATHS: dict[str, tuple[str, str | None]] = {
     "E_FATAL_PYTHON": ("Fatal Python error", "native-crash"),
     "E_SEGFAULT_TVM": ("a segmentation fault (apache-tvm-ffi's handler printed the native stack)", "native-crash"),
     "R_WORKER_DIED": ("the raylet: a worker died or was killed", "process-killed"),
+    "E_SHELL_KILLED": ("the shell: the process it ran got SIGKILL", "process-killed"),
     "R_ACTOR_DEAD": ("Ray: the actor's worker process died", "process-killed"),
     "R_ACTOR_DEAD_RAW": ("Ray: the actor's worker process died", "process-killed"),
     "T_NCCL_TIMEOUT": ("torch's NCCL watchdog: a collective timed out", "nccl-timeout"),

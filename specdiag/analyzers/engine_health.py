@@ -1285,6 +1285,14 @@ class EngineDeath(Rule):
                         "replica whose start raised (deployment_state.py, check_ready); the replica is the whole vLLM "
                         "server, and its own exception ends the controller's traceback that follows. Collect that "
                         "traceback's last lines and the replica's own log.")
+        elif self.worker_death.id == "E_SHELL_KILLED":
+            r = self.worker_death.rec
+            basis = f"the shell's 'Killed' ({r.path}:{r.line})"
+            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. The shell prints {basis} when the "
+                        "process it ran, the server or script itself, got SIGKILL: no Python exception and no header "
+                        "are printed then. Most often the kernel's OOM killer took it when host memory ran out (CPU "
+                        "swap space, LMCache's CPU buffer, loading weights into RAM); dmesg says which "
+                        "(dmesg -T | grep -i 'killed process').")
         else:
             r = self.worker_death.rec
             basis = (f"The report of a worker process's death ({WORKER_DEATHS[self.worker_death.id][0]}, "

@@ -110,6 +110,8 @@ TEXT_TEMPLATES: list[Template] = [
       r"CUDA Error: (?P<detail>[^\n]{1,200}?) at (?P<file>[^\s:]{0,300}cumem_allocator\.cpp):(?P<line>\d{1,7})",
       "0.7.3+", "csrc/cumem_allocator.cpp (CUDA_CHECK)",
       "CUDA Error: out of memory at /workspace/csrc/cumem_allocator.cpp:62", ints=("line",)),
+    # the shell's report that the process it ran got SIGKILL (bash's job status): the kernel's OOM killer, most often
+    T("E_SHELL_KILLED", X, None, "Killed", r"^(?P<detail>Killed)[ \t]*$", "any", "the shell (bash job status)", "Killed"),
     # NCCL's own report of a failed call (its debug.cc WARN, printed at NCCL_DEBUG=WARN or lower, the default in
     # vLLM's images): ``host:pid:tid [dev] file.cc:line NCCL WARN message``; the place before it is read by the rule
     T("E_NCCL_WARN", X, None, "NCCL WARN ", r"NCCL WARN (?P<detail>[^\n]{1,400})", "NCCL 2.x",
