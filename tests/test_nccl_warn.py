@@ -60,3 +60,20 @@ def test_ncclS_info_lines_alone_are_no_finding(tmp_path):
 ])
 def test_each_kind_by_its_words_or_file(detail, place, kind):
     assert kind_of(detail, place) == kind
+
+
+@pytest.mark.parametrize("name, cause", [
+    # vLLM #798: 'ncclInternalError: Internal check failed. / Last error: / Proxy Call to rank 7 failed (Connect)'
+    ("ray-proxy-call-to-rank-failed.log", "nccl-socket-network"),
+    # verl #726: '… ncclSystemError … Last error: / socketStartConnect: Connect to 169.254.0.1<40815> failed'
+    ("verl-socketstartconnect-last-error.log", "nccl-socket-network"),
+    # production-stack #276: a 64 MiB /dev/shm in the pod: 'Error while creating shared memory segment /dev/shm/nccl-…'
+    ("k8s-shm-segment-64m.log", "nccl-shm"),
+    # verl #161: '… Last error: / Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 10'
+    ("verl-duplicate-gpu-last-error.log", "nccl-duplicate-gpu"),
+])
+def test_ncclS_reason_relayed_by_torch_under_last_error_names_the_transport(name, cause):
+    found = findings_by_rule(HERE / name)
+    srv = found["SRV007"]
+    assert srv.causes[0].id == cause and srv.severity == "error" and srv.measurements["error_raised"]
+    assert "ncclSystemError" not in (found["LOG001"].summary if "LOG001" in found else "")

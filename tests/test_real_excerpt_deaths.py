@@ -1092,3 +1092,21 @@ def test_killed_inside_a_line_is_no_death(tmp_path):
     log = _write(tmp_path, ["INFO 11-20 10:45:57 [gpu_executor.py:102] # GPU blocks: 12453, # CPU blocks: 2730",
                             "worker 3 Killed by the user, restarting it"])
     assert "SRV001" not in _by_rule(log)
+
+
+@pytest.mark.parametrize("name", [
+    # tenstorrent/vllm #36: MQEngineDeadError … TimeoutError('No heartbeat received from MQLLMEngine')
+    "v0-no-heartbeat-mqllmengine.log",
+    # vLLM #10024: RuntimeError('Engine loop has died') from run_heartbeat_loop
+    "v0-engine-loop-has-died.log",
+])
+def test_v0s_lost_heartbeat_is_a_step_that_outlasted_it_not_an_exception_to_fix(name):
+    srv = _by_rule(HERE / name)["SRV001"]
+    assert srv.causes[0].id == "engine-heartbeat-lost" and "VLLM_RPC_TIMEOUT" in srv.causes[0].fix
+
+
+def test_the_api_servers_engine_client_constructors_are_no_model_construction():
+    """vLLM #32116: the API server's DPLBAsyncMPClient.__init__ frames (core_client.py) timing out for the engines
+    were read as 'model construction' and a death: the engine core was still warming DeepGEMM up."""
+    found = _by_rule(HERE / "api-server-engine-ready-timeout-deepgemm.log")
+    assert "SRV001" not in found and "SRV003" in found

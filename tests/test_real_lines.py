@@ -6,6 +6,8 @@ from pathlib import Path
 
 from pasted import findings_by_rule
 
+from specdiag.engine import analyze
+
 HERE = Path(__file__).resolve().parent / "real_lines"
 
 
@@ -93,3 +95,11 @@ def test_a_grep_for_a_quoted_name_keeps_its_quotes_so_it_matches_the_line():
     command = step[step.index("grep -B50") : step.index("), whose")]
     argv = shlex.split(command) + [str(log)]
     assert subprocess.run(argv, capture_output=True, text=True).stdout.strip().startswith("AttributeError: 'Storage")
+
+
+def test_a_gloo_line_in_glogs_format_is_torch_distributeds_not_a_transfer_library():
+    """vLLM #7074: '[E ProcessGroupGloo.cpp:144] Gloo connectFullMesh failed' was 'a native library … Mooncake's
+    transfer engine or store client, NIXL'."""
+    steps = [f.next_steps[0] for f in analyze([str(HERE / "gloo-loopback-connectfullmesh.log")]).findings
+             if f.rule == "LOG001" and "glog" in f.summary]
+    assert steps and steps[0].startswith("torch.distributed's Gloo process group") and "Mooncake" not in steps[0]

@@ -21,12 +21,14 @@ def test_a_burst_of_500s_is_an_error_that_points_before_the_first():
     assert "before the first" in srv.summary
 
 
-def test_one_500_is_a_warning_and_4xx_are_not_counted(tmp_path):
+def test_two_500s_are_left_to_their_requests_and_4xx_are_not_counted(tmp_path):
     lines = ['INFO:     127.0.0.1:1 - "POST /v1/chat/completions HTTP/1.1" 400 Bad Request',
              'INFO:     127.0.0.1:2 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error',
-             'INFO:     127.0.0.1:3 - "GET /health HTTP/1.1" 200 OK']
-    srv = findings_by_rule(write_paste(tmp_path, lines))["SRV009"]
-    assert srv.severity == "warning" and srv.measurements["responses_5xx"] == 1
+             'INFO:     127.0.0.1:3 - "GET /health HTTP/1.1" 200 OK',
+             'INFO:     127.0.0.1:4 - "POST /v1/chat/completions HTTP/1.1" 500 Internal Server Error']
+    assert "SRV009" not in findings_by_rule(write_paste(tmp_path, lines))
+    srv = findings_by_rule(write_paste(tmp_path, [*lines, lines[1].replace(":2 ", ":5 ")]))["SRV009"]
+    assert srv.severity == "error" and srv.measurements["responses_5xx"] == 3
 
 
 def test_a_query_string_does_not_split_a_route(tmp_path):

@@ -205,14 +205,14 @@ def test_every_word_that_keeps_a_raw_text_line_is_an_anchor_the_prefilter_reads_
 
     assert set(wording.KEPT_TEXT_WORDS) <= set(wording.PREFILTER_ANCHORS)
     assert prefilter.ANCHORS == tuple(a.encode() for a in wording.PREFILTER_ANCHORS)
-    assert len(wording.PREFILTER_ANCHORS) <= 32  # the compiled copy's bitmask of anchors per first byte
+    assert len(wording.PREFILTER_ANCHORS) <= 64  # the compiled copy's bitmask of anchors per first byte
     for word in wording.KEPT_TEXT_WORDS:
         assert prefilter.inert_kind(b"x " + word.encode() + b" y", 0) != prefilter.INERT
 
 
 def test_the_anchors_fit_the_compiled_prefilters_masks():
-    """_prefilter.c keeps, per first byte, the anchors starting with it as bits of a uint32_t: a 33rd anchor would
+    """_prefilter.c keeps, per first byte, the anchors starting with it as bits of a uint64_t: a 65th anchor would
     silently never be searched."""
     from specdiag.catalog.wording import PREFILTER_ANCHORS
 
-    assert len(PREFILTER_ANCHORS) <= 32
+    assert len(PREFILTER_ANCHORS) <= 64

@@ -170,6 +170,14 @@ CAUSE_FIX = {
                           "does not support that layout: serve the model without LMCache, or use a release that "
                           "supports its KV layout.",
                           "specdiag repro --toggle lmcache=off,on"),
+    "engine-heartbeat-lost": ("V0's multiprocessing engine (MQLLMEngine, 0.6–0.10) marks itself alive after each step; "
+                              "its client's heartbeat check raises 'No heartbeat received from MQLLMEngine' (or sees "
+                              "'Engine loop has died') when one step outlasts VLLM_RPC_TIMEOUT: a long prefill or "
+                              "compile, a large multimodal input, guided decoding, or a hang. No exception in the step: "
+                              "find the long step (py-spy dump of the engine process while it stalls), raise "
+                              "VLLM_RPC_TIMEOUT, or upgrade (0.6.4+ checks the engine's pid instead, vLLM PR #9818).",
+                              "rerun the same load with VLLM_RPC_TIMEOUT=600000: a slow step then finishes, a hang "
+                              "still stops"),
     "engine-iteration-timeout": ("One engine step ran longer than VLLM_ENGINE_ITERATION_TIMEOUT_S (60 s by default): V0's "
                                  "AsyncLLMEngine raised TimeoutError and its background loop died with it "
                                  "(engine/async_llm_engine.py, 0.6–0.10). A step that slow waited on something stuck "

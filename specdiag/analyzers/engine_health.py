@@ -117,6 +117,12 @@ def _start_frame(ev: Event, funcs: list[str]) -> str | None:
     return next((f for f in funcs if f in START_FRAMES), None)
 
 
+#: the packages whose objects vLLM builds only while its engine starts (the model and its layers, attention layers and
+#: backends, the V1 worker and model runner, the Ascend plugin's): three of their constructors in a row are a start
+_BUILT_AT_START = ("vllm/model_executor/", "vllm/attention/", "vllm/v1/attention/", "vllm/v1/worker/",
+                   "vllm_ascend/worker/", "vllm_ascend/attention/")
+
+
 def _frame_list(ev: Event) -> list[tuple[str, str]]:
     """The (function, file) of a traceback's frames, or of a frame row's one frame (the first 64)."""
     if ev.id == "V_TB_FRAME":
@@ -267,6 +273,8 @@ def _classify(text: str, tid: str) -> str:
         return "lmcache-kv-layout" if layers and caches % layers == 0 else "lmcache-draft-layers"
     if tid == "V_ITER_TIMEOUT" or ("TimeoutError" in text and "run_engine_loop" in text):
         return "engine-iteration-timeout"  # V0's background loop: a step past ENGINE_ITERATION_TIMEOUT_S
+    if "no heartbeat received from mqllmengine" in t or "engine loop has died" in t:
+        return "engine-heartbeat-lost"  # V0's MQLLMEngine client: a step past VLLM_RPC_TIMEOUT (engine/multiprocessing)
     if any(w in t for w in NO_KERNEL_WORDS):
         return "gpu-arch-unsupported"
     if _says("E_NPU_FAULT", text):
@@ -1046,9 +1054,10 @@ class EngineDeath(Rule):
                 self.outside_call = frame_path(file)[-120:]
 
     def _constructing(self, key: tuple, frames: list[tuple[str, str]]) -> str | None:
-        """'model construction' when a traceback (or its frames, one a row) builds vLLM's objects: a model class's
-        constructor (models are built only while loading), or three vLLM constructors in a row (a model runner
-        building its buffers, 'UVA is not available'); a step calls functions, which end the run."""
+        """A start when a traceback (or its frames, one a row) builds the engine's objects: a model class's constructor
+        (models are built only while loading), or three constructors in a row of the model, attention or V1 worker
+        packages (``_BUILT_AT_START``: a model runner building its buffers, 'UVA is not available'); a step calls
+        functions, which end the run. The API server's engine client and V0's per-step input builders are not those."""
         runs = self.ctor_runs
         if runs is None:
             if not any(f in ("__init__", "<lambda>") for f, _ in frames):
@@ -1056,13 +1065,13 @@ class EngineDeath(Rule):
             runs = self.ctor_runs = {}
         run = runs.get(key, 0)
         for func, file in frames:
-            if func not in ("__init__", "<lambda>") or not frame_path(file).startswith(("vllm/", "vllm_ascend/")):
+            if func not in ("__init__", "<lambda>") or not frame_path(file).startswith(_BUILT_AT_START):
                 run = 0
                 continue
             run += 1
             if run >= 3 or (func == "__init__" and "vllm/model_executor/models/" in file):
                 runs.pop(key, None)
-                return "model construction"
+                return "building the model or its runner"
         if run or key in runs:
             runs[key] = run
             if len(runs) > 64:

@@ -6,10 +6,10 @@ import re
 from collections import Counter
 from typing import Any
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import Rule, register, shape_claim
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
-from specdiag.events import Event, line_label
+from specdiag.events import UNKNOWN_EVENT, Event, line_label
 from specdiag.findings import CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
@@ -32,6 +32,10 @@ _RAISED = re.compile(r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInt
 _PLACE = re.compile(r"(?:(?P<host>[\w.-]{1,100}):(?P<pid>\d{1,9}):\d{1,9} \[(?P<dev>\d{1,4})\] )?(?P<file>[\w./-]{1,100}\.\w{1,4}):"
                     r"(?P<line>\d{1,7}) \Z")
 MAX_FIRST, MAX_PROCESSES = 4, 64
+#: NCCL's reasons as torch relays them under 'Last error:' (the text of its last WARN line without NCCL's header)
+RELAYED = frozenset({"E_NCCL_CONNECT", "E_NCCL_PROXY", "E_NCCL_DUP_GPU", "E_NCCL_SHM"})
+#: the shared-memory transport's reason (misc/shmutils.cc), relayed raw or as a row of a worker's logged exception
+SHM_SEGMENT = "Error while creating shared memory segment"
 NONE: Any = ()  # a rule's state before its first line (an empty list and set cost 0.3 KiB a deployment)
 
 
@@ -66,8 +70,11 @@ class NcclFailure(Rule):
     Detects: NCCL's WARN lines (``host:pid:tid [dev] file.cc:line NCCL WARN message``, printed at ``NCCL_DEBUG=WARN``
     or lower), which NCCL prints where a call fails, before it returns the error that vLLM's wrapper
     (``RuntimeError: NCCL error: …``), torch (``DistBackendError: NCCL error in: …``) or a ``collective_rpc`` raise
-    with no more than the error's name (``unhandled system error``, ``internal error``). It is an error when the log
-    also holds that raised error, a warning otherwise.
+    with no more than the error's name (``unhandled system error``, ``internal error``); and the reason torch relays
+    under ``Last error:`` in that raised error (``socketStartConnect: Connect to … failed``, ``Proxy Call to rank 7
+    failed (Connect)``, ``Duplicate GPU detected``, ``Error while creating shared memory segment /dev/shm/nccl-…``,
+    raw or as a row of a worker's logged exception). It is an error when the log also holds the raised error, a
+    warning otherwise; a raised error whose own text names a transport is reported without a WARN line too.
 
     Why it matters: the raised error says only that NCCL failed; the WARN line says what: the InfiniBand/RoCE verbs
     (``Call to ibv_modify_qp failed … Connection timed out``), TCP sockets (``Connect to … failed``), a CUDA call of
@@ -99,9 +106,9 @@ class NcclFailure(Rule):
     family = "SRV"
     cause_ids = ("nccl-ib-network", "nccl-socket-network", "nccl-cuda-transport", "nccl-nvls", "nccl-shm",
                  "nccl-duplicate-gpu", "nccl-other")
-    events = frozenset({"E_NCCL_WARN", "E_NCCL_ERROR", "V_EXC", "E_GENERIC"})
-    #: its finding accounts for NCCL's WARN lines, not for every exception line it looks at for a raised error
-    explains = frozenset({"E_NCCL_WARN"})
+    events = frozenset({"E_NCCL_WARN", *RELAYED, "E_NCCL_ERROR", "V_EXC", "E_GENERIC", UNKNOWN_EVENT})
+    #: its finding accounts for NCCL's WARN lines and relayed reasons, not for every exception line it looks at
+    explains = frozenset({"E_NCCL_WARN", *RELAYED})
 
     def __init__(self, options=None) -> None:
         super().__init__(options)
@@ -109,12 +116,23 @@ class NcclFailure(Rule):
         self.first: list[tuple[Event, str]] = NONE
         self.raised: Event | None = None
         self.processes: set[tuple] = NONE
+        self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:
-        if ev.id != "E_NCCL_WARN":
-            if self.raised is None and _RAISED.search(line_label(ev)) is not None:
-                self.raised = ev
+        if ev.id == UNKNOWN_EVENT:  # a row under vLLM's header: the relayed reason of a worker's exception
+            if not ev.rec.msg.lstrip().startswith(SHM_SEGMENT):
+                return
+            ev = Event("E_NCCL_SHM", ev.rec, {"detail": ev.rec.msg.strip()})
+        elif ev.id != "E_NCCL_WARN" and ev.id not in RELAYED:
+            label = line_label(ev)
+            if _RAISED.search(label) is not None:
+                self.raised = self.raised or ev  # the error a caller raised: these lines are its reason
+                claim = shape_claim(label)
+                if claim not in self.claims and len(self.claims) < 16:
+                    self.claims = (*self.claims, claim)  # its lines (torch's ncclSystemError row too) the finding's
             return
+        if ev.id != "E_NCCL_WARN":
+            self.claims = (*self.claims, shape_claim(ev.rec.msg)) if len(self.claims) < 16 else self.claims
         detail = ev.f.get("detail") or ""
         kind = kind_of(detail, place_of(ev))
         process = process_of(ev)
@@ -128,7 +146,7 @@ class NcclFailure(Rule):
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if self.kinds is None:
-            return []
+            return self._raised_only()
         ev, kind = self.first[0]
         lines = sum(self.kinds.values())
         evidence = [evidence_of(e, 400) for e, _ in self.first]
@@ -140,15 +158,39 @@ class NcclFailure(Rule):
             rule=self.code, severity="error" if self.raised is not None else "warning", title=self.title,
             summary=self._summary(ev, kind, lines, where), count=lines, evidence=evidence, causes=causes,
             identity=f"{self.code}|{kind}", first_seen=rec_time(ev.rec),
-            headline=f"NCCL WARN ×{lines}: {(ev.f.get('detail') or '')[:80]}",
+            headline=f"NCCL {'WARN' if ev.id == 'E_NCCL_WARN' else 'reason'} ×{lines}: {(ev.f.get('detail') or '')[:80]}",
             measurements={"warn_lines": lines, "by_kind": dict(self.kinds), "first_place": where,
                           "processes": len(self.processes), "error_raised": self.raised is not None},
             next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
         )]
 
+    def _raised_only(self) -> list[Finding]:
+        """No WARN line, but the error a caller raised quotes NCCL's reason (torch's ``Last error: socketStartConnect:
+        Connect to … failed``, ``Duplicate GPU detected``): that reason names the transport. A raised error that names
+        none is SRV001's (a death) or LOG001's."""
+        if self.raised is None:
+            return []
+        label = line_label(self.raised)
+        kind = kind_of(label)
+        if kind == "nccl-other":
+            return []
+        self.kinds = Counter({kind: 1})
+        causes = self._causes(kind)
+        return [Finding(
+            rule=self.code, severity="error", title=self.title,
+            summary=(f"The error a caller raised quotes NCCL's reason: '{label[:240]}'. NCCL's own WARN line is not in "
+                     "the log (NCCL_DEBUG=WARN prints it), but the reason names what failed."),
+            count=1, evidence=[evidence_of(self.raised, 400)], causes=causes, identity=f"{self.code}|{kind}",
+            first_seen=rec_time(self.raised.rec), headline=f"NCCL error: {label[:80]}",
+            measurements={"warn_lines": 0, "by_kind": {kind: 1}, "first_place": None, "processes": 1,
+                          "error_raised": True},
+            next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
+        )]
+
     def _summary(self, ev: Event, kind: str, lines: int, where: str | None) -> str:
         detail = (ev.f.get("detail") or "").strip()
-        out = [f"NCCL printed {lines} WARN line(s) from {len(self.processes)} process(es); the first"
+        what = "WARN line(s)" if ev.id == "E_NCCL_WARN" else "reason(s) of a failed call (as torch relays them under 'Last error:')"
+        out = [f"NCCL printed {lines} {what} from {len(self.processes)} process(es); the first"
                + (f", at {where}," if where else "") + f" says '{detail[:200]}'."]
         if self.raised is not None:
             out.append(f"The call failed: '{line_label(self.raised)[:160]}' is the error its caller raised, and these "

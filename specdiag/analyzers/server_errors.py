@@ -23,7 +23,8 @@ class ServerErrors(Rule):
     """The API server answered requests with HTTP 5xx: the server failed them.
 
     Detects: uvicorn's access lines with a 5xx status (``INFO:     127.0.0.1:58634 - "POST /v1/completions HTTP/1.1"
-    500 Internal Server Error``).
+    500 Internal Server Error``), three or more (``min_responses``): one or two are a request's own failure, which
+    the rule that reads that request explains (KV003, SRV005) or LOG001 lists.
 
     Why it matters: a 4xx is the client's request refused (too long, invalid); a 5xx is the server failing a request
     it accepted: an exception in the API server, or an engine that died (every request after it then gets 500).
@@ -42,7 +43,9 @@ class ServerErrors(Rule):
     name = "server-errors"
     title = "The API server answered requests with HTTP 5xx"
     severity = "error"
-    severity_note = "warning for one or two such lines"
+    #: fewer 5xx answers than this are left to the rules that explain their request (KV003's failed load, SRV005's
+    #: ended grammar): one or two 500s are a request's failure, three or more a server failing requests
+    defaults = {"min_responses": 3}
     family = "SRV"
     cause_ids = ("server-failed-requests",)
     events = frozenset({"U5XX"})
@@ -65,7 +68,7 @@ class ServerErrors(Rule):
             self.routes[key] += 1
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
-        if self.first is None or self.last is None:
+        if self.first is None or self.last is None or self.lines < int(self.options["min_responses"]):
             return []
         first, last = self.first.rec, self.last.rec
         routes = ", ".join(f"{k} ×{n}" for k, n in self.routes.most_common(4))
@@ -75,7 +78,7 @@ class ServerErrors(Rule):
                       against=["an access line does not say why: the lines before the first one do"],
                       **fix_and_confirm("server-failed-requests"))
         return [Finding(
-            rule=self.code, severity="error" if self.lines >= 3 else "warning", title=self.title,
+            rule=self.code, severity=self.severity, title=self.title,
             summary=(f"The API server answered {self.lines} request(s) with HTTP 5xx {span} ({routes}): it failed "
                      "requests it had accepted. The access lines do not say why; the lines before the first one do."),
             count=self.lines, evidence=[evidence_of(self.first, 300)] + ([evidence_of(self.last, 300)]
@@ -83,5 +86,5 @@ class ServerErrors(Rule):
             causes=[cause], identity=f"{self.code}|5xx", first_seen=rec_time(first),
             headline=f"{self.lines} response(s) 5xx: {routes}",
             measurements={"responses_5xx": self.lines, "by_route": dict(self.routes.most_common(8))},
-            next_steps=[cause.fix, f"Confirm: {cause.confirm_with}"],
+            next_steps=[cause.fix, f"the first 5xx is at {first.path}:{first.line}: read the lines before it"],
         )]

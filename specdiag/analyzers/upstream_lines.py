@@ -355,6 +355,12 @@ def _summary(family: str, what: str, msgs: list[_Message], more: int) -> str:
 #: who prints a glog-format line, by its file (Go's klog prints the same header as glog)
 _GLOG_SOURCES = (
     ("tpu_", "the TPU runtime (PJRT / XLA) in the process"),
+    # torch.distributed's C++ side: the Gloo group of the ranks' CPU traffic, the NCCL group, the c10d rendezvous
+    ("processgroupgloo", "torch.distributed's Gloo process group (the ranks' CPU-side group: its address is "
+                         "GLOO_SOCKET_IFNAME's interface, or the hostname's)"),
+    ("processgroupnccl", "torch.distributed's NCCL process group (its watchdog and collectives)"),
+    ("socket.cpp", "torch.distributed's c10d store (the ranks' rendezvous at the master address)"),
+    ("tcpstore", "torch.distributed's c10d store (the ranks' rendezvous at the master address)"),
     ("nixl", "NIXL's agent in the process (vLLM's NixlConnector, LMCache's NIXL backend)"),
 )
 

@@ -92,16 +92,19 @@ SPEC_RATE = "Draft acceptance rate"
 # ---- what makes the prefilter read a line that no other test of its keeps: any of these anywhere in it (a process
 # prefix, a traceback's lines, an exception, StopIteration and StopAsyncIteration by their ``Iteration``, a version
 # line, a JSON or kubectl or journald wrapper, CUDACHECK's exit, pydantic's reason, apache-tvm-ffi's segfault
-# banner, NCCL's WARN lines by ``CL WARN `` so that its INFO flood's ``NCCL`` starts no candidate, the shell's ``Killed``). Both copies read this one tuple: ``prefilter.ANCHORS`` and ``_prefilter.c`` (``W_PREFILTER_ANCHORS``)
+# banner, NCCL's WARN lines by ``CL WARN `` so that its INFO flood's ``NCCL`` starts no candidate, the shell's ``Killed``, NCCL's reasons as torch relays them under ``Last error:``, each anchored
+# past its first letters, whose trigram other lines start often: ``Proxy``, ``Dup``). Both copies read this one tuple: ``prefilter.ANCHORS`` and ``_prefilter.c`` (``W_PREFILTER_ANCHORS``)
 PREFILTER_ANCHORS = ("LMCache", "lmcache", "vllm", "vLLM", "VLLM", "pid=", "Traceback", 'File "', "Error", "Exception",
                      "Exit", "Interrupt", "During handling", "The above exception", "version", '"log"', '"levelname"',
                      "[pod/", "]: ", "Iteration", "Cuda error", "Value error, ", "Assertion error, ",
                      "Segfault encountered", "Memory access fault", "HSA_STATUS_ERROR", "api_server.py: error: ",
-                     "CUDA error (", "] Assertion `", "there is an exception of", "CL WARN ", "Killed")
+                     "CUDA error (", "] Assertion `", "there is an exception of", "CL WARN ", "Killed",
+                     "ocketStartConnect", "oxy Call to rank", "uplicate GPU detected")
 # ---- a line of raw text (no envelope) that the reader keeps for any of these words in it (``records``: besides
 # exception lines, LMCache's banner and version lines); each is one of PREFILTER_ANCHORS (a test holds it)
 KEPT_TEXT_WORDS = ("Error", "Cuda error", "Value error, ", "Assertion error, ", "Memory access fault", "HSA_STATUS_ERROR",
-                   "CUDA error (", "] Assertion `", "there is an exception of", "CL WARN ", "Killed")
+                   "CUDA error (", "] Assertion `", "there is an exception of", "CL WARN ", "Killed",
+                   "ocketStartConnect", "oxy Call to rank", "uplicate GPU detected")
 
 
 class _Forms:

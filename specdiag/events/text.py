@@ -117,6 +117,17 @@ TEXT_TEMPLATES: list[Template] = [
     T("E_NCCL_WARN", X, None, "NCCL WARN ", r"NCCL WARN (?P<detail>[^\n]{1,400})", "NCCL 2.x",
       "nccl src/debug.cc (ncclDebugLog, WARN)",
       "node-0:1112:13532 [0] ibvwrap.c:160 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out"),
+    # NCCL's reason for a failed call as torch relays it under 'Last error:' (the text of its last WARN line, without
+    # NCCL's own header): a connection that failed, a proxy that could not reach a rank, two ranks on one GPU
+    T("E_NCCL_CONNECT", X, None, "socketStartConnect", r"(?P<detail>socketStartConnect: [^\n]{1,300})", "NCCL 2.x",
+      "nccl src/misc/socket.cc", "socketStartConnect: Connect to 169.254.0.1<40815> failed : Software caused connection abort"),
+    T("E_NCCL_PROXY", X, None, "Proxy Call to rank", r"(?P<detail>Proxy Call to rank \d{1,7} failed[^\n]{0,200})",
+      "NCCL 2.x", "nccl src/proxy.cc", "Proxy Call to rank 7 failed (Connect)"),
+    T("E_NCCL_SHM", X, None, "Error while creating shared memory segment",
+      r"(?P<detail>Error while creating shared memory segment [^\n]{1,300})", "NCCL 2.x", "nccl src/misc/shmutils.cc",
+      "Error while creating shared memory segment /dev/shm/nccl-F9ffgB (size 9637888)"),
+    T("E_NCCL_DUP_GPU", X, None, "Duplicate GPU detected", r"(?P<detail>Duplicate GPU detected[^\n]{0,200})", "NCCL 2.x",
+      "nccl src/init.cc", "Duplicate GPU detected : rank 1 and rank 0 both on CUDA device 10"),
     # CPython's faulthandler (enabled by torch and Ray): a fatal signal in native code, then the Python stack
     # ``Stack (most recent call first):`` / ``Current thread … (most recent call first):``
     T("E_FATAL_PYTHON", X, None, "Fatal Python error", r"Fatal Python error: (?P<detail>[^\n]{1,200})", "any",

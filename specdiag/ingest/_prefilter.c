@@ -51,7 +51,7 @@ static const char *const anchors[] = {W_PREFILTER_ANCHORS}; /* catalog/wording.p
 #define N_ANCHORS (sizeof(anchors) / sizeof(anchors[0]))
 static size_t anchor_len[N_ANCHORS];
 /* for each byte, the anchors that start with it (a bit each) */
-static uint32_t anchor_first[256];
+static uint64_t anchor_first[256];
 static int tables_ready;
 #if PF_SSE2
 /* the distinct first two bytes of the anchors, broadcast: a position whose two bytes are none of these
@@ -133,7 +133,7 @@ static void prefilter_tables(void) {
 #endif
     for (size_t i = 0; i < N_ANCHORS; i++) {
         anchor_len[i] = strlen(anchors[i]);
-        anchor_first[(u8)anchors[i][0]] |= 1u << i;
+        anchor_first[(u8)anchors[i][0]] |= 1ull << i;
 #if PF_TEDDY
         teddy_add(&anchor_teddy, (const u8 *)anchors[i], anchor_len[i], (int)(i % 8));
 #endif
@@ -162,9 +162,9 @@ const char *specdiag_literal_search(void) {
 
 /* whether an anchor starts at s[i] */
 static inline int anchor_at(const u8 *s, size_t i, size_t n) {
-    uint32_t m = anchor_first[s[i]];
+    uint64_t m = anchor_first[s[i]];
     while (m) {
-        int a = __builtin_ctz(m);
+        int a = __builtin_ctzll(m);
         m &= m - 1;
         size_t k = anchor_len[a];
         if (i + k <= n && memcmp(s + i, anchors[a], k) == 0) return 1;
