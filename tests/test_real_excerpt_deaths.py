@@ -1110,3 +1110,16 @@ def test_the_api_servers_engine_client_constructors_are_no_model_construction():
     were read as 'model construction' and a death: the engine core was still warming DeepGEMM up."""
     found = _by_rule(HERE / "api-server-engine-ready-timeout-deepgemm.log")
     assert "SRV001" not in found and "SRV003" in found
+
+
+def test_a_death_with_no_sign_of_serving_does_not_say_clients_saw_errors(tmp_path):
+    """vLLM #17386: killed during start-up (a startup probe), the traceback cut: 'clients saw errors for every request
+    in flight' was said of a server that had served none."""
+    srv = _by_rule(HERE / "sigterm-during-startup-compile.log")["SRV001"]
+    assert "clients saw errors" not in srv.next_steps[-1] and "does not show" in srv.next_steps[-1]
+    serving = _write(tmp_path, [
+        "INFO 05-08 00:41:40 [loggers.py:111] Engine 000: Avg prompt throughput: 10.0 tokens/s, Avg generation "
+        "throughput: 5.0 tokens/s, Running: 2 reqs, Waiting: 0 reqs, GPU KV cache usage: 1.0%, Prefix cache hit rate: 0.0%",
+        "ERROR 05-08 00:41:45 [core.py:588] EngineCore encountered a fatal error.",
+        "ERROR 05-08 00:41:45 [core.py:588] RuntimeError: CUDA error: an illegal memory access was encountered"])
+    assert "clients saw errors" in _by_rule(serving)["SRV001"].next_steps[-1]

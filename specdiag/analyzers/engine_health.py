@@ -1140,12 +1140,20 @@ class EngineDeath(Rule):
             cause.confirm_with = START_CONFIRM.get(cause.id, cause.confirm_with)
         steps = [causes[0].fix, f"Confirm: {causes[0].confirm_with}",
                  "The engine failed while starting: no request was served; start it again once the cause is fixed."
-                 if at_start else "Restart the engine; clients saw errors for every request in flight."]
+                 if at_start else self._restart_step()]
         return [Finding(
             rule=self.code, severity="error", title=self.title, summary=summary, count=max(1, self.cascade),
             evidence=dedupe_evidence(evs), causes=causes, measurements=measurements, headline=head,
             identity=f"{causes[0].id}|{root_txt[:80]}", first_seen=dt, next_steps=steps,
         )]
+
+    def _restart_step(self) -> str:
+        """What the death did to clients: said only when the log shows the engine serving (a stats line before it, a
+        request's error after it); a death with neither may have come before any request."""
+        if self.last_stats_t is not None or self.cascade:
+            return "Restart the engine; clients saw errors for every request in flight."
+        return ("Restart the engine once the cause is fixed; whether it was serving requests when it died the excerpt "
+                "does not show (no stats line before it, no request's error after it).")
 
     def _root(self, dt: float | None, dseq: int) -> tuple | None:
         """The first root candidate from the last stats line (less 10 s) to 2 s after the death (by line order
