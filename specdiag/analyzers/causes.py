@@ -271,6 +271,18 @@ _ROWS = [
        "vLLM 0.8.1+ (V1 structured output)",
        ("v1/structured_output/backend_xgrammar.py (accept_tokens)", "vLLM issue #53181"),
        "the server's start-up lines (non-default args) to rule the known combinations in or out"),
+    # ---- SRV010: aborted requests ---------------------------------------------------------------------------------
+    _c("client-timeout",
+       "The API server aborts a request in the engine when its client goes away (the connection closed, the stream "
+       "cancelled). Many at once, with no engine error, are one timeout firing for requests that started together: the "
+       "client's (the OpenAI Python client waits 600 s by default), a proxy's read timeout (nginx 60 s), a gateway's or "
+       "a benchmark's. A stalled engine makes clients time out too.",
+       "Raise the client's and any proxy's timeout above the longest request (max_tokens at the generation rate the "
+       "stats lines show), stream the responses, or shorten the requests; if the engine was not generating, find why.",
+       "log request arrivals (--enable-log-requests): the aborted requests' age at the abort is the same for each, "
+       "the timeout's",
+       "every release", ("engine/async_llm_engine.py (abort)", "v1/engine/async_llm.py (abort)", "vLLM issue #2484"),
+       "the aborted requests' arrival lines ('Received request …' / 'Added request …') and the client's timeout"),
     # ---- SRV009: HTTP 5xx answers ------------------------------------------------------------------------------------
     _c("server-failed-requests",
        "The API server answered requests it had accepted with a 5xx status: an exception while it handled them "

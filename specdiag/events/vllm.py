@@ -13,6 +13,10 @@ VLLM_TEMPLATES: list[Template] = [
     T("U5XX", "uvicorn", "INFO:", '" 5', r'INFO:\s+(?P<client>\S+) - "(?P<method>\w+) (?P<path>\S+) [^"]*" (?P<status>5\d\d)',
       "uvicorn", "uvicorn access log", 'INFO:     127.0.0.1:58634 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
       ints=("status",)),
+    # a request the client (or a proxy) dropped: the API server aborts it in the engine (V0's AsyncLLMEngine and
+    # MQLLMEngine, V1's AsyncLLM with --enable-log-requests: 'Aborted request(s) a, b.' from 0.28)
+    T("V_ABORTED", V, "Aborted", "Aborted request", r"Aborted request(?:\(s\))? (?P<ids>[^\n]{1,4000}?)\.?[ \t]*$",
+      "0.6.0+", "engine/async_llm_engine.py; v1/engine/async_llm.py", "Aborted request cmpl-1dac86b037d24bbe97d7ce0f776e9250-0."),
     T("V_VERSION", V, "vLLM", "server version", r"vLLM (?:API )?server version (?P<version>\S+?)(?:, serving model (?P<model>.+))?$",
       "0.8.5+", "entrypoints/openai/api_server.py", "vLLM API server version 0.11.0"),
     # the logo's version row only: a message that merely ends in "version X.Y.Z" is another program's version
