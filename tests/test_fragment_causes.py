@@ -99,9 +99,12 @@ def test_zero_retrieve_without_p2p_evidence_leaves_the_p2p_bug_unconfirmed(tmp_p
 
 
 # ---- 4. multi-process store task failures --------------------------------------------------------------------
-def test_mp_store_task_failure_is_a_failed_store() -> None:
+def test_mp_store_task_failure_is_an_l2_adapter_store_not_a_failed_retrieve() -> None:
+    """LMCache #5123: 'Store task 1 to adapter 0 failed for keys' led with mp-retrieve-failure beside '0 failed
+    retrieve(s)': it is the server's L2 adapter failing a store; no request failed."""
     (f,) = findings("mp-store-task-failed.log", "KV009")
-    assert f.measurements["store"] == 2 and f.measurements["retrieve"] == 0
+    assert f.measurements["adapter"] == 2 and f.measurements["retrieve"] == 0 and f.measurements["store"] == 0
+    assert f.causes[0].id == "mp-l2-store-failure" and "0 failed retrieve" not in f.summary
     assert "store_controller.py" in f.evidence[0].text
 
 

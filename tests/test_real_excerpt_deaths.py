@@ -1123,3 +1123,12 @@ def test_a_death_with_no_sign_of_serving_does_not_say_clients_saw_errors(tmp_pat
         "ERROR 05-08 00:41:45 [core.py:588] EngineCore encountered a fatal error.",
         "ERROR 05-08 00:41:45 [core.py:588] RuntimeError: CUDA error: an illegal memory access was encountered"])
     assert "clients saw errors" in _by_rule(serving)["SRV001"].next_steps[-1]
+
+
+def test_the_cpu_backends_kv_cache_short_of_host_memory_is_a_start_failure_with_its_numbers():
+    """LMCache #3614 / vLLM #45086: 'Available memory on node 0 (149.11/692.65 GiB) on kv cache allocation is less than
+    requested memory for kv (206.54/207.8 GiB)' was a worker exception 'in serving'."""
+    srv = _by_rule(HERE / "cpu-backend-kv-host-memory.log")["SRV001"]
+    assert srv.causes[0].id == "kv-cache-memory" and srv.measurements["failed_at_start"] is True
+    assert any("206.54 GiB asked, 149.11 GiB available" in w and "VLLM_CPU_KVCACHE_SPACE" in w
+               for w in srv.causes[0].for_)

@@ -597,6 +597,17 @@ _ROWS = [
        "curl the LMCache server's health endpoint; look for 'LOOKUP to … timed out'",
        "0.5.6 multi-process mode", ("integration/vllm/vllm_multi_process_adapter.py:614, :1306",),
        "the lmcache server's own log"),
+    _c("mp-l2-store-failure",
+       "The lmcache server's store controller writes each stored chunk from its L1 (CPU) tier to its L2 adapters (a "
+       "local disk, Redis/Valkey, S3, a remote or P2P tier); an adapter that fails a store task leaves those chunks in "
+       "L1 only. Nothing fails at once: a later lookup misses them once L1 evicts them, and another instance never "
+       "sees them.",
+       "Read the server's own log around the failed task for the adapter's error (the L2 backend unreachable, full, or "
+       "refusing the key); check the adapter's backend (redis-cli ping, free disk) and its configuration.",
+       "watch the server's L2 store counts (its metrics or DEBUG log) after fixing the backend: the failures stop",
+       "LMCache 0.5.6+ multi-process server", ("v1/distributed/storage_controllers/store_controller.py:791",
+                                                "LMCache issue #5123"),
+       "the lmcache server's log at DEBUG around the failed task, and its L2 adapter configuration"),
     _c("mp-retrieve-failure", "The lmcache server failed a retrieve request.",
        "Read the server log around the failed request ids; upgrade LMCache (MP retrieve fixes) or fall back to the "
        "in-process connector.",

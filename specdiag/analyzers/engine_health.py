@@ -63,6 +63,9 @@ _SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
 _SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
 _SCHED_SPEC = re.compile(r"scheduled_spec_decode_tokens=\{(.)")
 _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
+#: the CPU backend's KV cache check (v1/worker/cpu_worker.py): node, available / total GiB, requested GiB
+_CPU_KV = re.compile(r"Available memory on node (\d{1,4}) \(([\d.]{1,12})/([\d.]{1,12}) GiB\) on kv cache allocation is "
+                     r"less than requested memory for kv \(([\d.]{1,12})")
 #: exit codes of a process ended by a signal sent from outside: SIGKILL, SIGTERM, SIGINT (negated, or 128+N)
 _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "SIGKILL (kernel OOM killer or the orchestrator)",
               "-15": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
@@ -262,7 +265,8 @@ def _classify(text: str, tid: str) -> str:
         return "cuda-oom"
     if (tid == "E_NO_CACHE_MEM" or "no available memory for the cache blocks" in t or "kv cache is needed" in t
             or "maximum number of tokens that can be stored in kv cache" in t
-            or "to serve at least one request with the model's max seq len" in t):
+            or "to serve at least one request with the model's max seq len" in t
+            or "on kv cache allocation is less than requested memory for kv" in t):  # the CPU backend, host memory
         return "kv-cache-memory"
     if tid == "E_INDEX_LAYERS" or ("out of bounds for dimension" in t and "index" in t):
         return "lmcache-draft-layers"
@@ -367,6 +371,11 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
     if rev.id == "E_CUDACHECK" and "custom_all_reduce" in (f.get("file") or ""):
         return ("the failing CUDA call is in vLLM's custom all-reduce kernel (csrc/custom_all_reduce.cuh): start with "
                 "--disable-custom-all-reduce, which sends all-reduce through NCCL, to confirm")
+    if cls == "kv-cache-memory" and (m := _CPU_KV.search(text)) is not None:
+        return (f"vLLM's CPU backend sizes the KV cache in the host memory of NUMA node {m.group(1)}: "
+                f"{m.group(4)} GiB asked, {m.group(2)} GiB available of {m.group(3)}; lower VLLM_CPU_KVCACHE_SPACE or "
+                "--kv-cache-memory-bytes (or --gpu-memory-utilization, which sizes it from host memory when neither is "
+                "set), or free host memory: a container's memory limit counts, not the host's")
     if cls == "kv-cache-memory" and (fits := _kv_fit_read(text, f)):
         return fits
     if cls == "gpu-arch-unsupported" and (need := _capability_read(text)):

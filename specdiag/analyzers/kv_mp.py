@@ -63,7 +63,8 @@ class MultiProcessFailures(Rule):
     Causes weighed: ``mp-server-unhealthy`` (the LMCache server is down or timing out),
     ``mp-retrieve-failure`` (the server answered but the transfer failed), ``mp-hit-mismatch`` (servers
     disagree on hits, the minimum is taken), ``mp-kv-unregistered`` (the server restarted after the workers
-    registered, or dropped their registration).
+    registered, or dropped their registration), ``mp-l2-store-failure`` (an L2 adapter of the server failed to store
+    chunks: Redis/Valkey, disk, a remote tier).
 
     Fix: check the ``lmcache server`` process log and its health; compare with the in-process connector.
 
@@ -78,7 +79,8 @@ class MultiProcessFailures(Rule):
     title = "LMCache multi-process connector: failed retrieves/stores or unhealthy server"
     severity = "warning"
     family = "KV"
-    cause_ids = ("mp-server-unhealthy", "mp-retrieve-failure", "mp-hit-mismatch", "mp-kv-unregistered")
+    cause_ids = ("mp-server-unhealthy", "mp-retrieve-failure", "mp-hit-mismatch", "mp-kv-unregistered",
+                 "mp-l2-store-failure")
     events = _CONNECTOR_LINES | {"E_GENERIC", "V_EXC"}
     #: the server's own lines about a worker it holds no registration for come as every ERROR line does
     levels = WARNING_OR_WORSE
@@ -86,8 +88,8 @@ class MultiProcessFailures(Rule):
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.by_kind: dict[str, list[Event]] = {"retrieve": [], "store": [], "mismatch": [], "unhealthy": [],
-                                                "unregistered": []}
-        self.counts = {"retrieve": 0, "store": 0, "mismatch": 0, "unhealthy": 0, "unregistered": 0}
+                                                "unregistered": [], "adapter": []}
+        self.counts = {"retrieve": 0, "store": 0, "mismatch": 0, "unhealthy": 0, "unregistered": 0, "adapter": 0}
         self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:
@@ -100,7 +102,7 @@ class MultiProcessFailures(Rule):
         elif ev.id not in _CONNECTOR_LINES:
             return  # another line at WARNING or worse (``levels``)
         else:
-            kind = {"P2": "mismatch", "P3": "unhealthy", "P4": "unhealthy", "P5": "retrieve", "P6": "store"}.get(ev.id) \
+            kind = {"P2": "mismatch", "P3": "unhealthy", "P4": "unhealthy", "P5": "retrieve", "P6": "adapter"}.get(ev.id) \
                 or ev.f.get("op") or "retrieve"
         self.counts[kind] += 1
         if len(self.by_kind[kind]) < 3:
@@ -124,20 +126,30 @@ class MultiProcessFailures(Rule):
             b.oppose("mp-server-unhealthy", 3, "no 'server is unhealthy' line")
         if c["retrieve"] or c["store"]:
             b.support("mp-retrieve-failure", 4, f"{c['retrieve']} failed retrieve(s), {c['store']} failed store(s)")
+        else:
+            b.oppose("mp-retrieve-failure", 3, "no failed retrieve or store request of the connector")
+        if c["adapter"]:
+            b.add("mp-l2-store-failure", 0.3, **fix_and_confirm("mp-l2-store-failure"))
+            b.support("mp-l2-store-failure", 10, f"{c['adapter']} 'Store task … to adapter … failed' line(s) of the server")
         if c["mismatch"]:
             b.support("mp-hit-mismatch", 5, f"{c['mismatch']} hit mismatch(es) across servers")
         else:
             b.oppose("mp-hit-mismatch", 3, "no hit-mismatch line")
-        events = [e for k in ("unregistered", "unhealthy", "retrieve", "store", "mismatch") for e in self.by_kind[k]]
+        events = [e for k in ("unregistered", "unhealthy", "retrieve", "store", "mismatch", "adapter") for e in self.by_kind[k]]
         spec = ctx.speculative or {}
+        connector = c["retrieve"] + c["store"] + c["mismatch"] + c["unhealthy"]
         summary = (f"{c['retrieve']} failed retrieve(s), {c['store']} failed store(s), {c['mismatch']} hit mismatch(es), "
-                   f"{c['unhealthy']} unhealthy-server line(s) from the multi-process connector.")
+                   f"{c['unhealthy']} unhealthy-server line(s) from the multi-process connector.") if connector else ""
+        if c["adapter"]:
+            adapter = (f"The lmcache server's L2 adapter failed {c['adapter']} store task(s) ('Store task … to adapter … "
+                       "failed for keys'): those chunks stay only in its L1 (CPU) tier, so a lookup misses them once L1 "
+                       "evicts them; no request failed for it.")
+            summary = f"{summary} {adapter}".strip()
         if c["unregistered"]:
             said = (f"The lmcache server held no KV registration for the worker a request named ({c['unregistered']} "
                     "line(s): 'No GPU context …', 'KV cache not registered for GPU ID …'): its lookups for that worker "
                     "return no hit and its stores fail until the worker registers its KV cache again.")
-            others = c["retrieve"] + c["store"] + c["mismatch"] + c["unhealthy"]
-            summary = f"{said} {summary}" if others else said
+            summary = f"{said} {summary}".strip()
         if spec.get("method") in ("eagle", "eagle3") and c["retrieve"]:
             summary += " Retrieve failures with EAGLE-3 match LMCache issue #3388."
         return [Finding(rule=self.code, severity="warning", title=self.title, summary=summary,
