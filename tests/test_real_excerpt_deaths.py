@@ -1132,3 +1132,16 @@ def test_the_cpu_backends_kv_cache_short_of_host_memory_is_a_start_failure_with_
     assert srv.causes[0].id == "kv-cache-memory" and srv.measurements["failed_at_start"] is True
     assert any("206.54 GiB asked, 149.11 GiB available" in w and "VLLM_CPU_KVCACHE_SPACE" in w
                for w in srv.causes[0].for_)
+
+
+def test_a_dtype_the_gpu_is_too_old_for_is_no_kernel_for_this_gpu_with_the_numbers(tmp_path):
+    """bring-llms-to-nim #7 (the line as vLLM's own header prints it): 'Bfloat16 is only supported on GPUs with compute
+    capability of at least 8.0. Your Quadro RTX 6000 GPU has compute capability 7.5.'"""
+    log = _write(tmp_path, [
+        "ERROR 07-21 14:34:24 [worker.py:62] ValueError: Bfloat16 is only supported on GPUs with compute capability of "
+        "at least 8.0. Your Quadro RTX 6000 GPU has compute capability 7.5. You can use float16 instead by explicitly "
+        "setting the `dtype` flag in CLI, for example: --dtype=half.",
+        "ERROR 07-21 14:34:24 [core.py:866] EngineCore failed to start."])
+    srv = _by_rule(log)["SRV001"]
+    assert srv.causes[0].id == "gpu-arch-unsupported"
+    assert any("Bfloat16 needs compute capability 8.0 and the Quadro RTX 6000 has 7.5:" in w for w in srv.causes[0].for_)

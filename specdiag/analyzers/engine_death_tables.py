@@ -128,7 +128,10 @@ NO_KERNEL_WORDS = ("no kernel image is available for execution on the device", "
                    # capability: 86``; each WNA16 kernel refused: ``requires capability 80, current compute capability
                    # is 75``)
                    "current capability: ", "current compute capability is", "current compute  capability is",
-                   "is not implemented for blackwell")
+                   "is not implemented for blackwell",
+                   # a dtype the GPU has no kernels for (V0's worker _check_if_gpu_supports_dtype, platforms' checks):
+                   # ``Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your … has 7.5``
+                   "is only supported on gpus with compute capability")
 #: CUDA errors raised when the kernel that faulted ran earlier: the frame they name is where CUDA noticed, lower case
 ASYNC_CUDA_WORDS = ("illegal memory access", "device-side assert triggered", "misaligned address",
                     "unspecified launch failure", "illegal instruction")

@@ -63,6 +63,10 @@ _SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
 _SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
 _SCHED_SPEC = re.compile(r"scheduled_spec_decode_tokens=\{(.)")
 _EXIT_CODE = re.compile(r"exit code: (-?\d+)")
+#: a dtype's capability check: ``Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Quadro
+#: RTX 6000 GPU has compute capability 7.5.``
+_DTYPE_CAPABILITY = re.compile(r"(\w{1,20}) is only supported on GPUs with compute capability of at least (\d{1,2}\.\d{1,2})"
+                               r"\. Your ([^.\n]{1,80}?) GPU has compute capability (\d{1,2}\.\d{1,2})")
 #: the CPU backend's KV cache check (v1/worker/cpu_worker.py): node, available / total GiB, requested GiB
 _CPU_KV = re.compile(r"Available memory on node (\d{1,4}) \(([\d.]{1,12})/([\d.]{1,12}) GiB\) on kv cache allocation is "
                      r"less than requested memory for kv \(([\d.]{1,12})")
@@ -424,6 +428,10 @@ _CAPABILITY = re.compile(r"(?:requires capability|Minimum capability:) (\d{2,3})
 
 def _capability_read(text: str) -> str:
     """What the capability numbers say: the GPU is older than every kernel the message names needs."""
+    if (m := _DTYPE_CAPABILITY.search(text)) is not None:
+        dtype, need, gpu, have = m.groups()
+        return (f"{dtype} needs compute capability {need} and the {gpu} has {have}: serve in another dtype "
+                "(--dtype half) or on a newer GPU")
     pairs = [(int(a), int(b)) for a, b in islice(_CAPABILITY.findall(text), 16)]
     if not pairs or any(need <= have for need, have in pairs):
         return ""
