@@ -77,3 +77,19 @@ def test_ncclS_reason_relayed_by_torch_under_last_error_names_the_transport(name
     srv = found["SRV007"]
     assert srv.causes[0].id == cause and srv.severity == "error" and srv.measurements["error_raised"]
     assert "ncclSystemError" not in (found["LOG001"].summary if "LOG001" in found else "")
+
+
+def test_a_warn_line_of_no_known_kind_without_a_raised_error_is_only_info(tmp_path):
+    """NVIDIA/nccl #1297: 'NCCL WARN Could not find real path of rxe0' (a software RDMA device NCCL then used) was
+    'failed calls' at warning."""
+    line = "host:1:1 [0] misc/utils.cc:187 NCCL WARN Could not find real path of rxe0 (/sys/devices/virtual/infiniband/rxe0)"
+    srv = findings_by_rule(write_paste(tmp_path, [line]))["SRV007"]
+    assert srv.severity == "info" and srv.causes[0].id == "nccl-other"
+
+
+def test_a_workers_failed_init_device_after_a_warn_line_is_the_raised_error():
+    """vLLM #17160: 'graph/rings.cc:51 NCCL WARN Error : ring 0 does not contain rank 1', then 'Error executing method
+    'init_device'': it said the call 'may have been retried', exit 0."""
+    found = findings_by_rule(HERE / "ray-ring-does-not-contain-rank-init-device.log")
+    assert found["SRV007"].severity == "error" and "may have been retried" not in found["SRV007"].summary
+    assert "LOG001" not in found

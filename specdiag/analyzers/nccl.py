@@ -6,7 +6,7 @@ import re
 from collections import Counter
 from typing import Any
 
-from specdiag.analyzers.base import Rule, register, shape_claim
+from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register, shape_claim
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import UNKNOWN_EVENT, Event, line_label
@@ -24,10 +24,11 @@ KINDS = (
     ("nccl-socket-network", ("NET/Socket", "socket", "Socket", "onnect", "Accept failed", "bootstrap", "Bootstrap",
                              "Connection refused", "Connection reset", "Connection timed out", "No route to host")),
 )
-#: an NCCL error the caller raised (vLLM's wrapper, torch's ProcessGroupNCCL, a collective_rpc that failed): the
-#: failed call reached the process, so the WARN lines are its reason
+#: an NCCL error the caller raised (vLLM's wrapper, torch's ProcessGroupNCCL, a collective_rpc that failed), or a worker
+#: whose init_device failed (it makes the NCCL communicator): the failed call reached the process, so the WARN lines
+#: are its reason
 _RAISED = re.compile(r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|"
-                     r"ncclRemoteError|ncclInvalidArgument")
+                     r"ncclRemoteError|ncclInvalidArgument|Error executing method '?init_device")
 #: the place NCCL prints before its level: ``host:pid:tid [dev] transport/p2p.cc:298 NCCL WARN …``
 _PLACE = re.compile(r"(?:(?P<host>[\w.-]{1,100}):(?P<pid>\d{1,9}):\d{1,9} \[(?P<dev>\d{1,4})\] )?(?P<file>[\w./-]{1,100}\.\w{1,4}):"
                     r"(?P<line>\d{1,7}) \Z")
@@ -102,11 +103,13 @@ class NcclFailure(Rule):
     name = "nccl-failure"
     title = "NCCL reported failed calls: its WARN lines name the transport"
     severity = "warning"
-    severity_note = "error when the log also holds the NCCL error a caller raised"
+    severity_note = ("error when the log also holds the NCCL error a caller raised; info for WARN lines of no known "
+                     "kind without one")
     family = "SRV"
     cause_ids = ("nccl-ib-network", "nccl-socket-network", "nccl-cuda-transport", "nccl-nvls", "nccl-shm",
                  "nccl-duplicate-gpu", "nccl-other")
     events = frozenset({"E_NCCL_WARN", *RELAYED, "E_NCCL_ERROR", "V_EXC", "E_GENERIC", UNKNOWN_EVENT})
+    levels = WARNING_OR_WORSE  # the catalog's 'Error executing method 'init_device'' (worker_base.py)
     #: its finding accounts for NCCL's WARN lines and relayed reasons, not for every exception line it looks at
     explains = frozenset({"E_NCCL_WARN", *RELAYED})
 
@@ -155,7 +158,7 @@ class NcclFailure(Rule):
         causes = self._causes(kind)
         where = place_of(ev)
         return [Finding(
-            rule=self.code, severity="error" if self.raised is not None else "warning", title=self.title,
+            rule=self.code, severity=self._severity(kind), title=self.title,
             summary=self._summary(ev, kind, lines, where), count=lines, evidence=evidence, causes=causes,
             identity=f"{self.code}|{kind}", first_seen=rec_time(ev.rec),
             headline=f"NCCL {'WARN' if ev.id == 'E_NCCL_WARN' else 'reason'} ×{lines}: {(ev.f.get('detail') or '')[:80]}",
@@ -163,6 +166,14 @@ class NcclFailure(Rule):
                           "processes": len(self.processes), "error_raised": self.raised is not None},
             next_steps=[causes[0].fix, f"Confirm: {causes[0].confirm_with}"],
         )]
+
+    def _severity(self, kind: str) -> str:
+        """An error when a caller raised NCCL's error; a warning for a WARN line of a known failure; info for a WARN
+        line of no known kind with no error after it (NCCL warns of things it works around: a device path it cannot
+        resolve, a plugin it cannot load)."""
+        if self.raised is not None:
+            return "error"
+        return "info" if kind == "nccl-other" and set(self.kinds or ()) <= {"nccl-other"} else "warning"
 
     def _raised_only(self) -> list[Finding]:
         """No WARN line, but the error a caller raised quotes NCCL's reason (torch's ``Last error: socketStartConnect:
