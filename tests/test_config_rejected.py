@@ -140,3 +140,16 @@ def test_another_runtime_error_through_the_config_is_no_rejected_configuration(t
     lines = ['  File "/venv/lib/python3.11/site-packages/vllm/config.py", line 1091, in __init__',
              "RuntimeError: CUDA driver initialization failed"]
     assert "SRV004" not in _by_rule(_write(tmp_path, lines))
+
+
+def test_transformers_refusing_the_models_config_is_a_rejected_configuration_naming_its_version():
+    """runpod worker-vllm #88: '`rope_scaling` must be a dictionary with two fields, `type` and `factor`' raised in
+    transformers' configuration_llama.py (Llama 3.1 before transformers 4.43): a LOG001 warning, exit 0."""
+    srv = _by_rule(HERE / "llama31-rope-scaling-old-transformers.log")["SRV004"]
+    assert srv.severity == "error" and "transformers 4.43+" in srv.next_steps[0]
+
+
+def test_a_value_error_of_transformers_elsewhere_is_no_rejected_configuration(tmp_path):
+    lines = ['  File "/venv/lib/python3.10/site-packages/transformers/tokenization_utils_base.py", line 12, in encode',
+             "ValueError: text input must be of type `str`"]
+    assert "SRV004" not in _by_rule(_write(tmp_path, lines))

@@ -16,8 +16,8 @@ from specdiag.timeutil import rec_time
 #: pydantic's heading of a vLLM config dataclass's validation (``1 validation error for SpeculativeConfig``)
 _PYDANTIC = re.compile(r"(?P<n>\d{1,4}) validation errors? for (?P<cls>\w{1,80}Config)\b")
 #: frames of vLLM's configuration code: the engine arguments turned into the config, the config classes
-_CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/vllm/(?:config[/.]|engine/arg_utils\.py|platforms/|attention/selector\.py'
-                           r'|v1/attention/backends/registry\.py)')
+_CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/(?:vllm/(?:config[/.]|engine/arg_utils\.py|platforms/|attention/selector\.py'
+                           r'|v1/attention/backends/registry\.py)|transformers/models/\w{1,60}/configuration_\w{1,60}\.py)')
 #: vLLM's refusals of a setting at start, whose message says so even without the traceback above it: an attention
 #: backend forced by name (v1/attention/backends/registry.py ``Unknown attention backend: 'X'``; the platform's
 #: ``Selected backend … is not valid for this configuration. Reason: …``), an engine on a device it does not
@@ -27,6 +27,11 @@ _START_REFUSALS = ("Unknown attention backend: ", "is not valid for this configu
 #: a RuntimeError vLLM raises for its configuration: no platform found (config.py DeviceConfig, 0.4-0.8: the CUDA
 #: build on a host without a GPU, or a GPU the container cannot see)
 _RUNTIME_REFUSALS = ("Failed to infer device type",)
+#: transformers refusing the model's config.json (its configuration class's validation): a config written for a newer
+#: transformers than the installed one (Llama 3.1's ``rope_type: llama3`` before transformers 4.43)
+_TRANSFORMERS_HINT = ("transformers refused the model's config.json: a config written for a newer transformers than the "
+                      "one installed (Llama 3.1's rope_scaling with rope_type 'llama3' needs transformers 4.43+): upgrade "
+                      "transformers (and vLLM to a release that pins it), pip show transformers to compare")
 _DEVICE_HINT = ("no platform was detected: the installed vLLM build found no device it supports (the CUDA wheel on "
                 "a host or container without a visible GPU: nvidia-smi in the container, --gpus all; on a CPU-only "
                 "host, vLLM's CPU build)")
@@ -89,7 +94,9 @@ class ConfigRejected(Rule):
     validation error for SpeculativeConfig`` with its ``Value error, …`` line, that line on the next row when the
     header was pasted alone, or the line alone when pydantic's ``input_value=ArgsKwargs(`` shows a dataclass's
     constructor), ``RuntimeError: Failed to infer device type`` (no platform found: the CUDA build where no GPU is
-    visible), a ``ValueError`` or ``NotImplementedError`` raised through vLLM's configuration code (a frame in
+    visible), transformers refusing the model's ``config.json`` (a ``ValueError`` raised in its
+    ``models/*/configuration_*.py``: a config newer than the installed transformers), a ``ValueError`` or
+    ``NotImplementedError`` raised through vLLM's configuration code (a frame in
     ``vllm/config``, ``engine/arg_utils.py``, ``platforms/`` or the attention backend's selection) or saying a
     setting is refused (``Unknown attention backend: 'X'``, ``Selected backend … is not valid for this
     configuration``, ``VLLM_USE_V1=1 is not supported with device type=cpu``; and, with a lower confidence, any
@@ -137,6 +144,8 @@ class ConfigRejected(Rule):
             if ev.id == "E_PYDANTIC_VALUE" and _DATACLASS_INPUT not in (ev.f.get("detail") or ""):
                 return  # a ``Value error, …`` line alone with nothing to say it is a config dataclass's
             self.first, self.option, self.message, self.by_words = ev, found.option, found.message, found.by_words
+            if "/transformers/models/" in ev.rec.text and "configuration_" in ev.rec.text:
+                self.hint = _TRANSFORMERS_HINT  # transformers' own check of config.json, not vLLM's
         elif ev.id in _REASONS and self._header_alone(ev):
             self.message = found.message  # the reason under a header pasted alone, its class kept
         else:
