@@ -130,6 +130,24 @@ _BUILT_AT_START = ("vllm/model_executor/", "vllm/attention/", "vllm/v1/attention
                    "vllm_ascend/worker/", "vllm_ascend/attention/")
 
 
+#: what a death reported from outside the engine's process says, and why it is a death: Ray Serve's report of a
+#: replica it stopped, the shell's 'Killed', else a worker process's death (``WORKER_DEATHS``)
+_REPORTED_DEATHS = {
+    "R_SERVE_REPLICA_FAILED": ("Ray Serve's report that it stopped the replica ({where})",
+                               "its controller stops a replica whose start raised (deployment_state.py, check_ready); the "
+                               "replica is the whole vLLM server, and its own exception ends the controller's traceback "
+                               "that follows. Collect that traceback's last lines and the replica's own log."),
+    "E_SHELL_KILLED": ("The shell's 'Killed' ({where})",
+                       "the shell prints it when the process it ran, the server or script itself, got SIGKILL: no Python "
+                       "exception and no header are printed then. Most often the kernel's OOM killer took it when host "
+                       "memory ran out (CPU swap space, LMCache's CPU buffer, loading weights into RAM); dmesg says which "
+                       "(dmesg -T | grep -i 'killed process')."),
+}
+_WORKER_GONE = ("neither vLLM's multiprocessing nor its Ray executor replaces a dead worker, so the engine fails at its "
+                "next step that needs it (confidence medium: a process that is no vLLM worker, or a server already "
+                "stopping, prints the same). Collect the engine core's lines after it to read the header.")
+
+
 def _frame_list(ev: Event) -> list[tuple[str, str]]:
     """The (function, file) of a traceback's frames, or of a frame row's one frame (the first 64)."""
     if ev.id == "V_TB_FRAME":
@@ -1312,29 +1330,13 @@ class EngineDeath(Rule):
                         f"engine core failed (its step raised, or it failed to start), so the engine died (confidence "
                         f"high). Against: without the header, the time of death is that of {what}. Collect the lines "
                         f"around {what} to read the header.")
-        elif self.worker_death.id == "R_SERVE_REPLICA_FAILED":
-            r = self.worker_death.rec
-            basis = f"Ray Serve's report that it stopped the replica ({r.path}:{r.line})"
-            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. {basis}: its controller stops a "
-                        "replica whose start raised (deployment_state.py, check_ready); the replica is the whole vLLM "
-                        "server, and its own exception ends the controller's traceback that follows. Collect that "
-                        "traceback's last lines and the replica's own log.")
-        elif self.worker_death.id == "E_SHELL_KILLED":
-            r = self.worker_death.rec
-            basis = f"the shell's 'Killed' ({r.path}:{r.line})"
-            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. The shell prints {basis} when the "
-                        "process it ran, the server or script itself, got SIGKILL: no Python exception and no header "
-                        "are printed then. Most often the kernel's OOM killer took it when host memory ran out (CPU "
-                        "swap space, LMCache's CPU buffer, loading weights into RAM); dmesg says which "
-                        "(dmesg -T | grep -i 'killed process').")
         else:
             r = self.worker_death.rec
-            basis = (f"The report of a worker process's death ({WORKER_DEATHS[self.worker_death.id][0]}, "
-                     f"{r.path}:{r.line})")
-            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. {basis}: neither vLLM's "
-                        "multiprocessing nor its Ray executor replaces a dead worker, so the engine fails at its next "
-                        "step that needs it (confidence medium: a process that is no vLLM worker, or a server already "
-                        "stopping, prints the same). Collect the engine core's lines after it to read the header.")
+            said, why = _REPORTED_DEATHS.get(self.worker_death.id, (
+                f"The report of a worker process's death ({WORKER_DEATHS[self.worker_death.id][0]}, {{where}})",
+                _WORKER_GONE))
+            basis = said.replace("{where}", f"{r.path}:{r.line}")
+            summary += f" Inferred, not read: {HEADER_TEXT} is not in the excerpt. {basis}: {why}"
         causes[0].against.append(f"the death is inferred from {basis}: {HEADER_TEXT} is missing")
         if self.dump_ev is not None:
             r = self.dump_ev.rec
