@@ -1145,3 +1145,10 @@ def test_a_dtype_the_gpu_is_too_old_for_is_no_kernel_for_this_gpu_with_the_numbe
     srv = _by_rule(log)["SRV001"]
     assert srv.causes[0].id == "gpu-arch-unsupported"
     assert any("Bfloat16 needs compute capability 8.0 and the Quadro RTX 6000 has 7.5:" in w for w in srv.causes[0].for_)
+
+
+def test_the_output_handler_failing_in_the_detokenizer_is_the_api_servers_not_the_engine_cores():
+    """vLLM #24211: 'AsyncLLM output_handler failed.' through process_outputs → detokenizer.update: it sent the user
+    to grep for 'EngineCore encountered a fatal error', which the engine core never printed."""
+    srv = _by_rule(HERE / "output-handler-detokenizer-update.log")["SRV001"]
+    assert srv.causes[0].id == "detokenizer-error" and "none is to be looked for" in srv.summary

@@ -263,6 +263,16 @@ CAUSE_FIX = {
     # the engine core's RPC to its workers (v1/executor/multiproc_executor.py: 'RPC call to execute_model timed out.')
     # waited longer than its timeout: the worker is stuck, as SRV003's shared-memory waits say (one text for both)
     "worker-hang": (CATALOG["worker-hang"].fix, CATALOG["worker-hang"].confirm),
+    # the API server's output handler (v1/engine/async_llm.py output_handler → output_processor → detokenizer) raised
+    # turning the engine's token ids into text: the handler task is gone, so every request after it fails
+    "detokenizer-error": ("The API server's output handler raised while it turned the engine's token ids into text "
+                          "(v1/engine/detokenizer.py): a token id the tokenizer cannot decode (a model whose vocabulary "
+                          "is larger than its tokenizer's, an id out of range), or a detokenizer bug. The engine core "
+                          "did not fail; the API server's handler did, and every request after it fails. Upgrade to a "
+                          "release that catches it and logs the id (vLLM PRs #24351, #26445); check the model's "
+                          "vocab_size against the tokenizer's length.",
+                          "send that request again with detokenize=False: its token ids "
+                          "come back, and the one past the tokenizer's length is the cause"),
     "worker-exception": ("Fix the exception raised in the engine/worker (the first error above, not the "
                          "EngineDeadError cascade).", "rerun the failing request with VLLM_LOGGING_LEVEL=DEBUG"),
     "cause-not-in-excerpt": ("The lines given show that the engine died, not why. vLLM prints the traceback that killed "

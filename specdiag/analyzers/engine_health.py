@@ -522,8 +522,8 @@ _NOT_THE_PROCESS = (b"Exception in thread", b"Exception ignored in")
 #: (``get_response``) and below it the message queue's read (``dequeue`` / ``acquire_read``), whose timeout is a
 #: worker that did not answer; the structured-output backend compiling a request's grammar (``compile_grammar``);
 #: Python importing a module (``_IMPORT_FRAMES``); V0's run_engine_loop waiting in asyncio.wait, which its iteration
-#: timeout cancels (``_LOOP_WAIT``)
-_GET_RESPONSE, _MQ_READ, _GRAMMAR, _IMPORTING, _KV_CHECK, _LOOP_WAIT = 1, 2, 4, 8, 16, 32
+#: timeout cancels (``_LOOP_WAIT``); the API server's output processor in V1's detokenizer (``_DETOKENIZING``, by file)
+_GET_RESPONSE, _MQ_READ, _GRAMMAR, _IMPORTING, _KV_CHECK, _LOOP_WAIT, _DETOKENIZING = 1, 2, 4, 8, 16, 32, 64
 #: Python's import machinery in a traceback: the error was raised while a module was being imported
 _IMPORT_FRAMES = ("_find_and_load", "_call_with_frames_removed", "exec_module")
 
@@ -557,6 +557,10 @@ def _frame_cause(marks: int) -> Cause | None:
     elif marks & _GRAMMAR:
         cid, why = "so-grammar-compile", ("the traceback passes through the structured-output backend's compile_grammar: "
                                           "a request's grammar that did not compile, raised in the engine core")
+    elif marks & _DETOKENIZING:
+        cid, why = "detokenizer-error", ("the traceback passes through the API server's output processor into the "
+                                         "detokenizer (v1/engine/detokenizer.py): the API server failed turning the "
+                                         "engine's token ids into text, not the engine core")
     elif marks & _LOOP_WAIT:
         cid, why = "engine-iteration-timeout", ("the traceback passes through V0's run_engine_loop into asyncio.wait: "
                                                 "the loop's iteration timeout (asyncio_timeout) cancels that wait when a "
@@ -1062,6 +1066,8 @@ class EngineDeath(Rule):
         start = _start_frame(ev, funcs) or self._constructing(ev.rec.origin.key, frames)
         self.at_start = self.at_start or start is not None
         self.frame_marks |= _frame_marks(funcs, self.frame_marks)
+        if any(file.endswith("/v1/engine/detokenizer.py") for _, file in frames):
+            self.frame_marks |= _DETOKENIZING
         if fatal is not None:
             self.fatal_frame = self.fatal_frame or fatal
             return fatal
@@ -1320,7 +1326,11 @@ class EngineDeath(Rule):
                                          self._through_fatal(measurements), placed, banner) if x)
         measurements["missing"] = HEADER_TEXT
         what = "the dump" if self.dump_ev is not None else "the first of these lines"
-        if "process" in measurements:  # another process's traceback: its death, the engine's only as a consequence
+        if self.frame_marks & _DETOKENIZING and self.header is None:  # the API server's handler, not the engine core
+            summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt, and none is to be looked for: "
+                        f"{basis or 'the traceback'} is the API server's output handler raising in its detokenizer. The "
+                        "handler task is gone, so every request after it fails, while the engine core may run on.")
+        elif "process" in measurements:  # another process's traceback: its death, the engine's only as a consequence
             summary += (f" Inferred, not read: {HEADER_TEXT} is not in the excerpt; {basis}. The server needs it (the API "
                         "server waits for it while it starts, and its engines' request waves go through it), so this "
                         f"finding reports its death as the engine's (confidence medium). Collect the lines after {what}: that "
