@@ -103,3 +103,11 @@ def test_a_gloo_line_in_glogs_format_is_torch_distributeds_not_a_transfer_librar
     steps = [f.next_steps[0] for f in analyze([str(HERE / "gloo-loopback-connectfullmesh.log")]).findings
              if f.rule == "LOG001" and "glog" in f.summary]
     assert steps and steps[0].startswith("torch.distributed's Gloo process group") and "Mooncake" not in steps[0]
+
+
+def test_a_line_under_another_messages_header_keeps_its_quotes_balanced_in_the_headline():
+    """LMCache #1702: the headline read "'a line printed under 'Worker error; next: …", cut inside the inner quotes."""
+    from specdiag.report.verdict import headline
+
+    head = headline(findings_by_rule(HERE / "controller-compress-500-empty-worker-error.log")["LOG001"])
+    assert "under 'Worker error" not in head and head.count("“") == head.count("”")

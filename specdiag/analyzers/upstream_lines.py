@@ -263,7 +263,7 @@ def _new_message(ev: Event, entry: Any) -> _Message:
     if entry is not None:
         label = entry.fmt if entry.fmt and not PLACEHOLDER.search(entry.fmt) else rec.msg[:160]
         if entry.fmt and not part and not prints_format(entry.fmt, rec.msg):
-            label = f"a line printed under '{_short(entry.fmt, 60)}' (its text or traceback): {_short(rec.msg, 80)}"
+            label = f"a line printed under “{_short(entry.fmt, 60)}” (its text or traceback): {_short(rec.msg, 80)}"
         if part:  # a traceback cut above its header: where it was printed says which call printed it
             label = (f"a traceback printed where {entry.project} prints '{entry.fmt}'" if entry.fmt
                      else f"a traceback printed at {rec.file}:{rec.src_line}")

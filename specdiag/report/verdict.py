@@ -68,7 +68,8 @@ class Verdict:
 
 
 def _balanced(s: str) -> bool:
-    return s.count("(") <= s.count(")") and s.count("'") % 2 == 0 and s.count("[") <= s.count("]")
+    return (s.count("(") <= s.count(")") and s.count("'") % 2 == 0 and s.count("[") <= s.count("]")
+            and s.count("“") <= s.count("”"))
 
 
 def shorten(text: str, limit: int) -> str:
