@@ -66,6 +66,11 @@ class Rule(Observer):
         raise NotImplementedError
 
 
+#: a rule's list, set or counter before its first line, made on that line (``()`` is empty to read and shared): most logs
+#: never print what a rule reads, and an empty container in every rule of every deployment adds up
+NOT_YET: Any = ()
+
+
 def all_rules() -> dict[str, type[Rule]]:
     """Import every rule module once and return the registry, ordered by code."""
     from specdiag import analyzers  # noqa: F401  (imports the rule modules)

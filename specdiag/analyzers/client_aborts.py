@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
 
 from specdiag.analyzers.base import Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
@@ -12,8 +11,6 @@ from specdiag.events import Event
 from specdiag.findings import CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
-
-NONE: Any = None
 
 
 class _Burst:
@@ -91,7 +88,7 @@ class ClientAborts(Rule):
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.total = 0
-        self.burst: _Burst = NONE  # made on the first abort: most logs print none
+        self.burst: _Burst | None = None  # made on the first abort: most logs print none
 
     def observe(self, ev: Event) -> None:
         ids = [i.strip() for i in (ev.f.get("ids") or "").split(",") if i.strip()][:256]

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any
 
-from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register, shape_claim
+from specdiag.analyzers.base import NOT_YET, WARNING_OR_WORSE, Rule, register, shape_claim
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import UNKNOWN_EVENT, Event, line_label
@@ -37,7 +36,6 @@ MAX_FIRST, MAX_PROCESSES = 4, 64
 RELAYED = frozenset({"E_NCCL_CONNECT", "E_NCCL_PROXY", "E_NCCL_DUP_GPU", "E_NCCL_SHM"})
 #: the shared-memory transport's reason (misc/shmutils.cc), relayed raw or as a row of a worker's logged exception
 SHM_SEGMENT = "Error while creating shared memory segment"
-NONE: Any = ()  # a rule's state before its first line (an empty list and set cost 0.3 KiB a deployment)
 
 
 def kind_of(detail: str, place: str | None = None) -> str:
@@ -46,22 +44,14 @@ def kind_of(detail: str, place: str | None = None) -> str:
     return next((cid for cid, words in KINDS if any(w in text for w in words)), "nccl-other")
 
 
-def _place_match(ev: Event) -> re.Match | None:
+def place_of(ev: Event) -> tuple[str | None, tuple]:
+    """Where NCCL printed the line (``transport/p2p.cc:298``, None where the line does not say) and the process that
+    printed it (NCCL's own ``host:pid``, else the line's prefix), from the text before its level word: read once."""
     text = ev.rec.msg
     cut = text.find("NCCL WARN ")
-    return _PLACE.search(text[max(0, cut - 200) : cut]) if cut > 0 else None
-
-
-def place_of(ev: Event) -> str | None:
-    """Where NCCL printed the line (``transport/p2p.cc:298``), from the text before its level word."""
-    m = _place_match(ev)
-    return f"{m.group('file')}:{m.group('line')}" if m else None
-
-
-def process_of(ev: Event) -> tuple:
-    """The process that printed the line: NCCL's own ``host:pid`` where the line has it, else its prefix's."""
-    m = _place_match(ev)
-    return (m.group("host"), m.group("pid")) if m and m.group("pid") else ev.rec.origin.key
+    m = _PLACE.search(text[max(0, cut - 200) : cut]) if cut > 0 else None
+    where = f"{m.group('file')}:{m.group('line')}" if m else None
+    return where, (m.group("host"), m.group("pid")) if m and m.group("pid") else ev.rec.origin.key
 
 
 @register
@@ -116,9 +106,9 @@ class NcclFailure(Rule):
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.kinds: Counter[str] | None = None  # these made on the first WARN line: most logs hold none
-        self.first: list[tuple[Event, str]] = NONE
+        self.first: list[tuple[Event, str]] = NOT_YET
         self.raised: Event | None = None
-        self.processes: set[tuple] = NONE
+        self.processes: set[tuple] = NOT_YET
         self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:
@@ -130,15 +120,13 @@ class NcclFailure(Rule):
             label = line_label(ev)
             if _RAISED.search(label) is not None:
                 self.raised = self.raised or ev  # the error a caller raised: these lines are its reason
-                claim = shape_claim(label)
-                if claim not in self.claims and len(self.claims) < 16:
-                    self.claims = (*self.claims, claim)  # its lines (torch's ncclSystemError row too) the finding's
+                self._claim(label)  # its lines (torch's ncclSystemError row too) are the finding's
             return
         if ev.id != "E_NCCL_WARN":
-            self.claims = (*self.claims, shape_claim(ev.rec.msg)) if len(self.claims) < 16 else self.claims
+            self._claim(ev.rec.msg)
         detail = ev.f.get("detail") or ""
-        kind = kind_of(detail, place_of(ev))
-        process = process_of(ev)
+        where, process = place_of(ev)
+        kind = kind_of(detail, where)
         if self.kinds is None:
             self.kinds, self.first, self.processes = Counter(), [], set()
         self.kinds[kind] += 1
@@ -146,6 +134,12 @@ class NcclFailure(Rule):
             self.first.append((ev, kind))
         if len(self.processes) < MAX_PROCESSES:
             self.processes.add(process)
+
+    def _claim(self, text: str) -> None:
+        """Account for the lines of ``text``'s shape in this finding, not LOG001's (at most 16 shapes)."""
+        claim = shape_claim(text)
+        if claim not in self.claims and len(self.claims) < 16:
+            self.claims = (*self.claims, claim)
 
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if self.kinds is None:
@@ -156,7 +150,7 @@ class NcclFailure(Rule):
         if self.raised is not None:
             evidence.append(evidence_of(self.raised, 400))
         causes = self._causes(kind)
-        where = place_of(ev)
+        where = place_of(ev)[0]
         return [Finding(
             rule=self.code, severity=self._severity(kind), title=self.title,
             summary=self._summary(ev, kind, lines, where), count=lines, evidence=evidence, causes=causes,

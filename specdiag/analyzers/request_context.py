@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import NamedTuple
 
-from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register, shape_claim
+from specdiag.analyzers.base import NOT_YET, WARNING_OR_WORSE, Rule, register, shape_claim
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of, line_label
@@ -39,7 +39,6 @@ _REFUSALS = (
 _WORDS = ("maximum context length is ", "maximum model length of ", "is too long and exceeds limit of ")
 #: refusals kept as evidence, distinct limits counted
 MAX_FIRST, MAX_LIMITS = 3, 8
-EMPTY: frozenset[int] = frozenset()
 
 
 class Refusal(NamedTuple):
@@ -118,7 +117,7 @@ class RequestOverContext(Rule):
         super().__init__(options)
         self.refusals = 0
         self.first: list[tuple[Event, Refusal]] | None = None  # made on the first refusal: most logs hold none
-        self.limits: set[int] | frozenset[int] = EMPTY
+        self.limits: set[int] = NOT_YET
         self.claims: tuple[str, ...] = ()
 
     def observe(self, ev: Event) -> None:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import NOT_YET, Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
@@ -15,7 +14,6 @@ from specdiag.timeutil import rec_time
 
 #: routes and statuses counted (a flood of distinct paths must not grow them without bound)
 MAX_KEYS = 32
-NONE: Any = ()  # the state before the first 5xx line: most logs hold none
 
 
 @register
@@ -55,7 +53,7 @@ class ServerErrors(Rule):
         self.lines = 0
         self.first: Event | None = None
         self.last: Event | None = None
-        self.routes: Counter[str] = NONE
+        self.routes: Counter[str] = NOT_YET
 
     def observe(self, ev: Event) -> None:
         f = ev.f

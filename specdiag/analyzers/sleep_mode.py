@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
-from specdiag.analyzers.base import Rule, register
+from specdiag.analyzers.base import NOT_YET, Rule, register
 from specdiag.analyzers.causes import fix_and_confirm
 from specdiag.context import Context
 from specdiag.events import Event
@@ -14,7 +13,6 @@ from specdiag.observe import RunState
 from specdiag.timeutil import rec_time
 
 MAX_FIRST = 3
-NONE: Any = ()  # the state before the first line (most logs hold none)
 
 
 @register
@@ -54,7 +52,7 @@ class SleepModeMemory(Rule):
     def __init__(self, options=None) -> None:
         super().__init__(options)
         self.errors: Counter[str] | None = None
-        self.first: list[Event] = NONE
+        self.first: list[Event] = NOT_YET
 
     def observe(self, ev: Event) -> None:
         if self.errors is None:
