@@ -1,4 +1,4 @@
-from specdiag.cli import main
+from specdiag.cli import entry
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    entry()

@@ -14,6 +14,7 @@ from specdiag.events import Event
 from specdiag.fingerprints import VersionFingerprint, in_span
 from specdiag.numbers import finite_or_none, to_int
 from specdiag.observe import Observer, RunState
+from specdiag.patterns import lazy
 from specdiag.pyrepr import parse_call_kwargs, parse_dict, value_after
 from specdiag.timeutil import TIME_BASIS, is_nominal_year
 
@@ -22,19 +23,19 @@ if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.hot import MetricRows
 from specdiag.yamlfile import read_mapping
 
-_SPEC_REPR = re.compile(
+_SPEC_REPR = lazy(
     r"SpeculativeConfig\(method='(?P<method>[^']*)', model=(?:'(?P<model>[^']*)'|None), num_spec_tokens=(?P<k>\d{1,19})\)"
 )
 #: the request-path options of the non-default args kept in ``Context.serving_options``
 SERVING_OPTIONS = ("async_scheduling", "reasoning_parser", "tool_call_parser", "enable_auto_tool_choice",
                    "guided_decoding_backend", "structured_outputs_config", "max_model_len")
-_CFG_INT = re.compile(r"\b(tensor_parallel_size|pipeline_parallel_size|data_parallel_size)=(\d{1,19})")
-_CFG_BOOL = re.compile(r"\b(enable_prefix_caching)=(True|False|None)")
-_CFG_MODEL = re.compile(r"^model='([^']*)'")
-_CFG_MAX_SEQ = re.compile(r"\bmax_seq_len=(\d{1,9})\b")
-_WORLD = re.compile(r"world_size=(\d{1,19})")
+_CFG_INT = lazy(r"\b(tensor_parallel_size|pipeline_parallel_size|data_parallel_size)=(\d{1,19})")
+_CFG_BOOL = lazy(r"\b(enable_prefix_caching)=(True|False|None)")
+_CFG_MODEL = lazy(r"^model='([^']*)'")
+_CFG_MAX_SEQ = lazy(r"\bmax_seq_len=(\d{1,9})\b")
+_WORLD = lazy(r"world_size=(\d{1,19})")
 #: an explicit TP suffix in a worker's process name: ``Worker_TP0``, ``Worker_PP1_TP0``, ``VllmWorker TP0``
-_TP_SUFFIX = re.compile(r"(?:_| )TP\d")
+_TP_SUFFIX = lazy(r"(?:_| )TP\d")
 #: no speculative method drafts more tokens per step than this; a larger (or inf/nan) K is a damaged line
 MAX_SPEC_TOKENS = 1024
 

@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from specdiag.catalog import catalog
+from specdiag.patterns import lazy
 
 if TYPE_CHECKING:
     from specdiag.catalog import Entry
@@ -290,7 +291,7 @@ def display(label: str) -> str:
 
 
 # ---- versions and dates ------------------------------------------------------------------------------------
-_PEP440 = re.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.?post(\d+))?(?:\.?dev(\d+))?")
+_PEP440 = lazy(r"(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.?post(\d+))?(?:\.?dev(\d+))?")
 _PRE = {"a": 0, "b": 1, "rc": 2}
 
 

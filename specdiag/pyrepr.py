@@ -10,11 +10,13 @@ import ast
 import re
 from typing import Any
 
-_BARE_FLOAT = re.compile(r"(?<![\w'\".])(-?inf|nan)(?![\w'\"])")
-_KV_DICT = re.compile(
+from specdiag.patterns import lazy
+
+_BARE_FLOAT = lazy(r"(?<![\w'\".])(-?inf|nan)(?![\w'\"])")
+_KV_DICT = lazy(
     r"'(?P<k>\w+)':\s*(?P<v>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|True|False|None|-?inf|nan)"
 )
-_KV_CALL = re.compile(
+_KV_CALL = lazy(
     r"(?<![\w.])(?P<k>[a-z_]\w*)=(?P<v>'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"|-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?|True|False|None)(?=[,)\s]|$)"
 )
 

@@ -22,6 +22,8 @@ import re
 from copy import deepcopy
 from typing import Any
 
+from specdiag.patterns import lazy
+
 #: keys whose string value is user text (prompt or completion)
 TEXT_KEYS = ("prompt", "prompts", "output", "outputs", "text", "content", "completion", "generated_text",
              "prompt_text", "output_text", "delta")
@@ -38,12 +40,12 @@ _LIST = r"""(?!\[redacted: )\[[^\]'"]*(?:(?:'[^'\\]*(?:\\.[^'\\]*)*'|"[^"\\]*(?:
 # a list of string literals (a batch of prompts), closed or truncated
 _Q = r"""(?:'[^'\\]*(?:\\.[^'\\]*)*'|"[^"\\]*(?:\\.[^"\\]*)*")"""
 _STRLIST = rf"""\[\s*{_Q}(?:\s*,\s*{_Q})*\s*,?\s*(?:\]|$)"""
-_TEXT_RE = re.compile(
+_TEXT_RE = lazy(
     rf"""(?P<pre>(?<![\w.])(?P<q>['"]?)(?:{_KEYS})(?P=q)\s*[:=]\s*)(?P<val>{_LIT}|{_STRLIST}|\[\s*['"].*$)""", re.S)
-_IDS_RE = re.compile(
+_IDS_RE = lazy(
     rf"""(?P<pre>(?<![\w.])(?P<q>['"]?)(?:{_ID_KEYS})(?P=q)\s*[:=]\s*)(?P<val>{_LIST})""", re.S)
 _SENSITIVE_KEYS = set(TEXT_KEYS) | set(ID_KEYS)
-_MARK = re.compile(r"^\[redacted: \d+ (?:chars|token ids|items)\]$")
+_MARK = lazy(r"^\[redacted: \d+ (?:chars|token ids|items)\]$")
 
 
 def _literal_len(lit: str) -> int:

@@ -18,8 +18,10 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
+from specdiag.patterns import lazy
+
 SECTIONS = ("Detects", "Why it matters", "Causes weighed", "Fix", "References")
-_SECTION_RE = re.compile(r"^(" + "|".join(re.escape(s) for s in SECTIONS) + r"):\s*", re.S)
+_SECTION_RE = lazy(r"^(" + "|".join(re.escape(s) for s in SECTIONS) + r"):\s*", re.S)
 GENERATED_NOTE = ("<!-- Generated from the rule registry by scripts/gen_rule_docs.py — do not edit; "
                   "edit the rule's docstring and re-run the script. -->")
 

@@ -15,19 +15,21 @@ from dataclasses import fields, is_dataclass
 from itertools import chain
 from typing import Any
 
+from specdiag.patterns import lazy
+
 #: CSI/OSC/other escape sequences (ESC … final byte, OSC … BEL/ST) and single C1 controls
-_ESCAPE_SEQ = re.compile(
+_ESCAPE_SEQ = lazy(
     r"\x1b\][^\x07\x1b]{0,4096}(?:\x07|\x1b\\)?"  # OSC ... BEL or ST (bounded)
     r"|\x1b\[[0-?]{0,64}[ -/]{0,16}[@-~]?"  # CSI
     r"|\x1b[P^_X][^\x1b]{0,4096}(?:\x1b\\)?"  # DCS, PM, APC, SOS
     r"|\x1b[@-_]?"  # two-byte escapes, or a lone ESC
 )
 #: C0 controls except TAB/LF, DEL, C1 controls; bidi embedding/override/isolate marks; lone surrogates
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_CONTROL = lazy("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 #: characters XML 1.0 forbids (also in attributes), plus lone surrogates
-_XML_FORBIDDEN = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
+_XML_FORBIDDEN = lazy("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff\ud800-\udfff]")
 _CSV_FORMULA = ("=", "+", "-", "@", "\t", "\r", "\uff1d", "\uff0b", "\uff0d", "\uff20")
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+_MD_SPECIAL = lazy(r"([\\`*_{}\[\]()<>#+!|~])")
 
 
 def _visible(m: re.Match) -> str:

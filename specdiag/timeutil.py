@@ -14,12 +14,13 @@ Parsing is cached per minute, so timelines over GB of logs stay cheap.
 from __future__ import annotations
 
 import calendar
-import re
 import time
 from datetime import datetime, timezone
 from functools import lru_cache
 from itertools import repeat
 from operator import add, floordiv, mod
+
+from specdiag.patterns import lazy
 
 #: how every time in a report must be read (the logs print no zone)
 TIME_BASIS = "log time (zone unknown)"
@@ -31,8 +32,8 @@ YEAR_KNOWN_FROM = float(calendar.timegm((1980, 1, 1, 0, 0, 0, 0, 0, 0)))
 _NOT_AFTER = time.time() + 2 * 86400
 _FIRST_REAL_YEAR = 2000
 #: timestamps that carry a year: LMCache's ``[2026-05-06 15:56:03,745]``, ISO ones of docker/kubectl/journald
-_YEAR_TS = re.compile(rb"(?<![\d.])(20\d\d)-(0[1-9]|1[0-2])-([0-3]\d)[ T]\d\d:\d\d:\d\d")
-_VLLM_TS = re.compile(rb"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (0[1-9]|1[0-2])-[0-3]\d \d\d:\d\d:\d\d")
+_YEAR_TS = lazy(rb"(?<![\d.])(20\d\d)-(0[1-9]|1[0-2])-([0-3]\d)[ T]\d\d:\d\d:\d\d")
+_VLLM_TS = lazy(rb"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (0[1-9]|1[0-2])-[0-3]\d \d\d:\d\d:\d\d")
 
 
 @lru_cache(maxsize=4096)

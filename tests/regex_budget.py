@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from specdiag.patterns import LazyPattern
+
 try:  # Python 3.11+
     import re._constants as sre_c
     import re._parser as sre_parse
@@ -123,6 +125,8 @@ def per_line_patterns() -> list[Case]:
     for modname in MODULES:
         mod = importlib.import_module(modname)
         for attr, val in sorted(vars(mod).items()):
+            if isinstance(val, LazyPattern):  # specdiag.patterns.lazy: the pattern it compiles to
+                val = val.compiled()
             if isinstance(val, re.Pattern) and id(val) not in seen:
                 seen.add(id(val))
                 name = f"{modname.rsplit('.', 1)[-1]}.{attr}"

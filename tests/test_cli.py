@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from logbuilder import lookup, shortfall_pair, write
@@ -160,3 +161,31 @@ def test_each_command_runs_from_an_app_of_its_own_module_alone() -> None:
             assert names(app_for(["specdiag", command, "--help"])) == set(commands), command
     assert names(app_for(["specdiag", "--help"])) == names(make_app())
     assert names(app_for(["specdiag", "analyse"])) == names(make_app())  # a misspelling gets every suggestion
+
+
+_ENTRY = ("import atexit, sys\n"
+          "sys.argv = ['specdiag'] + sys.argv[1:]\n"
+          "atexit.register(lambda: sys.stderr.write('atexit ran\\n'))\n"
+          "{before}"
+          "from specdiag.cli import entry\n"
+          "entry()\n"
+          "sys.stderr.write('not reached: entry returned\\n')\n")
+
+
+def test_the_console_script_leaves_with_the_reports_status_after_its_atexit_callbacks_and_full_output() -> None:
+    example = str(Path(ROOT_EXAMPLE).resolve())
+    out = subprocess.run([sys.executable, "-c", _ENTRY.format(before=""), "analyze", example, "-f", "json"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr  # findings present: the contract's 1, through os._exit
+    assert json.loads(out.stdout)["findings"]  # every byte of the report was flushed before leaving
+    assert out.stderr.endswith("atexit ran\n") and "not reached" not in out.stderr
+
+
+def test_the_console_script_waits_for_a_thread_still_running_as_the_interpreter_would() -> None:
+    thread = ("import threading, time\n"
+              "threading.Thread(target=lambda: (time.sleep(0.5), print('thread finished', flush=True))).start()\n")
+    out = subprocess.run([sys.executable, "-c", _ENTRY.format(before=thread), "--version"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == [f"specdiag {__import__('specdiag').__version__}", "thread finished"]
+    assert "atexit ran" in out.stderr

@@ -11,12 +11,13 @@ from specdiag.context import Context
 from specdiag.events import Event, template
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: pydantic's heading of a vLLM config dataclass's validation (``1 validation error for SpeculativeConfig``)
-_PYDANTIC = re.compile(r"(?P<n>\d{1,4}) validation errors? for (?P<cls>\w{1,80}Config)\b")
+_PYDANTIC = lazy(r"(?P<n>\d{1,4}) validation errors? for (?P<cls>\w{1,80}Config)\b")
 #: frames of vLLM's configuration code: the engine arguments turned into the config, the config classes
-_CONFIG_FRAME = re.compile(r'File "[^"\n]{0,400}/(?:vllm/(?:config[/.]|engine/arg_utils\.py|platforms/|attention/selector\.py'
+_CONFIG_FRAME = lazy(r'File "[^"\n]{0,400}/(?:vllm/(?:config[/.]|engine/arg_utils\.py|platforms/|attention/selector\.py'
                            r'|v1/attention/backends/registry\.py)|transformers/models/\w{1,60}/configuration_\w{1,60}\.py)')
 #: vLLM's refusals of a setting at start, whose message says so even without the traceback above it: an attention
 #: backend forced by name (v1/attention/backends/registry.py ``Unknown attention backend: 'X'``; the platform's
@@ -36,14 +37,14 @@ _DEVICE_HINT = ("no platform was detected: the installed vLLM build found no dev
                 "a host or container without a visible GPU: nvidia-smi in the container, --gpus all; on a CPU-only "
                 "host, vLLM's CPU build)")
 #: a serving setting a message names (its option, or the feature it turns on) ...
-_SETTING = re.compile(r"\b(?:tensor[_ ]parallel(?:_size|ism)|pipeline[_ ]parallel(?:_size|ism)|max_num_batched_tokens"
+_SETTING = lazy(r"\b(?:tensor[_ ]parallel(?:_size|ism)|pipeline[_ ]parallel(?:_size|ism)|max_num_batched_tokens"
                       r"|max_model_len|max_num_seqs|max_lora_rank|max_loras|LoRA is enabled|gpu_memory_utilization"
                       r"|kv_cache_dtype|enable_chunked_prefill|--[a-z][a-z-]{2,40})\b")
 #: ... and refuses it or says what to change ...
-_REFUSES = re.compile(r"\b(?:not supported|does not support|hasn't supported|must be|is required|not divisible|"
+_REFUSES = lazy(r"\b(?:not supported|does not support|hasn't supported|must be|is required|not divisible|"
                       r"Please|Consider)\b")
 #: ... about the server, not one request (a prompt too long for max_model_len is that request's rejection)
-_PER_REQUEST = re.compile(r"\b(?:prompts?|requests?)\b", re.I)
+_PER_REQUEST = lazy(r"\b(?:prompts?|requests?)\b", re.I)
 #: what the value of an option given as JSON needs (argparse's ``invalid loads value``)
 _JSON_HINT = ("the value is not JSON: quote keys and strings with double quotes and write true/false/null, e.g. "
               "--speculative-config '{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'")

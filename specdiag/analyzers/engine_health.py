@@ -54,21 +54,22 @@ from specdiag.events import (
 from specdiag.events.torch import NCCL_REPORT
 from specdiag.findings import Cause, CauseBoard, Evidence, Finding, evidence_of, with_primary
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import fmt_log_time, fmt_time, rec_time
 
-_FRAME_FUNC = re.compile(rb', line \d+, in ([\w<>.]+)')
+_FRAME_FUNC = lazy(rb', line \d+, in ([\w<>.]+)')
 #: numpy's error when a list of per-layer pointers is longer than the array LMCache sized for them
-_MORE_CACHES = re.compile(r"could not broadcast input array from shape \((\d{1,6}),\) into shape \((\d{1,6}),\)")
-_SCHED_REQ = re.compile(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
-_SCHED_TOKENS = re.compile(r"total_num_scheduled_tokens=(\d+)")
-_SCHED_SPEC = re.compile(r"scheduled_spec_decode_tokens=\{(.)")
-_EXIT_CODE = re.compile(r"exit code: (-?\d+)")
+_MORE_CACHES = lazy(r"could not broadcast input array from shape \((\d{1,6}),\) into shape \((\d{1,6}),\)")
+_SCHED_REQ = lazy(r"req_ids=\[([^\]]*)\]|req_id='?([\w.:-]+)")
+_SCHED_TOKENS = lazy(r"total_num_scheduled_tokens=(\d+)")
+_SCHED_SPEC = lazy(r"scheduled_spec_decode_tokens=\{(.)")
+_EXIT_CODE = lazy(r"exit code: (-?\d+)")
 #: a dtype's capability check: ``Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Quadro
 #: RTX 6000 GPU has compute capability 7.5.``
-_DTYPE_CAPABILITY = re.compile(r"(\w{1,20}) is only supported on GPUs with compute capability of at least (\d{1,2}\.\d{1,2})"
+_DTYPE_CAPABILITY = lazy(r"(\w{1,20}) is only supported on GPUs with compute capability of at least (\d{1,2}\.\d{1,2})"
                                r"\. Your ([^.\n]{1,80}?) GPU has compute capability (\d{1,2}\.\d{1,2})")
 #: the CPU backend's KV cache check (v1/worker/cpu_worker.py): node, available / total GiB, requested GiB
-_CPU_KV = re.compile(r"Available memory on node (\d{1,4}) \(([\d.]{1,12})/([\d.]{1,12}) GiB\) on kv cache allocation is "
+_CPU_KV = lazy(r"Available memory on node (\d{1,4}) \(([\d.]{1,12})/([\d.]{1,12}) GiB\) on kv cache allocation is "
                      r"less than requested memory for kv \(([\d.]{1,12})")
 #: exit codes of a process ended by a signal sent from outside: SIGKILL, SIGTERM, SIGINT (negated, or 128+N)
 _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "SIGKILL (kernel OOM killer or the orchestrator)",
@@ -80,14 +81,14 @@ _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "S
 MAX_CLAIMS = 32
 #: the speculative-decoding drafter in an error: a frame in ``v1/spec_decode/``, a proposer class (``EagleProposer``,
 #: ``MedusaProposer``, ``NgramProposer``), or the drafter's state (``draft_attn_metadatas``, ``draft_token_ids``)
-_DRAFTER = re.compile(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}")
-_ORIGINAL = re.compile(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>['\"])(?P<detail>[^\n]{1,600}?)(?P=q)\)")
+_DRAFTER = lazy(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}")
+_ORIGINAL = lazy(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>['\"])(?P<detail>[^\n]{1,600}?)(?P=q)\)")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
-_BARE_EXC = re.compile(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
+_BARE_EXC = lazy(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
                        re.M)
 
 #: an exception's line inside a pasted traceback: its name, and its message when it has one
-_INNER_EXC = re.compile(r"^((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception))(?:: (.{0,600}))?$", re.M)
+_INNER_EXC = lazy(r"^((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception))(?:: (.{0,600}))?$", re.M)
 
 
 def _inner_exception(text: str) -> tuple[str, str] | None:
@@ -200,7 +201,7 @@ def _clipped(text: str, limit: int) -> str:
 
 
 #: a file path of three or more parts in a root's text (flash-attention's ``CUDA error (/__w/…/x.h:188): …``)
-_LONG_PATH = re.compile(r"/(?:[^\s/():'\"]{1,200}/){2,40}([^\s/():'\"]{1,200})")
+_LONG_PATH = lazy(r"/(?:[^\s/():'\"]{1,200}/){2,40}([^\s/():'\"]{1,200})")
 
 
 def _short_paths(text: str) -> str:
@@ -422,7 +423,7 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
 
 #: torch's out-of-memory message lists every process that holds memory on the device (``Process 4057874 has 20.04 GiB
 #: memory in use.``), this one among them
-_PROCESS_MEMORY = re.compile(r"Process (\d{1,10}) has ([\d.]{1,10}) (GiB|MiB) memory in use")
+_PROCESS_MEMORY = lazy(r"Process (\d{1,10}) has ([\d.]{1,10}) (GiB|MiB) memory in use")
 
 
 def _processes_on_gpu(text: str) -> str:
@@ -440,7 +441,7 @@ def _processes_on_gpu(text: str) -> str:
 
 #: a kernel's or quantization method's minimum compute capability against the GPU's (``requires capability 80, current
 #: compute capability is 75``; ``Minimum capability: 90. Current capability: 86``)
-_CAPABILITY = re.compile(r"(?:requires capability|Minimum capability:) (\d{2,3})[.,] ?[Cc]urrent (?:compute {1,2})?"
+_CAPABILITY = lazy(r"(?:requires capability|Minimum capability:) (\d{2,3})[.,] ?[Cc]urrent (?:compute {1,2})?"
                          r"capability(?: is|:) (\d{2,3})")
 
 
@@ -460,7 +461,7 @@ def _capability_read(text: str) -> str:
 
 
 #: V1's start-up check (v1/core/kv_cache_utils.py): the context asked, the cache needed and had, the context that fits
-_KV_FIT = re.compile(r"max seq len \((\d{1,9})\), \(([\d.]{1,12}) GiB KV cache is needed, which is larger than the "
+_KV_FIT = lazy(r"max seq len \((\d{1,9})\), \(([\d.]{1,12}) GiB KV cache is needed, which is larger than the "
                      r"available KV cache memory \(([\d.]{1,12}) GiB\)\. Based on the available memory, the estimated "
                      r"maximum model length is (\d{1,9})")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from specdiag.analyzers.base import Rule, register
@@ -11,6 +10,7 @@ from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: the message queue of LMCache's multiprocess server (``v1/multiprocess/mq.py``; from 0.5.3
@@ -22,7 +22,7 @@ MQ_MODULES = ("v1/multiprocess/mq.py", "v1/multiprocess/transport/zmq_impl/mq.py
 #: blocking handler``) are another matter
 REJECTIONS = ("No handler registered for ", "Handler for ", "Available handlers: ")
 #: a request type as the server prints it (``RequestType.CB_LOOKUP_PRE_COMPUTED``, ``<RequestType.STORE: 3>``)
-_TYPE = re.compile(r"\bRequestType\.(\w{1,80})")
+_TYPE = lazy(r"\bRequestType\.(\w{1,80})")
 #: handler names kept from the server's lists (a list is a few dozen; a hostile log must not grow the set)
 MAX_SERVED = 256
 

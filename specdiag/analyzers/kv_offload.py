@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 
 from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register
@@ -12,20 +11,21 @@ from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of, prints_format
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: where vLLM keeps its KV offloading (the OffloadingConnector's worker and scheduler, the CPU and tiered backends,
 #: the simple CPU offload), as the catalog names modules
 OFFLOAD_DIRS = ("v1/kv_offload/", "v1/simple_kv_offload/", "kv_connector/v1/offloading/")
 #: a format about a transfer or an offload job ...
-_JOB = re.compile(r"(?i)\b(?:transfer|job|I/O|write_blocks|batch_lookup|submit|load|store)\b")
+_JOB = lazy(r"(?i)\b(?:transfer|job|I/O|write_blocks|batch_lookup|submit|load|store)\b")
 #: ... that failed ...
-_FAILED = re.compile(r"(?i)\bfail(?:ed|ure)?\b|\bException in\b")
+_FAILED = lazy(r"(?i)\bfail(?:ed|ure)?\b|\bException in\b")
 #: ... not one about shutting down, cleaning up or running slower (``cudaHostRegister failed … will still work``)
-_BENIGN = re.compile(r"(?i)shut ?down|clean ?up|\bclose\b|unlink|remove|release|deregister|telemetry|still work"
+_BENIGN = lazy(r"(?i)shut ?down|clean ?up|\bclose\b|unlink|remove|release|deregister|telemetry|still work"
                      r"|drain")
 #: the direction a transfer's message names (``Exception in ('CPU', 'GPU') transfer 235``)
-_DIRECTION = re.compile(r"\('(\w{1,10})', '(\w{1,10})'\)|\b(load|store)\b")
+_DIRECTION = lazy(r"\('(\w{1,10})', '(\w{1,10})'\)|\b(load|store)\b")
 #: messages kept (a flood of one message must not grow the table)
 MAX_MESSAGES = 12
 

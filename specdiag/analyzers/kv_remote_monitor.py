@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from specdiag.analyzers.base import WARNING_OR_WORSE, Rule, register
@@ -11,6 +10,7 @@ from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: the remote backend's health check (``v1/storage_backend/remote_monitor.py``, 0.3.3-0.3.12): what each of its
@@ -20,7 +20,7 @@ SAYS = (("Ping failed with error code: ", "ping failed"), ("Ping timeout", "ping
         ("Ping error: ", "ping raised"), ("Original connector is None", "not connected"),
         ("original_connector is None", "not connected"))
 #: the error code a failed ping answered with
-_CODE = re.compile(r"error code: (-?\d{1,12})")
+_CODE = lazy(r"error code: (-?\d{1,12})")
 #: processes whose monitor lines are kept apart (a hostile log must not grow the table)
 MAX_PROCESSES = 64
 

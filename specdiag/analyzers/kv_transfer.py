@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 
 from specdiag.analyzers.base import Rule, register, shape_claim
@@ -12,6 +11,7 @@ from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, UNKNOWN_EVENT, Event, entry_of
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: where vLLM keeps its KV-transfer code (connectors, pipes, lookup buffers), as the catalog names modules
@@ -21,18 +21,18 @@ HANDSHAKE_KINDS = ("handshake",)
 #: path parts that say nothing of which connector printed a line
 _PLUMBING = frozenset({"kv_connector", "v1", "kv_pipe", "kv_lookup_buffer", "utils"})
 #: a request id as vLLM's connectors print them (``cmpl-…``, ``chatcmpl-…``, a hex id in a list)
-_REQ_ID = re.compile(r"\b((?:chat)?cmpl-[\w-]{6,80}|[0-9a-f]{16,40})\b")
+_REQ_ID = lazy(r"\b((?:chat)?cmpl-[\w-]{6,80}|[0-9a-f]{16,40})\b")
 #: messages kept per connector, request ids kept
 MAX_MESSAGES, MAX_IDS = 12, 5
 #: a connector saying its transport library is not there (``NIXL is not available``: nixl_connector.py when
 #: ``import nixl`` failed; a Mooncake connector asking to install mooncake; vLLM-Omni's factory: ``Failed to create
 #: connector MooncakeTransferEngineConnector: Mooncake not available``)
-_MISSING = re.compile(r"\bis not available\b|\b[A-Z][a-z]\w{1,40} not available\b|not installed|No module named"
+_MISSING = lazy(r"\bis not available\b|\b[A-Z][a-z]\w{1,40} not available\b|not installed|No module named"
                       r"|[Pp]lease install|Failed to import")
 #: NIXL's agent when asked for a transfer's telemetry it does not keep (nixl_agent.cpp, NIXL 1.3.1)
 _NO_TELEMETRY = "getXferTelemetry: cannot return values when telemetry is not enabled"
 #: a connector class named in a line (its first word names the transport: ``MooncakeTransferEngineConnector``)
-_CONNECTOR_CLASS = re.compile(r"\b([A-Z][a-z]{1,30})\w{0,60}Connector\b")
+_CONNECTOR_CLASS = lazy(r"\b([A-Z][a-z]{1,30})\w{0,60}Connector\b")
 
 
 def connector_of(path: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import functools
-import re
 from collections import Counter
 
 from specdiag.analyzers.base import Rule, register
@@ -12,6 +11,7 @@ from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of
 from specdiag.findings import Cause, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: what each line is, for the summary
@@ -21,8 +21,8 @@ LABELS = {"X4": "remote put task failure(s)", "X9": "batched put error(s)", "X6"
 #: a catalogued storage-backend error (the catalog's ``backend-io`` family) is a write's when its format names a
 #: write and no read (``Failed to upload %s to S3: %s``, ``BigtableL2Adapter store failed: %s``, ``eic mset %s
 #: failed``; not ``Failed to download …``, ``batched_get``, ``lookup``)
-_WRITE = re.compile(r"(?i)(?:\b|_)(?:put|mset|set|store|upload|write|save|persist|flush)(?:\b|_|s\b|ed\b)")
-_READ = re.compile(r"(?i)(?:\b|_)(?:get|mget|load|download|read|lookup|exists|contains|delete|retrieve|fetch|releasing"
+_WRITE = lazy(r"(?i)(?:\b|_)(?:put|mset|set|store|upload|write|save|persist|flush)(?:\b|_|s\b|ed\b)")
+_READ = lazy(r"(?i)(?:\b|_)(?:get|mget|load|download|read|lookup|exists|contains|delete|retrieve|fetch|releasing"
                    r"|closing)"
                    r"(?:\b|_|s\b|ed\b)")
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from specdiag.analyzers.base import NOT_YET, WARNING_OR_WORSE, Rule, register, shape_claim
@@ -11,6 +10,7 @@ from specdiag.context import Context
 from specdiag.events import UNKNOWN_EVENT, Event, line_label
 from specdiag.findings import CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: what a WARN line's words say failed (first match wins), as the cause it is: the transport or resource
@@ -26,10 +26,10 @@ KINDS = (
 #: an NCCL error the caller raised (vLLM's wrapper, torch's ProcessGroupNCCL, a collective_rpc that failed), or a worker
 #: whose init_device failed (it makes the NCCL communicator): the failed call reached the process, so the WARN lines
 #: are its reason
-_RAISED = re.compile(r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|"
+_RAISED = lazy(r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|"
                      r"ncclRemoteError|ncclInvalidArgument|Error executing method '?init_device")
 #: the place NCCL prints before its level: ``host:pid:tid [dev] transport/p2p.cc:298 NCCL WARN …``
-_PLACE = re.compile(r"(?:(?P<host>[\w.-]{1,100}):(?P<pid>\d{1,9}):\d{1,9} \[(?P<dev>\d{1,4})\] )?(?P<file>[\w./-]{1,100}\.\w{1,4}):"
+_PLACE = lazy(r"(?:(?P<host>[\w.-]{1,100}):(?P<pid>\d{1,9}):\d{1,9} \[(?P<dev>\d{1,4})\] )?(?P<file>[\w./-]{1,100}\.\w{1,4}):"
                     r"(?P<line>\d{1,7}) \Z")
 MAX_FIRST, MAX_PROCESSES = 4, 64
 #: NCCL's reasons as torch relays them under 'Last error:' (the text of its last WARN line without NCCL's header)

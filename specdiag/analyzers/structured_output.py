@@ -12,6 +12,7 @@ from specdiag.context import Context
 from specdiag.events import CATALOG_EVENT, Event, entry_of
 from specdiag.findings import Cause, CauseBoard, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: the catalog's structured-output messages this rule reads, by what each says (literal starts of their formats)
@@ -26,10 +27,10 @@ KINDS = (
 #: request id a grammar line named
 INTERNAL = "failed with an internal error during generation"
 #: the request id and the token(s) in the messages above
-_FSM = re.compile(r"for request (\S{1,200}) for tokens (\d{1,12})")
-_REJECTED = re.compile(r"rejected tokens \[?([\d, ]{1,400})\]? for request (\S{1,200}?)\.?(?: Terminating|$)")
-_DRAFT = re.compile(r"draft token (\d{1,12}) for request (\S{1,200}) during")
-_REQUEST = re.compile(r"Request (\S{1,200}) failed with an internal error")
+_FSM = lazy(r"for request (\S{1,200}) for tokens (\d{1,12})")
+_REJECTED = lazy(r"rejected tokens \[?([\d, ]{1,400})\]? for request (\S{1,200}?)\.?(?: Terminating|$)")
+_DRAFT = lazy(r"draft token (\d{1,12}) for request (\S{1,200}) during")
+_REQUEST = lazy(r"Request (\S{1,200}) failed with an internal error")
 #: request ids kept (a flood of failing requests must not grow the set without bound), distinct tokens counted
 MAX_REQUESTS, MAX_TOKENS = 4096, 64
 

@@ -9,7 +9,6 @@ it, so that no error goes unexplained and a report never calls a log with error 
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -32,6 +31,7 @@ from specdiag.events import (
 )
 from specdiag.findings import Evidence, Finding, evidence_of
 from specdiag.observe import RunState
+from specdiag.patterns import lazy
 from specdiag.timeutil import rec_time
 
 #: distinct messages a finding lists (its line count covers them all)
@@ -315,7 +315,7 @@ def _family_by_frame(frame: str | None) -> str | None:
 
 #: a line of a traceback printed under a record's header: its head, a frame, a code line, a caret line, a chain
 #: line (matched at the start of the message; each alternative a literal or one run of one class: linear time)
-_TB_PART = re.compile(r'Traceback \(most recent call last\)|During handling of the above exception|'
+_TB_PART = lazy(r'Traceback \(most recent call last\)|During handling of the above exception|'
                       r'The above exception was the direct cause|  File "| {4}\S| *[\^~]+ *$')
 
 

@@ -9,10 +9,11 @@ the cost is linear in its length whatever it holds.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
-_PH = re.compile(r"%([-+ #0]*)(\d*)(?:\.(\d*))?([diouxXeEfFgGcrsa%])")
+from specdiag.patterns import lazy
+
+_PH = lazy(r"%([-+ #0]*)(\d*)(?:\.(\d*))?([diouxXeEfFgGcrsa%])")
 #: placeholder conversion -> the kind checked: d(ecimal), f(loat), x (hex), o(ctal), c(har), s (anything)
 _KIND = {"d": "d", "i": "d", "u": "d", "x": "x", "X": "x", "o": "o", "e": "f", "E": "f", "f": "f", "F": "f",
          "g": "f", "G": "f", "c": "c", "r": "s", "s": "s", "a": "s"}

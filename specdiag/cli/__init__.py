@@ -220,3 +220,54 @@ def main() -> None:
                          "(run with --debug for the traceback)\n")
         sys.exit(EXIT_INTERNAL)
     sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def _alone() -> bool:
+    """Nothing but this thread runs and no child process of ``multiprocessing`` is left: what the
+    interpreter's own exit would wait for or clean up beyond ``atexit`` (a Ray driver, a pool not yet shut
+    down, a watcher's reader) is absent."""
+    import threading
+
+    if threading.active_count() != 1:
+        return False
+    mp = sys.modules.get("multiprocessing")
+    return mp is None or not mp.active_children()
+
+
+def _exit_now(stop: SystemExit) -> None:
+    """Leave with ``stop``'s status without the interpreter's teardown, where that is safe; else return.
+
+    Why: after an analysis the interpreter's exit walks every object once more (the catalog, the rules'
+    tables, the compiled patterns) to free memory the process is about to give back anyway: 14 % of a
+    1-line paste's 0.2 s and 15 % of a 100 MB noise log's run (the 2-vCPU machine). What that exit does
+    that matters is done here: the ``atexit`` callbacks (temporary folders, logging, pools) and the flush
+    of both streams. A stream that cannot be flushed, a status that is not a number, a thread or child
+    process still alive: the ordinary exit, with its own reporting."""
+    code = 0 if stop.code is None else stop.code
+    if not isinstance(code, int) or not _alone():
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    import atexit
+
+    atexit._run_exitfuncs()
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        return
+    os._exit(code & 0xFF)
+
+
+def entry() -> None:
+    """The ``specdiag`` console script and ``python -m specdiag``: :func:`main`, then :func:`_exit_now`.
+    ``main`` itself ends in an ordinary ``SystemExit``, so a caller in the same process (tests, a wrapper
+    that reports after it) keeps control."""
+    try:
+        main()
+    except SystemExit as stop:
+        _exit_now(stop)
+        raise

@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 
 from specdiag.ingest.envelope import Record, split_suffix
 from specdiag.numbers import to_float, to_int
+from specdiag.patterns import lazy
 
 
 class FieldError(ValueError):
@@ -314,7 +315,7 @@ MIN_BARE_LITERAL = 24
 
 
 #: a placeholder of a logging call's format (``%s``, ``%d``, ``%.2f``, ``{}``, ``{name}``)
-PLACEHOLDER = re.compile(r"%[-#0-9.]{0,8}[sdirfgxe]|\{[^{}]{0,40}\}")
+PLACEHOLDER = lazy(r"%[-#0-9.]{0,8}[sdirfgxe]|\{[^{}]{0,40}\}")
 
 
 def _literal_chars(fmt: str | None) -> int:
@@ -385,8 +386,8 @@ def _printed_path(rec: Record) -> str | None:
     return file
 
 
-_DIGITS = re.compile(r"\d+")
-_HEX = re.compile(r"0x[0-9a-fA-F]+|[0-9a-f]{8,}")
+_DIGITS = lazy(r"\d+")
+_HEX = lazy(r"0x[0-9a-fA-F]+|[0-9a-f]{8,}")
 
 
 #: where a traceback frame's path stops being the host's and becomes the package's
@@ -447,8 +448,8 @@ def innermost_frame(raw: bytes) -> str | None:
 
 
 #: a native frame as apache-tvm-ffi's crash handler prints it (``  File "<unknown>", line 0, in swap_blocks(…)``)
-_SIGNATURE = re.compile(r"[(<]")  # where a C++ symbol's arguments or template arguments start
-_NATIVE_FRAME = re.compile(rb'^[ \t]{0,8}File "<unknown>", line \d{1,9}, in ([^\n]{1,200})', re.M)
+_SIGNATURE = lazy(r"[(<]")  # where a C++ symbol's arguments or template arguments start
+_NATIVE_FRAME = lazy(rb'^[ \t]{0,8}File "<unknown>", line \d{1,9}, in ([^\n]{1,200})', re.M)
 
 
 def native_stack(raw: bytes, frames: int = 3) -> str | None:

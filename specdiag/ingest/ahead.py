@@ -38,6 +38,7 @@ from specdiag.ingest.wrappers import (
     is_envelope,
     json_line,
 )
+from specdiag.patterns import lazy
 
 #: blocks scanned ahead of the consumer, beyond one per thread
 DEPTH = 2
@@ -52,10 +53,10 @@ Item = tuple[bytes, int, int, "ScanResult | None", "bytes | None"]
 #: the CRI format's stream and tag after it (``wrappers.CRI_TAGS``)
 _ISO_TIME = rb"(?m)^" + ISO_TS.pattern
 _CRI_TAG = rb"(?:" + b"|".join(re.escape(tag) for tag in CRI_TAGS) + rb")"
-_ISO_FRONT = re.compile(_ISO_TIME + _CRI_TAG + rb"?")
-_CRI_FRONT = re.compile(_ISO_TIME + _CRI_TAG)
+_ISO_FRONT = lazy(_ISO_TIME + _CRI_TAG + rb"?")
+_CRI_FRONT = lazy(_ISO_TIME + _CRI_TAG)
 #: the same at one line's start (``iso_fronts_reference`` measures each line with it)
-_ISO_ONE = re.compile(ISO_TS.pattern + _CRI_TAG + rb"?")
+_ISO_ONE = lazy(ISO_TS.pattern + _CRI_TAG + rb"?")
 
 try:  # the compiled copies: each line read once, no regex
     from specdiag.ingest._scan import docker_texts as _compiled_docker_texts
@@ -145,7 +146,7 @@ def unwrapped(data: bytes, start: int, end: int) -> bytes | None:
 
 #: journald ``short`` / ``short-precise`` in the C locale: the part of its wrapper that changes line by line
 _JOURNALD_TIME = rb"[A-Z][a-z][a-z] [ 0-3]\d [0-2]\d:[0-5]\d:[0-5]\d"
-_JOURNALD_TIME_RE = re.compile(_JOURNALD_TIME + rb"(?:\.\d{1,9})?")
+_JOURNALD_TIME_RE = lazy(_JOURNALD_TIME + rb"(?:\.\d{1,9})?")
 _JOURNALD_SECONDS = len(b"Jan  1 00:00:00")  # the time up to its seconds: then ``.`` and the fraction's digits
 
 
@@ -195,10 +196,10 @@ def _journald_unwrapped(data: bytes, start: int, end: int) -> bytes | None:
 #: copied (its block is read line by line)
 _DOCKER_ESCAPES = {b'\\"': b'"', b"\\t": b"\t", b"\\\\": b"\\", b"\\u001b": b"\x1b", b"\\u003c": b"<",
                    b"\\u003e": b">", b"\\u0026": b"&"}
-_DOCKER_ESCAPE = re.compile(rb'\\(?:["t\\]|u00(?:1b|3c|3e|26))')
+_DOCKER_ESCAPE = lazy(rb'\\(?:["t\\]|u00(?:1b|3c|3e|26))')
 #: one json-file line as docker writes it: the text (group 1), the line break it keeps, the stream, the time;
 #: the text as runs without a backslash, each after one escape (so a line is matched one way)
-_DOCKER_LINE = re.compile(rb'\{"log":"([^"\\\n]*(?:(?:\\["t\\]|\\u00(?:1b|3c|3e|26))[^"\\\n]*)*)(?:\\r)?\\n",'
+_DOCKER_LINE = lazy(rb'\{"log":"([^"\\\n]*(?:(?:\\["t\\]|\\u00(?:1b|3c|3e|26))[^"\\\n]*)*)(?:\\r)?\\n",'
                           rb'"stream":"std(?:out|err)","time":"\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d)"\}')
 #: the longest json-file line the copy reads: docker splits a message at 16 KiB of text, and JSON escaping
 #: makes a text at most 6 times longer (``\u001b``); a longer line is not docker's, and its block is read

@@ -9,8 +9,6 @@ record's header through its colour codes.
 
 from __future__ import annotations
 
-import re
-
 from specdiag.ingest import rows, wrappers
 from specdiag.ingest.literals import first_of
 from specdiag.ingest.rows import esc_cut_at_end
@@ -18,13 +16,14 @@ from specdiag.ingest.rows import esc_cut_at_end
 # the line limits live with the reader: MAX_PARSE_LINE, a logical line longer than this is cut before parsing
 # (no vLLM/LMCache record is anywhere near it); MAX_LINE, what the reader already cut (and announced)
 from specdiag.ingest.sources import MAX_LINE, MAX_PARSE_LINE
+from specdiag.patterns import lazy
 
-ANSI_ESC = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+ANSI_ESC = lazy(rb"\x1b\[[0-9;?]*[A-Za-z]")
 #: a colour code whose ESC was lost (``[1;36m``), or printed as the two characters ``^[`` (``cat -v``, some web
 #: consoles: ``^[[1;36m``) or as the word ``ESC`` (``ESC[0;0m``, a viewer that names control bytes)
 #: (its first bytes an alternation of literals, not an optional group: the engine then skips to a `^`, `E` or `[`
 #: instead of trying every position, 1.5x faster on a line of brackets)
-ANSI_RESIDUE = re.compile(rb"(?:\^\[\[|ESC\[|\[)\d{1,3}(?:;\d{1,3})*m")
+ANSI_RESIDUE = lazy(rb"(?:\^\[\[|ESC\[|\[)\d{1,3}(?:;\d{1,3})*m")
 
 
 #: what is left of colour codes whose ESC was lost (``tee`` of a terminal, a copy out of a web console)

@@ -10,41 +10,40 @@ because the scanner (``scan.py``, ``hot.py``), the joiner (``joiner.py``) and th
 
 from __future__ import annotations
 
-import re
-
 from specdiag.ingest.origin import Origin
 from specdiag.numbers import to_int
+from specdiag.patterns import lazy
 
 VLLM_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
                b"WARN": "WARNING"}
 LMC_LEVELS = {b"INFO": "INFO", b"WARNING": "WARNING", b"ERROR": "ERROR", b"DEBUG": "DEBUG", b"CRITICAL": "CRITICAL",
               b"WARN": "WARNING"}
 LMC_LEVELS.update({k + b" ": v for k, v in list(LMC_LEVELS.items())})  # "LMCache WARN :" after addLevelName
-VLLM_REST = re.compile(rb"(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
-LMC_LEGACY = re.compile(
+VLLM_REST = lazy(rb"(\d\d-\d\d \d\d:\d\d:\d\d)(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
+LMC_LEGACY = lazy(
     rb"(DEBUG|INFO|WARNING|ERROR|CRITICAL) LMCache: (.*) \[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3})\] -- (\S+\.py):(\d+)$"
 )
 #: Ray's C++ log line (glog style, ``ray/util/logging.cc``): ``[YYYY-MM-DD HH:MM:SS,mmm L PID TID] file.cc:N: msg``,
 #: printed under a Ray worker's or the raylet's prefix when a TP worker runs as a Ray actor (every part bounded)
-RAY_CPP = re.compile(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([IWEFC]) \d{1,10} \d{1,10}\] "
+RAY_CPP = lazy(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([IWEFC]) \d{1,10} \d{1,10}\] "
                      rb"([\w.-]{1,100}):(\d{1,7}): ")
 #: Ray's levels by their letter (``F``/``C``: fatal; Ray aborts the process after it)
 RAY_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL", b"C": "CRITICAL"}
 #: Ray Serve's Python logger (``ray/serve/_private/logging_utils.py``): ``LEVEL DATE TIME,ms COMPONENT ID -- msg``
 #: (``ERROR 2025-04-02 17:25:34,553 controller 2922 -- Exception in Replica(…)``), at WARNING or worse
-RAY_SERVE = re.compile(rb"(WARNING|ERROR|CRITICAL) (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) [\w:.-]{1,200} [\w.-]{1,100} -- ")
+RAY_SERVE = lazy(rb"(WARNING|ERROR|CRITICAL) (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) [\w:.-]{1,200} [\w.-]{1,100} -- ")
 #: the failure-signal handler Ray's C++ core installs (abseil): what a worker that crashed in native code prints
-FATAL_SIGNAL = re.compile(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
+FATAL_SIGNAL = lazy(rb"\*\*\* (SIG[A-Z]{2,8}) received at time=\d{1,20}")
 #: a native library's glog line at WARNING or worse (``E0905 14:46:37.882738 15817 master_client.cpp:297] …``):
 #: Mooncake's store client and other C++ transfer engines loaded into a vLLM worker log so (glog 0.7+ puts the
 #: year before the month: ``E20260106 06:43:02.966198``)
-GLOG = re.compile(rb"([WEF])(\d{8}|\d{4}) (\d\d:\d\d:\d\d)\.\d{6} {1,8}\d{1,10} ([\w.-]{1,100}):(\d{1,7})\] ")
+GLOG = lazy(rb"([WEF])(\d{8}|\d{4}) (\d\d:\d\d:\d\d)\.\d{6} {1,8}\d{1,10} ([\w.-]{1,100}):(\d{1,7})\] ")
 GLOG_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL"}
 #: torch's C++ logging (c10) at ERROR or worse, as a TP worker prints NCCL's watchdog: ``[rank0]:[E
 #: ProcessGroupNCCL.cpp:563] `` (torch 2.2-2.3; before 2.2 without ``[rank0]:``), ``[rank2]:[E1021 12:00:00.123456
 #: 1234 ProcessGroupNCCL.cpp:1414] `` (2.4+: glog's header in brackets). Warnings (``[W…``) are no records: torch
 #: prints them by the thousand (the prefilter leaves them too). Every part bounded.
-TORCH_C10 = re.compile(rb"(?:\[rank\d{1,6}\]:)?\[([EF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d{1,9})?(?: {1,8}\d{1,10})?)? ?"
+TORCH_C10 = lazy(rb"(?:\[rank\d{1,6}\]:)?\[([EF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d{1,9})?(?: {1,8}\d{1,10})?)? ?"
                        rb"([\w.-]{1,128}\.(?:cpp|cc|cu|h|hpp|ts)):(\d{1,7})\] ")  # torch_npu: E324, compiler_depend.ts
 #: CPython's faulthandler line after a fatal signal (``Fatal Python error: Segmentation fault``): the start of a
 #: native crash's report, CRITICAL
@@ -55,10 +54,10 @@ FATAL_PYTHON = b"Fatal Python error"
 SEGFAULT_BANNER = b"!!!!!!! Segfault encountered !!!!!!!"
 #: the prefix under which a Ray driver prints what a raylet pushed to it (``(raylet)``, ``(raylet, ip=…)`` for
 #: another node's): no pid, so it is no vLLM process prefix
-RAYLET = re.compile(rb"\(raylet(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
+RAYLET = lazy(rb"\(raylet(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
 #: the raylet's report of a worker process that died while running a task (``events.ray`` parses it)
 WORKER_DIED = b"A worker died or was killed"
-EXC_LINE = re.compile(rb"(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)|StopIteration"
+EXC_LINE = lazy(rb"(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)|StopIteration"
                       rb"|StopAsyncIteration)\b(?::|$)")
 
 
@@ -200,7 +199,7 @@ def parses_as_record(rest: bytes) -> bool:
     return sp > 0 and rest[:sp] in VLLM_LEVELS and VLLM_REST.match(rest, sp + 1) is not None
 
 
-_TS_PARTS = re.compile(rb"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?")
+_TS_PARTS = lazy(rb"(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:[.,](\d{1,6}))?")
 
 
 def canonical_lmcache_ts(line: bytes) -> bytes:

@@ -39,13 +39,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from specdiag.ingest.sources import InputError, Source
+from specdiag.patterns import lazy
 
 #: how far into a line its header (wrappers, process prefix, logger envelope) is looked for
 HEAD = 256
 
-_LMC_TIME = re.compile(rb"\[(20\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
-_VLLM_TIME = re.compile(rb"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
-_REQUEST = re.compile(rb"(?:req_id=|request_id=|[Rr]equest |Reqid: |req=|lookup id )'?([^\s,\]}']+)"
+_LMC_TIME = lazy(rb"\[(20\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
+_VLLM_TIME = lazy(rb"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
+_REQUEST = lazy(rb"(?:req_id=|request_id=|[Rr]equest |Reqid: |req=|lookup id )'?([^\s,\]}']+)"
                       rb"|\b((?:chatcmpl|cmpl)-[\w-]+)")
 
 
@@ -64,7 +65,7 @@ class LineTime:
 
 
 #: a filter time: ``HH:MM[:SS]``, ``MM-DD HH:MM[:SS]``, ``YYYY-MM-DD HH:MM[:SS]`` (``T`` or a space)
-_SPEC = re.compile(r"^(?:(?:(\d{4})-)?(\d\d)-(\d\d)[T ])?(\d\d):(\d\d)(?::(\d\d)(?:[.,]\d+)?)?$")
+_SPEC = lazy(r"^(?:(?:(\d{4})-)?(\d\d)-(\d\d)[T ])?(\d\d):(\d\d)(?::(\d\d)(?:[.,]\d+)?)?$")
 
 
 @dataclass(frozen=True)
@@ -119,8 +120,8 @@ def line_time(line: bytes) -> LineTime | None:
 
 
 #: a vLLM process prefix (``(Worker_TP2 pid=767)``) and the TP rank in its name
-_PREFIX = re.compile(rb"\(([A-Za-z][\w ]{0,60}?)(?: pid=\d+| ip=[\d.]+)+\)")
-_RANK = re.compile(rb"TP(\d{1,6})\b|rank=(\d{1,6})")
+_PREFIX = lazy(rb"\(([A-Za-z][\w ]{0,60}?)(?: pid=\d+| ip=[\d.]+)+\)")
+_RANK = lazy(rb"TP(\d{1,6})\b|rank=(\d{1,6})")
 
 
 def line_rank(line: bytes) -> int | None | bool:

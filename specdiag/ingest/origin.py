@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from specdiag.numbers import to_int
+from specdiag.patterns import lazy
 
 #: a process prefix is short (``(RayWorkerWrapper pid=1234, ip=10.0.0.1)``); bounded lengths keep a hostile
 #: line of ``(`` or a 5,000-digit pid from costing more than a few hundred bytes of scanning
 #: the same prefix grammar as the compiled scanner (``scan.py``): a pid of at most 18 digits (a longer one is no
 #: pid: the line keeps no process origin), names of any length (no nested quantifier: linear)
-PREFIX_RE = re.compile(rb"\((?P<proc>[^()]*?) pid=(?P<pid>\d{1,18})(?:, ip=(?P<ip>[^)]*))?\)\s?")
-_TP = re.compile(r"_TP(\d{1,6})|\bTP(\d{1,6})\b")
-_PP = re.compile(r"_PP(\d{1,6})|\bPP(\d{1,6})")
-_DP = re.compile(r"_DP(\d{1,6})|^EngineCore_(\d{1,6})$")
-_EP = re.compile(r"_EP(\d{1,6})")
-_RANK = re.compile(r"rank=(\d{1,6})")
+PREFIX_RE = lazy(rb"\((?P<proc>[^()]*?) pid=(?P<pid>\d{1,18})(?:, ip=(?P<ip>[^)]*))?\)\s?")
+_TP = lazy(r"_TP(\d{1,6})|\bTP(\d{1,6})\b")
+_PP = lazy(r"_PP(\d{1,6})|\bPP(\d{1,6})")
+_DP = lazy(r"_DP(\d{1,6})|^EngineCore_(\d{1,6})$")
+_EP = lazy(r"_EP(\d{1,6})")
+_RANK = lazy(r"rank=(\d{1,6})")
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,6 @@ wrapper yet (``PLAIN_BLOCK``: a line's first bytes are then what the joiner read
 from __future__ import annotations
 
 import functools
-import re
 from array import array
 from itertools import repeat
 from typing import NamedTuple
@@ -45,6 +44,7 @@ from specdiag.catalog.wording import BYTES
 from specdiag.ingest.cleaner import ANSI_RESIDUE
 from specdiag.ingest.envelope import FATAL_PYTHON
 from specdiag.ingest.wrappers import ANSI_BYTES, JSON_FIRST_KEYS, JSON_KEYS, bracket_time
+from specdiag.patterns import lazy
 
 #: kinds, one byte per line (``*_FIRST``: the block's first of a process prefix, one more than its kind)
 KEEP, INERT, PREFIXED, QUIET, QUIET_FIRST, UNKNOWN, UNKNOWN_FIRST, LMC_UNKNOWN, LMC_UNKNOWN_FIRST = range(9)
@@ -83,7 +83,7 @@ ANCHORS: tuple[bytes, ...] = BYTES.PREFILTER_ANCHORS  # one tuple for both copie
 #: terminal's width is (NCCL and an app's logger interleave with vLLM), and joining it would corrupt the
 #: record and, at a width first seen then, "prove" a terminal width that never was. Bounded quantifiers
 #: between distinct separators: linear time.
-FOREIGN_HEADER = re.compile(
+FOREIGN_HEADER = lazy(
     rb"[\w.-]{1,128}:\d{1,10}:\d{1,10} \[\d{1,5}\] NCCL (?:INFO|WARN|TRACE|ERROR) "
     rb"|\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d[,.]\d{1,9} - [\w.-]{1,128} - (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - "
     rb"|[IWEF](?:\d{4})?\d{4} \d\d:\d\d:\d\d\.\d{6} {1,8}\d{1,10} [\w.-]{1,128}:\d{1,8}\] "
@@ -96,11 +96,11 @@ LMC_HEAD = b"[0000-00-00 00:00:00,000] LMCache "
 MAX_PLACES = 24
 _MAX_DEPTH = 6
 
-_ESC_SEQ = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+_ESC_SEQ = lazy(rb"\x1b\[[0-9;?]*[A-Za-z]")
 _RESIDUE = ANSI_RESIDUE  # the reader's own (``Cleaner.clean``)
-_ESC_CUT = re.compile(rb"\x1b(?:\[[0-9;?]{0,16})?")
-_PREFIX = re.compile(rb"\((?P<proc>[^()]*?) pid=(?P<pid>\d{1,18})(?:, ip=(?P<ip>[^)]*))?\)\s?")
-_PRINTABLE = re.compile(rb"[\x20-\x7e]*")
+_ESC_CUT = lazy(rb"\x1b(?:\[[0-9;?]{0,16})?")
+_PREFIX = lazy(rb"\((?P<proc>[^()]*?) pid=(?P<pid>\d{1,18})(?:, ip=(?P<ip>[^)]*))?\)\s?")
+_PRINTABLE = lazy(rb"[\x20-\x7e]*")
 _TOKEN = frozenset(range(0x21, 0x7F)) - frozenset(b":()[]{}|")
 _WORD = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
 _DIGITS = frozenset(b"0123456789")
@@ -475,7 +475,7 @@ def _warning_name(rest: bytes) -> bool:
     return rest[:k].endswith(b"Warning") and (k == len(rest) or rest[k] == 0x3A)
 
 #: vLLM's header after its level word: ``MM-DD HH:MM:SS[.f] [file:N] `` (``envelope.VLLM_REST``)
-_VLLM_REST = re.compile(rb"(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
+_VLLM_REST = lazy(rb"(\d\d)-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[?([^\]:\s]+?):(\d+)\] ?")
 #: the levels of the records that may be quiet (counted unread): the catalog's text candidates are of these
 QUIET_LEVELS = TEXT_CANDIDATE_LEVELS
 _QUIET_LEVELS = tuple(f"{level} ".encode() for level in QUIET_LEVELS)
@@ -630,7 +630,7 @@ def unrecognisable(body: bytes, level: bytes, dispatch: dict[bytes, tuple[bytes,
 
 #: characters a line of printable text never holds: C0 and C1 controls, DEL, the Unicode line and paragraph
 #: separators (``str.splitlines`` would split there)
-_UNPRINTABLE_TEXT = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_UNPRINTABLE_TEXT = lazy("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def printable_utf8(line: bytes) -> bool:

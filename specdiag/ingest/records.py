@@ -82,6 +82,7 @@ from specdiag.ingest.wrappers import (
 )
 from specdiag.ingest.years import DeploymentYears
 from specdiag.numbers import to_int
+from specdiag.patterns import lazy
 from specdiag.timeutil import initial_year
 
 
@@ -633,11 +634,11 @@ TRACEBACK_HEADS = (b"Traceback (most recent call last)", b"Exception in thread "
                    SEGFAULT_BANNER)  # (apache-tvm-ffi's, its native frames after it: ``envelope.SEGFAULT_BANNER``)
 #: the banner CPython's multiprocessing prints when a process's target raises (``process.py``, ``_bootstrap``:
 #: ``Process EngineCore_DP0:``, then the traceback; the process exits with code 1): a traceback's first line
-MP_BANNER = re.compile(rb"Process [\w.-]{1,64}:[ \t]*")
+MP_BANNER = lazy(rb"Process [\w.-]{1,64}:[ \t]*")
 
 
 #: a traceback's frame row pasted without its indentation (``File "lmcache/v1/cache_engine.py", line 558, in store``)
-_FLUSH_FRAME = re.compile(rb'File "[^"\n]{1,1000}", line \d{1,7}, in ')
+_FLUSH_FRAME = lazy(rb'File "[^"\n]{1,1000}", line \d{1,7}, in ')
 
 
 def flush_frame(line: bytes) -> bool:

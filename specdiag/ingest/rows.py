@@ -18,7 +18,7 @@ position: nothing scans a line more than once.
 
 from __future__ import annotations
 
-import re
+from specdiag.patterns import lazy
 
 #: the narrowest terminal row considered (a 40-column chat box); shorter lines are never taken for cut rows
 MIN_ROW = 40
@@ -26,18 +26,18 @@ _LMC_HEAD = b"[0000-00-00 00:00:00,000] LMCache "
 _VLLM_TS = b"00-00 00:00:00"
 _LEVELS = (b"INFO", b"WARNING", b"ERROR", b"DEBUG", b"CRITICAL", b"WARN")
 #: what may follow a vLLM timestamp before the message starts, cut anywhere: ``.123 [file.py:45``
-_VLLM_TAIL = re.compile(rb"(?:\.\d{0,6})?(?: (?:\[[^\]:\s]{0,200}(?::\d{0,9})?)?)?")
+_VLLM_TAIL = lazy(rb"(?:\.\d{0,6})?(?: (?:\[[^\]:\s]{0,200}(?::\d{0,9})?)?)?")
 #: the start of a process prefix cut before its ``) ``: ``(Worker_TP2``, ``(EngineCore_DP0 pid=8``, ``(VllmWorker rank=0 pid``
-_PID_CUT = re.compile(rb"\([A-Za-z_][\w./ =-]{0,80}?(?: pid(?:=\d{0,18}(?:, ip=[\w.:]{0,60})?\)?)?)?")
+_PID_CUT = lazy(rb"\([A-Za-z_][\w./ =-]{0,80}?(?: pid(?:=\d{0,18}(?:, ip=[\w.:]{0,60})?\)?)?)?")
 #: an LMCache suffix opened at the end of a row: `` (vllm_v1_adapter.py:88``, `` (cache_engine.py:985:lmcache.v1``
-_SUFFIX_CUT = re.compile(rb" \([\w.]{0,120}(?::\d{0,9}(?::[\w.]{0,200})?)?")
+_SUFFIX_CUT = lazy(rb" \([\w.]{0,120}(?::\d{0,9}(?::[\w.]{0,200})?)?")
 #: a collector's prefix cut before the record starts: a kubectl/docker ``--timestamps`` time, journald's
 #: ``Dez 03 10:00:00 host ident[pid]`` without its ``: ``
-_ISO_CUT = re.compile(rb"\d{4}-\d\d-\d\dT[\d:]{0,8}(?:[.,]\d{0,9})?(?:Z|[+-][\d:]{0,5})?")
-_JOURNALD_CUT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? \S{1,200} [^:\s\[]{1,200}\[\d{1,10}(?:\]:?)?")
+_ISO_CUT = lazy(rb"\d{4}-\d\d-\d\dT[\d:]{0,8}(?:[.,]\d{0,9})?(?:Z|[+-][\d:]{0,5})?")
+_JOURNALD_CUT = lazy(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d{1,9})? \S{1,200} [^:\s\[]{1,200}\[\d{1,10}(?:\]:?)?")
 #: an ANSI escape cut at the end of a row, and the rest of it at the start of the next
-ESC_CUT = re.compile(rb"\x1b(?:\[[0-9;?]{0,16})?")
-ESC_REST = re.compile(rb"\[?[0-9;?]{0,16}[A-Za-z]")
+ESC_CUT = lazy(rb"\x1b(?:\[[0-9;?]{0,16})?")
+ESC_REST = lazy(rb"\[?[0-9;?]{0,16}[A-Za-z]")
 
 
 def _fits(piece: bytes, template: bytes) -> bool:

@@ -36,7 +36,6 @@ Numbers longer than :data:`MAX_DIGITS` digits make the line rare (never an overf
 from __future__ import annotations
 
 import os
-import re
 import struct
 import zlib
 from array import array
@@ -49,6 +48,7 @@ from typing import TYPE_CHECKING
 from specdiag.catalog.wording import BYTES as _W
 from specdiag.ingest.origin import Origin, OriginCache
 from specdiag.metrics.parse import STATS_ORDER
+from specdiag.patterns import lazy
 
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ingest.envelope import Record
@@ -91,15 +91,15 @@ MAX_POSITIONS = 1024
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 140, 150, 160, 180, 200, 220, 240, 250})
 NAN = float("nan")
 
-_ESC_SEQ = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
-_RESIDUE = re.compile(rb"\[\d{1,3}(?:;\d{1,3})*m")
-_NOT_PRINTABLE = re.compile(rb"[^\x20-\x7f]")
+_ESC_SEQ = lazy(rb"\x1b\[[0-9;?]*[A-Za-z]")
+_RESIDUE = lazy(rb"\[\d{1,3}(?:;\d{1,3})*m")
+_NOT_PRINTABLE = lazy(rb"[^\x20-\x7f]")
 #: LMCache's envelope at INFO or DEBUG: releases print the lookup (0.3.13's vllm_v1_adapter.py:1266, the post-0.5.6
 #: tree's :1440) and the retrieve line (0.3.5's cache_engine.py:504) at DEBUG too; the message starts at the match's end
-_ENVELOPE = re.compile(rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache (?:INFO|DEBUG): ")
-_DIGITS = re.compile(rb"\d*")
-_VLLM_HEAD = re.compile(rb"INFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? \[")
-_FILE = re.compile(rb"[^:\] ]*")
+_ENVELOPE = lazy(rb"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] LMCache (?:INFO|DEBUG): ")
+_DIGITS = lazy(rb"\d*")
+_VLLM_HEAD = lazy(rb"INFO \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,9})? \[")
+_FILE = lazy(rb"[^:\] ]*")
 
 
 class _Reject(Exception):

@@ -78,6 +78,7 @@ from specdiag.ingest.scan import (
     stamp_value,
     vllm_head,
 )
+from specdiag.patterns import lazy
 
 _NUM = rb"(\d{1,18})(?![0-9])"
 _REST = rb"[\x20-\x27\x2a-\x5a\x5c-\x7f]*"  # printable, no parentheses, no '['
@@ -112,8 +113,8 @@ _FAST_PLAIN = _pattern(rb"\[\d{1,3}(?:;\d{1,3})*m")
 _ONES = bytes.maketrans(b"0123456789", b"1111111111")
 #: what an emptied id may hold: printable, no space, '"', '(', ')', ':' or ']' (see the module docstring)
 _ID = rb"[\x21\x23-\x27\x2a-\x39\x3b-\x5c\x5e-\x7f]"
-_TAG_ID = re.compile(_WR.TAG_OPEN + _ID + rb"+" + _WR.TAG_CLOSE)
-_RID_ID = re.compile(_WR.REQID + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
+_TAG_ID = lazy(_WR.TAG_OPEN + _ID + rb"+" + _WR.TAG_CLOSE)
+_RID_ID = lazy(_WR.REQID + _ID.replace(rb"\x3b-\x5c", rb"\x3b-\x5a\x5c") + rb"+(?=, )")  # and no '['
 _NOT_NUMBER = bytes(c for c in range(256) if c not in b"0123456789- ")
 _TAG_HOLE, _RID_HOLE = _W.TAG_OPEN + _W.TAG_CLOSE, _W.REQID + b"~"
 #: pseudo template ids of a key's decision: every line of the key is rare / goes to the reference per line
@@ -244,17 +245,17 @@ _D = rb"(" + _DEC + rb")"
 _P = rb"(nan%|\d+(?:\.\d+)?%)"  # a percent field's text keeps its '%': ``scan._percent`` reads it whole
 _RATES = rb"(" + _DEC + rb"(?:, " + _DEC + rb")*)"
 _E = re.escape
-_STATS_MSG = re.compile(
+_STATS_MSG = lazy(
     rb"(?:" + _WR.ENGINE + rb"(\d+)|(\d+)" + _WR.ENGINES_AGGREGATED + rb")" + _E(scan.S_PROMPT) + _D
     + _E(scan.S_GEN) + _D + _E(scan.S_RUNNING) + rb"(\d+)" + _E(scan.S_WAITING) + rb"(\d+)" + _E(scan.S_AFTER_WAITING)
     + rb"(?:" + _E(scan.S_PREEMPTIONS) + rb"(\d+)" + _WR.SEP + rb")?(" + _WR.KV_DEVICE_GPU + rb"|"
     + _WR.KV_DEVICE_CPU + rb")" + _E(scan.S_KV_USAGE) + _P + rb"(?:" + _E(scan.S_PREFIX_HIT) + _P + rb")?"
     + rb"(?:" + _E(scan.S_EXT_HIT) + _P + rb")?")
-_SPEC_MSG = re.compile(
+_SPEC_MSG = lazy(
     _E(scan.S_SPEC_NEW) + _D + _E(scan.S_ACCEPTED_TPS) + _DEC + _E(scan.S_DRAFTED_TPS) + _DEC
     + _E(scan.S_ACCEPTED_AFTER_TPS) + rb"(\d+)" + _E(scan.S_DRAFTED) + rb"(\d+)" + _E(scan.S_PER_POSITION) + _RATES
     + _E(scan.S_AVG_RATE) + _P)
-_SPEC_OLD_MSG = re.compile(
+_SPEC_OLD_MSG = lazy(
     _E(scan.S_SPEC_OLD) + _P + _E(scan.S_MEAN_LENGTH) + _D + _E(scan.S_ACCEPTED) + rb"(\d+)" + _E(scan.S_DRAFTED)
     + rb"(\d+)" + _E(scan.S_PER_POSITION) + _RATES)
 #: the converter kinds of the metric fields: the reference's own readers, and the value of an absent field
@@ -267,7 +268,7 @@ _SPEC_KINDS = (_DECIMAL_F, _COUNT_F, _COUNT_F, _PERCENT_F)
 #: an optional field the line does not print: its slice is empty, and the empty text is the column's "no value"
 _ABSENT = slice(0, 0)
 #: the stamp of vLLM's header at the position after the prefixes (``vllm_head`` checked its digits)
-_STAMP = re.compile(rb"INFO (\d\d-\d\d \d\d:\d\d:\d\d)")
+_STAMP = lazy(rb"INFO (\d\d-\d\d \d\d:\d\d:\d\d)")
 #: field text → value, per converter kind (bounded like ``_CACHE``): a count or percent repeats across lines
 _VALUES: tuple[dict[bytes, float | int], ...] = ({}, {}, {}, {})
 _VALUES_MAX = 1 << 14

@@ -30,18 +30,19 @@ from typing import NamedTuple
 
 from specdiag.ingest.envelope import LMC_LEVELS, VLLM_LEVELS, split_suffix
 from specdiag.numbers import to_int
+from specdiag.patterns import lazy
 
 #: the logger name of vLLM's vendored copy of LMCache's adapter: LMCache's messages, under a vLLM name
 VENDORED = b".lmcache_integration"
 _NAME = rb"((?:vllm|lmcache)(?:\.[\w.]{1,200})?)"
 _LEVEL = rb"(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 #: ``%(asctime)s - %(name)s - %(levelname)s - %(message)s`` (asctime with ``,mmm``, ``.ffffff`` or none)
-ASCTIME = re.compile(rb"(\d{4})-(\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[,.](\d{1,6}))? - " + _NAME + rb" - " + _LEVEL
+ASCTIME = lazy(rb"(\d{4})-(\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[,.](\d{1,6}))? - " + _NAME + rb" - " + _LEVEL
                      + rb" - ")
 #: ``%(levelname)s:%(name)s:%(message)s``
-BASIC = re.compile(_LEVEL + rb":" + _NAME + rb":")
+BASIC = lazy(_LEVEL + rb":" + _NAME + rb":")
 #: vLLM's ``[file.py:NNN] `` (0.31+ may print a path) right after the level, the time cut off
-BARE_WHERE = re.compile(rb"\[([\w./-]{1,200}\.py):(\d{1,9})\] ?")
+BARE_WHERE = lazy(rb"\[([\w./-]{1,200}\.py):(\d{1,9})\] ?")
 _LEVEL_FIRST = frozenset(b"DIWEC")
 #: the levels at which a bare ``LEVEL msg`` line is read by its message alone: what users paste from an incident
 _ALERT = frozenset({"WARNING", "ERROR", "CRITICAL"})
@@ -49,7 +50,7 @@ _ALERT = frozenset({"WARNING", "ERROR", "CRITICAL"})
 SHAPE_FIRST = frozenset(bytes([c]) for c in b"0123456789LDIWEC")
 #: every shape's fixed start in one anchored pattern: the one test a line of another program pays (a third
 #: of a microsecond) before :func:`read_head` reads it field by field
-SHAPE_HEAD = re.compile(rb"""
+SHAPE_HEAD = lazy(rb"""
     \d{4}-\d\d-\d\d\ \d\d:\d\d:\d\d[,.\d]{0,7}\ -\ (?:vllm|lmcache)[.\ ]
   | LMCache[ ]
   | (?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)(?::(?:vllm|lmcache)[.:]|\ \[)

@@ -29,62 +29,63 @@ import re
 from specdiag.ingest.envelope import EXC_LINE
 from specdiag.ingest.rows import MIN_ROW, cut_head
 from specdiag.ingest.shapes import starts_head
+from specdiag.patterns import lazy
 
-ANSI_RE = re.compile(r"\x1b?\[\d{1,3}(?:;\d{1,3})*m")
-ANSI_BYTES = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[\d{1,3}(?:;\d{1,3})*m")
+ANSI_RE = lazy(r"\x1b?\[\d{1,3}(?:;\d{1,3})*m")
+ANSI_BYTES = lazy(rb"\x1b\[[0-9;?]*[A-Za-z]|\x1b|\[\d{1,3}(?:;\d{1,3})*m")
 
 #: docker/kubectl ``--timestamps``: RFC 3339 with nanoseconds (the year is kept)
-ISO_TS = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
+ISO_TS = lazy(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? ")
 #: the CRI log format's stream and tag after its RFC 3339 time (containerd, CRI-O: the files a Kubernetes node
 #: keeps under /var/log/pods and /var/log/containers, what log shippers tail): ``stdout F msg``; ``P`` marks a
 #: line the runtime split (over 16 KiB by default), whose pieces are read as lines of their own, as docker's are
 CRI_TAGS = (b"stdout F ", b"stderr F ", b"stdout P ", b"stderr P ")
 #: journald ``-o short-iso`` / ``short-iso-precise``: timestamp, host, ident[pid]
-JOURNALD_ISO = re.compile(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (\S+) [^:\s\[]+\[\d+\]: ")
+JOURNALD_ISO = lazy(rb"(\d{4})-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)? (\S+) [^:\s\[]+\[\d+\]: ")
 #: journald ``short`` / ``short-precise``: localised month (``Dec``, ``déc.``, ``janv.``, ``Mär``, ``dic``,
 #: ``дек``), day, time, host, ident[pid]; no year
-JOURNALD_SHORT = re.compile(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
-KUBECTL_PREFIX = re.compile(rb"\[(pod/[^\]\s]+)\] ")
+JOURNALD_SHORT = lazy(rb"[^\s\d\[\](){}]\S{0,11} +\d{1,2} \d\d:\d\d:\d\d(?:\.\d+)? (\S+) [^:\s\[]+\[\d+\]: ")
+KUBECTL_PREFIX = lazy(rb"\[(pod/[^\]\s]+)\] ")
 #: torch's launcher (torchrun, ``torch.distributed.run``) before each line of a rank's output (``[rank2]: Traceback
 #: …``); torch's C++ logging prints the same with no space before its own header (``[rank0]:[W506 …]``), which is
 #: that line's, not a wrapper (``envelope.TORCH_C10``)
-RANK_PREFIX = re.compile(rb"\[rank(\d{1,6})\]: ")
+RANK_PREFIX = lazy(rb"\[rank(\d{1,6})\]: ")
 #: the same prefix with its space lost (``[rank1]:ValueError: …``, a paste that trimmed it): taken before an exception
 #: line only, where no other reading of the row is possible
-RANK_PREFIX_TIGHT = re.compile(rb"\[rank(\d{1,6})\]:(?=[A-Za-z_][\w.]{0,200}(?:Error|Exception|Interrupt|Exit)\b)")
+RANK_PREFIX_TIGHT = lazy(rb"\[rank(\d{1,6})\]:(?=[A-Za-z_][\w.]{0,200}(?:Error|Exception|Interrupt|Exit)\b)")
 #: the vertical bar of a terminal UI's frame (U+2502, as k9s draws its log view)
 BOX_BAR = "│".encode()
 #: a CI runner's time before each line (Buildkite's ``[2025-03-10T15:07:20Z] ``), as vLLM's CI logs are pasted
-BRACKET_ISO = re.compile(rb"\[" + ISO_TS.pattern.removesuffix(b" ") + rb"\] ")
+BRACKET_ISO = lazy(rb"\[" + ISO_TS.pattern.removesuffix(b" ") + rb"\] ")
 #: another program's Python logger around a line it re-logs: ``DATE - [name - ]LEVEL - [[tag] ]``, FastChat's
 #: ``DATE | LEVEL | stream | `` (its model worker logs vLLM's stdout and stderr so), or a bare ``DATE `` (Docker
 #: Desktop's log view copied); bounded runs between distinct separators: linear time
-RELOGGED = re.compile(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d{1,9} - (?:[\w.-]{1,128} - )?"
+RELOGGED = lazy(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d{1,9} - (?:[\w.-]{1,128} - )?"
                       rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:\[[\w.-]{1,64}\] )?"
                       rb"|(?:[,.]\d{1,9})? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| [\w.-]{1,64} \| "
                       rb"|(?:[,.]\d{1,9})? )")
 #: RFC 5424 syslog (rsyslog / syslog-ng forwarding): ``<PRI>1 TIME HOST APP PROCID MSGID SD `` then the message
 #: (after an optional BOM); structured data is ``-`` or bracketed elements with quoted, escaped values
-SYSLOG_5424 = re.compile(rb'<\d{1,3}>\d{1,2} (\d{4}|-)\S{0,40} (\S{1,255}) \S{1,48} \S{1,128} \S{1,32} '
+SYSLOG_5424 = lazy(rb'<\d{1,3}>\d{1,2} (\d{4}|-)\S{0,40} (\S{1,255}) \S{1,48} \S{1,128} \S{1,32} '
                          rb'(?:-|(?:\[(?:[^\]\\"\n]|\\.|"(?:[^"\\\n]|\\.)*")*\])+) (?:\xef\xbb\xbf)?')
 #: stern's (multi-pod ``kubectl logs``) default output: the pod's and the container's names before each line
 #: (lowercase DNS names); a loose shape, stripped only before an envelope or a strict wrapper
-STERN = re.compile(rb"([a-z][a-z0-9.-]{0,252}) ([a-z][a-z0-9-]{0,62}) ")
+STERN = lazy(rb"([a-z][a-z0-9.-]{0,252}) ([a-z][a-z0-9-]{0,62}) ")
 #: Loki's ``logcli query`` default output after its time: the stream's labels, ``{app="vllm", pod="vllm-0"} ``
 #: (each value between quotes, no quote inside: the labels end at the first ``} `` after a closing quote)
-LOKI_LABELS = re.compile(rb'\{([A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"(?:, ?[A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"){0,31})\} ')
-_LOKI_LABEL = re.compile(rb'(?<![\w.])([A-Za-z_][\w.]{0,63})="([^"\n]{0,253})"')  # a name starts at a boundary
-COMPOSE = re.compile(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
+LOKI_LABELS = lazy(rb'\{([A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"(?:, ?[A-Za-z_][\w.]{0,63}="[^"\n]{0,253}"){0,31})\} ')
+_LOKI_LABEL = lazy(rb'(?<![\w.])([A-Za-z_][\w.]{0,63})="([^"\n]{0,253})"')  # a name starts at a boundary
+COMPOSE = lazy(rb"([A-Za-z0-9][\w.-]*)\s*\| ?")
 #: ``grep -n`` (``123:`` / context ``123-``), ``cat -n`` / ``nl`` (right-aligned number, a tab) and ``less -N``
 #: (number, a space); a loose shape, so stripped only before an envelope or a consecutive number
-GREP_N = re.compile(rb"(\d{1,9})([:-]|\t| {1,4}|[.)] {1,3})")  # grep -n, cat -n, less -N; a markdown numbered list
-GREP_H = re.compile(rb"([^\s:()\[\]{}|]+?)(?:([:-])(\d{1,9})\2|:)")
+GREP_N = lazy(rb"(\d{1,9})([:-]|\t| {1,4}|[.)] {1,3})")  # grep -n, cat -n, less -N; a markdown numbered list
+GREP_H = lazy(rb"([^\s:()\[\]{}|]+?)(?:([:-])(\d{1,9})\2|:)")
 #: chat code-block indentation (no-break spaces when copied from a rendered web page) or a ``> `` quote
 #: indentation, a markdown quote (``>``, nested) and list bullet (``-``, ``*``, ``+`` and a space): how a paste
 #: into an issue or chat arrives; peeled only when what follows starts a record
-INDENT = re.compile(rb"(?:[ \t]|\xc2\xa0|>|[-*+|](?=[ \t]))+")  # ``| ``: a CI viewer's gutter (Buildkite)
+INDENT = lazy(rb"(?:[ \t]|\xc2\xa0|>|[-*+|](?=[ \t]))+")  # ``| ``: a CI viewer's gutter (Buildkite)
 _INDENT_FIRST = frozenset(b" \t>-*+|")
-_ASCTIME = re.compile(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
+_ASCTIME = lazy(r"(\d{4})-(\d\d)-(\d\d)[ T](\d\d:\d\d:\d\d)")
 
 #: first words of lines that carry no wrapper: vLLM's formatter, uvicorn, tracebacks, LMCache's without its time
 PLAIN_STARTS = (b"INFO ", b"WARNING ", b"ERROR ", b"DEBUG ", b"CRITICAL ", b"WARN ", b"INFO:", b"WARNING:",
@@ -152,7 +153,7 @@ def lost_bracket(line: bytes) -> bool:
 
 #: a colour code whose ``ESC[`` a paste lost at the start of a row (the selection began inside it): ``1;20m`` right
 #: before LMCache's ``[time]`` or a process prefix's ``(``
-_LOST_CSI = re.compile(rb"(?:\d{1,3};){0,4}\d{1,3}m(?=[\[(])")
+_LOST_CSI = lazy(rb"(?:\d{1,3};){0,4}\d{1,3}m(?=[\[(])")
 
 
 def lost_csi_end(line: bytes) -> int:
@@ -163,7 +164,7 @@ def lost_csi_end(line: bytes) -> int:
 
 
 #: a vLLM process prefix whose opening ``(`` a paste lost (``Worker_TP0_DCP0 pid=379759) [2026-02-11 …] LMCache …``)
-_LOST_PAREN = re.compile(rb"[A-Za-z_][\w.-]{0,63} pid=\d{1,10}(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
+_LOST_PAREN = lazy(rb"[A-Za-z_][\w.-]{0,63} pid=\d{1,10}(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
 
 
 def lost_paren(line: bytes) -> bool:
@@ -229,7 +230,7 @@ _JSON_SOURCES = ("kubernetes", "labels", "resource", "_HOSTNAME")
 JSON_KEYS = (b'"log"', b'"levelname"', b'"MESSAGE"', b'"textPayload"', b'"line"', b'"message"')
 #: the first keys of a JSON line that validates a loose wrapper before it (``_is_wrapped``)
 JSON_FIRST_KEYS = (b'{"log"', b'{"asctime"', b'{"time"', b'{"levelname"')
-_JSON_KEY = re.compile(b"|".join(map(re.escape, JSON_KEYS)))
+_JSON_KEY = lazy(b"|".join(map(re.escape, JSON_KEYS)))
 #: each export with the keys that mark a line as one (its times, or a source)
 _JSON_EXPORT_MARKS = tuple((key, style, times, (*times, *_JSON_SOURCES)) for key, style, times in _JSON_EXPORTS)
 

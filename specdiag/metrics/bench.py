@@ -15,13 +15,14 @@ import re
 from collections.abc import Iterable, Iterator
 
 from specdiag.numbers import to_float, to_int
+from specdiag.patterns import lazy
 
 #: the title first (a literal the engine skips to), the ``=`` before it by look-behind: a line of ``=`` is no
 #: longer scanned once per position (``=+ ?Serving…`` was quadratic: a 2 KB line took 41 s)
-_START = re.compile(r"Serving Benchmark Result(?:(?<==Serving Benchmark Result)|(?<== Serving Benchmark Result)) ?=")
-_END = re.compile(r"^=+\s*$")
-_KV = re.compile(r"^\s*([A-Za-z][^:]{0,200}?):\s+(-?\d{1,40}(?:\.\d{1,40})?|nan|inf)\s*$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_START = lazy(r"Serving Benchmark Result(?:(?<==Serving Benchmark Result)|(?<== Serving Benchmark Result)) ?=")
+_END = lazy(r"^=+\s*$")
+_KV = lazy(r"^\s*([A-Za-z][^:]{0,200}?):\s+(-?\d{1,40}(?:\.\d{1,40})?|nan|inf)\s*$")
+_ANSI = lazy(r"\x1b\[[0-9;]*m")
 _UNITS = (("(%)", "pct"), ("(ms)", "ms"), ("(s)", "s"), ("(req/s)", "req_per_s"), ("(tok/s)", "tok_per_s"))
 
 

@@ -15,13 +15,14 @@ import re
 
 from specdiag.catalog import wording as W
 from specdiag.numbers import to_float, to_int
+from specdiag.patterns import lazy
 
 #: ``Key: value[unit]`` items. A key starts the body or follows ``, `` and cannot span a comma, and digit runs
 #: are bounded, so a hostile body is scanned in linear time (an unanchored key made a run of letters quadratic)
-_ITEM = re.compile(
+_ITEM = lazy(
     r"(?:^|, )([A-Za-z][A-Za-z -]{0,80}?): (nan|-?inf|-?\d{1,30}(?:\.\d{1,30})?)(%| tokens/s| tokens| reqs)?")
-_KV_FETCH = re.compile(r"KV fetch: (\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
-_PER_POS = re.compile(
+_KV_FETCH = lazy(r"KV fetch: (\d+) waiting to start, (\d+) in progress, (\d+) completed waiting")
+_PER_POS = lazy(
     re.escape(W.SPEC_PER_POSITION + W.KEY_END) + r"((?:nan|\d{1,30}(?:\.\d{1,30})?)(?:, (?:nan|\d{1,30}(?:\.\d{1,30})?)){0,1024})")
 
 #: stats line key → normalised field

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from specdiag import __version__
+from specdiag.patterns import lazy
 from specdiag.report.layout import (
     DEFAULT,
     VERBOSE,
@@ -83,8 +84,8 @@ KIND_WORDS = {"shortfall": "KV shortfall (retrieved < expected)", "load_failure"
               "k0-shade": "K=0 stretch (shaded band)"}
 
 # C0/C1 controls (but tab and newline) and lone surrogates from undecodable bytes
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
-_SAFE_CLASS = re.compile(r"^[a-z0-9_-]{1,40}$")
+_CONTROL = lazy("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+_SAFE_CLASS = lazy(r"^[a-z0-9_-]{1,40}$")
 
 
 # ---------------------------------------------------------------------------------------------- escaping

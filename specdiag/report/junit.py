@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from specdiag.findings import Finding, severity_at_least
+from specdiag.patterns import lazy
 from specdiag.report.layout import finding_view
 from specdiag.report.model import Report
 from specdiag.report.text import display_path, finding_message, ordered_findings
@@ -29,7 +30,7 @@ from specdiag.sanitize import xml_text as _xml_channel
 if TYPE_CHECKING:  # pragma: no cover
     from specdiag.ruledocs import RuleDoc
 
-_INVALID_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+_INVALID_XML = lazy("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 MAX_EVIDENCE = 20
 
 

@@ -9,8 +9,7 @@ a step summary over 1 MiB and then shows nothing): whole blocks are dropped from
 
 from __future__ import annotations
 
-import re
-
+from specdiag.patterns import lazy
 from specdiag.report.layout import (
     DEFAULT,
     VERBOSE,
@@ -31,7 +30,7 @@ from specdiag.timeutil import TIME_BASIS, fmt_time
 
 STEP_SUMMARY_LIMIT = 1024 * 1024
 SEV_ICON = {"error": "🔴 error", "warning": "🟠 warning", "info": "🔵 info"}
-_BACKTICKS = re.compile(r"`+")
+_BACKTICKS = lazy(r"`+")
 
 
 def cell(s: object) -> str:

@@ -22,12 +22,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from specdiag.findings import SEVERITY_RANK, Finding
+from specdiag.patterns import lazy
 
 HEADLINE_MAX = 110
 #: the rule that lists upstream warnings no specific rule diagnoses: information, not a problem found
 WARNINGS_LISTED = "LOG002"
-_TO_CONFIRM = re.compile(r"^To confirm [\w.-]+: ")  # the cause id is already on the verdict line
-_SENTENCE_END = re.compile(r"(?<![.\s][a-z])(?<!\.)\.(?!\.)(?:\s|$)")  # '. ' but not "e.g. ", "i.e. ", "..."
+_TO_CONFIRM = lazy(r"^To confirm [\w.-]+: ")  # the cause id is already on the verdict line
+_SENTENCE_END = lazy(r"(?<![.\s][a-z])(?<!\.)\.(?!\.)(?:\s|$)")  # '. ' but not "e.g. ", "i.e. ", "..."
 
 
 #: below this confidence the leading cause is not called "most likely": the verdict says the cause is

@@ -17,14 +17,15 @@ from typing import Any
 
 from specdiag.catalog import wording as W
 from specdiag.catalog.wording import REGEX as E
+from specdiag.patterns import lazy
 from specdiag.repro.workload import metric_sum, parse_prometheus
 
-_R2 = re.compile(r"Num retrieved tokens: (\d+), num expected tokens: (-?\d+)")
-_V1 = re.compile(r"Recovered from KV load failure: (\d+) request\(s\) rescheduled \((\d+) tokens affected\)")
-_V2 = re.compile(r"Failing (\d+) request\(s\) due to KV load failure \(failure_policy=\w+, (\d+) tokens affected\)")
-_L1 = re.compile(rf"{re.escape(W.TOTAL_TOKENS.lstrip())}(\d+){E.SEP}{E.COMPUTED}(\d+){E.SEP}{E.HIT}(\d+){E.SEP}{E.NEED}(-?\d+)")
-_R4 = re.compile(rf"{E.RETRIEVED}(\d+){E.OUT_OF}(\d+){E.REQUIRED_FROM}")
-_SD = re.compile(rf"{E.SPEC}{E.KEY_END}.*?{E.SPEC_ACCEPTED}{E.KEY_END}(\d+){E.TOKENS}{E.SEP}{E.SPEC_DRAFTED}{E.KEY_END}(\d+)"
+_R2 = lazy(r"Num retrieved tokens: (\d+), num expected tokens: (-?\d+)")
+_V1 = lazy(r"Recovered from KV load failure: (\d+) request\(s\) rescheduled \((\d+) tokens affected\)")
+_V2 = lazy(r"Failing (\d+) request\(s\) due to KV load failure \(failure_policy=\w+, (\d+) tokens affected\)")
+_L1 = lazy(rf"{re.escape(W.TOTAL_TOKENS.lstrip())}(\d+){E.SEP}{E.COMPUTED}(\d+){E.SEP}{E.HIT}(\d+){E.SEP}{E.NEED}(-?\d+)")
+_R4 = lazy(rf"{E.RETRIEVED}(\d+){E.OUT_OF}(\d+){E.REQUIRED_FROM}")
+_SD = lazy(rf"{E.SPEC}{E.KEY_END}.*?{E.SPEC_ACCEPTED}{E.KEY_END}(\d+){E.TOKENS}{E.SEP}{E.SPEC_DRAFTED}{E.KEY_END}(\d+)"
                  rf"{E.TOKENS}")
 
 #: literal markers → counter name (a literal ``in`` test per line; cheap and version-tolerant)

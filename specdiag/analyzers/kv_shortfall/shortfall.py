@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from specdiag.context import Context
 from specdiag.events import Event
 from specdiag.events.rows import LookupRows, message_values
+from specdiag.patterns import lazy
 
-_RANK_IN_NAME = re.compile(r"(?:^|[^a-z])(?:tp|rank)[_-]?(\d+)(?!\d)", re.I)
+_RANK_IN_NAME = lazy(r"(?:^|[^a-z])(?:tp|rank)[_-]?(\d+)(?!\d)", re.I)
 MAX_TRACKED = 20_000  # lookups remembered per request id (LRU): a few minutes of traffic on a busy server
 
 
