@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ class Report:
     #: families and sections for the renderers, which never import the rules. Filled by whoever builds the
     #: report (the engine, ``check`` without a readable input); empty: renderers know no rule but by code.
     #: Not in the JSON: ``specdiag rules`` and docs/rules/ publish it
-    rules: dict[str, RuleDoc] = field(default_factory=dict)
+    rules: Mapping[str, RuleDoc] = field(default_factory=dict)
     #: settings the user asked about (``analyze --suspect``): each gets a verdict line, weighed or not
     suspects: tuple[str, ...] = ()
 
