@@ -132,7 +132,7 @@ def test_no_platform_found_is_a_rejected_configuration_with_what_to_check():
     """vLLM #17249: the CUDA wheel on a CPU-only host, ``RuntimeError: Failed to infer device type`` raised in
     ``vllm/config.py``: a LOG001 warning in the configuration family, exit 0."""
     srv = _by_rule(HERE / "failed-to-infer-device-type-cpu-host.log")["SRV004"]
-    assert srv.severity == "error" and "no platform was detected" in srv.next_steps[0]
+    assert srv.severity == "error" and "no platform was detected" in srv.next_steps[0].lower()
     assert not any("known by its words alone" in a for a in srv.causes[0].against)
 
 
@@ -153,3 +153,12 @@ def test_a_value_error_of_transformers_elsewhere_is_no_rejected_configuration(tm
     lines = ['  File "/venv/lib/python3.10/site-packages/transformers/tokenization_utils_base.py", line 12, in encode',
              "ValueError: text input must be of type `str`"]
     assert "SRV004" not in _by_rule(_write(tmp_path, lines))
+
+
+def test_a_model_repo_whose_config_code_must_run_asks_for_trust_remote_code_not_a_transformers_upgrade():
+    """vLLM #5244: Phi-3-small without --trust-remote-code; transformers' resolve_trust_remote_code raised it through
+    configuration_auto.py, and the finding told the user to upgrade transformers."""
+    srv = _by_rule(HERE / "trust-remote-code-not-set.log")["SRV004"]
+    assert srv.next_steps[0].startswith("The model's repo ships its own configuration code")
+    assert "--trust-remote-code" in srv.next_steps[0]
+    assert "upgrade transformers (and" not in " ".join(srv.next_steps) + srv.summary

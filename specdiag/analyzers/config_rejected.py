@@ -31,8 +31,14 @@ _RUNTIME_REFUSALS = ("Failed to infer device type",)
 #: transformers refusing the model's config.json (its configuration class's validation): a config written for a newer
 #: transformers than the installed one (Llama 3.1's ``rope_type: llama3`` before transformers 4.43)
 _TRANSFORMERS_HINT = ("transformers refused the model's config.json: a config written for a newer transformers than the "
-                      "one installed (Llama 3.1's rope_scaling with rope_type 'llama3' needs transformers 4.43+): upgrade "
+                      "one installed (a model type it does not know yet, or a rope_scaling it cannot read): upgrade "
                       "transformers (and vLLM to a release that pins it), pip show transformers to compare")
+#: transformers refusing to run the model repo's own configuration code (dynamic_module_utils.py
+#: ``resolve_trust_remote_code``): the model needs ``--trust-remote-code``, which is not a transformers version
+_REMOTE_CODE_WORDS = ("requires you to execute the configuration file", "set the option `trust_remote_code=True`")
+_REMOTE_CODE_HINT = ("the model's repo ships its own configuration code and transformers runs it only when allowed: "
+                     "start with --trust-remote-code (after reading that code); upgrading transformers does not change it")
+_ROPE_NOTE = " (Llama 3.1's rope_scaling with rope_type 'llama3' needs transformers 4.43+)"
 _DEVICE_HINT = ("no platform was detected: the installed vLLM build found no device it supports (the CUDA wheel on "
                 "a host or container without a visible GPU: nvidia-smi in the container, --gpus all; on a CPU-only "
                 "host, vLLM's CPU build)")
@@ -145,8 +151,12 @@ class ConfigRejected(Rule):
             if ev.id == "E_PYDANTIC_VALUE" and _DATACLASS_INPUT not in (ev.f.get("detail") or ""):
                 return  # a ``Value error, …`` line alone with nothing to say it is a config dataclass's
             self.first, self.option, self.message, self.by_words = ev, found.option, found.message, found.by_words
-            if "/transformers/models/" in ev.rec.text and "configuration_" in ev.rec.text:
+            if any(w in ev.rec.text for w in _REMOTE_CODE_WORDS):
+                self.hint = _REMOTE_CODE_HINT  # the repo's configuration code, not allowed to run
+            elif "/transformers/models/" in ev.rec.text and "configuration_" in ev.rec.text:
                 self.hint = _TRANSFORMERS_HINT  # transformers' own check of config.json, not vLLM's
+                if "rope_scaling" in ev.rec.text:
+                    self.hint += _ROPE_NOTE
         elif ev.id in _REASONS and self._header_alone(ev):
             self.message = found.message  # the reason under a header pasted alone, its class kept
         else:
@@ -215,5 +225,13 @@ class ConfigRejected(Rule):
             measurements={"option": self.option, "message": (self.message or "")[:300],
                           "other_messages": [m[:300] for m in self.others]},
             headline=f"vLLM rejected {what} at start — {(self.message or '')[:90]}",
-            next_steps=[cause.fix + hint, f"Confirm: {cause.confirm_with}"],
+            next_steps=_steps(hint, cause),
         )]
+
+
+def _steps(hint: str, cause: Cause) -> list[str]:
+    """The hint the message's own words gave (no platform, the repo's remote code, transformers' config check, a
+    JSON option) first, when there is one: it is what to do; the general fix and its confirmation after it."""
+    said = hint.strip().removeprefix("Here ")
+    first = [said[:1].upper() + said[1:], cause.fix] if said else [cause.fix]
+    return [*first, f"Confirm: {cause.confirm_with}"]

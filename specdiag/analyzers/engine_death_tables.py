@@ -4,6 +4,7 @@ each root class means. Data the rule reads (``engine_health.EngineDeath``), apar
 from __future__ import annotations
 
 from specdiag.analyzers.causes import CATALOG
+from specdiag.analyzers.engine_environment import CLASSES as ENV_CLASSES
 
 #: the lines that prove a worker process died outside Python's reach (events/ray.py, events/text.py): Ray's
 #: terminate handler aborts after an exception nothing caught, the failure-signal handler (Ray's, or CPython's
@@ -49,7 +50,8 @@ CASCADE = ("EngineDeadError", "EngineGenerateError", "CancelledError", "Engine c
 HARD = frozenset({"V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_EXC", "V_PROC_DIED", "V_CORE_EXITED", "E_OOM",
                   "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED", "V_ITER_TIMEOUT", "V_API_ENGINE_DEAD",
-                  "V_MP_FATAL_SIGNAL", "E_ENGINE_PROC_DIED", "E_FREE_MEM", "E_EAGLE_TP", "E_SPEC_UNSUPPORTED"}) | frozenset(WORKER_DEATHS)
+                  "V_MP_FATAL_SIGNAL", "E_ENGINE_PROC_DIED", "E_FREE_MEM", "E_EAGLE_TP", "E_SPEC_UNSUPPORTED",
+                  "E_OUT_OF_RESOURCES", "E_LINK_LIBCUDA", "E_HF_OFFLINE"}) | frozenset(WORKER_DEATHS)
 #: the names a caught exception has where a call logs it as its message (``logger.exception(e)``: the catalog's
 #: entry has no format, its expression is the variable)
 EXCEPTION_NAMES = frozenset({"e", "err", "exc", "ex", "error", "exception"})
@@ -108,9 +110,10 @@ START_WORDS = ("Engine process failed to start", "WorkerProc initialization fail
 START_CONFIRM = {"worker-exception": "start the server again with VLLM_LOGGING_LEVEL=DEBUG"}
 #: root classes whose error kills the engine wherever it is raised (a start that cannot fit, a step out of memory,
 #: kernels the device cannot run, a hybrid model's KV cache that cannot be laid out)
-FATAL_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported", "hybrid-kv-disabled")
+FATAL_CLASSES = ("cuda-oom", "kv-cache-memory", "gpu-arch-unsupported", "hybrid-kv-disabled", *ENV_CLASSES)
 #: root classes raised only while the engine starts (the KV cache's sizing and layout, the free-memory check)
-START_CLASSES = frozenset({"kv-cache-memory", "hybrid-kv-disabled", "gpu-memory-in-use", "ray-placement"})
+START_CLASSES = frozenset({"kv-cache-memory", "hybrid-kv-disabled", "gpu-memory-in-use", "ray-placement",
+                           "model-files-unreadable", "model-hub-access"})
 #: other devices' words for running out of device memory, lower case: Intel's Level Zero
 #: (``UR_RESULT_ERROR_OUT_OF_RESOURCES``, ``UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY``), AWS Neuron's runtime
 #: (``nrt_tensor_allocate status=4 message="Allocation Failure"``), XLA on TPU (``RESOURCE_EXHAUSTED: Error allocating``)
@@ -147,7 +150,7 @@ TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORK
                      "V_WORKER_START_FAILED")
 ROOTS = frozenset({"V_EXC_REPR", "V_ITER_TIMEOUT", "E_FREE_MEM", "E_EAGLE_TP", "E_CUDACHECK", "E_SEGFAULT_TVM", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",
-                   "T_NCCL_TIMEOUT"})
+                   "T_NCCL_TIMEOUT", "E_OUT_OF_RESOURCES", "E_LINK_LIBCUDA", "E_HF_OFFLINE"})
 
 CAUSE_FIX = {
     "cuda-oom": ("The device ran out of memory outside what vLLM set aside: a step's activations, CUDA graph "
@@ -206,6 +209,42 @@ CAUSE_FIX = {
                              "build for this GPU, or choose a backend or quantization whose kernels support it.",
                              "python -c 'import torch; print(torch.cuda.get_device_capability(), "
                              "torch.cuda.get_arch_list())': the device's capability must be in the list"),
+    "cuda-driver-mismatch": ("The CUDA driver does not fit what the process runs: the libcuda it loaded is not the host "
+                             "driver's (Error 803: a container's cuda-compat copy first on the library path), forward "
+                             "compatibility on a GPU without it (Error 804), or a driver older than the CUDA runtime or "
+                             "the toolkit that built the kernels (insufficient driver, PTX of an unsupported toolchain). "
+                             "torch raises it when it first touches the GPU or launches such a kernel, so nothing runs. "
+                             "Make the driver and the build agree: a newer host driver, the build for the driver's CUDA "
+                             "version, or the container's compat libraries off the library path.",
+                             "nvidia-smi (the driver's CUDA version) and, in the same container, python -c 'import torch; "
+                             "print(torch.version.cuda); torch.zeros(1).cuda()'"),
+    "jit-toolchain": ("A kernel compiled while the engine starts could not be built: Triton links its launcher against "
+                      "libcuda (-lcuda / -l:libcuda.so.1) and the linker found none on its path (a container runtime "
+                      "that mounts the driver outside it, such as GKE's /usr/local/nvidia/lib64), or FlashInfer's JIT "
+                      "found no nvcc or a toolkit whose compiler and headers differ. Put the driver's folder on "
+                      "LIBRARY_PATH (or TRITON_LIBCUDA_PATH), or give the JIT one CUDA toolkit that matches torch "
+                      "(CUDA_HOME).",
+                      "in the container: ldconfig -p | grep libcuda, and which nvcc; nvcc --version"),
+    "model-files-unreadable": ("The model's weight files could not be read: a safetensors shard shorter than its header "
+                               "says (a download cut off or a corrupt file), or no file of the load format asked in the "
+                               "model's folder. Check the files against the hub (sizes, sha256) and download the bad "
+                               "ones again; with --load-format, name a format the folder holds.",
+                               "python -c 'from safetensors import safe_open; safe_open(\"SHARD\", \"pt\")' for each "
+                               "shard: the bad one raises the same error"),
+    "model-hub-access": ("The model's files could not be fetched: the hub answered that the repo or revision does not "
+                         "exist for this request (a misspelt id, or a private or gated repo without a token), offline "
+                         "mode is on and the files are not cached, or the cache folder named does not exist. Fix the "
+                         "repo id or revision, give a token with access (HF_TOKEN), pass the local snapshot folder, or "
+                         "mount the cache (HF_HOME).",
+                         "huggingface-cli download REPO config.json with the server's environment (token, HF_HOME, "
+                         "HF_HUB_OFFLINE) gives the same answer"),
+    "kernel-exceeds-gpu": ("A kernel needs more of the GPU than it has: Triton's launch found the kernel's shared memory "
+                           "(or registers) per block above the device's limit ('out of resource: shared memory, "
+                           "Required: …, Hardware limit: …'), as a large head size does on a GPU with 64 KiB per block. "
+                           "No setting of vLLM's makes the kernel fit: run the model with another attention backend "
+                           "(--attention-backend) or on a GPU with more shared memory per block.",
+                           "start with another --attention-backend: if the server then starts, that kernel did not fit "
+                           "this GPU"),
     "hybrid-kv-disabled": ("The hybrid KV cache manager was turned off and this model's KV cache specs could not then be "
                            "made one type (v1/core/kv_cache_utils.py): the model mixes layer kinds (Mamba or linear "
                            "attention beside full attention, or sliding windows). vLLM turns the manager off for a KV "
@@ -290,5 +329,6 @@ TB_ROWS = ("V_TB_FRAME", "V_TB_CODE")
 ROOT_CLASSES = tuple(c for c in CAUSE_FIX if c != "cause-not-in-excerpt")
 #: root classes that only their own message names (a KV layout's whole multiple, V0's iteration timeout, the free-memory
 #: check, a build without the GPU's kernels, pynccl's error): weighed only when the root's text is one of them
-SIGNATURE_CLASSES = frozenset({"lmcache-kv-layout", "engine-iteration-timeout", "gpu-memory-in-use", "gpu-arch-unsupported",
+SIGNATURE_CLASSES = frozenset({*ENV_CLASSES, "lmcache-kv-layout", "engine-iteration-timeout", "gpu-memory-in-use",
+                               "gpu-arch-unsupported",
                                "nccl-error", "hybrid-kv-disabled", "ray-placement", "so-grammar-compile"})

@@ -38,6 +38,7 @@ from specdiag.analyzers.engine_death_tables import (
     TRACEBACK_HEADERS,
     WORKER_DEATHS,
 )
+from specdiag.analyzers.engine_environment import environment_class, environment_note
 from specdiag.analyzers.sd_common import dedupe_evidence, method_of
 from specdiag.context import Context
 from specdiag.events import (
@@ -302,6 +303,8 @@ def _classify(text: str, tid: str) -> str:
         return "engine-iteration-timeout"  # V0's background loop: a step past ENGINE_ITERATION_TIMEOUT_S
     if "no heartbeat received from mqllmengine" in t or "engine loop has died" in t:
         return "engine-heartbeat-lost"  # V0's MQLLMEngine client: a step past VLLM_RPC_TIMEOUT (engine/multiprocessing)
+    if (env := environment_class(t)) is not None:
+        return env
     if any(w in t for w in NO_KERNEL_WORDS):
         return "gpu-arch-unsupported"
     if _says("E_NPU_FAULT", text):
@@ -403,6 +406,8 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
         return fits
     if cls == "gpu-arch-unsupported" and (need := _capability_read(text)):
         return need
+    if (env := environment_note(cls, text)) is not None:
+        return env
     if _says("E_NPU_FAULT", text):
         return ("an NPU kernel faulted (Ascend's aicore/aivec exception, the counterpart of CUDA's illegal memory access; "
                 "'DDR address … out of range' is an out-of-bounds access): ASCEND_LAUNCH_BLOCKING=1 and the device's "
@@ -637,7 +642,13 @@ class EngineDeath(Rule):
     LMCache's layer count in KV caches: several caches per layer, ``could not broadcast … (158,) into shape (79,)``),
     ``engine-iteration-timeout`` (V0's ``Engine iteration timed out``, or a ``TimeoutError`` through its
     ``run_engine_loop``), ``gpu-memory-in-use`` (the start-up check ``Free memory on device (F/T GiB) on startup is
-    less than desired GPU memory utilization``), ``nccl-error`` (vLLM's NCCL wrapper raised ``NCCL error: …``),
+    less than desired GPU memory utilization``), ``nccl-error`` (vLLM's NCCL wrapper raised ``NCCL error: …``), the
+    environment's classes, each named by its message alone (``engine_environment.py``): ``cuda-driver-mismatch``
+    (``Error 803`` / ``Error 804`` from ``cudaGetDeviceCount()``, PTX of an unsupported toolchain),
+    ``jit-toolchain`` (``ld: cannot find -lcuda`` under Triton's launcher build, FlashInfer's ``Could not find
+    nvcc``), ``model-files-unreadable`` (a truncated safetensors shard, no weights of the load format),
+    ``model-hub-access`` (huggingface_hub's ``RepositoryNotFoundError``, ``GatedRepoError``,
+    ``OfflineModeIsEnabled``), ``kernel-exceeds-gpu`` (Triton's ``out of resource: shared memory``),
     ``spec-unsupported``, ``drafter-error`` (raised in the speculative-decoding drafter, ``v1/spec_decode/``, or naming a proposer or its state: ``'EagleProposer'
     object has no attribute 'positions'``),
     ``lmcache-adapter-assertion`` (the adapter's scheduler-side assertions: ``Mismatch in tokens to load``, a

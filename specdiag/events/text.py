@@ -168,6 +168,20 @@ TEXT_TEMPLATES: list[Template] = [
       "ValueError: Free memory on device (18.17/22.08 GiB) on startup is less than desired GPU memory utilization "
       "(0.9, 19.88 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
       floats=("free", "total", "util", "want")),
+    # exceptions of the environment whose line names no ``…Error``: Triton's launch check (compiler/compiler.py: the
+    # kernel's shared memory above the GPU's), the linker under Triton's launcher build (backends/nvidia/driver.py),
+    # huggingface_hub's offline mode (utils/_http.py); engine_environment.py classes them
+    T("E_OUT_OF_RESOURCES", X, None, "OutOfResources: ",
+      r"(?P<exc>OutOfResources): (?P<detail>out of resource: [^\n]{1,300})", "triton", "triton/compiler/compiler.py",
+      "triton.runtime.errors.OutOfResources: out of resource: shared memory, Required: 98304, Hardware limit: 65536. "
+      "Reducing block sizes or `num_stages` may help."),
+    T("E_LINK_LIBCUDA", X, None, "cannot find -l",
+      r"(?P<detail>cannot find -l(?::libcuda\.so[.\d]{0,12}|cuda)\b[^\n]{0,200})", "GNU ld (Triton's launcher build)",
+      "triton/backends/nvidia/driver.py", "/usr/bin/ld: cannot find -lcuda: No such file or directory"),
+    T("E_HF_OFFLINE", X, None, "OfflineModeIsEnabled: ",
+      r"(?P<exc>OfflineModeIsEnabled): (?P<detail>[^\n]{1,400})", "huggingface_hub", "huggingface_hub/utils/_http.py",
+      "huggingface_hub.utils._http.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/bigcode/starcoder: "
+      "offline mode is enabled. To disable it, please unset the `HF_HUB_OFFLINE` environment variable."),
     T("E_GENERIC", X, None, "Error", r"(?P<exc>[A-Za-z_](?<![\w.].)[\w.]{0,200}?(?:Error|Exception)): (?P<detail>.*)$",
       "any", "python", "RuntimeError: CPU Generator does not use offset"),
     # pydantic's reason under ``N validation error(s) for XConfig`` (a vLLM config dataclass rejected a value in its

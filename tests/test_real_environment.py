@@ -1,0 +1,99 @@
+"""Engine deaths whose message names the environment (the CUDA driver, a run-time build, the model's files, the hub,
+a GPU below a kernel's needs), as users pasted them into public threads. Before, each was SRV001's generic
+'worker-exception', a LOG001 warning (exit 0), or 'nothing recognised' (exit 3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pasted import findings_by_rule as _by_rule
+from pasted import write_paste as _write
+
+HERE = Path(__file__).resolve().parent / "real_env"
+
+
+def _root(name: str):
+    srv = _by_rule(HERE / name)["SRV001"]
+    return srv, srv.causes[0]
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    # vLLM #33447: the v0.15.0 image's cuda-compat libcuda found before the host driver's (a traceback)
+    ("cuda-803-compat-libcuda.log", "Error 803: the libcuda.so the process loaded is not the host driver's"),
+    # gpustack #4678: the same error as one line, no traceback
+    ("cuda-803-bare-line.log", "Error 803: the libcuda.so the process loaded is not the host driver's"),
+    # gpustack #1254: driver 535 and forward compatibility
+    ("cuda-804-forward-compat.log", "Error 804: CUDA's forward-compatibility libraries"),
+    # vLLM #31700: FA2 kernels' PTX newer than the driver
+    ("ptx-unsupported-toolchain-fa2.log", "PTX was built by a newer CUDA toolkit than the driver"),
+])
+def test_a_cuda_driver_that_does_not_fit_the_build_is_named_with_what_its_error_number_means(name, said):
+    srv, cause = _root(name)
+    assert cause.id == "cuda-driver-mismatch" and srv.severity == "error"
+    assert any(said in f for f in cause.for_), cause.for_
+
+
+@pytest.mark.parametrize("name", ["triton-launcher-libcuda-gke.log",  # llm-d #1063: gcc's command, then ld's line
+                                  "ld-cannot-find-lcuda.log"])  # vLLM #12505: ld's line alone (was exit 3)
+def test_tritons_launcher_that_cannot_link_libcuda_is_the_run_time_toolchain(name):
+    _srv, cause = _root(name)
+    assert cause.id == "jit-toolchain"
+    assert "LIBRARY_PATH" in cause.fix
+
+
+def test_a_truncated_safetensors_shard_is_unreadable_model_files_to_download_again():
+    """QwenLM/Qwen3-VL #264: 'Error while deserializing header: MetadataIncompleteBuffer' under the weight loader."""
+    _srv, cause = _root("safetensors-header-incomplete.log")
+    assert cause.id == "model-files-unreadable"
+    assert any("download was cut or the file is corrupt" in f for f in cause.for_)
+
+
+def test_no_weights_of_the_load_format_names_the_load_format_not_a_download():
+    """vLLM #3329: --load-format safetensors on a folder of .bin files."""
+    _srv, cause = _root("no-model-weights-for-load-format.log")
+    assert cause.id == "model-files-unreadable"
+    assert any("--load-format" in f for f in cause.for_)
+
+
+@pytest.mark.parametrize(("name", "said"), [
+    ("hf-offline-mode-hub-call.log", "pass the model's local folder"),  # vLLM #3719 (was exit 3)
+    ("hf-repo-not-found-flattened.log", "misspelt repo id"),  # vast-ai base-image #128, lines run together
+])
+def test_the_hub_refusing_or_unreachable_is_model_hub_access(name, said):
+    srv, cause = _root(name)
+    assert cause.id == "model-hub-access" and srv.measurements["failed_at_start"] is True
+    assert any(said in f for f in cause.for_)
+
+
+def test_a_triton_kernel_above_the_gpus_shared_memory_gives_both_numbers():
+    """FlashML-org/FreeToken #246 (an RTX 2080 Ti): the line behind another program's wrapper (was exit 3)."""
+    _srv, cause = _root("triton-shared-memory-wrapped.log")
+    assert cause.id == "kernel-exceeds-gpu"
+    assert any("98,304 bytes of shared memory per block and the GPU has 65,536" in f for f in cause.for_)
+
+
+def test_the_exception_line_of_tritons_limit_alone_is_the_same_class():
+    """vLLM #57712: Gemma-4's head size 512 on Turing, the line wrapped by the paste before its numbers."""
+    _srv, cause = _root("triton-shared-memory-bare.log")
+    assert cause.id == "kernel-exceeds-gpu"
+
+
+def test_flash_attention_refusing_a_pre_ampere_gpu_is_an_unsupported_architecture():
+    """vLLM #8189: 'FlashAttention only supports Ampere GPUs or newer' inside V0's 'Error in model execution'."""
+    _srv, cause = _root("flash-attention-ampere-only.log")
+    assert cause.id == "gpu-arch-unsupported"
+
+
+def test_vllms_fa2_availability_check_alone_is_no_death():
+    """1Cat-vLLM #71: fa_utils logs 'Cannot use FA version 2 …' at ERROR and chooses another backend."""
+    assert "SRV001" not in _by_rule(HERE / "fa2-unavailable-fallback-line.log")
+
+
+@pytest.mark.parametrize("line", ["/usr/bin/ld: cannot find -lfoo: No such file or directory",
+                                  "RuntimeError: Error 8030 in the application's own table",
+                                  "ValueError: cache directory not found in the user's settings"])
+def test_other_linker_and_error_lines_are_not_the_environment(tmp_path, line):
+    found = _by_rule(_write(tmp_path, [line]))
+    srv = found.get("SRV001")
+    assert srv is None or srv.causes[0].id not in ("jit-toolchain", "cuda-driver-mismatch", "model-hub-access")
