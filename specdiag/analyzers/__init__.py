@@ -1,5 +1,6 @@
 """Rules, one module per rule or rule family, registered by code (see ``base.REGISTRY``)."""
 
+import specdiag.analyzers.chat_requests  # noqa: F401
 import specdiag.analyzers.client_aborts  # noqa: F401
 import specdiag.analyzers.config_rejected  # noqa: F401
 import specdiag.analyzers.engine_health  # noqa: F401

@@ -375,6 +375,48 @@ _ROWS = [
        "Read the WARN line with NCCL's source (the file and line it names), and the NCCL_DEBUG=INFO lines before it.",
        "run again with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET to see the transport each rank chose",
        "NCCL 2.x", ("nccl src/debug.cc",), "NCCL_DEBUG=INFO lines of every rank around the failure"),
+    # ---- SRV011: chat requests refused while their prompt was rendered ------------------------------------------
+    _c("no-chat-template",
+       "vLLM renders a chat request's messages into one prompt with the tokenizer's chat template; since transformers "
+       "4.44 there is no default template, so a tokenizer without one (a base model's) cannot render any chat request "
+       "and vLLM refuses it (ChatTemplateResolutionError, HTTP 400) before the engine sees it.",
+       "Give the server a template (--chat-template FILE, e.g. from the model family's instruct repo) or serve the "
+       "model's instruct variant; send base models /v1/completions requests, which render no template.",
+       "python -c \"from transformers import AutoTokenizer as T; print(T.from_pretrained('MODEL').chat_template)\" "
+       "prints None",
+       "transformers 4.44+ with every vLLM release",
+       ("entrypoints/chat_utils.py (apply_hf_chat_template)", "renderers/hf.py (safe_apply_chat_template, 0.11+)",
+        "agent-lightning #57", "vLLM #35679"),
+       "the model's tokenizer_config.json (its chat_template key) and the server's --chat-template"),
+    _c("tokenizer-mode-unsupported",
+       "--tokenizer-mode names a tokenizer implementation; a mode a model card asks for (deepseek_v32, mistral) "
+       "that this vLLM release does not register cannot be built, and chat requests are refused.",
+       "Upgrade vLLM to a release that registers the mode (the model card's minimum), or serve with a mode this "
+       "release has (auto) and a chat template.",
+       "python -c 'import vllm; print(vllm.__version__)' against the model card's required release",
+       "the mode's first release and later",
+       ("tokenizers/registry.py", "transformers_utils/tokenizer.py (get_tokenizer)", "vLLM #30933"),
+       "the server's --tokenizer-mode and vLLM version"),
+    _c("tokenizer-rejects-argument",
+       "vLLM calls the tokenizer's apply_chat_template with the keywords its release knows (reasoning_effort for "
+       "mistral-common v15+ tokenizers in 0.18); an installed tokenizer library that does not take one raises, and "
+       "every such chat request is refused.",
+       "Install the tokenizer library version the vLLM release pins (pip check), or upgrade vLLM to a release that "
+       "passes only what the tokenizer takes (vLLM PRs #38448, #41251).",
+       "pip show vllm transformers mistral-common: compare with the release's requirements",
+       "vLLM 0.18 with mistral-common tokenizers",
+       ("renderers/mistral.py (safe_apply_chat_template)", "transformers tokenization_mistral_common.py",
+        "vLLM #38560"),
+       "the versions of vllm, transformers and mistral-common in the serving environment"),
+    _c("chat-request-invalid",
+       "mistral-common validates a conversation before it renders it (roles in a fixed order: no user message right "
+       "after a tool result); a client that breaks the rule gets HTTP 400.",
+       "Change the client: send the conversation in the order the model's tokenizer accepts (an assistant turn "
+       "after each tool result).",
+       "resend the request with the messages reordered: it is served",
+       "mistral-common tokenizers (--tokenizer-mode mistral)",
+       ("mistral_common protocol/instruct/validator.py", "renderers/mistral.py", "mistral-vibe #454"),
+       "the request's messages (the API server's request log, --enable-log-requests)"),
     # ---- SRV006: requests longer than the context ---------------------------------------------------------------
     _c("prompt-over-context",
        "vLLM checks each request's tokens against the context (max_model_len) before it schedules it: a prompt, or a "
