@@ -93,3 +93,13 @@ def test_a_workers_failed_init_device_after_a_warn_line_is_the_raised_error():
     found = findings_by_rule(HERE / "ray-ring-does-not-contain-rank-init-device.log")
     assert found["SRV007"].severity == "error" and "may have been retried" not in found["SRV007"].summary
     assert "LOG001" not in found
+
+
+def test_a_cuda_failure_printed_by_init_cc_is_the_communicators_creation_not_the_peer_to_peer_path():
+    """NVIDIA/nccl #2101: a VMware vGPU with unified memory off, 'init.cc:426 NCCL WARN Cuda failure 'operation not
+    supported'' under NCCL 2.27.5, then vLLM's 'RuntimeError: NCCL error: unhandled cuda error' in a worker. It was
+    nccl-cuda-transport (check nvidia-smi topo -m, NCCL_P2P_DISABLE=1), and SRV001 a generic worker-exception."""
+    found = findings_by_rule(HERE / "vgpu-init-cuda-failure-operation-not-supported.log")
+    assert found["SRV007"].causes[0].id == "nccl-cuda-init" and found["SRV007"].severity == "error"
+    assert "P2P" not in found["SRV007"].next_steps[0]
+    assert found["SRV001"].causes[0].id == "nccl-error"

@@ -111,3 +111,12 @@ def test_a_line_under_another_messages_header_keeps_its_quotes_balanced_in_the_h
 
     head = headline(findings_by_rule(HERE / "controller-compress-500-empty-worker-error.log")["LOG001"])
     assert "under 'Worker error" not in head and head.count("“") == head.count("”")
+
+
+def test_a_traceback_cut_before_its_exception_line_is_not_said_to_have_raised_at_its_last_frame():
+    """vLLM #13978 (a 500 whose traceback the paste stops at starlette's ``raise exc``) and production-stack #418 (the
+    router's start cut mid-frames): LOG001 called the last frame shown 'the traceback's innermost frame'."""
+    for name, last in (("asgi-traceback-cut-at-reraise.log", "starlette/middleware/errors.py:187"),
+                       ("router-traceback-cut-mid-frames.log", "vllm_router/app.py:154")):
+        step = findings_by_rule(HERE / name)["LOG001"].next_steps[0]
+        assert last in step and "the excerpt is cut there" in step and "innermost" not in step

@@ -343,6 +343,17 @@ _ROWS = [
        "at fault",
        "NCCL 2.x", ("nccl src/transport/p2p.cc", "verifiers issue #181"),
        "NCCL_DEBUG=INFO lines: 'Channel … via P2P/IPC' (the transport each pair chose) and nvidia-smi topo -m"),
+    _c("nccl-cuda-init",
+       "A CUDA call NCCL makes while it creates the communicator (init.cc: device attributes, cuMem allocations, "
+       "before any transport is chosen) failed: the driver or the virtual GPU lacks a feature that NCCL release uses "
+       "('operation not supported': a vGPU profile with unified memory off, a driver older than NCCL expects). No "
+       "peer-to-peer path is involved yet.",
+       "Give the GPU what NCCL needs (enable unified memory on the vGPU profile, a driver the NCCL release supports), "
+       "or run an NCCL release that does without it; NCCL_CUMEM_ENABLE=0 turns off its cuMem allocations.",
+       "run again with NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT: the CUDA call before the WARN line is the one refused",
+       "NCCL 2.19+ (cuMem at init)", ("nccl src/init.cc", "NVIDIA/nccl #2101"),
+       "NCCL_DEBUG=INFO lines of the failing rank from 'NCCL version' to the WARN line, and nvidia-smi -q (vGPU, "
+       "driver)"),
     _c("nccl-nvls",
        "NCCL's NVLink SHARP transport (transport/nvls.cc), which it uses on NVSwitch systems when every GPU of a node "
        "is in the communicator (8 on an HGX board), failed a CUDA call while it set up its multicast memory: the "

@@ -309,6 +309,8 @@ def _classify(text: str, tid: str) -> str:
         return "gpu-arch-unsupported"
     if _says("E_NPU_FAULT", text):
         return "native-crash"
+    if _says("E_NCCL_ERROR", text):
+        return "nccl-error"  # vLLM's NCCL wrapper's error, logged under a worker's header (V_EXC) rather than raw
     if "hybrid kv cache manager is disabled but failed to convert" in t:
         return "hybrid-kv-disabled"
     if "cannot provide a placement group requiring" in t:

@@ -41,6 +41,8 @@ SHM_SEGMENT = "Error while creating shared memory segment"
 def kind_of(detail: str, place: str | None = None) -> str:
     """The cause a WARN line's words, or the source file NCCL printed it from, name (``nccl-other`` for none)."""
     text = f"{place} {detail}" if place else detail
+    if place is not None and place.startswith("init.cc:") and "uda failure" in detail:
+        return "nccl-cuda-init"  # a CUDA call of the communicator's creation: no transport chosen yet (NVIDIA/nccl #2101)
     return next((cid for cid, words in KINDS if any(w in text for w in words)), "nccl-other")
 
 
@@ -73,7 +75,8 @@ class NcclFailure(Rule):
     ``/dev/shm`` too small for the shared-memory transport in a container, or two ranks on one GPU (``Duplicate GPU
     detected``). Each has its own fix, and each is settled by an NCCL variable that turns the transport off.
 
-    Causes weighed: ``nccl-ib-network``, ``nccl-socket-network``, ``nccl-cuda-transport``, ``nccl-nvls`` (NVLink
+    Causes weighed: ``nccl-ib-network``, ``nccl-socket-network``, ``nccl-cuda-transport``, ``nccl-cuda-init`` (a
+    ``Cuda failure`` printed by ``init.cc``: the communicator's creation, before any transport), ``nccl-nvls`` (NVLink
     SHARP, ``transport/nvls.cc``), ``nccl-shm``,
     ``nccl-duplicate-gpu``, ``nccl-other``: the first WARN line's words lead (NCCL stops at the first failure; the
     lines after it are often its echo), the others count.
@@ -96,7 +99,7 @@ class NcclFailure(Rule):
     severity_note = ("error when the log also holds the NCCL error a caller raised; info for WARN lines of no known "
                      "kind without one")
     family = "SRV"
-    cause_ids = ("nccl-ib-network", "nccl-socket-network", "nccl-cuda-transport", "nccl-nvls", "nccl-shm",
+    cause_ids = ("nccl-ib-network", "nccl-socket-network", "nccl-cuda-transport", "nccl-cuda-init", "nccl-nvls", "nccl-shm",
                  "nccl-duplicate-gpu", "nccl-other")
     events = frozenset({"E_NCCL_WARN", *RELAYED, "E_NCCL_ERROR", "V_EXC", "E_GENERIC", UNKNOWN_EVENT})
     levels = WARNING_OR_WORSE  # the catalog's 'Error executing method 'init_device'' (worker_base.py)

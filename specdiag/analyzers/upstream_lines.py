@@ -373,6 +373,10 @@ def _glog_source(where: str) -> str:
                 "NIXL, …)")
 
 
+#: the label of a raw traceback read without its exception line (``line_label`` falls back to its first line)
+_CUT_TRACEBACK = "Traceback (most recent call last)"
+
+
 def _traceback_step(msgs: list[_Message], top: _Message) -> list[str]:
     """The innermost frame of a raw traceback filed with the top message (the same module's family), when the top
     message is not it: where that exception was raised is a step of its own."""
@@ -388,8 +392,9 @@ def _next_steps(family: str, top: _Message) -> list[str]:
         return [f"'{_short(top.label, 60)}' is in no catalogued vLLM/LMCache release: note the versions in use "
                 "(pip show vllm lmcache) and look the message up in that release's source"]
     if not top.location and top.project == "text":
-        return ["this exception's traceback is not in the log given: collect the lines of the same process before "
-                f"it (grep -B50 -F {_grep_words(top.label)}), whose innermost frame says where it was raised"]
+        return ["no traceback was read right above this exception line in the log given: collect the lines of the same "
+                f"process before it (grep -B50 -F {_grep_words(top.label)}), whose innermost frame says where it was "
+                "raised"]
     if top.project == "glog":
         where = top.location.split(" ", 1)[-1] if top.location else ""
         if ".go:" in where:  # Go's klog: a Kubernetes client or component, not a library in vLLM's process
@@ -409,6 +414,10 @@ def _next_steps(family: str, top: _Message) -> list[str]:
     if top.frame is not None and top.project != "traceback":
         return [f"read {top.frame}, the innermost frame of the traceback printed at {top.location}, for why it "
                 "raised, and the lines of the same process just before it"]
+    if top.project == "traceback" and top.label.startswith(_CUT_TRACEBACK):
+        return [f"the traceback stops at {top.location} with no exception line: the excerpt is cut there, so that is "
+                "the last frame shown, not where it raised; collect the traceback down to its last line (the "
+                f"exception) (grep -A80 -F {_grep_words(top.label)})"]
     if top.project == "traceback":
         return [f"read {top.location}, the traceback's innermost frame, for why it raised, and the lines of the "
                 "same process just before it"]
