@@ -120,3 +120,13 @@ def test_a_traceback_cut_before_its_exception_line_is_not_said_to_have_raised_at
                        ("router-traceback-cut-mid-frames.log", "vllm_router/app.py:154")):
         step = findings_by_rule(HERE / name)["LOG001"].next_steps[0]
         assert last in step and "the excerpt is cut there" in step and "innermost" not in step
+
+
+def test_a_call_that_does_not_fit_its_functions_signature_is_said_to_be_two_releases_out_of_step():
+    """LMCache #1707: 'Worker error: LMCacheEngine.lookup() got an unexpected keyword argument 'request_id'' (the
+    controller's worker called the engine with a keyword it no longer takes, fixed by PR #2297): LOG001 only said to
+    read worker.py:335."""
+    log001 = findings_by_rule(HERE / "lmcache-controller-lookup-unexpected-keyword.log")["LOG001"]
+    assert log001.next_steps[0].startswith("the call does not fit the function's signature")
+    assert "pip show vllm lmcache" in log001.next_steps[0]
+    assert log001.next_steps[1].startswith("read ")  # where upstream prints it, still

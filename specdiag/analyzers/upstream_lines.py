@@ -211,7 +211,7 @@ class _UpstreamLines(Rule):
             summary=_summary(family, what, msgs, overflow), count=lines, evidence=evidence,
             measurements={"family": family, "lines": lines, "ranks": ranks,
                           "messages": [m.to_dict() for m in msgs[:MAX_MESSAGES]]},
-            next_steps=_next_steps(family, top) + _traceback_step(msgs, top), identity=f"{self.code}|{family}|{top.label}",
+            next_steps=_mechanism_step(top) + _next_steps(family, top) + _traceback_step(msgs, top), identity=f"{self.code}|{family}|{top.label}",
             first_seen=min((m.first_seen for m in msgs if m.first_seen is not None), default=None), priority=-1,
         )
 
@@ -371,6 +371,25 @@ def _glog_source(where: str) -> str:
     return next((who for key, who in _GLOG_SOURCES if key in low),
                 "a native library loaded into the process (glog's format: Mooncake's transfer engine or store client, "
                 "NIXL, …)")
+
+
+#: Python's own words for a call that does not fit the function it calls: the caller and the callee come from
+#: releases that disagree (a package upgraded alone, two components of one project at different versions), or a bug
+#: in the caller; what to compare, whatever the message's project
+_SIGNATURE_WORDS = ("got an unexpected keyword argument", "missing 1 required positional argument",
+                    "required positional arguments", "takes from ", "positional arguments but ")
+
+
+def _mechanism_step(top: _Message) -> list[str]:
+    """A step that says what the exception's own words mean, where Python's words name the mechanism: a call whose
+    arguments do not fit the function's signature is two releases out of step, not a condition to read up on."""
+    label = top.label
+    if not any(w in label for w in _SIGNATURE_WORDS):
+        return []
+    return ["the call does not fit the function's signature ('" + _short(label, 90) + "'): the caller and the "
+            "function come from releases that disagree (one package upgraded alone, or components of one project "
+            "at different versions), or the caller has a bug; compare the installed versions (pip show vllm "
+            "lmcache) with the pairs each release supports, and the release notes for the function"]
 
 
 #: the label of a raw traceback read without its exception line (``line_label`` falls back to its first line)
