@@ -97,3 +97,12 @@ def test_other_linker_and_error_lines_are_not_the_environment(tmp_path, line):
     found = _by_rule(_write(tmp_path, [line]))
     srv = found.get("SRV001")
     assert srv is None or srv.causes[0].id not in ("jit-toolchain", "cuda-driver-mismatch", "model-hub-access")
+
+
+def test_huggingface_hubs_missing_cache_folder_is_read_by_its_advice_not_its_first_words(tmp_path):
+    """HabanaAI/vllm-fork #1474's message, and the same first words in another program's error."""
+    hub = _write(tmp_path, ["RuntimeError: Cache directory not found: /data/.cache/huggingface. Please use `cache_dir` "
+                            "argument or set `HF_HUB_CACHE` environment variable."])
+    assert _by_rule(hub)["SRV001"].causes[0].id == "model-hub-access"
+    other = _write(tmp_path, ["RuntimeError: Cache directory not found: /var/cache/app (the app's own cache)"])
+    assert "SRV001" not in _by_rule(other)

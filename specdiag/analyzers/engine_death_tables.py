@@ -239,7 +239,7 @@ CAUSE_FIX = {
                          "huggingface-cli download REPO config.json with the server's environment (token, HF_HOME, "
                          "HF_HUB_OFFLINE) gives the same answer"),
     "kernel-exceeds-gpu": ("A kernel needs more of the GPU than it has: Triton's launch found the kernel's shared memory "
-                           "(or registers) per block above the device's limit ('out of resource: shared memory, "
+                           "per block above the device's limit ('out of resource: shared memory, "
                            "Required: …, Hardware limit: …'), as a large head size does on a GPU with 64 KiB per block. "
                            "No setting of vLLM's makes the kernel fit: run the model with another attention backend "
                            "(--attention-backend) or on a GPU with more shared memory per block.",

@@ -37,10 +37,11 @@ MODEL_FILE_WORDS = ("error while deserializing header", "metadataincompletebuffe
 HUB_WORDS = ("repositorynotfounderror", "gatedrepoerror", "cannot access gated repo", "offlinemodeisenabled",
              "repository not found for url", "you must have access to it and be authenticated",
              "localentrynotfounderror", "revisionnotfounderror", "we couldn't connect to 'https://huggingface.co'",
-             "cache directory not found: ")
+             # huggingface_hub's CacheNotFound (_cache_manager.py), by its advice: the words alone are too common
+             "argument or set `hf_hub_cache`")
 #: a kernel needs more of the GPU than it has (lower case): Triton's launch check (compiler/compiler.py,
 #: OutOfResources: the kernel's shared memory per block above the device's, a large head size on a small GPU)
-GPU_LIMIT_WORDS = ("out of resource: shared memory", "out of resource: registers")
+GPU_LIMIT_WORDS = ("out of resource: shared memory",)
 #: a kernel library built for newer GPUs only (lower case): flash-attention's SM 8.0+ check (csrc flash_api.cpp)
 OLD_GPU_WORDS = ("flashattention only supports ampere gpus or newer",)
 
