@@ -106,3 +106,30 @@ def test_huggingface_hubs_missing_cache_folder_is_read_by_its_advice_not_its_fir
     assert _by_rule(hub)["SRV001"].causes[0].id == "model-hub-access"
     other = _write(tmp_path, ["RuntimeError: Cache directory not found: /var/cache/app (the app's own cache)"])
     assert "SRV001" not in _by_rule(other)
+
+
+def test_flashinfer_finding_no_architecture_of_the_gpus_major_is_an_unsupported_architecture():
+    """vLLM #31740: a DGX Spark (GB10, sm_121) against a FlashInfer JIT module built for major 10 only."""
+    _srv, cause = _root("flashinfer-no-arch-of-major.log")
+    assert cause.id == "gpu-arch-unsupported"
+
+
+def test_ptxas_that_does_not_know_the_gpu_is_the_run_time_toolchain_with_tritons_variable():
+    """vLLM #30163: Triton's bundled ptxas (CUDA 12.8) and sm_121a, one bare line (was exit 3)."""
+    _srv, cause = _root("ptxas-unknown-gpu-name.log")
+    assert cause.id == "jit-toolchain" and any("TRITON_PTXAS_PATH" in f for f in cause.for_)
+
+
+@pytest.mark.parametrize(("name", "rule", "said"), [
+    # vLLM #3912: flash-attn's extension built for another torch
+    ("flash-attn-undefined-symbol.log", "LOG001", "built against another torch"),
+    # vLLM #1716: a wheel for CUDA 12 where no CUDA 12 runtime is installed
+    ("libcudart-12-missing.log", "LOG001", "CUDA runtime major version that is not installed"),
+    # flagos-ai/vllm-plugin-FL #520: a build without the Mamba selective-scan kernel
+    ("vllm-c-op-missing-for-backend.log", "LOG001", "has no kernel for this operator"),
+    # vLLM #5501: vLLM's own warning that vllm._C did not load (another torch)
+    ("vllm-c-undefined-symbol-warning.log", "LOG002", "built against another torch"),
+])
+def test_a_compiled_extension_that_does_not_fit_the_install_says_so_first(name, rule, said):
+    step = _by_rule(HERE / name)[rule].next_steps[0]
+    assert said in step, step

@@ -51,7 +51,7 @@ HARD = frozenset({"V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORKER_
                   "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INIT_FAILED", "V_DUMP_INPUT", "V_DUMP_SCHED", "V_DUMP_SCHED_OBJ",
                   "V_CORE_HIT_EXC", "V_BG_TASK_FAILED", "V_WORKER_START_FAILED", "V_ITER_TIMEOUT", "V_API_ENGINE_DEAD",
                   "V_MP_FATAL_SIGNAL", "E_ENGINE_PROC_DIED", "E_FREE_MEM", "E_EAGLE_TP", "E_SPEC_UNSUPPORTED",
-                  "E_OUT_OF_RESOURCES", "E_LINK_LIBCUDA", "E_HF_OFFLINE"}) | frozenset(WORKER_DEATHS)
+                  "E_OUT_OF_RESOURCES", "E_LINK_LIBCUDA", "E_HF_OFFLINE", "E_PTXAS"}) | frozenset(WORKER_DEATHS)
 #: the names a caught exception has where a call logs it as its message (``logger.exception(e)``: the catalog's
 #: entry has no format, its expression is the variable)
 EXCEPTION_NAMES = frozenset({"e", "err", "exc", "ex", "error", "exception"})
@@ -134,7 +134,12 @@ NO_KERNEL_WORDS = ("no kernel image is available for execution on the device", "
                    "is not implemented for blackwell",
                    # a dtype the GPU has no kernels for (V0's worker _check_if_gpu_supports_dtype, platforms' checks):
                    # ``Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your … has 7.5``
-                   "is only supported on gpus with compute capability")
+                   "is only supported on gpus with compute capability",
+                   # FlashInfer's JIT when no architecture of the device's major version is in its list (a GB10, sm_121,
+                   # against a kernel built for major 10 only: flashinfer/compilation_context.py)
+                   "no supported cuda architectures found for major versions",
+                   # CUTLASS kernels guarded to one architecture (csrc/cutlass_extensions/common.hpp enable_sm120_only)
+                   "this kernel only supports sm")
 #: CUDA errors raised when the kernel that faulted ran earlier: the frame they name is where CUDA noticed, lower case
 ASYNC_CUDA_WORDS = ("illegal memory access", "device-side assert triggered", "misaligned address",
                     "unspecified launch failure", "illegal instruction")
@@ -150,7 +155,7 @@ TRACEBACK_HEADERS = ("V_CORE_FAILED", "V_WORKER_EXC_V0", "V_CORE_FATAL", "V_WORK
                      "V_WORKER_START_FAILED")
 ROOTS = frozenset({"V_EXC_REPR", "V_ITER_TIMEOUT", "E_FREE_MEM", "E_EAGLE_TP", "E_CUDACHECK", "E_SEGFAULT_TVM", "E_OOM", "E_NO_CACHE_MEM", "E_MAX_LEN_KV", "E_WORKER_FAILED", "E_INDEX_LAYERS", "E_SPEC_UNSUPPORTED", "E_IMPORT",
                    "E_GENERIC", "E_MISMATCH_ASSERT", "E_INVALIDATED_ASSERT", "V_EXC", "E_NO_CONNECTOR", "R_UNHANDLED",
-                   "T_NCCL_TIMEOUT", "E_OUT_OF_RESOURCES", "E_LINK_LIBCUDA", "E_HF_OFFLINE"})
+                   "T_NCCL_TIMEOUT", "E_OUT_OF_RESOURCES", "E_LINK_LIBCUDA", "E_HF_OFFLINE", "E_PTXAS"})
 
 CAUSE_FIX = {
     "cuda-oom": ("The device ran out of memory outside what vLLM set aside: a step's activations, CUDA graph "

@@ -24,6 +24,9 @@ DRIVER_WORDS = ("error 803:", "error 804:", "unsupported display driver / cuda d
 #: ``-l:libcuda.so.1`` (backends/nvidia/driver.py, ``ldconfig -p`` or TRITON_LIBCUDA_PATH), FlashInfer's JIT needs
 #: nvcc and headers of one CUDA toolkit
 TOOLCHAIN_WORDS = ("cannot find -lcuda", "cannot find -l:libcuda", "could not find nvcc",
+                   # Triton's bundled ptxas older than the GPU (``ptxas fatal : Value 'sm_121a' is not defined for option
+                   # 'gpu-name'``: a DGX Spark or Jetson Thor with the ptxas of CUDA 12.8)
+                   "is not defined for option 'gpu-name'",
                    "cuda compiler and cuda toolkit headers are incompatible",
                    # gcc failing on the launcher Triton builds (its command in torch inductor's CalledProcessError)
                    "/cuda_utils.c'")
@@ -70,6 +73,9 @@ def environment_note(cls: str, text: str) -> str | None:
         return _driver_note(t)
     if cls == "model-hub-access":
         return _hub_note(t)
+    if cls == "jit-toolchain" and "option 'gpu-name'" in t:
+        return ("ptxas does not know this GPU's architecture: Triton's bundled ptxas is older than the GPU; point "
+                "TRITON_PTXAS_PATH at the ptxas of a CUDA toolkit that knows it, or upgrade Triton")
     if cls == "jit-toolchain" and "cuda_utils.c'" in t and "cannot find -l" not in t:
         return ("gcc failed building Triton's launcher (cuda_utils.c): its own error follows the command (ld: cannot "
                 "find -lcuda, or a missing Python.h): collect the lines after it")
@@ -111,3 +117,27 @@ def _hub_note(t: str) -> str:
         return "HF_HOME / HF_HUB_CACHE names a folder that does not exist where the server runs (a volume not mounted)"
     return ("the hub answered that the repo (or the revision) does not exist for this request: a misspelt repo "
             "id, or a private or gated repo asked without a token (HF_TOKEN)")
+
+
+#: a compiled extension that does not fit the torch or CUDA installed (lower case, each with what it means):
+#: the dynamic loader's words under an ImportError, or vLLM's own warning that its ops did not load
+_PACKAGE_WORDS = (
+    ("undefined symbol: _z", "a compiled extension (its .so in the message) was built against another torch (or "
+                             "CUDA) than the one installed: its C++ symbols are not there; install the build of that "
+                             "package made for this torch, or rebuild it against it (pip show torch, and the "
+                             "package's own version)"),
+    ("libcudart.so.", "a compiled extension needs a CUDA runtime major version that is not installed: the vLLM (or "
+                      "torch) wheel was built for another CUDA; install the wheels built for one CUDA version"),
+    ("could not run '_c::", "vLLM's compiled extension (vllm._C) has no kernel for this operator on this device: "
+                            "the build lacks it (a wheel or plug-in built for another platform, or without that "
+                            "kernel family); install a vLLM build for this device"),
+    ("no module named 'vllm._c'", "vLLM's compiled ops (vllm._C) are not there: Python imported vLLM from a source "
+                                  "checkout that was never built (run from outside the repository), or the install "
+                                  "is for another platform (native Windows: use WSL2 or the container image)"),
+)
+
+
+def package_note(text: str) -> str | None:
+    """What a compiled extension's import failure means, from the loader's words, or None."""
+    t = text.lower()
+    return next((said for word, said in _PACKAGE_WORDS if word in t), None)

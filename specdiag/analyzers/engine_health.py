@@ -38,7 +38,7 @@ from specdiag.analyzers.engine_death_tables import (
     TRACEBACK_HEADERS,
     WORKER_DEATHS,
 )
-from specdiag.analyzers.engine_environment import environment_class, environment_note
+from specdiag.analyzers.engine_environment import environment_class, environment_note, package_note
 from specdiag.analyzers.sd_common import dedupe_evidence, method_of
 from specdiag.context import Context
 from specdiag.events import (
@@ -324,7 +324,8 @@ def _classify(text: str, tid: str) -> str:
         return "drafter-error"
     if tid == "E_MISMATCH_ASSERT" or any(a in t for a in _ADAPTER_ASSERTS):
         return "lmcache-adapter-assertion"
-    if tid == "E_IMPORT" or "importerror" in t or "modulenotfounderror" in t or t.startswith("no module named "):
+    if tid == "E_IMPORT" or "importerror" in t or "modulenotfounderror" in t or t.startswith("no module named ") \
+            or "could not run '_c::" in t:  # torch: an operator vLLM's compiled extension was built without
         return "import-error"
     if any(w in t for w in GRAMMAR_COMPILE_WORDS):
         return "so-grammar-compile"
@@ -410,6 +411,8 @@ def _root_note(cls: str, rev: Event, text: str) -> str | None:
         return need
     if (env := environment_note(cls, text)) is not None:
         return env
+    if cls == "import-error" and (said := package_note(text)) is not None:
+        return said
     if _says("E_NPU_FAULT", text):
         return ("an NPU kernel faulted (Ascend's aicore/aivec exception, the counterpart of CUDA's illegal memory access; "
                 "'DDR address … out of range' is an out-of-bounds access): ASCEND_LAUNCH_BLOCKING=1 and the device's "

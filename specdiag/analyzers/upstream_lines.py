@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from specdiag.analyzers.base import Rule, register, shape_claim
+from specdiag.analyzers.engine_environment import package_note
 from specdiag.catalog.families import assign
 from specdiag.context import Context
 from specdiag.events import (
@@ -384,6 +385,8 @@ def _mechanism_step(top: _Message) -> list[str]:
     """A step that says what the exception's own words mean, where Python's words name the mechanism: a call whose
     arguments do not fit the function's signature is two releases out of step, not a condition to read up on."""
     label = top.label
+    if (said := package_note(label)) is not None:
+        return [f"'{_short(label, 90)}': {said}"]
     if not any(w in label for w in _SIGNATURE_WORDS):
         return []
     return ["the call does not fit the function's signature ('" + _short(label, 90) + "'): the caller and the "

@@ -100,13 +100,13 @@ PREFILTER_ANCHORS = ("LMCache", "lmcache", "vllm", "vLLM", "VLLM", "pid=", "Trac
                      "Segfault encountered", "Memory access fault", "HSA_STATUS_ERROR", "api_server.py: error: ",
                      "CUDA error (", "] Assertion `", "there is an exception of", "CL WARN ", "Killed",
                      "tStartConnect", "oxy Call to rank", "uplicate GPU detected", "OfResources", "-lcuda",
-                     "-l:libcuda", "OfflineMode")
+                     "-l:libcuda", "OfflineMode", "ptxas fatal")
 # ---- a line of raw text (no envelope) that the reader keeps for any of these words in it (``records``: besides
 # exception lines, LMCache's banner and version lines); each is one of PREFILTER_ANCHORS (a test holds it)
 KEPT_TEXT_WORDS = ("Error", "Cuda error", "Value error, ", "Assertion error, ", "Memory access fault", "HSA_STATUS_ERROR",
                    "CUDA error (", "] Assertion `", "there is an exception of", "CL WARN ", "Killed",
                    "tStartConnect", "oxy Call to rank", "uplicate GPU detected", "OfResources", "-lcuda",
-                   "-l:libcuda", "OfflineMode")
+                   "-l:libcuda", "OfflineMode", "ptxas fatal")
 
 
 class _Forms:

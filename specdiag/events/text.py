@@ -178,6 +178,9 @@ TEXT_TEMPLATES: list[Template] = [
     T("E_LINK_LIBCUDA", X, None, "cannot find -l",
       r"(?P<detail>cannot find -l(?::libcuda\.so[.\d]{0,12}|cuda)\b[^\n]{0,200})", "GNU ld (Triton's launcher build)",
       "triton/backends/nvidia/driver.py", "/usr/bin/ld: cannot find -lcuda: No such file or directory"),
+    T("E_PTXAS", X, None, "ptxas fatal",
+      r"(?P<detail>ptxas fatal\s{0,8}: [^\n]{1,300})", "CUDA's ptxas (Triton's compile)",
+      "triton/backends/nvidia/compiler.py", "ptxas fatal: Value 'sm_121a' is not defined for option 'gpu-name'"),
     T("E_HF_OFFLINE", X, None, "OfflineModeIsEnabled: ",
       r"(?P<exc>OfflineModeIsEnabled): (?P<detail>[^\n]{1,400})", "huggingface_hub", "huggingface_hub/utils/_http.py",
       "huggingface_hub.utils._http.OfflineModeIsEnabled: Cannot reach https://huggingface.co/api/models/bigcode/starcoder: "
