@@ -133,3 +133,16 @@ def test_ptxas_that_does_not_know_the_gpu_is_the_run_time_toolchain_with_tritons
 def test_a_compiled_extension_that_does_not_fit_the_install_says_so_first(name, rule, said):
     step = _by_rule(HERE / name)[rule].next_steps[0]
     assert said in step, step
+
+
+@pytest.mark.parametrize(("name", "cause"), [
+    ("deepep-cpu-recv-timeout-dbo.log", "ep-dispatch-timeout"),  # vLLM #27666: DeepEP HT with --enable-dbo
+    ("deepep-internode-dispatch-timeout.log", "ep-dispatch-timeout"),  # NVIDIA-NeMo/RL #4027: across nodes
+    ("deepgemm-unknown-recipe-sm120.log", "deepgemm-unsupported"),  # deepseek-ai/DeepGEMM #324: no sm_120 recipe
+    ("deepgemm-smxx-layout-assert.log", "deepgemm-unsupported"),  # vLLM #22606: fixed by a DeepGEMM bump
+])
+def test_expert_parallel_kernel_libraries_failures_are_named_by_their_own_messages(name, cause):
+    """Each was SRV001's generic worker-exception or a LOG001 warning sending the user to vLLM's wrapper."""
+    _srv, c = _root(name)
+    assert c.id == cause
+    assert ("VLLM_USE_DEEP_GEMM=0" if cause == "deepgemm-unsupported" else "every rank's last lines") in c.fix

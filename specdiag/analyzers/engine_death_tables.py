@@ -250,6 +250,21 @@ CAUSE_FIX = {
                            "(--attention-backend) or on a GPU with more shared memory per block.",
                            "start with another --attention-backend: if the server then starts, that kernel did not fit "
                            "this GPU"),
+    "ep-dispatch-timeout": ("Expert parallelism's all-to-all (DeepEP) waited past its timeout for the token counts of "
+                            "its peer ranks (csrc/deep_ep.cpp: 'CPU recv timeout' within a node, 'timeout (dispatch CPU)' "
+                            "across nodes): a peer never entered the dispatch (it hung, crashed first, or faulted in a "
+                            "kernel), or across nodes RDMA/NVSHMEM never delivered. The rank that reports it is a "
+                            "victim: read every rank's last lines for the first failure, and check the DeepEP, NVSHMEM "
+                            "and vLLM versions together (dual-batch overlap, --enable-dbo, reused DeepEP's buffer too "
+                            "early before vLLM PR #27666).",
+                            "rerun once with the all-to-all backend changed (--all2all-backend, VLLM_ALL2ALL_BACKEND) "
+                            "or without --enable-dbo: if it then serves, the DeepEP path was at fault"),
+    "deepgemm-unsupported": ("DeepGEMM's own assertion failed (a C++ header of its JIT kernels: 'Unknown recipe', a "
+                             "layout check): the installed DeepGEMM has no kernel for this GPU (sm_120 with the "
+                             "version vLLM pinned) or for these shapes. Turn it off (VLLM_USE_DEEP_GEMM=0, vLLM falls "
+                             "back to its CUTLASS/Triton FP8 kernels) or install the DeepGEMM version the vLLM release "
+                             "pins, one that supports the GPU.",
+                             "start with VLLM_USE_DEEP_GEMM=0: if it then serves, DeepGEMM was the failing kernel"),
     "hybrid-kv-disabled": ("The hybrid KV cache manager was turned off and this model's KV cache specs could not then be "
                            "made one type (v1/core/kv_cache_utils.py): the model mixes layer kinds (Mamba or linear "
                            "attention beside full attention, or sliding windows). vLLM turns the manager off for a KV "

@@ -48,11 +48,20 @@ GPU_LIMIT_WORDS = ("out of resource: shared memory",)
 #: a kernel library built for newer GPUs only (lower case): flash-attention's SM 8.0+ check (csrc flash_api.cpp)
 OLD_GPU_WORDS = ("flashattention only supports ampere gpus or newer",)
 
-_CLASSES = (("cuda-driver-mismatch", DRIVER_WORDS), ("jit-toolchain", TOOLCHAIN_WORDS),
+#: expert parallelism's all-to-all library waited for its peers' token counts past its timeout (lower case): DeepEP's
+#: ``DeepEP error: CPU recv timeout`` (intranode) / ``timeout (dispatch CPU)`` (internode), csrc/deep_ep.cpp
+EP_TIMEOUT_WORDS = ("deepep error: cpu recv timeout", "deepep error: timeout (")
+#: DeepGEMM's own assertions (its C++ headers: ``Assertion error (…/utils/layout.hpp:76): Unknown recipe``, ``…
+#: smxx_layout.hpp:136 'mn % 4 == 0 …'``): the installed DeepGEMM does not support this GPU or these shapes
+DEEPGEMM_WORDS = ("/jit_kernels/impls/", "layout.hpp:76): unknown recipe", "deepgemm-src/csrc/")
+
+_CLASSES = (("ep-dispatch-timeout", EP_TIMEOUT_WORDS), ("deepgemm-unsupported", DEEPGEMM_WORDS),
+            ("cuda-driver-mismatch", DRIVER_WORDS), ("jit-toolchain", TOOLCHAIN_WORDS),
             ("model-files-unreadable", MODEL_FILE_WORDS), ("model-hub-access", HUB_WORDS),
             ("kernel-exceeds-gpu", GPU_LIMIT_WORDS), ("gpu-arch-unsupported", OLD_GPU_WORDS))
 #: the classes this module adds to SRV001's (gpu-arch-unsupported is the rule's own)
-CLASSES = ("cuda-driver-mismatch", "jit-toolchain", "model-files-unreadable", "model-hub-access", "kernel-exceeds-gpu")
+CLASSES = ("cuda-driver-mismatch", "jit-toolchain", "model-files-unreadable", "model-hub-access", "kernel-exceeds-gpu",
+           "ep-dispatch-timeout", "deepgemm-unsupported")
 
 #: Triton's numbers: ``out of resource: shared memory, Required: 98304, Hardware limit: 65536``
 _SHARED_MEMORY = lazy(r"shared memory,\s{0,4}Required: (\d{1,9}), Hardware limit: (\d{1,9})")

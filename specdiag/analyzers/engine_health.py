@@ -654,6 +654,8 @@ class EngineDeath(Rule):
     nvcc``), ``model-files-unreadable`` (a truncated safetensors shard, no weights of the load format),
     ``model-hub-access`` (huggingface_hub's ``RepositoryNotFoundError``, ``GatedRepoError``,
     ``OfflineModeIsEnabled``), ``kernel-exceeds-gpu`` (Triton's ``out of resource: shared memory``),
+    ``ep-dispatch-timeout`` (DeepEP's ``CPU recv timeout``: a peer never joined the all-to-all),
+    ``deepgemm-unsupported`` (DeepGEMM's own assertion: ``Unknown recipe``),
     ``spec-unsupported``, ``drafter-error`` (raised in the speculative-decoding drafter, ``v1/spec_decode/``, or naming a proposer or its state: ``'EagleProposer'
     object has no attribute 'positions'``),
     ``lmcache-adapter-assertion`` (the adapter's scheduler-side assertions: ``Mismatch in tokens to load``, a
