@@ -162,3 +162,10 @@ def test_a_model_repo_whose_config_code_must_run_asks_for_trust_remote_code_not_
     assert srv.next_steps[0].startswith("The model's repo ships its own configuration code")
     assert "--trust-remote-code" in srv.next_steps[0]
     assert "upgrade transformers (and" not in " ".join(srv.next_steps) + srv.summary
+
+
+def test_fp8_blocks_split_below_their_size_by_tensor_parallelism_ask_for_expert_parallelism():
+    """vllm-project/vime #186 (and many threads with the same words): 768 / TP 8 = 96 is not a multiple of block_n
+    128 because experts were split by TP without --enable-expert-parallel; pasted wrapped, a LOG001 warning before."""
+    srv = _by_rule(HERE / "fp8-block-n-split-by-tp-wrapped.log")["SRV004"]
+    assert "--enable-expert-parallel" in srv.next_steps[0] and "--tensor-parallel-size" in srv.next_steps[0]

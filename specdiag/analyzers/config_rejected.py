@@ -23,8 +23,14 @@ _CONFIG_FRAME = lazy(r'File "[^"\n]{0,400}/(?:vllm/(?:config[/.]|engine/arg_util
 #: backend forced by name (v1/attention/backends/registry.py ``Unknown attention backend: 'X'``; the platform's
 #: ``Selected backend … is not valid for this configuration. Reason: …``), an engine on a device it does not
 #: support (``VLLM_USE_V1=1 is not supported with device type=cpu``, engine/arg_utils.py 0.9)
+#: the FP8 block-quantized weights' check (quantization/fp8.py create_weights): a layer's output split by TP must be a
+#: whole number of quantization blocks; pasted wrapped, the first line is all a reader may get
+_BLOCK_WORDS = ("is not divisible by weight quantization block_", "The output_size of gate's and up's weight = ")
 _START_REFUSALS = ("Unknown attention backend: ", "is not valid for this configuration",
-                   "is not supported with device type=", "Failed to infer device type")
+                   "is not supported with device type=", "Failed to infer device type", *_BLOCK_WORDS)
+_BLOCK_HINT = ("tensor parallelism split the layer's output below the FP8 block size (its share must be a multiple of "
+               "block_n, 128): with a MoE model enable expert parallelism (--enable-expert-parallel) so experts are not "
+               "split, or lower --tensor-parallel-size until the share divides")
 #: a RuntimeError vLLM raises for its configuration: no platform found (config.py DeviceConfig, 0.4-0.8: the CUDA
 #: build on a host without a GPU, or a GPU the container cannot see)
 _RUNTIME_REFUSALS = ("Failed to infer device type",)
@@ -151,7 +157,9 @@ class ConfigRejected(Rule):
             if ev.id == "E_PYDANTIC_VALUE" and _DATACLASS_INPUT not in (ev.f.get("detail") or ""):
                 return  # a ``Value error, …`` line alone with nothing to say it is a config dataclass's
             self.first, self.option, self.message, self.by_words = ev, found.option, found.message, found.by_words
-            if any(w in ev.rec.text for w in _REMOTE_CODE_WORDS):
+            if any(w in ev.rec.text for w in _BLOCK_WORDS):
+                self.hint = _BLOCK_HINT  # a layout a setting gave (TP without EP), not a value to correct
+            elif any(w in ev.rec.text for w in _REMOTE_CODE_WORDS):
                 self.hint = _REMOTE_CODE_HINT  # the repo's configuration code, not allowed to run
             elif "/transformers/models/" in ev.rec.text and "configuration_" in ev.rec.text:
                 self.hint = _TRANSFORMERS_HINT  # transformers' own check of config.json, not vLLM's
