@@ -169,3 +169,19 @@ def test_fp8_blocks_split_below_their_size_by_tensor_parallelism_ask_for_expert_
     128 because experts were split by TP without --enable-expert-parallel; pasted wrapped, a LOG001 warning before."""
     srv = _by_rule(HERE / "fp8-block-n-split-by-tp-wrapped.log")["SRV004"]
     assert "--enable-expert-parallel" in srv.next_steps[0] and "--tensor-parallel-size" in srv.next_steps[0]
+
+
+def test_every_attention_backend_refused_with_the_needed_one_only_for_the_gpu_is_a_hardware_limit():
+    """vLLM #31480: DeepSeek-V3.2 on an RTX PRO 6000 (sm_120): FLASHMLA_SPARSE refused only for compute capability,
+    every other backend for 'sparse not supported'. SRV004 said to correct an option the message never names."""
+    srv = _by_rule(HERE / "no-sparse-mla-backend-for-gpu.log")["SRV004"]
+    assert srv.next_steps[0].startswith("FLASHMLA_SPARSE was refused only for this GPU's compute capability")
+    assert "which no option changes" in srv.next_steps[0]
+
+
+def test_backends_refused_without_one_refused_only_for_the_gpu_keep_the_general_advice(tmp_path):
+    line = ("ValueError: No valid attention backend found for cuda with AttentionSelectorConfig(head_size=64). Reasons: "
+            "{FLASH_ATTN: [kv_cache_dtype not supported], TRITON_ATTN: [compute capability not supported], "
+            "FLASHINFER: [compute capability not supported, not supported on this device]}.")
+    srv = _by_rule(_write(tmp_path, [line]))["SRV004"]
+    assert not srv.next_steps[0].startswith("TRITON_ATTN was refused only")

@@ -45,6 +45,36 @@ _REMOTE_CODE_WORDS = ("requires you to execute the configuration file", "set the
 _REMOTE_CODE_HINT = ("the model's repo ships its own configuration code and transformers runs it only when allowed: "
                      "start with --trust-remote-code (after reading that code); upgrading transformers does not change it")
 _ROPE_NOTE = " (Llama 3.1's rope_scaling with rope_type 'llama3' needs transformers 4.43+)"
+#: the attention selector's refusal of every backend (v1/attention/selector.py: ``No valid attention backend found for
+#: cuda with AttentionSelectorConfig(…). Reasons: {NAME: [reason, …], …}``), each backend with its reasons
+_BACKEND_REASONS = lazy(r"\b([A-Z][A-Z0-9_]{1,40}): \[([^\]\n]{1,400})\]")
+_CAPABILITY_ONLY = "compute capability not supported"
+
+
+def _about_the_gpu(reason: str) -> bool:
+    """A selector's reason about the device (its capability, 'not supported on this device', '… only supported on
+    Hopper …'), not about a feature of the model's attention."""
+    r = reason.lower()
+    return "compute capability" in r or "on this device" in r or "only supported on" in r
+
+
+def _backend_hint(text: str) -> str:
+    """When the selector refused every backend, and some only for the GPU's compute capability while every other
+    lacks a feature the model needs: the backends this model needs do not run on this GPU (no option to correct),
+    which its own reasons say; '' otherwise."""
+    if "No valid attention backend found" not in text:
+        return ""
+    reasons = {name: [r.strip() for r in said.split(",")] for name, said in _BACKEND_REASONS.findall(text)[:24]}
+    only_gpu = [n for n, rs in reasons.items() if rs == [_CAPABILITY_ONLY]]
+    others = [rs for n, rs in reasons.items() if n not in only_gpu]
+    if not only_gpu or not all(any(not _about_the_gpu(r) for r in rs) for rs in others):
+        return ""
+    return (f"{', '.join(only_gpu)} was refused only for this GPU's compute capability, and every other backend lacks "
+            "something this model's attention needs (their reasons): the backend the model needs does not run on "
+            "this GPU in this release, which no option changes; serve it on a GPU that backend supports, or with a "
+            "release that adds a backend for this GPU")
+
+
 _DEVICE_HINT = ("no platform was detected: the installed vLLM build found no device it supports (the CUDA wheel on "
                 "a host or container without a visible GPU: nvidia-smi in the container, --gpus all; on a CPU-only "
                 "host, vLLM's CPU build)")
@@ -157,7 +187,9 @@ class ConfigRejected(Rule):
             if ev.id == "E_PYDANTIC_VALUE" and _DATACLASS_INPUT not in (ev.f.get("detail") or ""):
                 return  # a ``Value error, …`` line alone with nothing to say it is a config dataclass's
             self.first, self.option, self.message, self.by_words = ev, found.option, found.message, found.by_words
-            if any(w in ev.rec.text for w in _BLOCK_WORDS):
+            if hint := _backend_hint(ev.rec.text):
+                self.hint = hint  # a hardware limit the refusal's own reasons show, not an option to correct
+            elif any(w in ev.rec.text for w in _BLOCK_WORDS):
                 self.hint = _BLOCK_HINT  # a layout a setting gave (TP without EP), not a value to correct
             elif any(w in ev.rec.text for w in _REMOTE_CODE_WORDS):
                 self.hint = _REMOTE_CODE_HINT  # the repo's configuration code, not allowed to run
