@@ -42,18 +42,16 @@ def test_tritons_launcher_that_cannot_link_libcuda_is_the_run_time_toolchain(nam
     assert "LIBRARY_PATH" in cause.fix
 
 
-def test_a_truncated_safetensors_shard_is_unreadable_model_files_to_download_again():
-    """QwenLM/Qwen3-VL #264: 'Error while deserializing header: MetadataIncompleteBuffer' under the weight loader."""
-    _srv, cause = _root("safetensors-header-incomplete.log")
+@pytest.mark.parametrize(("name", "said"), [
+    # QwenLM/Qwen3-VL #264: 'Error while deserializing header: MetadataIncompleteBuffer' under the weight loader
+    ("safetensors-header-incomplete.log", "download was cut or the file is corrupt"),
+    # vLLM #3329: --load-format safetensors on a folder of .bin files: the load format, not a download
+    ("no-model-weights-for-load-format.log", "--load-format"),
+])
+def test_unreadable_model_files_say_whether_to_download_again_or_change_the_load_format(name, said):
+    _srv, cause = _root(name)
     assert cause.id == "model-files-unreadable"
-    assert any("download was cut or the file is corrupt" in f for f in cause.for_)
-
-
-def test_no_weights_of_the_load_format_names_the_load_format_not_a_download():
-    """vLLM #3329: --load-format safetensors on a folder of .bin files."""
-    _srv, cause = _root("no-model-weights-for-load-format.log")
-    assert cause.id == "model-files-unreadable"
-    assert any("--load-format" in f for f in cause.for_)
+    assert any(said in f for f in cause.for_)
 
 
 @pytest.mark.parametrize(("name", "said"), [
