@@ -1152,3 +1152,10 @@ def test_the_output_handler_failing_in_the_detokenizer_is_the_api_servers_not_th
     to grep for 'EngineCore encountered a fatal error', which the engine core never printed."""
     srv = _by_rule(HERE / "output-handler-detokenizer-update.log")["SRV001"]
     assert srv.causes[0].id == "detokenizer-error" and "none is to be looked for" in srv.summary
+
+
+def test_an_eagle_drafters_architecture_the_registry_lacks_is_the_drafter():
+    """vLLM #24967: an EAGLE-1 head declaring ``EagleQwen2ForCausalLM``, which vLLM's registry does not know: the
+    server failed to start, and SRV001 said 'worker-exception' without naming the drafter."""
+    srv = _by_rule(Path(__file__).resolve().parent / "real_sd" / "eagle-drafter-architecture-not-registered.log")["SRV001"]
+    assert srv.causes[0].id == "drafter-error"

@@ -82,7 +82,9 @@ _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "S
 MAX_CLAIMS = 32
 #: the speculative-decoding drafter in an error: a frame in ``v1/spec_decode/``, a proposer class (``EagleProposer``,
 #: ``MedusaProposer``, ``NgramProposer``), or the drafter's state (``draft_attn_metadatas``, ``draft_token_ids``)
-_DRAFTER = lazy(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}")
+#: the drafter's code or state: v1/spec_decode/, a proposer, a draft_* name, or an EAGLE drafter's model class
+#: (models/llama_eagle3.py ``Eagle3LlamaForCausalLM``, a checkpoint's ``EagleQwen2ForCausalLM`` the registry lacks)
+_DRAFTER = lazy(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}|\bEagle\w{0,40}(?:Model|ForCausalLM)\b")
 _ORIGINAL = lazy(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>['\"])(?P<detail>[^\n]{1,600}?)(?P=q)\)")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = lazy(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
