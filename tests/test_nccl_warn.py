@@ -103,3 +103,10 @@ def test_a_cuda_failure_printed_by_init_cc_is_the_communicators_creation_not_the
     assert found["SRV007"].causes[0].id == "nccl-cuda-init" and found["SRV007"].severity == "error"
     assert "P2P" not in found["SRV007"].next_steps[0]
     assert found["SRV001"].causes[0].id == "nccl-error"
+
+
+def test_a_warn_line_printed_by_shmutils_is_the_shared_memory_transport_whatever_its_words():
+    """NVIDIA/nccl #1589: 'misc/shmutils.cc:93 NCCL WARN Call to open failed: No such file or directory', then the
+    attach of /dev/shm/nccl-…; the first line's words name no transport, and it was nccl-other."""
+    srv = findings_by_rule(HERE / "shmutils-open-failed-attach.log")["SRV007"]
+    assert srv.causes[0].id == "nccl-shm"

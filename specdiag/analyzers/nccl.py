@@ -17,7 +17,7 @@ from specdiag.timeutil import rec_time
 KINDS = (
     ("nccl-duplicate-gpu", ("Duplicate GPU detected",)),
     ("nccl-nvls", ("nvls.cc", "NVLS")),
-    ("nccl-shm", ("/dev/shm", "shm_open", "Shm", "SHM", "shared memory")),
+    ("nccl-shm", ("/dev/shm", "shm_open", "Shm", "SHM", "shared memory", "shmutils.cc")),
     ("nccl-ib-network", ("ibv_", "NET/IB", "IBV", "mlx5", "RoCE", "GID")),
     ("nccl-cuda-transport", ("Cuda failure", "CUDA failure", "cuMem", "cudaIpc", "Cuda driver")),
     ("nccl-socket-network", ("NET/Socket", "socket", "Socket", "onnect", "Accept failed", "bootstrap", "Bootstrap",
