@@ -18,7 +18,7 @@ from specdiag.timeutil import rec_time
 _PYDANTIC = lazy(r"(?P<n>\d{1,4}) validation errors? for (?P<cls>\w{1,80}Config)\b")
 #: frames of vLLM's configuration code: the engine arguments turned into the config, the config classes
 _CONFIG_FRAME = lazy(r'File "[^"\n]{0,400}/(?:vllm/(?:config[/.]|engine/arg_utils\.py|platforms/|attention/selector\.py'
-                           r'|v1/attention/backends/registry\.py)|transformers/models/\w{1,60}/configuration_\w{1,60}\.py)')
+                     r'|v1/attention/backends/registry\.py)|transformers/models/\w{1,60}/configuration_\w{1,60}\.py)')
 #: vLLM's refusals of a setting at start, whose message says so even without the traceback above it: an attention
 #: backend forced by name (v1/attention/backends/registry.py ``Unknown attention backend: 'X'``; the platform's
 #: ``Selected backend … is not valid for this configuration. Reason: …``), an engine on a device it does not
@@ -80,11 +80,11 @@ _DEVICE_HINT = ("no platform was detected: the installed vLLM build found no dev
                 "host, vLLM's CPU build)")
 #: a serving setting a message names (its option, or the feature it turns on) ...
 _SETTING = lazy(r"\b(?:tensor[_ ]parallel(?:_size|ism)|pipeline[_ ]parallel(?:_size|ism)|max_num_batched_tokens"
-                      r"|max_model_len|max_num_seqs|max_lora_rank|max_loras|LoRA is enabled|gpu_memory_utilization"
-                      r"|kv_cache_dtype|enable_chunked_prefill|--[a-z][a-z-]{2,40})\b")
+                r"|max_model_len|max_num_seqs|max_lora_rank|max_loras|LoRA is enabled|gpu_memory_utilization"
+                r"|kv_cache_dtype|enable_chunked_prefill|--[a-z][a-z-]{2,40})\b")
 #: ... and refuses it or says what to change ...
 _REFUSES = lazy(r"\b(?:not supported|does not support|hasn't supported|must be|is required|not divisible|"
-                      r"Please|Consider)\b")
+                r"Please|Consider)\b")
 #: ... about the server, not one request (a prompt too long for max_model_len is that request's rejection)
 _PER_REQUEST = lazy(r"\b(?:prompts?|requests?)\b", re.I)
 #: what the value of an option given as JSON needs (argparse's ``invalid loads value``)
@@ -244,13 +244,19 @@ class ConfigRejected(Rule):
         return (first is not None and first.id != "E_PYDANTIC_VALUE" and _PYDANTIC.search(self.message or "") is not None
                 and first.rec.path == ev.rec.path and 0 < ev.rec.line - first.rec.line <= _HEADER_REACH)
 
+    def _hint(self) -> str:
+        """What the message's own words add to the general fix: the hint read with it, else one its message names."""
+        if self.hint:
+            return self.hint
+        if "Failed to infer device type" in (self.message or ""):
+            return _DEVICE_HINT
+        return _JSON_HINT if "invalid loads value" in (self.message or "") else ""
+
     def finish(self, ctx: Context, run: RunState) -> list[Finding]:
         if self.first is None:
             return []
         what = f"the option {self.option}" if (self.option or "").startswith("-") else (self.option or "its configuration")
-        hint = f" Here {_JSON_HINT}." if "invalid loads value" in (self.message or "") else ""
-        hint = f" Here {_DEVICE_HINT}." if "Failed to infer device type" in (self.message or "") else hint
-        hint = f" Here {self.hint}." if self.hint else hint
+        hint = self._hint()
         against = (["known by its words alone (it names a setting and refuses it): no frame of vLLM's configuration code "
                     "and no start-up failure line in the excerpt say it was raised while the server started"]
                    if self.by_words else [])
@@ -259,7 +265,8 @@ class ConfigRejected(Rule):
         return [Finding(
             rule=self.code, severity="error", title=self.title,
             summary=(f"vLLM rejected {what} while starting: '{(self.message or '')[:300]}'. The server exited before "
-                     f"serving anything; the message says what to change.{hint}{self._others_said()}"),
+                     f"serving anything; the message says what to change.{f' Here {hint}.' if hint else ''}"
+                     f"{self._others_said()}"),
             count=self.lines, evidence=[evidence_of(self.first, 400)], causes=[cause],
             identity=f"{self.code}|{self.option or ''}", first_seen=rec_time(self.first.rec),
             measurements={"option": self.option, "message": (self.message or "")[:300],
@@ -272,6 +279,5 @@ class ConfigRejected(Rule):
 def _steps(hint: str, cause: Cause) -> list[str]:
     """The hint the message's own words gave (no platform, the repo's remote code, transformers' config check, a
     JSON option) first, when there is one: it is what to do; the general fix and its confirmation after it."""
-    said = hint.strip().removeprefix("Here ")
-    first = [said[:1].upper() + said[1:], cause.fix] if said else [cause.fix]
+    first = [hint[:1].upper() + hint[1:] + ".", cause.fix] if hint else [cause.fix]
     return [*first, f"Confirm: {cause.confirm_with}"]

@@ -68,10 +68,10 @@ _EXIT_CODE = lazy(r"exit code: (-?\d+)")
 #: a dtype's capability check: ``Bfloat16 is only supported on GPUs with compute capability of at least 8.0. Your Quadro
 #: RTX 6000 GPU has compute capability 7.5.``
 _DTYPE_CAPABILITY = lazy(r"(\w{1,20}) is only supported on GPUs with compute capability of at least (\d{1,2}\.\d{1,2})"
-                               r"\. Your ([^.\n]{1,80}?) GPU has compute capability (\d{1,2}\.\d{1,2})")
+                         r"\. Your ([^.\n]{1,80}?) GPU has compute capability (\d{1,2}\.\d{1,2})")
 #: the CPU backend's KV cache check (v1/worker/cpu_worker.py): node, available / total GiB, requested GiB
 _CPU_KV = lazy(r"Available memory on node (\d{1,4}) \(([\d.]{1,12})/([\d.]{1,12}) GiB\) on kv cache allocation is "
-                     r"less than requested memory for kv \(([\d.]{1,12})")
+               r"less than requested memory for kv \(([\d.]{1,12})")
 #: exit codes of a process ended by a signal sent from outside: SIGKILL, SIGTERM, SIGINT (negated, or 128+N)
 _SIGNALLED = {"-9": "SIGKILL (kernel OOM killer or the orchestrator)", "137": "SIGKILL (kernel OOM killer or the orchestrator)",
               "-15": "SIGTERM (a stop someone asked for: the orchestrator, a user, a shutdown)",
@@ -88,7 +88,7 @@ _DRAFTER = lazy(r"/v1/spec_decode/|\b[A-Z]\w{0,40}Proposer\b|\bdraft_\w{1,40}|\b
 _ORIGINAL = lazy(r"original error: (?P<exc>[A-Za-z_][\w.]{0,100})\((?P<q>['\"])(?P<detail>[^\n]{1,600}?)(?P=q)\)")
 #: the last line of a traceback that is only an exception name (``AssertionError`` from a bare ``assert``)
 _BARE_EXC = lazy(r"^\s*((?:[A-Za-z_]\w*\.)*(?:[A-Za-z_]\w*(?:Error|Exception)|StopIteration|StopAsyncIteration))\s*\Z",
-                       re.M)
+                 re.M)
 
 #: an exception's line inside a pasted traceback: its name, and its message when it has one
 _INNER_EXC = lazy(r"^((?:[A-Za-z_]\w{0,60}\.){0,8}[A-Za-z_]\w{0,60}(?:Error|Exception))(?:: (.{0,600}))?$", re.M)
@@ -454,7 +454,7 @@ def _processes_on_gpu(text: str) -> str:
 #: a kernel's or quantization method's minimum compute capability against the GPU's (``requires capability 80, current
 #: compute capability is 75``; ``Minimum capability: 90. Current capability: 86``)
 _CAPABILITY = lazy(r"(?:requires capability|Minimum capability:) (\d{2,3})[.,] ?[Cc]urrent (?:compute {1,2})?"
-                         r"capability(?: is|:) (\d{2,3})")
+                   r"capability(?: is|:) (\d{2,3})")
 
 
 def _capability_read(text: str) -> str:
@@ -474,8 +474,8 @@ def _capability_read(text: str) -> str:
 
 #: V1's start-up check (v1/core/kv_cache_utils.py): the context asked, the cache needed and had, the context that fits
 _KV_FIT = lazy(r"max seq len \((\d{1,9})\), \(([\d.]{1,12}) GiB KV cache is needed, which is larger than the "
-                     r"available KV cache memory \(([\d.]{1,12}) GiB\)\. Based on the available memory, the estimated "
-                     r"maximum model length is (\d{1,9})")
+               r"available KV cache memory \(([\d.]{1,12}) GiB\)\. Based on the available memory, the estimated "
+               r"maximum model length is (\d{1,9})")
 
 
 def _kv_fit_read(text: str, f: dict) -> str:
@@ -1257,8 +1257,8 @@ class EngineDeath(Rule):
             measurements["raised_in"] = raised
             text = (root[2].f.get("detail") or root[2].rec.msg).lower()
             said += (f" It surfaced in {raised}: CUDA reports a kernel's fault at a later call, so the kernel that "
-                     "faulted ran earlier (CUDA_LAUNCH_BLOCKING=1 names it)."
-                     if any(w in text for w in ASYNC_CUDA_WORDS) else f" It was raised in {raised}.")
+               "faulted ran earlier (CUDA_LAUNCH_BLOCKING=1 names it)."
+               if any(w in text for w in ASYNC_CUDA_WORDS) else f" It was raised in {raised}.")
         return said
 
     def _cascade_named(self) -> str:
@@ -1339,7 +1339,7 @@ class EngineDeath(Rule):
         if self.header_place is not None:
             said, fev = self.header_place
             where = (f"where a catalogued release prints '{said}' (the build is not known: which of its messages is "
-                     "not sure)" if self.header_by_place else f"where vLLM prints '{said}'")
+               "not sure)" if self.header_by_place else f"where vLLM prints '{said}'")
             placed = f"a traceback printed at {fev.rec.file}:{fev.rec.src_line}, {where}"
         banner = (f"multiprocessing's banner '{self.banner.rec.msg.strip()}' (printed when the process's target "
                   "raised; the process then exits with code 1)") if self.banner is not None else ""

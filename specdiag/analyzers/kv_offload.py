@@ -23,7 +23,7 @@ _JOB = lazy(r"(?i)\b(?:transfer|job|I/O|write_blocks|batch_lookup|submit|load|st
 _FAILED = lazy(r"(?i)\bfail(?:ed|ure)?\b|\bException in\b")
 #: ... not one about shutting down, cleaning up or running slower (``cudaHostRegister failed … will still work``)
 _BENIGN = lazy(r"(?i)shut ?down|clean ?up|\bclose\b|unlink|remove|release|deregister|telemetry|still work"
-                     r"|drain")
+               r"|drain")
 #: the direction a transfer's message names (``Exception in ('CPU', 'GPU') transfer 235``)
 _DIRECTION = lazy(r"\('(\w{1,10})', '(\w{1,10})'\)|\b(load|store)\b")
 #: messages kept (a flood of one message must not grow the table)

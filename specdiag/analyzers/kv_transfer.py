@@ -28,7 +28,7 @@ MAX_MESSAGES, MAX_IDS = 12, 5
 #: ``import nixl`` failed; a Mooncake connector asking to install mooncake; vLLM-Omni's factory: ``Failed to create
 #: connector MooncakeTransferEngineConnector: Mooncake not available``)
 _MISSING = lazy(r"\bis not available\b|\b[A-Z][a-z]\w{1,40} not available\b|not installed|No module named"
-                      r"|[Pp]lease install|Failed to import")
+                r"|[Pp]lease install|Failed to import")
 #: NIXL's agent when asked for a transfer's telemetry it does not keep (nixl_agent.cpp, NIXL 1.3.1)
 _NO_TELEMETRY = "getXferTelemetry: cannot return values when telemetry is not enabled"
 #: a connector class named in a line (its first word names the transport: ``MooncakeTransferEngineConnector``)

@@ -23,8 +23,8 @@ LABELS = {"X4": "remote put task failure(s)", "X9": "batched put error(s)", "X6"
 #: failed``; not ``Failed to download …``, ``batched_get``, ``lookup``)
 _WRITE = lazy(r"(?i)(?:\b|_)(?:put|mset|set|store|upload|write|save|persist|flush)(?:\b|_|s\b|ed\b)")
 _READ = lazy(r"(?i)(?:\b|_)(?:get|mget|load|download|read|lookup|exists|contains|delete|retrieve|fetch|releasing"
-                   r"|closing)"
-                   r"(?:\b|_|s\b|ed\b)")
+             r"|closing)"
+             r"(?:\b|_|s\b|ed\b)")
 
 
 def _with_last_value(entry, msg: str) -> str:

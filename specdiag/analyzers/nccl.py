@@ -27,10 +27,10 @@ KINDS = (
 #: whose init_device failed (it makes the NCCL communicator): the failed call reached the process, so the WARN lines
 #: are its reason
 _RAISED = lazy(r"NCCL error|ncclUnhandledCudaError|ncclSystemError|ncclInternalError|ncclInvalidUsage|"
-                     r"ncclRemoteError|ncclInvalidArgument|Error executing method '?init_device")
+               r"ncclRemoteError|ncclInvalidArgument|Error executing method '?init_device")
 #: the place NCCL prints before its level: ``host:pid:tid [dev] transport/p2p.cc:298 NCCL WARN …``
 _PLACE = lazy(r"(?:(?P<host>[\w.-]{1,100}):(?P<pid>\d{1,9}):\d{1,9} \[(?P<dev>\d{1,4})\] )?(?P<file>[\w./-]{1,100}\.\w{1,4}):"
-                    r"(?P<line>\d{1,7}) \Z")
+              r"(?P<line>\d{1,7}) \Z")
 MAX_FIRST, MAX_PROCESSES = 4, 64
 #: NCCL's reasons as torch relays them under 'Last error:' (the text of its last WARN line without NCCL's header)
 RELAYED = frozenset({"E_NCCL_CONNECT", "E_NCCL_PROXY", "E_NCCL_DUP_GPU", "E_NCCL_SHM"})

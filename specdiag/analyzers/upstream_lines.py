@@ -317,7 +317,7 @@ def _family_by_frame(frame: str | None) -> str | None:
 #: a line of a traceback printed under a record's header: its head, a frame, a code line, a caret line, a chain
 #: line (matched at the start of the message; each alternative a literal or one run of one class: linear time)
 _TB_PART = lazy(r'Traceback \(most recent call last\)|During handling of the above exception|'
-                      r'The above exception was the direct cause|  File "| {4}\S| *[\^~]+ *$')
+                r'The above exception was the direct cause|  File "| {4}\S| *[\^~]+ *$')
 
 
 def _short(text: str, limit: int = 70) -> str:

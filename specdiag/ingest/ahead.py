@@ -200,7 +200,7 @@ _DOCKER_ESCAPE = lazy(rb'\\(?:["t\\]|u00(?:1b|3c|3e|26))')
 #: one json-file line as docker writes it: the text (group 1), the line break it keeps, the stream, the time;
 #: the text as runs without a backslash, each after one escape (so a line is matched one way)
 _DOCKER_LINE = lazy(rb'\{"log":"([^"\\\n]*(?:(?:\\["t\\]|\\u00(?:1b|3c|3e|26))[^"\\\n]*)*)(?:\\r)?\\n",'
-                          rb'"stream":"std(?:out|err)","time":"\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d)"\}')
+                    rb'"stream":"std(?:out|err)","time":"\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:\d\d)"\}')
 #: the longest json-file line the copy reads: docker splits a message at 16 KiB of text, and JSON escaping
 #: makes a text at most 6 times longer (``\u001b``); a longer line is not docker's, and its block is read
 #: line by line. It bounds what one failed match may read back (``tests/regex_budget.py``)

@@ -26,7 +26,7 @@ LMC_LEGACY = lazy(
 #: Ray's C++ log line (glog style, ``ray/util/logging.cc``): ``[YYYY-MM-DD HH:MM:SS,mmm L PID TID] file.cc:N: msg``,
 #: printed under a Ray worker's or the raylet's prefix when a TP worker runs as a Ray actor (every part bounded)
 RAY_CPP = lazy(rb"\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) ([IWEFC]) \d{1,10} \d{1,10}\] "
-                     rb"([\w.-]{1,100}):(\d{1,7}): ")
+               rb"([\w.-]{1,100}):(\d{1,7}): ")
 #: Ray's levels by their letter (``F``/``C``: fatal; Ray aborts the process after it)
 RAY_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL", b"C": "CRITICAL"}
 #: Ray Serve's Python logger (``ray/serve/_private/logging_utils.py``): ``LEVEL DATE TIME,ms COMPONENT ID -- msg``
@@ -44,7 +44,7 @@ GLOG_LEVELS = {b"W": "WARNING", b"E": "ERROR", b"F": "CRITICAL"}
 #: 1234 ProcessGroupNCCL.cpp:1414] `` (2.4+: glog's header in brackets). Warnings (``[W…``) are no records: torch
 #: prints them by the thousand (the prefilter leaves them too). Every part bounded.
 TORCH_C10 = lazy(rb"(?:\[rank\d{1,6}\]:)?\[([EF])(?:\d{3,4} \d\d:\d\d:\d\d(?:\.\d{1,9})?(?: {1,8}\d{1,10})?)? ?"
-                       rb"([\w.-]{1,128}\.(?:cpp|cc|cu|h|hpp|ts)):(\d{1,7})\] ")  # torch_npu: E324, compiler_depend.ts
+                 rb"([\w.-]{1,128}\.(?:cpp|cc|cu|h|hpp|ts)):(\d{1,7})\] ")  # torch_npu: E324, compiler_depend.ts
 #: CPython's faulthandler line after a fatal signal (``Fatal Python error: Segmentation fault``): the start of a
 #: native crash's report, CRITICAL
 FATAL_PYTHON = b"Fatal Python error"
@@ -58,7 +58,7 @@ RAYLET = lazy(rb"\(raylet(?:, ip=[0-9A-Fa-f.:]{1,64})?\) ")
 #: the raylet's report of a worker process that died while running a task (``events.ray`` parses it)
 WORKER_DIED = b"A worker died or was killed"
 EXC_LINE = lazy(rb"(?:[A-Za-z_][\w.]*\.)?(?:[A-Za-z_]\w*(?:Error|Exception|Exit|Interrupt|Warning)|StopIteration"
-                      rb"|StopAsyncIteration)\b(?::|$)")
+                rb"|StopAsyncIteration)\b(?::|$)")
 
 
 def _d(b: bytes | None) -> str | None:

@@ -47,7 +47,7 @@ HEAD = 256
 _LMC_TIME = lazy(rb"\[(20\d\d)-(\d\d)-(\d\d)[ T](\d\d):(\d\d):(\d\d)")
 _VLLM_TIME = lazy(rb"(?:INFO|WARNING|ERROR|DEBUG|CRITICAL|WARN) (\d\d)-(\d\d) (\d\d):(\d\d):(\d\d)")
 _REQUEST = lazy(rb"(?:req_id=|request_id=|[Rr]equest |Reqid: |req=|lookup id )'?([^\s,\]}']+)"
-                      rb"|\b((?:chatcmpl|cmpl)-[\w-]+)")
+                rb"|\b((?:chatcmpl|cmpl)-[\w-]+)")
 
 
 class FilterError(InputError):

@@ -38,7 +38,7 @@ _NAME = rb"((?:vllm|lmcache)(?:\.[\w.]{1,200})?)"
 _LEVEL = rb"(DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 #: ``%(asctime)s - %(name)s - %(levelname)s - %(message)s`` (asctime with ``,mmm``, ``.ffffff`` or none)
 ASCTIME = lazy(rb"(\d{4})-(\d\d-\d\d) (\d\d:\d\d:\d\d)(?:[,.](\d{1,6}))? - " + _NAME + rb" - " + _LEVEL
-                     + rb" - ")
+               + rb" - ")
 #: ``%(levelname)s:%(name)s:%(message)s``
 BASIC = lazy(_LEVEL + rb":" + _NAME + rb":")
 #: vLLM's ``[file.py:NNN] `` (0.31+ may print a path) right after the level, the time cut off

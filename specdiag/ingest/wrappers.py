@@ -61,13 +61,13 @@ BRACKET_ISO = lazy(rb"\[" + ISO_TS.pattern.removesuffix(b" ") + rb"\] ")
 #: ``DATE | LEVEL | stream | `` (its model worker logs vLLM's stdout and stderr so), or a bare ``DATE `` (Docker
 #: Desktop's log view copied); bounded runs between distinct separators: linear time
 RELOGGED = lazy(rb"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:[,.]\d{1,9} - (?:[\w.-]{1,128} - )?"
-                      rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:\[[\w.-]{1,64}\] )?"
-                      rb"|(?:[,.]\d{1,9})? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| [\w.-]{1,64} \| "
-                      rb"|(?:[,.]\d{1,9})? )")
+                rb"(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) - (?:\[[\w.-]{1,64}\] )?"
+                rb"|(?:[,.]\d{1,9})? \| (?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \| [\w.-]{1,64} \| "
+                rb"|(?:[,.]\d{1,9})? )")
 #: RFC 5424 syslog (rsyslog / syslog-ng forwarding): ``<PRI>1 TIME HOST APP PROCID MSGID SD `` then the message
 #: (after an optional BOM); structured data is ``-`` or bracketed elements with quoted, escaped values
 SYSLOG_5424 = lazy(rb'<\d{1,3}>\d{1,2} (\d{4}|-)\S{0,40} (\S{1,255}) \S{1,48} \S{1,128} \S{1,32} '
-                         rb'(?:-|(?:\[(?:[^\]\\"\n]|\\.|"(?:[^"\\\n]|\\.)*")*\])+) (?:\xef\xbb\xbf)?')
+                   rb'(?:-|(?:\[(?:[^\]\\"\n]|\\.|"(?:[^"\\\n]|\\.)*")*\])+) (?:\xef\xbb\xbf)?')
 #: stern's (multi-pod ``kubectl logs``) default output: the pod's and the container's names before each line
 #: (lowercase DNS names); a loose shape, stripped only before an envelope or a strict wrapper
 STERN = lazy(rb"([a-z][a-z0-9.-]{0,252}) ([a-z][a-z0-9-]{0,62}) ")

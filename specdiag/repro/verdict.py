@@ -26,7 +26,7 @@ _V2 = lazy(r"Failing (\d+) request\(s\) due to KV load failure \(failure_policy=
 _L1 = lazy(rf"{re.escape(W.TOTAL_TOKENS.lstrip())}(\d+){E.SEP}{E.COMPUTED}(\d+){E.SEP}{E.HIT}(\d+){E.SEP}{E.NEED}(-?\d+)")
 _R4 = lazy(rf"{E.RETRIEVED}(\d+){E.OUT_OF}(\d+){E.REQUIRED_FROM}")
 _SD = lazy(rf"{E.SPEC}{E.KEY_END}.*?{E.SPEC_ACCEPTED}{E.KEY_END}(\d+){E.TOKENS}{E.SEP}{E.SPEC_DRAFTED}{E.KEY_END}(\d+)"
-                 rf"{E.TOKENS}")
+           rf"{E.TOKENS}")
 
 #: literal markers → counter name (a literal ``in`` test per line; cheap and version-tolerant)
 _LITERALS = {
